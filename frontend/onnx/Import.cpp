@@ -1,0 +1,532 @@
+//===- Import.cpp - ONNX graph -> tcc dialect: the driver -------------------===//
+//
+// Walks the ONNX graph in order, binds names to tcc values (with a scope per subgraph), runs
+// each node's lowering from the registry (or expands the node through its ONNX function body),
+// folds what became constant, and specializes graph inputs whose values the model needs at
+// compile time (restarting the import with them baked in).
+//
+//===----------------------------------------------------------------------===//
+#include "Import.h"
+
+#include "tcc/Frontend/OnnxModel.h"
+#include "tcc/Interp/Interpreter.h"
+#include "tcc/Passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+#include "onnx/defs/schema.h"
+
+#include <sstream>
+
+using namespace mlir;
+
+namespace tcc::onnx_import {
+
+// ---- Registry ----
+
+void OpRegistry::add(const std::string &opType, OpLowering lowering, const std::string &domain) {
+  lowerings_[{domain == "ai.onnx" ? "" : domain, opType}] = std::move(lowering);
+}
+
+const OpLowering *OpRegistry::find(const std::string &domain, const std::string &opType) const {
+  auto it = lowerings_.find({domain == "ai.onnx" ? "" : domain, opType});
+  return it == lowerings_.end() ? nullptr : &it->second;
+}
+
+const OpRegistry &opRegistry() {
+  static const OpRegistry registry = [] {
+    OpRegistry r;
+    registerElementwiseOps(r);
+    registerShapeOps(r);
+    registerReductionOps(r);
+    registerNNOps(r);
+    registerControlFlowOps(r);
+    registerMiscOps(r);
+    return r;
+  }();
+  return registry;
+}
+
+static std::string normalizeDomain(const std::string &d) { return d == "ai.onnx" ? "" : d; }
+
+static std::string nodeLabel(const onnx::NodeProto &node) {
+  return node.name().empty() ? "<unnamed " + node.op_type() + ">" : node.name();
+}
+
+/// The ONNX function body of an operator without a lowering, if its schema has one.
+static const onnx::OpSchema *functionSchema(const std::string &domain, const std::string &opType,
+                                            int64_t opset) {
+  const auto *schema = onnx::OpSchemaRegistry::Schema(opType, (int)opset, domain);
+  if (schema && (schema->HasFunction() || schema->HasContextDependentFunction()))
+    return schema;
+  return nullptr;
+}
+
+// ---- Unsupported ops ----
+
+static void collectUnsupported(const onnx::GraphProto &graph,
+                               const std::map<std::string, int64_t> &opsets,
+                               std::map<std::tuple<std::string, std::string, int64_t>,
+                                        std::vector<std::string>> &found) {
+  for (const auto &node : graph.node()) {
+    std::string domain = normalizeDomain(node.domain());
+    auto it = opsets.find(domain);
+    int64_t opset = it == opsets.end() ? -1 : it->second;
+    if (!opRegistry().find(domain, node.op_type()) &&
+        !(opset >= 0 && functionSchema(domain, node.op_type(), opset)))
+      found[{domain, node.op_type(), opset}].push_back(nodeLabel(node));
+    for (const auto &a : node.attribute()) {
+      if (a.has_g())
+        collectUnsupported(a.g(), opsets, found);
+      for (const auto &g : a.graphs())
+        collectUnsupported(g, opsets, found);
+    }
+  }
+}
+
+static std::map<std::string, int64_t> opsetsOf(const onnx::ModelProto &model) {
+  std::map<std::string, int64_t> opsets;
+  for (const auto &o : model.opset_import())
+    opsets[normalizeDomain(o.domain())] = o.version();
+  return opsets;
+}
+
+} // namespace tcc::onnx_import
+
+namespace tcc {
+using namespace onnx_import;
+
+std::vector<UnsupportedOp> findUnsupportedOps(const onnx::ModelProto &model) {
+  std::map<std::tuple<std::string, std::string, int64_t>, std::vector<std::string>> found;
+  collectUnsupported(model.graph(), opsetsOf(model), found);
+  std::vector<UnsupportedOp> out;
+  for (auto &[key, nodes] : found)
+    out.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key), nodes});
+  return out;
+}
+
+std::string describeUnsupportedOps(const std::vector<UnsupportedOp> &ops) {
+  std::ostringstream os;
+  size_t count = 0;
+  for (const auto &op : ops)
+    count += op.nodes.size();
+  os << "the model uses " << ops.size() << " unsupported operator" << (ops.size() == 1 ? "" : "s")
+     << " (" << count << " node" << (count == 1 ? "" : "s") << "): ";
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const auto &op = ops[i];
+    os << (i ? "; " : "") << (op.domain.empty() ? "ai.onnx" : op.domain) << "::" << op.opType;
+    if (op.opset >= 0)
+      os << " (opset " << op.opset << ")";
+    else
+      os << " (domain not imported by the model)";
+    os << " at node" << (op.nodes.size() == 1 ? " " : "s ");
+    for (size_t n = 0; n < op.nodes.size() && n < 8; ++n)
+      os << (n ? ", " : "") << "'" << op.nodes[n] << "'";
+    if (op.nodes.size() > 8)
+      os << " and " << op.nodes.size() - 8 << " more";
+  }
+  return os.str();
+}
+
+void registerImportDialects(MLIRContext &ctx) {
+  ctx.loadDialect<TccDialect, func::FuncDialect>();
+}
+
+} // namespace tcc
+
+namespace tcc::onnx_import {
+
+// ---- GraphImporter ----
+
+GraphImporter::GraphImporter(MLIRContext &ctx, const onnx::ModelProto &model,
+                             const ImportOptions &options, const std::set<std::string> &specialized)
+    : ctx_(ctx), model_(model), options_(options), specialized_(specialized), builder_(&ctx),
+      opsets_(opsetsOf(model)) {
+  collectValueInfo(model.graph());
+}
+
+void GraphImporter::collectValueInfo(const onnx::GraphProto &graph) {
+  for (const auto &list : {graph.input(), graph.output(), graph.value_info()})
+    for (const auto &vi : list)
+      valueInfo_[vi.name()] = &vi.type();
+  for (const auto &node : graph.node())
+    for (const auto &a : node.attribute()) {
+      if (a.has_g())
+        collectValueInfo(a.g());
+      for (const auto &g : a.graphs())
+        collectValueInfo(g);
+    }
+}
+
+Value GraphImporter::lookup(const std::string &name) const {
+  for (const Scope *s = scope_; s; s = s->parent) {
+    auto it = s->values.find(name);
+    if (it != s->values.end())
+      return it->second;
+  }
+  return {};
+}
+
+void GraphImporter::define(const std::string &name, Value v) { scope_->values[name] = v; }
+
+Type GraphImporter::elementType(int32_t onnxType) const {
+  auto dtype = dtypeFromOnnx(onnxType);
+  if (!dtype)
+    throw Error("element type '" + onnxElemTypeName(onnxType) + "' is not supported");
+  return typeFromDType(&ctx_, *dtype);
+}
+
+std::optional<Type> GraphImporter::inferredElementType(const std::string &name) const {
+  auto it = valueInfo_.find(name);
+  if (it == valueInfo_.end() || !it->second->has_tensor_type() ||
+      !it->second->tensor_type().has_elem_type())
+    return std::nullopt;
+  auto dtype = dtypeFromOnnx(it->second->tensor_type().elem_type());
+  if (!dtype)
+    return std::nullopt;
+  return typeFromDType(&ctx_, *dtype);
+}
+
+Value GraphImporter::constantFromProto(const onnx::TensorProto &t, Location loc) {
+  Tensor value = tensorFromProto(t);
+  return builder_.create<ConstantOp>(loc, attrFromTensor(&ctx_, value));
+}
+
+Location GraphImporter::nodeLocation(const onnx::NodeProto &node) {
+  return NameLoc::get(StringAttr::get(&ctx_, prefix_ + nodeLabel(node)));
+}
+
+void GraphImporter::importNodes(const google::protobuf::RepeatedPtrField<onnx::NodeProto> &nodes) {
+  for (const auto &node : nodes)
+    importNode(node);
+}
+
+void GraphImporter::importNode(const onnx::NodeProto &node) {
+  std::string domain = normalizeDomain(node.domain());
+  auto it = opsets_.find(domain);
+  int64_t opset = it == opsets_.end() ? -1 : it->second;
+  Block *block = builder_.getInsertionBlock();
+  Operation *mark = block->empty() ? nullptr : &block->back();
+
+  NodeContext ctx(*this, node, opset);
+  try {
+    if (const OpLowering *lowering = opRegistry().find(domain, node.op_type()))
+      (*lowering)(ctx);
+    else if (const auto *schema = opset >= 0 ? functionSchema(domain, node.op_type(), opset) : nullptr)
+      expandFunction(ctx, *schema);
+    else
+      ctx.fail("no lowering for this operator");
+  } catch (const ImportError &) {
+    throw;
+  } catch (const NeedsInputValues &) {
+    throw;
+  } catch (const std::exception &e) {
+    ctx.fail(e.what());
+  }
+  for (int i = 0; i < node.output_size(); ++i)
+    if (!node.output(i).empty() && !lookup(node.output(i)))
+      ctx.fail("the lowering did not produce output " + std::to_string(i) + " ('" +
+               node.output(i) + "')");
+
+  // Fold what the node made constant, so later nodes see compile-time values.
+  Operation *op = mark ? mark->getNextNode() : (block->empty() ? nullptr : &block->front());
+  while (op) {
+    Operation *next = op->getNextNode();
+    foldConstantOp(op, options_.maxFoldElements, [&](Value from, Value to) {
+      // The node's outputs are bound in the current scope: point them at the constants.
+      for (const auto &name : node.output())
+        if (auto it = scope_->values.find(name); it != scope_->values.end() && it->second == from)
+          it->second = to;
+    });
+    op = next;
+  }
+}
+
+/// Builds the body of a function-defined operator for this node.
+static onnx::FunctionProto functionBody(NodeContext &ctx, const onnx::OpSchema &schema) {
+  if (schema.HasFunction())
+    return *schema.GetFunction();
+  std::vector<onnx::TypeProto> inputTypes;
+  for (size_t i = 0; i < ctx.numInputs(); ++i) {
+    onnx::TypeProto tp;
+    if (ctx.hasInput(i)) {
+      auto *tt = tp.mutable_tensor_type();
+      tt->set_elem_type(dtypeToOnnx(dtypeFromType(ctx.inputElementType(i))));
+      for (int64_t d : ctx.inputShape(i))
+        tt->mutable_shape()->add_dim()->set_dim_value(d);
+    }
+    inputTypes.push_back(tp);
+  }
+  onnx::FunctionBodyBuildContextImpl buildCtx(ctx.node(), inputTypes);
+  onnx::FunctionProto fn;
+  if (!schema.BuildContextDependentFunction(buildCtx, fn))
+    ctx.fail("ONNX could not build the function body of this operator");
+  return fn;
+}
+
+void GraphImporter::expandFunction(NodeContext &ctx, const onnx::OpSchema &schema) {
+  const onnx::NodeProto &node = ctx.node();
+  onnx::FunctionProto fn = functionBody(ctx, schema);
+
+  // The body runs in its own scope, with its formal inputs bound to the node's actual inputs.
+  Scope body{{}, nullptr};
+  for (int i = 0; i < fn.input_size(); ++i)
+    if (ctx.hasInput(i))
+      body.values[fn.input(i)] = ctx.input(i);
+  std::map<std::string, const onnx::AttributeProto *> actualAttrs;
+  for (const auto &a : node.attribute())
+    actualAttrs[a.name()] = &a;
+
+  auto savedOpsets = opsets_;
+  for (const auto &o : fn.opset_import())
+    opsets_[normalizeDomain(o.domain())] = o.version();
+  Scope *savedScope = scope_;
+  std::string savedPrefix = prefix_;
+  scope_ = &body;
+  prefix_ += nodeLabel(node) + "/";
+  try {
+    for (const auto &bodyNode : fn.node()) {
+      onnx::NodeProto n = bodyNode;
+      // Substitute attribute references (ref_attr_name) by the node's actual attributes.
+      n.clear_attribute();
+      for (const auto &a : bodyNode.attribute()) {
+        if (a.ref_attr_name().empty()) {
+          *n.add_attribute() = a;
+        } else if (auto it = actualAttrs.find(a.ref_attr_name()); it != actualAttrs.end()) {
+          onnx::AttributeProto copy = *it->second;
+          copy.set_name(a.name());
+          *n.add_attribute() = copy;
+        }
+      }
+      importNode(n);
+    }
+  } catch (...) {
+    scope_ = savedScope;
+    prefix_ = savedPrefix;
+    opsets_ = savedOpsets;
+    throw;
+  }
+  std::vector<Value> outputs;
+  for (int i = 0; i < fn.output_size() && i < node.output_size(); ++i)
+    outputs.push_back(lookup(fn.output(i)));
+  scope_ = savedScope;
+  prefix_ = savedPrefix;
+  opsets_ = savedOpsets;
+  for (size_t i = 0; i < outputs.size(); ++i)
+    if (ctx.hasOutput(i)) {
+      if (!outputs[i])
+        ctx.fail("its function body does not define output '" + fn.output(i) + "'");
+      ctx.setOutput(i, outputs[i]);
+    }
+}
+
+std::vector<Value> GraphImporter::importSubgraph(const onnx::GraphProto &graph, Block &block) {
+  Scope sub{{}, scope_};
+  for (int i = 0; i < graph.input_size() && i < (int)block.getNumArguments(); ++i)
+    sub.values[graph.input(i).name()] = block.getArgument(i);
+  Scope *savedScope = scope_;
+  OpBuilder::InsertionGuard guard(builder_);
+  builder_.setInsertionPointToEnd(&block);
+  scope_ = &sub;
+  std::vector<Value> outputs;
+  try {
+    for (const auto &init : graph.initializer())
+      define(init.name(), constantFromProto(init, NameLoc::get(StringAttr::get(&ctx_, init.name()))));
+    importNodes(graph.node());
+    for (const auto &out : graph.output()) {
+      Value v = lookup(out.name());
+      if (!v)
+        throw ImportError("subgraph '" + graph.name() + "' output '" + out.name() +
+                          "' is not defined");
+      outputs.push_back(v);
+    }
+  } catch (...) {
+    scope_ = savedScope;
+    throw;
+  }
+  scope_ = savedScope;
+  return outputs;
+}
+
+/// Graph inputs (block arguments of @main) that `v` is computed from; nullopt if it depends on
+/// anything else that is not constant (a region argument, an op with regions).
+std::optional<std::set<std::string>> GraphImporter::inputsFeeding(Value v) const {
+  std::set<std::string> names;
+  std::vector<Value> work{v};
+  llvm::DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value cur = work.back();
+    work.pop_back();
+    if (!seen.insert(cur).second)
+      continue;
+    if (auto arg = dyn_cast<BlockArgument>(cur)) {
+      if (arg.getOwner() != mainBlock_)
+        return std::nullopt;
+      names.insert(inputNames_[arg.getArgNumber()]);
+      continue;
+    }
+    Operation *op = cur.getDefiningOp();
+    if (op->getNumRegions())
+      return std::nullopt;
+    for (Value operand : op->getOperands())
+      work.push_back(operand);
+  }
+  return names;
+}
+
+Tensor GraphImporter::requireConstant(NodeContext &ctx, Value v, const std::string &what) {
+  if (auto c = v.getDefiningOp<ConstantOp>())
+    return tensorFromAttr(c.getValue());
+  auto feeding = inputsFeeding(v);
+  if (!feeding || feeding->empty())
+    ctx.fail(what + " must be known at compile time, but it is computed at run time");
+  std::set<std::string> missing;
+  for (const auto &name : *feeding)
+    if (!options_.inputValues.count(name))
+      missing.insert(name);
+  std::set<std::string> fresh;
+  for (const auto &name : *feeding)
+    if (!specialized_.count(name))
+      fresh.insert(name);
+  if (missing.empty() && !fresh.empty())
+    throw NeedsInputValues{*feeding};
+  std::string names;
+  for (const auto &n : *feeding)
+    names += (names.empty() ? "'" : ", '") + n + "'";
+  if (!missing.empty())
+    ctx.fail(what + " must be known at compile time; it is computed from graph input(s) " + names +
+             ": give their values (--inputs) to specialize the model on them");
+  ctx.fail(what + " must be known at compile time, but it could not be folded to a constant "
+                  "(computed from graph input(s) " + names + ")");
+}
+
+ImportedModel GraphImporter::run() {
+  const onnx::GraphProto &graph = model_.graph();
+  auto module = ModuleOp::create(UnknownLoc::get(&ctx_));
+  builder_.setInsertionPointToEnd(module.getBody());
+  ImportedModel result;
+
+  std::set<std::string> initializerNames;
+  for (const auto &init : graph.initializer())
+    initializerNames.insert(init.name());
+
+  SmallVector<Type> argTypes;
+  std::vector<const onnx::ValueInfoProto *> inputs;
+  for (const auto &in : graph.input()) {
+    if (initializerNames.count(in.name()))
+      continue;
+    inputs.push_back(&in);
+    argTypes.push_back(inputType(in));
+    result.inputNames.push_back(in.name());
+  }
+  inputNames_ = result.inputNames;
+
+  auto func = builder_.create<func::FuncOp>(UnknownLoc::get(&ctx_), "main",
+                                            builder_.getFunctionType(argTypes, {}));
+  mainBlock_ = func.addEntryBlock();
+  builder_.setInsertionPointToEnd(mainBlock_);
+  Scope top{{}, nullptr};
+  scope_ = &top;
+
+  for (const auto &init : graph.initializer())
+    define(init.name(), constantFromProto(init, NameLoc::get(StringAttr::get(&ctx_, init.name()))));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::string &name = inputs[i]->name();
+    if (specialized_.count(name)) {
+      Tensor value = options_.inputValues.at(name);
+      if (tensorTypeOf(&ctx_, value) != argTypes[i])
+        throw ImportError("input '" + name + "' is " + value.typeString() +
+                          ", but the model declares a different type");
+      define(name, builder_.create<ConstantOp>(NameLoc::get(StringAttr::get(&ctx_, name)),
+                                               attrFromTensor(&ctx_, value)));
+    } else {
+      define(name, mainBlock_->getArgument(i));
+    }
+  }
+
+  importNodes(graph.node());
+
+  SmallVector<Value> outputs;
+  for (const auto &out : graph.output()) {
+    Value v = lookup(out.name());
+    if (!v)
+      throw ImportError("graph output '" + out.name() + "' is not produced by any node");
+    outputs.push_back(v);
+    result.outputNames.push_back(out.name());
+  }
+  builder_.create<func::ReturnOp>(UnknownLoc::get(&ctx_), outputs);
+  func.setFunctionType(builder_.getFunctionType(argTypes, ValueRange(outputs).getTypes()));
+
+  std::string diagnostics;
+  {
+    ScopedDiagnosticHandler handler(&ctx_, [&](Diagnostic &d) {
+      diagnostics += (diagnostics.empty() ? "" : "; ") + d.str();
+      return success();
+    });
+    if (failed(mlir::verify(module))) {
+      module->erase();
+      throw ImportError("the imported IR does not verify (an importer bug): " + diagnostics);
+    }
+  }
+  result.module = module;
+  result.specializedInputs = specialized_;
+  return result;
+}
+
+RankedTensorType GraphImporter::inputType(const onnx::ValueInfoProto &in) const {
+  if (!in.type().has_tensor_type())
+    throw ImportError("graph input '" + in.name() + "' is not a tensor (sequences, maps and "
+                      "optionals are not supported as graph inputs)");
+  const auto &tt = in.type().tensor_type();
+  Type element;
+  try {
+    element = elementType(tt.elem_type());
+  } catch (const Error &e) {
+    throw ImportError("graph input '" + in.name() + "': " + e.what());
+  }
+  if (!tt.has_shape())
+    throw ImportError("graph input '" + in.name() + "' has no shape: give one with --input-shape "
+                      "or concrete inputs with --inputs");
+  SmallVector<int64_t> shape;
+  std::string dynamic;
+  for (const auto &d : tt.shape().dim()) {
+    if (d.has_dim_value() && d.dim_value() >= 0) {
+      shape.push_back(d.dim_value());
+    } else {
+      shape.push_back(ShapedType::kDynamic);
+      dynamic += (dynamic.empty() ? "" : ", ") +
+                 (d.has_dim_param() ? "'" + d.dim_param() + "'" : std::string("?"));
+    }
+  }
+  if (!dynamic.empty())
+    throw ImportError("graph input '" + in.name() + "' has dynamic dimension(s) " + dynamic +
+                      ": fix them with --input-shape or concrete inputs (--inputs)");
+  return RankedTensorType::get(shape, element);
+}
+
+} // namespace tcc::onnx_import
+
+namespace tcc {
+
+ImportedModel importOnnxModel(MLIRContext &ctx, const onnx::ModelProto &model,
+                              const ImportOptions &options) {
+  registerImportDialects(ctx);
+  auto unsupported = findUnsupportedOps(model);
+  if (!unsupported.empty())
+    throw Error(describeUnsupportedOps(unsupported));
+  std::set<std::string> specialized;
+  for (;;) {
+    try {
+      onnx_import::GraphImporter importer(ctx, model, options, specialized);
+      return importer.run();
+    } catch (const onnx_import::NeedsInputValues &needs) {
+      size_t before = specialized.size();
+      specialized.insert(needs.inputs.begin(), needs.inputs.end());
+      if (specialized.size() == before)
+        throw Error("internal error: input specialization did not converge");
+    }
+  }
+}
+
+} // namespace tcc

@@ -1,0 +1,60 @@
+//===- Import.h - The ONNX graph importer's internals ----------------------===//
+#pragma once
+
+#include "NodeContext.h"
+
+#include "tcc/Frontend/OnnxImporter.h"
+
+#include "mlir/IR/Builders.h"
+#include "onnx/defs/schema.h"
+
+namespace tcc::onnx_import {
+
+/// Names bound to values in one (sub)graph; lookups fall back to the enclosing graph.
+struct Scope {
+  std::map<std::string, mlir::Value> values;
+  Scope *parent;
+};
+
+class GraphImporter {
+public:
+  GraphImporter(mlir::MLIRContext &ctx, const onnx::ModelProto &model, const ImportOptions &options,
+                const std::set<std::string> &specialized);
+
+  ImportedModel run();
+
+  mlir::OpBuilder &builder() { return builder_; }
+  mlir::Value lookup(const std::string &name) const;
+  void define(const std::string &name, mlir::Value v);
+  mlir::Type elementType(int32_t onnxType) const;
+  std::optional<mlir::Type> inferredElementType(const std::string &name) const;
+  mlir::Location nodeLocation(const onnx::NodeProto &node);
+  /// Input `v`'s compile-time value; may throw NeedsInputValues to restart specialized.
+  Tensor requireConstant(NodeContext &ctx, mlir::Value v, const std::string &what);
+  std::vector<mlir::Value> importSubgraph(const onnx::GraphProto &graph, mlir::Block &block);
+  /// Display name of a node for messages (with the enclosing function-expansion path).
+  std::string nodeName(const onnx::NodeProto &node) const;
+
+private:
+  void collectValueInfo(const onnx::GraphProto &graph);
+  void importNodes(const google::protobuf::RepeatedPtrField<onnx::NodeProto> &nodes);
+  void importNode(const onnx::NodeProto &node);
+  void expandFunction(NodeContext &ctx, const onnx::OpSchema &schema);
+  mlir::Value constantFromProto(const onnx::TensorProto &t, mlir::Location loc);
+  mlir::RankedTensorType inputType(const onnx::ValueInfoProto &in) const;
+  std::optional<std::set<std::string>> inputsFeeding(mlir::Value v) const;
+
+  mlir::MLIRContext &ctx_;
+  const onnx::ModelProto &model_;
+  const ImportOptions &options_;
+  const std::set<std::string> &specialized_;
+  mlir::OpBuilder builder_;
+  std::map<std::string, int64_t> opsets_;
+  std::map<std::string, const onnx::TypeProto *> valueInfo_;
+  Scope *scope_ = nullptr;
+  std::string prefix_; // "outer/" while expanding a function-defined node
+  mlir::Block *mainBlock_ = nullptr;
+  std::vector<std::string> inputNames_;
+};
+
+} // namespace tcc::onnx_import

@@ -1,0 +1,129 @@
+//===- NodeContext.h - What an ONNX op lowering sees -----------------------===//
+//
+// Each ONNX operator has one lowering, `void(NodeContext &)`, registered by op type in
+// frontend/onnx/ops/*.cpp. A lowering reads the node's inputs (as tcc values), attributes and
+// compile-time-constant inputs, emits core ops through `b()` (a CoreBuilder positioned at the
+// node, located at the node's name), and sets the node's outputs. Every failure goes through
+// fail(), which names the node, op and opset.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "tcc/IR/CoreBuilder.h"
+#include "tcc/Support/Tensor.h"
+
+#include "onnx/onnx_pb.h"
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+
+namespace tcc::onnx_import {
+
+/// A failure to import, already phrased for the user (names the node).
+class ImportError : public Error {
+public:
+  using Error::Error;
+};
+
+/// Thrown when a value needed at compile time is computed from graph inputs whose concrete
+/// values are available: the import restarts with those inputs specialized.
+struct NeedsInputValues {
+  std::set<std::string> inputs;
+};
+
+class GraphImporter;
+
+class NodeContext {
+public:
+  NodeContext(GraphImporter &graph, const onnx::NodeProto &node, int64_t opset);
+
+  const onnx::NodeProto &node() const { return node_; }
+  const std::string &opType() const { return node_.op_type(); }
+  /// The opset version of the node's domain in force for this node.
+  int64_t opset() const { return opset_; }
+  CoreBuilder &b() { return builder_; }
+  mlir::MLIRContext *context() { return builder_.context(); }
+
+  // ---- Inputs (ONNX optional inputs may be absent: an empty name or a shorter list) ----
+  size_t numInputs() const { return node_.input_size(); }
+  bool hasInput(size_t i) const { return i < (size_t)node_.input_size() && !node_.input(i).empty(); }
+  mlir::Value input(size_t i);
+  mlir::RankedTensorType inputType(size_t i) { return CoreBuilder::typeOf(input(i)); }
+  llvm::ArrayRef<int64_t> inputShape(size_t i) { return inputType(i).getShape(); }
+  int64_t inputRank(size_t i) { return inputType(i).getRank(); }
+  mlir::Type inputElementType(size_t i) { return inputType(i).getElementType(); }
+  /// Input i's value if it is a compile-time constant.
+  std::optional<Tensor> constantInput(size_t i);
+  /// Input i's value, which must be computable at compile time (`what` names it in errors).
+  Tensor requireConstantInput(size_t i, const std::string &what);
+  /// The same, converted to int64 values.
+  std::vector<int64_t> requireInts(size_t i, const std::string &what);
+
+  // ---- Attributes ----
+  const onnx::AttributeProto *attr(const std::string &name) const;
+  bool hasAttr(const std::string &name) const { return attr(name) != nullptr; }
+  int64_t attrInt(const std::string &name, int64_t fallback) const;
+  double attrFloat(const std::string &name, double fallback) const;
+  std::string attrString(const std::string &name, const std::string &fallback) const;
+  std::vector<int64_t> attrInts(const std::string &name, std::vector<int64_t> fallback = {}) const;
+  std::vector<float> attrFloats(const std::string &name, std::vector<float> fallback = {}) const;
+  std::vector<std::string> attrStrings(const std::string &name) const;
+  Tensor attrTensor(const std::string &name) const;
+  const onnx::GraphProto &attrGraph(const std::string &name) const;
+  /// Fails with a clear message if the attribute is missing.
+  int64_t requireAttrInt(const std::string &name) const;
+
+  // ---- Outputs ----
+  size_t numOutputs() const { return node_.output_size(); }
+  /// Whether output i is used (present with a non-empty name).
+  bool hasOutput(size_t i) const { return i < (size_t)node_.output_size() && !node_.output(i).empty(); }
+  void setOutput(size_t i, mlir::Value v);
+
+  // ---- Helpers ----
+  [[noreturn]] void fail(const std::string &reason) const;
+  /// Maps an ONNX axis in [-rank, rank) to [0, rank), failing with a clear message otherwise.
+  int64_t normalizeAxis(int64_t axis, int64_t rank) const;
+  /// The tcc element type of an ONNX TensorProto_DataType, failing for unsupported ones.
+  mlir::Type elementType(int32_t onnxType) const;
+  /// The element type ONNX shape inference gives output i, if known.
+  std::optional<mlir::Type> inferredOutputElementType(size_t i) const;
+
+  // ---- Subgraphs (If, Loop, Scan) ----
+  /// Imports `graph` into `block` (whose arguments are bound to the graph's inputs, in order)
+  /// and returns the values of its outputs. Names of enclosing graphs stay visible.
+  std::vector<mlir::Value> importSubgraph(const onnx::GraphProto &graph, mlir::Block &block);
+
+private:
+  GraphImporter &graph_;
+  const onnx::NodeProto &node_;
+  int64_t opset_;
+  CoreBuilder builder_;
+};
+
+using OpLowering = std::function<void(NodeContext &)>;
+
+/// Lowerings by (domain, op type). Domain "" is the default ONNX domain.
+class OpRegistry {
+public:
+  void add(const std::string &opType, OpLowering lowering, const std::string &domain = "");
+  const OpLowering *find(const std::string &domain, const std::string &opType) const;
+
+private:
+  std::map<std::pair<std::string, std::string>, OpLowering> lowerings_;
+};
+
+/// The registry of every lowering (built once, from the register* functions below).
+const OpRegistry &opRegistry();
+
+// One per file in frontend/onnx/ops/.
+void registerElementwiseOps(OpRegistry &r);
+void registerShapeOps(OpRegistry &r);
+void registerReductionOps(OpRegistry &r);
+void registerNNOps(OpRegistry &r);
+void registerControlFlowOps(OpRegistry &r);
+void registerMiscOps(OpRegistry &r);
+
+} // namespace tcc::onnx_import

@@ -1,0 +1,271 @@
+//===- Elementwise.cpp - ONNX elementwise ops and activations -> tcc --------===//
+//
+// Math, comparison and logical ops map to tcc.unary/binary/compare/select with numpy
+// broadcasting; activations are short compositions of those.
+//
+//===----------------------------------------------------------------------===//
+#include "../NodeContext.h"
+
+#include <limits>
+
+using namespace mlir;
+
+namespace tcc::onnx_import {
+namespace {
+
+void addUnary(OpRegistry &r, const std::string &op, UnaryKind kind) {
+  r.add(op, [kind](NodeContext &n) { n.setOutput(0, n.b().unary(kind, n.input(0))); });
+}
+
+void addBinary(OpRegistry &r, const std::string &op, BinaryKind kind) {
+  r.add(op, [kind](NodeContext &n) { n.setOutput(0, n.b().binary(kind, n.input(0), n.input(1))); });
+}
+
+void addCompare(OpRegistry &r, const std::string &op, CompareKind kind) {
+  r.add(op, [kind](NodeContext &n) { n.setOutput(0, n.b().compare(kind, n.input(0), n.input(1))); });
+}
+
+/// Folds a variadic op (Sum, Max, ...) pairwise over all inputs.
+void addVariadic(OpRegistry &r, const std::string &op, BinaryKind kind, bool mean = false) {
+  r.add(op, [kind, mean](NodeContext &n) {
+    Value acc = n.input(0);
+    for (size_t i = 1; i < n.numInputs(); ++i)
+      acc = n.b().binary(kind, acc, n.input(i));
+    if (mean)
+      acc = n.b().div(acc, n.b().scalarLike(acc, (double)n.numInputs()));
+    n.setOutput(0, acc);
+  });
+}
+
+/// x < 0 ? negative(x) : x, the shape of several activations.
+Value whereNegative(CoreBuilder &b, Value x, Value negative) {
+  return b.select(b.compare(CompareKind::Lt, x, b.scalarLike(x, 0)), negative, x);
+}
+
+bool isFloat(Value v) { return isa<FloatType>(CoreBuilder::elementTypeOf(v)); }
+
+void lowerPow(NodeContext &n) {
+  CoreBuilder &b = n.b();
+  Value x = n.input(0), y = n.input(1);
+  Type xt = CoreBuilder::elementTypeOf(x);
+  if (isFloat(x)) {
+    n.setOutput(0, b.binary(BinaryKind::Pow, x, b.cast(y, xt)));
+  } else if (isFloat(y)) {
+    // Integer base, float exponent: compute in the exponent's type, then back (numpy-like).
+    Type yt = CoreBuilder::elementTypeOf(y);
+    n.setOutput(0, b.cast(b.binary(BinaryKind::Pow, b.cast(x, yt), y), xt));
+  } else {
+    n.setOutput(0, b.binary(BinaryKind::Pow, x, b.cast(y, xt)));
+  }
+}
+
+void lowerMod(NodeContext &n) {
+  CoreBuilder &b = n.b();
+  Value x = n.input(0), y = n.input(1);
+  Value r = b.binary(BinaryKind::Rem, x, y);
+  if (n.attrInt("fmod", 0) || CoreBuilder::elementTypeOf(r).isUnsignedInteger()) {
+    n.setOutput(0, r);
+    return;
+  }
+  // Python-style modulo: the result takes the divisor's sign.
+  Value zero = b.scalarLike(r, 0);
+  Value nonzero = b.compare(CompareKind::Ne, r, zero);
+  Value rNeg = b.compare(CompareKind::Lt, r, zero);
+  Value yNeg = b.compare(CompareKind::Lt, b.broadcastTo(y, CoreBuilder::shapeOf(r)), zero);
+  Value fix = b.binary(BinaryKind::And, nonzero, b.binary(BinaryKind::Xor, rNeg, yNeg));
+  n.setOutput(0, b.select(fix, b.add(r, y), r));
+}
+
+void lowerClip(NodeContext &n) {
+  CoreBuilder &b = n.b();
+  Value x = n.input(0);
+  Value y = x;
+  if (n.opset() < 11) {
+    double inf = std::numeric_limits<double>::infinity();
+    y = b.max(y, b.scalarLike(x, n.attrFloat("min", -inf)));
+    y = b.min(y, b.scalarLike(x, n.attrFloat("max", inf)));
+  } else {
+    if (n.hasInput(1))
+      y = b.max(y, n.input(1));
+    if (n.hasInput(2))
+      y = b.min(y, n.input(2));
+  }
+  n.setOutput(0, y);
+}
+
+void lowerCast(NodeContext &n) {
+  n.setOutput(0, n.b().cast(n.input(0), n.elementType((int32_t)n.requireAttrInt("to"))));
+}
+
+void lowerBitShift(NodeContext &n) {
+  std::string dir = n.attrString("direction", "");
+  if (dir != "LEFT" && dir != "RIGHT")
+    n.fail("direction must be LEFT or RIGHT, got '" + dir + "'");
+  n.setOutput(0, n.b().binary(dir == "LEFT" ? BinaryKind::ShiftLeft : BinaryKind::ShiftRight,
+                              n.input(0), n.input(1)));
+}
+
+void registerActivations(OpRegistry &r) {
+  r.add("Relu", [](NodeContext &n) {
+    Value x = n.input(0);
+    n.setOutput(0, n.b().max(x, n.b().scalarLike(x, 0)));
+  });
+  r.add("LeakyRelu", [](NodeContext &n) {
+    Value x = n.input(0);
+    CoreBuilder &b = n.b();
+    n.setOutput(0, whereNegative(b, x, b.mul(x, b.scalarLike(x, n.attrFloat("alpha", 0.01)))));
+  });
+  r.add("PRelu", [](NodeContext &n) {
+    Value x = n.input(0);
+    CoreBuilder &b = n.b();
+    n.setOutput(0, whereNegative(b, x, b.broadcastTo(b.mul(x, n.input(1)), CoreBuilder::shapeOf(x))));
+  });
+  r.add("Elu", [](NodeContext &n) {
+    Value x = n.input(0);
+    CoreBuilder &b = n.b();
+    Value expm1 = b.sub(b.unary(UnaryKind::Exp, x), b.scalarLike(x, 1));
+    n.setOutput(0, whereNegative(b, x, b.mul(expm1, b.scalarLike(x, n.attrFloat("alpha", 1.0)))));
+  });
+  r.add("Selu", [](NodeContext &n) {
+    Value x = n.input(0);
+    CoreBuilder &b = n.b();
+    double alpha = n.attrFloat("alpha", 1.67326319217681884765625);
+    double gamma = n.attrFloat("gamma", 1.05070102214813232421875);
+    Value neg = b.mul(b.sub(b.unary(UnaryKind::Exp, x), b.scalarLike(x, 1)), b.scalarLike(x, alpha));
+    Value pos = b.compare(CompareKind::Gt, x, b.scalarLike(x, 0));
+    n.setOutput(0, b.mul(b.select(pos, x, neg), b.scalarLike(x, gamma)));
+  });
+  r.add("HardSigmoid", [](NodeContext &n) {
+    Value x = n.input(0);
+    CoreBuilder &b = n.b();
+    Value y = b.add(b.mul(x, b.scalarLike(x, n.attrFloat("alpha", 0.2))),
+                    b.scalarLike(x, n.attrFloat("beta", 0.5)));
+    n.setOutput(0, b.min(b.max(y, b.scalarLike(x, 0)), b.scalarLike(x, 1)));
+  });
+  r.add("Softplus", [](NodeContext &n) {
+    Value x = n.input(0);
+    CoreBuilder &b = n.b();
+    n.setOutput(0, b.unary(UnaryKind::Log, b.add(b.unary(UnaryKind::Exp, x), b.scalarLike(x, 1))));
+  });
+  r.add("Softsign", [](NodeContext &n) {
+    Value x = n.input(0);
+    CoreBuilder &b = n.b();
+    n.setOutput(0, b.div(x, b.add(b.unary(UnaryKind::Abs, x), b.scalarLike(x, 1))));
+  });
+  r.add("ThresholdedRelu", [](NodeContext &n) {
+    Value x = n.input(0);
+    CoreBuilder &b = n.b();
+    Value keep = b.compare(CompareKind::Gt, x, b.scalarLike(x, n.attrFloat("alpha", 1.0)));
+    n.setOutput(0, b.select(keep, x, b.splatLike(x, 0)));
+  });
+  r.add("Shrink", [](NodeContext &n) {
+    Value x = n.input(0);
+    CoreBuilder &b = n.b();
+    double lambd = n.attrFloat("lambd", 0.5), bias = n.attrFloat("bias", 0.0);
+    Value below = b.compare(CompareKind::Lt, x, b.scalarLike(x, -lambd));
+    Value above = b.compare(CompareKind::Gt, x, b.scalarLike(x, lambd));
+    Value y = b.select(above, b.sub(x, b.scalarLike(x, bias)), b.splatLike(x, 0));
+    n.setOutput(0, b.select(below, b.add(x, b.scalarLike(x, bias)), y));
+  });
+  r.add("Mish", [](NodeContext &n) {
+    Value x = n.input(0);
+    CoreBuilder &b = n.b();
+    Value softplus = b.unary(UnaryKind::Log, b.add(b.unary(UnaryKind::Exp, x), b.scalarLike(x, 1)));
+    n.setOutput(0, b.mul(x, b.unary(UnaryKind::Tanh, softplus)));
+  });
+  r.add("Gelu", [](NodeContext &n) {
+    Value x = n.input(0);
+    CoreBuilder &b = n.b();
+    Value half = b.scalarLike(x, 0.5), one = b.scalarLike(x, 1);
+    if (n.attrString("approximate", "none") == "tanh") {
+      Value inner = b.mul(b.scalarLike(x, 0.7978845608028654),
+                          b.add(x, b.mul(b.scalarLike(x, 0.044715), b.mul(x, b.mul(x, x)))));
+      n.setOutput(0, b.mul(b.mul(half, x), b.add(one, b.unary(UnaryKind::Tanh, inner))));
+    } else {
+      Value erf = b.unary(UnaryKind::Erf, b.mul(x, b.scalarLike(x, 0.7071067811865476)));
+      n.setOutput(0, b.mul(b.mul(half, x), b.add(one, erf)));
+    }
+  });
+}
+
+} // namespace
+
+void registerElementwiseOps(OpRegistry &r) {
+  addUnary(r, "Neg", UnaryKind::Neg);
+  addUnary(r, "Abs", UnaryKind::Abs);
+  addUnary(r, "Exp", UnaryKind::Exp);
+  addUnary(r, "Log", UnaryKind::Log);
+  addUnary(r, "Sqrt", UnaryKind::Sqrt);
+  addUnary(r, "Reciprocal", UnaryKind::Reciprocal);
+  addUnary(r, "Sin", UnaryKind::Sin);
+  addUnary(r, "Cos", UnaryKind::Cos);
+  addUnary(r, "Tan", UnaryKind::Tan);
+  addUnary(r, "Asin", UnaryKind::Asin);
+  addUnary(r, "Acos", UnaryKind::Acos);
+  addUnary(r, "Atan", UnaryKind::Atan);
+  addUnary(r, "Sinh", UnaryKind::Sinh);
+  addUnary(r, "Cosh", UnaryKind::Cosh);
+  addUnary(r, "Tanh", UnaryKind::Tanh);
+  addUnary(r, "Asinh", UnaryKind::Asinh);
+  addUnary(r, "Acosh", UnaryKind::Acosh);
+  addUnary(r, "Atanh", UnaryKind::Atanh);
+  addUnary(r, "Erf", UnaryKind::Erf);
+  addUnary(r, "Sigmoid", UnaryKind::Sigmoid);
+  addUnary(r, "Floor", UnaryKind::Floor);
+  addUnary(r, "Ceil", UnaryKind::Ceil);
+  addUnary(r, "Round", UnaryKind::Round);
+  addUnary(r, "Sign", UnaryKind::Sign);
+  addUnary(r, "Not", UnaryKind::Not);
+  addUnary(r, "BitwiseNot", UnaryKind::Not);
+
+  addBinary(r, "Add", BinaryKind::Add);
+  addBinary(r, "Sub", BinaryKind::Sub);
+  addBinary(r, "Mul", BinaryKind::Mul);
+  addBinary(r, "Div", BinaryKind::Div);
+  addBinary(r, "And", BinaryKind::And);
+  addBinary(r, "Or", BinaryKind::Or);
+  addBinary(r, "Xor", BinaryKind::Xor);
+  addBinary(r, "BitwiseAnd", BinaryKind::And);
+  addBinary(r, "BitwiseOr", BinaryKind::Or);
+  addBinary(r, "BitwiseXor", BinaryKind::Xor);
+  r.add("Pow", lowerPow);
+  r.add("Mod", lowerMod);
+  r.add("BitShift", lowerBitShift);
+
+  addCompare(r, "Equal", CompareKind::Eq);
+  addCompare(r, "Less", CompareKind::Lt);
+  addCompare(r, "LessOrEqual", CompareKind::Le);
+  addCompare(r, "Greater", CompareKind::Gt);
+  addCompare(r, "GreaterOrEqual", CompareKind::Ge);
+  r.add("IsNaN", [](NodeContext &n) {
+    n.setOutput(0, n.b().compare(CompareKind::Ne, n.input(0), n.input(0)));
+  });
+  r.add("IsInf", [](NodeContext &n) {
+    CoreBuilder &b = n.b();
+    Value x = n.input(0);
+    double inf = std::numeric_limits<double>::infinity();
+    Value pos = b.compare(CompareKind::Eq, x, b.scalarLike(x, inf));
+    Value neg = b.compare(CompareKind::Eq, x, b.scalarLike(x, -inf));
+    bool detectPos = n.attrInt("detect_positive", 1), detectNeg = n.attrInt("detect_negative", 1);
+    Value falseMask = b.splat(CoreBuilder::typeOf(pos), 0);
+    n.setOutput(0, b.binary(BinaryKind::Or, detectPos ? pos : falseMask, detectNeg ? neg : falseMask));
+  });
+
+  addVariadic(r, "Sum", BinaryKind::Add);
+  addVariadic(r, "Max", BinaryKind::Max);
+  addVariadic(r, "Min", BinaryKind::Min);
+  addVariadic(r, "Mean", BinaryKind::Add, /*mean=*/true);
+
+  r.add("Where", [](NodeContext &n) {
+    n.setOutput(0, n.b().select(n.input(0), n.input(1), n.input(2)));
+  });
+  r.add("Clip", lowerClip);
+  r.add("Cast", lowerCast);
+  r.add("CastLike", [](NodeContext &n) {
+    n.setOutput(0, n.b().cast(n.input(0), n.inputElementType(1)));
+  });
+
+  registerActivations(r);
+}
+
+} // namespace tcc::onnx_import

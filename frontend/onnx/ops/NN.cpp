@@ -1,0 +1,8 @@
+//===- NN.cpp - ONNX lowerings (see NodeContext.h) -------------------------===//
+#include "../NodeContext.h"
+
+namespace tcc::onnx_import {
+
+void registerNNOps(OpRegistry &r) {}
+
+} // namespace tcc::onnx_import

@@ -1,0 +1,8 @@
+//===- Shape.cpp - ONNX lowerings (see NodeContext.h) -------------------------===//
+#include "../NodeContext.h"
+
+namespace tcc::onnx_import {
+
+void registerShapeOps(OpRegistry &r) {}
+
+} // namespace tcc::onnx_import

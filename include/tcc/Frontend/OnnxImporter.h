@@ -1,0 +1,61 @@
+//===- OnnxImporter.h - ONNX model -> tcc dialect ---------------------------===//
+//
+// Imports an ONNX graph into a `func.func @main` of tcc core ops. Every ONNX operator is
+// decomposed into the core set in frontend/onnx/ops (one lowering per operator); operators
+// without a lowering but with an ONNX function body are expanded through that body.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "tcc/Support/Tensor.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace onnx {
+class ModelProto;
+}
+
+namespace tcc {
+
+struct ImportOptions {
+  /// Concrete values of graph inputs. Used only where the model needs a value at compile time
+  /// (a Reshape's shape, a Range's limits, ...): such inputs are specialized on their value.
+  std::map<std::string, Tensor> inputValues;
+  /// Largest result (in elements) the importer folds into a constant.
+  int64_t maxFoldElements = 1 << 20;
+};
+
+struct ImportedModel {
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  std::vector<std::string> inputNames;  // graph inputs (initializers excluded), in order
+  std::vector<std::string> outputNames; // graph outputs, in order
+  std::set<std::string> specializedInputs; // inputs whose values were baked in
+};
+
+/// One operator the importer cannot handle, with every node that uses it.
+struct UnsupportedOp {
+  std::string domain, opType;
+  int64_t opset;
+  std::vector<std::string> nodes;
+};
+
+/// Every (domain, op type, opset) of the model (subgraphs included) that has no lowering.
+std::vector<UnsupportedOp> findUnsupportedOps(const onnx::ModelProto &model);
+/// The one-paragraph error listing `ops`.
+std::string describeUnsupportedOps(const std::vector<UnsupportedOp> &ops);
+
+/// Imports a prepared model (see prepareOnnxModel: static input shapes, shape inference done).
+/// Throws tcc::Error naming the node, op and reason on failure. Checks unsupported ops first.
+ImportedModel importOnnxModel(mlir::MLIRContext &ctx, const onnx::ModelProto &model,
+                              const ImportOptions &options = {});
+
+/// Registers the dialects the imported IR uses.
+void registerImportDialects(mlir::MLIRContext &ctx);
+
+} // namespace tcc

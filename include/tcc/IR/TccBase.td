@@ -1,0 +1,126 @@
+//===- TccBase.td - The tcc dialect, its types and enums --------------------===//
+#ifndef TCC_BASE_TD
+#define TCC_BASE_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+
+def Tcc_Dialect : Dialect {
+  let name = "tcc";
+  let cppNamespace = "::tcc";
+  let summary = "The tcc graph dialect: a small core set of tensor ops with static shapes";
+  let description = [{
+    Every ONNX operator is decomposed into these ops by the frontend. Shapes are static,
+    element types are the builtin ones (i1 is bool, signless integers are signed, `ui*` are
+    unsigned). Semantics are defined by the reference kernels in `tcc/Interp/Kernels.h`.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+  let hasConstantMaterializer = 1;
+}
+
+def Tcc_ElementType : AnyTypeOf<[I1, I8, I16, I32, I64, UI8, UI16, UI32, UI64, F16, BF16, F32, F64]>;
+def Tcc_Tensor : StaticShapeTensorOf<[Tcc_ElementType]>;
+def Tcc_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
+def Tcc_IndexScalar : 0DTensorOf<[I32, I64]>;
+def Tcc_BoolScalar : 0DTensorOf<[I1]>,
+    BuildableType<"::mlir::RankedTensorType::get({}, $_builder.getI1Type())">;
+def Tcc_I64Scalar : 0DTensorOf<[I64]>,
+    BuildableType<"::mlir::RankedTensorType::get({}, $_builder.getI64Type())">;
+
+class Tcc_Op<string mnemonic, list<Trait> traits = []> : Op<Tcc_Dialect, mnemonic, traits>;
+
+// The enums mirror tcc::kernels (same names and order); see Kernels.h for their semantics.
+def Tcc_UnaryKind : I32EnumAttr<"UnaryKind", "elementwise unary function", [
+    I32EnumAttrCase<"Neg", 0, "neg">,
+    I32EnumAttrCase<"Abs", 1, "abs">,
+    I32EnumAttrCase<"Exp", 2, "exp">,
+    I32EnumAttrCase<"Log", 3, "log">,
+    I32EnumAttrCase<"Sqrt", 4, "sqrt">,
+    I32EnumAttrCase<"Rsqrt", 5, "rsqrt">,
+    I32EnumAttrCase<"Reciprocal", 6, "reciprocal">,
+    I32EnumAttrCase<"Sin", 7, "sin">,
+    I32EnumAttrCase<"Cos", 8, "cos">,
+    I32EnumAttrCase<"Tan", 9, "tan">,
+    I32EnumAttrCase<"Asin", 10, "asin">,
+    I32EnumAttrCase<"Acos", 11, "acos">,
+    I32EnumAttrCase<"Atan", 12, "atan">,
+    I32EnumAttrCase<"Sinh", 13, "sinh">,
+    I32EnumAttrCase<"Cosh", 14, "cosh">,
+    I32EnumAttrCase<"Tanh", 15, "tanh">,
+    I32EnumAttrCase<"Asinh", 16, "asinh">,
+    I32EnumAttrCase<"Acosh", 17, "acosh">,
+    I32EnumAttrCase<"Atanh", 18, "atanh">,
+    I32EnumAttrCase<"Erf", 19, "erf">,
+    I32EnumAttrCase<"Sigmoid", 20, "sigmoid">,
+    I32EnumAttrCase<"Floor", 21, "floor">,
+    I32EnumAttrCase<"Ceil", 22, "ceil">,
+    I32EnumAttrCase<"Round", 23, "round">,
+    I32EnumAttrCase<"Sign", 24, "sign">,
+    I32EnumAttrCase<"Not", 25, "not">]> {
+  let cppNamespace = "::tcc";
+  let genSpecializedAttr = 0;
+}
+def Tcc_BinaryKind : I32EnumAttr<"BinaryKind", "elementwise binary function", [
+    I32EnumAttrCase<"Add", 0, "add">,
+    I32EnumAttrCase<"Sub", 1, "sub">,
+    I32EnumAttrCase<"Mul", 2, "mul">,
+    I32EnumAttrCase<"Div", 3, "div">,
+    I32EnumAttrCase<"Rem", 4, "rem">,
+    I32EnumAttrCase<"Pow", 5, "pow">,
+    I32EnumAttrCase<"Max", 6, "max">,
+    I32EnumAttrCase<"Min", 7, "min">,
+    I32EnumAttrCase<"And", 8, "and">,
+    I32EnumAttrCase<"Or", 9, "or">,
+    I32EnumAttrCase<"Xor", 10, "xor">,
+    I32EnumAttrCase<"ShiftLeft", 11, "shift_left">,
+    I32EnumAttrCase<"ShiftRight", 12, "shift_right">]> {
+  let cppNamespace = "::tcc";
+  let genSpecializedAttr = 0;
+}
+def Tcc_CompareKind : I32EnumAttr<"CompareKind", "comparison", [
+    I32EnumAttrCase<"Eq", 0, "eq">,
+    I32EnumAttrCase<"Ne", 1, "ne">,
+    I32EnumAttrCase<"Lt", 2, "lt">,
+    I32EnumAttrCase<"Le", 3, "le">,
+    I32EnumAttrCase<"Gt", 4, "gt">,
+    I32EnumAttrCase<"Ge", 5, "ge">]> {
+  let cppNamespace = "::tcc";
+  let genSpecializedAttr = 0;
+}
+def Tcc_ReduceKind : I32EnumAttr<"ReduceKind", "reduction", [
+    I32EnumAttrCase<"Sum", 0, "sum">,
+    I32EnumAttrCase<"Prod", 1, "prod">,
+    I32EnumAttrCase<"Max", 2, "max">,
+    I32EnumAttrCase<"Min", 3, "min">]> {
+  let cppNamespace = "::tcc";
+  let genSpecializedAttr = 0;
+}
+def Tcc_PadMode : I32EnumAttr<"PadMode", "padding mode", [
+    I32EnumAttrCase<"Constant", 0, "constant">,
+    I32EnumAttrCase<"Reflect", 1, "reflect">,
+    I32EnumAttrCase<"Edge", 2, "edge">,
+    I32EnumAttrCase<"Wrap", 3, "wrap">]> {
+  let cppNamespace = "::tcc";
+  let genSpecializedAttr = 0;
+}
+def Tcc_ScatterReduction : I32EnumAttr<"ScatterReduction", "scatter combination", [
+    I32EnumAttrCase<"None", 0, "none">,
+    I32EnumAttrCase<"Add", 1, "add">,
+    I32EnumAttrCase<"Mul", 2, "mul">,
+    I32EnumAttrCase<"Max", 3, "max">,
+    I32EnumAttrCase<"Min", 4, "min">]> {
+  let cppNamespace = "::tcc";
+  let genSpecializedAttr = 0;
+}
+
+def Tcc_UnaryKindAttr : EnumAttr<Tcc_Dialect, Tcc_UnaryKind, "unary">;
+def Tcc_BinaryKindAttr : EnumAttr<Tcc_Dialect, Tcc_BinaryKind, "binary">;
+def Tcc_CompareKindAttr : EnumAttr<Tcc_Dialect, Tcc_CompareKind, "compare">;
+def Tcc_ReduceKindAttr : EnumAttr<Tcc_Dialect, Tcc_ReduceKind, "reduce">;
+def Tcc_PadModeAttr : EnumAttr<Tcc_Dialect, Tcc_PadMode, "pad_mode">;
+def Tcc_ScatterReductionAttr : EnumAttr<Tcc_Dialect, Tcc_ScatterReduction, "scatter_reduction">;
+
+#endif // TCC_BASE_TD

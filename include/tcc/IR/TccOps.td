@@ -1,0 +1,304 @@
+//===- TccOps.td - The tcc core op set ----------------------------------------===//
+//
+// The core ops every ONNX operator decomposes into (frontend/onnx), that every pass and backend
+// understands, and that the reference interpreter evaluates. Semantics: tcc/Interp/Kernels.h.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TCC_OPS_TD
+#define TCC_OPS_TD
+
+include "tcc/IR/TccBase.td"
+include "mlir/IR/BuiltinAttributes.td"
+
+//===--- Constants and elementwise ---------------------------------------===//
+
+def Tcc_ConstantOp : Tcc_Op<"constant", [ConstantLike, Pure, InferTypeOpAdaptor]> {
+  let summary = "a constant tensor";
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = "attr-dict $value";
+  let hasFolder = 1;
+}
+
+def Tcc_UnaryOp : Tcc_Op<"unary", [Pure, SameOperandsAndResultType]> {
+  let summary = "elementwise unary function";
+  let description = [{
+    `%y = tcc.unary exp %x : tensor<4xf32>`. Transcendental kinds need a float type; `not` is
+    logical on i1 and bitwise on integers; `neg`, `abs` and `sign` work on numbers.
+  }];
+  let arguments = (ins Tcc_UnaryKindAttr:$kind, Tcc_Tensor:$x);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = "$kind $x attr-dict `:` type($x)";
+  let hasVerifier = 1;
+}
+
+def Tcc_BinaryOp : Tcc_Op<"binary", [Pure, SameOperandsAndResultType]> {
+  let summary = "elementwise binary function on operands of one type";
+  let description = [{
+    `%z = tcc.binary add %x, %y : tensor<4xf32>`. Operands have the same shape: broadcasting is
+    explicit (`tcc.broadcast_in_dim`). `and`/`or`/`xor` are logical on i1 and bitwise on
+    integers; shifts take unsigned integers.
+  }];
+  let arguments = (ins Tcc_BinaryKindAttr:$kind, Tcc_Tensor:$lhs, Tcc_Tensor:$rhs);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = "$kind $lhs `,` $rhs attr-dict `:` type($lhs)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Tcc_CompareOp : Tcc_Op<"compare", [Pure, SameTypeOperands, InferTypeOpAdaptor]> {
+  let summary = "elementwise comparison giving i1";
+  let arguments = (ins Tcc_CompareKindAttr:$kind, Tcc_Tensor:$lhs, Tcc_Tensor:$rhs);
+  let results = (outs StaticShapeTensorOf<[I1]>:$result);
+  let assemblyFormat = "$kind $lhs `,` $rhs attr-dict `:` type($lhs)";
+}
+
+def Tcc_SelectOp : Tcc_Op<"select", [Pure, AllTypesMatch<["on_true", "on_false"]>, InferTypeOpAdaptor]> {
+  let summary = "elementwise choice: cond ? on_true : on_false";
+  let arguments = (ins StaticShapeTensorOf<[I1]>:$cond, Tcc_Tensor:$on_true, Tcc_Tensor:$on_false);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = "$cond `,` $on_true `,` $on_false attr-dict `:` type($cond) `,` type($on_true)";
+}
+
+def Tcc_CastOp : Tcc_Op<"cast", [Pure]> {
+  let summary = "elementwise conversion to another element type";
+  let arguments = (ins Tcc_Tensor:$x);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===--- Layout -------------------------------------------------------------===//
+
+def Tcc_ReshapeOp : Tcc_Op<"reshape", [Pure]> {
+  let summary = "same elements in row-major order, another shape";
+  let arguments = (ins Tcc_Tensor:$x);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Tcc_TransposeOp : Tcc_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
+  let summary = "permutes dimensions: result dim i is operand dim perm[i]";
+  let arguments = (ins Tcc_Tensor:$x, DenseI64ArrayAttr:$perm);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = "$x `perm` `=` $perm attr-dict `:` type($x) `->` type($result)";
+  let hasFolder = 1;
+}
+
+def Tcc_BroadcastInDimOp : Tcc_Op<"broadcast_in_dim", [Pure]> {
+  let summary = "broadcasts to the result shape; operand dim i becomes result dim dims[i]";
+  let arguments = (ins Tcc_Tensor:$x, DenseI64ArrayAttr:$dims);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = "$x `dims` `=` $dims attr-dict `:` type($x) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Tcc_SliceOp : Tcc_Op<"slice", [Pure, InferTypeOpAdaptor]> {
+  let summary = "strided static slice: start <= i < limit, step stride (>= 1) in each dim";
+  let arguments = (ins Tcc_Tensor:$x, DenseI64ArrayAttr:$start, DenseI64ArrayAttr:$limit,
+                   DenseI64ArrayAttr:$stride);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = [{
+    $x `start` `=` $start `limit` `=` $limit `stride` `=` $stride attr-dict `:` type($x) `->` type($result)
+  }];
+  let hasFolder = 1;
+}
+
+def Tcc_ReverseOp : Tcc_Op<"reverse", [Pure, SameOperandsAndResultType]> {
+  let summary = "reverses the element order along dims";
+  let arguments = (ins Tcc_Tensor:$x, DenseI64ArrayAttr:$dims);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = "$x `dims` `=` $dims attr-dict `:` type($x)";
+  let hasVerifier = 1;
+}
+
+def Tcc_ConcatOp : Tcc_Op<"concat", [Pure, InferTypeOpAdaptor]> {
+  let summary = "concatenation along axis";
+  let arguments = (ins Variadic<Tcc_Tensor>:$inputs, I64Attr:$axis);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = "$inputs `axis` `=` $axis attr-dict `:` type($inputs) `->` type($result)";
+  let hasFolder = 1;
+}
+
+def Tcc_PadOp : Tcc_Op<"pad", [Pure, InferTypeOpAdaptor]> {
+  let summary = "pads each dim by low before and high after (both >= 0)";
+  let arguments = (ins Tcc_Tensor:$x, Tcc_Tensor:$value, DenseI64ArrayAttr:$low,
+                   DenseI64ArrayAttr:$high, Tcc_PadModeAttr:$mode);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = [{
+    $mode $x `,` $value `low` `=` $low `high` `=` $high attr-dict `:` type($x) `,` type($value) `->` type($result)
+  }];
+}
+
+def Tcc_IotaOp : Tcc_Op<"iota", [Pure]> {
+  let summary = "result[i...] = i[dim]";
+  let arguments = (ins I64Attr:$dim);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = "`dim` `=` $dim attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Tcc_DynamicSliceOp : Tcc_Op<"dynamic_slice", [Pure, InferTypeOpAdaptor]> {
+  let summary = "window of static sizes at run-time start indices (clamped to fit)";
+  let arguments = (ins Tcc_Tensor:$x, Variadic<Tcc_IndexScalar>:$starts, DenseI64ArrayAttr:$sizes);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = [{
+    $x `[` $starts `]` `sizes` `=` $sizes attr-dict `:` type($x) `,` type($starts) `->` type($result)
+  }];
+}
+
+def Tcc_DynamicUpdateSliceOp : Tcc_Op<"dynamic_update_slice", [Pure, InferTypeOpAdaptor]> {
+  let summary = "x with the window at run-time start indices (clamped to fit) replaced";
+  let arguments = (ins Tcc_Tensor:$x, Tcc_Tensor:$update, Variadic<Tcc_IndexScalar>:$starts);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = [{
+    $x `,` $update `[` $starts `]` attr-dict `:` type($x) `,` type($update) `,` type($starts)
+  }];
+}
+
+//===--- Indexing -------------------------------------------------------------===//
+
+def Tcc_GatherOp : Tcc_Op<"gather", [Pure, InferTypeOpAdaptor]> {
+  let summary = "take along axis: result = x[:axis] ++ indices ++ x[axis+1:]";
+  let arguments = (ins Tcc_Tensor:$x, Tcc_IndexTensor:$indices, I64Attr:$axis);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = "$x `[` $indices `]` `axis` `=` $axis attr-dict `:` type($x) `,` type($indices) `->` type($result)";
+}
+
+def Tcc_GatherElementsOp : Tcc_Op<"gather_elements", [Pure, InferTypeOpAdaptor]> {
+  let summary = "ONNX GatherElements along axis";
+  let arguments = (ins Tcc_Tensor:$x, Tcc_IndexTensor:$indices, I64Attr:$axis);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = "$x `[` $indices `]` `axis` `=` $axis attr-dict `:` type($x) `,` type($indices) `->` type($result)";
+}
+
+def Tcc_GatherNDOp : Tcc_Op<"gather_nd", [Pure, InferTypeOpAdaptor]> {
+  let summary = "ONNX GatherND with batch_dims leading batch dims";
+  let arguments = (ins Tcc_Tensor:$x, Tcc_IndexTensor:$indices, I64Attr:$batch_dims);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = "$x `[` $indices `]` `batch_dims` `=` $batch_dims attr-dict `:` type($x) `,` type($indices) `->` type($result)";
+}
+
+def Tcc_ScatterElementsOp : Tcc_Op<"scatter_elements", [Pure, InferTypeOpAdaptor]> {
+  let summary = "ONNX ScatterElements along axis";
+  let arguments = (ins Tcc_Tensor:$x, Tcc_IndexTensor:$indices, Tcc_Tensor:$updates, I64Attr:$axis,
+                   Tcc_ScatterReductionAttr:$reduction);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = [{
+    $reduction $x `[` $indices `]` `,` $updates `axis` `=` $axis attr-dict `:` type($x) `,` type($indices) `,` type($updates)
+  }];
+}
+
+def Tcc_ScatterNDOp : Tcc_Op<"scatter_nd", [Pure, InferTypeOpAdaptor]> {
+  let summary = "ONNX ScatterND";
+  let arguments = (ins Tcc_Tensor:$x, Tcc_IndexTensor:$indices, Tcc_Tensor:$updates,
+                   Tcc_ScatterReductionAttr:$reduction);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = [{
+    $reduction $x `[` $indices `]` `,` $updates attr-dict `:` type($x) `,` type($indices) `,` type($updates)
+  }];
+}
+
+//===--- Reductions and scans -------------------------------------------------===//
+
+def Tcc_ReduceOp : Tcc_Op<"reduce", [Pure, InferTypeOpAdaptor]> {
+  let summary = "reduction over dims (sorted, unique), which are removed";
+  let arguments = (ins Tcc_ReduceKindAttr:$kind, Tcc_Tensor:$x, DenseI64ArrayAttr:$dims);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = "$kind $x `dims` `=` $dims attr-dict `:` type($x) `->` type($result)";
+}
+
+def Tcc_ArgReduceOp : Tcc_Op<"arg_reduce", [Pure, InferTypeOpAdaptor]> {
+  let summary = "i64 index of the max (or min) along dim, which is removed";
+  let arguments = (ins BoolAttr:$is_max, Tcc_Tensor:$x, I64Attr:$dim, UnitAttr:$select_last_index);
+  let results = (outs StaticShapeTensorOf<[I64]>:$result);
+  let assemblyFormat = "$x `dim` `=` $dim attr-dict `:` type($x) `->` type($result)";
+}
+
+def Tcc_CumsumOp : Tcc_Op<"cumsum", [Pure, SameOperandsAndResultType]> {
+  let summary = "running sum along dim";
+  let arguments = (ins Tcc_Tensor:$x, I64Attr:$dim, UnitAttr:$exclusive, UnitAttr:$reverse);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = "$x `dim` `=` $dim attr-dict `:` type($x)";
+  let hasVerifier = 1;
+}
+
+def Tcc_TopKOp : Tcc_Op<"topk", [Pure, InferTypeOpAdaptor]> {
+  let summary = "the k largest (or smallest) along dim, sorted, with their i64 indices";
+  let arguments = (ins Tcc_Tensor:$x, I64Attr:$dim, I64Attr:$k, BoolAttr:$largest);
+  let results = (outs Tcc_Tensor:$values, StaticShapeTensorOf<[I64]>:$indices);
+  let assemblyFormat = "$x `dim` `=` $dim `k` `=` $k attr-dict `:` type($x) `->` type($values) `,` type($indices)";
+}
+
+//===--- Linear algebra and windows ---------------------------------------===//
+
+def Tcc_MatmulOp : Tcc_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
+  let summary = "batched matrix product [B..., M, K] x [B..., K, N] -> [B..., M, N]";
+  let arguments = (ins Tcc_Tensor:$lhs, Tcc_Tensor:$rhs);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)";
+}
+
+def Tcc_ConvOp : Tcc_Op<"conv", [Pure, InferTypeOpAdaptor]> {
+  let summary = "N-d convolution [N, C, S...] * [O, C/groups, K...] -> [N, O, S'...]";
+  let description = [{
+    Per spatial dim: the input is dilated by `lhs_dilation` (transposed convolution), padded by
+    `pad_low`/`pad_high` (may be negative), then windowed with kernel dilation `rhs_dilation`
+    and stride `strides`.
+  }];
+  let arguments = (ins Tcc_Tensor:$input, Tcc_Tensor:$weight, DenseI64ArrayAttr:$strides,
+                   DenseI64ArrayAttr:$pad_low, DenseI64ArrayAttr:$pad_high,
+                   DenseI64ArrayAttr:$lhs_dilation, DenseI64ArrayAttr:$rhs_dilation,
+                   I64Attr:$groups);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = "$input `,` $weight attr-dict `:` type($input) `,` type($weight) `->` type($result)";
+}
+
+def Tcc_ReduceWindowOp : Tcc_Op<"reduce_window", [Pure, InferTypeOpAdaptor]> {
+  let summary = "sliding-window reduction over every dim (pooling)";
+  let arguments = (ins Tcc_ReduceKindAttr:$kind, Tcc_Tensor:$x, DenseI64ArrayAttr:$window,
+                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pad_low,
+                   DenseI64ArrayAttr:$pad_high, DenseI64ArrayAttr:$dilations);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = "$kind $x attr-dict `:` type($x) `->` type($result)";
+}
+
+//===--- Control flow ---------------------------------------------------------===//
+
+def Tcc_YieldOp : Tcc_Op<"yield", [Pure, Terminator, ParentOneOf<["IfOp", "LoopOp"]>]> {
+  let summary = "ends a region of tcc.if or tcc.loop";
+  let arguments = (ins Variadic<Tcc_Tensor>:$values);
+  let assemblyFormat = "attr-dict ($values^ `:` type($values))?";
+}
+
+def Tcc_IfOp : Tcc_Op<"if", [RecursiveMemoryEffects, NoRegionArguments]> {
+  let summary = "runs one of two regions depending on a 0-d i1";
+  let arguments = (ins Tcc_BoolScalar:$cond);
+  let results = (outs Variadic<Tcc_Tensor>:$results);
+  let regions = (region SizedRegion<1>:$then_region, SizedRegion<1>:$else_region);
+  let assemblyFormat = "$cond (`->` `(` type($results)^ `)`)? $then_region `else` $else_region attr-dict";
+  let hasVerifier = 1;
+}
+
+def Tcc_LoopOp : Tcc_Op<"loop", [RecursiveMemoryEffects]> {
+  let summary = "ONNX-style loop: up to max_trip iterations while cond holds";
+  let description = [{
+    The body's arguments are (iteration: tensor<i64>, cond: tensor<i1>, carried...); it yields
+    (cond, carried..., scan elements...). Results are the final carried values followed by one
+    stacked tensor per scan element, whose static leading dim is the number of iterations run
+    (the loop must run exactly that many times).
+  }];
+  let arguments = (ins Tcc_I64Scalar:$max_trip, Tcc_BoolScalar:$cond, Variadic<Tcc_Tensor>:$inits);
+  let results = (outs Variadic<Tcc_Tensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    `(` $max_trip `,` $cond `)` (`inits` `(` $inits^ `:` type($inits) `)`)? (`->` `(` type($results)^ `)`)? $body attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // TCC_OPS_TD

@@ -1,0 +1,23 @@
+//===- Passes.h - tcc graph passes --------------------------------------===//
+#pragma once
+
+#include "mlir/Pass/Pass.h"
+
+#include <memory>
+
+namespace tcc {
+
+#define GEN_PASS_DECL
+#include "tcc/Passes/Passes.h.inc"
+
+/// If every operand of `op` is a tcc.constant and no result exceeds `maxElements`, evaluates
+/// it with the reference kernels and replaces its results by constants; returns true then.
+/// Evaluation errors (e.g. an index out of range) leave the op alone: they surface at run time.
+/// `onReplace(old, new)` is called for each result before the op is erased.
+bool foldConstantOp(mlir::Operation *op, int64_t maxElements,
+                    llvm::function_ref<void(mlir::Value, mlir::Value)> onReplace = {});
+
+#define GEN_PASS_REGISTRATION
+#include "tcc/Passes/Passes.h.inc"
+
+} // namespace tcc

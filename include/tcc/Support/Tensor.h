@@ -1,0 +1,156 @@
+//===- Tensor.h - A dense host tensor with a runtime element type ---------===//
+//
+// The value type of the reference interpreter and of tensor I/O: an element type, a shape
+// (row-major, no strides) and a shared, immutable-once-built byte buffer. Plain C++: no MLIR.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace tcc {
+
+/// Every failure in tensor kernels and I/O is reported with this exception type.
+class Error : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class DType : uint8_t { Bool, I8, I16, I32, I64, U8, U16, U32, U64, F16, BF16, F32, F64 };
+
+size_t dtypeSize(DType t);
+const char *dtypeName(DType t); // "f32", "i64", "bool", ...
+bool isFloat(DType t);
+bool isSignedInt(DType t);
+bool isUnsignedInt(DType t);
+inline bool isInteger(DType t) { return isSignedInt(t) || isUnsignedInt(t); }
+
+/// IEEE binary16, stored as bits; arithmetic goes through float.
+struct Half {
+  uint16_t bits = 0;
+  Half() = default;
+  explicit Half(float f);
+  operator float() const;
+};
+/// bfloat16, stored as bits; arithmetic goes through float.
+struct BFloat16 {
+  uint16_t bits = 0;
+  BFloat16() = default;
+  explicit BFloat16(float f);
+  operator float() const;
+};
+
+/// The C++ type used to compute on elements of type T (float for the 16-bit floats).
+template <class T>
+using ComputeType = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
+
+template <class T> struct DTypeOf;
+#define TCC_DTYPE_OF(CT, DT)                                                                   \
+  template <> struct DTypeOf<CT> { static constexpr DType value = DType::DT; };
+TCC_DTYPE_OF(bool, Bool)
+TCC_DTYPE_OF(int8_t, I8)
+TCC_DTYPE_OF(int16_t, I16)
+TCC_DTYPE_OF(int32_t, I32)
+TCC_DTYPE_OF(int64_t, I64)
+TCC_DTYPE_OF(uint8_t, U8)
+TCC_DTYPE_OF(uint16_t, U16)
+TCC_DTYPE_OF(uint32_t, U32)
+TCC_DTYPE_OF(uint64_t, U64)
+TCC_DTYPE_OF(Half, F16)
+TCC_DTYPE_OF(BFloat16, BF16)
+TCC_DTYPE_OF(float, F32)
+TCC_DTYPE_OF(double, F64)
+#undef TCC_DTYPE_OF
+
+/// Calls `f(T{})` with the C++ storage type T of `t`.
+template <class F> decltype(auto) visitDType(DType t, F &&f) {
+  switch (t) {
+  case DType::Bool: return f(bool{});
+  case DType::I8: return f(int8_t{});
+  case DType::I16: return f(int16_t{});
+  case DType::I32: return f(int32_t{});
+  case DType::I64: return f(int64_t{});
+  case DType::U8: return f(uint8_t{});
+  case DType::U16: return f(uint16_t{});
+  case DType::U32: return f(uint32_t{});
+  case DType::U64: return f(uint64_t{});
+  case DType::F16: return f(Half{});
+  case DType::BF16: return f(BFloat16{});
+  case DType::F32: return f(float{});
+  case DType::F64: return f(double{});
+  }
+  throw Error("invalid dtype");
+}
+
+using Shape = std::vector<int64_t>;
+int64_t numElements(const Shape &shape);
+std::string shapeToString(const Shape &shape); // "2x3x4", "scalar" for rank 0
+/// Row-major strides (in elements) of `shape`.
+Shape stridesOf(const Shape &shape);
+
+class Tensor {
+public:
+  Tensor() = default;
+  /// A zero-filled tensor.
+  Tensor(DType dtype, Shape shape);
+  /// A tensor copying `bytes` (must be numElements * dtypeSize bytes).
+  Tensor(DType dtype, Shape shape, const void *bytes);
+
+  template <class T> static Tensor fromVector(Shape shape, const std::vector<T> &values) {
+    Tensor t(DTypeOf<T>::value, std::move(shape));
+    if ((int64_t)values.size() != t.numElements())
+      throw Error("Tensor::fromVector: value count does not match the shape");
+    for (size_t i = 0; i < values.size(); ++i)
+      t.data<T>()[i] = values[i];
+    return t;
+  }
+  template <class T> static Tensor scalar(T value) { return fromVector<T>({}, {value}); }
+
+  DType dtype() const { return dtype_; }
+  const Shape &shape() const { return shape_; }
+  int64_t rank() const { return (int64_t)shape_.size(); }
+  int64_t dim(int64_t i) const { return shape_.at(i); }
+  int64_t numElements() const { return tcc::numElements(shape_); }
+  size_t byteSize() const { return (size_t)numElements() * dtypeSize(dtype_); }
+  /// False only for a default-constructed Tensor.
+  bool defined() const { return storage_ != nullptr; }
+
+  void *raw() { return storage_.get(); }
+  const void *raw() const { return storage_.get(); }
+  template <class T> T *data() {
+    checkType<T>();
+    return reinterpret_cast<T *>(storage_.get());
+  }
+  template <class T> const T *data() const {
+    checkType<T>();
+    return reinterpret_cast<const T *>(storage_.get());
+  }
+
+  /// Same data, new shape (element counts must match). Shares the buffer.
+  Tensor reshaped(Shape shape) const;
+  /// A deep copy with its own buffer.
+  Tensor clone() const;
+  /// Element `i` (row-major) converted to double / int64: for tests, printing and index math.
+  double getDouble(int64_t i) const;
+  int64_t getInt(int64_t i) const;
+  /// All elements converted to int64 (for index and shape tensors).
+  std::vector<int64_t> toInt64Vector() const;
+  std::string typeString() const; // "2x3xf32"
+
+private:
+  template <class T> void checkType() const {
+    if (sizeof(T) != dtypeSize(dtype_))
+      throw Error("Tensor: element access with a type of the wrong size");
+  }
+  DType dtype_ = DType::F32;
+  Shape shape_;
+  std::shared_ptr<uint8_t> storage_;
+};
+
+} // namespace tcc

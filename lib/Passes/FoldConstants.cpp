@@ -1,0 +1,67 @@
+//===- FoldConstants.cpp - Evaluate constant subgraphs at compile time ------===//
+//
+// Folding uses the reference kernels, so a folded result is exactly what the interpreter would
+// have computed at run time. Assumes: static shapes (every tcc op).
+//
+//===----------------------------------------------------------------------===//
+#include "tcc/Passes/Passes.h"
+#include "tcc/IR/TccDialect.h"
+#include "tcc/Interp/Interpreter.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace tcc {
+#define GEN_PASS_DEF_FOLDCONSTANTS
+#include "tcc/Passes/Passes.h.inc"
+} // namespace tcc
+
+using namespace mlir;
+
+namespace tcc {
+
+bool foldConstantOp(Operation *op, int64_t maxElements,
+                    llvm::function_ref<void(Value, Value)> onReplace) {
+  if (!isa<TccDialect>(op->getDialect()) || isa<ConstantOp>(op) || op->getNumRegions() ||
+      op->getNumResults() == 0)
+    return false;
+  std::vector<Tensor> operands;
+  for (Value v : op->getOperands()) {
+    auto c = v.getDefiningOp<ConstantOp>();
+    if (!c)
+      return false;
+    operands.push_back(tensorFromAttr(c.getValue()));
+  }
+  for (Type t : op->getResultTypes())
+    if (cast<RankedTensorType>(t).getNumElements() > maxElements)
+      return false;
+  std::vector<Tensor> results;
+  try {
+    results = evaluateOp(op, operands);
+  } catch (const Error &) {
+    return false;
+  }
+  OpBuilder builder(op);
+  for (auto [result, value] : llvm::zip(op->getResults(), results)) {
+    auto folded = builder.create<ConstantOp>(op->getLoc(), attrFromTensor(op->getContext(), value));
+    result.replaceAllUsesWith(folded.getResult());
+    if (onReplace)
+      onReplace(result, folded.getResult());
+  }
+  op->erase();
+  return true;
+}
+
+namespace {
+struct FoldConstantsPass : impl::FoldConstantsBase<FoldConstantsPass> {
+  using FoldConstantsBase::FoldConstantsBase;
+  void runOnOperation() override {
+    // Operands are defined before their users, so one walk in order folds whole chains.
+    SmallVector<Operation *> ops;
+    getOperation()->walk<WalkOrder::PreOrder>([&](Operation *op) { ops.push_back(op); });
+    for (Operation *op : ops)
+      foldConstantOp(op, maxElements);
+  }
+};
+} // namespace
+
+} // namespace tcc

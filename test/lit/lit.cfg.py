@@ -1,0 +1,19 @@
+# lit configuration for tcc: .mlir tests run through tcc-opt, .test files drive the tcc CLI.
+import os
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "tcc"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.tcc_obj_root, "test", "lit")
+config.substitutions.append(("%testdata", config.onnx_testdata_dir))
+config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
+config.substitutions.append(("%python", "/usr/bin/python3"))
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.tcc_tools_dir, append_path=True)
+llvm_config.add_tool_substitutions(["tcc-opt", "tcc"], [config.tcc_tools_dir])

@@ -1,0 +1,22 @@
+//===- Check.h - `tcc check`: run ONNX backend-test cases ------------------===//
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace tcc {
+
+struct CheckOptions {
+  std::vector<std::string> caseDirs;
+  std::string device = "interp";
+  std::string expectedFailuresFile; // lines "case-name  reason"; '#' comments
+  double rtol = 1e-3, atol = 1e-5;
+  unsigned jobs = 0; // 0: one per core
+  bool quiet = false; // only failures and the summary
+};
+
+/// Runs every case, prints one line per case and a closing summary; returns the exit status
+/// (0 when every failure is expected and every expected failure still fails).
+int runCheck(const CheckOptions &options);
+
+} // namespace tcc

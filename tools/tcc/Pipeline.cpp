@@ -1,0 +1,146 @@
+//===- Pipeline.cpp - Model loading, import and evaluation for the CLI -----===//
+#include "Pipeline.h"
+
+#include "tcc/Frontend/OnnxModel.h"
+#include "tcc/Interp/Interpreter.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <random>
+#include <set>
+
+namespace tcc {
+
+std::vector<GraphInput> graphInputs(const onnx::ModelProto &model) {
+  std::set<std::string> initializers;
+  for (const auto &init : model.graph().initializer())
+    initializers.insert(init.name());
+  std::vector<GraphInput> out;
+  for (const auto &in : model.graph().input()) {
+    if (initializers.count(in.name()))
+      continue;
+    GraphInput g{in.name(), DType::F32, {}};
+    if (in.type().has_tensor_type()) {
+      const auto &tt = in.type().tensor_type();
+      if (auto d = dtypeFromOnnx(tt.elem_type()))
+        g.dtype = *d;
+      for (const auto &dim : tt.shape().dim())
+        g.dims.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
+    }
+    out.push_back(g);
+  }
+  return out;
+}
+
+std::pair<std::string, Shape> parseInputShape(const std::string &spec) {
+  auto eq = spec.rfind('=');
+  if (eq == std::string::npos || eq == 0)
+    throw Error("--input-shape '" + spec + "' must look like NAME=D0xD1x... (e.g. x=1x3x224x224)");
+  Shape shape;
+  std::string dims = spec.substr(eq + 1);
+  size_t pos = 0;
+  while (pos <= dims.size() && !dims.empty()) {
+    size_t next = dims.find('x', pos);
+    std::string part = dims.substr(pos, next == std::string::npos ? std::string::npos : next - pos);
+    try {
+      size_t used = 0;
+      long long v = std::stoll(part, &used);
+      if (used != part.size() || v < 0)
+        throw std::invalid_argument(part);
+      shape.push_back(v);
+    } catch (const std::exception &) {
+      throw Error("--input-shape '" + spec + "': '" + part + "' is not a dimension size");
+    }
+    if (next == std::string::npos)
+      break;
+    pos = next + 1;
+  }
+  return {spec.substr(0, eq), shape};
+}
+
+Tensor randomInput(DType dtype, const Shape &shape, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Tensor t(dtype, shape);
+  visitDType(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T *p = t.data<T>();
+    for (int64_t i = 0; i < t.numElements(); ++i) {
+      if constexpr (std::is_same_v<T, bool>)
+        p[i] = rng() & 1;
+      else if constexpr (std::is_integral_v<T>)
+        p[i] = static_cast<T>(rng() % 8);
+      else
+        p[i] = T(static_cast<float>(std::uniform_real_distribution<double>(-1.0, 1.0)(rng)));
+    }
+  });
+  return t;
+}
+
+LoadedModel loadModel(const std::string &path, const LoadOptions &options) {
+  onnx::ModelProto model = loadOnnxModel(path);
+  std::vector<GraphInput> inputs = graphInputs(model);
+  if (options.inputs.size() > inputs.size())
+    throw Error("the model takes " + std::to_string(inputs.size()) + " input(s), but " +
+                std::to_string(options.inputs.size()) + " were given");
+
+  PrepareOptions prepare;
+  for (const auto &[name, shape] : options.inputShapes) {
+    bool known = false;
+    for (const auto &in : inputs)
+      known |= in.name == name;
+    if (!known)
+      throw Error("--input-shape names '" + name + "', which is not a graph input");
+    prepare.inputShapes[name] = shape;
+  }
+  LoadedModel loaded;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const GraphInput &in = inputs[i];
+    if (i < options.inputs.size()) {
+      const Tensor &t = options.inputs[i];
+      if (t.dtype() != in.dtype)
+        throw Error("input " + std::to_string(i) + " ('" + in.name + "') is " +
+                    dtypeName(t.dtype()) + ", the model expects " + dtypeName(in.dtype));
+      if (t.rank() != (int64_t)in.dims.size())
+        throw Error("input " + std::to_string(i) + " ('" + in.name + "') has shape " +
+                    shapeToString(t.shape()) + ", the model expects rank " +
+                    std::to_string(in.dims.size()));
+      for (size_t d = 0; d < in.dims.size(); ++d)
+        if (in.dims[d] >= 0 && in.dims[d] != t.dim(d))
+          throw Error("input " + std::to_string(i) + " ('" + in.name + "') has shape " +
+                      shapeToString(t.shape()) + ", but the model fixes dim " + std::to_string(d) +
+                      " to " + std::to_string(in.dims[d]));
+      prepare.inputShapes[in.name] = t.shape();
+      loaded.inputs.push_back(t);
+      continue;
+    }
+    Shape shape;
+    if (auto it = prepare.inputShapes.find(in.name); it != prepare.inputShapes.end()) {
+      shape = it->second;
+    } else {
+      for (int64_t d : in.dims) {
+        if (d < 0)
+          throw Error("input '" + in.name + "' has a dynamic shape and no data was given: pass "
+                      "--inputs or --input-shape " + in.name + "=D0xD1x...");
+        shape.push_back(d);
+      }
+    }
+    loaded.inputs.push_back(randomInput(in.dtype, shape, options.seed + i));
+    prepare.inputShapes[in.name] = shape;
+  }
+
+  prepareOnnxModel(model, prepare);
+  loaded.context = std::make_unique<mlir::MLIRContext>();
+  loaded.context->disableMultithreading();
+  ImportOptions importOptions;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    importOptions.inputValues[inputs[i].name] = loaded.inputs[i];
+  loaded.imported = importOnnxModel(*loaded.context, model, importOptions);
+  return loaded;
+}
+
+std::vector<Tensor> interpret(LoadedModel &model) {
+  auto func = model.imported.module->lookupSymbol<mlir::func::FuncOp>("main");
+  return runFunction(func, model.inputs);
+}
+
+} // namespace tcc

@@ -1,0 +1,56 @@
+//===- Pipeline.h - Model loading, import and evaluation for the CLI -------===//
+#pragma once
+
+#include "tcc/Frontend/OnnxImporter.h"
+#include "tcc/Support/Tensor.h"
+
+#include "mlir/IR/MLIRContext.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace onnx {
+class ModelProto;
+}
+
+namespace tcc {
+
+/// Graph inputs (initializers excluded) with their declared element type and dims (-1 when
+/// dynamic), in order.
+struct GraphInput {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> dims;
+};
+std::vector<GraphInput> graphInputs(const onnx::ModelProto &model);
+
+/// Parses "NAME=D0xD1x..." (as given to --input-shape).
+std::pair<std::string, Shape> parseInputShape(const std::string &spec);
+
+/// Random input data for `input` with the given shape: floats uniform in [-1, 1), integers in
+/// [0, 8), bools fair coins. Deterministic for a seed.
+Tensor randomInput(DType dtype, const Shape &shape, uint64_t seed);
+
+/// An ONNX model imported for concrete inputs.
+struct LoadedModel {
+  std::unique_ptr<mlir::MLIRContext> context;
+  ImportedModel imported;
+  std::vector<Tensor> inputs; // in graph-input order (given, else random)
+};
+
+struct LoadOptions {
+  std::vector<Tensor> inputs;                // given inputs, in graph-input order (may be fewer)
+  std::map<std::string, Shape> inputShapes;  // --input-shape
+  uint64_t seed = 0;
+};
+
+/// Loads, prepares (fixes dims, shape inference, opset upgrade) and imports `path`. Inputs not
+/// given are drawn at random (their shapes must be static or fixed by `inputShapes`).
+LoadedModel loadModel(const std::string &path, const LoadOptions &options);
+
+/// Evaluates the imported model with the reference interpreter.
+std::vector<Tensor> interpret(LoadedModel &model);
+
+} // namespace tcc
