@@ -10,7 +10,6 @@
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 
 #include <cerrno>
-#include <climits>
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
@@ -44,12 +43,11 @@ public:
     if (fd_ < 0)
       throw Error("cannot open " + what + " " + inQuotes(path) + ": " + std::strerror(errno));
     struct stat st;
-    if (::fstat(fd_, &st) != 0)
-      failWithErrno("cannot read");
     // open() succeeds on directories; reading them fails later with a less clear message.
-    if (S_ISDIR(st.st_mode)) {
+    int statError = ::fstat(fd_, &st) != 0 ? errno : S_ISDIR(st.st_mode) ? EISDIR : 0;
+    if (statError != 0) {
       ::close(fd_);
-      throw Error("cannot open " + what + " " + inQuotes(path) + ": " + std::strerror(EISDIR));
+      throw Error("cannot open " + what + " " + inQuotes(path) + ": " + std::strerror(statError));
     }
     size_ = (uint64_t)st.st_size;
   }
@@ -58,6 +56,7 @@ public:
   ~OpenFile() { ::close(fd_); }
 
   int fd() const { return fd_; }
+  const std::string &path() const { return path_; }
   uint64_t size() const { return size_; }
 
   /// Reads exactly `length` bytes at `offset` (the caller has checked the range).
@@ -95,20 +94,19 @@ bool parseProtoFile(google::protobuf::Message &msg, const OpenFile &file) {
   bool parsed;
   {
     google::protobuf::io::CodedInputStream coded(&raw);
-    // The default limit is lower than the 2 GiB protobuf can address at all.
+    // Protobuf before 3.11 defaults to 64 MiB; 2 GiB is the most it can address at all.
     coded.SetTotalBytesLimit(std::numeric_limits<int>::max());
     parsed = msg.ParseFromCodedStream(&coded);
   }
   if (raw.GetErrno() != 0)
-    throw Error(std::string("read error while parsing a protobuf file: ") +
-                std::strerror(raw.GetErrno()));
+    throw Error("cannot read " + inQuotes(file.path()) + ": " + std::strerror(raw.GetErrno()));
   return parsed;
 }
 
 /// Protobuf cannot parse messages of 2 GiB or more.
-void checkProtobufSize(const OpenFile &file, const std::string &path, const std::string &advice) {
+void checkProtobufSize(const OpenFile &file, const std::string &advice) {
   if (file.size() > (uint64_t)std::numeric_limits<int>::max())
-    throw Error(inQuotes(path) + " is " + std::to_string(file.size()) +
+    throw Error(inQuotes(file.path()) + " is " + std::to_string(file.size()) +
                 " bytes; protobuf files must be smaller than 2 GiB" + advice);
 }
 
@@ -148,8 +146,9 @@ std::string graphSuffix(const onnx::GraphProto &graph) {
 }
 
 std::string nodeDescription(const onnx::NodeProto &node) {
-  std::string name = node.name().empty() && node.output_size() > 0 ? node.output(0) : node.name();
-  return "node " + inQuotes(name) + " (" + node.op_type() + ")";
+  if (node.name().empty() && node.output_size() > 0)
+    return "node with output " + inQuotes(node.output(0)) + " (" + node.op_type() + ")";
+  return "node " + inQuotes(node.name()) + " (" + node.op_type() + ")";
 }
 
 void visitTensors(onnx::SparseTensorProto &sparse, const std::string &where,
@@ -188,7 +187,7 @@ void visitTensors(onnx::GraphProto &graph, const TensorVisitor &visit) {
   for (TensorProto &t : *graph.mutable_initializer())
     visit(t, "initializer " + inQuotes(t.name()) + suffix);
   for (onnx::SparseTensorProto &s : *graph.mutable_sparse_initializer())
-    visitTensors(s, "sparse initializer" + suffix, visit);
+    visitTensors(s, "sparse initializer " + inQuotes(s.values().name()) + suffix, visit);
   for (onnx::NodeProto &node : *graph.mutable_node())
     visitTensors(node, suffix, visit);
 }
@@ -335,27 +334,70 @@ std::optional<onnx::ModelProto> tryConvertVersion(const onnx::ModelProto &model,
   return std::nullopt;
 }
 
+void runShapeInference(onnx::ModelProto &model) {
+  // error_mode 0: node-level inference errors and unknown operators are skipped rather than
+  // thrown; conflicts between inferred and declared element types still throw. Data
+  // propagation lets shapes computed by Shape/Gather/Concat chains reach the operators that take
+  // a shape input (Expand, ConstantOfShape...; in ONNX 1.12 not yet Reshape).
+  onnx::ShapeInferenceOptions options(/*check_type=*/false, /*error_mode=*/0,
+                                      /*enable_data_propagation=*/true);
+  try {
+    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), options);
+  } catch (const std::exception &e) {
+    // ONNX's messages name the node as "(op_type:Add, node name: n): ...".
+    throw Error(std::string("ONNX shape inference failed: ") + e.what());
+  }
+}
+
+/// Why ONNX's converter cannot handle `model`, if a node shows it. The 1.12 converter fails
+/// with a bare "unordered_map::at" on operators it has no schema for, so those are found first.
+std::optional<std::string> conversionObstacle(const onnx::ModelProto &model, int64_t opset) {
+  for (const onnx::NodeProto &node : model.graph().node()) {
+    if (!isDefaultDomain(node.domain()))
+      return nodeDescription(node) + " is in domain " + inQuotes(node.domain()) +
+             ", and the converter handles only default-domain operators";
+    if (!onnx::OpSchemaRegistry::Schema(node.op_type(), (int)opset, ""))
+      return nodeDescription(node) + " is not an ONNX operator at opset " +
+             std::to_string(opset);
+  }
+  return std::nullopt;
+}
+
 void upgradeOpset(onnx::ModelProto &model, int64_t minimumOpset) {
   std::optional<int64_t> opset = defaultDomainOpset(model);
   if (!opset || *opset >= minimumOpset)
     return;
+  std::string failure = "the model uses ONNX opset " + std::to_string(*opset) +
+                        ", but tcc needs opset " + std::to_string(minimumOpset) +
+                        " or later, and ONNX's version converter cannot upgrade it:";
+  if (std::optional<std::string> obstacle = conversionObstacle(model, *opset))
+    throw Error(failure + " " + *obstacle);
+  // The broadcasting adapters (Add, Mul, Gemm... from opset 6 to 7) need the shapes of their
+  // inputs, intermediate values included, so the converter gets a copy with inferred shapes.
+  onnx::ModelProto withShapes = model;
+  try {
+    runShapeInference(withShapes);
+  } catch (const Error &) {
+    withShapes = model; // Convert without shapes; the converter reports what it misses.
+  }
   // Some adapters only exist between particular versions, so a conversion that fails for the
-  // lowest target can still succeed for a more recent one.
+  // lowest target may still succeed for a more recent one.
   std::vector<int64_t> targets = {minimumOpset};
   if (minimumOpset < 13)
     targets.push_back(13);
   std::string errors;
+  std::string previousError;
   for (int64_t target : targets) {
     std::string error;
-    if (std::optional<onnx::ModelProto> converted = tryConvertVersion(model, target, error)) {
+    if (std::optional<onnx::ModelProto> converted = tryConvertVersion(withShapes, target, error)) {
       model = std::move(*converted);
       return;
     }
-    errors += "\n  to opset " + std::to_string(target) + ": " + error;
+    if (error != previousError)
+      errors += "\n  to opset " + std::to_string(target) + ": " + error;
+    previousError = error;
   }
-  throw Error("the model uses ONNX opset " + std::to_string(*opset) +
-              ", which tcc does not support, and ONNX's version converter could not upgrade "
-              "it:" + errors);
+  throw Error(failure + errors);
 }
 
 std::string declaredShapeString(const onnx::TensorShapeProto &shape) {
@@ -432,20 +474,6 @@ onnx::ValueInfoProto &findSettableInput(onnx::GraphProto &graph, const std::stri
 void fixInputShapes(onnx::GraphProto &graph, const std::map<std::string, Shape> &shapes) {
   for (const auto &[name, shape] : shapes)
     setInputShape(findSettableInput(graph, name), shape);
-}
-
-void runShapeInference(onnx::ModelProto &model) {
-  // error_mode 0: node-level inference errors and unknown operators are skipped rather than
-  // thrown; conflicts between inferred and declared types still throw. Data propagation lets
-  // shapes computed by Shape/Gather/Concat chains reach Reshape and friends.
-  onnx::ShapeInferenceOptions options(/*check_type=*/false, /*error_mode=*/0,
-                                      /*enable_data_propagation=*/true);
-  try {
-    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), options);
-  } catch (const std::exception &e) {
-    // ONNX's messages name the node as "(op_type:Add, node name: n): ...".
-    throw Error(std::string("ONNX shape inference failed: ") + e.what());
-  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -649,7 +677,7 @@ onnx::ModelProto loadOnnxModel(const std::string &path) {
   };
   if (file.size() == 0)
     throw invalid("the file is empty");
-  checkProtobufSize(file, path, " (store the weights as external data)");
+  checkProtobufSize(file, " (store the weights as external data)");
   onnx::ModelProto model;
   if (!parseProtoFile(model, file))
     throw invalid("protobuf parsing failed (the file is truncated, corrupted, or not an ONNX "
@@ -663,8 +691,9 @@ onnx::ModelProto loadOnnxModel(const std::string &path) {
 }
 
 void prepareOnnxModel(onnx::ModelProto &model, const PrepareOptions &opts) {
-  upgradeOpset(model, std::max<int64_t>(opts.minimumOpset, 1));
+  // Input shapes first: the opset upgrade also profits from them.
   fixInputShapes(*model.mutable_graph(), opts.inputShapes);
+  upgradeOpset(model, std::max<int64_t>(opts.minimumOpset, 1));
   runShapeInference(model);
 }
 
@@ -760,7 +789,7 @@ Tensor readTensorFile(const std::string &path, std::string *name) {
   };
   if (file.size() == 0)
     throw invalid("the file is empty");
-  checkProtobufSize(file, path, "");
+  checkProtobufSize(file, "");
   TensorProto proto;
   if (!parseProtoFile(proto, file))
     throw invalid("protobuf parsing failed (the file is truncated, corrupted, or not a "

@@ -11,14 +11,8 @@ using namespace tcc;
 #include "tcc/IR/TccDialect.cpp.inc"
 #include "tcc/IR/TccEnums.cpp.inc"
 
-#define GET_ATTRDEF_CLASSES
-#include "tcc/IR/TccAttrs.cpp.inc"
 
 void TccDialect::initialize() {
-  addAttributes<
-#define GET_ATTRDEF_LIST
-#include "tcc/IR/TccAttrs.cpp.inc"
-      >();
   addOperations<
 #define GET_OP_LIST
 #include "tcc/IR/TccOps.cpp.inc"

@@ -180,7 +180,6 @@ template <class T> Tensor binaryFloat(BinaryKind kind, const Tensor &a, const Te
 }
 
 template <class T> Tensor binaryInt(BinaryKind kind, const Tensor &a, const Tensor &b) {
-  constexpr T bits = T(sizeof(T) * 8);
   switch (kind) {
   case BinaryKind::Add: return mapBinary<T>(a, b, wrapAdd<T>);
   case BinaryKind::Sub: return mapBinary<T>(a, b, wrapSub<T>);
@@ -195,11 +194,13 @@ template <class T> Tensor binaryInt(BinaryKind kind, const Tensor &a, const Tens
   case BinaryKind::Xor: return mapBinary<T>(a, b, [](T x, T y) { return T(x ^ y); });
   case BinaryKind::ShiftLeft:
     if constexpr (std::is_unsigned_v<T>)
-      return mapBinary<T>(a, b, [](T x, T y) { return y >= bits ? T(0) : T((WrapType<T>)x << y); });
+      return mapBinary<T>(a, b, [](T x, T y) {
+        return y >= sizeof(T) * 8 ? T(0) : T((WrapType<T>)x << y);
+      });
     break;
   case BinaryKind::ShiftRight:
     if constexpr (std::is_unsigned_v<T>)
-      return mapBinary<T>(a, b, [](T x, T y) { return y >= bits ? T(0) : T(x >> y); });
+      return mapBinary<T>(a, b, [](T x, T y) { return y >= sizeof(T) * 8 ? T(0) : T(x >> y); });
     break;
   }
   unsupportedBinary(kind, a.dtype());

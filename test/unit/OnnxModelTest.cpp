@@ -501,6 +501,13 @@ TEST_F(OnnxModelTest, ReportsEmptyTruncatedAndGarbageModels) {
                   "is not a valid ONNX model");
 }
 
+TEST_F(OnnxModelTest, ReportsModelsTooLargeForProtobuf) {
+  // A sparse file: no disk space is used.
+  writeBytes(path("huge.onnx"), "");
+  fs::resize_file(path("huge.onnx"), (uintmax_t)5 << 29);
+  EXPECT_CONTAINS(errorOf([&] { loadOnnxModel(path("huge.onnx")); }), "smaller than 2 GiB");
+}
+
 TEST_F(OnnxModelTest, ReportsModelsMissingRequiredParts) {
   onnx::ModelProto noGraph = addReluModel(13);
   noGraph.clear_graph();
@@ -752,6 +759,48 @@ TEST(OnnxPrepareTest, UpgradesOldOpsets) {
   const onnx::ValueInfoProto *sum = findValueInfo(model.graph(), "s");
   ASSERT_NE(sum, nullptr);
   EXPECT_EQ(staticDims(*sum), (std::vector<int64_t>{2, 3}));
+}
+
+TEST(OnnxPrepareTest, UpgradesBroadcastingOpsOnIntermediateValues) {
+  // ONNX's 6 -> 7 adapter for a broadcasting Add needs the shape of every input, here a
+  // Constant's output.
+  onnx::ModelProto model = emptyModel(6);
+  onnx::GraphProto &graph = *model.mutable_graph();
+  *graph.add_input() = tensorInfo("a", TensorProto::FLOAT, {"2", "3"});
+  onnx::NodeProto *constant = addNode(graph, "Constant", {}, {"c"}, "constant");
+  onnx::AttributeProto *value = constant->add_attribute();
+  value->set_name("value");
+  value->set_type(onnx::AttributeProto::TENSOR);
+  *value->mutable_t() = tensorToProto(Tensor(DType::F32, {3}), "c");
+  onnx::AttributeProto *broadcast = addNode(graph, "Add", {"a", "c"}, {"y"}, "add")->add_attribute();
+  broadcast->set_name("broadcast");
+  broadcast->set_type(onnx::AttributeProto::INT);
+  broadcast->set_i(1);
+  *graph.add_output() = tensorInfo("y", TensorProto::FLOAT, {"2", "3"});
+  prepareOnnxModel(model, {});
+  EXPECT_GE(defaultOpset(model), 7);
+  EXPECT_EQ(model.graph().node(1).op_type(), "Add");
+  EXPECT_EQ(model.graph().node(1).attribute_size(), 0) << "opset 7 Add has no broadcast attribute";
+  EXPECT_EQ(staticDims(model.graph().output(0)), (std::vector<int64_t>{2, 3}));
+}
+
+TEST(OnnxPrepareTest, ReportsFailedUpgrades) {
+  onnx::ModelProto unknownOp = addReluModel(6);
+  addNode(*unknownOp.mutable_graph(), "NoSuchOperator", {"y"}, {"z"}, "mystery");
+  std::string msg = errorOf([&] { prepareOnnxModel(unknownOp, {}); });
+  EXPECT_CONTAINS(msg, "opset 6");
+  EXPECT_CONTAINS(msg, "'mystery' (NoSuchOperator)");
+
+  // Split has no adapter from opset 1 to 2.
+  onnx::ModelProto noAdapter = emptyModel(1);
+  onnx::GraphProto &graph = *noAdapter.mutable_graph();
+  *graph.add_input() = tensorInfo("x", TensorProto::FLOAT, {"4"});
+  addNode(graph, "Split", {"x"}, {"y0", "y1"}, "split");
+  *graph.add_output() = tensorInfo("y0", TensorProto::FLOAT, {"2"});
+  *graph.add_output() = tensorInfo("y1", TensorProto::FLOAT, {"2"});
+  msg = errorOf([&] { prepareOnnxModel(noAdapter, {}); });
+  EXPECT_CONTAINS(msg, "opset 1");
+  EXPECT_CONTAINS(msg, "Split");
 }
 
 TEST(OnnxPrepareTest, LeavesSupportedOpsetsAlone) {

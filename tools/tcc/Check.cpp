@@ -182,7 +182,19 @@ int runCheck(const CheckOptions &options) {
   for (const auto &d : options.caseDirs) {
     if (!fs::is_directory(d))
       throw Error("'" + d + "' is not a directory");
-    cases.push_back(d);
+    if (fs::exists(fs::path(d) / "model.onnx")) {
+      cases.push_back(d);
+      continue;
+    }
+    // A suite: every subdirectory holding a model.onnx, in name order.
+    std::vector<fs::path> suite;
+    for (const auto &e : fs::directory_iterator(d))
+      if (e.is_directory() && fs::exists(e.path() / "model.onnx"))
+        suite.push_back(e.path());
+    if (suite.empty())
+      throw Error("'" + d + "' holds no model.onnx, nor case directories that do");
+    std::sort(suite.begin(), suite.end());
+    cases.insert(cases.end(), suite.begin(), suite.end());
   }
   std::vector<CaseResult> results(cases.size());
   std::atomic<size_t> next{0};

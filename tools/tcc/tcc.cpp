@@ -133,7 +133,9 @@ int main(int argc, char **argv) {
   CheckOptions check;
   auto *checkCmd = app.add_subcommand(
       "check", "Run ONNX backend-test cases (DIR/model.onnx, DIR/test_data_set_*/) and compare");
-  checkCmd->add_option("DIR", check.caseDirs, "case directories")->required();
+  checkCmd->add_option("DIR", check.caseDirs,
+                       "case directories, or suite directories holding case directories")
+      ->required();
   checkCmd->add_option("--device", check.device, "where to run: interp")->default_val("interp");
   checkCmd->add_option("--expected-failures", check.expectedFailuresFile,
                        "file listing cases expected to fail, one 'NAME REASON' per line");

@@ -17,7 +17,6 @@ def Tcc_Dialect : Dialect {
     element types are the builtin ones (i1 is bool, signless integers are signed, `ui*` are
     unsigned). Semantics are defined by the reference kernels in `tcc/Interp/Kernels.h`.
   }];
-  let useDefaultAttributePrinterParser = 1;
   let hasConstantMaterializer = 1;
 }
 
@@ -61,7 +60,6 @@ def Tcc_UnaryKind : I32EnumAttr<"UnaryKind", "elementwise unary function", [
     I32EnumAttrCase<"Sign", 24, "sign">,
     I32EnumAttrCase<"Not", 25, "not">]> {
   let cppNamespace = "::tcc";
-  let genSpecializedAttr = 0;
 }
 def Tcc_BinaryKind : I32EnumAttr<"BinaryKind", "elementwise binary function", [
     I32EnumAttrCase<"Add", 0, "add">,
@@ -78,7 +76,6 @@ def Tcc_BinaryKind : I32EnumAttr<"BinaryKind", "elementwise binary function", [
     I32EnumAttrCase<"ShiftLeft", 11, "shift_left">,
     I32EnumAttrCase<"ShiftRight", 12, "shift_right">]> {
   let cppNamespace = "::tcc";
-  let genSpecializedAttr = 0;
 }
 def Tcc_CompareKind : I32EnumAttr<"CompareKind", "comparison", [
     I32EnumAttrCase<"Eq", 0, "eq">,
@@ -88,7 +85,6 @@ def Tcc_CompareKind : I32EnumAttr<"CompareKind", "comparison", [
     I32EnumAttrCase<"Gt", 4, "gt">,
     I32EnumAttrCase<"Ge", 5, "ge">]> {
   let cppNamespace = "::tcc";
-  let genSpecializedAttr = 0;
 }
 def Tcc_ReduceKind : I32EnumAttr<"ReduceKind", "reduction", [
     I32EnumAttrCase<"Sum", 0, "sum">,
@@ -96,7 +92,6 @@ def Tcc_ReduceKind : I32EnumAttr<"ReduceKind", "reduction", [
     I32EnumAttrCase<"Max", 2, "max">,
     I32EnumAttrCase<"Min", 3, "min">]> {
   let cppNamespace = "::tcc";
-  let genSpecializedAttr = 0;
 }
 def Tcc_PadMode : I32EnumAttr<"PadMode", "padding mode", [
     I32EnumAttrCase<"Constant", 0, "constant">,
@@ -104,7 +99,6 @@ def Tcc_PadMode : I32EnumAttr<"PadMode", "padding mode", [
     I32EnumAttrCase<"Edge", 2, "edge">,
     I32EnumAttrCase<"Wrap", 3, "wrap">]> {
   let cppNamespace = "::tcc";
-  let genSpecializedAttr = 0;
 }
 def Tcc_ScatterReduction : I32EnumAttr<"ScatterReduction", "scatter combination", [
     I32EnumAttrCase<"None", 0, "none">,
@@ -113,14 +107,7 @@ def Tcc_ScatterReduction : I32EnumAttr<"ScatterReduction", "scatter combination"
     I32EnumAttrCase<"Max", 3, "max">,
     I32EnumAttrCase<"Min", 4, "min">]> {
   let cppNamespace = "::tcc";
-  let genSpecializedAttr = 0;
 }
 
-def Tcc_UnaryKindAttr : EnumAttr<Tcc_Dialect, Tcc_UnaryKind, "unary">;
-def Tcc_BinaryKindAttr : EnumAttr<Tcc_Dialect, Tcc_BinaryKind, "binary">;
-def Tcc_CompareKindAttr : EnumAttr<Tcc_Dialect, Tcc_CompareKind, "compare">;
-def Tcc_ReduceKindAttr : EnumAttr<Tcc_Dialect, Tcc_ReduceKind, "reduce">;
-def Tcc_PadModeAttr : EnumAttr<Tcc_Dialect, Tcc_PadMode, "pad_mode">;
-def Tcc_ScatterReductionAttr : EnumAttr<Tcc_Dialect, Tcc_ScatterReduction, "scatter_reduction">;
 
 #endif // TCC_BASE_TD

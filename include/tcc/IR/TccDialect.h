@@ -13,8 +13,6 @@
 #include "tcc/IR/TccDialect.h.inc"
 #include "tcc/IR/TccEnums.h.inc"
 
-#define GET_ATTRDEF_CLASSES
-#include "tcc/IR/TccAttrs.h.inc"
 
 #define GET_OP_CLASSES
 #include "tcc/IR/TccOps.h.inc"

@@ -26,7 +26,7 @@ def Tcc_UnaryOp : Tcc_Op<"unary", [Pure, SameOperandsAndResultType]> {
     `%y = tcc.unary exp %x : tensor<4xf32>`. Transcendental kinds need a float type; `not` is
     logical on i1 and bitwise on integers; `neg`, `abs` and `sign` work on numbers.
   }];
-  let arguments = (ins Tcc_UnaryKindAttr:$kind, Tcc_Tensor:$x);
+  let arguments = (ins Tcc_UnaryKind:$kind, Tcc_Tensor:$x);
   let results = (outs Tcc_Tensor:$result);
   let assemblyFormat = "$kind $x attr-dict `:` type($x)";
   let hasVerifier = 1;
@@ -39,7 +39,7 @@ def Tcc_BinaryOp : Tcc_Op<"binary", [Pure, SameOperandsAndResultType]> {
     explicit (`tcc.broadcast_in_dim`). `and`/`or`/`xor` are logical on i1 and bitwise on
     integers; shifts take unsigned integers.
   }];
-  let arguments = (ins Tcc_BinaryKindAttr:$kind, Tcc_Tensor:$lhs, Tcc_Tensor:$rhs);
+  let arguments = (ins Tcc_BinaryKind:$kind, Tcc_Tensor:$lhs, Tcc_Tensor:$rhs);
   let results = (outs Tcc_Tensor:$result);
   let assemblyFormat = "$kind $lhs `,` $rhs attr-dict `:` type($lhs)";
   let hasVerifier = 1;
@@ -48,7 +48,7 @@ def Tcc_BinaryOp : Tcc_Op<"binary", [Pure, SameOperandsAndResultType]> {
 
 def Tcc_CompareOp : Tcc_Op<"compare", [Pure, SameTypeOperands, InferTypeOpAdaptor]> {
   let summary = "elementwise comparison giving i1";
-  let arguments = (ins Tcc_CompareKindAttr:$kind, Tcc_Tensor:$lhs, Tcc_Tensor:$rhs);
+  let arguments = (ins Tcc_CompareKind:$kind, Tcc_Tensor:$lhs, Tcc_Tensor:$rhs);
   let results = (outs StaticShapeTensorOf<[I1]>:$result);
   let assemblyFormat = "$kind $lhs `,` $rhs attr-dict `:` type($lhs)";
 }
@@ -127,7 +127,7 @@ def Tcc_ConcatOp : Tcc_Op<"concat", [Pure, InferTypeOpAdaptor]> {
 def Tcc_PadOp : Tcc_Op<"pad", [Pure, InferTypeOpAdaptor]> {
   let summary = "pads each dim by low before and high after (both >= 0)";
   let arguments = (ins Tcc_Tensor:$x, Tcc_Tensor:$value, DenseI64ArrayAttr:$low,
-                   DenseI64ArrayAttr:$high, Tcc_PadModeAttr:$mode);
+                   DenseI64ArrayAttr:$high, Tcc_PadMode:$mode);
   let results = (outs Tcc_Tensor:$result);
   let assemblyFormat = [{
     $mode $x `,` $value `low` `=` $low `high` `=` $high attr-dict `:` type($x) `,` type($value) `->` type($result)
@@ -186,7 +186,7 @@ def Tcc_GatherNDOp : Tcc_Op<"gather_nd", [Pure, InferTypeOpAdaptor]> {
 def Tcc_ScatterElementsOp : Tcc_Op<"scatter_elements", [Pure, InferTypeOpAdaptor]> {
   let summary = "ONNX ScatterElements along axis";
   let arguments = (ins Tcc_Tensor:$x, Tcc_IndexTensor:$indices, Tcc_Tensor:$updates, I64Attr:$axis,
-                   Tcc_ScatterReductionAttr:$reduction);
+                   Tcc_ScatterReduction:$reduction);
   let results = (outs Tcc_Tensor:$result);
   let assemblyFormat = [{
     $reduction $x `[` $indices `]` `,` $updates `axis` `=` $axis attr-dict `:` type($x) `,` type($indices) `,` type($updates)
@@ -196,7 +196,7 @@ def Tcc_ScatterElementsOp : Tcc_Op<"scatter_elements", [Pure, InferTypeOpAdaptor
 def Tcc_ScatterNDOp : Tcc_Op<"scatter_nd", [Pure, InferTypeOpAdaptor]> {
   let summary = "ONNX ScatterND";
   let arguments = (ins Tcc_Tensor:$x, Tcc_IndexTensor:$indices, Tcc_Tensor:$updates,
-                   Tcc_ScatterReductionAttr:$reduction);
+                   Tcc_ScatterReduction:$reduction);
   let results = (outs Tcc_Tensor:$result);
   let assemblyFormat = [{
     $reduction $x `[` $indices `]` `,` $updates attr-dict `:` type($x) `,` type($indices) `,` type($updates)
@@ -207,7 +207,7 @@ def Tcc_ScatterNDOp : Tcc_Op<"scatter_nd", [Pure, InferTypeOpAdaptor]> {
 
 def Tcc_ReduceOp : Tcc_Op<"reduce", [Pure, InferTypeOpAdaptor]> {
   let summary = "reduction over dims (sorted, unique), which are removed";
-  let arguments = (ins Tcc_ReduceKindAttr:$kind, Tcc_Tensor:$x, DenseI64ArrayAttr:$dims);
+  let arguments = (ins Tcc_ReduceKind:$kind, Tcc_Tensor:$x, DenseI64ArrayAttr:$dims);
   let results = (outs Tcc_Tensor:$result);
   let assemblyFormat = "$kind $x `dims` `=` $dims attr-dict `:` type($x) `->` type($result)";
 }
@@ -260,7 +260,7 @@ def Tcc_ConvOp : Tcc_Op<"conv", [Pure, InferTypeOpAdaptor]> {
 
 def Tcc_ReduceWindowOp : Tcc_Op<"reduce_window", [Pure, InferTypeOpAdaptor]> {
   let summary = "sliding-window reduction over every dim (pooling)";
-  let arguments = (ins Tcc_ReduceKindAttr:$kind, Tcc_Tensor:$x, DenseI64ArrayAttr:$window,
+  let arguments = (ins Tcc_ReduceKind:$kind, Tcc_Tensor:$x, DenseI64ArrayAttr:$window,
                    DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pad_low,
                    DenseI64ArrayAttr:$pad_high, DenseI64ArrayAttr:$dilations);
   let results = (outs Tcc_Tensor:$result);
