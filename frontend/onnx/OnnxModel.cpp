@@ -349,6 +349,48 @@ void runShapeInference(onnx::ModelProto &model) {
   }
 }
 
+using OpsetMap = std::map<std::string, int64_t>; // domain ("" for ai.onnx) -> version
+
+OpsetMap opsetImports(const onnx::ModelProto &model) {
+  OpsetMap opsets;
+  for (const onnx::OperatorSetIdProto &opset : model.opset_import())
+    opsets[isDefaultDomain(opset.domain()) ? "" : opset.domain()] = opset.version();
+  return opsets;
+}
+
+void verifyNodes(const onnx::GraphProto &graph, const OpsetMap &opsets) {
+  for (const onnx::NodeProto &node : graph.node()) {
+    auto opset = opsets.find(isDefaultDomain(node.domain()) ? "" : node.domain());
+    const onnx::OpSchema *schema =
+        opset == opsets.end()
+            ? nullptr
+            : onnx::OpSchemaRegistry::Schema(node.op_type(), (int)opset->second, opset->first);
+    if (schema) {
+      try {
+        schema->Verify(node);
+      } catch (const std::exception &e) {
+        throw Error(nodeDescription(node) + " does not match the definition of " +
+                    node.op_type() + " at opset " + std::to_string(opset->second) + ": " +
+                    e.what());
+      }
+    }
+    for (const onnx::AttributeProto &attr : node.attribute()) {
+      if (attr.has_g())
+        verifyNodes(attr.g(), opsets);
+      for (const onnx::GraphProto &g : attr.graphs())
+        verifyNodes(g, opsets);
+    }
+  }
+}
+
+/// ONNX's shape inference functions and version adapters assume that nodes match their
+/// operator's schema (in 1.12 a Scan without num_scan_inputs crashes shape inference), so nodes
+/// are checked against the schemas first: input and output counts, required attributes and
+/// attribute types. Operators without a schema are left alone.
+void verifyNodesAgainstSchemas(const onnx::ModelProto &model) {
+  verifyNodes(model.graph(), opsetImports(model));
+}
+
 /// Why ONNX's converter cannot handle `model`, if a node shows it. The 1.12 converter fails
 /// with a bare "unordered_map::at" on operators it has no schema for, so those are found first.
 std::optional<std::string> conversionObstacle(const onnx::ModelProto &model, int64_t opset) {
@@ -693,6 +735,7 @@ onnx::ModelProto loadOnnxModel(const std::string &path) {
 void prepareOnnxModel(onnx::ModelProto &model, const PrepareOptions &opts) {
   // Input shapes first: the opset upgrade also profits from them.
   fixInputShapes(*model.mutable_graph(), opts.inputShapes);
+  verifyNodesAgainstSchemas(model);
   upgradeOpset(model, std::max<int64_t>(opts.minimumOpset, 1));
   runShapeInference(model);
 }
