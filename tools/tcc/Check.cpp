@@ -57,7 +57,7 @@ Tensor readCaseTensor(const fs::path &file) {
   try {
     return readTensorFile(file.string());
   } catch (const Error &e) {
-    throw SkipCase{file.filename().string() + " is not a plain tensor (" + e.what() + ")"};
+    throw SkipCase{e.what()};
   }
 }
 
