@@ -20,7 +20,8 @@
 #include <unistd.h>
 
 // raw_data is little-endian; tcc::Tensor buffers are host order, and are copied byte for byte.
-static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "OnnxModel.cpp assumes a little-endian host");
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "OnnxModel.cpp assumes a little-endian host");
 
 namespace tcc {
 namespace {
@@ -159,7 +160,8 @@ void visitTensors(onnx::SparseTensorProto &sparse, const std::string &where,
     visit(*sparse.mutable_indices(), "indices of " + where);
 }
 
-void visitTensors(onnx::AttributeProto &attr, const std::string &owner, const TensorVisitor &visit) {
+void visitTensors(onnx::AttributeProto &attr, const std::string &owner,
+                  const TensorVisitor &visit) {
   std::string where = "attribute " + inQuotes(attr.name()) + " of " + owner;
   if (attr.has_t())
     visit(*attr.mutable_t(), where);
@@ -349,6 +351,39 @@ void runShapeInference(onnx::ModelProto &model) {
   }
 }
 
+/// Checks that every value a node or the graph's outputs use is defined before: by a graph
+/// input, an initializer, an earlier node, or (for subgraphs) the enclosing scope. ONNX requires
+/// this order, and its IR importer, used by the version converter, crashes on graphs without it.
+void checkGraphWiring(const onnx::GraphProto &graph, std::set<std::string> defined) {
+  for (const onnx::ValueInfoProto &input : graph.input())
+    defined.insert(input.name());
+  for (const TensorProto &t : graph.initializer())
+    defined.insert(t.name());
+  for (const onnx::SparseTensorProto &s : graph.sparse_initializer())
+    defined.insert(s.values().name());
+  std::string suffix = graphSuffix(graph);
+  for (const onnx::NodeProto &node : graph.node()) {
+    for (const std::string &input : node.input())
+      if (!input.empty() && !defined.count(input))
+        throw Error(nodeDescription(node) + suffix + " uses " + inQuotes(input) +
+                    ", which no graph input, initializer or earlier node defines (nodes must be "
+                    "in topological order)");
+    for (const onnx::AttributeProto &attr : node.attribute()) {
+      if (attr.has_g())
+        checkGraphWiring(attr.g(), defined);
+      for (const onnx::GraphProto &g : attr.graphs())
+        checkGraphWiring(g, defined);
+    }
+    for (const std::string &output : node.output())
+      if (!output.empty())
+        defined.insert(output);
+  }
+  for (const onnx::ValueInfoProto &output : graph.output())
+    if (!defined.count(output.name()))
+      throw Error("graph output " + inQuotes(output.name()) + suffix +
+                  " is not defined by any node, input or initializer");
+}
+
 using OpsetMap = std::map<std::string, int64_t>; // domain ("" for ai.onnx) -> version
 
 OpsetMap opsetImports(const onnx::ModelProto &model) {
@@ -369,9 +404,8 @@ void verifyNodes(const onnx::GraphProto &graph, const OpsetMap &opsets) {
       try {
         schema->Verify(node);
       } catch (const std::exception &e) {
-        throw Error(nodeDescription(node) + " does not match the definition of " +
-                    node.op_type() + " at opset " + std::to_string(opset->second) + ": " +
-                    e.what());
+        throw Error(nodeDescription(node) + " does not match the definition of " + node.op_type() +
+                    " at opset " + std::to_string(opset->second) + ": " + e.what());
       }
     }
     for (const onnx::AttributeProto &attr : node.attribute()) {
@@ -399,8 +433,7 @@ std::optional<std::string> conversionObstacle(const onnx::ModelProto &model, int
       return nodeDescription(node) + " is in domain " + inQuotes(node.domain()) +
              ", and the converter handles only default-domain operators";
     if (!onnx::OpSchemaRegistry::Schema(node.op_type(), (int)opset, ""))
-      return nodeDescription(node) + " is not an ONNX operator at opset " +
-             std::to_string(opset);
+      return nodeDescription(node) + " is not an ONNX operator at opset " + std::to_string(opset);
   }
   return std::nullopt;
 }
@@ -442,15 +475,16 @@ void upgradeOpset(onnx::ModelProto &model, int64_t minimumOpset) {
   throw Error(failure + errors);
 }
 
+std::string dimString(const onnx::TensorShapeProto::Dimension &dim) {
+  if (dim.has_dim_value())
+    return std::to_string(dim.dim_value());
+  return dim.has_dim_param() ? dim.dim_param() : "?";
+}
+
 std::string declaredShapeString(const onnx::TensorShapeProto &shape) {
   std::string s = "[";
-  for (int i = 0; i < shape.dim_size(); ++i) {
-    const onnx::TensorShapeProto::Dimension &dim = shape.dim(i);
-    s += i ? ", " : "";
-    s += dim.has_dim_value() ? std::to_string(dim.dim_value())
-         : dim.has_dim_param() ? dim.dim_param()
-                               : std::string("?");
-  }
+  for (int i = 0; i < shape.dim_size(); ++i)
+    s += (i ? ", " : "") + dimString(shape.dim(i));
   return s + "]";
 }
 
@@ -484,8 +518,7 @@ void checkGivenShapeMatches(const onnx::ValueInfoProto &input, const Shape &shap
 
 void setInputShape(onnx::ValueInfoProto &input, const Shape &shape) {
   if (!input.type().has_tensor_type())
-    throw Error("cannot set the shape of input " + inQuotes(input.name()) +
-                ": it is not a tensor");
+    throw Error("cannot set the shape of input " + inQuotes(input.name()) + ": it is not a tensor");
   checkGivenShapeMatches(input, shape);
   onnx::TensorShapeProto *declared = input.mutable_type()->mutable_tensor_type()->mutable_shape();
   declared->clear_dim();
@@ -649,17 +682,14 @@ template <class T> bool fromInt32Field(int32_t value, T &out) {
   return true;
 }
 
-template <class T>
-void copyInt32Field(const TensorProto &t, T *dst) {
+template <class T> void copyInt32Field(const TensorProto &t, T *dst) {
   for (int i = 0; i < t.int32_data_size(); ++i)
     if (!fromInt32Field(t.int32_data(i), dst[i]))
       throw Error(tensorDescription(t) + " of type " + onnxElemTypeName(t.data_type()) +
-                  " has out-of-range value " + std::to_string(t.int32_data(i)) +
-                  " in int32_data");
+                  " has out-of-range value " + std::to_string(t.int32_data(i)) + " in int32_data");
 }
 
-template <class T>
-void copyUInt64Field(const TensorProto &t, T *dst) {
+template <class T> void copyUInt64Field(const TensorProto &t, T *dst) {
   for (int i = 0; i < t.uint64_data_size(); ++i) {
     uint64_t value = t.uint64_data(i);
     if (value > std::numeric_limits<T>::max())
@@ -728,13 +758,15 @@ onnx::ModelProto loadOnnxModel(const std::string &path) {
 
   fs::path modelDir = fs::path(path).parent_path();
   ExternalDataResolver resolver(modelDir.empty() ? fs::path(".") : modelDir);
-  visitTensors(model, [&](TensorProto &t, const std::string &where) { resolver.resolve(t, where); });
+  visitTensors(model,
+               [&](TensorProto &t, const std::string &where) { resolver.resolve(t, where); });
   return model;
 }
 
 void prepareOnnxModel(onnx::ModelProto &model, const PrepareOptions &opts) {
   // Input shapes first: the opset upgrade also profits from them.
   fixInputShapes(*model.mutable_graph(), opts.inputShapes);
+  checkGraphWiring(model.graph(), {});
   verifyNodesAgainstSchemas(model);
   upgradeOpset(model, std::max<int64_t>(opts.minimumOpset, 1));
   runShapeInference(model);
@@ -804,7 +836,7 @@ std::string onnxElemTypeName(int32_t elemType) {
 Tensor tensorFromProto(const TensorProto &t) {
   if (t.data_location() == TensorProto::EXTERNAL)
     throw Error(tensorDescription(t) + " keeps its data in an external file that has not been "
-                "loaded (load the model with loadOnnxModel)");
+                                       "loaded (load the model with loadOnnxModel)");
   DType dtype = tensorDType(t);
   Shape shape = tensorShape(t);
   checkDataFields(t, dtype);
@@ -839,7 +871,8 @@ Tensor readTensorFile(const std::string &path, std::string *name) {
                   "serialized TensorProto)");
   // Sequence and optional values parse as TensorProtos with garbage dims (from their name) and
   // data fields, so any inconsistency may mean the file holds one of those.
-  const char *notATensorHint = " (files holding sequence, optional or map values are not supported)";
+  const char *notATensorHint =
+      " (files holding sequence, optional or map values are not supported)";
   Tensor tensor;
   try {
     checkIsPlainTensorProto(proto);

@@ -57,8 +57,8 @@ template <class F> std::string errorOf(F &&f) {
   return "";
 }
 
-#define EXPECT_CONTAINS(haystack, needle)                                                      \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos)                             \
+#define EXPECT_CONTAINS(haystack, needle)                                                          \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos)                                 \
       << "message: " << (haystack) << "\nexpected to contain: " << (needle)
 
 /// A tensor type; dimension names in `dims` that are numbers become dim_value, others dim_param.
@@ -275,8 +275,10 @@ TEST(OnnxTensorTest, ReadsSmallTypesFromInt32Data) {
   Tensor b = make(TensorProto::BOOL, {0, 1, 1});
   EXPECT_EQ(b.dtype(), DType::Bool);
   EXPECT_EQ(b.toInt64Vector(), (std::vector<int64_t>{0, 1, 1}));
-  EXPECT_EQ(make(TensorProto::INT8, {-128, 127}).toInt64Vector(), (std::vector<int64_t>{-128, 127}));
-  EXPECT_EQ(make(TensorProto::INT16, {-32768, 5}).toInt64Vector(), (std::vector<int64_t>{-32768, 5}));
+  EXPECT_EQ(make(TensorProto::INT8, {-128, 127}).toInt64Vector(),
+            (std::vector<int64_t>{-128, 127}));
+  EXPECT_EQ(make(TensorProto::INT16, {-32768, 5}).toInt64Vector(),
+            (std::vector<int64_t>{-32768, 5}));
   EXPECT_EQ(make(TensorProto::INT32, {-7, 1 << 30}).toInt64Vector(),
             (std::vector<int64_t>{-7, 1 << 30}));
   EXPECT_EQ(make(TensorProto::UINT8, {0, 255}).toInt64Vector(), (std::vector<int64_t>{0, 255}));
@@ -497,8 +499,7 @@ TEST_F(OnnxModelTest, ReportsEmptyTruncatedAndGarbageModels) {
                     "is not a valid ONNX model");
   }
   writeBytes(path("text.onnx"), "hello, world\n");
-  EXPECT_CONTAINS(errorOf([&] { loadOnnxModel(path("text.onnx")); }),
-                  "is not a valid ONNX model");
+  EXPECT_CONTAINS(errorOf([&] { loadOnnxModel(path("text.onnx")); }), "is not a valid ONNX model");
 }
 
 TEST_F(OnnxModelTest, ReportsModelsTooLargeForProtobuf) {
@@ -741,6 +742,25 @@ TEST(OnnxPrepareTest, ReportsShapeConflictsNamingTheNode) {
   EXPECT_CONTAINS(msg, "add");
 }
 
+TEST(OnnxPrepareTest, RejectsMalformedGraphsBeforeCallingOnnx) {
+  // ONNX 1.12's converter and shape inference crash on such graphs instead of reporting them.
+  onnx::ModelProto undefinedInput = addReluModel(6);
+  undefinedInput.mutable_graph()->mutable_node(1)->set_input(0, "nowhere");
+  std::string msg = errorOf([&] { prepareOnnxModel(undefinedInput, {}); });
+  EXPECT_CONTAINS(msg, "'relu' (Relu)");
+  EXPECT_CONTAINS(msg, "'nowhere'");
+
+  onnx::ModelProto undefinedOutput = addReluModel(6);
+  undefinedOutput.mutable_graph()->mutable_output(0)->set_name("lost");
+  EXPECT_CONTAINS(errorOf([&] { prepareOnnxModel(undefinedOutput, {}); }), "'lost'");
+
+  onnx::ModelProto missingInput = addReluModel(13);
+  missingInput.mutable_graph()->mutable_node(0)->mutable_input()->RemoveLast();
+  msg = errorOf([&] { prepareOnnxModel(missingInput, {}); });
+  EXPECT_CONTAINS(msg, "'add' (Add)");
+  EXPECT_CONTAINS(msg, "opset 13");
+}
+
 TEST(OnnxPrepareTest, SkipsUnknownOperators) {
   onnx::ModelProto model = addReluModel(13);
   addNode(*model.mutable_graph(), "NoSuchOperator", {"y"}, {"z"}, "mystery");
@@ -772,7 +792,8 @@ TEST(OnnxPrepareTest, UpgradesBroadcastingOpsOnIntermediateValues) {
   value->set_name("value");
   value->set_type(onnx::AttributeProto::TENSOR);
   *value->mutable_t() = tensorToProto(Tensor(DType::F32, {3}), "c");
-  onnx::AttributeProto *broadcast = addNode(graph, "Add", {"a", "c"}, {"y"}, "add")->add_attribute();
+  onnx::AttributeProto *broadcast =
+      addNode(graph, "Add", {"a", "c"}, {"y"}, "add")->add_attribute();
   broadcast->set_name("broadcast");
   broadcast->set_type(onnx::AttributeProto::INT);
   broadcast->set_i(1);

@@ -31,9 +31,10 @@ struct PrepareOptions {
   int64_t minimumOpset = 7;
 };
 
-/// Upgrades an old default-domain opset, fixes the input shapes in `opts.inputShapes`, and runs
-/// ONNX shape inference (non-strict: unknown operators are skipped, not errors), which fills
-/// graph.value_info.
+/// Fixes the input shapes in `opts.inputShapes`, checks that the graph is wired in topological
+/// order and that known operators match their schemas, upgrades an old default-domain opset with
+/// ONNX's version converter, and runs ONNX shape inference (non-strict: unknown operators and
+/// node-level inference failures are skipped), which fills graph.value_info.
 void prepareOnnxModel(onnx::ModelProto &model, const PrepareOptions &opts);
 
 /// The tcc element type of an ONNX TensorProto_DataType, or nullopt when tcc has none
