@@ -55,8 +55,7 @@ inline void checkCount(const std::string &op, const char *what, size_t count, in
 }
 
 /// Dims must be in range and strictly increasing (hence unique).
-inline void checkSortedDims(const std::string &op, const std::vector<int64_t> &dims,
-                            int64_t rank) {
+inline void checkSortedDims(const std::string &op, const std::vector<int64_t> &dims, int64_t rank) {
   for (size_t i = 0; i < dims.size(); ++i) {
     checkAxis(op, dims[i], rank);
     if (i && dims[i] <= dims[i - 1])
@@ -74,8 +73,8 @@ inline std::vector<int64_t> readIndices(const std::string &op, const Tensor &ind
 
 inline int64_t checkIndex(const std::string &op, int64_t index, int64_t dimSize) {
   if (index < 0 || index >= dimSize)
-    fail(op, "index " + std::to_string(index) + " out of range [0, " + std::to_string(dimSize) +
-                 ")");
+    fail(op,
+         "index " + std::to_string(index) + " out of range [0, " + std::to_string(dimSize) + ")");
   return index;
 }
 
@@ -89,8 +88,8 @@ inline int64_t product(const Shape &shape, size_t begin, size_t end) {
 // ---- Element type traits ---------------------------------------------------------------------
 
 template <class T>
-constexpr bool isFloatType = std::is_floating_point_v<T> || std::is_same_v<T, Half> ||
-                             std::is_same_v<T, BFloat16>;
+constexpr bool isFloatType =
+    std::is_floating_point_v<T> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
 template <class T> constexpr bool isBoolType = std::is_same_v<T, bool>;
 template <class T> constexpr bool isIntType = std::is_integral_v<T> && !isBoolType<T>;
 
@@ -104,7 +103,8 @@ template <class C> bool isNaN(C v) {
 /// Unsigned type at least as wide as `unsigned`, so integer arithmetic on it never promotes
 /// to a signed type (uint16 * uint16 would otherwise overflow int).
 template <class T>
-using WrapType = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+using WrapType =
+    std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
 
 /// Accumulator of matmul and conv: float / double for floats, wrapping unsigned for integers.
 template <class T>
@@ -154,7 +154,7 @@ template <class I> float intToFloatRoundToOdd(I v) {
 template <class I> I saturatingFloatToInt(double v) {
   if (std::isnan(v))
     return 0;
-  const double low = (double)std::numeric_limits<I>::min();                     // 0 or -2^(n-1)
+  const double low = (double)std::numeric_limits<I>::min(); // 0 or -2^(n-1)
   const double highExclusive = 2.0 * (double)(std::numeric_limits<I>::max() / 2 + 1); // 2^n'
   if (v <= low)
     return std::numeric_limits<I>::min();
@@ -265,8 +265,8 @@ template <ReduceKind K, class C> struct Reducer {
 
 /// Calls `f(std::integral_constant<ReduceKind, K>{}, T{})` for the element type of `dtype`,
 /// throwing for Sum/Prod on bool (Max/Min on bool are logical or/and).
-template <class F> decltype(auto) visitReduction(const std::string &op, ReduceKind kind,
-                                                 DType dtype, F &&f) {
+template <class F>
+decltype(auto) visitReduction(const std::string &op, ReduceKind kind, DType dtype, F &&f) {
   if (dtype == DType::Bool && (kind == ReduceKind::Sum || kind == ReduceKind::Prod))
     unsupportedDType(op + " " + reduceKindName(kind), dtype);
   return visitDType(dtype, [&](auto tag) {

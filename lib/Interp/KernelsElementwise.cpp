@@ -9,9 +9,9 @@ namespace {
 
 const char *unaryKindName(UnaryKind kind) {
   static const char *const names[] = {
-      "Neg",   "Abs",   "Exp",   "Log",   "Sqrt",  "Rsqrt", "Reciprocal", "Sin",     "Cos",
-      "Tan",   "Asin",  "Acos",  "Atan",  "Sinh",  "Cosh",  "Tanh",       "Asinh",   "Acosh",
-      "Atanh", "Erf",   "Sigmoid", "Floor", "Ceil", "Round", "Sign",      "Not"};
+      "Neg",   "Abs",  "Exp",     "Log",   "Sqrt", "Rsqrt", "Reciprocal", "Sin",   "Cos",
+      "Tan",   "Asin", "Acos",    "Atan",  "Sinh", "Cosh",  "Tanh",       "Asinh", "Acosh",
+      "Atanh", "Erf",  "Sigmoid", "Floor", "Ceil", "Round", "Sign",       "Not"};
   auto i = (size_t)kind;
   return i < sizeof(names) / sizeof(names[0]) ? names[i] : "?";
 }
@@ -77,8 +77,7 @@ template <class T> Tensor unaryFloat(UnaryKind kind, const Tensor &x) {
   case UnaryKind::Acosh: return mapUnary<T>(x, [](C v) { return std::acosh(v); });
   case UnaryKind::Atanh: return mapUnary<T>(x, [](C v) { return std::atanh(v); });
   case UnaryKind::Erf: return mapUnary<T>(x, [](C v) { return std::erf(v); });
-  case UnaryKind::Sigmoid:
-    return mapUnary<T>(x, [](C v) { return C(1) / (C(1) + std::exp(-v)); });
+  case UnaryKind::Sigmoid: return mapUnary<T>(x, [](C v) { return C(1) / (C(1) + std::exp(-v)); });
   case UnaryKind::Floor: return mapUnary<T>(x, [](C v) { return std::floor(v); });
   case UnaryKind::Ceil: return mapUnary<T>(x, [](C v) { return std::ceil(v); });
   // nearbyint rounds in the current mode, which is round-to-nearest-even by default.
@@ -194,9 +193,8 @@ template <class T> Tensor binaryInt(BinaryKind kind, const Tensor &a, const Tens
   case BinaryKind::Xor: return mapBinary<T>(a, b, [](T x, T y) { return T(x ^ y); });
   case BinaryKind::ShiftLeft:
     if constexpr (std::is_unsigned_v<T>)
-      return mapBinary<T>(a, b, [](T x, T y) {
-        return y >= sizeof(T) * 8 ? T(0) : T((WrapType<T>)x << y);
-      });
+      return mapBinary<T>(
+          a, b, [](T x, T y) { return y >= sizeof(T) * 8 ? T(0) : T((WrapType<T>)x << y); });
     break;
   case BinaryKind::ShiftRight:
     if constexpr (std::is_unsigned_v<T>)
@@ -280,9 +278,8 @@ Tensor binary(BinaryKind kind, const Tensor &lhs, const Tensor &rhs) {
 
 Tensor compare(CompareKind kind, const Tensor &lhs, const Tensor &rhs) {
   checkBinaryOperands("compare", lhs, rhs);
-  return visitDType(lhs.dtype(), [&](auto tag) -> Tensor {
-    return compareTyped<decltype(tag)>(kind, lhs, rhs);
-  });
+  return visitDType(
+      lhs.dtype(), [&](auto tag) -> Tensor { return compareTyped<decltype(tag)>(kind, lhs, rhs); });
 }
 
 Tensor select(const Tensor &cond, const Tensor &a, const Tensor &b) {

@@ -134,8 +134,7 @@ Tensor gatherElements(const Tensor &x, const Tensor &indices, int64_t axis) {
     using U = decltype(tag);
     const U *src = static_cast<const U *>(x.raw());
     U *dst = static_cast<U *>(result.raw());
-    forEachElementIndex(x, indices, axis, values,
-                        [&](int64_t s, int64_t i) { dst[i] = src[s]; });
+    forEachElementIndex(x, indices, axis, values, [&](int64_t s, int64_t i) { dst[i] = src[s]; });
   });
   return result;
 }
@@ -189,8 +188,7 @@ Tensor scatterElements(const Tensor &x, const Tensor &indices, const Tensor &upd
                  indices.typeString());
   std::vector<int64_t> values = readCheckedIndices(op, indices, x.dim(axis));
   return scatterApply(op, x, updates, reduction, [&](auto apply) {
-    forEachElementIndex(x, indices, axis, values,
-                        [&](int64_t d, int64_t i) { apply(d, i, 1); });
+    forEachElementIndex(x, indices, axis, values, [&](int64_t d, int64_t i) { apply(d, i, 1); });
   });
 }
 
@@ -204,8 +202,7 @@ Tensor scatterND(const Tensor &x, const Tensor &indices, const Tensor &updates,
     fail(op, "indices must have rank >= 1");
   int64_t k = indices.dim(q - 1);
   if (k > r)
-    fail(op, "index tuple length " + std::to_string(k) + " exceeds the rank of " +
-                 x.typeString());
+    fail(op, "index tuple length " + std::to_string(k) + " exceeds the rank of " + x.typeString());
   Shape expected(indices.shape().begin(), indices.shape().end() - 1);
   expected.insert(expected.end(), x.shape().begin() + k, x.shape().end());
   if (updates.shape() != expected)

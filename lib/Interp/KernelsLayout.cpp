@@ -58,8 +58,8 @@ void checkPadDim(int64_t size, int64_t low, int64_t high, PadMode mode) {
 /// Builds a tensor of `resultShape` where element i takes x's element at
 /// (maps[0][i0], maps[1][i1], ...), or `fill` when any map entry is -1.
 template <class U>
-void gatherThroughMaps(const Tensor &x, Tensor &result, const std::vector<std::vector<int64_t>> &maps,
-                       U fill) {
+void gatherThroughMaps(const Tensor &x, Tensor &result,
+                       const std::vector<std::vector<int64_t>> &maps, U fill) {
   const Shape &shape = result.shape();
   const U *src = static_cast<const U *>(x.raw());
   U *dst = static_cast<U *>(result.raw());
@@ -265,7 +265,8 @@ Tensor dynamicSlice(const Tensor &x, const std::vector<int64_t> &starts, const S
   return stridedCopy(x, sizes, strides, dot(clamped, strides));
 }
 
-Tensor dynamicUpdateSlice(const Tensor &x, const Tensor &update, const std::vector<int64_t> &starts) {
+Tensor dynamicUpdateSlice(const Tensor &x, const Tensor &update,
+                          const std::vector<int64_t> &starts) {
   const char *op = "dynamicUpdateSlice";
   checkDefined(op, x);
   checkDefined(op, update);

@@ -19,8 +19,7 @@ template <class T, class A> std::vector<A> toAccumulator(const Tensor &x) {
 }
 
 /// C[M,N] = A[M,K] * B[K,N] on accumulator values.
-template <class A>
-void matmulBlock(const A *a, const A *b, A *c, int64_t m, int64_t k, int64_t n) {
+template <class A> void matmulBlock(const A *a, const A *b, A *c, int64_t m, int64_t k, int64_t n) {
   std::fill(c, c + m * n, A(0));
   for (int64_t i = 0; i < m; ++i) {
     A *row = c + i * n;
@@ -107,9 +106,7 @@ struct WindowPlan {
   Shape outShape, kernelShape, inStrides;
 
   int64_t innerOut() const { return dims.back().outSize; }
-  const int64_t *innerSource(int64_t k) const {
-    return dims.back().source.data() + k * innerOut();
-  }
+  const int64_t *innerSource(int64_t k) const { return dims.back().source.data() + k * innerOut(); }
 };
 
 WindowPlan makePlan(std::vector<WindowDim> dims, const Shape &inShape) {
@@ -219,8 +216,8 @@ Tensor conv(const Tensor &input, const Tensor &weight, const std::vector<int64_t
   int64_t spatial = input.rank() - 2;
   if (spatial == 0) // no spatial dims: the same as one spatial dim of size 1
     return reshape(conv(reshape(input, concatShapes(input.shape(), {1})),
-                        reshape(weight, concatShapes(weight.shape(), {1})), {1}, {0}, {0}, {1},
-                        {1}, groups),
+                        reshape(weight, concatShapes(weight.shape(), {1})), {1}, {0}, {0}, {1}, {1},
+                        groups),
                    {input.dim(0), weight.dim(0)});
   checkWindowParam(op, "strides", strides, spatial, 1);
   checkWindowParam(op, "padLow", padLow, spatial, std::numeric_limits<int64_t>::min());
@@ -228,8 +225,7 @@ Tensor conv(const Tensor &input, const Tensor &weight, const std::vector<int64_t
   checkWindowParam(op, "lhsDilation", lhsDilation, spatial, 1);
   checkWindowParam(op, "rhsDilation", rhsDilation, spatial, 1);
   int64_t batch = input.dim(0), channels = input.dim(1), outChannels = weight.dim(0);
-  if (groups < 1 || channels % groups || outChannels % groups ||
-      weight.dim(1) != channels / groups)
+  if (groups < 1 || channels % groups || outChannels % groups || weight.dim(1) != channels / groups)
     fail(op, "channels of " + input.typeString() + " and " + weight.typeString() +
                  " do not match " + std::to_string(groups) + " groups");
 
@@ -266,9 +262,8 @@ Tensor conv(const Tensor &input, const Tensor &weight, const std::vector<int64_t
             int64_t tap = 0;
             forEachIndex(plan.kernelShape, [&](const std::vector<int64_t> &kernelPos) {
               A scale = wBase[tap++];
-              forEachWindowTap(plan, kernelPos, [&](int64_t o, int64_t s) {
-                acc[o] += scale * inBase[s];
-              });
+              forEachWindowTap(plan, kernelPos,
+                               [&](int64_t o, int64_t s) { acc[o] += scale * inBase[s]; });
             });
           }
           T *dst = out + (n * outChannels + oc) * outSize;
@@ -306,9 +301,8 @@ Tensor reduceWindow(ReduceKind kind, const Tensor &x, const std::vector<int64_t>
     std::vector<C> acc((size_t)numElements(plan.outShape), R::identity());
     const T *in = x.data<T>();
     forEachIndex(plan.kernelShape, [&](const std::vector<int64_t> &windowPos) {
-      forEachWindowTap(plan, windowPos, [&](int64_t o, int64_t s) {
-        acc[o] = R::combine(acc[o], (C)in[s]);
-      });
+      forEachWindowTap(plan, windowPos,
+                       [&](int64_t o, int64_t s) { acc[o] = R::combine(acc[o], (C)in[s]); });
     });
     Tensor result(x.dtype(), plan.outShape);
     T *out = result.data<T>();

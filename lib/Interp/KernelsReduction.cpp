@@ -164,16 +164,15 @@ std::pair<Tensor, Tensor> topk(const Tensor &x, int64_t dim, int64_t k, bool lar
           line[j] = (C)in[(o * v.size + j) * v.inner + i];
         std::iota(order.begin(), order.end(), 0);
         // A total order (value, then index), so partial_sort gives the stable top k.
-        std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                          [&](int64_t a, int64_t b) {
-                            C first = largest ? line[a] : line[b];
-                            C second = largest ? line[b] : line[a];
-                            if (greaterNaNLast(first, second))
-                              return true;
-                            if (greaterNaNLast(second, first))
-                              return false;
-                            return a < b;
-                          });
+        std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int64_t a, int64_t b) {
+          C first = largest ? line[a] : line[b];
+          C second = largest ? line[b] : line[a];
+          if (greaterNaNLast(first, second))
+            return true;
+          if (greaterNaNLast(second, first))
+            return false;
+          return a < b;
+        });
         for (int64_t j = 0; j < k; ++j) {
           int64_t at = (o * k + j) * v.inner + i;
           outValue[at] = in[(o * v.size + order[j]) * v.inner + i];

@@ -213,8 +213,7 @@ Tensor Tensor::reshaped(Shape shape) const {
   if (!defined())
     throw Error("Tensor::reshaped: undefined tensor");
   if (tcc::numElements(shape) != numElements())
-    throw Error("Tensor::reshaped: cannot reshape " + typeString() + " to " +
-                shapeToString(shape));
+    throw Error("Tensor::reshaped: cannot reshape " + typeString() + " to " + shapeToString(shape));
   Tensor t = *this;
   t.shape_ = std::move(shape);
   return t;

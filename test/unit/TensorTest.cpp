@@ -48,9 +48,9 @@ TEST(DTypeTest, SizesAndNames) {
     size_t size;
     const char *name;
   };
-  const Case cases[] = {{DType::Bool, 1, "bool"}, {DType::I8, 1, "i8"},    {DType::I16, 2, "i16"},
-                        {DType::I32, 4, "i32"},   {DType::I64, 8, "i64"},  {DType::U8, 1, "u8"},
-                        {DType::U16, 2, "u16"},   {DType::U32, 4, "u32"},  {DType::U64, 8, "u64"},
+  const Case cases[] = {{DType::Bool, 1, "bool"}, {DType::I8, 1, "i8"},     {DType::I16, 2, "i16"},
+                        {DType::I32, 4, "i32"},   {DType::I64, 8, "i64"},   {DType::U8, 1, "u8"},
+                        {DType::U16, 2, "u16"},   {DType::U32, 4, "u32"},   {DType::U64, 8, "u64"},
                         {DType::F16, 2, "f16"},   {DType::BF16, 2, "bf16"}, {DType::F32, 4, "f32"},
                         {DType::F64, 8, "f64"}};
   for (const Case &c : cases) {
@@ -76,12 +76,10 @@ TEST(DTypeTest, Classification) {
 
 TEST(DTypeTest, VisitDTypeGivesTheStorageType) {
   EXPECT_EQ(visitDType(DType::BF16, [](auto tag) { return sizeof(tag); }), 2u);
-  EXPECT_TRUE(visitDType(DType::U32, [](auto tag) {
-    return std::is_same_v<decltype(tag), uint32_t>;
-  }));
-  EXPECT_TRUE(visitDType(DType::F16, [](auto tag) {
-    return std::is_same_v<ComputeType<decltype(tag)>, float>;
-  }));
+  EXPECT_TRUE(
+      visitDType(DType::U32, [](auto tag) { return std::is_same_v<decltype(tag), uint32_t>; }));
+  EXPECT_TRUE(visitDType(
+      DType::F16, [](auto tag) { return std::is_same_v<ComputeType<decltype(tag)>, float>; }));
 }
 
 // ---- Half ------------------------------------------------------------------------------------
@@ -91,24 +89,24 @@ TEST(HalfTest, ExactValues) {
   EXPECT_EQ(halfBits(-2.0f), 0xC000);
   EXPECT_EQ(halfBits(0.0f), 0x0000);
   EXPECT_EQ(halfBits(-0.0f), 0x8000);
-  EXPECT_EQ(halfBits(65504.0f), 0x7BFF); // largest finite
+  EXPECT_EQ(halfBits(65504.0f), 0x7BFF);              // largest finite
   EXPECT_EQ(halfBits(std::ldexp(1.0f, -14)), 0x0400); // smallest normal
   EXPECT_EQ(halfBits(std::ldexp(1.0f, -24)), 0x0001); // smallest subnormal
   EXPECT_EQ(halfBits(0.099975586f), 0x2E66);
 }
 
 TEST(HalfTest, RoundsToNearestEven) {
-  float ulp = std::ldexp(1.0f, -10); // spacing of halves in [1, 2)
-  EXPECT_EQ(halfBits(1.0f + ulp / 2), 0x3C00);                        // tie, down to even
-  EXPECT_EQ(halfBits(1.0f + 3 * ulp / 2), 0x3C02);                    // tie, up to even
+  float ulp = std::ldexp(1.0f, -10);               // spacing of halves in [1, 2)
+  EXPECT_EQ(halfBits(1.0f + ulp / 2), 0x3C00);     // tie, down to even
+  EXPECT_EQ(halfBits(1.0f + 3 * ulp / 2), 0x3C02); // tie, up to even
   EXPECT_EQ(halfBits(1.0f + ulp / 2 + std::ldexp(1.0f, -20)), 0x3C01); // above the tie
   EXPECT_EQ(halfBits(1.0f + ulp / 2 - std::ldexp(1.0f, -20)), 0x3C00); // below the tie
   EXPECT_EQ(halfBits(-(1.0f + 3 * ulp / 2)), 0xBC02);
 }
 
 TEST(HalfTest, OverflowAndSpecials) {
-  EXPECT_EQ(halfBits(65519.0f), 0x7BFF);  // below the midpoint to 65536
-  EXPECT_EQ(halfBits(65520.0f), 0x7C00);  // the midpoint rounds to even: infinity
+  EXPECT_EQ(halfBits(65519.0f), 0x7BFF); // below the midpoint to 65536
+  EXPECT_EQ(halfBits(65520.0f), 0x7C00); // the midpoint rounds to even: infinity
   EXPECT_EQ(halfBits(1e10f), 0x7C00);
   EXPECT_EQ(halfBits(-1e10f), 0xFC00);
   EXPECT_EQ(halfBits(std::numeric_limits<float>::infinity()), 0x7C00);
@@ -122,12 +120,12 @@ TEST(HalfTest, OverflowAndSpecials) {
 }
 
 TEST(HalfTest, Subnormals) {
-  float tiny = std::ldexp(1.0f, -24); // smallest half subnormal
-  EXPECT_EQ(halfBits(tiny / 2), 0x0000);         // tie with zero: even is zero
-  EXPECT_EQ(halfBits(tiny * 0.75f), 0x0001);     // above the tie
-  EXPECT_EQ(halfBits(tiny * 1.5f), 0x0002);      // tie between 1 and 2: even
-  EXPECT_EQ(halfBits(tiny * 2.5f), 0x0002);      // tie between 2 and 3: even
-  EXPECT_EQ(halfBits(tiny * 1023.5f), 0x0400);   // rounds up into the smallest normal
+  float tiny = std::ldexp(1.0f, -24);          // smallest half subnormal
+  EXPECT_EQ(halfBits(tiny / 2), 0x0000);       // tie with zero: even is zero
+  EXPECT_EQ(halfBits(tiny * 0.75f), 0x0001);   // above the tie
+  EXPECT_EQ(halfBits(tiny * 1.5f), 0x0002);    // tie between 1 and 2: even
+  EXPECT_EQ(halfBits(tiny * 2.5f), 0x0002);    // tie between 2 and 3: even
+  EXPECT_EQ(halfBits(tiny * 1023.5f), 0x0400); // rounds up into the smallest normal
   EXPECT_EQ(halfBits(-tiny * 5.0f), 0x8005);
   EXPECT_EQ(halfBits(std::ldexp(1.0f, -30)), 0x0000);
   EXPECT_EQ(halfBits(floatOf(0x00000001)), 0x0000); // float subnormal
@@ -356,9 +354,8 @@ TEST(TensorTest, GetDoubleConvertsEveryType) {
 
 TEST(TensorTest, GetIntTruncatesAndSaturates) {
   Tensor f = Tensor::fromVector<float>({5}, {2.75f, -2.75f, 1e30f, -1e30f, NAN});
-  EXPECT_EQ(f.toInt64Vector(),
-            (std::vector<int64_t>{2, -2, std::numeric_limits<int64_t>::max(),
-                                  std::numeric_limits<int64_t>::min(), 0}));
+  EXPECT_EQ(f.toInt64Vector(), (std::vector<int64_t>{2, -2, std::numeric_limits<int64_t>::max(),
+                                                     std::numeric_limits<int64_t>::min(), 0}));
   EXPECT_EQ(Tensor::scalar<uint64_t>(~0ull).getInt(0), -1); // wraps
   EXPECT_EQ(Tensor::scalar<uint32_t>(4000000000u).getInt(0), 4000000000LL);
   EXPECT_EQ(Tensor::scalar<int16_t>(-32768).getInt(0), -32768);
