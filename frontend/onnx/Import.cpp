@@ -42,6 +42,7 @@ const OpRegistry &opRegistry() {
     registerReductionOps(r);
     registerNNOps(r);
     registerControlFlowOps(r);
+    registerRecurrentOps(r);
     registerMiscOps(r);
     return r;
   }();

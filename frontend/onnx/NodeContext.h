@@ -124,6 +124,7 @@ void registerShapeOps(OpRegistry &r);
 void registerReductionOps(OpRegistry &r);
 void registerNNOps(OpRegistry &r);
 void registerControlFlowOps(OpRegistry &r);
+void registerRecurrentOps(OpRegistry &r);
 void registerMiscOps(OpRegistry &r);
 
 } // namespace tcc::onnx_import

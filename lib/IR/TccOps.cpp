@@ -345,8 +345,9 @@ LogicalResult PadOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc
 }
 
 LogicalResult IotaOp::verify() {
-  if (getDim() < 0 || getDim() >= getType().getRank())
-    return emitOpError("dim ") << getDim() << " is out of range for rank " << getType().getRank();
+  int64_t dim = getDim(); // I64Attr getters return uint64_t
+  if (dim < 0 || dim >= getType().getRank())
+    return emitOpError("dim ") << dim << " is out of range for rank " << getType().getRank();
   if (isBoolTensor(getType()))
     return emitOpError("needs a numeric result type");
   return success();
@@ -443,9 +444,9 @@ LogicalResult ScatterElementsOp::inferReturnTypes(MLIRContext *, std::optional<L
   auto t = tensorTypeOf(adaptor.getX());
   auto idx = tensorTypeOf(adaptor.getIndices());
   auto upd = tensorTypeOf(adaptor.getUpdates());
-  if (adaptor.getAxis() < 0 || adaptor.getAxis() >= t.getRank())
-    return emitOptionalError(loc, "axis ", adaptor.getAxis(), " is out of range for rank ",
-                             t.getRank());
+  int64_t axis = adaptor.getAxis();
+  if (axis < 0 || axis >= t.getRank())
+    return emitOptionalError(loc, "axis ", axis, " is out of range for rank ", t.getRank());
   if (idx.getShape() != upd.getShape() || idx.getRank() != t.getRank())
     return emitOptionalError(loc, "indices ", idx, " and updates ", upd,
                              " must have one shape of the data's rank");
@@ -460,7 +461,7 @@ LogicalResult ScatterNDOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
   auto t = tensorTypeOf(adaptor.getX());
   auto idx = tensorTypeOf(adaptor.getIndices());
   auto upd = tensorTypeOf(adaptor.getUpdates());
-  if (idx.getRank() < 1 || idx.getShape().back() > t.getRank())
+  if (idx.getRank() < 1 || idx.getShape().back() < 0 || idx.getShape().back() > t.getRank())
     return emitOptionalError(loc, "index depth does not fit data rank ", t.getRank());
   SmallVector<int64_t> expected(idx.getShape().drop_back());
   llvm::append_range(expected, t.getShape().drop_front(idx.getShape().back()));
@@ -501,8 +502,9 @@ LogicalResult ArgReduceOp::inferReturnTypes(MLIRContext *ctx, std::optional<Loca
 }
 
 LogicalResult CumsumOp::verify() {
-  if (getDim() < 0 || getDim() >= tensorTypeOf(getX()).getRank())
-    return emitOpError("dim ") << getDim() << " is out of range";
+  int64_t dim = getDim();
+  if (dim < 0 || dim >= tensorTypeOf(getX()).getRank())
+    return emitOpError("dim ") << dim << " is out of range";
   if (isBoolTensor(getX().getType()))
     return emitOpError("needs a numeric operand");
   return success();
@@ -617,7 +619,11 @@ LogicalResult ReduceWindowOp::inferReturnTypes(MLIRContext *, std::optional<Loca
 
 /// Checks that `region`'s yield gives values of `types`.
 static LogicalResult verifyYield(Operation *op, Region &region, TypeRange types, StringRef what) {
-  auto yield = cast<YieldOp>(region.front().getTerminator());
+  // Runs before the block itself is verified: it may be empty or lack a terminator.
+  Block &block = region.front();
+  auto yield = block.empty() ? YieldOp() : dyn_cast<YieldOp>(block.back());
+  if (!yield)
+    return op->emitOpError(what) << " must end with tcc.yield";
   if (yield.getValues().getTypes() != types) {
     auto diag = op->emitOpError(what) << " yields (";
     llvm::interleaveComma(yield.getValues().getTypes(), diag);

@@ -11,6 +11,7 @@
 #include "tcc/Frontend/OnnxModel.h"
 
 #include "mlir/IR/OperationSupport.h"
+#include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <CLI/CLI.hpp>
@@ -109,6 +110,11 @@ int runRun(const ModelArgs &args, const std::string &device, const std::string &
 } // namespace
 
 int main(int argc, char **argv) {
+  // MLIR/LLVM report internal invariant violations here: say so in tcc's format.
+  llvm::install_fatal_error_handler([](void *, const char *reason, bool) {
+    std::cerr << "tcc: error: internal compiler error: " << reason << "\n";
+    std::_Exit(2);
+  });
   CLI::App app{"tcc: a tensor compiler for ONNX models"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "tcc 0.1.0");

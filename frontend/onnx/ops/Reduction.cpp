@@ -1,8 +1,823 @@
-//===- Reduction.cpp - ONNX lowerings (see NodeContext.h) -------------------------===//
+//===- Reduction.cpp - ONNX reductions, normalizations, linear algebra -> tcc ----===//
+//
+// Reduce* ops map to tcc.reduce with elementwise pre/post steps; ArgMax/ArgMin, CumSum and
+// TopK to their core ops; (Log)Softmax/Hardmax to max-shifted reductions along an axis;
+// MatMul/Gemm/Einsum to transposes + reshapes + tcc.matmul; the quantized ops to integer
+// matmuls with float rescaling; the normalizations to mean/variance reductions.
+//
+//===----------------------------------------------------------------------===//
 #include "../NodeContext.h"
 
-namespace tcc::onnx_import {
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <set>
 
-void registerReductionOps(OpRegistry &r) {}
+using namespace mlir;
+
+namespace tcc::onnx_import {
+namespace {
+
+using Shape64 = SmallVector<int64_t>;
+
+bool isFloat(Value v) { return isa<FloatType>(CoreBuilder::elementTypeOf(v)); }
+
+int64_t product(ArrayRef<int64_t> dims) {
+  return std::accumulate(dims.begin(), dims.end(), (int64_t)1, std::multiplies<int64_t>());
+}
+
+/// All dims of a rank-r value.
+Shape64 allDims(int64_t rank) {
+  Shape64 dims(rank);
+  std::iota(dims.begin(), dims.end(), 0);
+  return dims;
+}
+
+/// Dims [from, rank).
+Shape64 dimsFrom(int64_t from, int64_t rank) {
+  Shape64 dims;
+  for (int64_t d = from; d < rank; ++d)
+    dims.push_back(d);
+  return dims;
+}
+
+/// Normalizes a list of ONNX axes, failing on duplicates.
+Shape64 normalizeAxes(NodeContext &n, ArrayRef<int64_t> axes, int64_t rank) {
+  Shape64 out;
+  for (int64_t a : axes) {
+    int64_t d = n.normalizeAxis(a, rank);
+    if (llvm::is_contained(out, d))
+      n.fail("axis " + std::to_string(a) + " is repeated");
+    out.push_back(d);
+  }
+  llvm::sort(out);
+  return out;
+}
+
+/// The product of x's sizes over dims.
+int64_t countOver(Value x, ArrayRef<int64_t> dims) {
+  int64_t count = 1;
+  for (int64_t d : dims)
+    count *= CoreBuilder::shapeOf(x)[d];
+  return count;
+}
+
+/// The shape of x with `dims` set to 1 (a keepdims reduction's shape).
+Shape64 keptShape(Value x, ArrayRef<int64_t> dims) {
+  Shape64 shape(CoreBuilder::shapeOf(x));
+  for (int64_t d : dims)
+    shape[d] = 1;
+  return shape;
+}
+
+/// The shape of x without `dims`.
+Shape64 droppedShape(Value x, ArrayRef<int64_t> dims) {
+  Shape64 shape;
+  for (int64_t d = 0; d < CoreBuilder::rankOf(x); ++d)
+    if (!llvm::is_contained(dims, d))
+      shape.push_back(CoreBuilder::shapeOf(x)[d]);
+  return shape;
+}
+
+/// mean(x) over dims, keeping them as size 1.
+Value meanKeep(CoreBuilder &b, Value x, ArrayRef<int64_t> dims) {
+  Value sum = b.reduce(ReduceKind::Sum, x, dims, /*keepDims=*/true);
+  return b.div(sum, b.scalarLike(x, (double)countOver(x, dims)));
+}
+
+/// 1 where v is finite, as i1 (inf - inf and NaN - NaN are NaN).
+Value isFinite(CoreBuilder &b, Value v) {
+  return b.compare(CompareKind::Eq, b.sub(v, v), b.scalarLike(v, 0));
+}
+
+/// max(x) over dims (kept), with non-finite maxima (all -inf, empty sets) replaced by 0 so that
+/// subtracting it for numerical stability never produces inf - inf.
+Value stableShift(CoreBuilder &b, Value x, ArrayRef<int64_t> dims) {
+  Value m = b.reduce(ReduceKind::Max, x, dims, /*keepDims=*/true);
+  return b.select(isFinite(b, m), m, b.splatLike(m, 0));
+}
+
+/// Reshapes a 1-D per-channel parameter of size C to broadcast along ONNX axis `axis` of a
+/// rank-`rank` value ([C] -> [1, .., C, .., 1]); scalars and one-element tensors become 0-d.
+Value alongAxis(NodeContext &n, Value p, int64_t axis, int64_t rank) {
+  if (CoreBuilder::typeOf(p).getNumElements() == 1)
+    return n.b().reshape(p, {});
+  if (CoreBuilder::rankOf(p) != 1)
+    n.fail("per-axis parameters must be 0-d or 1-d");
+  Shape64 shape(rank, 1);
+  shape[n.normalizeAxis(axis, rank)] = CoreBuilder::shapeOf(p)[0];
+  return n.b().reshape(p, shape);
+}
+
+// ---- Reduce* ----
+
+enum class Reduction { Sum, Mean, Max, Min, Prod, L1, L2, LogSum, LogSumExp, SumSquare };
+
+/// Reduce* ops: axes come from the `axes` attribute, or from input 1 for ReduceSum since
+/// opset 13 and the others since 18 (where noop_with_empty_axes also appears). No axes means
+/// every axis, or none at all with noop_with_empty_axes (then only the elementwise parts run,
+/// e.g. ReduceSumSquare gives x*x). Empty sets reduce to the identity (0, 1, -inf, +inf).
+void lowerReduce(NodeContext &n, Reduction kind) {
+  CoreBuilder &b = n.b();
+  Value x = n.input(0);
+  int64_t rank = CoreBuilder::rankOf(x);
+  bool axesFromInput = n.opset() >= (kind == Reduction::Sum ? 13 : 18);
+  std::vector<int64_t> axes;
+  bool noop = false;
+  if (axesFromInput) {
+    if (n.hasInput(1))
+      axes = n.requireInts(1, "axes");
+    noop = n.attrInt("noop_with_empty_axes", 0) != 0;
+  } else {
+    axes = n.attrInts("axes");
+  }
+  Shape64 dims = axes.empty() ? (noop ? Shape64{} : allDims(rank)) : normalizeAxes(n, axes, rank);
+  bool keep = n.attrInt("keepdims", 1) != 0;
+
+  if (CoreBuilder::elementTypeOf(x).isInteger(1))
+    n.fail("boolean inputs are not supported");
+  // Ops with logs and roots compute integers in f64 and convert back.
+  Type resultType = CoreBuilder::elementTypeOf(x);
+  bool viaFloat = !isFloat(x) && (kind == Reduction::L2 || kind == Reduction::LogSum ||
+                                  kind == Reduction::LogSumExp);
+  if (viaFloat)
+    x = b.cast(x, b.builder().getF64Type());
+
+  Value r;
+  switch (kind) {
+  case Reduction::Sum:
+    r = b.reduce(ReduceKind::Sum, x, dims, keep);
+    break;
+  case Reduction::Mean: {
+    int64_t count = countOver(x, dims);
+    if (count == 0 && !isFloat(x))
+      n.fail("the mean of an empty set of integers is undefined");
+    r = b.div(b.reduce(ReduceKind::Sum, x, dims, keep), b.scalarLike(x, (double)count));
+    break;
+  }
+  case Reduction::Max:
+    r = b.reduce(ReduceKind::Max, x, dims, keep);
+    break;
+  case Reduction::Min:
+    r = b.reduce(ReduceKind::Min, x, dims, keep);
+    break;
+  case Reduction::Prod:
+    r = b.reduce(ReduceKind::Prod, x, dims, keep);
+    break;
+  case Reduction::L1:
+    r = b.reduce(ReduceKind::Sum, b.unary(UnaryKind::Abs, x), dims, keep);
+    break;
+  case Reduction::L2:
+    r = b.unary(UnaryKind::Sqrt, b.reduce(ReduceKind::Sum, b.mul(x, x), dims, keep));
+    break;
+  case Reduction::SumSquare:
+    r = b.reduce(ReduceKind::Sum, b.mul(x, x), dims, keep);
+    break;
+  case Reduction::LogSum:
+    r = b.unary(UnaryKind::Log, b.reduce(ReduceKind::Sum, x, dims, keep));
+    break;
+  case Reduction::LogSumExp: {
+    // log(sum(exp(x - m))) + m with m the (finite) max, so large inputs do not overflow.
+    Value m = stableShift(b, x, dims);
+    Value sum = b.reduce(ReduceKind::Sum, b.unary(UnaryKind::Exp, b.sub(x, m)), dims, true);
+    r = b.add(b.unary(UnaryKind::Log, sum), m);
+    if (!keep)
+      r = b.reshape(r, droppedShape(x, dims));
+    break;
+  }
+  }
+  n.setOutput(0, viaFloat ? b.cast(r, resultType) : r);
+}
+
+// ---- ArgMax / ArgMin, CumSum, TopK ----
+
+void lowerArgReduce(NodeContext &n, bool isMax) {
+  CoreBuilder &b = n.b();
+  Value x = n.input(0);
+  int64_t rank = CoreBuilder::rankOf(x);
+  if (rank == 0)
+    n.fail("the input must have rank >= 1");
+  int64_t axis = n.normalizeAxis(n.attrInt("axis", 0), rank);
+  if (CoreBuilder::shapeOf(x)[axis] == 0)
+    n.fail("cannot take the arg" + std::string(isMax ? "max" : "min") + " of an empty axis");
+  bool last = n.attrInt("select_last_index", 0) != 0;
+  Value r = b.create<ArgReduceOp>(isMax, x, (uint64_t)axis, last);
+  if (n.attrInt("keepdims", 1))
+    r = b.reshape(r, keptShape(x, {axis}));
+  n.setOutput(0, r);
+}
+
+void lowerCumSum(NodeContext &n) {
+  Value x = n.input(0);
+  std::vector<int64_t> axis = n.requireInts(1, "axis");
+  if (axis.size() != 1)
+    n.fail("axis must hold exactly one value");
+  int64_t dim = n.normalizeAxis(axis[0], CoreBuilder::rankOf(x));
+  n.setOutput(0, n.b().create<CumsumOp>(x, (uint64_t)dim, n.attrInt("exclusive", 0) != 0,
+                                        n.attrInt("reverse", 0) != 0));
+}
+
+/// TopK: k is an attribute before opset 10, input 1 since. Results are always sorted (allowed
+/// for sorted=0 too).
+void lowerTopK(NodeContext &n) {
+  Value x = n.input(0);
+  int64_t rank = CoreBuilder::rankOf(x);
+  if (rank == 0)
+    n.fail("the input must have rank >= 1");
+  int64_t axis = n.normalizeAxis(n.attrInt("axis", -1), rank);
+  int64_t k;
+  if (n.opset() < 10) {
+    k = n.requireAttrInt("k");
+  } else {
+    std::vector<int64_t> ks = n.requireInts(1, "k");
+    if (ks.size() != 1)
+      n.fail("k must hold exactly one value");
+    k = ks[0];
+  }
+  int64_t size = CoreBuilder::shapeOf(x)[axis];
+  if (k < 0 || k > size)
+    n.fail("k = " + std::to_string(k) + " is out of range [0, " + std::to_string(size) + "]");
+  auto [values, indices] = n.b().topk(x, axis, k, n.attrInt("largest", 1) != 0);
+  n.setOutput(0, values);
+  if (n.hasOutput(1))
+    n.setOutput(1, indices);
+}
+
+// ---- Softmax family ----
+
+enum class SoftmaxKind { Softmax, LogSoftmax, Hardmax };
+
+/// softmax(x) = exp(x - max) / sum(exp(x - max)); log-softmax = (x - max) - log(sum(...));
+/// hardmax = one-hot of the first argmax. Before opset 13 the input is coerced to 2-D
+/// [prod(dims < axis), prod(dims >= axis)] and normalized along the second dim.
+void lowerSoftmax(NodeContext &n, SoftmaxKind kind) {
+  CoreBuilder &b = n.b();
+  Value x = n.input(0);
+  Shape64 shape(CoreBuilder::shapeOf(x));
+  int64_t rank = shape.size();
+  bool legacy = n.opset() < 13;
+  if (rank == 0)
+    n.fail("the input must have rank >= 1");
+  int64_t axis = n.normalizeAxis(n.attrInt("axis", legacy ? 1 : -1), rank);
+  if (legacy) {
+    ArrayRef<int64_t> s(shape);
+    x = b.reshape(x, {product(s.take_front(axis)), product(s.drop_front(axis))});
+    axis = 1;
+  }
+  if (!isFloat(x))
+    n.fail("the input must be a floating-point tensor");
+  Value y;
+  if (kind == SoftmaxKind::Hardmax) {
+    if (CoreBuilder::shapeOf(x)[axis] == 0) {
+      y = x;
+    } else {
+      Value arg = b.create<ArgReduceOp>(true, x, (uint64_t)axis, false);
+      arg = b.reshape(arg, keptShape(x, {axis}));
+      Value iota = b.createTyped<IotaOp>(
+          b.tensorType(CoreBuilder::shapeOf(x), b.builder().getI64Type()), (uint64_t)axis);
+      y = b.cast(b.compare(CompareKind::Eq, iota, arg), CoreBuilder::elementTypeOf(x));
+    }
+  } else {
+    Value shifted = b.sub(x, stableShift(b, x, {axis}));
+    Value e = b.unary(UnaryKind::Exp, shifted);
+    Value sum = b.reduce(ReduceKind::Sum, e, {axis}, /*keepDims=*/true);
+    y = kind == SoftmaxKind::Softmax ? b.div(e, sum)
+                                     : b.sub(shifted, b.unary(UnaryKind::Log, sum));
+  }
+  n.setOutput(0, b.reshape(y, shape));
+}
+
+// ---- Matrix products ----
+
+void lowerMatMul(NodeContext &n) {
+  if (n.inputRank(0) == 0 || n.inputRank(1) == 0)
+    n.fail("MatMul operands must have rank >= 1");
+  if (n.inputElementType(0) != n.inputElementType(1))
+    n.fail("MatMul operands differ in element type");
+  n.setOutput(0, n.b().matmul(n.input(0), n.input(1)));
+}
+
+/// Y = alpha * op(A) op(B) + beta * C, op = optional transpose, C broadcast to [M, N].
+void lowerGemm(NodeContext &n) {
+  CoreBuilder &b = n.b();
+  Value a = n.input(0), bm = n.input(1);
+  if (CoreBuilder::rankOf(a) != 2 || CoreBuilder::rankOf(bm) != 2)
+    n.fail("A and B must be 2-D");
+  if (n.attrInt("transA", 0))
+    a = b.transpose(a, {1, 0});
+  if (n.attrInt("transB", 0))
+    bm = b.transpose(bm, {1, 0});
+  if (CoreBuilder::shapeOf(a)[1] != CoreBuilder::shapeOf(bm)[0])
+    n.fail("inner dimensions of A and B do not match");
+  Value y = b.create<MatmulOp>(a, bm);
+  double alpha = n.attrFloat("alpha", 1.0), beta = n.attrFloat("beta", 1.0);
+  if (alpha != 1.0)
+    y = b.mul(y, b.scalarLike(y, alpha));
+  if (n.hasInput(2)) {
+    // C broadcasts unidirectionally to Y's [M, N].
+    Value c = b.broadcastTo(n.input(2), CoreBuilder::shapeOf(y));
+    if (beta != 1.0)
+      c = b.mul(c, b.scalarLike(c, beta));
+    y = b.add(y, c);
+  }
+  n.setOutput(0, y);
+}
+
+
+// ---- Quantization ----
+
+/// The saturation range of an integer element type.
+std::pair<double, double> integerRange(NodeContext &n, Type t) {
+  auto i = dyn_cast<IntegerType>(t);
+  if (!i || i.getWidth() == 1 || i.getWidth() > 32)
+    n.fail("quantized type must be an 8-, 16- or 32-bit integer");
+  unsigned w = i.getWidth();
+  if (i.isUnsigned())
+    return {0.0, std::ldexp(1.0, w) - 1};
+  return {-std::ldexp(1.0, w - 1), std::ldexp(1.0, w - 1) - 1};
+}
+
+/// saturate(round_half_even(x / scale) + zeroPoint), computed in `scale`'s float type and
+/// converted to `to`. scale and zeroPoint already broadcast against x.
+Value quantize(NodeContext &n, Value x, Value scale, Value zeroPoint, Type to) {
+  CoreBuilder &b = n.b();
+  Type ft = CoreBuilder::elementTypeOf(scale);
+  Value q = b.unary(UnaryKind::Round, b.div(b.cast(x, ft), scale));
+  if (zeroPoint)
+    q = b.add(q, b.cast(zeroPoint, ft));
+  auto [lo, hi] = integerRange(n, to);
+  q = b.min(b.max(q, b.scalarLike(q, lo)), b.scalarLike(q, hi));
+  return b.cast(q, to);
+}
+
+/// The axis of per-axis scales and zero points (1-D, along `axis`, since opset 13).
+int64_t quantAxis(NodeContext &n) { return n.opset() < 13 ? 1 : n.attrInt("axis", 1); }
+
+void lowerQuantizeLinear(NodeContext &n) {
+  Value x = n.input(0);
+  int64_t rank = CoreBuilder::rankOf(x), axis = quantAxis(n);
+  Value scale = alongAxis(n, n.input(1), axis, rank);
+  if (!isFloat(scale))
+    n.fail("y_scale must be a floating-point tensor");
+  Value zp = n.hasInput(2) ? alongAxis(n, n.input(2), axis, rank) : Value();
+  Type to = zp ? CoreBuilder::elementTypeOf(zp) : n.b().builder().getIntegerType(8, false);
+  n.setOutput(0, quantize(n, x, scale, zp, to));
+}
+
+/// y = (x - zero_point) * scale, the subtraction exact in i32.
+void lowerDequantizeLinear(NodeContext &n) {
+  CoreBuilder &b = n.b();
+  Value x = n.input(0);
+  int64_t rank = CoreBuilder::rankOf(x), axis = quantAxis(n);
+  Value scale = alongAxis(n, n.input(1), axis, rank);
+  if (!isFloat(scale))
+    n.fail("x_scale must be a floating-point tensor");
+  Type i32 = b.builder().getI32Type();
+  Value v = b.cast(x, i32);
+  if (n.hasInput(2))
+    v = b.sub(v, b.cast(alongAxis(n, n.input(2), axis, rank), i32));
+  n.setOutput(0, b.mul(b.cast(v, CoreBuilder::elementTypeOf(scale)), scale));
+}
+
+/// uint8 quantization with range [min(0, min x), max(0, max x)]:
+/// scale = range / 255, zero_point = saturate(round(-min / scale)).
+void lowerDynamicQuantizeLinear(NodeContext &n) {
+  CoreBuilder &b = n.b();
+  Value x = n.input(0);
+  if (!isFloat(x))
+    n.fail("the input must be a floating-point tensor");
+  Shape64 dims = allDims(CoreBuilder::rankOf(x));
+  Value zero = b.scalarLike(x, 0);
+  Value lo = b.min(b.reduce(ReduceKind::Min, x, dims, false), zero);
+  Value hi = b.max(b.reduce(ReduceKind::Max, x, dims, false), zero);
+  Value scale = b.div(b.sub(hi, lo), b.scalarLike(x, 255));
+  Type u8 = b.builder().getIntegerType(8, false);
+  Value zp = quantize(n, b.unary(UnaryKind::Neg, lo), scale, Value(), u8);
+  n.setOutput(0, quantize(n, x, scale, zp, u8));
+  n.setOutput(1, scale);
+  n.setOutput(2, zp);
+}
+
+/// x - zero_point in i32; a 1-D zero point is per row of A (rowwise) or per column of B.
+Value centered(NodeContext &n, size_t xIndex, size_t zpIndex, bool rowwise) {
+  CoreBuilder &b = n.b();
+  Type i32 = b.builder().getI32Type();
+  Value x = b.cast(n.input(xIndex), i32);
+  if (!n.hasInput(zpIndex))
+    return x;
+  Value zp = b.cast(n.input(zpIndex), i32);
+  if (CoreBuilder::rankOf(zp) == 1 && rowwise)
+    zp = b.reshape(zp, {CoreBuilder::shapeOf(zp)[0], 1});
+  return b.sub(x, zp);
+}
+
+/// (A - a_zp) x (B - b_zp), accumulated in i32.
+void lowerMatMulInteger(NodeContext &n) {
+  Value a = centered(n, 0, 2, n.inputRank(0) >= 2), bm = centered(n, 1, 3, false);
+  n.setOutput(0, n.b().matmul(a, bm));
+}
+
+/// The i32 product of the centered operands, rescaled by a_scale * b_scale / y_scale and
+/// requantized with y_zero_point. a's scale may be per row, b's per column.
+void lowerQLinearMatMul(NodeContext &n) {
+  CoreBuilder &b = n.b();
+  Value a = centered(n, 0, 2, n.inputRank(0) >= 2), bm = centered(n, 3, 5, false);
+  Value acc = b.matmul(a, bm);
+  Value aScale = n.input(1), bScale = n.input(4), yScale = n.input(6);
+  if (CoreBuilder::rankOf(aScale) == 1 && n.inputRank(0) >= 2)
+    aScale = b.reshape(aScale, {CoreBuilder::shapeOf(aScale)[0], 1});
+  Type ft = CoreBuilder::elementTypeOf(yScale);
+  Value real = b.mul(b.cast(acc, ft), b.mul(b.cast(aScale, ft), b.cast(bScale, ft)));
+  Type to = CoreBuilder::elementTypeOf(n.input(7));
+  n.setOutput(0, quantize(n, real, yScale, n.input(7), to));
+}
+
+
+// ---- Normalizations ----
+
+/// (x - mean) / sqrt(var + epsilon) * scale + bias, all but x already broadcastable.
+Value normalize(CoreBuilder &b, Value x, Value mean, Value var, double epsilon, Value scale,
+                Value bias) {
+  Value invStd = b.unary(UnaryKind::Rsqrt, b.add(var, b.scalarLike(var, epsilon)));
+  return b.add(b.mul(b.mul(b.sub(x, mean), invStd), scale), bias);
+}
+
+/// BatchNormalization over [N, C, D...] with per-channel scale, bias, mean and var. Inference
+/// uses the given statistics. Training mode (training_mode since 14; before that, asking for
+/// the statistics outputs) normalizes with the batch statistics (population variance over all
+/// dims but C) and outputs running = given * momentum + batch * (1 - momentum); the legacy
+/// 4th/5th outputs are the batch mean and variance.
+void lowerBatchNormalization(NodeContext &n) {
+  CoreBuilder &b = n.b();
+  Value x = n.input(0);
+  int64_t rank = CoreBuilder::rankOf(x);
+  if (rank < 2)
+    n.fail("the input must have rank >= 2 ([N, C, ...])");
+  Type t = CoreBuilder::elementTypeOf(x);
+  // Per-channel [C] params broadcast as [C, 1, ...]; (spatial=0) [C, D...] ones as they are.
+  auto param = [&](size_t i) {
+    Value p = b.cast(n.input(i), t);
+    if (CoreBuilder::rankOf(p) == 1) {
+      Shape64 shape(rank - 1, 1);
+      shape[0] = CoreBuilder::shapeOf(p)[0];
+      p = b.reshape(p, shape);
+    }
+    return p;
+  };
+  Value scale = param(1), bias = param(2), mean = param(3), var = param(4);
+  double epsilon = n.attrFloat("epsilon", 1e-5);
+  bool training = n.opset() >= 14 ? n.attrInt("training_mode", 0) != 0
+                                  : n.numOutputs() > 1 && (n.opset() >= 7 || !n.attrInt("is_test", 0));
+  if (!training) {
+    n.setOutput(0, normalize(b, x, mean, var, epsilon, scale, bias));
+    return;
+  }
+  Shape64 dims = dimsFrom(2, rank);
+  dims.insert(dims.begin(), 0);
+  Value batchMean = meanKeep(b, x, dims);
+  Value centeredX = b.sub(x, batchMean);
+  Value batchVar = meanKeep(b, b.mul(centeredX, centeredX), dims);
+  n.setOutput(0, normalize(b, x, batchMean, batchVar, epsilon, scale, bias));
+  double momentum = n.attrFloat("momentum", 0.9);
+  Value m = b.scalarLike(x, momentum), oneMinus = b.scalarLike(x, 1 - momentum);
+  Shape64 channels{CoreBuilder::shapeOf(x)[1]};
+  auto running = [&](size_t i, Value given, Value batch) {
+    if (n.hasOutput(i))
+      n.setOutput(i, b.cast(b.reshape(b.add(b.mul(given, m), b.mul(batch, oneMinus)),
+                                      CoreBuilder::shapeOf(n.input(3))),
+                            n.inputElementType(3)));
+  };
+  running(1, mean, batchMean);
+  running(2, var, batchVar);
+  if (n.hasOutput(3))
+    n.setOutput(3, b.reshape(batchMean, channels));
+  if (n.hasOutput(4))
+    n.setOutput(4, b.reshape(batchVar, channels));
+}
+
+/// InstanceNormalization: per (N, C) statistics over the spatial dims.
+void lowerInstanceNormalization(NodeContext &n) {
+  CoreBuilder &b = n.b();
+  Value x = n.input(0);
+  int64_t rank = CoreBuilder::rankOf(x);
+  if (rank < 3)
+    n.fail("the input must have rank >= 3 ([N, C, D...])");
+  Shape64 spatial = dimsFrom(2, rank);
+  Value mean = meanKeep(b, x, spatial);
+  Value centeredX = b.sub(x, mean);
+  Value var = meanKeep(b, b.mul(centeredX, centeredX), spatial);
+  Value scale = alongAxis(n, n.input(1), 1, rank), bias = alongAxis(n, n.input(2), 1, rank);
+  n.setOutput(0, normalize(b, x, mean, var, n.attrFloat("epsilon", 1e-5), scale, bias));
+}
+
+/// LpNormalization: x / ||x||_p along axis (p = 1 or 2).
+void lowerLpNormalization(NodeContext &n) {
+  CoreBuilder &b = n.b();
+  Value x = n.input(0);
+  int64_t axis = n.normalizeAxis(n.attrInt("axis", -1), CoreBuilder::rankOf(x));
+  int64_t p = n.attrInt("p", 2);
+  Value norm;
+  if (p == 1)
+    norm = b.reduce(ReduceKind::Sum, b.unary(UnaryKind::Abs, x), {axis}, true);
+  else if (p == 2)
+    norm = b.unary(UnaryKind::Sqrt, b.reduce(ReduceKind::Sum, b.mul(x, x), {axis}, true));
+  else
+    n.fail("p must be 1 or 2, got " + std::to_string(p));
+  n.setOutput(0, b.div(x, norm));
+}
+
+// ---- Det ----
+
+/// Det of [..., n, n] by Gaussian elimination with partial pivoting, unrolled over the n
+/// (static) steps on the flattened batch [B, n, n]: at step k the pivot row (argmax |A[k:, k]|)
+/// is swapped into row k by a permutation matmul (flipping the sign when it moves), the
+/// pivot multiplies into the determinant, and the rows below are eliminated.
+void lowerDet(NodeContext &n) {
+  CoreBuilder &b = n.b();
+  Value x = n.input(0);
+  ArrayRef<int64_t> shape = CoreBuilder::shapeOf(x);
+  int64_t rank = shape.size();
+  if (rank < 2 || shape[rank - 1] != shape[rank - 2])
+    n.fail("the input must be [..., n, n]");
+  if (!isFloat(x))
+    n.fail("the input must be a floating-point tensor");
+  int64_t size = shape.back();
+  Shape64 batchShape(shape.drop_back(2));
+  int64_t batch = product(batchShape);
+  Value a = b.reshape(x, {batch, size, size});
+  Type i64 = b.builder().getI64Type();
+  Value rows = b.createTyped<IotaOp>(b.tensorType({1, size, 1}, i64), (uint64_t)1);
+  Value cols = b.createTyped<IotaOp>(b.tensorType({1, 1, size}, i64), (uint64_t)2);
+  Value det = b.splat(b.tensorType({batch}, CoreBuilder::elementTypeOf(x)), 1);
+  for (int64_t k = 0; k < size; ++k) {
+    Value column = b.reshape(b.sliceDim(b.sliceDim(a, 2, k, k + 1), 1, k, size), {batch, size - k});
+    Value offset = b.create<ArgReduceOp>(true, b.unary(UnaryKind::Abs, column), (uint64_t)1, false);
+    Value pivotRow = b.reshape(b.add(offset, b.scalarLike(offset, (double)k)), {batch, 1, 1});
+    // Row i of the permuted matrix reads row src(i): k <-> pivotRow, others stay.
+    Value kConst = b.scalarLike(rows, (double)k);
+    Value src = b.select(b.compare(CompareKind::Eq, rows, kConst), pivotRow,
+                         b.select(b.compare(CompareKind::Eq, rows, pivotRow), kConst, rows));
+    Value perm = b.cast(b.compare(CompareKind::Eq, cols, src), CoreBuilder::elementTypeOf(x));
+    a = b.create<MatmulOp>(perm, a);
+    Value swapped = b.compare(CompareKind::Ne, offset, b.scalarLike(offset, 0));
+    det = b.select(swapped, b.unary(UnaryKind::Neg, det), det);
+    Value pivot = b.sliceDim(b.sliceDim(a, 1, k, k + 1), 2, k, k + 1); // [B, 1, 1]
+    det = b.mul(det, b.reshape(pivot, {batch}));
+    if (k + 1 == size)
+      break;
+    // A zero pivot means a zero determinant; divide by 1 instead to keep NaNs out.
+    Value safe = b.select(b.compare(CompareKind::Eq, pivot, b.scalarLike(pivot, 0)),
+                          b.splatLike(pivot, 1), pivot);
+    Value below = b.sliceDim(a, 1, k + 1, size);                            // [B, n-k-1, n]
+    Value factors = b.div(b.sliceDim(below, 2, k, k + 1), safe);             // [B, n-k-1, 1]
+    Value pivotRowValues = b.sliceDim(a, 1, k, k + 1);                       // [B, 1, n]
+    below = b.sub(below, b.mul(factors, pivotRowValues));
+    a = b.concat({b.sliceDim(a, 1, 0, k + 1), below}, 1);
+  }
+  n.setOutput(0, b.reshape(det, batchShape));
+}
+
+
+// ---- Einsum ----
+
+/// An einsum operand: its value and one label per dim. Letters are labels 0..127 (their
+/// character code); the dims covered by "..." get labels 1000 + position, right-aligned so
+/// that broadcast ellipsis dims of different operands share labels.
+struct EinsumTerm {
+  Value value;
+  std::vector<int> labels;
+};
+
+constexpr int kEllipsisLabel = 1000;
+
+/// Parses one side of the equation ("ab...c") for a value of rank `rank` (-1: the output, whose
+/// ellipsis stands for all `ellipsisRank` broadcast dims).
+std::vector<int> parseEinsumTerm(NodeContext &n, const std::string &term, int64_t rank,
+                                 int64_t ellipsisRank) {
+  std::vector<int> labels;
+  size_t dots = term.find("...");
+  if (dots != std::string::npos && term.find("...", dots + 1) != std::string::npos)
+    n.fail("'" + term + "' has more than one ellipsis");
+  int64_t letters = (int64_t)term.size() - (dots == std::string::npos ? 0 : 3);
+  int64_t spanned = rank < 0 ? ellipsisRank : rank - letters;
+  if (dots == std::string::npos ? (rank >= 0 && letters != rank) : spanned < 0)
+    n.fail("subscripts '" + term + "' do not match an operand of rank " + std::to_string(rank));
+  for (size_t i = 0; i < term.size(); ++i) {
+    if (i == dots) {
+      for (int64_t j = 0; j < spanned; ++j)
+        labels.push_back(kEllipsisLabel + (int)(ellipsisRank - spanned + j));
+      i += 2;
+    } else if (std::isalpha((unsigned char)term[i])) {
+      labels.push_back(term[i]);
+    } else {
+      n.fail("invalid character '" + std::string(1, term[i]) + "' in the equation");
+    }
+  }
+  return labels;
+}
+
+/// Sums out the dims of `t` whose labels are not in `keep`.
+void sumOutExcept(CoreBuilder &b, EinsumTerm &t, const std::set<int> &keep) {
+  Shape64 dims;
+  std::vector<int> labels;
+  for (size_t d = 0; d < t.labels.size(); ++d) {
+    if (keep.count(t.labels[d]))
+      labels.push_back(t.labels[d]);
+    else
+      dims.push_back(d);
+  }
+  if (!dims.empty())
+    t.value = b.reduce(ReduceKind::Sum, t.value, dims, false);
+  t.labels = labels;
+}
+
+/// Replaces dims that repeat a label (x[i, i]) by their diagonal: zero the off-diagonal
+/// elements, then sum the second dim away.
+void takeDiagonals(NodeContext &n, EinsumTerm &t) {
+  CoreBuilder &b = n.b();
+  for (size_t i = 0; i < t.labels.size(); ++i)
+    for (size_t j = i + 1; j < t.labels.size(); ++j) {
+      if (t.labels[i] != t.labels[j])
+        continue;
+      if (CoreBuilder::shapeOf(t.value)[i] != CoreBuilder::shapeOf(t.value)[j])
+        n.fail("repeated label '" + std::string(1, (char)t.labels[i]) +
+               "' spans dims of different sizes");
+      auto type = b.tensorType(CoreBuilder::shapeOf(t.value), b.builder().getI64Type());
+      Value onDiagonal = b.compare(CompareKind::Eq, b.createTyped<IotaOp>(type, (uint64_t)i),
+                                   b.createTyped<IotaOp>(type, (uint64_t)j));
+      t.value = b.select(onDiagonal, t.value, b.splatLike(t.value, 0));
+      t.value = b.reduce(ReduceKind::Sum, t.value, {(int64_t)j}, false);
+      t.labels.erase(t.labels.begin() + j);
+      --j;
+    }
+}
+
+/// Contracts two terms, keeping the labels in `keep`: batch labels (in both, kept), contracted
+/// labels (in both, not kept) and each side's own labels become [B, M, K] x [B, K, N] for one
+/// tcc.matmul. Size-1 dims facing a larger one (broadcast ellipsis dims) are broadcast first.
+EinsumTerm contract(CoreBuilder &b, EinsumTerm x, EinsumTerm y, const std::set<int> &keep) {
+  std::set<int> inX(x.labels.begin(), x.labels.end()), inY(y.labels.begin(), y.labels.end());
+  std::set<int> keepX = keep, keepY = keep;
+  keepX.insert(y.labels.begin(), y.labels.end());
+  keepY.insert(x.labels.begin(), x.labels.end());
+  sumOutExcept(b, x, keepX);
+  sumOutExcept(b, y, keepY);
+
+  std::map<int, int64_t> sizes;
+  for (EinsumTerm *t : {&x, &y})
+    for (size_t d = 0; d < t->labels.size(); ++d)
+      sizes[t->labels[d]] = std::max(sizes[t->labels[d]], CoreBuilder::shapeOf(t->value)[d]);
+  std::vector<int> batch, contracted, onlyX, onlyY;
+  for (int l : x.labels)
+    (inY.count(l) ? (keep.count(l) ? batch : contracted) : onlyX).push_back(l);
+  for (int l : y.labels)
+    if (!inX.count(l))
+      onlyY.push_back(l);
+
+  auto arrange = [&](EinsumTerm &t, std::initializer_list<const std::vector<int> *> groups) {
+    Shape64 perm, full, flat;
+    for (const auto *g : groups) {
+      int64_t count = 1;
+      for (int l : *g) {
+        perm.push_back(std::find(t.labels.begin(), t.labels.end(), l) - t.labels.begin());
+        full.push_back(sizes[l]);
+        count *= sizes[l];
+      }
+      flat.push_back(count);
+    }
+    Value v = b.transpose(t.value, perm);
+    return b.reshape(b.broadcastTo(v, full), flat);
+  };
+  Value lhs = arrange(x, {&batch, &onlyX, &contracted});
+  Value rhs = arrange(y, {&batch, &contracted, &onlyY});
+  EinsumTerm out;
+  out.value = b.create<MatmulOp>(lhs, rhs);
+  Shape64 shape;
+  for (const auto *g : {&batch, &onlyX, &onlyY})
+    for (int l : *g) {
+      out.labels.push_back(l);
+      shape.push_back(sizes[l]);
+    }
+  out.value = b.reshape(out.value, shape);
+  return out;
+}
+
+/// Einsum: diagonals of repeated labels, then a left fold of pairwise contractions (keeping
+/// labels the output or later operands need), then a final sum and transpose to the output.
+/// Without "->" the output is the ellipsis dims followed by the labels used once, sorted.
+void lowerEinsum(NodeContext &n) {
+  CoreBuilder &b = n.b();
+  std::string eq;
+  for (char c : n.attrString("equation", ""))
+    if (!std::isspace((unsigned char)c))
+      eq += c;
+  size_t arrow = eq.find("->");
+  std::string lhs = eq.substr(0, arrow);
+  std::vector<std::string> terms;
+  for (size_t start = 0;;) {
+    size_t comma = lhs.find(',', start);
+    terms.push_back(lhs.substr(start, comma - start));
+    if (comma == std::string::npos)
+      break;
+    start = comma + 1;
+  }
+  if (terms.size() != n.numInputs())
+    n.fail("the equation has " + std::to_string(terms.size()) + " operands but the node has " +
+           std::to_string(n.numInputs()) + " inputs");
+  if (n.numInputs() == 0)
+    n.fail("Einsum needs at least one input");
+
+  int64_t ellipsisRank = 0;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    size_t dots = terms[i].find("...");
+    if (dots != std::string::npos)
+      ellipsisRank = std::max(ellipsisRank, n.inputRank(i) - (int64_t)(terms[i].size() - 3));
+  }
+  std::vector<EinsumTerm> operands;
+  std::map<int, int> uses;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    EinsumTerm t{n.input(i), parseEinsumTerm(n, terms[i], n.inputRank(i), ellipsisRank)};
+    for (int l : t.labels)
+      ++uses[l];
+    operands.push_back(t);
+  }
+  std::vector<int> output;
+  if (arrow != std::string::npos) {
+    output = parseEinsumTerm(n, eq.substr(arrow + 2), -1, ellipsisRank);
+    for (int l : output) {
+      if (!uses.count(l))
+        n.fail("output label '" + std::string(1, (char)l) + "' appears in no operand");
+      if (std::count(output.begin(), output.end(), l) > 1)
+        n.fail("output label '" + std::string(1, (char)l) + "' is repeated");
+    }
+  } else {
+    for (int64_t j = 0; j < ellipsisRank; ++j)
+      output.push_back(kEllipsisLabel + (int)j);
+    for (auto [l, count] : uses) // std::map: ascending character order
+      if (l < kEllipsisLabel && count == 1)
+        output.push_back(l);
+  }
+
+  for (EinsumTerm &t : operands)
+    takeDiagonals(n, t);
+  for (size_t i = 1; i < operands.size(); ++i)
+    if (CoreBuilder::elementTypeOf(operands[i].value) != CoreBuilder::elementTypeOf(operands[0].value))
+      n.fail("operands differ in element type");
+  EinsumTerm acc = operands[0];
+  for (size_t i = 1; i < operands.size(); ++i) {
+    std::set<int> keep(output.begin(), output.end());
+    for (size_t j = i + 1; j < operands.size(); ++j)
+      keep.insert(operands[j].labels.begin(), operands[j].labels.end());
+    acc = contract(b, acc, operands[i], keep);
+  }
+  sumOutExcept(b, acc, std::set<int>(output.begin(), output.end()));
+  Shape64 perm;
+  for (int l : output)
+    perm.push_back(std::find(acc.labels.begin(), acc.labels.end(), l) - acc.labels.begin());
+  n.setOutput(0, b.transpose(acc.value, perm));
+}
+
+} // namespace
+
+void registerReductionOps(OpRegistry &r) {
+  auto addReduce = [&](const std::string &op, Reduction kind) {
+    r.add(op, [kind](NodeContext &n) { lowerReduce(n, kind); });
+  };
+  addReduce("ReduceSum", Reduction::Sum);
+  addReduce("ReduceMean", Reduction::Mean);
+  addReduce("ReduceMax", Reduction::Max);
+  addReduce("ReduceMin", Reduction::Min);
+  addReduce("ReduceProd", Reduction::Prod);
+  addReduce("ReduceL1", Reduction::L1);
+  addReduce("ReduceL2", Reduction::L2);
+  addReduce("ReduceLogSum", Reduction::LogSum);
+  addReduce("ReduceLogSumExp", Reduction::LogSumExp);
+  addReduce("ReduceSumSquare", Reduction::SumSquare);
+
+  r.add("ArgMax", [](NodeContext &n) { lowerArgReduce(n, true); });
+  r.add("ArgMin", [](NodeContext &n) { lowerArgReduce(n, false); });
+  r.add("CumSum", lowerCumSum);
+  r.add("TopK", lowerTopK);
+
+  r.add("Softmax", [](NodeContext &n) { lowerSoftmax(n, SoftmaxKind::Softmax); });
+  r.add("LogSoftmax", [](NodeContext &n) { lowerSoftmax(n, SoftmaxKind::LogSoftmax); });
+  r.add("Hardmax", [](NodeContext &n) { lowerSoftmax(n, SoftmaxKind::Hardmax); });
+
+  r.add("MatMul", lowerMatMul);
+  r.add("Gemm", lowerGemm);
+  r.add("Einsum", lowerEinsum);
+  r.add("MatMulInteger", lowerMatMulInteger);
+  r.add("QLinearMatMul", lowerQLinearMatMul);
+  r.add("QuantizeLinear", lowerQuantizeLinear);
+  r.add("DequantizeLinear", lowerDequantizeLinear);
+  r.add("DynamicQuantizeLinear", lowerDynamicQuantizeLinear);
+
+  r.add("BatchNormalization", lowerBatchNormalization);
+  r.add("InstanceNormalization", lowerInstanceNormalization);
+  r.add("LpNormalization", lowerLpNormalization);
+  r.add("Det", lowerDet);
+}
 
 } // namespace tcc::onnx_import

@@ -1,8 +1,896 @@
-//===- Shape.cpp - ONNX lowerings (see NodeContext.h) -------------------------===//
+//===- Shape.cpp - ONNX shape, layout and indexing ops -> tcc ---------------===//
+//
+// Layout ops (Reshape, Flatten, (Un)Squeeze, Transpose, Concat, Split, Slice, Pad, Tile,
+// Expand, DepthToSpace, SpaceToDepth) map to tcc.reshape/transpose/slice/reverse/pad/concat/
+// broadcast_in_dim with compile-time shapes; indexing ops (Gather*, Scatter*) to their core
+// ops after normalizing negative indices; mask-like generators (OneHot, EyeLike, Trilu) to
+// comparisons of tcc.iota; Shape/Size/ConstantOfShape/Range to constants (or iota); the ops
+// whose output shape depends on data (NonZero, Compress, Unique) are evaluated at compile time.
+//
+//===----------------------------------------------------------------------===//
 #include "../NodeContext.h"
 
-namespace tcc::onnx_import {
+#include "tcc/Interp/Interpreter.h"
 
-void registerShapeOps(OpRegistry &r) {}
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+using namespace mlir;
+
+namespace tcc::onnx_import {
+namespace {
+
+using Shape64 = SmallVector<int64_t>;
+
+Shape64 shapeVec(Value v) {
+  auto s = CoreBuilder::shapeOf(v);
+  return Shape64(s.begin(), s.end());
+}
+
+int64_t product(ArrayRef<int64_t> dims) {
+  return std::accumulate(dims.begin(), dims.end(), (int64_t)1, std::multiplies<int64_t>());
+}
+
+std::string listStr(ArrayRef<int64_t> v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+Value constTensor(NodeContext &n, const Tensor &t) {
+  return n.b().constant(attrFromTensor(n.context(), t));
+}
+
+/// An i64 tensor of `shape` whose elements are their index along `dim`.
+Value iotaI64(CoreBuilder &b, ArrayRef<int64_t> shape, int64_t dim) {
+  return b.createTyped<IotaOp>(b.tensorType(shape, b.builder().getI64Type()), (uint64_t)dim);
+}
+
+/// Normalizes ONNX axes against `rank` (in the given order), failing on repeats.
+Shape64 normalizeAxes(NodeContext &n, ArrayRef<int64_t> axes, int64_t rank) {
+  Shape64 out;
+  for (int64_t a : axes) {
+    int64_t d = n.normalizeAxis(a, rank);
+    if (llvm::is_contained(out, d))
+      n.fail("axis " + std::to_string(a) + " is repeated");
+    out.push_back(d);
+  }
+  return out;
+}
+
+/// Index tensors as the core ops take them (signless i32/i64): other integer types become i64.
+Value asIndex(NodeContext &n, Value idx) {
+  Type e = CoreBuilder::elementTypeOf(idx);
+  if (e.isSignlessInteger(32) || e.isSignlessInteger(64))
+    return idx;
+  if (!isa<IntegerType>(e) || e.isInteger(1))
+    n.fail("indices must be an integer tensor");
+  return n.b().cast(idx, n.b().builder().getI64Type());
+}
+
+/// ONNX negative indices count from the end: select(idx < 0, idx + size, idx). `sizes` is
+/// broadcast against idx (a 0-d size, or one size per entry of the last dim for *ND ops).
+Value wrapNegative(NodeContext &n, Value idx, ArrayRef<int64_t> sizes, ArrayRef<int64_t> sizesShape) {
+  CoreBuilder &b = n.b();
+  idx = asIndex(n, idx);
+  Value size = b.cast(b.constantI64(sizes, sizesShape), CoreBuilder::elementTypeOf(idx));
+  Value neg = b.compare(CompareKind::Lt, idx, b.scalarLike(idx, 0));
+  return b.select(neg, b.add(idx, size), idx);
+}
+
+Value wrapNegative(NodeContext &n, Value idx, int64_t size) { return wrapNegative(n, idx, {size}, {}); }
+
+/// The sizes of the leading dims of `data` that the last dim of an *ND index tensor indexes.
+Value wrapNegativeND(NodeContext &n, Value data, Value idx, int64_t batchDims) {
+  if (CoreBuilder::rankOf(idx) < 1)
+    n.fail("indices must have rank >= 1");
+  int64_t depth = CoreBuilder::shapeOf(idx).back();
+  auto shape = CoreBuilder::shapeOf(data);
+  if (batchDims < 0 || depth < 1 || batchDims + depth > (int64_t)shape.size())
+    n.fail("index depth " + std::to_string(depth) + " does not fit data of rank " +
+           std::to_string(shape.size()) + " with " + std::to_string(batchDims) + " batch dims");
+  Shape64 sizes(shape.begin() + batchDims, shape.begin() + batchDims + depth);
+  return wrapNegative(n, idx, sizes, {depth});
+}
+
+/// Value x reshaped to 0-d (it must have one element).
+Value asScalar(NodeContext &n, Value x, const std::string &what) {
+  if (product(CoreBuilder::shapeOf(x)) != 1)
+    n.fail(what + " must have exactly one element");
+  return n.b().reshape(x, {});
+}
+
+/// A single number from a compile-time scalar (or 1-element) input.
+Tensor requireScalar(NodeContext &n, size_t i, const std::string &what) {
+  Tensor t = n.requireConstantInput(i, what);
+  if (t.numElements() != 1)
+    n.fail(what + " must have exactly one element, got shape " + shapeToString(t.shape()));
+  return t;
+}
+
+// ---- Trivial ops --------------------------------------------------------------------------
+
+void lowerIdentity(NodeContext &n) { n.setOutput(0, n.input(0)); }
+
+void lowerConstant(NodeContext &n) {
+  if (n.numInputs() != 0)
+    n.fail("Constant takes no inputs");
+  for (const char *unsupported : {"sparse_value", "value_string", "value_strings"})
+    if (n.hasAttr(unsupported))
+      n.fail(std::string("attribute '") + unsupported + "' is not supported (" +
+             (std::string(unsupported) == "sparse_value" ? "sparse tensors" : "strings") +
+             " have no tcc element type)");
+  Tensor t;
+  if (n.hasAttr("value")) {
+    t = n.attrTensor("value");
+  } else if (n.hasAttr("value_float")) {
+    t = Tensor::scalar<float>((float)n.attrFloat("value_float", 0));
+  } else if (n.hasAttr("value_floats")) {
+    auto v = n.attrFloats("value_floats");
+    t = Tensor::fromVector<float>({(int64_t)v.size()}, v);
+  } else if (n.hasAttr("value_int")) {
+    t = Tensor::scalar<int64_t>(n.attrInt("value_int", 0));
+  } else if (n.hasAttr("value_ints")) {
+    auto v = n.attrInts("value_ints");
+    t = Tensor::fromVector<int64_t>({(int64_t)v.size()}, v);
+  } else {
+    n.fail("needs one of the attributes value, value_float(s), value_int(s)");
+  }
+  n.setOutput(0, constTensor(n, t));
+}
+
+void lowerShape(NodeContext &n) {
+  Shape64 shape = shapeVec(n.input(0));
+  int64_t rank = shape.size();
+  // Opset 15: start/end select a clamped sub-range of the dims (negative counts from the end).
+  auto clampDim = [&](int64_t d) { return std::clamp(d < 0 ? d + rank : d, (int64_t)0, rank); };
+  int64_t start = clampDim(n.attrInt("start", 0)), end = clampDim(n.attrInt("end", rank));
+  Shape64 dims;
+  for (int64_t d = start; d < end; ++d)
+    dims.push_back(shape[d]);
+  n.setOutput(0, n.b().constantI64(dims, {(int64_t)dims.size()}));
+}
+
+void lowerSize(NodeContext &n) {
+  n.setOutput(0, n.b().constantI64({product(n.inputShape(0))}, {}));
+}
+
+void lowerConstantOfShape(NodeContext &n) {
+  std::vector<int64_t> dims = n.requireInts(0, "the shape");
+  for (int64_t d : dims)
+    if (d < 0)
+      n.fail("shape " + listStr(dims) + " has a negative dim");
+  Tensor value = n.hasAttr("value") ? n.attrTensor("value") : Tensor::scalar<float>(0.0f);
+  if (value.numElements() != 1)
+    n.fail("attribute 'value' must have exactly one element");
+  // A splat of the value's single element (never materialized, however large the shape).
+  DenseElementsAttr element = attrFromTensor(n.context(), value);
+  auto type = n.b().tensorType(dims, element.getType().getElementType());
+  n.setOutput(0, n.b().constant(DenseElementsAttr::get(type, element.getValues<Attribute>()[0])));
+}
+
+// ---- Reshapes --------------------------------------------------------------------------------
+
+void lowerReshape(NodeContext &n) {
+  Value x = n.input(0);
+  Shape64 in = shapeVec(x);
+  std::vector<int64_t> spec = n.opset() < 5 ? n.attrInts("shape") : n.requireInts(1, "the shape");
+  bool allowZero = n.attrInt("allowzero", 0) != 0;
+  // 0 copies the input dim (unless allowzero), -1 is inferred from the element count.
+  Shape64 out;
+  int64_t inferred = -1;
+  for (size_t i = 0; i < spec.size(); ++i) {
+    int64_t d = spec[i];
+    if (d == 0 && !allowZero) {
+      if (i >= in.size())
+        n.fail("shape " + listStr(spec) + " copies dim " + std::to_string(i) +
+               ", which the rank-" + std::to_string(in.size()) + " input lacks");
+      d = in[i];
+    } else if (d == -1) {
+      if (inferred >= 0)
+        n.fail("shape " + listStr(spec) + " has more than one -1");
+      inferred = i;
+    } else if (d < 0) {
+      n.fail("shape " + listStr(spec) + " has an invalid dim " + std::to_string(d));
+    }
+    out.push_back(d);
+  }
+  int64_t total = product(in);
+  if (inferred >= 0) {
+    out[inferred] = 1;
+    int64_t known = product(out);
+    if (known == 0 || total % known != 0)
+      n.fail("cannot infer the -1 in shape " + listStr(spec) + " for an input of shape " +
+             listStr(in));
+    out[inferred] = total / known;
+  }
+  if (product(out) != total)
+    n.fail("cannot reshape " + listStr(in) + " to " + listStr(spec));
+  n.setOutput(0, n.b().reshape(x, out));
+}
+
+void lowerFlatten(NodeContext &n) {
+  Value x = n.input(0);
+  Shape64 in = shapeVec(x);
+  int64_t rank = in.size(), axis = n.attrInt("axis", 1);
+  if (axis < -rank || axis > rank)
+    n.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  if (axis < 0)
+    axis += rank;
+  ArrayRef<int64_t> dims(in);
+  n.setOutput(0, n.b().reshape(x, {product(dims.take_front(axis)), product(dims.drop_front(axis))}));
+}
+
+/// The axes of (Un)Squeeze: an attribute before opset 13, an optional input from 13.
+std::optional<std::vector<int64_t>> squeezeAxes(NodeContext &n) {
+  if (n.opset() < 13)
+    return n.hasAttr("axes") ? std::optional(n.attrInts("axes")) : std::nullopt;
+  return n.hasInput(1) ? std::optional(n.requireInts(1, "axes")) : std::nullopt;
+}
+
+void lowerSqueeze(NodeContext &n) {
+  Value x = n.input(0);
+  Shape64 in = shapeVec(x);
+  auto axes = squeezeAxes(n);
+  Shape64 drop;
+  if (axes) {
+    drop = normalizeAxes(n, *axes, in.size());
+    for (int64_t d : drop)
+      if (in[d] != 1)
+        n.fail("cannot squeeze dim " + std::to_string(d) + " of size " + std::to_string(in[d]));
+  } else {
+    for (int64_t d = 0; d < (int64_t)in.size(); ++d)
+      if (in[d] == 1)
+        drop.push_back(d);
+  }
+  Shape64 out;
+  for (int64_t d = 0; d < (int64_t)in.size(); ++d)
+    if (!llvm::is_contained(drop, d))
+      out.push_back(in[d]);
+  n.setOutput(0, n.b().reshape(x, out));
+}
+
+void lowerUnsqueeze(NodeContext &n) {
+  Value x = n.input(0);
+  Shape64 in = shapeVec(x);
+  auto axes = squeezeAxes(n);
+  if (!axes)
+    n.fail("axes are required");
+  // Axes refer to the output's dims.
+  int64_t outRank = in.size() + axes->size();
+  Shape64 add = normalizeAxes(n, *axes, outRank);
+  Shape64 out;
+  size_t next = 0;
+  for (int64_t d = 0; d < outRank; ++d)
+    out.push_back(llvm::is_contained(add, d) ? 1 : in[next++]);
+  n.setOutput(0, n.b().reshape(x, out));
+}
+
+void lowerTranspose(NodeContext &n) {
+  Value x = n.input(0);
+  int64_t rank = CoreBuilder::rankOf(x);
+  Shape64 perm(rank);
+  for (int64_t i = 0; i < rank; ++i)
+    perm[i] = rank - 1 - i;
+  if (n.hasAttr("perm")) {
+    auto p = n.attrInts("perm");
+    perm.assign(p.begin(), p.end());
+  }
+  Shape64 sorted(perm);
+  llvm::sort(sorted);
+  if ((int64_t)perm.size() != rank || !llvm::equal(sorted, llvm::seq<int64_t>(0, rank)))
+    n.fail("perm " + listStr(perm) + " is not a permutation of the " + std::to_string(rank) +
+           " dims");
+  n.setOutput(0, n.b().transpose(x, perm));
+}
+
+/// DepthToSpace: [N, C, H, W] -> 6-d split of C -> transpose -> [N, C/b², H*b, W*b].
+/// DCR splits C as (b, b, C'), CRD as (C', b, b).
+void lowerDepthToSpace(NodeContext &n) {
+  Value x = n.input(0);
+  Shape64 s = shapeVec(x);
+  int64_t bs = n.requireAttrInt("blocksize");
+  std::string mode = n.attrString("mode", "DCR");
+  if (s.size() != 4)
+    n.fail("input must be 4-d [N, C, H, W]");
+  if (bs < 1 || s[1] % (bs * bs) != 0)
+    n.fail("channels (" + std::to_string(s[1]) + ") must be divisible by blocksize² (" +
+           std::to_string(bs) + "²)");
+  int64_t c = s[1] / (bs * bs);
+  CoreBuilder &b = n.b();
+  Value t;
+  if (mode == "DCR")
+    t = b.transpose(b.reshape(x, {s[0], bs, bs, c, s[2], s[3]}), {0, 3, 4, 1, 5, 2});
+  else if (mode == "CRD")
+    t = b.transpose(b.reshape(x, {s[0], c, bs, bs, s[2], s[3]}), {0, 1, 4, 2, 5, 3});
+  else
+    n.fail("mode must be DCR or CRD, got '" + mode + "'");
+  n.setOutput(0, b.reshape(t, {s[0], c, s[2] * bs, s[3] * bs}));
+}
+
+/// SpaceToDepth: [N, C, H, W] -> [N, C, H/b, b, W/b, b] -> (N, b, b, C, H/b, W/b) -> merge.
+void lowerSpaceToDepth(NodeContext &n) {
+  Value x = n.input(0);
+  Shape64 s = shapeVec(x);
+  int64_t bs = n.requireAttrInt("blocksize");
+  if (s.size() != 4)
+    n.fail("input must be 4-d [N, C, H, W]");
+  if (bs < 1 || s[2] % bs != 0 || s[3] % bs != 0)
+    n.fail("spatial dims " + listStr({s[2], s[3]}) + " must be divisible by blocksize " +
+           std::to_string(bs));
+  CoreBuilder &b = n.b();
+  Value t = b.reshape(x, {s[0], s[1], s[2] / bs, bs, s[3] / bs, bs});
+  t = b.transpose(t, {0, 3, 5, 1, 2, 4});
+  n.setOutput(0, b.reshape(t, {s[0], s[1] * bs * bs, s[2] / bs, s[3] / bs}));
+}
+
+// ---- Concatenation, splitting, slicing -------------------------------------------------------
+
+void lowerConcat(NodeContext &n) {
+  SmallVector<Value> xs;
+  for (size_t i = 0; i < n.numInputs(); ++i)
+    if (n.hasInput(i))
+      xs.push_back(n.input(i));
+  if (xs.empty())
+    n.fail("needs at least one input");
+  int64_t axis = n.normalizeAxis(n.requireAttrInt("axis"), CoreBuilder::rankOf(xs[0]));
+  n.setOutput(0, n.b().concat(xs, axis));
+}
+
+/// Split: the sizes come from the `split` attribute (< 13), the split input (>= 13), or are
+/// equal parts (num_outputs from 18, else the output count; from 18 the last may be smaller).
+void lowerSplit(NodeContext &n) {
+  Value x = n.input(0);
+  Shape64 in = shapeVec(x);
+  int64_t axis = n.normalizeAxis(n.attrInt("axis", 0), in.size());
+  int64_t dim = in[axis];
+  std::vector<int64_t> sizes;
+  if (n.opset() < 13 && n.hasAttr("split")) {
+    sizes = n.attrInts("split");
+  } else if (n.opset() >= 13 && n.hasInput(1)) {
+    sizes = n.requireInts(1, "split");
+  } else {
+    int64_t parts = n.opset() >= 18 && n.hasAttr("num_outputs") ? n.attrInt("num_outputs", 0)
+                                                                : (int64_t)n.numOutputs();
+    if (parts < 1)
+      n.fail("needs at least one output");
+    int64_t chunk = (dim + parts - 1) / parts;
+    int64_t last = dim - chunk * (parts - 1);
+    if (last < 0 || (n.opset() < 18 && last != chunk))
+      n.fail("dim " + std::to_string(dim) + " cannot be split into " + std::to_string(parts) +
+             (n.opset() < 18 ? " equal" : "") + " chunks");
+    sizes.assign(parts - 1, chunk);
+    sizes.push_back(last);
+  }
+  if (sizes.size() != n.numOutputs())
+    n.fail("split " + listStr(sizes) + " has " + std::to_string(sizes.size()) +
+           " entries but the node has " + std::to_string(n.numOutputs()) + " outputs");
+  if (llvm::any_of(sizes, [](int64_t s) { return s < 0; }) ||
+      std::accumulate(sizes.begin(), sizes.end(), (int64_t)0) != dim)
+    n.fail("split " + listStr(sizes) + " does not partition dim " + std::to_string(axis) +
+           " of size " + std::to_string(dim));
+  int64_t start = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (n.hasOutput(i))
+      n.setOutput(i, n.b().sliceDim(x, axis, start, start + sizes[i]));
+    start += sizes[i];
+  }
+}
+
+/// Slice: per axis, starts/ends are clamped like Python slicing. Positive steps map to a
+/// strided tcc.slice; negative steps reverse the dim and slice the mirrored range.
+void lowerSlice(NodeContext &n) {
+  Value x = n.input(0);
+  Shape64 shape = shapeVec(x);
+  int64_t rank = shape.size();
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (n.opset() < 10) {
+    starts = n.attrInts("starts");
+    ends = n.attrInts("ends");
+    axes = n.attrInts("axes");
+  } else {
+    starts = n.requireInts(1, "starts");
+    ends = n.requireInts(2, "ends");
+    if (n.hasInput(3))
+      axes = n.requireInts(3, "axes");
+    if (n.hasInput(4))
+      steps = n.requireInts(4, "steps");
+  }
+  if (axes.empty() && !(n.opset() >= 10 && n.hasInput(3)))
+    for (size_t i = 0; i < starts.size(); ++i)
+      axes.push_back(i);
+  if (steps.empty())
+    steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+    n.fail("starts, ends, axes and steps must have the same length");
+  Shape64 dims = normalizeAxes(n, axes, rank);
+
+  Shape64 start(rank, 0), limit(shape), stride(rank, 1), reversed;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    int64_t d = dims[i], size = shape[d], step = steps[i];
+    int64_t s = starts[i] < 0 ? starts[i] + size : starts[i];
+    int64_t e = ends[i] < 0 ? ends[i] + size : ends[i];
+    if (step == 0)
+      n.fail("steps must be nonzero");
+    if (step > 0) {
+      s = std::clamp(s, (int64_t)0, size);
+      e = std::clamp(e, (int64_t)0, size);
+      start[d] = s;
+      limit[d] = std::max(s, e);
+      stride[d] = step;
+      continue;
+    }
+    // Negative step: elements s, s+step, ... > e. In the reversed dim, element i sits at
+    // size-1-i, so they are size-1-s, size-1-s+|step|, ...
+    reversed.push_back(d);
+    int64_t count = 0;
+    if (size > 0) {
+      s = std::clamp(s, (int64_t)0, size - 1);
+      e = std::clamp(e, (int64_t)-1, size - 1);
+      count = s > e ? (s - e - step - 1) / -step : 0;
+    }
+    int64_t rs = size > 0 ? size - 1 - s : 0;
+    start[d] = rs;
+    limit[d] = count ? rs + (count - 1) * -step + 1 : rs;
+    stride[d] = -step;
+  }
+  CoreBuilder &b = n.b();
+  if (!reversed.empty()) {
+    llvm::sort(reversed);
+    x = b.createTyped<ReverseOp>(x.getType(), x, reversed);
+  }
+  if (start != Shape64(rank, 0) || limit != shape || stride != Shape64(rank, 1))
+    x = b.create<SliceOp>(x, start, limit, stride);
+  n.setOutput(0, x);
+}
+
+/// Pad: negative pads crop (a slice first), the rest is one tcc.pad.
+void lowerPad(NodeContext &n) {
+  Value x = n.input(0);
+  Shape64 shape = shapeVec(x);
+  int64_t rank = shape.size();
+  CoreBuilder &b = n.b();
+  std::string modeName = n.attrString("mode", "constant");
+  PadMode mode;
+  if (modeName == "constant")
+    mode = PadMode::Constant;
+  else if (modeName == "reflect")
+    mode = PadMode::Reflect;
+  else if (modeName == "edge")
+    mode = PadMode::Edge;
+  else if (modeName == "wrap")
+    mode = PadMode::Wrap;
+  else
+    n.fail("mode must be constant, reflect, edge or wrap, got '" + modeName + "'");
+
+  std::vector<int64_t> pads = n.opset() < 11 ? n.attrInts(n.hasAttr("pads") ? "pads" : "paddings")
+                                             : n.requireInts(1, "pads");
+  Shape64 axes;
+  if (n.opset() >= 18 && n.hasInput(3))
+    axes = normalizeAxes(n, n.requireInts(3, "axes"), rank);
+  else
+    axes = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  int64_t count = axes.size();
+  if ((int64_t)pads.size() != 2 * count)
+    n.fail("pads " + listStr(pads) + " must have 2 entries per padded axis (" +
+           std::to_string(count) + " axes)");
+
+  Value value = b.scalarLike(x, 0);
+  if (n.opset() < 11) {
+    value = b.scalarLike(x, n.attrFloat("value", 0.0));
+  } else if (mode == PadMode::Constant && n.hasInput(2)) {
+    value = asScalar(n, n.input(2), "constant_value");
+    if (CoreBuilder::elementTypeOf(value) != CoreBuilder::elementTypeOf(x))
+      n.fail("constant_value must have the data's element type");
+  }
+
+  Shape64 low(rank, 0), high(rank, 0), cropStart(rank, 0), cropLimit(shape);
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t d = axes[i], lo = pads[i], hi = pads[count + i];
+    low[d] = std::max(lo, (int64_t)0);
+    high[d] = std::max(hi, (int64_t)0);
+    cropStart[d] = std::max(-lo, (int64_t)0);
+    cropLimit[d] = shape[d] - std::max(-hi, (int64_t)0);
+    if (cropStart[d] > cropLimit[d])
+      n.fail("negative pads " + std::to_string(lo) + "/" + std::to_string(hi) +
+             " crop more than dim " + std::to_string(d) + " of size " + std::to_string(shape[d]));
+  }
+  if (cropStart != Shape64(rank, 0) || cropLimit != shape)
+    x = b.create<SliceOp>(x, cropStart, cropLimit, Shape64(rank, 1));
+  if (low != Shape64(rank, 0) || high != Shape64(rank, 0))
+    x = b.create<PadOp>(x, value, low, high, mode);
+  n.setOutput(0, x);
+}
+
+/// Tile: x [d0, d1, ...] viewed as [1, d0, 1, d1, ...], broadcast to [r0, d0, r1, d1, ...],
+/// then merged to [r0*d0, r1*d1, ...].
+void lowerTile(NodeContext &n) {
+  Value x = n.input(0);
+  Shape64 in = shapeVec(x);
+  std::vector<int64_t> repeats = n.requireInts(1, "repeats");
+  if (repeats.size() != in.size())
+    n.fail("repeats " + listStr(repeats) + " must have one entry per input dim (" +
+           std::to_string(in.size()) + ")");
+  Shape64 view, wide, out;
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (repeats[d] < 0)
+      n.fail("repeats " + listStr(repeats) + " has a negative entry");
+    view.append({1, in[d]});
+    wide.append({repeats[d], in[d]});
+    out.push_back(repeats[d] * in[d]);
+  }
+  CoreBuilder &b = n.b();
+  n.setOutput(0, b.reshape(b.broadcastTo(b.reshape(x, view), wide), out));
+}
+
+void lowerExpand(NodeContext &n) {
+  Value x = n.input(0);
+  std::vector<int64_t> shape = n.requireInts(1, "the shape");
+  auto out = CoreBuilder::broadcastShapes(CoreBuilder::shapeOf(x), shape);
+  if (failed(out))
+    n.fail("cannot broadcast " + listStr(CoreBuilder::shapeOf(x)) + " to " + listStr(shape));
+  n.setOutput(0, n.b().broadcastTo(x, *out));
+}
+
+// ---- Gather and scatter ----------------------------------------------------------------------
+
+void lowerGather(NodeContext &n) {
+  Value x = n.input(0);
+  int64_t axis = n.normalizeAxis(n.attrInt("axis", 0), CoreBuilder::rankOf(x));
+  Value idx = wrapNegative(n, n.input(1), CoreBuilder::shapeOf(x)[axis]);
+  n.setOutput(0, n.b().create<GatherOp>(x, idx, axis));
+}
+
+void lowerGatherElements(NodeContext &n) {
+  Value x = n.input(0);
+  int64_t axis = n.normalizeAxis(n.attrInt("axis", 0), CoreBuilder::rankOf(x));
+  Value idx = wrapNegative(n, n.input(1), CoreBuilder::shapeOf(x)[axis]);
+  n.setOutput(0, n.b().create<GatherElementsOp>(x, idx, axis));
+}
+
+void lowerGatherND(NodeContext &n) {
+  Value x = n.input(0);
+  int64_t batchDims = n.attrInt("batch_dims", 0);
+  Value idx = wrapNegativeND(n, x, n.input(1), batchDims);
+  n.setOutput(0, n.b().create<GatherNDOp>(x, idx, batchDims));
+}
+
+ScatterReduction scatterReduction(NodeContext &n) {
+  std::string r = n.attrString("reduction", "none");
+  if (r == "none")
+    return ScatterReduction::None;
+  if (r == "add")
+    return ScatterReduction::Add;
+  if (r == "mul")
+    return ScatterReduction::Mul;
+  if (r == "max")
+    return ScatterReduction::Max;
+  if (r == "min")
+    return ScatterReduction::Min;
+  n.fail("reduction must be none, add, mul, max or min, got '" + r + "'");
+}
+
+/// ScatterElements and its deprecated alias Scatter (which has no reduction).
+void lowerScatterElements(NodeContext &n) {
+  Value x = n.input(0);
+  int64_t axis = n.normalizeAxis(n.attrInt("axis", 0), CoreBuilder::rankOf(x));
+  Value idx = wrapNegative(n, n.input(1), CoreBuilder::shapeOf(x)[axis]);
+  n.setOutput(0, n.b().create<ScatterElementsOp>(x, idx, n.input(2), axis, scatterReduction(n)));
+}
+
+void lowerScatterND(NodeContext &n) {
+  Value x = n.input(0);
+  Value idx = wrapNegativeND(n, x, n.input(1), 0);
+  n.setOutput(0, n.b().create<ScatterNDOp>(x, idx, n.input(2), scatterReduction(n)));
+}
+
+/// ReverseSequence: gather_elements along the time axis with index
+/// t < len[b] ? len[b] - 1 - t : t.
+void lowerReverseSequence(NodeContext &n) {
+  Value x = n.input(0);
+  Shape64 shape = shapeVec(x);
+  int64_t rank = shape.size();
+  if (rank < 2)
+    n.fail("input must have rank >= 2");
+  int64_t batchAxis = n.normalizeAxis(n.attrInt("batch_axis", 1), rank);
+  int64_t timeAxis = n.normalizeAxis(n.attrInt("time_axis", 0), rank);
+  if (batchAxis == timeAxis)
+    n.fail("batch_axis and time_axis must differ");
+  CoreBuilder &b = n.b();
+  Value lens = b.cast(n.input(1), b.builder().getI64Type());
+  if (CoreBuilder::shapeOf(lens) != ArrayRef<int64_t>{shape[batchAxis]})
+    n.fail("sequence_lens must have shape [" + std::to_string(shape[batchAxis]) + "]");
+  Shape64 lensShape(rank, 1);
+  lensShape[batchAxis] = shape[batchAxis];
+  lens = b.broadcastTo(b.reshape(lens, lensShape), shape);
+  Value t = iotaI64(b, shape, timeAxis);
+  Value reversed = b.sub(b.sub(lens, b.scalarLike(lens, 1)), t);
+  Value idx = b.select(b.compare(CompareKind::Lt, t, lens), reversed, t);
+  n.setOutput(0, b.create<GatherElementsOp>(x, idx, timeAxis));
+}
+
+// ---- Generators ------------------------------------------------------------------------------
+
+/// Range: n = max(ceil((limit - start) / delta), 0) elements, iota * delta + start.
+void lowerRange(NodeContext &n) {
+  Tensor start = requireScalar(n, 0, "start (the output size depends on it)");
+  Tensor limit = requireScalar(n, 1, "limit (the output size depends on it)");
+  Tensor delta = requireScalar(n, 2, "delta (the output size depends on it)");
+  int64_t count;
+  if (isFloat(start.dtype())) {
+    double s = start.getDouble(0), l = limit.getDouble(0), d = delta.getDouble(0);
+    if (d == 0 || !std::isfinite(s) || !std::isfinite(l) || !std::isfinite(d))
+      n.fail("start, limit and delta must be finite and delta nonzero");
+    double steps = std::max(std::ceil((l - s) / d), 0.0);
+    if (steps > (double)(1LL << 40))
+      n.fail("the range has too many elements (" + std::to_string(steps) + ")");
+    count = (int64_t)steps;
+  } else {
+    int64_t s = start.getInt(0), l = limit.getInt(0), d = delta.getInt(0);
+    if (d == 0)
+      n.fail("delta must be nonzero");
+    int64_t span = l - s;
+    count = span / d + ((span % d != 0) && ((span < 0) == (d < 0)));
+    count = std::max(count, (int64_t)0);
+    if (count > (1LL << 40))
+      n.fail("the range has too many elements (" + std::to_string(count) + ")");
+  }
+  CoreBuilder &b = n.b();
+  Value s = b.reshape(n.input(0), {}), d = b.reshape(n.input(2), {});
+  Value iota = b.createTyped<IotaOp>(b.tensorType({count}, CoreBuilder::elementTypeOf(s)), (uint64_t)0);
+  n.setOutput(0, b.add(b.mul(iota, d), s));
+}
+
+/// OneHot: select(iota_axis == index (negative ones wrapped by depth), on, off).
+void lowerOneHot(NodeContext &n) {
+  CoreBuilder &b = n.b();
+  Value indices = n.input(0);
+  Shape64 in = shapeVec(indices);
+  Tensor depthT = requireScalar(n, 1, "depth (the output size depends on it)");
+  int64_t depth = isFloat(depthT.dtype()) ? (int64_t)depthT.getDouble(0) : depthT.getInt(0);
+  if (depth < 1)
+    n.fail("depth must be positive, got " + std::to_string(depth));
+  Value values = n.input(2);
+  if (product(CoreBuilder::shapeOf(values)) != 2)
+    n.fail("values must have two elements [off_value, on_value]");
+  values = b.reshape(values, {2});
+  int64_t axis = n.normalizeAxis(n.attrInt("axis", -1), in.size() + 1);
+
+  Value idx = b.cast(indices, b.builder().getI64Type());
+  idx = b.select(b.compare(CompareKind::Lt, idx, b.scalarLike(idx, 0)),
+                 b.add(idx, b.scalarLike(idx, depth)), idx);
+  Shape64 out(in), withOne(in);
+  out.insert(out.begin() + axis, depth);
+  withOne.insert(withOne.begin() + axis, 1);
+  Value hot = b.compare(CompareKind::Eq, iotaI64(b, out, axis), b.reshape(idx, withOne));
+  Value off = b.reshape(b.sliceDim(values, 0, 0, 1), {});
+  Value on = b.reshape(b.sliceDim(values, 0, 1, 2), {});
+  n.setOutput(0, b.select(hot, on, off));
+}
+
+/// col - row for a [rows, cols] grid.
+Value diagonalOffset(CoreBuilder &b, int64_t rows, int64_t cols) {
+  return b.sub(iotaI64(b, {rows, cols}, 1), iotaI64(b, {rows, cols}, 0));
+}
+
+void lowerEyeLike(NodeContext &n) {
+  Shape64 s = shapeVec(n.input(0));
+  if (s.size() != 2)
+    n.fail("input must be 2-d");
+  Type elem = n.hasAttr("dtype") ? n.elementType((int32_t)n.attrInt("dtype", 0)) : n.inputElementType(0);
+  CoreBuilder &b = n.b();
+  Value diff = diagonalOffset(b, s[0], s[1]);
+  Value eye = b.compare(CompareKind::Eq, diff, b.scalarLike(diff, n.attrInt("k", 0)));
+  n.setOutput(0, b.cast(eye, elem));
+}
+
+/// Trilu: keep x where col - row >= k (upper) or <= k (lower) in the last two dims, else 0.
+void lowerTrilu(NodeContext &n) {
+  Value x = n.input(0);
+  Shape64 s = shapeVec(x);
+  if (s.size() < 2)
+    n.fail("input must have rank >= 2");
+  int64_t k = 0;
+  if (n.hasInput(1))
+    k = requireScalar(n, 1, "k").getInt(0);
+  CoreBuilder &b = n.b();
+  Value diff = diagonalOffset(b, s[s.size() - 2], s.back());
+  Value keep = b.compare(n.attrInt("upper", 1) ? CompareKind::Ge : CompareKind::Le, diff,
+                         b.scalarLike(diff, k));
+  n.setOutput(0, b.select(keep, x, b.scalarLike(x, 0)));
+}
+
+// ---- Data-dependent shapes (evaluated at compile time) --------------------------------------
+
+bool isNonzero(const Tensor &t, int64_t i) {
+  return visitDType(t.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    return (ComputeType<T>)t.data<T>()[i] != (ComputeType<T>)0;
+  });
+}
+
+/// NonZero: [rank, count] i64 coordinates of the nonzero elements, in row-major order.
+void lowerNonZero(NodeContext &n) {
+  Tensor x = n.requireConstantInput(0, "the input (the output size depends on its values)");
+  Shape shape = x.rank() == 0 ? Shape{1} : x.shape();
+  Shape strides = stridesOf(shape);
+  std::vector<int64_t> hits;
+  for (int64_t i = 0; i < x.numElements(); ++i)
+    if (isNonzero(x, i))
+      hits.push_back(i);
+  int64_t rank = shape.size(), count = hits.size();
+  std::vector<int64_t> coords(rank * count);
+  for (int64_t j = 0; j < count; ++j)
+    for (int64_t d = 0; d < rank; ++d)
+      coords[d * count + j] = hits[j] / strides[d] % shape[d];
+  n.setOutput(0, n.b().constantI64(coords, {rank, count}));
+}
+
+/// Compress: gather of the positions where the (compile-time) condition holds.
+void lowerCompress(NodeContext &n) {
+  Value x = n.input(0);
+  Tensor cond = n.requireConstantInput(1, "condition (the output size depends on it)");
+  if (cond.rank() != 1)
+    n.fail("condition must be 1-d");
+  CoreBuilder &b = n.b();
+  int64_t axis = 0;
+  if (n.hasAttr("axis"))
+    axis = n.normalizeAxis(n.attrInt("axis", 0), CoreBuilder::rankOf(x));
+  else
+    x = b.reshape(x, {product(CoreBuilder::shapeOf(x))});
+  int64_t dim = CoreBuilder::shapeOf(x)[axis];
+  std::vector<int64_t> keep;
+  for (int64_t i = 0; i < cond.numElements(); ++i)
+    if (isNonzero(cond, i)) {
+      if (i >= dim)
+        n.fail("condition selects index " + std::to_string(i) + " beyond the dim size " +
+               std::to_string(dim));
+      keep.push_back(i);
+    }
+  n.setOutput(0, b.create<GatherOp>(x, b.constantI64(keep, {(int64_t)keep.size()}), axis));
+}
+
+/// Three-way comparison of elements i and j of t (numeric order).
+int compareElements(const Tensor &t, int64_t i, int64_t j) {
+  return visitDType(t.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    auto a = (ComputeType<T>)t.data<T>()[i], c = (ComputeType<T>)t.data<T>()[j];
+    return a < c ? -1 : (c < a ? 1 : 0);
+  });
+}
+
+/// Unique: the distinct slices along `axis` (elements without an axis), computed at compile
+/// time. Y is a gather of the first occurrences; indices, inverse_indices and counts are
+/// constants. Sorted order is lexicographic over a slice's elements, as numpy.unique.
+void lowerUnique(NodeContext &n) {
+  Value x = n.input(0);
+  Tensor t = n.requireConstantInput(0, "the input (the output size depends on its values)");
+  CoreBuilder &b = n.b();
+  int64_t axis = 0;
+  if (n.hasAttr("axis")) {
+    axis = n.normalizeAxis(n.attrInt("axis", 0), t.rank());
+  } else {
+    x = b.reshape(x, {t.numElements()});
+    t = t.reshaped({t.numElements()});
+  }
+  // Slice r consists of the elements (o, r, i) for o over the outer dims and i the inner ones.
+  int64_t rows = t.dim(axis);
+  int64_t outer = product(ArrayRef<int64_t>(t.shape()).take_front(axis));
+  int64_t inner = product(ArrayRef<int64_t>(t.shape()).drop_front(axis + 1));
+  auto compareRows = [&](int64_t r1, int64_t r2) {
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i)
+        if (int c = compareElements(t, (o * rows + r1) * inner + i, (o * rows + r2) * inner + i))
+          return c;
+    return 0;
+  };
+  std::vector<int64_t> order(rows);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t c) { return compareRows(a, c) < 0; });
+  // Groups of equal rows in sorted order; each group's first member is its first occurrence.
+  std::vector<int64_t> first, counts, groupOf(rows);
+  for (size_t k = 0; k < order.size(); ++k) {
+    if (k == 0 || compareRows(order[k - 1], order[k]) != 0) {
+      first.push_back(order[k]);
+      counts.push_back(0);
+    }
+    groupOf[order[k]] = first.size() - 1;
+    ++counts.back();
+  }
+  int64_t unique = first.size();
+  // Output position of each group: sorted order, or order of first occurrence.
+  std::vector<int64_t> position(unique);
+  std::iota(position.begin(), position.end(), 0);
+  if (!n.attrInt("sorted", 1)) {
+    std::vector<int64_t> byFirst(unique);
+    std::iota(byFirst.begin(), byFirst.end(), 0);
+    llvm::sort(byFirst, [&](int64_t a, int64_t c) { return first[a] < first[c]; });
+    for (int64_t p = 0; p < unique; ++p)
+      position[byFirst[p]] = p;
+  }
+  std::vector<int64_t> indices(unique), outCounts(unique), inverse(rows);
+  for (int64_t g = 0; g < unique; ++g) {
+    indices[position[g]] = first[g];
+    outCounts[position[g]] = counts[g];
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    inverse[r] = position[groupOf[r]];
+  if (n.hasOutput(0))
+    n.setOutput(0, b.create<GatherOp>(x, b.constantI64(indices, {unique}), axis));
+  if (n.hasOutput(1))
+    n.setOutput(1, b.constantI64(indices, {unique}));
+  if (n.hasOutput(2))
+    n.setOutput(2, b.constantI64(inverse, {rows}));
+  if (n.hasOutput(3))
+    n.setOutput(3, b.constantI64(outCounts, {unique}));
+}
+
+// ---- Dropout ----------------------------------------------------------------------------------
+
+/// Dropout in inference: output = input, mask all true. Training mode (opset >= 12, a
+/// compile-time training_mode input) is only supported with ratio 0, where it is the same.
+/// Before opset 7, is_test is ignored: such models are imported for inference.
+void lowerDropout(NodeContext &n) {
+  Value x = n.input(0);
+  if (n.opset() >= 12 && n.hasInput(2)) {
+    Tensor training = requireScalar(n, 2, "training_mode");
+    if (isNonzero(training, 0)) {
+      double ratio = 0.5;
+      if (n.hasInput(1))
+        ratio = requireScalar(n, 1, "ratio (in training mode)").getDouble(0);
+      if (ratio != 0)
+        n.fail("training-mode Dropout with ratio " + std::to_string(ratio) +
+               " > 0 drops random elements, which tcc does not support");
+    }
+  }
+  n.setOutput(0, x);
+  if (n.hasOutput(1)) {
+    CoreBuilder &b = n.b();
+    // The mask is bool from opset 10, the data type before.
+    Type maskType = n.opset() >= 10 ? b.builder().getI1Type() : CoreBuilder::elementTypeOf(x);
+    n.setOutput(1, b.splat(b.tensorType(CoreBuilder::shapeOf(x), maskType), 1));
+  }
+}
+
+} // namespace
+
+void registerShapeOps(OpRegistry &r) {
+  r.add("Identity", lowerIdentity);
+  r.add("Constant", lowerConstant);
+  r.add("Shape", lowerShape);
+  r.add("Size", lowerSize);
+  r.add("ConstantOfShape", lowerConstantOfShape);
+  r.add("Reshape", lowerReshape);
+  r.add("Flatten", lowerFlatten);
+  r.add("Squeeze", lowerSqueeze);
+  r.add("Unsqueeze", lowerUnsqueeze);
+  r.add("Transpose", lowerTranspose);
+  r.add("DepthToSpace", lowerDepthToSpace);
+  r.add("SpaceToDepth", lowerSpaceToDepth);
+  r.add("Concat", lowerConcat);
+  r.add("Split", lowerSplit);
+  r.add("Slice", lowerSlice);
+  r.add("Pad", lowerPad);
+  r.add("Tile", lowerTile);
+  r.add("Expand", lowerExpand);
+  r.add("Gather", lowerGather);
+  r.add("GatherElements", lowerGatherElements);
+  r.add("GatherND", lowerGatherND);
+  r.add("ScatterElements", lowerScatterElements);
+  r.add("Scatter", lowerScatterElements);
+  r.add("ScatterND", lowerScatterND);
+  r.add("ReverseSequence", lowerReverseSequence);
+  r.add("Range", lowerRange);
+  r.add("OneHot", lowerOneHot);
+  r.add("EyeLike", lowerEyeLike);
+  r.add("Trilu", lowerTrilu);
+  r.add("NonZero", lowerNonZero);
+  r.add("Compress", lowerCompress);
+  r.add("Unique", lowerUnique);
+  r.add("Dropout", lowerDropout);
+}
 
 } // namespace tcc::onnx_import

@@ -1,0 +1,427 @@
+//===- Recurrent.cpp - ONNX RNN, GRU and LSTM -> tcc ----------------------------===//
+//
+// Each direction applies its cell once per time step. The input projections X·Wᵀ + Wb of all
+// steps are one tcc.matmul up front; per step there remain the recurrent product H·Rᵀ (+ Rb) and
+// the elementwise gates. Sequences of up to kMaxUnrolledSteps steps are unrolled: straight-line
+// IR that fuses well and folds when the inputs are constant. Longer ones become a tcc.loop
+// carrying H (and C) whose body reads step t's projections with tcc.dynamic_slice and stacks
+// the step outputs as the loop's scan output, keeping the IR size independent of the length.
+//
+// sequence_lens masks with tcc.select: at steps t >= len[b], batch row b keeps its state and
+// outputs zeros; a reverse pass thus starts at its row's last valid step.
+//
+//===----------------------------------------------------------------------===//
+#include "../NodeContext.h"
+
+#include "llvm/ADT/StringExtras.h"
+
+using namespace mlir;
+
+namespace tcc::onnx_import {
+namespace {
+
+/// Sequences up to this many steps are unrolled; longer ones run in a tcc.loop.
+constexpr int64_t kMaxUnrolledSteps = 64;
+
+enum class Cell { Rnn, Gru, Lstm };
+
+struct Activation {
+  std::string name; // lower case
+  double alpha = 0, beta = 0;
+};
+
+/// One ONNX RNN activation function (names as in the RNN/GRU/LSTM specs).
+Value activate(CoreBuilder &b, const Activation &a, Value x) {
+  auto c = [&](double v) { return b.scalarLike(x, v); };
+  const std::string &f = a.name;
+  if (f == "sigmoid")
+    return b.unary(UnaryKind::Sigmoid, x);
+  if (f == "tanh")
+    return b.unary(UnaryKind::Tanh, x);
+  if (f == "relu")
+    return b.max(x, c(0));
+  if (f == "affine")
+    return b.add(b.mul(x, c(a.alpha)), c(a.beta));
+  if (f == "leakyrelu")
+    return b.select(b.compare(CompareKind::Lt, x, c(0)), b.mul(x, c(a.alpha)), x);
+  if (f == "thresholdedrelu")
+    return b.select(b.compare(CompareKind::Gt, x, c(a.alpha)), x, b.splatLike(x, 0));
+  if (f == "scaledtanh")
+    return b.mul(b.unary(UnaryKind::Tanh, b.mul(x, c(a.beta))), c(a.alpha));
+  if (f == "hardsigmoid")
+    return b.min(b.max(b.add(b.mul(x, c(a.alpha)), c(a.beta)), c(0)), c(1));
+  if (f == "elu")
+    return b.select(b.compare(CompareKind::Lt, x, c(0)),
+                    b.mul(b.sub(b.unary(UnaryKind::Exp, x), c(1)), c(a.alpha)), x);
+  if (f == "softsign")
+    return b.div(x, b.add(b.unary(UnaryKind::Abs, x), c(1)));
+  // softplus (names are validated when parsed)
+  return b.unary(UnaryKind::Log, b.add(b.unary(UnaryKind::Exp, x), c(1)));
+}
+
+/// The node's activations for each direction, with their alpha/beta: `activations` lists
+/// `perDirection` functions per direction; the alpha and beta lists are consumed in that order
+/// by the functions that take them (defaults are those of the ONNX operators of the same name).
+std::vector<std::vector<Activation>> parseActivations(NodeContext &n, int64_t numDirections,
+                                                      std::vector<std::string> defaults) {
+  std::vector<std::string> names = n.attrStrings("activations");
+  size_t per = defaults.size();
+  if (names.empty())
+    for (int64_t d = 0; d < numDirections; ++d)
+      names.insert(names.end(), defaults.begin(), defaults.end());
+  if (names.size() == per && numDirections == 2)
+    names.insert(names.end(), names.begin(), names.end());
+  if (names.size() != per * numDirections)
+    n.fail("'activations' has " + std::to_string(names.size()) + " entries, expected " +
+           std::to_string(per * numDirections));
+  std::vector<float> alphas = n.attrFloats("activation_alpha");
+  std::vector<float> betas = n.attrFloats("activation_beta");
+  size_t nextAlpha = 0, nextBeta = 0;
+  auto take = [](const std::vector<float> &list, size_t &next, double fallback) {
+    return next < list.size() ? (double)list[next++] : fallback;
+  };
+  std::vector<std::vector<Activation>> out(numDirections);
+  for (size_t i = 0; i < names.size(); ++i) {
+    Activation a{llvm::StringRef(names[i]).lower()};
+    const std::string &f = a.name;
+    if (f == "affine" || f == "scaledtanh") {
+      a.alpha = take(alphas, nextAlpha, 1.0);
+      a.beta = take(betas, nextBeta, f == "affine" ? 0.0 : 1.0);
+    } else if (f == "leakyrelu") {
+      a.alpha = take(alphas, nextAlpha, 0.01);
+    } else if (f == "thresholdedrelu" || f == "elu") {
+      a.alpha = take(alphas, nextAlpha, 1.0);
+    } else if (f == "hardsigmoid") {
+      a.alpha = take(alphas, nextAlpha, 0.2);
+      a.beta = take(betas, nextBeta, 0.5);
+    } else if (f != "sigmoid" && f != "tanh" && f != "relu" && f != "softsign" && f != "softplus") {
+      n.fail("unsupported activation function '" + names[i] + "'");
+    }
+    out[i / per].push_back(a);
+  }
+  return out;
+}
+
+/// What every step of one direction needs, computed once outside the steps.
+struct Direction {
+  Cell cell;
+  int64_t hidden;
+  std::optional<double> clip;
+  bool linearBeforeReset = false, inputForget = false;
+  std::vector<Activation> act; // f (, g (, h))
+  // The recurrence H·Rᵀ + Rb: Rᵀ [H, G*H] and Rb broadcast to [B, G*H] (or null), split in
+  // [0, split) and [split, G*H) columns for GRU, whose last gate multiplies in r first.
+  Value rT[2], rb[2];
+  Value peephole[3]; // LSTM: Pi, Po, Pf broadcast to [B, H], or null
+};
+
+struct State {
+  Value h, c; // [B, H]; c only for LSTM
+};
+
+/// Gate k (of width H) of a [B, G*H] value.
+Value gate(CoreBuilder &b, Value v, int64_t k, int64_t hidden) {
+  return b.sliceDim(v, CoreBuilder::rankOf(v) - 1, k * hidden, (k + 1) * hidden);
+}
+
+bool isZero(Value v) {
+  auto c = v.getDefiningOp<ConstantOp>();
+  auto splat = c ? dyn_cast<SplatElementsAttr>(c.getValue()) : nullptr;
+  return splat && splat.getSplatValue<APFloat>().isZero();
+}
+
+/// One time step: the new state from the step's input projections xw [B, G*H] (bias included).
+State step(CoreBuilder &b, const Direction &d, Value xw, State prev) {
+  int64_t hs = d.hidden;
+  auto clip = [&](Value v) {
+    if (!d.clip)
+      return v;
+    return b.min(b.max(v, b.scalarLike(v, -*d.clip)), b.scalarLike(v, *d.clip));
+  };
+  auto act = [&](size_t i, Value v) { return activate(b, d.act[i], clip(v)); };
+  // H·Rᵀ + Rb over column part k, skipping the product when H is zero (the first step without
+  // initial_h); null when that leaves nothing.
+  bool zeroH = isZero(prev.h);
+  auto product = [&](Value h, int k) -> Value {
+    Value p = zeroH ? Value() : b.matmul(h, d.rT[k]);
+    if (!d.rb[k])
+      return p;
+    return p ? b.add(p, d.rb[k]) : d.rb[k];
+  };
+  auto recur = [&](Value x, Value h, int k) {
+    Value p = product(h, k);
+    return p ? b.add(x, p) : x;
+  };
+  switch (d.cell) {
+  case Cell::Rnn:
+    return {act(0, recur(xw, prev.h, 0)), Value()};
+  case Cell::Gru: {
+    // Gates z, r, h: z = f(xz + H·Rzᵀ + Rbz), r = f(...), h~ = g(xh + (r·H)·Rhᵀ + Rbh) or, with
+    // linear_before_reset, g(xh + r·(H·Rhᵀ + Rbh)); H' = (1 - z)·h~ + z·H.
+    Value zr = recur(b.sliceDim(xw, 1, 0, 2 * hs), prev.h, 0);
+    Value z = act(0, gate(b, zr, 0, hs));
+    Value r = act(0, gate(b, zr, 1, hs));
+    Value xh = gate(b, xw, 2, hs);
+    Value hh;
+    if (!d.linearBeforeReset)
+      hh = recur(xh, zeroH ? prev.h : b.mul(r, prev.h), 1);
+    else if (Value p = product(prev.h, 1))
+      hh = b.add(xh, b.mul(r, p));
+    else
+      hh = xh;
+    Value candidate = act(1, hh);
+    return {b.add(b.mul(b.sub(b.splatLike(z, 1), z), candidate), b.mul(z, prev.h)), Value()};
+  }
+  case Cell::Lstm: {
+    // Gates i, o, f, c (peepholes Pi, Po, Pf): Ct = ft·Ct-1 + it·ct, Ht = ot·h(Ct).
+    Value gates = recur(xw, prev.h, 0);
+    auto peep = [&](Value g, int k, Value c) {
+      return d.peephole[k] ? b.add(g, b.mul(d.peephole[k], c)) : g;
+    };
+    Value i = act(0, peep(gate(b, gates, 0, hs), 0, prev.c));
+    Value f = d.inputForget ? b.sub(b.splatLike(i, 1), i)
+                            : act(0, peep(gate(b, gates, 2, hs), 2, prev.c));
+    Value cand = act(1, gate(b, gates, 3, hs));
+    Value c = b.add(b.mul(f, prev.c), b.mul(i, cand));
+    Value o = act(0, peep(gate(b, gates, 1, hs), 1, c));
+    return {b.mul(o, activate(b, d.act[2], c)), c};
+  }
+  }
+  return prev;
+}
+
+/// Step t's state after masking with sequence_lens (i64 [B, 1], or null), and its output row.
+std::pair<State, Value> maskedStep(CoreBuilder &b, const Direction &d, Value xw, State prev,
+                                   Value t, Value lens) {
+  State next = step(b, d, xw, prev);
+  if (!lens)
+    return {next, next.h};
+  Value valid = b.compare(CompareKind::Lt, b.broadcastTo(t, CoreBuilder::shapeOf(lens)), lens);
+  Value y = b.select(valid, next.h, b.splatLike(next.h, 0));
+  next.h = b.select(valid, next.h, prev.h);
+  if (next.c)
+    next.c = b.select(valid, next.c, prev.c);
+  return {next, y};
+}
+
+/// Runs one direction over the sequence. xw: [T*B, G*H], step t in rows [t*B, (t+1)*B).
+/// Returns Y [T, B, H] (in time order, or null when not needed) and the final state.
+std::pair<Value, State> runDirection(NodeContext &n, const Direction &d, Value xw, State init,
+                                     Value lens, bool reverse, bool needY) {
+  CoreBuilder &b = n.b();
+  int64_t B = CoreBuilder::shapeOf(init.h)[0], GH = CoreBuilder::shapeOf(xw)[1];
+  int64_t T = CoreBuilder::shapeOf(xw)[0] / B;
+  if (T <= kMaxUnrolledSteps) {
+    std::vector<Value> ys(T);
+    State s = init;
+    for (int64_t k = 0; k < T; ++k) {
+      int64_t t = reverse ? T - 1 - k : k;
+      Value x = b.sliceDim(xw, 0, t * B, (t + 1) * B);
+      auto [next, y] = maskedStep(b, d, x, s, lens ? b.constantI64({t}, {}) : Value(), lens);
+      s = next;
+      if (needY)
+        ys[t] = b.reshape(y, {1, B, d.hidden});
+    }
+    return {needY ? b.concat(ys, 0) : Value(), s};
+  }
+
+  // tcc.loop carrying (h[, c]), with the step outputs as its scan output.
+  Value xw3d = b.reshape(xw, {T, B, GH});
+  OpBuilder &ob = b.builder();
+  Type i64 = ob.getI64Type(), i1 = ob.getI1Type();
+  SmallVector<Value> inits{init.h};
+  if (init.c)
+    inits.push_back(init.c);
+  SmallVector<Type> resultTypes(ValueRange(inits).getTypes());
+  if (needY)
+    resultTypes.push_back(b.tensorType({T, B, d.hidden}, CoreBuilder::elementTypeOf(init.h)));
+  Value alwaysTrue = b.splat(b.tensorType({}, i1), 1);
+  auto loop =
+      ob.create<LoopOp>(b.location(), resultTypes, b.constantI64({T}, {}), alwaysTrue, inits);
+  Block *body = new Block;
+  loop.getBody().push_back(body);
+  body->addArgument(b.tensorType({}, i64), b.location());
+  body->addArgument(b.tensorType({}, i1), b.location());
+  for (Value v : inits)
+    body->addArgument(v.getType(), b.location());
+  {
+    OpBuilder::InsertionGuard guard(ob);
+    ob.setInsertionPointToEnd(body);
+    Value t = body->getArgument(0);
+    if (reverse)
+      t = b.sub(b.constantI64({T - 1}, {}), t);
+    Value zero = b.constantI64({0}, {});
+    Value x =
+        b.create<DynamicSliceOp>(xw3d, ValueRange{t, zero, zero}, ArrayRef<int64_t>{1, B, GH});
+    State prev{body->getArgument(2), init.c ? body->getArgument(3) : Value()};
+    auto [next, y] = maskedStep(b, d, b.reshape(x, {B, GH}), prev, t, lens);
+    SmallVector<Value> yields{alwaysTrue, next.h};
+    if (next.c)
+      yields.push_back(next.c);
+    if (needY)
+      yields.push_back(y);
+    ob.create<YieldOp>(b.location(), yields);
+  }
+  b.verifyOrThrow(loop);
+  State final{loop.getResult(0), init.c ? loop.getResult(1) : Value()};
+  Value y;
+  if (needY) {
+    y = loop.getResults().back();
+    // The loop stacks in iteration order; a reverse pass ran from the last step.
+    if (reverse)
+      y = b.createTyped<ReverseOp>(y.getType(), y, ArrayRef<int64_t>{0});
+  }
+  return {y, final};
+}
+
+/// RNN, GRU and LSTM: inputs X, W, R, B, sequence_lens, initial_h (, initial_c, P).
+void lowerRecurrent(NodeContext &n, Cell cell) {
+  CoreBuilder &b = n.b();
+  int64_t numGates = cell == Cell::Rnn ? 1 : cell == Cell::Gru ? 3 : 4;
+  std::string direction = n.attrString("direction", "forward");
+  if (direction != "forward" && direction != "reverse" && direction != "bidirectional")
+    n.fail("direction must be forward, reverse or bidirectional, got '" + direction + "'");
+  int64_t D = direction == "bidirectional" ? 2 : 1;
+  int64_t layout = n.attrInt("layout", 0);
+  if (layout != 0 && layout != 1)
+    n.fail("layout must be 0 or 1");
+
+  auto expectShape = [&](size_t i, const char *what, ArrayRef<int64_t> shape) {
+    if (n.inputShape(i) != shape) {
+      std::string want;
+      for (int64_t s : shape)
+        want += (want.empty() ? "" : "x") + std::to_string(s);
+      n.fail(std::string(what) + " must have shape " + want + ", got " +
+             shapeToString(Shape(n.inputShape(i).begin(), n.inputShape(i).end())));
+    }
+  };
+  Value x = n.input(0);
+  if (n.inputRank(0) != 3 || n.inputRank(1) != 3 || n.inputRank(2) != 3)
+    n.fail("X, W and R must have rank 3");
+  if (!isa<FloatType>(n.inputElementType(0)))
+    n.fail("X must have a floating-point type");
+  Type element = n.inputElementType(0);
+  if (layout == 1)
+    x = b.transpose(x, {1, 0, 2}); // [T, B, I]
+  int64_t T = CoreBuilder::shapeOf(x)[0], batch = CoreBuilder::shapeOf(x)[1],
+          I = CoreBuilder::shapeOf(x)[2];
+  int64_t H = n.inputShape(2)[2];
+  if (n.hasAttr("hidden_size") && n.attrInt("hidden_size", 0) != H)
+    n.fail("hidden_size is " + std::to_string(n.attrInt("hidden_size", 0)) + " but R has " +
+           std::to_string(H) + " columns");
+  int64_t GH = numGates * H;
+  if (T == 0)
+    n.fail("the sequence is empty");
+  expectShape(1, "W", {D, GH, I});
+  expectShape(2, "R", {D, GH, H});
+  auto operand = [&](size_t i) { return b.cast(n.input(i), element); };
+  Value bias = n.hasInput(3) ? (expectShape(3, "B", {D, 2 * GH}), operand(3)) : Value();
+  Value lens;
+  if (n.hasInput(4)) {
+    expectShape(4, "sequence_lens", {batch});
+    lens = b.reshape(b.cast(n.input(4), b.builder().getI64Type()), {batch, 1});
+    if (auto c = n.constantInput(4)) {
+      auto values = c->toInt64Vector();
+      if (llvm::all_of(values, [&](int64_t v) { return v == T; }))
+        lens = Value(); // every sequence is full length
+    }
+  }
+  // Direction d's part of a [D, ...] value.
+  auto row = [&](Value v, int64_t d) {
+    auto shape = CoreBuilder::shapeOf(v);
+    return b.reshape(b.sliceDim(v, 0, d, d + 1), shape.drop_front());
+  };
+  // initial_h / initial_c as [D, B, H] (null when absent: zeros).
+  auto initial = [&](size_t i, const char *what) -> Value {
+    if (!n.hasInput(i))
+      return Value();
+    if (layout == 0)
+      expectShape(i, what, {D, batch, H});
+    else
+      expectShape(i, what, {batch, D, H});
+    Value v = operand(i);
+    return layout == 1 ? b.transpose(v, {1, 0, 2}) : v;
+  };
+  Value h0 = initial(5, "initial_h");
+  Value c0 = cell == Cell::Lstm ? initial(6, "initial_c") : Value();
+  auto initialRow = [&](Value v, int64_t d) {
+    return v ? row(v, d) : b.splat(b.tensorType({batch, H}, element), 0);
+  };
+  Value peepholes;
+  if (cell == Cell::Lstm && n.hasInput(7)) {
+    expectShape(7, "P", {D, 3 * H});
+    peepholes = operand(7);
+  }
+
+  std::vector<std::string> defaults;
+  if (cell == Cell::Rnn)
+    defaults = {"Tanh"};
+  else if (cell == Cell::Gru)
+    defaults = {"Sigmoid", "Tanh"};
+  else
+    defaults = {"Sigmoid", "Tanh", "Tanh"};
+  auto activations = parseActivations(n, D, defaults);
+  std::optional<double> clip;
+  if (n.hasAttr("clip"))
+    clip = n.attrFloat("clip", 0);
+
+  bool needY = n.hasOutput(0);
+  Value x2d = b.reshape(x, {T * batch, I});
+  std::vector<Value> ys, hs, cs;
+  for (int64_t d = 0; d < D; ++d) {
+    Direction dir{cell, H, clip};
+    dir.linearBeforeReset = n.attrInt("linear_before_reset", 0) != 0;
+    dir.inputForget = n.attrInt("input_forget", 0) != 0;
+    dir.act = activations[d];
+    Value w = row(operand(1), d);                     // [G*H, I]
+    Value xw = b.matmul(x2d, b.transpose(w, {1, 0})); // [T*B, G*H]
+    Value rT = b.transpose(row(operand(2), d), {1, 0});
+    Value rb;
+    if (bias) {
+      Value bd = row(bias, d);
+      xw = b.add(xw, b.sliceDim(bd, 0, 0, GH));
+      rb = b.broadcastTo(b.sliceDim(bd, 0, GH, 2 * GH), {batch, GH});
+    }
+    int64_t split = cell == Cell::Gru ? 2 * H : GH;
+    dir.rT[0] = b.sliceDim(rT, 1, 0, split);
+    dir.rb[0] = rb ? b.sliceDim(rb, 1, 0, split) : Value();
+    if (split < GH) {
+      dir.rT[1] = b.sliceDim(rT, 1, split, GH);
+      dir.rb[1] = rb ? b.sliceDim(rb, 1, split, GH) : Value();
+    }
+    for (int k = 0; peepholes && k < 3; ++k)
+      dir.peephole[k] =
+          b.broadcastTo(b.sliceDim(row(peepholes, d), 0, k * H, (k + 1) * H), {batch, H});
+    bool reverse = direction == "reverse" || d == 1;
+    State init{initialRow(h0, d), cell == Cell::Lstm ? initialRow(c0, d) : Value()};
+    auto [y, final] = runDirection(n, dir, xw, init, lens, reverse, needY);
+    if (needY)
+      ys.push_back(b.reshape(y, {T, 1, batch, H}));
+    hs.push_back(b.reshape(final.h, {1, batch, H}));
+    if (n.hasOutput(2))
+      cs.push_back(b.reshape(final.c, {1, batch, H}));
+  }
+  auto join = [&](const std::vector<Value> &parts, int64_t axis) {
+    return parts.size() == 1 ? parts[0] : b.concat(parts, axis);
+  };
+  if (needY) {
+    Value y = join(ys, 1); // [T, D, B, H]
+    n.setOutput(0, layout == 1 ? b.transpose(y, {2, 0, 1, 3}) : y);
+  }
+  Value yh = join(hs, 0); // [D, B, H]
+  n.setOutput(1, layout == 1 ? b.transpose(yh, {1, 0, 2}) : yh);
+  if (cell == Cell::Lstm && n.hasOutput(2)) {
+    Value yc = join(cs, 0);
+    n.setOutput(2, layout == 1 ? b.transpose(yc, {1, 0, 2}) : yc);
+  }
+}
+
+} // namespace
+
+void registerRecurrentOps(OpRegistry &r) {
+  r.add("RNN", [](NodeContext &n) { lowerRecurrent(n, Cell::Rnn); });
+  r.add("GRU", [](NodeContext &n) { lowerRecurrent(n, Cell::Gru); });
+  r.add("LSTM", [](NodeContext &n) { lowerRecurrent(n, Cell::Lstm); });
+}
+
+} // namespace tcc::onnx_import
