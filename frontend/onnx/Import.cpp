@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "onnx/defs/schema.h"
 
 #include <sstream>
@@ -298,6 +299,13 @@ void GraphImporter::expandFunction(NodeContext &ctx, const onnx::OpSchema &schem
           onnx::AttributeProto copy = *it->second;
           copy.set_name(a.name());
           *n.add_attribute() = copy;
+        } else if (auto d = schema.attributes().find(a.ref_attr_name());
+                   d != schema.attributes().end() &&
+                   d->second.default_value.type() != onnx::AttributeProto::UNDEFINED) {
+          // The node leaves the attribute at its default: the body sees the schema's default.
+          onnx::AttributeProto copy = d->second.default_value;
+          copy.set_name(a.name());
+          *n.add_attribute() = copy;
         }
       }
       importNode(n);
@@ -402,6 +410,14 @@ Tensor GraphImporter::requireConstant(NodeContext &ctx, Value v, const std::stri
                   "(computed from graph input(s) " + names + ")");
 }
 
+/// Erases the ops whose results are unused (constants left behind by folding, initializers no
+/// node reads) in the function body, users before producers.
+static void eraseDeadOps(func::FuncOp func) {
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(func.getBody().front())))
+    if (mlir::isOpTriviallyDead(&op))
+      op.erase();
+}
+
 ImportedModel GraphImporter::run() {
   const onnx::GraphProto &graph = model_.graph();
   auto module = ModuleOp::create(UnknownLoc::get(&ctx_));
@@ -457,6 +473,7 @@ ImportedModel GraphImporter::run() {
     result.outputNames.push_back(out.name());
   }
   builder_.create<func::ReturnOp>(UnknownLoc::get(&ctx_), outputs);
+  eraseDeadOps(func);
   func.setFunctionType(builder_.getFunctionType(argTypes, ValueRange(outputs).getTypes()));
 
   std::string diagnostics;

@@ -393,6 +393,19 @@ OpsetMap opsetImports(const onnx::ModelProto &model) {
   return opsets;
 }
 
+/// Strides, dilations and kernel sizes must be positive: ONNX 1.12's conv/pool shape inference
+/// divides by them (a zero stride is a SIGFPE there).
+void checkWindowAttributes(const onnx::NodeProto &node) {
+  for (const onnx::AttributeProto &attr : node.attribute()) {
+    if (attr.name() != "strides" && attr.name() != "dilations" && attr.name() != "kernel_shape")
+      continue;
+    for (int64_t v : attr.ints())
+      if (v < 1)
+        throw Error(nodeDescription(node) + " has " + attr.name() + " entry " + std::to_string(v) +
+                    ": every entry must be at least 1");
+  }
+}
+
 void verifyNodes(const onnx::GraphProto &graph, const OpsetMap &opsets) {
   for (const onnx::NodeProto &node : graph.node()) {
     auto opset = opsets.find(isDefaultDomain(node.domain()) ? "" : node.domain());
@@ -408,6 +421,7 @@ void verifyNodes(const onnx::GraphProto &graph, const OpsetMap &opsets) {
                     " at opset " + std::to_string(opset->second) + ": " + e.what());
       }
     }
+    checkWindowAttributes(node);
     for (const onnx::AttributeProto &attr : node.attribute()) {
       if (attr.has_g())
         verifyNodes(attr.g(), opsets);

@@ -125,16 +125,24 @@ OpFoldResult BinaryOp::fold(FoldAdaptor adaptor) {
   auto rhs = constantOf(adaptor.getRhs());
   if (!rhs || !rhs.isSplat())
     return {};
+  // Floats compare bitwise: x + (-0.0) is x, but x + 0.0 turns -0.0 into +0.0.
   auto isSplatOf = [&](double v) {
     Type e = rhs.getElementType();
-    if (isa<FloatType>(e))
-      return rhs.getSplatValue<APFloat>().convertToDouble() == v;
+    if (auto f = dyn_cast<FloatType>(e)) {
+      APFloat want(v);
+      bool lost;
+      want.convert(f.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+      return rhs.getSplatValue<APFloat>().bitwiseIsEqual(want);
+    }
     if (e.isInteger(1))
       return false;
     return rhs.getSplatValue<APInt>().getSExtValue() == (int64_t)v;
   };
   switch (getKind()) {
   case BinaryKind::Add:
+    if (isSplatOf(-0.0))
+      return getLhs();
+    break;
   case BinaryKind::Sub:
     if (isSplatOf(0.0))
       return getLhs();

@@ -88,8 +88,24 @@ Tensor tensorFromAttr(ElementsAttr attr) {
   return t;
 }
 
+/// Whether every element of `t` has the bytes of the first.
+static bool isSplatTensor(const Tensor &t) {
+  size_t size = dtypeSize(t.dtype());
+  auto *bytes = static_cast<const char *>(t.raw());
+  for (int64_t i = 1; i < t.numElements(); ++i)
+    if (std::memcmp(bytes, bytes + i * size, size) != 0)
+      return false;
+  return t.numElements() > 0;
+}
+
 DenseElementsAttr attrFromTensor(MLIRContext *ctx, const Tensor &t) {
   auto type = tensorTypeOf(ctx, t);
+  if (t.numElements() > 1 && isSplatTensor(t)) {
+    // A splat is stored once, whatever its size.
+    Tensor first = t.reshaped({t.numElements()});
+    Tensor one(t.dtype(), {}, first.raw());
+    return DenseElementsAttr::get(type, attrFromTensor(ctx, one).getSplatValue<Attribute>());
+  }
   if (t.dtype() == DType::Bool) {
     const bool *p = t.data<bool>();
     return DenseElementsAttr::get(type, ArrayRef<bool>(p, p + t.numElements()));

@@ -21,7 +21,7 @@ namespace tcc {
 
 bool foldConstantOp(Operation *op, int64_t maxElements,
                     llvm::function_ref<void(Value, Value)> onReplace) {
-  if (!isa<TccDialect>(op->getDialect()) || isa<ConstantOp>(op) || op->getNumRegions() ||
+  if (!isa_and_present<TccDialect>(op->getDialect()) || isa<ConstantOp>(op) || op->getNumRegions() ||
       op->getNumResults() == 0)
     return false;
   std::vector<Tensor> operands;
@@ -34,6 +34,15 @@ bool foldConstantOp(Operation *op, int64_t maxElements,
   for (Type t : op->getResultTypes())
     if (cast<RankedTensorType>(t).getNumElements() > maxElements)
       return false;
+  // Broadcasting a (non-splat) constant only copies it: keep the small constant and the
+  // broadcast, which fuses into its users, rather than a large materialized copy.
+  if (auto bcast = dyn_cast<BroadcastInDimOp>(op)) {
+    auto c = bcast.getX().getDefiningOp<ConstantOp>();
+    bool splat = isa<SplatElementsAttr>(c.getValue());
+    if (!splat && bcast.getType().getNumElements() > std::max<int64_t>(
+                                                        4096, cast<RankedTensorType>(c.getType()).getNumElements()))
+      return false;
+  }
   std::vector<Tensor> results;
   try {
     results = evaluateOp(op, operands);

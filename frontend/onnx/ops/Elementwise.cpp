@@ -116,9 +116,18 @@ void registerActivations(OpRegistry &r) {
     n.setOutput(0, whereNegative(b, x, b.mul(x, b.scalarLike(x, n.attrFloat("alpha", 0.01)))));
   });
   r.add("PRelu", [](NodeContext &n) {
-    Value x = n.input(0);
+    Value x = n.input(0), slope = n.input(1);
     CoreBuilder &b = n.b();
-    n.setOutput(0, whereNegative(b, x, b.broadcastTo(b.mul(x, n.input(1)), CoreBuilder::shapeOf(x))));
+    // A per-channel slope [C] for x [N, C, ...] (as old exporters write it) applies along dim 1,
+    // which numpy broadcasting would not do.
+    auto xs = CoreBuilder::shapeOf(x);
+    if (CoreBuilder::rankOf(slope) == 1 && xs.size() > 2 && CoreBuilder::shapeOf(slope)[0] == xs[1] &&
+        xs[1] != xs.back()) {
+      SmallVector<int64_t> shape(xs.size() - 1, 1);
+      shape[0] = xs[1];
+      slope = b.reshape(slope, shape);
+    }
+    n.setOutput(0, whereNegative(b, x, b.broadcastTo(b.mul(x, slope), xs)));
   });
   r.add("Elu", [](NodeContext &n) {
     Value x = n.input(0);

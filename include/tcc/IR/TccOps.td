@@ -147,7 +147,7 @@ def Tcc_DynamicSliceOp : Tcc_Op<"dynamic_slice", [Pure, InferTypeOpAdaptor]> {
   let arguments = (ins Tcc_Tensor:$x, Variadic<Tcc_IndexScalar>:$starts, DenseI64ArrayAttr:$sizes);
   let results = (outs Tcc_Tensor:$result);
   let assemblyFormat = [{
-    $x `[` $starts `]` `sizes` `=` $sizes attr-dict `:` type($x) `,` type($starts) `->` type($result)
+    $x `[` $starts `]` `sizes` `=` $sizes attr-dict `:` type($x) (`,` type($starts)^)? `->` type($result)
   }];
 }
 
@@ -156,7 +156,7 @@ def Tcc_DynamicUpdateSliceOp : Tcc_Op<"dynamic_update_slice", [Pure, InferTypeOp
   let arguments = (ins Tcc_Tensor:$x, Tcc_Tensor:$update, Variadic<Tcc_IndexScalar>:$starts);
   let results = (outs Tcc_Tensor:$result);
   let assemblyFormat = [{
-    $x `,` $update `[` $starts `]` attr-dict `:` type($x) `,` type($update) `,` type($starts)
+    $x `,` $update `[` $starts `]` attr-dict `:` type($x) `,` type($update) (`,` type($starts)^)?
   }];
 }
 

@@ -1,12 +1,9 @@
 // RUN: tcc-opt %s | tcc-opt | FileCheck %s
 // RUN: tcc-opt %s -mlir-print-op-generic | tcc-opt | FileCheck %s
 
-// KNOWN BUG (include/tcc/IR/TccOps.td): with no start indices (a 0-d operand) the assembly
-// formats of dynamic_slice and dynamic_update_slice print a dangling `,`
-// ("tensor<f32>,  -> tensor<f32>") that does not parse back. Fix: make the separator part of an
-// optional group anchored on the start types, `(`,` type($starts)^)?`, in both formats.
-// Remove the XFAIL line once that is done.
-// XFAIL: *
+// With no start indices (a 0-d operand) dynamic_slice and dynamic_update_slice print no
+// dangling `,` before the (empty) start types, and the printed form parses back.
+
 
 // CHECK-LABEL: func.func @rank0(%arg0: tensor<f32>, %arg1: tensor<f32>) -> (tensor<f32>, tensor<f32>)
 // CHECK-NEXT: %0 = tcc.dynamic_slice %arg0[] sizes = [] : tensor<f32> -> tensor<f32>
