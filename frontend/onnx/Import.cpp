@@ -18,6 +18,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "onnx/defs/schema.h"
 
+#include <algorithm>
 #include <sstream>
 
 using namespace mlir;
@@ -45,6 +46,7 @@ const OpRegistry &opRegistry() {
     registerControlFlowOps(r);
     registerRecurrentOps(r);
     registerMiscOps(r);
+    registerSequenceOps(r);
     return r;
   }();
   return registry;
@@ -161,16 +163,31 @@ void GraphImporter::collectValueInfo(const onnx::GraphProto &graph) {
     }
 }
 
-Value GraphImporter::lookup(const std::string &name) const {
+std::pair<Value, const SequenceValue *> GraphImporter::find(const std::string &name) const {
   for (const Scope *s = scope_; s; s = s->parent) {
-    auto it = s->values.find(name);
-    if (it != s->values.end())
-      return it->second;
+    if (auto it = s->values.find(name); it != s->values.end())
+      return {it->second, nullptr};
+    if (auto it = s->sequences.find(name); it != s->sequences.end())
+      return {Value(), &it->second};
   }
-  return {};
+  return {Value(), nullptr};
 }
 
-void GraphImporter::define(const std::string &name, Value v) { scope_->values[name] = v; }
+Value GraphImporter::lookup(const std::string &name) const { return find(name).first; }
+
+const SequenceValue *GraphImporter::lookupSequence(const std::string &name) const {
+  return find(name).second;
+}
+
+void GraphImporter::define(const std::string &name, Value v) {
+  scope_->sequences.erase(name);
+  scope_->values[name] = v;
+}
+
+void GraphImporter::defineSequence(const std::string &name, SequenceValue seq) {
+  scope_->values.erase(name);
+  scope_->sequences[name] = std::move(seq);
+}
 
 Type GraphImporter::elementType(int32_t onnxType) const {
   auto dtype = dtypeFromOnnx(onnxType);
@@ -213,7 +230,10 @@ void GraphImporter::importNode(const onnx::NodeProto &node) {
 
   NodeContext ctx(*this, node, opset);
   try {
-    if (const OpLowering *lowering = opRegistry().find(domain, node.op_type()))
+    // Identity also forwards sequences; its registered lowering handles tensors.
+    if (domain.empty() && node.op_type() == "Identity" && ctx.inputIsSequence(0))
+      ctx.setOutputSequence(0, ctx.inputSequence(0), ctx.inputSequenceElementType(0));
+    else if (const OpLowering *lowering = opRegistry().find(domain, node.op_type()))
       (*lowering)(ctx);
     else if (const auto *schema = opset >= 0 ? functionSchema(domain, node.op_type(), opset) : nullptr)
       expandFunction(ctx, *schema);
@@ -227,7 +247,7 @@ void GraphImporter::importNode(const onnx::NodeProto &node) {
     ctx.fail(e.what());
   }
   for (int i = 0; i < node.output_size(); ++i)
-    if (!node.output(i).empty() && !lookup(node.output(i)))
+    if (!node.output(i).empty() && !lookup(node.output(i)) && !lookupSequence(node.output(i)))
       ctx.fail("the lowering did not produce output " + std::to_string(i) + " ('" +
                node.output(i) + "')");
 
@@ -237,9 +257,12 @@ void GraphImporter::importNode(const onnx::NodeProto &node) {
     Operation *next = op->getNextNode();
     foldConstantOp(op, options_.maxFoldElements, [&](Value from, Value to) {
       // The node's outputs are bound in the current scope: point them at the constants.
-      for (const auto &name : node.output())
+      for (const auto &name : node.output()) {
         if (auto it = scope_->values.find(name); it != scope_->values.end() && it->second == from)
           it->second = to;
+        if (auto it = scope_->sequences.find(name); it != scope_->sequences.end())
+          std::replace(it->second.elements.begin(), it->second.elements.end(), from, to);
+      }
     });
     op = next;
   }
@@ -272,10 +295,15 @@ void GraphImporter::expandFunction(NodeContext &ctx, const onnx::OpSchema &schem
   onnx::FunctionProto fn = functionBody(ctx, schema);
 
   // The body runs in its own scope, with its formal inputs bound to the node's actual inputs.
-  Scope body{{}, nullptr};
-  for (int i = 0; i < fn.input_size(); ++i)
-    if (ctx.hasInput(i))
+  Scope body{{}, nullptr, {}};
+  for (int i = 0; i < fn.input_size(); ++i) {
+    if (!ctx.hasInput(i))
+      continue;
+    if (ctx.inputIsSequence(i))
+      body.sequences[fn.input(i)] = {ctx.inputSequence(i), ctx.inputSequenceElementType(i)};
+    else
       body.values[fn.input(i)] = ctx.input(i);
+  }
   std::map<std::string, const onnx::AttributeProto *> actualAttrs;
   for (const auto &a : node.attribute())
     actualAttrs[a.name()] = &a;
@@ -316,22 +344,42 @@ void GraphImporter::expandFunction(NodeContext &ctx, const onnx::OpSchema &schem
     opsets_ = savedOpsets;
     throw;
   }
-  std::vector<Value> outputs;
+  std::vector<std::pair<Value, const SequenceValue *>> outputs;
   for (int i = 0; i < fn.output_size() && i < node.output_size(); ++i)
-    outputs.push_back(lookup(fn.output(i)));
+    outputs.push_back(find(fn.output(i)));
   scope_ = savedScope;
   prefix_ = savedPrefix;
   opsets_ = savedOpsets;
-  for (size_t i = 0; i < outputs.size(); ++i)
-    if (ctx.hasOutput(i)) {
-      if (!outputs[i])
-        ctx.fail("its function body does not define output '" + fn.output(i) + "'");
-      ctx.setOutput(i, outputs[i]);
-    }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (!ctx.hasOutput(i))
+      continue;
+    auto [value, seq] = outputs[i];
+    if (value)
+      ctx.setOutput(i, value);
+    else if (seq)
+      ctx.setOutputSequence(i, seq->elements, seq->elementType);
+    else
+      ctx.fail("its function body does not define output '" + fn.output(i) + "'");
+  }
+}
+
+std::vector<Value> GraphImporter::graphOutputs(const onnx::GraphProto &graph,
+                                              const std::string &what) {
+  std::vector<Value> outputs;
+  for (const auto &out : graph.output()) {
+    auto [value, seq] = find(out.name());
+    if (seq)
+      throw ImportError(what + " output '" + out.name() + "' is a sequence: sequence values "
+                        "crossing a graph or subgraph boundary are not supported");
+    if (!value)
+      throw ImportError(what + " output '" + out.name() + "' is not defined");
+    outputs.push_back(value);
+  }
+  return outputs;
 }
 
 std::vector<Value> GraphImporter::importSubgraph(const onnx::GraphProto &graph, Block &block) {
-  Scope sub{{}, scope_};
+  Scope sub{{}, scope_, {}};
   for (int i = 0; i < graph.input_size() && i < (int)block.getNumArguments(); ++i)
     sub.values[graph.input(i).name()] = block.getArgument(i);
   Scope *savedScope = scope_;
@@ -343,18 +391,37 @@ std::vector<Value> GraphImporter::importSubgraph(const onnx::GraphProto &graph, 
     for (const auto &init : graph.initializer())
       define(init.name(), constantFromProto(init, NameLoc::get(StringAttr::get(&ctx_, init.name()))));
     importNodes(graph.node());
-    for (const auto &out : graph.output()) {
-      Value v = lookup(out.name());
-      if (!v)
-        throw ImportError("subgraph '" + graph.name() + "' output '" + out.name() +
-                          "' is not defined");
-      outputs.push_back(v);
-    }
+    outputs = graphOutputs(graph, "subgraph '" + graph.name() + "'");
   } catch (...) {
     scope_ = savedScope;
     throw;
   }
   scope_ = savedScope;
+  return outputs;
+}
+
+std::vector<Value> GraphImporter::inlineSubgraph(const onnx::GraphProto &graph,
+                                                 ArrayRef<Value> inputs, const std::string &label) {
+  Scope sub{{}, scope_, {}};
+  for (int i = 0; i < graph.input_size() && i < (int)inputs.size(); ++i)
+    sub.values[graph.input(i).name()] = inputs[i];
+  Scope *savedScope = scope_;
+  std::string savedPrefix = prefix_;
+  scope_ = &sub;
+  prefix_ = label + "/";
+  std::vector<Value> outputs;
+  try {
+    for (const auto &init : graph.initializer())
+      define(init.name(), constantFromProto(init, NameLoc::get(StringAttr::get(&ctx_, init.name()))));
+    importNodes(graph.node());
+    outputs = graphOutputs(graph, "subgraph '" + graph.name() + "'");
+  } catch (...) {
+    scope_ = savedScope;
+    prefix_ = savedPrefix;
+    throw;
+  }
+  scope_ = savedScope;
+  prefix_ = savedPrefix;
   return outputs;
 }
 
@@ -443,7 +510,7 @@ ImportedModel GraphImporter::run() {
                                             builder_.getFunctionType(argTypes, {}));
   mainBlock_ = func.addEntryBlock();
   builder_.setInsertionPointToEnd(mainBlock_);
-  Scope top{{}, nullptr};
+  Scope top{{}, nullptr, {}};
   scope_ = &top;
 
   for (const auto &init : graph.initializer())
@@ -466,7 +533,10 @@ ImportedModel GraphImporter::run() {
 
   SmallVector<Value> outputs;
   for (const auto &out : graph.output()) {
-    Value v = lookup(out.name());
+    auto [v, seq] = find(out.name());
+    if (seq)
+      throw ImportError("graph output '" + out.name() + "' is a sequence: sequence values "
+                        "crossing a graph or subgraph boundary are not supported");
     if (!v)
       throw ImportError("graph output '" + out.name() + "' is not produced by any node");
     outputs.push_back(v);

@@ -10,10 +10,12 @@
 
 namespace tcc::onnx_import {
 
-/// Names bound to values in one (sub)graph; lookups fall back to the enclosing graph.
+/// Names bound to values in one (sub)graph; lookups fall back to the enclosing graph. A name is
+/// bound either to a tensor (`values`) or to a sequence (`sequences`), never both.
 struct Scope {
   std::map<std::string, mlir::Value> values;
   Scope *parent;
+  std::map<std::string, SequenceValue> sequences;
 };
 
 class GraphImporter {
@@ -24,14 +26,23 @@ public:
   ImportedModel run();
 
   mlir::OpBuilder &builder() { return builder_; }
+  /// The tensor bound to `name`, or null if it is unbound or bound to a sequence.
   mlir::Value lookup(const std::string &name) const;
+  /// The sequence bound to `name`, or null if it is unbound or bound to a tensor.
+  const SequenceValue *lookupSequence(const std::string &name) const;
   void define(const std::string &name, mlir::Value v);
+  void defineSequence(const std::string &name, SequenceValue seq);
   mlir::Type elementType(int32_t onnxType) const;
   std::optional<mlir::Type> inferredElementType(const std::string &name) const;
   mlir::Location nodeLocation(const onnx::NodeProto &node);
   /// Input `v`'s compile-time value; may throw NeedsInputValues to restart specialized.
   Tensor requireConstant(NodeContext &ctx, mlir::Value v, const std::string &what);
   std::vector<mlir::Value> importSubgraph(const onnx::GraphProto &graph, mlir::Block &block);
+  /// Imports `graph` at the current insertion point with its inputs bound to `inputs`;
+  /// `label` prefixes its node names in messages.
+  std::vector<mlir::Value> inlineSubgraph(const onnx::GraphProto &graph,
+                                          llvm::ArrayRef<mlir::Value> inputs,
+                                          const std::string &label);
   /// Display name of a node for messages (with the enclosing function-expansion path).
   std::string nodeName(const onnx::NodeProto &node) const;
 
@@ -43,6 +54,11 @@ private:
   mlir::Value constantFromProto(const onnx::TensorProto &t, mlir::Location loc);
   mlir::RankedTensorType inputType(const onnx::ValueInfoProto &in) const;
   std::optional<std::set<std::string>> inputsFeeding(mlir::Value v) const;
+  /// The binding of `name` in the innermost scope that has one: {tensor, sequence}, at most one
+  /// of them non-null.
+  std::pair<mlir::Value, const SequenceValue *> find(const std::string &name) const;
+  /// The outputs of a (sub)graph, which must all be tensors.
+  std::vector<mlir::Value> graphOutputs(const onnx::GraphProto &graph, const std::string &what);
 
   mlir::MLIRContext &ctx_;
   const onnx::ModelProto &model_;

@@ -26,12 +26,33 @@ Value NodeContext::input(size_t i) {
   if (!hasInput(i))
     fail("input " + std::to_string(i) + " is required but missing");
   Value v = graph_.lookup(node_.input(i));
+  if (!v && graph_.lookupSequence(node_.input(i)))
+    fail("input '" + node_.input(i) + "' is a sequence, the op needs a tensor");
   if (!v)
     fail("input '" + node_.input(i) + "' is not defined before this node");
   if (!isa<RankedTensorType>(v.getType()))
     fail("input '" + node_.input(i) + "' is not a tensor");
   return v;
 }
+
+bool NodeContext::inputIsSequence(size_t i) {
+  return hasInput(i) && graph_.lookupSequence(node_.input(i));
+}
+
+const SequenceValue &NodeContext::sequence(size_t i) {
+  if (!hasInput(i))
+    fail("input " + std::to_string(i) + " is required but missing");
+  const SequenceValue *seq = graph_.lookupSequence(node_.input(i));
+  if (!seq && graph_.lookup(node_.input(i)))
+    fail("input '" + node_.input(i) + "' is a tensor, the op needs a sequence");
+  if (!seq)
+    fail("input '" + node_.input(i) + "' is not defined before this node");
+  return *seq;
+}
+
+std::vector<Value> NodeContext::inputSequence(size_t i) { return sequence(i).elements; }
+
+Type NodeContext::inputSequenceElementType(size_t i) { return sequence(i).elementType; }
 
 std::optional<Tensor> NodeContext::constantInput(size_t i) {
   if (auto c = input(i).getDefiningOp<ConstantOp>())
@@ -121,6 +142,14 @@ void NodeContext::setOutput(size_t i, Value v) {
   graph_.define(node_.output(i), v);
 }
 
+void NodeContext::setOutputSequence(size_t i, std::vector<Value> elements, Type elementType) {
+  if (!hasOutput(i))
+    return;
+  if (!elementType && !elements.empty())
+    elementType = CoreBuilder::elementTypeOf(elements.front());
+  graph_.defineSequence(node_.output(i), SequenceValue{std::move(elements), elementType});
+}
+
 int64_t NodeContext::normalizeAxis(int64_t axis, int64_t rank) const {
   if (axis < -rank || axis >= rank)
     fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
@@ -143,6 +172,15 @@ std::optional<Type> NodeContext::inferredOutputElementType(size_t i) const {
 
 std::vector<Value> NodeContext::importSubgraph(const onnx::GraphProto &graph, Block &block) {
   return graph_.importSubgraph(graph, block);
+}
+
+std::vector<Value> NodeContext::inlineSubgraph(const onnx::GraphProto &graph,
+                                               llvm::ArrayRef<Value> inputs,
+                                               const std::string &label) {
+  if ((size_t)graph.input_size() != inputs.size())
+    fail("subgraph '" + graph.name() + "' has " + std::to_string(graph.input_size()) +
+         " inputs, but " + std::to_string(inputs.size()) + " values are bound to them");
+  return graph_.inlineSubgraph(graph, inputs, graph_.nodeName(node_) + label);
 }
 
 } // namespace tcc::onnx_import

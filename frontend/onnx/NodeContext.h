@@ -19,6 +19,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace tcc::onnx_import {
 
@@ -35,6 +36,14 @@ struct NeedsInputValues {
 };
 
 class GraphImporter;
+
+/// An ONNX sequence that lives inside the model: a compile-time list of tensors (static length,
+/// each element its own tcc value). Sequences never cross a graph or subgraph boundary.
+struct SequenceValue {
+  std::vector<mlir::Value> elements;
+  /// The declared element type (SequenceEmpty's dtype, or that of the elements).
+  mlir::Type elementType;
+};
 
 class NodeContext {
 public:
@@ -61,6 +70,12 @@ public:
   Tensor requireConstantInput(size_t i, const std::string &what);
   /// The same, converted to int64 values.
   std::vector<int64_t> requireInts(size_t i, const std::string &what);
+  /// Whether input i is bound to a sequence (input() fails for it, inputSequence() does not).
+  bool inputIsSequence(size_t i);
+  /// Input i's elements; fails if it is a tensor.
+  std::vector<mlir::Value> inputSequence(size_t i);
+  /// Input i's element type (known even when the sequence is empty); fails if it is a tensor.
+  mlir::Type inputSequenceElementType(size_t i);
 
   // ---- Attributes ----
   const onnx::AttributeProto *attr(const std::string &name) const;
@@ -81,6 +96,9 @@ public:
   /// Whether output i is used (present with a non-empty name).
   bool hasOutput(size_t i) const { return i < (size_t)node_.output_size() && !node_.output(i).empty(); }
   void setOutput(size_t i, mlir::Value v);
+  /// Binds output i to a sequence; `elementType` defaults to that of the first element.
+  void setOutputSequence(size_t i, std::vector<mlir::Value> elements,
+                         mlir::Type elementType = {});
 
   // ---- Helpers ----
   [[noreturn]] void fail(const std::string &reason) const;
@@ -95,8 +113,15 @@ public:
   /// Imports `graph` into `block` (whose arguments are bound to the graph's inputs, in order)
   /// and returns the values of its outputs. Names of enclosing graphs stay visible.
   std::vector<mlir::Value> importSubgraph(const onnx::GraphProto &graph, mlir::Block &block);
+  /// Imports `graph` inline at the node (no region), its inputs bound to `inputs`, and returns
+  /// its outputs; `label` names this instance of the graph in messages.
+  std::vector<mlir::Value> inlineSubgraph(const onnx::GraphProto &graph,
+                                          llvm::ArrayRef<mlir::Value> inputs,
+                                          const std::string &label);
 
 private:
+  const SequenceValue &sequence(size_t i);
+
   GraphImporter &graph_;
   const onnx::NodeProto &node_;
   int64_t opset_;
@@ -126,5 +151,6 @@ void registerNNOps(OpRegistry &r);
 void registerControlFlowOps(OpRegistry &r);
 void registerRecurrentOps(OpRegistry &r);
 void registerMiscOps(OpRegistry &r);
+void registerSequenceOps(OpRegistry &r);
 
 } // namespace tcc::onnx_import
