@@ -487,8 +487,9 @@ static void eraseDeadOps(func::FuncOp func) {
 
 ImportedModel GraphImporter::run() {
   const onnx::GraphProto &graph = model_.graph();
-  auto module = ModuleOp::create(UnknownLoc::get(&ctx_));
-  builder_.setInsertionPointToEnd(module.getBody());
+  // Owned from the start, so a failed import frees what it built.
+  OwningOpRef<ModuleOp> module = ModuleOp::create(UnknownLoc::get(&ctx_));
+  builder_.setInsertionPointToEnd(module->getBody());
   ImportedModel result;
 
   std::set<std::string> initializerNames;
@@ -552,12 +553,11 @@ ImportedModel GraphImporter::run() {
       diagnostics += (diagnostics.empty() ? "" : "; ") + d.str();
       return success();
     });
-    if (failed(mlir::verify(module))) {
-      module->erase();
+    if (failed(mlir::verify(*module))) {
       throw ImportError("the imported IR does not verify (an importer bug): " + diagnostics);
     }
   }
-  result.module = module;
+  result.module = std::move(module);
   result.specializedInputs = specialized_;
   return result;
 }

@@ -82,7 +82,7 @@ Tensor tensorFromAttr(ElementsAttr attr) {
   if (dense.isSplat()) {
     for (int64_t i = 0; i < t.numElements(); ++i)
       std::memcpy(static_cast<char *>(t.raw()) + i * elemSize, raw.data(), elemSize);
-  } else {
+  } else if (t.byteSize()) {
     std::memcpy(t.raw(), raw.data(), t.byteSize());
   }
   return t;
