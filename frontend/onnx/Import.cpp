@@ -379,25 +379,10 @@ std::vector<Value> GraphImporter::graphOutputs(const onnx::GraphProto &graph,
 }
 
 std::vector<Value> GraphImporter::importSubgraph(const onnx::GraphProto &graph, Block &block) {
-  Scope sub{{}, scope_, {}};
-  for (int i = 0; i < graph.input_size() && i < (int)block.getNumArguments(); ++i)
-    sub.values[graph.input(i).name()] = block.getArgument(i);
-  Scope *savedScope = scope_;
   OpBuilder::InsertionGuard guard(builder_);
   builder_.setInsertionPointToEnd(&block);
-  scope_ = &sub;
-  std::vector<Value> outputs;
-  try {
-    for (const auto &init : graph.initializer())
-      define(init.name(), constantFromProto(init, NameLoc::get(StringAttr::get(&ctx_, init.name()))));
-    importNodes(graph.node());
-    outputs = graphOutputs(graph, "subgraph '" + graph.name() + "'");
-  } catch (...) {
-    scope_ = savedScope;
-    throw;
-  }
-  scope_ = savedScope;
-  return outputs;
+  SmallVector<Value> args(block.getArguments().begin(), block.getArguments().end());
+  return inlineSubgraph(graph, args, /*label=*/"");
 }
 
 std::vector<Value> GraphImporter::inlineSubgraph(const onnx::GraphProto &graph,
@@ -408,7 +393,8 @@ std::vector<Value> GraphImporter::inlineSubgraph(const onnx::GraphProto &graph,
   Scope *savedScope = scope_;
   std::string savedPrefix = prefix_;
   scope_ = &sub;
-  prefix_ = label + "/";
+  if (!label.empty())
+    prefix_ = label + "/";
   std::vector<Value> outputs;
   try {
     for (const auto &init : graph.initializer())

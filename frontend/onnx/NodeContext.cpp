@@ -156,6 +156,18 @@ int64_t NodeContext::normalizeAxis(int64_t axis, int64_t rank) const {
   return axis < 0 ? axis + rank : axis;
 }
 
+llvm::SmallVector<int64_t> NodeContext::normalizeAxes(llvm::ArrayRef<int64_t> axes,
+                                                      int64_t rank) const {
+  llvm::SmallVector<int64_t> out;
+  for (int64_t a : axes) {
+    int64_t d = normalizeAxis(a, rank);
+    if (llvm::is_contained(out, d))
+      fail("axis " + std::to_string(a) + " is repeated");
+    out.push_back(d);
+  }
+  return out;
+}
+
 Type NodeContext::elementType(int32_t onnxType) const {
   try {
     return graph_.elementType(onnxType);

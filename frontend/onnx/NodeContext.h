@@ -104,6 +104,8 @@ public:
   [[noreturn]] void fail(const std::string &reason) const;
   /// Maps an ONNX axis in [-rank, rank) to [0, rank), failing with a clear message otherwise.
   int64_t normalizeAxis(int64_t axis, int64_t rank) const;
+  /// normalizeAxis for each of `axes` (order kept), failing on an axis given twice.
+  llvm::SmallVector<int64_t> normalizeAxes(llvm::ArrayRef<int64_t> axes, int64_t rank) const;
   /// The tcc element type of an ONNX TensorProto_DataType, failing for unsupported ones.
   mlir::Type elementType(int32_t onnxType) const;
   /// The element type ONNX shape inference gives output i, if known.

@@ -43,15 +43,9 @@ Shape64 dimsFrom(int64_t from, int64_t rank) {
   return dims;
 }
 
-/// Normalizes a list of ONNX axes, failing on duplicates.
+/// Normalizes a list of ONNX axes into sorted dims, failing on duplicates.
 Shape64 normalizeAxes(NodeContext &n, ArrayRef<int64_t> axes, int64_t rank) {
-  Shape64 out;
-  for (int64_t a : axes) {
-    int64_t d = n.normalizeAxis(a, rank);
-    if (llvm::is_contained(out, d))
-      n.fail("axis " + std::to_string(a) + " is repeated");
-    out.push_back(d);
-  }
+  Shape64 out = n.normalizeAxes(axes, rank);
   llvm::sort(out);
   return out;
 }

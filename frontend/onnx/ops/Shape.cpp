@@ -48,17 +48,6 @@ Value iotaI64(CoreBuilder &b, ArrayRef<int64_t> shape, int64_t dim) {
   return b.createTyped<IotaOp>(b.tensorType(shape, b.builder().getI64Type()), (uint64_t)dim);
 }
 
-/// Normalizes ONNX axes against `rank` (in the given order), failing on repeats.
-Shape64 normalizeAxes(NodeContext &n, ArrayRef<int64_t> axes, int64_t rank) {
-  Shape64 out;
-  for (int64_t a : axes) {
-    int64_t d = n.normalizeAxis(a, rank);
-    if (llvm::is_contained(out, d))
-      n.fail("axis " + std::to_string(a) + " is repeated");
-    out.push_back(d);
-  }
-  return out;
-}
 
 /// Index tensors as the core ops take them (signless i32/i64): other integer types become i64.
 Value asIndex(NodeContext &n, Value idx) {
@@ -236,7 +225,7 @@ void lowerSqueeze(NodeContext &n) {
   auto axes = squeezeAxes(n);
   Shape64 drop;
   if (axes) {
-    drop = normalizeAxes(n, *axes, in.size());
+    drop = n.normalizeAxes(*axes, in.size());
     for (int64_t d : drop)
       if (in[d] != 1)
         n.fail("cannot squeeze dim " + std::to_string(d) + " of size " + std::to_string(in[d]));
@@ -260,7 +249,7 @@ void lowerUnsqueeze(NodeContext &n) {
     n.fail("axes are required");
   // Axes refer to the output's dims.
   int64_t outRank = in.size() + axes->size();
-  Shape64 add = normalizeAxes(n, *axes, outRank);
+  Shape64 add = n.normalizeAxes(*axes, outRank);
   Shape64 out;
   size_t next = 0;
   for (int64_t d = 0; d < outRank; ++d)
@@ -405,7 +394,7 @@ void lowerSlice(NodeContext &n) {
     steps.assign(starts.size(), 1);
   if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
     n.fail("starts, ends, axes and steps must have the same length");
-  Shape64 dims = normalizeAxes(n, axes, rank);
+  Shape64 dims = n.normalizeAxes(axes, rank);
 
   Shape64 start(rank, 0), limit(shape), stride(rank, 1), reversed;
   for (size_t i = 0; i < dims.size(); ++i) {
@@ -469,7 +458,7 @@ void lowerPad(NodeContext &n) {
                                              : n.requireInts(1, "pads");
   Shape64 axes;
   if (n.opset() >= 18 && n.hasInput(3))
-    axes = normalizeAxes(n, n.requireInts(3, "axes"), rank);
+    axes = n.normalizeAxes(n.requireInts(3, "axes"), rank);
   else
     axes = llvm::to_vector(llvm::seq<int64_t>(0, rank));
   int64_t count = axes.size();
