@@ -150,6 +150,10 @@ void NodeContext::setOutputSequence(size_t i, std::vector<Value> elements, Type 
   graph_.defineSequence(node_.output(i), SequenceValue{std::move(elements), elementType});
 }
 
+Value NodeContext::constant(const Tensor &t) {
+  return builder_.constant(attrFromTensor(context(), t));
+}
+
 int64_t NodeContext::normalizeAxis(int64_t axis, int64_t rank) const {
   if (axis < -rank || axis >= rank)
     fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));

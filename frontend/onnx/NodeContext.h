@@ -101,6 +101,8 @@ public:
                          mlir::Type elementType = {});
 
   // ---- Helpers ----
+  /// A tcc.constant holding `t` (values computed at compile time).
+  mlir::Value constant(const Tensor &t);
   [[noreturn]] void fail(const std::string &reason) const;
   /// Maps an ONNX axis in [-rank, rank) to [0, rank), failing with a clear message otherwise.
   int64_t normalizeAxis(int64_t axis, int64_t rank) const;

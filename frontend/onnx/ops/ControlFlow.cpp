@@ -100,63 +100,13 @@ Value toScalar(NodeContext &n, Value v, Type element, const std::string &what) {
   return n.b().cast(v, element);
 }
 
-/// Imports `graph` with its inputs bound to `inputs`, at the builder's insertion point, and
-/// returns its outputs. Inputs that are constants are bound as constants (initializers of a
-/// copy of the graph), so the graph folds and can use them where compile-time values are needed.
-std::vector<Value> inlineGraph(NodeContext &n, const onnx::GraphProto &graph,
-                               ArrayRef<Value> inputs) {
-  if ((size_t)graph.input_size() != inputs.size())
-    n.fail("subgraph '" + graph.name() + "' has " + std::to_string(graph.input_size()) +
-           " inputs, but " + std::to_string(inputs.size()) + " values are bound to them");
-  bool anyConstant = llvm::any_of(inputs, [](Value v) { return v.getDefiningOp<ConstantOp>(); });
-  onnx::GraphProto copy;
-  if (anyConstant) {
-    copy = graph;
-    copy.clear_input();
-  }
-  ScratchBlock scratch(n.b());
-  SmallVector<Value> bound; // the actual values of the scratch block's arguments
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (anyConstant) {
-      if (auto c = inputs[i].getDefiningOp<ConstantOp>()) {
-        *copy.add_initializer() =
-            tensorToProto(tensorFromAttr(c.getValue()), graph.input(i).name());
-        continue;
-      }
-      *copy.add_input() = graph.input(i);
-    }
-    scratch.get()->addArgument(inputs[i].getType(), n.b().location());
-    bound.push_back(inputs[i]);
-  }
-  std::vector<Value> outputs = n.importSubgraph(anyConstant ? copy : graph, *scratch.get());
-
-  Block *block = scratch.get();
-  for (Value &out : outputs)
-    if (auto arg = dyn_cast<BlockArgument>(out); arg && arg.getOwner() == block)
-      out = bound[arg.getArgNumber()];
-  for (auto [arg, value] : llvm::zip(block->getArguments(), bound))
-    arg.replaceAllUsesWith(value);
-  // Move the ops into place, dropping those left unused (constants that folded away).
-  SmallVector<Operation *> ops;
-  for (Operation &op : *block)
-    ops.push_back(&op);
-  OpBuilder &ob = n.b().builder();
-  ob.getInsertionBlock()->getOperations().splice(ob.getInsertionPoint(), block->getOperations());
-  llvm::SmallPtrSet<Operation *, 8> producers;
-  for (Value out : outputs)
-    producers.insert(out.getDefiningOp());
-  for (Operation *op : llvm::reverse(ops))
-    if (!producers.count(op) && isOpTriviallyDead(op))
-      op->erase();
-  return outputs;
-}
-
-/// inlineGraph at the end of `block`.
+/// Imports `graph` at the end of `block`, its inputs bound to `inputs` (constants stay
+/// constants, so the body folds where it can).
 std::vector<Value> inlineInto(NodeContext &n, Block *block, const onnx::GraphProto &graph,
                               ArrayRef<Value> inputs) {
   OpBuilder::InsertionGuard guard(n.b().builder());
   n.b().builder().setInsertionPointToEnd(block);
-  return inlineGraph(n, graph, inputs);
+  return n.inlineSubgraph(graph, inputs, "");
 }
 
 void yieldAtEnd(NodeContext &n, Block *block, ArrayRef<Value> values) {
@@ -190,7 +140,7 @@ void lowerIf(NodeContext &n) {
   const onnx::GraphProto &thenGraph = n.attrGraph("then_branch");
   const onnx::GraphProto &elseGraph = n.attrGraph("else_branch");
   auto importTaken = [&](const Tensor &cond) {
-    setOutputs(n, inlineGraph(n, cond.getInt(0) ? thenGraph : elseGraph, {}));
+    setOutputs(n, n.inlineSubgraph(cond.getInt(0) ? thenGraph : elseGraph, {}, ""));
   };
   if (auto cond = n.constantInput(0)) {
     if (cond->numElements() != 1)
@@ -315,7 +265,7 @@ void unrollLoop(NodeContext &n, const LoopSetup &s, const std::string &why) {
     // A body only runs while the condition holds, so its cond input is true.
     std::vector<Value> args{b.constantI64({i}, {}), alwaysTrue};
     args.insert(args.end(), carried.begin(), carried.end());
-    std::vector<Value> out = inlineGraph(n, *s.body, args);
+    std::vector<Value> out = n.inlineSubgraph(*s.body, args, "");
     Value cond = toScalar(n, out[0], b.builder().getI1Type(), "the body's condition output");
     if (running) {
       // Iterations after the condition failed leave the carried values as they were.
@@ -354,14 +304,13 @@ void unrollLoop(NodeContext &n, const LoopSetup &s, const std::string &why) {
       b.builder().setInsertionPointToEnd(aside.get());
       std::vector<Value> args{b.constantI64({0}, {}), alwaysTrue};
       args.insert(args.end(), carried.begin(), carried.end());
-      out = inlineGraph(n, *s.body, args);
+      out = n.inlineSubgraph(*s.body, args, "");
     }
     for (size_t k = 0; k < s.numScans; ++k) {
       auto type = CoreBuilder::typeOf(out[1 + s.numCarried + k]);
       Shape shape{0};
       shape.insert(shape.end(), type.getShape().begin(), type.getShape().end());
-      results.push_back(b.constant(
-          attrFromTensor(n.context(), Tensor(dtypeFromType(type.getElementType()), shape))));
+      results.push_back(n.constant(Tensor(dtypeFromType(type.getElementType()), shape)));
     }
   }
   for (size_t k = 0; i > 0 && k < s.numScans; ++k)
@@ -477,7 +426,7 @@ ScanResult buildScanLoop(NodeContext &n, const onnx::GraphProto &body, ArrayRef<
       Value slice = b.create<DynamicSliceOp>(xs[j], starts, sizes);
       inputs.push_back(b.reshape(slice, elementShape));
     }
-    std::vector<Value> out = inlineGraph(n, body, inputs);
+    std::vector<Value> out = n.inlineSubgraph(body, inputs, "");
     if (out.size() < states.size())
       n.fail("the body has " + std::to_string(out.size()) + " outputs, fewer than the " +
              std::to_string(states.size()) + " state variables");

@@ -40,11 +40,7 @@ int64_t ceilDiv(int64_t a, int64_t b) { return -floorDiv(-a, b); }
 Value constFloats(NodeContext &n, Type elem, ArrayRef<int64_t> shape,
                   const std::vector<double> &values) {
   Tensor t = Tensor::fromVector<double>(Shape(shape.begin(), shape.end()), values);
-  return n.b().constant(attrFromTensor(n.context(), kernels::cast(t, dtypeFromType(elem))));
-}
-
-Value constTensor(NodeContext &n, const Tensor &t) {
-  return n.b().constant(attrFromTensor(n.context(), t));
+  return n.constant(kernels::cast(t, dtypeFromType(elem)));
 }
 
 /// The smallest value of an element type (-inf for floats): the identity of max.
@@ -1343,7 +1339,7 @@ void lowerNonMaxSuppression(NodeContext &n) {
       }
     }
   Tensor out = Tensor::fromVector<int64_t>({(int64_t)selected.size() / 3, 3}, selected);
-  n.setOutput(0, constTensor(n, out));
+  n.setOutput(0, n.constant(out));
 }
 
 // ---- DFT / STFT -------------------------------------------------------------------------------

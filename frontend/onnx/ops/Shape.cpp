@@ -39,10 +39,6 @@ std::string listStr(ArrayRef<int64_t> v) {
   return s + "]";
 }
 
-Value constTensor(NodeContext &n, const Tensor &t) {
-  return n.b().constant(attrFromTensor(n.context(), t));
-}
-
 /// An i64 tensor of `shape` whose elements are their index along `dim`.
 Value iotaI64(CoreBuilder &b, ArrayRef<int64_t> shape, int64_t dim) {
   return b.createTyped<IotaOp>(b.tensorType(shape, b.builder().getI64Type()), (uint64_t)dim);
@@ -127,7 +123,7 @@ void lowerConstant(NodeContext &n) {
   } else {
     n.fail("needs one of the attributes value, value_float(s), value_int(s)");
   }
-  n.setOutput(0, constTensor(n, t));
+  n.setOutput(0, n.constant(t));
 }
 
 void lowerShape(NodeContext &n) {
