@@ -206,6 +206,10 @@ Value CoreBuilder::concat(ValueRange xs, int64_t axis) {
   return create<ConcatOp>(xs, axis);
 }
 
+Value CoreBuilder::iota(ArrayRef<int64_t> shape, Type elementType, int64_t dim) {
+  return createTyped<IotaOp>(tensorType(shape, elementType), (uint64_t)dim);
+}
+
 // ---- Reductions and products ----
 
 Value CoreBuilder::reduce(ReduceKind kind, Value x, ArrayRef<int64_t> dims, bool keepDims) {

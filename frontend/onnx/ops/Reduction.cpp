@@ -269,8 +269,7 @@ void lowerSoftmax(NodeContext &n, SoftmaxKind kind) {
     } else {
       Value arg = b.create<ArgReduceOp>(true, x, (uint64_t)axis, false);
       arg = b.reshape(arg, keptShape(x, {axis}));
-      Value iota = b.createTyped<IotaOp>(
-          b.tensorType(CoreBuilder::shapeOf(x), b.builder().getI64Type()), (uint64_t)axis);
+      Value iota = b.iota(CoreBuilder::shapeOf(x), b.builder().getI64Type(), axis);
       y = b.cast(b.compare(CompareKind::Eq, iota, arg), CoreBuilder::elementTypeOf(x));
     }
   } else {
@@ -542,8 +541,8 @@ void lowerDet(NodeContext &n) {
   int64_t batch = product(batchShape);
   Value a = b.reshape(x, {batch, size, size});
   Type i64 = b.builder().getI64Type();
-  Value rows = b.createTyped<IotaOp>(b.tensorType({1, size, 1}, i64), (uint64_t)1);
-  Value cols = b.createTyped<IotaOp>(b.tensorType({1, 1, size}, i64), (uint64_t)2);
+  Value rows = b.iota({1, size, 1}, i64, 1);
+  Value cols = b.iota({1, 1, size}, i64, 2);
   Value det = b.splat(b.tensorType({batch}, CoreBuilder::elementTypeOf(x)), 1);
   for (int64_t k = 0; k < size; ++k) {
     Value column = b.reshape(b.sliceDim(b.sliceDim(a, 2, k, k + 1), 1, k, size), {batch, size - k});
@@ -638,9 +637,9 @@ void takeDiagonals(NodeContext &n, EinsumTerm &t) {
       if (CoreBuilder::shapeOf(t.value)[i] != CoreBuilder::shapeOf(t.value)[j])
         n.fail("repeated label '" + std::string(1, (char)t.labels[i]) +
                "' spans dims of different sizes");
-      auto type = b.tensorType(CoreBuilder::shapeOf(t.value), b.builder().getI64Type());
-      Value onDiagonal = b.compare(CompareKind::Eq, b.createTyped<IotaOp>(type, (uint64_t)i),
-                                   b.createTyped<IotaOp>(type, (uint64_t)j));
+      auto shape = CoreBuilder::shapeOf(t.value);
+      Type i64 = b.builder().getI64Type();
+      Value onDiagonal = b.compare(CompareKind::Eq, b.iota(shape, i64, i), b.iota(shape, i64, j));
       t.value = b.select(onDiagonal, t.value, b.splatLike(t.value, 0));
       t.value = b.reduce(ReduceKind::Sum, t.value, {(int64_t)j}, false);
       t.labels.erase(t.labels.begin() + j);

@@ -39,12 +39,6 @@ std::string listStr(ArrayRef<int64_t> v) {
   return s + "]";
 }
 
-/// An i64 tensor of `shape` whose elements are their index along `dim`.
-Value iotaI64(CoreBuilder &b, ArrayRef<int64_t> shape, int64_t dim) {
-  return b.createTyped<IotaOp>(b.tensorType(shape, b.builder().getI64Type()), (uint64_t)dim);
-}
-
-
 /// Index tensors as the core ops take them (signless i32/i64): other integer types become i64.
 Value asIndex(NodeContext &n, Value idx) {
   Type e = CoreBuilder::elementTypeOf(idx);
@@ -590,7 +584,7 @@ void lowerReverseSequence(NodeContext &n) {
   Shape64 lensShape(rank, 1);
   lensShape[batchAxis] = shape[batchAxis];
   lens = b.broadcastTo(b.reshape(lens, lensShape), shape);
-  Value t = iotaI64(b, shape, timeAxis);
+  Value t = b.iota(shape, b.builder().getI64Type(), timeAxis);
   Value reversed = b.sub(b.sub(lens, b.scalarLike(lens, 1)), t);
   Value idx = b.select(b.compare(CompareKind::Lt, t, lens), reversed, t);
   n.setOutput(0, b.create<GatherElementsOp>(x, idx, timeAxis));
@@ -624,7 +618,7 @@ void lowerRange(NodeContext &n) {
   }
   CoreBuilder &b = n.b();
   Value s = b.reshape(n.input(0), {}), d = b.reshape(n.input(2), {});
-  Value iota = b.createTyped<IotaOp>(b.tensorType({count}, CoreBuilder::elementTypeOf(s)), (uint64_t)0);
+  Value iota = b.iota({count}, CoreBuilder::elementTypeOf(s), 0);
   n.setOutput(0, b.add(b.mul(iota, d), s));
 }
 
@@ -649,7 +643,8 @@ void lowerOneHot(NodeContext &n) {
   Shape64 out(in), withOne(in);
   out.insert(out.begin() + axis, depth);
   withOne.insert(withOne.begin() + axis, 1);
-  Value hot = b.compare(CompareKind::Eq, iotaI64(b, out, axis), b.reshape(idx, withOne));
+  Value hot = b.compare(CompareKind::Eq, b.iota(out, b.builder().getI64Type(), axis),
+                        b.reshape(idx, withOne));
   Value off = b.reshape(b.sliceDim(values, 0, 0, 1), {});
   Value on = b.reshape(b.sliceDim(values, 0, 1, 2), {});
   n.setOutput(0, b.select(hot, on, off));
@@ -657,7 +652,8 @@ void lowerOneHot(NodeContext &n) {
 
 /// col - row for a [rows, cols] grid.
 Value diagonalOffset(CoreBuilder &b, int64_t rows, int64_t cols) {
-  return b.sub(iotaI64(b, {rows, cols}, 1), iotaI64(b, {rows, cols}, 0));
+  Type i64 = b.builder().getI64Type();
+  return b.sub(b.iota({rows, cols}, i64, 1), b.iota({rows, cols}, i64, 0));
 }
 
 void lowerEyeLike(NodeContext &n) {

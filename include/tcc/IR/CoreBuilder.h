@@ -64,6 +64,8 @@ public:
   /// Static slice of one dim: [start, limit) step `stride` (>= 1).
   mlir::Value sliceDim(mlir::Value x, int64_t dim, int64_t start, int64_t limit, int64_t stride = 1);
   mlir::Value concat(mlir::ValueRange xs, int64_t axis);
+  /// A tensor of `shape` whose elements are their index along `dim` (tcc.iota).
+  mlir::Value iota(llvm::ArrayRef<int64_t> shape, mlir::Type elementType, int64_t dim);
 
   // ---- Reductions and products ----
   /// Reduces over dims (any order, duplicates not allowed); keepDims keeps them as size 1.
