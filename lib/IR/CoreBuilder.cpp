@@ -7,6 +7,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "llvm/ADT/STLExtras.h"
 
+#include <cmath>
+#include <limits>
 #include <numeric>
 
 using namespace mlir;
@@ -155,6 +157,30 @@ Value CoreBuilder::cast(Value x, Type elementType) {
   if (elementTypeOf(x) == elementType)
     return x;
   return createTyped<CastOp>(tensorType(shapeOf(x), elementType), x);
+}
+
+Value CoreBuilder::saturatingCast(Value x, Type to) {
+  Value clamped = max(x, scalarLike(x, lowestValue(to)));
+  return cast(min(clamped, scalarLike(x, highestValue(to))), to);
+}
+
+double CoreBuilder::lowestValue(Type t) {
+  if (isa<FloatType>(t))
+    return -std::numeric_limits<double>::infinity();
+  auto i = llvm::cast<IntegerType>(t);
+  if (i.getWidth() == 1 || i.isUnsigned())
+    return 0;
+  return -std::ldexp(1.0, (int)i.getWidth() - 1);
+}
+
+double CoreBuilder::highestValue(Type t) {
+  if (isa<FloatType>(t))
+    return std::numeric_limits<double>::infinity();
+  auto i = llvm::cast<IntegerType>(t);
+  if (i.getWidth() == 1)
+    return 1;
+  return i.isUnsigned() ? std::ldexp(1.0, (int)i.getWidth()) - 1
+                        : std::ldexp(1.0, (int)i.getWidth() - 1) - 1;
 }
 
 // ---- Shapes ----

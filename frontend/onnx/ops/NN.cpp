@@ -43,25 +43,6 @@ Value constFloats(NodeContext &n, Type elem, ArrayRef<int64_t> shape,
   return n.constant(kernels::cast(t, dtypeFromType(elem)));
 }
 
-/// The smallest value of an element type (-inf for floats): the identity of max.
-double lowestOf(Type t) {
-  if (isa<FloatType>(t))
-    return -std::numeric_limits<double>::infinity();
-  auto i = cast<IntegerType>(t);
-  if (i.getWidth() == 1 || i.isUnsigned())
-    return 0;
-  return -std::ldexp(1.0, (int)i.getWidth() - 1);
-}
-
-/// The largest finite value of an integer type.
-double highestOf(Type t) {
-  auto i = cast<IntegerType>(t);
-  if (i.getWidth() == 1)
-    return 1;
-  return i.isUnsigned() ? std::ldexp(1.0, (int)i.getWidth()) - 1
-                        : std::ldexp(1.0, (int)i.getWidth() - 1) - 1;
-}
-
 /// Shape [1, ..., len, ..., 1] of rank `rank` with `len` at `axis`: a per-axis table that
 /// broadcasts over everything else.
 SmallVector<int64_t> axisShape(int64_t rank, int64_t axis, int64_t len) {
@@ -274,8 +255,7 @@ void lowerQLinearConv(NodeContext &n) {
   Value y = b.unary(UnaryKind::Round, b.mul(b.cast(acc, f32), scale));
   Type outType = elemOf(n.input(7));
   y = b.add(y, b.reshape(b.cast(n.input(7), f32), {}));
-  y = b.min(b.max(y, b.scalarLike(y, lowestOf(outType))), b.scalarLike(y, highestOf(outType)));
-  n.setOutput(0, b.cast(y, outType));
+  n.setOutput(0, b.saturatingCast(y, outType));
 }
 
 // ConvTranspose: a conv over the input dilated by the strides (lhs_dilation), with the kernel
@@ -433,7 +413,7 @@ Value maxPoolIndices(NodeContext &n, Value x, const Window &w, ArrayRef<int64_t>
   }
   bool anyPad = llvm::any_of(low, [](int64_t v) { return v != 0; }) ||
                 llvm::any_of(high, [](int64_t v) { return v != 0; });
-  Value padded = anyPad ? b.create<PadOp>(x, b.scalarLike(x, lowestOf(elemOf(x))), low, high,
+  Value padded = anyPad ? b.create<PadOp>(x, b.scalarLike(x, CoreBuilder::lowestValue(elemOf(x))), low, high,
                                           PadMode::Constant)
                         : x;
   // Spatial strides of the flat index.
@@ -818,8 +798,7 @@ Value resizeAll(NodeContext &n, Value x, const ResizeSpec &spec, ArrayRef<int64_
   }
   if (integer && spec.mode != InterpMode::Nearest) {
     // Back to the integer type truncating (as ONNX Runtime and the numpy reference do).
-    y = b.min(b.max(y, b.scalarLike(y, lowestOf(et))), b.scalarLike(y, highestOf(et)));
-    y = b.cast(y, et);
+    y = b.saturatingCast(y, et);
   }
   return y;
 }
@@ -1248,7 +1227,7 @@ void lowerRoiAlign(NodeContext &n) {
             valid[(r * GH + i) * GW + j] = i < gridH[r] && j < gridW[r];
       Value mask = b.compare(CompareKind::Ne, constFloats(n, et, {R, 1, 1, 1, GH * GW}, valid),
                              b.scalarLike(m, 0));
-      m = b.select(mask, m, b.splatLike(m, lowestOf(et)));
+      m = b.select(mask, m, b.splatLike(m, CoreBuilder::lowestValue(et)));
     }
     y = b.reduce(ReduceKind::Max, m, {4}, false);
   }

@@ -321,15 +321,11 @@ void lowerGemm(NodeContext &n) {
 
 // ---- Quantization ----
 
-/// The saturation range of an integer element type.
-std::pair<double, double> integerRange(NodeContext &n, Type t) {
+/// Fails unless `t` is a type quantized values can have.
+void checkQuantizedType(NodeContext &n, Type t) {
   auto i = dyn_cast<IntegerType>(t);
   if (!i || i.getWidth() == 1 || i.getWidth() > 32)
     n.fail("quantized type must be an 8-, 16- or 32-bit integer");
-  unsigned w = i.getWidth();
-  if (i.isUnsigned())
-    return {0.0, std::ldexp(1.0, w) - 1};
-  return {-std::ldexp(1.0, w - 1), std::ldexp(1.0, w - 1) - 1};
 }
 
 /// saturate(round_half_even(x / scale) + zeroPoint), computed in `scale`'s float type and
@@ -340,9 +336,8 @@ Value quantize(NodeContext &n, Value x, Value scale, Value zeroPoint, Type to) {
   Value q = b.unary(UnaryKind::Round, b.div(b.cast(x, ft), scale));
   if (zeroPoint)
     q = b.add(q, b.cast(zeroPoint, ft));
-  auto [lo, hi] = integerRange(n, to);
-  q = b.min(b.max(q, b.scalarLike(q, lo)), b.scalarLike(q, hi));
-  return b.cast(q, to);
+  checkQuantizedType(n, to);
+  return b.saturatingCast(q, to);
 }
 
 /// The axis of per-axis scales and zero points (1-D, along `axis`, since opset 13).

@@ -52,6 +52,12 @@ public:
   mlir::Value select(mlir::Value cond, mlir::Value a, mlir::Value b);
   /// Converts to `elementType` (no-op when it already is).
   mlir::Value cast(mlir::Value x, mlir::Type elementType);
+  /// Clamps x to the range of the integer type `to`, then converts (saturating conversion).
+  mlir::Value saturatingCast(mlir::Value x, mlir::Type to);
+  /// The smallest value of an element type (-inf for floats): the identity of max.
+  static double lowestValue(mlir::Type elementType);
+  /// The largest value of an element type (+inf for floats): the identity of min.
+  static double highestValue(mlir::Type elementType);
 
   // ---- Shapes ----
   /// The numpy broadcast of two shapes; fails if they are incompatible.
