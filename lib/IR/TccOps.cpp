@@ -673,5 +673,14 @@ LogicalResult LoopOp::verify() {
   return verifyYield(*this, getBody(), yieldTypes, "body");
 }
 
+LogicalResult FusionOp::verify() {
+  if (getKind() != "loop" && getKind() != "extern")
+    return emitOpError("kind must be 'loop' or 'extern', got '") << getKind() << "'";
+  Block &body = getBody().front();
+  if (body.getArgumentTypes() != getInputs().getTypes())
+    return emitOpError("body arguments must match the inputs' types");
+  return verifyYield(*this, getBody(), getResultTypes(), "body");
+}
+
 #define GET_OP_CLASSES
 #include "tcc/IR/TccOps.cpp.inc"

@@ -1,5 +1,6 @@
 //===- tcc-opt.cpp - Runs tcc passes on .mlir files (for lit tests) -------===//
 #include "tcc/IR/TccDialect.h"
+#include "tcc/IR/TkDialect.h"
 #include "tcc/Passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -8,7 +9,8 @@
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  registry.insert<tcc::TccDialect, mlir::func::FuncDialect>();
+  registry.insert<tcc::TccDialect, tcc::tk::TkDialect, mlir::func::FuncDialect,
+                  mlir::memref::MemRefDialect>();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   tcc::registerTccPasses();

@@ -269,8 +269,8 @@ def Tcc_ReduceWindowOp : Tcc_Op<"reduce_window", [Pure, InferTypeOpAdaptor]> {
 
 //===--- Control flow ---------------------------------------------------------===//
 
-def Tcc_YieldOp : Tcc_Op<"yield", [Pure, Terminator, ParentOneOf<["IfOp", "LoopOp"]>]> {
-  let summary = "ends a region of tcc.if or tcc.loop";
+def Tcc_YieldOp : Tcc_Op<"yield", [Pure, Terminator, ParentOneOf<["IfOp", "LoopOp", "FusionOp"]>]> {
+  let summary = "ends a region of tcc.if, tcc.loop or tcc.fusion";
   let arguments = (ins Variadic<Tcc_Tensor>:$values);
   let assemblyFormat = "attr-dict ($values^ `:` type($values))?";
 }
@@ -297,6 +297,27 @@ def Tcc_LoopOp : Tcc_Op<"loop", [RecursiveMemoryEffects]> {
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
     `(` $max_trip `,` $cond `)` (`inits` `(` $inits^ `:` type($inits) `)`)? (`->` `(` type($results)^ `)`)? $body attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+
+def Tcc_FusionOp : Tcc_Op<"fusion", [IsolatedFromAbove, RecursiveMemoryEffects,
+                                     SingleBlock]> {
+  let summary = "a group of core ops that becomes one kernel (or one library call + epilogue)";
+  let description = [{
+    Made by `-tcc-fuse`. The body's block arguments are the group's inputs (one per operand);
+    it yields the values that leave the group. `kind` is `loop` (one generated loop-nest
+    kernel: pointwise ops, reductions and the index-remapping layout ops fused into them) or
+    `extern` (a library call such as a GEMM or a convolution, plus the pointwise epilogue ops
+    that run on its output while it is hot). Values used only inside the group are never
+    materialised.
+  }];
+  let arguments = (ins Variadic<Tcc_Tensor>:$inputs, StrAttr:$kind);
+  let results = (outs Variadic<Tcc_Tensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $kind (`(` $inputs^ `:` type($inputs) `)`)? (`->` `(` type($results)^ `)`)? $body attr-dict
   }];
   let hasVerifier = 1;
 }

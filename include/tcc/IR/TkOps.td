@@ -1,0 +1,264 @@
+//===- TkOps.td - The tk dialect: kernel IR and compiled programs ---------===//
+//
+// Two levels live here, both on memrefs (buffers with static shapes, row-major, no strides):
+//
+// * Kernels: a `func.func` with the `tk.kernel` attribute whose arguments are the buffers it
+//   reads and writes. Its body is a loop nest: `tk.parallel` (iterations independent),
+//   `tk.reduce` / `tk.arg_reduce` (a combined value over an index space), `tk.for` (sequential,
+//   with carried values), with scalar `tk.load`/`tk.store`, `tk.apply` for index arithmetic and
+//   the scalar compute ops (`tk.unary`, `tk.binary`, ... with the graph dialect's kinds and
+//   therefore the reference kernels' semantics). The CPU and CUDA emitters read this level.
+//
+// * Programs: a `func.func` with the `tk.program` attribute whose arguments are the graph's
+//   inputs then its outputs (destination passing). Its body is the launch list: buffers
+//   (`tk.alloc`, placed in one arena by `-tcc-plan-memory`; `memref.get_global` for constants;
+//   `tk.view` for free reshapes), kernel launches (`tk.launch`), library calls (`tk.gemm`,
+//   `tk.conv`, `tk.topk`) and copies (`tk.copy`). The artifact writer serialises this level.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TCC_TK_OPS_TD
+#define TCC_TK_OPS_TD
+
+include "tcc/IR/TccBase.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/IR/BuiltinAttributes.td"
+include "mlir/Interfaces/ViewLikeInterface.td"
+
+def Tk_Dialect : Dialect {
+  let name = "tk";
+  let cppNamespace = "::tcc::tk";
+  let summary = "tcc kernel IR (loop nests over buffers) and compiled programs (launch lists)";
+  let dependentDialects = ["::mlir::func::FuncDialect", "::mlir::memref::MemRefDialect"];
+}
+
+class Tk_Op<string mnemonic, list<Trait> traits = []> : Op<Tk_Dialect, mnemonic, traits>;
+
+// Scalars a kernel computes with: the graph dialect's element types, plus `index`.
+def Tk_Scalar : AnyTypeOf<[Tcc_ElementType, Index]>;
+def Tk_Buffer : StaticShapeMemRefOf<[Tcc_ElementType]>;
+
+//===----------------------------------------------------------------------===//
+// Kernel level: loops
+//===----------------------------------------------------------------------===//
+
+def Tk_YieldOp : Tk_Op<"yield", [Pure, Terminator,
+                                 ParentOneOf<["ParallelOp", "ReduceOp", "ArgReduceOp", "ForOp"]>]> {
+  let summary = "ends the body of a tk loop (with the reduced or carried values, if any)";
+  let arguments = (ins Variadic<Tk_Scalar>:$values);
+  let assemblyFormat = "attr-dict ($values^ `:` type($values))?";
+  let builders = [OpBuilder<(ins), [{ /* nothing */ }]>];
+}
+
+def Tk_ParallelOp : Tk_Op<"parallel", [RecursiveMemoryEffects,
+                                       SingleBlockImplicitTerminator<"YieldOp">]> {
+  let summary = "independent iterations over the index space `bounds` (one index arg per dim)";
+  let description = [{
+    The outermost `tk.parallel` of a kernel is split across threads (CPU) or blocks (CUDA);
+    a nested one is the inner, vectorised / thread-parallel loop. Iterations must not depend on
+    each other: each stores to distinct elements.
+  }];
+  let arguments = (ins DenseI64ArrayAttr:$bounds);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$bounds $body attr-dict";
+  let hasVerifier = 1;
+}
+
+def Tk_ReduceOp : Tk_Op<"reduce", [RecursiveMemoryEffects,
+                                   SingleBlockImplicitTerminator<"YieldOp">]> {
+  let summary = "combines the value yielded at every point of `bounds` with `kind`";
+  let description = [{
+    The body has one index arg per dim of `bounds` and yields one scalar; the result is the
+    combination (sum/prod/max/min) of the yielded values, starting from the kind's identity
+    (0, 1, the type's lowest, the type's highest). The order of combination is unspecified.
+  }];
+  let arguments = (ins Tcc_ReduceKind:$kind, DenseI64ArrayAttr:$bounds);
+  let results = (outs Tk_Scalar:$result);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$kind $bounds $body attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Tk_ArgReduceOp : Tk_Op<"arg_reduce", [RecursiveMemoryEffects,
+                                          SingleBlockImplicitTerminator<"YieldOp">]> {
+  let summary = "i64 position (0..bound-1) of the max/min of the value yielded at each point";
+  let description = [{
+    `kind` is max or min; ties go to the first position, or the last with `select_last_index`.
+  }];
+  let arguments = (ins Tcc_ReduceKind:$kind, I64Attr:$bound, UnitAttr:$select_last_index);
+  let results = (outs I64:$result);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$kind $bound $body attr-dict";
+  let hasVerifier = 1;
+}
+
+def Tk_ForOp : Tk_Op<"for", [RecursiveMemoryEffects,
+                             SingleBlockImplicitTerminator<"YieldOp">]> {
+  let summary = "a sequential loop 0..count-1 with carried scalars";
+  let description = [{
+    Body args: (index, carried...); it yields the next carried values; the results are the last.
+    Used where iterations depend on each other (cumulative sums, scatters with duplicates).
+  }];
+  let arguments = (ins I64Attr:$count, Variadic<Tk_Scalar>:$inits);
+  let results = (outs Variadic<Tk_Scalar>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $count (`iter_args` `(` $inits^ `:` type($inits) `)`)? $body attr-dict (`:` type($results)^)?
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Kernel level: memory and index arithmetic
+//===----------------------------------------------------------------------===//
+
+def Tk_LoadOp : Tk_Op<"load", [TypesMatchWith<"result is the buffer's element type", "memref",
+                                   "result", "::llvm::cast<::mlir::MemRefType>($_self).getElementType()">]> {
+  let summary = "reads one element (indices must be in bounds)";
+  let arguments = (ins Arg<Tk_Buffer, "", [MemRead]>:$memref, Variadic<Index>:$indices);
+  let results = (outs Tk_Scalar:$result);
+  let assemblyFormat = "$memref `[` $indices `]` attr-dict `:` type($memref)";
+  let hasVerifier = 1;
+}
+
+def Tk_StoreOp : Tk_Op<"store", [TypesMatchWith<"value is the buffer's element type", "memref",
+                                     "value", "::llvm::cast<::mlir::MemRefType>($_self).getElementType()">]> {
+  let summary = "writes one element (indices must be in bounds)";
+  let arguments = (ins Tk_Scalar:$value, Arg<Tk_Buffer, "", [MemWrite]>:$memref,
+                   Variadic<Index>:$indices);
+  let assemblyFormat = "$value `,` $memref `[` $indices `]` attr-dict `:` type($memref)";
+  let hasVerifier = 1;
+}
+
+def Tk_ApplyOp : Tk_Op<"apply", [Pure]> {
+  let summary = "evaluates a one-result affine map on index operands (dims, then symbols)";
+  let arguments = (ins AffineMapAttr:$map, Variadic<Index>:$operands);
+  let results = (outs Index:$result);
+  let assemblyFormat = "$map `(` $operands `)` attr-dict";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Kernel level: scalar compute (semantics of the tcc ops of the same names, per element)
+//===----------------------------------------------------------------------===//
+
+def Tk_ConstantOp : Tk_Op<"constant", [Pure, ConstantLike,
+    TypesMatchWith<"result has the value's type", "value", "result", "$_self">]> {
+  let summary = "a scalar constant (integer, float, or index)";
+  let arguments = (ins TypedAttrInterface:$value);
+  let results = (outs Tk_Scalar:$result);
+  let assemblyFormat = "$value attr-dict";
+  let hasVerifier = 1;
+}
+
+def Tk_UnaryOp : Tk_Op<"unary", [Pure, SameOperandsAndResultType]> {
+  let summary = "scalar tcc.unary";
+  let arguments = (ins Tcc_UnaryKind:$kind, Tk_Scalar:$x);
+  let results = (outs Tk_Scalar:$result);
+  let assemblyFormat = "$kind $x attr-dict `:` type($result)";
+}
+
+def Tk_BinaryOp : Tk_Op<"binary", [Pure, SameOperandsAndResultType]> {
+  let summary = "scalar tcc.binary (also on index values: add, sub, mul, div, rem, max, min)";
+  let arguments = (ins Tcc_BinaryKind:$kind, Tk_Scalar:$lhs, Tk_Scalar:$rhs);
+  let results = (outs Tk_Scalar:$result);
+  let assemblyFormat = "$kind $lhs `,` $rhs attr-dict `:` type($result)";
+}
+
+def Tk_CompareOp : Tk_Op<"compare", [Pure, SameTypeOperands]> {
+  let summary = "scalar tcc.compare";
+  let arguments = (ins Tcc_CompareKind:$kind, Tk_Scalar:$lhs, Tk_Scalar:$rhs);
+  let results = (outs I1:$result);
+  let assemblyFormat = "$kind $lhs `,` $rhs attr-dict `:` type($lhs)";
+}
+
+def Tk_SelectOp : Tk_Op<"select", [Pure, AllTypesMatch<["on_true", "on_false", "result"]>]> {
+  let summary = "cond ? on_true : on_false";
+  let arguments = (ins I1:$cond, Tk_Scalar:$on_true, Tk_Scalar:$on_false);
+  let results = (outs Tk_Scalar:$result);
+  let assemblyFormat = "$cond `,` $on_true `,` $on_false attr-dict `:` type($result)";
+}
+
+def Tk_CastOp : Tk_Op<"cast", [Pure]> {
+  let summary = "scalar tcc.cast (and index <-> integer conversions)";
+  let arguments = (ins Tk_Scalar:$x);
+  let results = (outs Tk_Scalar:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `to` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Program level
+//===----------------------------------------------------------------------===//
+
+def Tk_AllocOp : Tk_Op<"alloc", [MemoryEffects<[MemAlloc]>]> {
+  let summary = "a temporary buffer in the program's arena";
+  let description = [{
+    `offset` (bytes, a multiple of 64) is set by `-tcc-plan-memory`; buffers whose lifetimes
+    (from the alloc to the last use of it or of a view of it) overlap never overlap in memory.
+  }];
+  let arguments = (ins OptionalAttr<I64Attr>:$offset);
+  let results = (outs Tk_Buffer:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Tk_ViewOp : Tk_Op<"view", [Pure, DeclareOpInterfaceMethods<ViewLikeOpInterface>]> {
+  let summary = "the same bytes (from `byte_offset`) seen with another shape/type: a free reshape";
+  let arguments = (ins Tk_Buffer:$source, DefaultValuedAttr<I64Attr, "0">:$byte_offset);
+  let results = (outs Tk_Buffer:$result);
+  let assemblyFormat = "$source attr-dict `:` type($source) `to` type($result)";
+  let hasVerifier = 1;
+}
+
+def Tk_LaunchOp : Tk_Op<"launch", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "runs the kernel `callee` on the buffers (it may read and write any of them)";
+  let arguments = (ins FlatSymbolRefAttr:$callee, Variadic<Tk_Buffer>:$args);
+  let assemblyFormat = "$callee `(` $args `)` attr-dict `:` type($args)";
+}
+
+def Tk_GemmOp : Tk_Op<"gemm"> {
+  let summary = "library GEMM: c = alpha * op(a) x op(b) + beta * c, batched";
+  let description = [{
+    Shapes [batch..., M, K] x [batch..., K, N] -> [batch..., M, N] (before transposition when
+    `trans_a`/`trans_b` say the operand is stored [.., K, M] / [.., N, K]). Every operand has the
+    same rank; a batch dim of size 1 in `a` or `b` broadcasts. Element type f32 or f64.
+  }];
+  let arguments = (ins Arg<Tk_Buffer, "", [MemRead]>:$a, Arg<Tk_Buffer, "", [MemRead]>:$b,
+                   Arg<Tk_Buffer, "", [MemRead, MemWrite]>:$c,
+                   UnitAttr:$trans_a, UnitAttr:$trans_b,
+                   DefaultValuedAttr<F64Attr, "1.0">:$alpha,
+                   DefaultValuedAttr<F64Attr, "0.0">:$beta);
+  let assemblyFormat = "$a `,` $b `,` $c attr-dict `:` type($a) `,` type($b) `,` type($c)";
+  let hasVerifier = 1;
+}
+
+def Tk_ConvOp : Tk_Op<"conv"> {
+  let summary = "library convolution (tcc.conv semantics, lhs_dilation 1), f32";
+  let arguments = (ins Arg<Tk_Buffer, "", [MemRead]>:$input, Arg<Tk_Buffer, "", [MemRead]>:$weight,
+                   Arg<Tk_Buffer, "", [MemWrite]>:$output,
+                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pad_low,
+                   DenseI64ArrayAttr:$pad_high, DenseI64ArrayAttr:$dilations, I64Attr:$groups);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $output attr-dict `:` type($input) `,` type($weight) `,` type($output)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tk_TopKOp : Tk_Op<"topk"> {
+  let summary = "library top-k along `dim` (tcc.topk semantics: sorted), values and i64 indices";
+  let arguments = (ins Arg<Tk_Buffer, "", [MemRead]>:$input,
+                   Arg<Tk_Buffer, "", [MemWrite]>:$values, Arg<Tk_Buffer, "", [MemWrite]>:$indices,
+                   I64Attr:$dim, BoolAttr:$largest);
+  let assemblyFormat = [{
+    $input `,` $values `,` $indices attr-dict `:` type($input) `,` type($values) `,` type($indices)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tk_CopyOp : Tk_Op<"copy"> {
+  let summary = "copies all bytes of `source` into `target` (same size)";
+  let arguments = (ins Arg<Tk_Buffer, "", [MemRead]>:$source, Arg<Tk_Buffer, "", [MemWrite]>:$target);
+  let assemblyFormat = "$source `,` $target attr-dict `:` type($source) `,` type($target)";
+  let hasVerifier = 1;
+}
+
+#endif // TCC_TK_OPS_TD

@@ -1,0 +1,202 @@
+//===- TkDialect.cpp - tk dialect registration and verifiers ---------------===//
+#include "tcc/IR/TkDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+
+using namespace mlir;
+using namespace tcc::tk;
+using tcc::ReduceKind;
+
+#include "tcc/IR/TkDialect.cpp.inc"
+
+void TkDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "tcc/IR/TkOps.cpp.inc"
+      >();
+}
+
+int64_t tcc::tk::bufferBytes(MemRefType type) {
+  Type e = type.getElementType();
+  int64_t elementBytes = e.isInteger(1) ? 1 : (e.getIntOrFloatBitWidth() + 7) / 8;
+  return type.getNumElements() * elementBytes;
+}
+
+//===--- Loops --------------------------------------------------------------===//
+
+/// The body has `numIndices` index args followed by `carried` scalars; it yields `yielded`.
+static LogicalResult verifyLoopBody(Operation *op, Region &region, size_t numIndices,
+                                    TypeRange carried, TypeRange yielded) {
+  Block &body = region.front();
+  if (body.getNumArguments() != numIndices + carried.size())
+    return op->emitOpError("body needs ") << numIndices << " index arguments"
+                                          << (carried.empty() ? "" : " and the carried values");
+  for (size_t i = 0; i < numIndices; ++i)
+    if (!body.getArgument(i).getType().isIndex())
+      return op->emitOpError("body argument ") << i << " must be an index";
+  if (TypeRange(body.getArguments().drop_front(numIndices)) != carried)
+    return op->emitOpError("carried body arguments must match the initial values' types");
+  auto yield = cast<YieldOp>(body.getTerminator());
+  if (yield.getValues().getTypes() != yielded)
+    return op->emitOpError("body must yield ") << yielded.size() << " value(s) of the result types";
+  return success();
+}
+
+static LogicalResult verifyBounds(Operation *op, ArrayRef<int64_t> bounds) {
+  for (int64_t b : bounds)
+    if (b < 0)
+      return op->emitOpError("bounds must be non-negative");
+  return success();
+}
+
+LogicalResult ParallelOp::verify() {
+  if (failed(verifyBounds(*this, getBounds())))
+    return failure();
+  return verifyLoopBody(*this, getBody(), getBounds().size(), {}, {});
+}
+
+LogicalResult ReduceOp::verify() {
+  if (failed(verifyBounds(*this, getBounds())))
+    return failure();
+  if (getResult().getType().isIndex())
+    return emitOpError("cannot reduce index values");
+  return verifyLoopBody(*this, getBody(), getBounds().size(), {}, getResult().getType());
+}
+
+LogicalResult ArgReduceOp::verify() {
+  if (getKind() != ReduceKind::Max && getKind() != ReduceKind::Min)
+    return emitOpError("kind must be max or min");
+  if (getBound() < 1)
+    return emitOpError("bound must be at least 1");
+  Block &body = getBody().front();
+  if (body.getNumArguments() != 1 || !body.getArgument(0).getType().isIndex())
+    return emitOpError("body needs exactly one index argument");
+  auto yield = cast<YieldOp>(body.getTerminator());
+  if (yield.getValues().size() != 1)
+    return emitOpError("body must yield one value");
+  return success();
+}
+
+LogicalResult ForOp::verify() {
+  if (getCount() < 0)
+    return emitOpError("count must be non-negative");
+  if (getInits().getTypes() != getResultTypes())
+    return emitOpError("results must match the initial values' types");
+  return verifyLoopBody(*this, getBody(), 1, getInits().getTypes(), getResultTypes());
+}
+
+//===--- Memory and indices ---------------------------------------------------===//
+
+static LogicalResult verifyIndices(Operation *op, MemRefType type, ValueRange indices) {
+  if (static_cast<int64_t>(indices.size()) != type.getRank())
+    return op->emitOpError("needs ") << type.getRank() << " indices, got " << indices.size();
+  return success();
+}
+
+LogicalResult LoadOp::verify() { return verifyIndices(*this, getMemref().getType(), getIndices()); }
+LogicalResult StoreOp::verify() {
+  return verifyIndices(*this, getMemref().getType(), getIndices());
+}
+
+LogicalResult ApplyOp::verify() {
+  AffineMap map = getMap();
+  if (map.getNumResults() != 1)
+    return emitOpError("map must have exactly one result");
+  if (map.getNumInputs() != getOperands().size())
+    return emitOpError("map takes ") << map.getNumInputs() << " operands, got "
+                                     << getOperands().size();
+  return success();
+}
+
+LogicalResult ConstantOp::verify() {
+  if (getValue().getType() != getResult().getType())
+    return emitOpError("value type must match the result type");
+  if (!isa<IntegerAttr, FloatAttr>(getValue()))
+    return emitOpError("value must be an integer or float attribute");
+  return success();
+}
+
+//===--- Program level ----------------------------------------------------------===//
+
+LogicalResult AllocOp::verify() {
+  if (auto offset = getOffset())
+    if (*offset < 0 || *offset % kBufferAlignment != 0)
+      return emitOpError("offset must be a non-negative multiple of ") << kBufferAlignment;
+  return success();
+}
+
+LogicalResult ViewOp::verify() {
+  int64_t available = bufferBytes(getSource().getType()) - getByteOffset();
+  if (getByteOffset() < 0 || bufferBytes(getResult().getType()) > available)
+    return emitOpError("view of ") << bufferBytes(getResult().getType())
+                                   << " bytes at offset " << getByteOffset()
+                                   << " exceeds the source buffer";
+  return success();
+}
+
+Value ViewOp::getViewSource() { return getSource(); }
+
+LogicalResult LaunchOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto fn = symbolTable.lookupNearestSymbolFrom<func::FuncOp>(*this, getCalleeAttr());
+  if (!fn || !isKernel(fn))
+    return emitOpError("'") << getCallee() << "' is not a tk.kernel function";
+  if (TypeRange(fn.getFunctionType().getInputs()) != TypeRange(getArgs().getTypes()))
+    return emitOpError("argument types do not match the kernel's");
+  return success();
+}
+
+LogicalResult GemmOp::verify() {
+  auto a = getA().getType(), b = getB().getType(), c = getC().getType();
+  if (a.getRank() < 2 || a.getRank() != b.getRank() || a.getRank() != c.getRank())
+    return emitOpError("operands must have the same rank, at least 2");
+  Type e = c.getElementType();
+  if (a.getElementType() != e || b.getElementType() != e || !(e.isF32() || e.isF64()))
+    return emitOpError("operands must all be f32 or all f64");
+  int64_t r = a.getRank();
+  int64_t m = a.getDimSize(r - (getTransA() ? 1 : 2)), k = a.getDimSize(r - (getTransA() ? 2 : 1));
+  int64_t kb = b.getDimSize(r - (getTransB() ? 1 : 2)), n = b.getDimSize(r - (getTransB() ? 2 : 1));
+  if (k != kb || c.getDimSize(r - 2) != m || c.getDimSize(r - 1) != n)
+    return emitOpError("matrix shapes do not agree");
+  for (int64_t i = 0; i < r - 2; ++i) {
+    int64_t da = a.getDimSize(i), db = b.getDimSize(i), dc = c.getDimSize(i);
+    if ((da != dc && da != 1) || (db != dc && db != 1))
+      return emitOpError("batch dim ") << i << " does not broadcast to the result";
+  }
+  return success();
+}
+
+LogicalResult ConvOp::verify() {
+  auto x = getInput().getType(), w = getWeight().getType(), y = getOutput().getType();
+  size_t spatial = x.getRank() - 2;
+  if (x.getRank() < 3 || w.getRank() != x.getRank() || y.getRank() != x.getRank())
+    return emitOpError("input, weight and output must have the same rank, at least 3");
+  if (!x.getElementType().isF32() || !w.getElementType().isF32() || !y.getElementType().isF32())
+    return emitOpError("operands must be f32");
+  if (getStrides().size() != spatial || getPadLow().size() != spatial ||
+      getPadHigh().size() != spatial || getDilations().size() != spatial)
+    return emitOpError("strides, pads and dilations need one entry per spatial dim");
+  if (getGroups() < 1 || x.getDimSize(1) != w.getDimSize(1) * getGroups() ||
+      w.getDimSize(0) % getGroups() != 0 || y.getDimSize(1) != w.getDimSize(0))
+    return emitOpError("channel counts do not agree with groups");
+  return success();
+}
+
+LogicalResult TopKOp::verify() {
+  auto x = getInput().getType(), v = getValues().getType(), i = getIndices().getType();
+  if (getDim() < 0 || getDim() >= x.getRank())
+    return emitOpError("dim out of range");
+  if (v.getShape() != i.getShape() || v.getElementType() != x.getElementType() ||
+      !i.getElementType().isInteger(64))
+    return emitOpError("values must have the input's type and indices be i64 of the same shape");
+  return success();
+}
+
+LogicalResult CopyOp::verify() {
+  if (bufferBytes(getSource().getType()) != bufferBytes(getTarget().getType()))
+    return emitOpError("source and target sizes differ");
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "tcc/IR/TkOps.cpp.inc"
