@@ -1,6 +1,7 @@
 //===- Passes.h - tcc graph passes --------------------------------------===//
 #pragma once
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/Pass.h"
 
 #include <memory>

@@ -17,4 +17,42 @@ def FoldConstants : Pass<"tcc-fold-constants"> {
   ];
 }
 
+def Fuse : Pass<"tcc-fuse", "mlir::func::FuncOp"> {
+  let summary = "Groups graph ops into tcc.fusion ops: the kernels (and library calls) to generate";
+  let description = [{
+    See lib/Passes/Fuse.cpp: vertical and horizontal fusion of pointwise ops and reductions,
+    epilogues kept with GEMMs and convolutions. Legality and profitability are decided in one
+    place; with `explain`, every decision is reported as a remark with its reason.
+  }];
+  let options = [
+    Option<"explain", "explain", "bool", /*default=*/"false",
+           "report every fusion decision and its reason as a remark">
+  ];
+}
+
+def LowerToKernels : Pass<"tcc-lower-to-kernels", "mlir::ModuleOp"> {
+  let summary = "Lowers fused graph functions to tk kernels and a tk program (buffers, launches)";
+  let description = [{
+    Each tcc.fusion becomes a `tk.kernel` function (a loop nest) launched by the program, or a
+    library call (tk.gemm, tk.conv, tk.topk) followed by its epilogue kernel. Tensors become
+    buffers: graph inputs/outputs are program arguments, constants memref.globals, temporaries
+    tk.alloc, reshapes tk.view.
+  }];
+  let dependentDialects = ["tcc::tk::TkDialect", "mlir::memref::MemRefDialect"];
+}
+
+def PlanMemory : Pass<"tcc-plan-memory", "mlir::ModuleOp"> {
+  let summary = "Places every tk.alloc in one arena; buffers with disjoint lifetimes share bytes";
+  let description = [{
+    Lifetimes run from a buffer's alloc to the last use of it or of any view of it, in program
+    order. Offsets are assigned greedily, largest buffer first, at the lowest 64-byte aligned
+    offset that overlaps no live-overlapping buffer. Sets `offset` on every tk.alloc and
+    `tk.arena_bytes` on the program.
+  }];
+}
+
+def EmitCpp : Pass<"tcc-emit-cpp", "mlir::ModuleOp"> {
+  let summary = "Prints the C++ source generated for each tk kernel (for inspection and tests)";
+}
+
 #endif // TCC_PASSES_TD
