@@ -1,0 +1,483 @@
+#!/usr/bin/env python3
+"""tcc vs onnxruntime on the CPU, side by side in one run, reported as ratios.
+
+Interpreter: the `python3` on PATH (pip install -r bench/requirements.txt). For each model
+(bench/models/make_models.py lists them) this measures, on the same machine and inputs:
+  - tcc: compile time cold (fresh TCC_CACHE_DIR) and warm (second compile, cache hit) from
+    `tcc compile --report`; latency from `tcc bench --json --threads N`; outputs from `tcc run`
+    of the compiled artifact, checked against onnxruntime's;
+  - onnxruntime (CPUExecutionProvider, intra_op_num_threads=N, inter_op_num_threads=1, graph
+    optimizations ALL): session creation time and the wall time of each sess.run().
+Writes bench/results/<date>-cpu-<N>t.md and .json per thread count, and prints the tables and
+the geometric mean of the tcc/ORT latency ratios (< 1: tcc faster).
+
+  python3 bench/run_cpu.py                          # all models, 1 and 2 threads
+  python3 bench/run_cpu.py --threads 1 --iters 5 --models mlp transformer_block
+  python3 bench/run_cpu.py --tcc bench/fake_tcc.py --out-dir /tmp/r   # test the script itself
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import os
+import platform
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path.insert(0, str(BENCH / "models"))
+import make_models  # noqa: E402
+
+RTOL = 1e-3  # |tcc - ort| <= RTOL*|ort| + ATOL_REL*max|ort| elementwise
+ATOL_REL = 1e-4
+
+
+# ------------------------------------------------------------------------------------------
+# helpers
+# ------------------------------------------------------------------------------------------
+def read_tensor(path: Path) -> tuple[str, np.ndarray]:
+    t = onnx.TensorProto()
+    t.ParseFromString(path.read_bytes())
+    return t.name, numpy_helper.to_array(t)
+
+
+def first_line(text: str) -> str:
+    for line in text.splitlines():
+        line = line.strip()
+        if line:
+            return line[:200]
+    return "(no output)"
+
+
+def tcc_cmd(tcc: str) -> list[str]:
+    return [sys.executable, tcc] if tcc.endswith(".py") else [tcc]
+
+
+def run_proc(cmd: list[str], timeout: float, env: dict | None = None) -> tuple[int, str, str, float]:
+    t0 = time.perf_counter()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        return p.returncode, p.stdout, p.stderr, time.perf_counter() - t0
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        return 124, out, f"timed out after {timeout:.0f} s", time.perf_counter() - t0
+    except OSError as e:
+        return 127, "", f"cannot run {cmd[0]}: {e}", time.perf_counter() - t0
+
+
+class TccError(Exception):
+    pass
+
+
+def parse_json_output(stdout: str) -> dict:
+    """The whole stdout as JSON, else the last line that is a JSON object."""
+    s = stdout.strip()
+    try:
+        obj = json.loads(s)
+        if isinstance(obj, dict):
+            return obj
+    except ValueError:
+        pass
+    for line in reversed(s.splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                continue
+    raise TccError(f"no JSON object in tcc bench output: {first_line(stdout)}")
+
+
+def count(v) -> int | None:
+    if v is None:
+        return None
+    return len(v) if isinstance(v, (list, dict)) else int(v)
+
+
+def machine_info() -> dict:
+    cpu = platform.processor() or "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    flags = ""
+    try:
+        txt = Path("/proc/cpuinfo").read_text()
+        fl = next((l.split(":", 1)[1].split() for l in txt.splitlines() if l.startswith("flags")), [])
+        flags = " ".join(f for f in ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile") if f in fl)
+    except (OSError, StopIteration):
+        pass
+    mem = "?"
+    try:
+        kb = int(next(l for l in Path("/proc/meminfo").read_text().splitlines() if l.startswith("MemTotal")).split()[1])
+        mem = f"{kb / 2**20:.1f} GiB"
+    except (OSError, StopIteration, ValueError):
+        pass
+    def git(*a):
+        try:
+            return subprocess.run(["git", "-C", str(ROOT), *a], capture_output=True, text=True, timeout=10).stdout.strip()
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+    import onnxruntime as ort
+    return {
+        "date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "host": platform.node(),
+        "cpu": cpu,
+        "cpu_flags": flags,
+        "cores": os.cpu_count(),
+        "affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "memory": mem,
+        "os": f"{platform.system()} {platform.release()}",
+        "python": f"{sys.executable} {platform.python_version()}",
+        "onnxruntime": ort.__version__,
+        "numpy": np.__version__,
+        "onnx": onnx.__version__,
+        "git_commit": git("rev-parse", "--short", "HEAD"),
+        "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+        "loadavg_start": os.getloadavg()[0],
+    }
+
+
+# ------------------------------------------------------------------------------------------
+# onnxruntime
+# ------------------------------------------------------------------------------------------
+def ort_session(model_path: Path, threads: int):
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.log_severity_level = 3
+    t0 = time.perf_counter()
+    sess = ort.InferenceSession(str(model_path), so, providers=["CPUExecutionProvider"])
+    return sess, time.perf_counter() - t0
+
+
+def ort_feeds(sess, inputs: list[Path]) -> dict:
+    metas = sess.get_inputs()
+    if len(inputs) != len(metas):
+        raise RuntimeError(f"{len(inputs)} input files for {len(metas)} graph inputs")
+    return {m.name: read_tensor(p)[1] for m, p in zip(metas, inputs)}
+
+
+def time_runs(fn, warmup: int, iters: int) -> list[float]:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return times
+
+
+def stats(times: list[float]) -> dict:
+    return {"median_ms": statistics.median(times), "min_ms": min(times), "max_ms": max(times),
+            "mean_ms": statistics.fmean(times), "iters": len(times)}
+
+
+def ort_bench(model, threads: int, warmup: int, iters: int) -> dict:
+    sess, init_s = ort_session(model.onnx_path, threads)
+    feeds = ort_feeds(sess, model.input_paths())
+    outs = sess.run(None, feeds)
+    times = time_runs(lambda: sess.run(None, feeds), warmup, iters)
+    res = {"init_seconds": init_s, **stats(times)}
+    res["outputs"] = {m.name: o for m, o in zip(sess.get_outputs(), outs)}
+    return res
+
+
+# ------------------------------------------------------------------------------------------
+# tcc
+# ------------------------------------------------------------------------------------------
+class Tcc:
+    def __init__(self, path: str, timeout: float, workdir: Path):
+        self.cmd = tcc_cmd(path)
+        self.timeout = timeout
+        self.workdir = workdir
+        self.cache = workdir / "cache"  # one fresh cache per run of this script
+
+    def env(self) -> dict:
+        e = dict(os.environ)
+        e["TCC_CACHE_DIR"] = str(self.cache)
+        return e
+
+    def call(self, args: list[str], what: str) -> tuple[str, float]:
+        rc, out, err, wall = run_proc(self.cmd + args, self.timeout, self.env())
+        if rc != 0:
+            raise TccError(f"{what} (exit {rc}): {first_line(err or out)}")
+        return out, wall
+
+    def compile(self, model, tag: str) -> dict:
+        d = self.workdir / model.name
+        d.mkdir(parents=True, exist_ok=True)
+        art, rep = d / "model.tcc", d / f"report-{tag}.json"
+        _, wall = self.call(["compile", str(model.onnx_path), "-o", str(art), "--report", str(rep)], f"tcc compile ({tag})")
+        try:
+            report = json.loads(rep.read_text())
+        except (OSError, ValueError) as e:
+            raise TccError(f"tcc compile ({tag}): unreadable report: {e}")
+        report["process_seconds"] = wall
+        report["artifact"] = str(art)
+        return report
+
+    def run_outputs(self, model, artifact: str) -> list[np.ndarray]:
+        out_dir = self.workdir / model.name / "outputs"
+        shutil.rmtree(out_dir, ignore_errors=True)
+        self.call(["run", artifact, "--device", "cpu", "--inputs", *map(str, model.input_paths()),
+                   "--out-dir", str(out_dir)], "tcc run")
+        files = sorted(out_dir.glob("output_*.pb"), key=lambda p: int(p.stem.split("_")[1]))
+        if not files:
+            raise TccError("tcc run wrote no output_<i>.pb")
+        return [read_tensor(f)[1] for f in files]
+
+    def bench(self, model, threads: int, warmup: int, iters: int) -> dict:
+        out, wall = self.call(["bench", str(model.onnx_path), "--device", "cpu", "--threads", str(threads),
+                               "--warmup", str(warmup), "--iters", str(iters), "--json",
+                               "--inputs", *map(str, model.input_paths())], "tcc bench")
+        res = parse_json_output(out)
+        missing = [k for k in ("median_ms", "min_ms", "max_ms") if k not in res]
+        if missing:
+            raise TccError(f"tcc bench --json lacks {', '.join(missing)}")
+        res["process_seconds"] = wall
+        return res
+
+
+def compare(got: list[np.ndarray], ref: dict[str, np.ndarray]) -> dict:
+    refs = list(ref.values())
+    if len(got) != len(refs):
+        return {"ok": False, "detail": f"{len(got)} outputs, ORT has {len(refs)}"}
+    worst, details, ok = 0.0, [], True
+    for (name, r), g in zip(ref.items(), got):
+        if g.shape != r.shape:
+            ok = False
+            details.append(f"{name}: shape {list(g.shape)} vs {list(r.shape)}")
+            continue
+        if r.dtype.kind not in "fc":
+            if not np.array_equal(g, r):
+                ok = False
+                details.append(f"{name}: {int(np.sum(g != r))} elements differ")
+            continue
+        g64, r64 = g.astype(np.float64), r.astype(np.float64)
+        scale = float(np.max(np.abs(r64))) if r64.size else 0.0
+        err = np.abs(g64 - r64)
+        bad = ~(err <= RTOL * np.abs(r64) + ATOL_REL * max(scale, 1e-30))
+        rel = float(np.max(err) / scale) if scale > 0 and err.size else 0.0
+        worst = max(worst, rel)
+        if bad.any() or not np.isfinite(g64).all():
+            ok = False
+            details.append(f"{name}: {int(bad.sum())}/{bad.size} elements off, max|err|/max|ref| {rel:.2e}")
+    return {"ok": ok, "max_rel_err": worst, "detail": "; ".join(details)}
+
+
+# ------------------------------------------------------------------------------------------
+# the run
+# ------------------------------------------------------------------------------------------
+def bench_model(model, threads_list, args, tcc: Tcc | None) -> dict:
+    row = {"model": model.name, "kind": model.kind, "path": str(model.onnx_path), "gflop": (model.flops or 0) / 1e9,
+           "tcc": {"compile": {}, "by_threads": {}}, "ort": {"by_threads": {}}}
+    print(f"== {model.name}", flush=True)
+    ort_outputs = None
+    for t in threads_list:
+        try:
+            r = ort_bench(model, t, args.warmup, args.iters)
+            ort_outputs = r.pop("outputs")
+            row["ort"]["by_threads"][t] = r
+            print(f"   ort  {t}t: median {r['median_ms']:.3f} ms (init {r['init_seconds']:.2f} s)", flush=True)
+        except Exception as e:  # noqa: BLE001
+            row["ort"]["by_threads"][t] = {"error": first_line(str(e))}
+            print(f"   ort  {t}t: FAILED {first_line(str(e))}", flush=True)
+    if tcc is None:
+        return row
+    tc = row["tcc"]
+    try:
+        tc["compile"]["cold"] = tcc.compile(model, "cold")
+        tc["compile"]["warm"] = tcc.compile(model, "warm")
+        c, w = tc["compile"]["cold"], tc["compile"]["warm"]
+        print(f"   tcc compile: cold {c.get('compile_seconds', float('nan')):.2f} s, "
+              f"warm {w.get('compile_seconds', float('nan')):.2f} s", flush=True)
+        if count(c.get("cache_hits")):
+            tc["compile"]["note"] = "cold compile hit the cache (TCC_CACHE_DIR ignored?)"
+    except TccError as e:
+        tc["error"] = str(e)
+        print(f"   tcc: FAILED {e}", flush=True)
+        return row
+    if ort_outputs is not None:
+        try:
+            tc["check"] = compare(tcc.run_outputs(model, tc["compile"]["warm"]["artifact"]), ort_outputs)
+        except TccError as e:
+            tc["check"] = {"ok": False, "detail": str(e)}
+        print(f"   tcc outputs vs ORT: {'ok' if tc['check']['ok'] else 'MISMATCH ' + tc['check']['detail']}", flush=True)
+    for t in threads_list:
+        try:
+            r = tcc.bench(model, t, args.warmup, args.iters)
+            tc["by_threads"][t] = r
+            print(f"   tcc  {t}t: median {r['median_ms']:.3f} ms", flush=True)
+        except TccError as e:
+            tc["by_threads"][t] = {"error": str(e)}
+            print(f"   tcc  {t}t: FAILED {e}", flush=True)
+    return row
+
+
+def fmt_ms(r: dict | None) -> str:
+    if not r or "median_ms" not in r:
+        return "—"
+    return f"{r['median_ms']:.3f} ({r['min_ms']:.3f}–{r['max_ms']:.3f})"
+
+
+def ratio(row, t) -> float | None:
+    a = row["tcc"]["by_threads"].get(t, {})
+    b = row["ort"]["by_threads"].get(t, {})
+    if "median_ms" in a and "median_ms" in b and b["median_ms"] > 0:
+        return a["median_ms"] / b["median_ms"]
+    return None
+
+
+def geomean(xs: list[float]) -> float | None:
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
+
+
+def table(rows: list[dict], t: int) -> tuple[str, float | None]:
+    head = ("| model | GFLOP | tcc ms median (min–max) | ORT ms median (min–max) | tcc/ORT | "
+            "tcc GFLOP/s | compile cold / warm s | ORT init s | kernels / extern | outputs |")
+    lines = [head, "|" + "|".join(["---"] * (head.count("|") - 1)) + "|"]
+    ratios = []
+    for row in rows:
+        tc, o = row["tcc"], row["ort"]["by_threads"].get(t, {})
+        tr = tc["by_threads"].get(t, {})
+        r = ratio(row, t)
+        if r is not None:
+            ratios.append(r)
+        if "error" in tc:
+            tcc_ms = f"tcc failed: {tc['error']}"
+        elif "error" in tr:
+            tcc_ms = f"tcc failed: {tr['error']}"
+        elif not tc["compile"]:
+            tcc_ms = "not run"
+        else:
+            tcc_ms = fmt_ms(tr)
+        ort_ms = fmt_ms(o) if "error" not in o else f"ORT failed: {o['error']}"
+        gfs = f"{row['gflop'] / (tr['median_ms'] / 1e3):.1f}" if row["gflop"] and "median_ms" in tr else "—"
+        cc = tc["compile"]
+        comp = "—"
+        if "cold" in cc:
+            comp = f"{cc['cold'].get('compile_seconds', float('nan')):.2f} / {cc['warm'].get('compile_seconds', float('nan')):.2f}"
+        kern = "—"
+        if "warm" in cc:
+            kern = f"{count(cc['warm'].get('kernels'))} / {count(cc['warm'].get('extern_calls'))}"
+        chk = tc.get("check")
+        chk_s = "—" if chk is None else ("ok" if chk["ok"] else f"MISMATCH: {chk['detail']}")
+        if chk and chk["ok"] and chk.get("max_rel_err"):
+            chk_s += f" ({chk['max_rel_err']:.0e})"
+        init = f"{o['init_seconds']:.2f}" if "init_seconds" in o else "—"
+        lines.append(f"| {row['model']} | {row['gflop']:.3f} | {tcc_ms} | {ort_ms} | "
+                     f"{'—' if r is None else f'{r:.2f}'} | {gfs} | {comp} | {init} | {kern} | {chk_s} |")
+    g = geomean(ratios)
+    return "\n".join(lines), g
+
+
+def write_results(rows, t, info, args, out_dir: Path) -> Path:
+    tab, g = table(rows, t)
+    day = info["date"][:10]
+    base = out_dir / f"{day}-cpu-{t}t"
+    gm = "—" if g is None else f"{g:.3f}"
+    n = sum(1 for r in rows if ratio(r, t) is not None)
+    md = [f"# tcc vs onnxruntime, CPU, {t} thread{'s' if t > 1 else ''}", "",
+          f"- date: {info['date']}; host: {info['host']}",
+          f"- CPU: {info['cpu']} ({info['cores']} cores, {info['affinity']} usable; {info['cpu_flags']}); memory {info['memory']}; {info['os']}",
+          f"- tcc: `{args.tcc}` at git {info['git_commit']}{' (dirty tree)' if info['git_dirty'] else ''}; "
+          f"onnxruntime {info['onnxruntime']} (CPUExecutionProvider, intra_op={t}, inter_op=1, ORT_ENABLE_ALL); "
+          f"python {info['python']}",
+          f"- warmup {args.warmup}, iters {args.iters}; load average at start {info['loadavg_start']:.2f}, "
+          f"at end {info.get('loadavg_end', float('nan')):.2f} (2 shared cores: a high load means noisy numbers)",
+          f"- geometric mean of tcc/ORT over {n} model(s): **{gm}** (< 1: tcc faster)",
+          "", tab, "",
+          "Latency: median (min–max) of one run in ms, without compilation; tcc's from `tcc bench --json`, "
+          "ORT's from wall time around `InferenceSession.run`. Compile: `tcc compile --report` "
+          "compile_seconds with a fresh TCC_CACHE_DIR (cold) and again (warm). Outputs: tcc's vs ORT's, "
+          f"|Δ| ≤ {RTOL:g}·|ref| + {ATOL_REL:g}·max|ref|; the number in brackets is max|Δ|/max|ref|.", ""]
+    base.with_suffix(".md").write_text("\n".join(md))
+    raw = {"machine": info, "threads": t, "warmup": args.warmup, "iters": args.iters, "tcc": args.tcc,
+           "geomean_tcc_over_ort": g, "models": []}
+    for r in rows:
+        raw["models"].append({"model": r["model"], "kind": r["kind"], "path": r["path"], "gflop": r["gflop"],
+                              "ratio_tcc_over_ort": ratio(r, t),
+                              "ort": r["ort"]["by_threads"].get(t), "tcc": {
+                                  "compile": r["tcc"]["compile"], "check": r["tcc"].get("check"),
+                                  "error": r["tcc"].get("error"), "bench": r["tcc"]["by_threads"].get(t)}})
+    base.with_suffix(".json").write_text(json.dumps(raw, indent=1, default=str) + "\n")
+    print(f"\n## {t} thread(s)\n\n{tab}\n\ngeometric mean tcc/ORT ({n} models): {gm}   -> {base}.md\n", flush=True)
+    return base
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="thread counts (default: 1 2)")
+    ap.add_argument("--iters", type=int, default=50, help="timed runs per model (default 50)")
+    ap.add_argument("--warmup", type=int, default=5, help="untimed runs first (default 5)")
+    ap.add_argument("--models", nargs="+", help="subset of models (default: all; see --list)")
+    ap.add_argument("--list", action="store_true", help="list the models and exit")
+    ap.add_argument("--tcc", default=str(ROOT / "build" / "bin" / "tcc"), help="tcc binary (default build/bin/tcc)")
+    ap.add_argument("--no-tcc", action="store_true", help="onnxruntime only")
+    ap.add_argument("--timeout", type=float, default=1200, help="seconds for each tcc command (default 1200)")
+    ap.add_argument("--out-dir", default=str(BENCH / "results"), help="where results go (default bench/results)")
+    ap.add_argument("--keep-work", action="store_true", help="keep tcc's artifacts, reports and cache")
+    args = ap.parse_args()
+
+    models = make_models.all_models()
+    if args.list:
+        for m in models.values():
+            print(f"{m.name:18s} {m.kind:9s} {m.dir}")
+        return 0
+    names = args.models or list(models)
+    unknown = [n for n in names if n not in models]
+    if unknown:
+        print(f"unknown model(s): {', '.join(unknown)}; known: {', '.join(models)}", file=sys.stderr)
+        return 2
+    missing = [n for n in names if not models[n].onnx_path.exists()]
+    if missing:
+        print(f"missing model files for {', '.join(missing)}: run python3 bench/models/make_models.py", file=sys.stderr)
+        return 2
+    tcc = None
+    work = Path(tempfile.mkdtemp(prefix="tcc-bench-"))
+    if not args.no_tcc:
+        if not (Path(args.tcc).exists() or shutil.which(args.tcc)):
+            print(f"warning: tcc not found at {args.tcc}; every tcc column will say so", file=sys.stderr)
+        tcc = Tcc(args.tcc, args.timeout, work)
+    info = machine_info()
+    print(f"{info['cpu']}, {info['cores']} cores, load {info['loadavg_start']:.2f}; ORT {info['onnxruntime']}; "
+          f"tcc {args.tcc if tcc else '(skipped)'}; work dir {work}", flush=True)
+    rows = []
+    try:
+        for n in names:
+            rows.append(bench_model(models[n], args.threads, args, tcc))
+    finally:
+        if not args.keep_work:
+            shutil.rmtree(work, ignore_errors=True)
+    info["loadavg_end"] = os.getloadavg()[0]
+    out_dir = Path(args.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for t in args.threads:
+        write_results(rows, t, info, args, out_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
