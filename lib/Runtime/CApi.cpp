@@ -1,0 +1,168 @@
+//===- CApi.cpp - The C API of tccrt.h over tcc::rt::Program --------------===//
+//
+// Every entry point catches all exceptions (verification errors, bad_alloc, ...) and turns
+// them into TCCRT_ERROR plus a thread-local message.
+#include "HostMemory.h"
+#include "Program.h"
+#include "tcc/Runtime/tccrt.h"
+
+#include <cstdio>
+#include <fstream>
+#include <new>
+#include <string>
+
+struct tccrt_program {
+  std::unique_ptr<tcc::rt::Program> program;
+};
+
+namespace {
+
+thread_local std::string lastError;
+
+tccrt_status fail(std::string message) {
+  lastError = std::move(message);
+  return TCCRT_ERROR;
+}
+
+template <class F> tccrt_status guarded(const char *function, F &&f) {
+  try {
+    f();
+    lastError.clear();
+    return TCCRT_OK;
+  } catch (const std::bad_alloc &) {
+    return fail(std::string(function) + ": out of memory");
+  } catch (const std::exception &e) {
+    return fail(std::string(function) + ": " + e.what());
+  } catch (...) {
+    return fail(std::string(function) + ": unknown error");
+  }
+}
+
+int optionThreads(const tccrt_options *options) { return options ? options->num_threads : 0; }
+
+void fillInfo(const tcc::rt::TensorDesc &t, tccrt_tensor_info *info) {
+  info->name = t.name.c_str();
+  info->dtype = t.dtype;
+  info->rank = (int64_t)t.shape.size();
+  info->shape = t.shape.data();
+  info->bytes = t.bytes;
+}
+
+} // namespace
+
+extern "C" {
+
+const char *tccrt_last_error(void) { return lastError.c_str(); }
+
+const char *tccrt_version(void) { return "tccrt 0.1 (artifact version 1)"; }
+
+tccrt_status tccrt_load_buffer(const void *data, size_t size, const tccrt_options *options,
+                               tccrt_program **out) {
+  if (!out)
+    return fail("tccrt_load_buffer: out is null");
+  *out = nullptr;
+  if (!data)
+    return fail("tccrt_load_buffer: data is null");
+  return guarded("tccrt_load_buffer", [&] {
+    auto program = tcc::rt::Program::load(data, size, optionThreads(options));
+    *out = new tccrt_program{std::move(program)};
+  });
+}
+
+tccrt_status tccrt_load_file(const char *path, const tccrt_options *options,
+                             tccrt_program **out) {
+  if (!out)
+    return fail("tccrt_load_file: out is null");
+  *out = nullptr;
+  if (!path)
+    return fail("tccrt_load_file: path is null");
+  return guarded("tccrt_load_file", [&] {
+    std::ifstream file(path, std::ios::binary | std::ios::ate);
+    if (!file)
+      throw tcc::rt::Error(std::string("cannot open '") + path + "'");
+    std::streamoff size = file.tellg();
+    if (size < 0)
+      throw tcc::rt::Error(std::string("cannot read '") + path + "'");
+    std::string bytes((size_t)size, '\0');
+    file.seekg(0);
+    if (!file.read(bytes.data(), size))
+      throw tcc::rt::Error(std::string("cannot read '") + path + "'");
+    try {
+      auto program = tcc::rt::Program::load(bytes.data(), bytes.size(), optionThreads(options));
+      *out = new tccrt_program{std::move(program)};
+    } catch (const tcc::rt::Error &e) {
+      throw tcc::rt::Error(std::string(path) + ": " + e.what());
+    }
+  });
+}
+
+void tccrt_program_free(tccrt_program *program) { delete program; }
+
+tccrt_device tccrt_program_device(const tccrt_program *program) {
+  return program ? program->program->device() : TCCRT_DEVICE_CPU;
+}
+
+size_t tccrt_num_inputs(const tccrt_program *program) {
+  return program ? program->program->inputs().size() : 0;
+}
+
+size_t tccrt_num_outputs(const tccrt_program *program) {
+  return program ? program->program->outputs().size() : 0;
+}
+
+tccrt_status tccrt_input_info(const tccrt_program *program, size_t i, tccrt_tensor_info *info) {
+  if (!program || !info)
+    return fail(std::string("tccrt_input_info: ") + (program ? "info" : "program") + " is null");
+  const auto &inputs = program->program->inputs();
+  if (i >= inputs.size())
+    return fail("tccrt_input_info: input " + std::to_string(i) + " out of range (the program has " +
+                std::to_string(inputs.size()) + " inputs)");
+  fillInfo(inputs[i], info);
+  return TCCRT_OK;
+}
+
+tccrt_status tccrt_output_info(const tccrt_program *program, size_t i, tccrt_tensor_info *info) {
+  if (!program || !info)
+    return fail(std::string("tccrt_output_info: ") + (program ? "info" : "program") + " is null");
+  const auto &outputs = program->program->outputs();
+  if (i >= outputs.size())
+    return fail("tccrt_output_info: output " + std::to_string(i) +
+                " out of range (the program has " + std::to_string(outputs.size()) + " outputs)");
+  fillInfo(outputs[i], info);
+  return TCCRT_OK;
+}
+
+tccrt_status tccrt_set_num_threads(tccrt_program *program, int num_threads) {
+  if (!program)
+    return fail("tccrt_set_num_threads: program is null");
+  return guarded("tccrt_set_num_threads", [&] { program->program->setNumThreads(num_threads); });
+}
+
+tccrt_status tccrt_run(tccrt_program *program, const void *const *inputs, void *const *outputs) {
+  if (!program)
+    return fail("tccrt_run: program is null");
+  return guarded("tccrt_run", [&] { program->program->run(inputs, outputs); });
+}
+
+void *tccrt_alloc(size_t bytes) {
+  try {
+    return tcc::rt::hostAllocate(bytes);
+  } catch (const std::bad_alloc &) {
+    fail("tccrt_alloc: out of memory (" + std::to_string(bytes) + " bytes)");
+    return nullptr;
+  } catch (const std::exception &e) {
+    fail(std::string("tccrt_alloc: ") + e.what());
+    return nullptr;
+  }
+}
+
+void tccrt_free(void *ptr) { tcc::rt::hostFree(ptr); }
+
+void tccrt_allocator_get_stats(tccrt_allocator_stats *stats) {
+  if (stats)
+    *stats = tcc::rt::hostAllocatorStats();
+}
+
+void tccrt_allocator_empty_cache(void) { tcc::rt::hostEmptyCache(); }
+
+} // extern "C"

@@ -1,0 +1,503 @@
+//===- CpuLibrary.cpp - gemm, conv (im2col + sgemm) and topk on the CPU ---===//
+#include "CpuLibrary.h"
+#include "DType.h"
+#include "Parallel.h"
+#include "Program.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <type_traits>
+
+namespace tcc::rt {
+namespace {
+
+std::string shapeString(const Shape &s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i)
+    out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+/// Product of s[begin, end); shapes were checked on load, so their element counts fit.
+int64_t product(const Shape &s, size_t begin = 0, size_t end = SIZE_MAX) {
+  end = std::min(end, s.size());
+  return begin >= end ? 1
+                      : std::accumulate(s.begin() + begin, s.begin() + end, int64_t(1),
+                                        [](int64_t a, int64_t b) { return a * b; });
+}
+
+void checkBlasDim(const char *op, const char *what, int64_t v) {
+  if (v < 0 || v > INT_MAX)
+    throw Error(std::string(op) + ": " + what + " = " + std::to_string(v) +
+                " does not fit the BLAS's 32-bit integers");
+}
+
+/// Largest output-column tile of the im2col workspace: about this many bytes.
+constexpr int64_t kWorkspaceBudget = 4 << 20;
+
+} // namespace
+
+void setBlasThreads(int numThreads) {
+  static std::atomic<int> current{-1};
+  if (numThreads < 1)
+    numThreads = 1;
+  if (current.exchange(numThreads) != numThreads)
+    openblas_set_num_threads(numThreads);
+}
+
+//===--- GEMM -------------------------------------------------------------===//
+
+GemmGeometry makeGemmGeometry(tccrt_dtype dtype, const Shape &a, const Shape &b, const Shape &c,
+                              bool transA, bool transB, double alpha, double beta) {
+  const char *op = "gemm";
+  GemmGeometry g;
+  if (dtype != TCCRT_F32 && dtype != TCCRT_F64)
+    throw Error(std::string(op) + ": element type must be f32 or f64, got " +
+                dtypeName(dtype));
+  size_t r = c.size();
+  if (r < 2 || a.size() != r || b.size() != r)
+    throw Error(std::string(op) + ": operands must have the same rank, at least 2; got a" +
+                shapeString(a) + ", b" + shapeString(b) + ", c" + shapeString(c));
+  g.dtype = dtype;
+  g.transA = transA;
+  g.transB = transB;
+  g.alpha = alpha;
+  g.beta = beta;
+  g.m = a[r - (transA ? 1 : 2)];
+  g.k = a[r - (transA ? 2 : 1)];
+  int64_t kb = b[r - (transB ? 1 : 2)];
+  g.n = b[r - (transB ? 2 : 1)];
+  if (kb != g.k || c[r - 2] != g.m || c[r - 1] != g.n)
+    throw Error(std::string(op) + ": matrix shapes do not agree: a" + shapeString(a) +
+                (transA ? "^T" : "") + " x b" + shapeString(b) + (transB ? "^T" : "") +
+                " -> c" + shapeString(c));
+  checkBlasDim(op, "M", g.m);
+  checkBlasDim(op, "N", g.n);
+  checkBlasDim(op, "K", g.k);
+  g.batch.assign(c.begin(), c.end() - 2);
+  g.aBatchStrides.assign(r - 2, 0);
+  g.bBatchStrides.assign(r - 2, 0);
+  int64_t aStride = 1, bStride = 1;
+  for (size_t i = r - 2; i-- > 0;) {
+    if ((a[i] != c[i] && a[i] != 1) || (b[i] != c[i] && b[i] != 1))
+      throw Error(std::string(op) + ": batch dim " + std::to_string(i) + " of a" +
+                  shapeString(a) + " or b" + shapeString(b) + " does not broadcast to c" +
+                  shapeString(c));
+    g.aBatchStrides[i] = a[i] == 1 ? 0 : aStride;
+    g.bBatchStrides[i] = b[i] == 1 ? 0 : bStride;
+    aStride *= a[i];
+    bStride *= b[i];
+  }
+  g.numBatches = product(g.batch);
+  return g;
+}
+
+namespace {
+
+template <class T>
+void gemmTyped(const GemmGeometry &g, const T *a, const T *b, T *c) {
+  int m = (int)g.m, n = (int)g.n, k = (int)g.k;
+  int64_t aMatrix = g.m * g.k, bMatrix = g.k * g.n, cMatrix = g.m * g.n;
+  size_t rank = g.batch.size();
+  std::vector<int64_t> index(rank, 0);
+  int64_t aOffset = 0, bOffset = 0;
+  for (int64_t batch = 0; batch < g.numBatches; ++batch) {
+    const T *aBase = a + aOffset * aMatrix;
+    const T *bBase = b + bOffset * bMatrix;
+    T *cBase = c + batch * cMatrix;
+    if (m > 0 && n > 0) {
+      if (k == 0) { // an empty sum: c = beta * c
+        for (int64_t i = 0; i < cMatrix; ++i)
+          cBase[i] = g.beta == 0.0 ? T(0) : T(g.beta * cBase[i]);
+      } else {
+        int lda = g.transA ? m : k, ldb = g.transB ? k : n;
+        auto ta = g.transA ? CblasTrans : CblasNoTrans, tb = g.transB ? CblasTrans : CblasNoTrans;
+        if constexpr (std::is_same_v<T, float>)
+          cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, (float)g.alpha, aBase, lda, bBase, ldb,
+                      (float)g.beta, cBase, n);
+        else
+          cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, g.alpha, aBase, lda, bBase, ldb, g.beta,
+                      cBase, n);
+      }
+    }
+    // Next batch index (odometer), updating a's and b's matrix offsets.
+    for (size_t d = rank; d-- > 0;) {
+      ++index[d];
+      aOffset += g.aBatchStrides[d];
+      bOffset += g.bBatchStrides[d];
+      if (index[d] < g.batch[d])
+        break;
+      aOffset -= g.aBatchStrides[d] * index[d];
+      bOffset -= g.bBatchStrides[d] * index[d];
+      index[d] = 0;
+    }
+  }
+}
+
+} // namespace
+
+void runGemm(const GemmGeometry &g, const void *a, const void *b, void *c, int numThreads) {
+  setBlasThreads(numThreads);
+  if (g.dtype == TCCRT_F32)
+    gemmTyped(g, static_cast<const float *>(a), static_cast<const float *>(b),
+              static_cast<float *>(c));
+  else
+    gemmTyped(g, static_cast<const double *>(a), static_cast<const double *>(b),
+              static_cast<double *>(c));
+}
+
+//===--- Convolution ------------------------------------------------------===//
+
+ConvGeometry makeConvGeometry(const Shape &input, const Shape &weight, const Shape &output,
+                              const Shape &strides, const Shape &padLow, const Shape &padHigh,
+                              const Shape &dilations, int64_t groups) {
+  const char *op = "conv";
+  size_t r = input.size();
+  if (r < 3 || weight.size() != r || output.size() != r)
+    throw Error(std::string(op) + ": input, weight and output must have the same rank, at least "
+                "3; got input" + shapeString(input) + ", weight" + shapeString(weight) +
+                ", output" + shapeString(output));
+  size_t spatial = r - 2;
+  if (strides.size() != spatial || padLow.size() != spatial || padHigh.size() != spatial ||
+      dilations.size() != spatial)
+    throw Error(std::string(op) + ": strides, pad_low, pad_high and dilations need one entry per "
+                "spatial dim (" + std::to_string(spatial) + "); got " +
+                std::to_string(strides.size()) + ", " + std::to_string(padLow.size()) + ", " +
+                std::to_string(padHigh.size()) + ", " + std::to_string(dilations.size()));
+  ConvGeometry g;
+  g.batch = input[0];
+  g.inChannels = input[1];
+  g.outChannels = weight[0];
+  g.groups = groups;
+  if (groups < 1 || g.inChannels != weight[1] * groups || g.outChannels % groups != 0 ||
+      output[1] != g.outChannels || output[0] != g.batch)
+    throw Error(std::string(op) + ": channel counts do not agree with groups = " +
+                std::to_string(groups) + ": input" + shapeString(input) + ", weight" +
+                shapeString(weight) + ", output" + shapeString(output));
+  constexpr int64_t kLimit = int64_t(1) << 40;
+  for (size_t d = 0; d < spatial; ++d) {
+    int64_t in = input[d + 2], k = weight[d + 2], s = strides[d], dil = dilations[d];
+    int64_t lo = padLow[d], hi = padHigh[d];
+    if (k < 1)
+      throw Error(std::string(op) + ": kernel dims must be >= 1, got weight" +
+                  shapeString(weight));
+    if (s < 1 || dil < 1 || s > kLimit || dil > kLimit)
+      throw Error(std::string(op) + ": strides and dilations must be in [1, 2^40], got stride " +
+                  std::to_string(s) + ", dilation " + std::to_string(dil) + " in spatial dim " +
+                  std::to_string(d));
+    if (lo < -kLimit || lo > kLimit || hi < -kLimit || hi > kLimit)
+      throw Error(std::string(op) + ": pads must be in [-2^40, 2^40], got " +
+                  std::to_string(lo) + ", " + std::to_string(hi));
+    __int128 padded = (__int128)in + lo + hi, span = (__int128)(k - 1) * dil + 1;
+    int64_t expected = padded < span ? 0 : (int64_t)((padded - span) / s + 1);
+    if (output[d + 2] != expected)
+      throw Error(std::string(op) + ": output spatial dim " + std::to_string(d) + " is " +
+                  std::to_string(output[d + 2]) + ", the convolution of input" +
+                  shapeString(input) + " with weight" + shapeString(weight) + " gives " +
+                  std::to_string(expected));
+  }
+  g.inSpatial.assign(input.begin() + 2, input.end());
+  g.kernel.assign(weight.begin() + 2, weight.end());
+  g.outSpatial.assign(output.begin() + 2, output.end());
+  g.strides = strides;
+  g.padLow = padLow;
+  g.padHigh = padHigh;
+  g.dilations = dilations;
+  g.inSize = product(g.inSpatial);
+  g.kernelSize = product(g.kernel);
+  g.outSize = product(g.outSpatial);
+  g.groupIn = g.inChannels / groups;
+  g.groupOut = g.outChannels / groups;
+  g.rows = g.groupIn * g.kernelSize;
+  g.pointwise = true;
+  for (size_t d = 0; d < spatial; ++d)
+    g.pointwise = g.pointwise && g.kernel[d] == 1 && g.strides[d] == 1 && g.padLow[d] == 0 &&
+                  g.padHigh[d] == 0;
+  checkBlasDim(op, "output channels per group", g.groupOut);
+  checkBlasDim(op, "input channels per group x kernel size", g.rows);
+  checkBlasDim(op, "output size", g.outSize);
+  if (g.pointwise || g.outSize == 0 || g.rows == 0) {
+    g.columnTile = g.outSize;
+    g.workspaceBytes = 0;
+  } else {
+    int64_t tile = kWorkspaceBudget / (g.rows * (int64_t)sizeof(float));
+    tile = std::max<int64_t>(tile, 64);
+    if (tile >= g.outSize)
+      tile = g.outSize;
+    else
+      tile = std::max<int64_t>(64, tile / 64 * 64);
+    g.columnTile = std::min(tile, g.outSize);
+    g.workspaceBytes = (size_t)g.rows * (size_t)g.columnTile * sizeof(float);
+  }
+  return g;
+}
+
+namespace {
+
+/// Where the im2col rows read, precomputed per spatial dim.
+struct Im2col {
+  const ConvGeometry &g;
+  size_t spatial;
+  Shape inStrides;  // element strides of the input's spatial dims
+  Shape kernelDivs; // to split a kernel position into per-dim indices
+  Shape outDivs;    // to split an outer-line index into the outer output dims
+  // Outer dims (all but the last): source[d][k * out_d + o] = input index or -1.
+  std::vector<std::vector<int64_t>> source;
+  // Last dim: per kernel index, the outputs [lo, hi) whose source is in range.
+  std::vector<int64_t> lastLo, lastHi;
+
+  explicit Im2col(const ConvGeometry &geometry) : g(geometry), spatial(geometry.kernel.size()) {
+    inStrides.assign(spatial, 1);
+    for (size_t d = spatial - 1; d-- > 0;)
+      inStrides[d] = inStrides[d + 1] * g.inSpatial[d + 1];
+    source.resize(spatial - 1);
+    for (size_t d = 0; d + 1 < spatial; ++d) {
+      int64_t out = g.outSpatial[d], in = g.inSpatial[d];
+      source[d].resize((size_t)(g.kernel[d] * out));
+      for (int64_t k = 0; k < g.kernel[d]; ++k)
+        for (int64_t o = 0; o < out; ++o) {
+          int64_t q = o * g.strides[d] + k * g.dilations[d] - g.padLow[d];
+          source[d][k * out + o] = q >= 0 && q < in ? q : -1;
+        }
+    }
+    size_t last = spatial - 1;
+    int64_t out = g.outSpatial[last], in = g.inSpatial[last], s = g.strides[last];
+    for (int64_t k = 0; k < g.kernel[last]; ++k) {
+      // Valid o: 0 <= o*s + k*dil - padLow < in.
+      int64_t first = k * g.dilations[last] - g.padLow[last];
+      int64_t lo = first >= 0 ? 0 : (-first + s - 1) / s;
+      int64_t hi = in - first <= 0 ? 0 : (in - first + s - 1) / s;
+      lo = std::min(lo, out);
+      hi = std::clamp(hi, lo, out);
+      lastLo.push_back(lo);
+      lastHi.push_back(hi);
+    }
+  }
+
+  /// Fills rows [rowBegin, rowEnd) of the tile of output columns [j0, j1) (row stride j1 - j0)
+  /// from one group's input channels.
+  void fill(const float *in, float *col, int64_t rowBegin, int64_t rowEnd, int64_t j0,
+            int64_t j1) const {
+    size_t last = spatial - 1;
+    int64_t outLast = g.outSpatial[last], s = g.strides[last];
+    int64_t width = j1 - j0;
+    std::vector<int64_t> kpos(spatial);
+    for (int64_t r = rowBegin; r < rowEnd; ++r) {
+      int64_t c = r / g.kernelSize, kIndex = r % g.kernelSize;
+      for (size_t d = spatial; d-- > 0;) {
+        kpos[d] = kIndex % g.kernel[d];
+        kIndex /= g.kernel[d];
+      }
+      const float *src = in + c * g.inSize;
+      float *dst = col + (r - rowBegin) * width;
+      int64_t kl = kpos[last];
+      int64_t lo = lastLo[kl], hi = lastHi[kl];
+      int64_t shift = kl * g.dilations[last] - g.padLow[last];
+      for (int64_t j = j0; j < j1;) {
+        int64_t line = j / outLast, oBegin = j % outLast;
+        int64_t count = std::min(j1 - j, outLast - oBegin);
+        float *out = dst + (j - j0);
+        // The outer output position of this line and the input row it reads.
+        int64_t base = 0;
+        bool valid = true;
+        for (size_t d = last, rest = line; d-- > 0;) {
+          int64_t od = (int64_t)rest % g.outSpatial[d];
+          rest /= g.outSpatial[d];
+          int64_t q = source[d][kpos[d] * g.outSpatial[d] + od];
+          if (q < 0) {
+            valid = false;
+            break;
+          }
+          base += q * inStrides[d];
+        }
+        int64_t oEnd = oBegin + count;
+        if (!valid) {
+          std::memset(out, 0, sizeof(float) * count);
+        } else {
+          int64_t a = std::clamp(lo, oBegin, oEnd), b = std::clamp(hi, a, oEnd);
+          if (a > oBegin)
+            std::memset(out, 0, sizeof(float) * (a - oBegin));
+          const float *row = src + base + shift;
+          if (s == 1) {
+            if (b > a)
+              std::memcpy(out + (a - oBegin), row + a, sizeof(float) * (b - a));
+          } else {
+            for (int64_t o = a; o < b; ++o)
+              out[o - oBegin] = row[o * s];
+          }
+          if (oEnd > b)
+            std::memset(out + (b - oBegin), 0, sizeof(float) * (oEnd - b));
+        }
+        j += count;
+      }
+    }
+  }
+};
+
+} // namespace
+
+void runConv(const ConvGeometry &g, const float *input, const float *weight, float *output,
+             float *workspace, int numThreads) {
+  if (g.outSize == 0 || g.groupOut == 0 || g.batch == 0)
+    return;
+  if (g.rows == 0) { // no input channels: an empty sum
+    std::memset(output, 0, sizeof(float) * (size_t)(g.batch * g.outChannels * g.outSize));
+    return;
+  }
+  setBlasThreads(numThreads);
+  int m = (int)g.groupOut, k = (int)g.rows, ldc = (int)g.outSize;
+  if (g.pointwise) {
+    for (int64_t n = 0; n < g.batch; ++n)
+      for (int64_t grp = 0; grp < g.groups; ++grp)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, (int)g.outSize, k, 1.0f,
+                    weight + grp * g.groupOut * g.rows, k,
+                    input + (n * g.inChannels + grp * g.groupIn) * g.inSize, (int)g.outSize,
+                    0.0f, output + (n * g.outChannels + grp * g.groupOut) * g.outSize, ldc);
+    return;
+  }
+  Im2col im2col(g);
+  for (int64_t n = 0; n < g.batch; ++n)
+    for (int64_t grp = 0; grp < g.groups; ++grp) {
+      const float *in = input + (n * g.inChannels + grp * g.groupIn) * g.inSize;
+      const float *w = weight + grp * g.groupOut * g.rows;
+      float *out = output + (n * g.outChannels + grp * g.groupOut) * g.outSize;
+      for (int64_t j0 = 0; j0 < g.outSize; j0 += g.columnTile) {
+        int64_t j1 = std::min(g.outSize, j0 + g.columnTile), width = j1 - j0;
+        parallelFor(numThreads, g.rows, width * 4, [&](int64_t begin, int64_t end) {
+          im2col.fill(in, workspace + begin * width, begin, end, j0, j1);
+        });
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, (int)width, k, 1.0f, w, k,
+                    workspace, (int)width, 0.0f, out + j0, ldc);
+      }
+    }
+}
+
+//===--- Top-k ------------------------------------------------------------===//
+
+TopKGeometry makeTopKGeometry(tccrt_dtype inputType, const Shape &input, tccrt_dtype valuesType,
+                              const Shape &values, tccrt_dtype indicesType, const Shape &indices,
+                              int64_t dim, bool largest) {
+  const char *op = "topk";
+  int64_t rank = (int64_t)input.size();
+  if (dim < 0 || dim >= rank)
+    throw Error(std::string(op) + ": dim " + std::to_string(dim) + " is out of range for input" +
+                shapeString(input));
+  if (valuesType != inputType || indicesType != TCCRT_I64 || values != indices)
+    throw Error(std::string(op) + ": values must have the input's type (" +
+                dtypeName(inputType) + ") and indices be i64 of the same shape; got values " +
+                dtypeName(valuesType) + shapeString(values) + ", indices " +
+                dtypeName(indicesType) + shapeString(indices));
+  bool shapeOk = (int64_t)values.size() == rank && values[dim] <= input[dim];
+  for (int64_t d = 0; shapeOk && d < rank; ++d)
+    shapeOk = d == dim || values[d] == input[d];
+  if (!shapeOk)
+    throw Error(std::string(op) + ": values" + shapeString(values) +
+                " must be the input's shape" + shapeString(input) + " with k <= " +
+                std::to_string(input[dim]) + " along dim " + std::to_string(dim));
+  TopKGeometry g;
+  g.dtype = inputType;
+  g.largest = largest;
+  g.outer = product(input, 0, dim);
+  g.size = input[dim];
+  g.inner = product(input, dim + 1);
+  g.k = values[dim];
+  return g;
+}
+
+namespace {
+
+template <class T> struct Compute {
+  using type = T;
+  static type get(T v) { return v; }
+};
+struct Half {
+  uint16_t bits;
+};
+struct BFloat {
+  uint16_t bits;
+};
+template <> struct Compute<Half> {
+  using type = float;
+  static float get(Half v) { return halfToFloat(v.bits); }
+};
+template <> struct Compute<BFloat> {
+  using type = float;
+  static float get(BFloat v) { return bfloat16ToFloat(v.bits); }
+};
+
+template <class C> bool isNaN(C v) {
+  if constexpr (std::is_floating_point_v<C>)
+    return std::isnan(v);
+  else
+    return false;
+}
+
+/// Strict "a > b" where NaN sits above +inf (numpy / torch), as the reference kernel.
+template <class C> bool greaterNaNLast(C a, C b) {
+  if (isNaN(a) || isNaN(b))
+    return isNaN(a) && !isNaN(b);
+  return b < a;
+}
+
+template <class T>
+void topkTyped(const TopKGeometry &g, const T *in, T *outValues, int64_t *outIndices) {
+  using C = typename Compute<T>::type;
+  std::vector<int64_t> order((size_t)g.size);
+  std::vector<C> line((size_t)g.size);
+  bool largest = g.largest;
+  for (int64_t o = 0; o < g.outer; ++o)
+    for (int64_t i = 0; i < g.inner; ++i) {
+      for (int64_t j = 0; j < g.size; ++j)
+        line[j] = Compute<T>::get(in[(o * g.size + j) * g.inner + i]);
+      std::iota(order.begin(), order.end(), 0);
+      // A total order (value, then index), so partial_sort gives the stable top k.
+      std::partial_sort(order.begin(), order.begin() + g.k, order.end(),
+                        [&](int64_t a, int64_t b) {
+                          C first = largest ? line[a] : line[b];
+                          C second = largest ? line[b] : line[a];
+                          if (greaterNaNLast(first, second))
+                            return true;
+                          if (greaterNaNLast(second, first))
+                            return false;
+                          return a < b;
+                        });
+      for (int64_t j = 0; j < g.k; ++j) {
+        int64_t at = (o * g.k + j) * g.inner + i;
+        outValues[at] = in[(o * g.size + order[j]) * g.inner + i];
+        outIndices[at] = order[j];
+      }
+    }
+}
+
+} // namespace
+
+void runTopK(const TopKGeometry &g, const void *input, void *values, int64_t *indices) {
+  switch (g.dtype) {
+#define TCC_TOPK_CASE(D, T)                                                                        \
+  case D:                                                                                          \
+    return topkTyped(g, static_cast<const T *>(input), static_cast<T *>(values), indices);
+    TCC_TOPK_CASE(TCCRT_BOOL, uint8_t)
+    TCC_TOPK_CASE(TCCRT_I8, int8_t)
+    TCC_TOPK_CASE(TCCRT_I16, int16_t)
+    TCC_TOPK_CASE(TCCRT_I32, int32_t)
+    TCC_TOPK_CASE(TCCRT_I64, int64_t)
+    TCC_TOPK_CASE(TCCRT_U8, uint8_t)
+    TCC_TOPK_CASE(TCCRT_U16, uint16_t)
+    TCC_TOPK_CASE(TCCRT_U32, uint32_t)
+    TCC_TOPK_CASE(TCCRT_U64, uint64_t)
+    TCC_TOPK_CASE(TCCRT_F16, Half)
+    TCC_TOPK_CASE(TCCRT_BF16, BFloat)
+    TCC_TOPK_CASE(TCCRT_F32, float)
+    TCC_TOPK_CASE(TCCRT_F64, double)
+#undef TCC_TOPK_CASE
+  }
+  throw Error("topk: unsupported element type " + std::string(dtypeName(g.dtype)));
+}
+
+} // namespace tcc::rt

@@ -1,0 +1,83 @@
+//===- CpuLibrary.h - The runtime's CPU library calls: gemm, conv, topk ---===//
+//
+// The semantics of tk.gemm, tk.conv and tk.topk on contiguous row-major host buffers. Each op has
+// a Geometry, made (and checked) once when an artifact is loaded: make*Geometry throws
+// tcc::rt::Error naming the inconsistency, so the run functions never see bad shapes.
+//
+// GEMMs and convolutions go to OpenBLAS (a convolution is im2col into a workspace + sgemm; a
+// 1x1 stride-1 unpadded one is a plain GEMM); `numThreads` is handed to OpenBLAS before each
+// call and bounds the runtime's own helper threads.
+#pragma once
+
+#include "tcc/Runtime/tccrt.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace tcc::rt {
+
+using Shape = std::vector<int64_t>;
+
+//===--- GEMM -------------------------------------------------------------===//
+
+struct GemmGeometry {
+  tccrt_dtype dtype = TCCRT_F32; // f32 or f64
+  bool transA = false, transB = false;
+  double alpha = 1.0, beta = 0.0;
+  int64_t m = 0, n = 0, k = 0;
+  Shape batch;                   // c's batch dims
+  Shape aBatchStrides, bBatchStrides; // in matrices; 0 where a/b broadcast
+  int64_t numBatches = 1;
+};
+
+/// Checks tk.gemm's shape rules (same rank >= 2, one dtype f32/f64, matrix dims agree, batch
+/// dims of a and b equal to c's or 1).
+GemmGeometry makeGemmGeometry(tccrt_dtype dtype, const Shape &a, const Shape &b, const Shape &c,
+                              bool transA, bool transB, double alpha, double beta);
+void runGemm(const GemmGeometry &g, const void *a, const void *b, void *c, int numThreads);
+
+//===--- Convolution ------------------------------------------------------===//
+
+struct ConvGeometry {
+  int64_t batch = 0, inChannels = 0, outChannels = 0, groups = 1;
+  Shape inSpatial, kernel, outSpatial, strides, padLow, padHigh, dilations;
+  int64_t inSize = 0, kernelSize = 0, outSize = 0; // elements per channel / per filter tap set
+  int64_t groupIn = 0, groupOut = 0;               // channels per group
+  int64_t rows = 0;                                // groupIn * kernelSize: the im2col rows
+  bool pointwise = false;                          // 1x1, stride 1, no padding: plain GEMM
+  int64_t columnTile = 0;                          // output columns per im2col tile
+  size_t workspaceBytes = 0;
+};
+
+/// Checks tk.conv's rules (f32, same rank >= 3, one stride/pad/dilation per spatial dim,
+/// strides and dilations >= 1, kernel dims >= 1, channels agree with groups, the output shape
+/// is what tcc.conv infers with lhs_dilation 1; negative pads allowed).
+ConvGeometry makeConvGeometry(const Shape &input, const Shape &weight, const Shape &output,
+                              const Shape &strides, const Shape &padLow, const Shape &padHigh,
+                              const Shape &dilations, int64_t groups);
+/// `workspace` holds g.workspaceBytes (64-byte aligned); unused when pointwise.
+void runConv(const ConvGeometry &g, const float *input, const float *weight, float *output,
+             float *workspace, int numThreads);
+
+//===--- Top-k ------------------------------------------------------------===//
+
+struct TopKGeometry {
+  tccrt_dtype dtype = TCCRT_F32;
+  bool largest = true;
+  int64_t outer = 1, size = 0, inner = 1, k = 0;
+};
+
+/// Checks tk.topk's rules: dim in range, values of the input's dtype and indices i64 of one
+/// shape, equal to the input's except along dim, where it is k <= the input's size.
+TopKGeometry makeTopKGeometry(tccrt_dtype inputType, const Shape &input, tccrt_dtype valuesType,
+                              const Shape &values, tccrt_dtype indicesType, const Shape &indices,
+                              int64_t dim, bool largest);
+/// Sorted top k (ties: the lower index first; NaN above +inf, i.e. first when largest and
+/// last when smallest), as the reference kernel.
+void runTopK(const TopKGeometry &g, const void *input, void *values, int64_t *indices);
+
+/// Sets OpenBLAS's thread count (process-wide) if it differs from the last one set.
+void setBlasThreads(int numThreads);
+
+} // namespace tcc::rt

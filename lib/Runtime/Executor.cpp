@@ -1,0 +1,77 @@
+//===- Executor.cpp - Running a loaded program's launch list on the CPU ---===//
+#include "DType.h"
+#include "Program.h"
+
+#include <cstring>
+
+namespace tcc::rt {
+
+void Program::setNumThreads(int numThreads) { numThreads_ = resolveNumThreads(numThreads); }
+
+void *Program::bufferAddress(const BufferDesc &b, const void *const *inputs,
+                             void *const *outputs) const {
+  uint8_t *base = nullptr;
+  switch (b.kind) {
+  case BufferKind::Input:
+    base = static_cast<uint8_t *>(const_cast<void *>(inputs[b.index]));
+    break;
+  case BufferKind::Output:
+    base = static_cast<uint8_t *>(outputs[b.index]);
+    break;
+  case BufferKind::Constant:
+    base = const_cast<uint8_t *>(constants_[b.index]);
+    break;
+  case BufferKind::Arena:
+    base = static_cast<uint8_t *>(arena_);
+    break;
+  }
+  // Empty buffers may sit on an empty base (null): hand out a valid, never-read address.
+  alignas(64) static uint8_t emptyTensor[64];
+  if (!base)
+    return b.bytes == 0 ? emptyTensor : nullptr;
+  return base + b.offset;
+}
+
+void Program::run(const void *const *inputs, void *const *outputs) {
+  if (!inputs && !inputs_.empty())
+    throw Error("inputs is null; the program has " + std::to_string(inputs_.size()) + " inputs");
+  if (!outputs && !outputs_.empty())
+    throw Error("outputs is null; the program has " + std::to_string(outputs_.size()) +
+                " outputs");
+  for (size_t i = 0; i < inputs_.size(); ++i)
+    if (!inputs[i] && inputs_[i].bytes > 0)
+      throw Error("input " + std::to_string(i) + " ('" + inputs_[i].name + "') is null");
+  for (size_t i = 0; i < outputs_.size(); ++i)
+    if (!outputs[i] && outputs_[i].bytes > 0)
+      throw Error("output " + std::to_string(i) + " ('" + outputs_[i].name + "') is null");
+
+  addresses_.resize(buffers_.size());
+  for (size_t i = 0; i < buffers_.size(); ++i)
+    addresses_[i] = bufferAddress(buffers_[i], inputs, outputs);
+
+  int threads = numThreads_;
+  for (const Step &step : steps_) {
+    if (auto *s = std::get_if<KernelStep>(&step)) {
+      args_.resize(s->args.size());
+      for (size_t i = 0; i < s->args.size(); ++i)
+        args_[i] = addresses_[s->args[i]];
+      kernels_[s->kernel](args_.data(), threads);
+    } else if (auto *s = std::get_if<GemmStep>(&step)) {
+      runGemm(s->geometry, addresses_[s->a], addresses_[s->b], addresses_[s->c], threads);
+    } else if (auto *s = std::get_if<ConvStep>(&step)) {
+      runConv(s->geometry, static_cast<const float *>(addresses_[s->input]),
+              static_cast<const float *>(addresses_[s->weight]),
+              static_cast<float *>(addresses_[s->output]), static_cast<float *>(workspace_),
+              threads);
+    } else if (auto *s = std::get_if<TopKStep>(&step)) {
+      runTopK(s->geometry, addresses_[s->input], addresses_[s->values],
+              static_cast<int64_t *>(addresses_[s->indices]));
+    } else if (auto *s = std::get_if<CopyStep>(&step)) {
+      size_t bytes = buffers_[s->source].bytes;
+      if (bytes > 0 && addresses_[s->source] != addresses_[s->target])
+        std::memmove(addresses_[s->target], addresses_[s->source], bytes);
+    }
+  }
+}
+
+} // namespace tcc::rt

@@ -1,0 +1,384 @@
+//===- Loader.cpp - Verifying and decoding an artifact --------------------===//
+//
+// An artifact is untrusted input. After the FlatBuffers verifier has checked that every offset
+// and vector lies inside the file, this checks what the executor relies on: the version and
+// device, dtypes, every index (buffers, kernels, constants, inputs, outputs) in range, every
+// buffer's extent inside its base, constants inside constant_data and 64-byte aligned, operand
+// shapes of the library calls (as the tk verifiers), and every kernel present in the CPU module,
+// whose bytes must match the recorded hash before they reach the dynamic loader.
+#include "DType.h"
+#include "HostMemory.h"
+#include "Program.h"
+#include "tcc/Runtime/ArtifactHash.h"
+#include "tcc/Runtime/artifact_generated.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <thread>
+
+namespace tcc::rt {
+
+void AlignedBytes::allocate(size_t n) {
+  size = n;
+  size_t rounded = (n + 63) / 64 * 64;
+  data = static_cast<uint8_t *>(std::aligned_alloc(64, rounded == 0 ? 64 : rounded));
+  if (!data)
+    throw std::bad_alloc();
+}
+
+AlignedBytes::~AlignedBytes() { std::free(data); }
+
+int resolveNumThreads(int requested) {
+  if (requested < 0)
+    throw Error("num_threads must be >= 0 (0 = all cores), got " + std::to_string(requested));
+  if (requested == 0) {
+    unsigned cores = std::thread::hardware_concurrency();
+    return cores == 0 ? 1 : (int)cores;
+  }
+  return requested;
+}
+
+namespace {
+
+namespace fb = tcc::artifact;
+
+/// Largest tensor the runtime accepts (bytes); keeps every size computation far from overflow.
+constexpr uint64_t kMaxBytes = uint64_t(1) << 56;
+
+const char *kindName(BufferKind k) {
+  switch (k) {
+  case BufferKind::Input:
+    return "input";
+  case BufferKind::Output:
+    return "output";
+  case BufferKind::Constant:
+    return "constant";
+  case BufferKind::Arena:
+    return "arena";
+  }
+  return "?";
+}
+
+std::string shapeString(tccrt_dtype dtype, const Shape &s) {
+  std::string out = std::string(dtypeName(dtype)) + "[";
+  for (size_t i = 0; i < s.size(); ++i)
+    out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+tccrt_dtype checkDType(unsigned d, const std::string &what) {
+  if (!isValidDType(d))
+    throw Error(what + " has an invalid dtype (" + std::to_string(d) + ")");
+  return (tccrt_dtype)d;
+}
+
+Shape readShape(const flatbuffers::Vector<int64_t> *v) {
+  return v ? Shape(v->begin(), v->end()) : Shape();
+}
+
+/// Bytes of a contiguous tensor; throws if a dim is negative or the size is absurd.
+size_t tensorBytes(tccrt_dtype dtype, const Shape &shape, const std::string &what) {
+  if (shape.size() > 64)
+    throw Error(what + " has rank " + std::to_string(shape.size()) + " (at most 64)");
+  uint64_t bytes = dtypeSize(dtype);
+  for (int64_t d : shape) {
+    if (d < 0)
+      throw Error(what + " has a negative dim: " + shapeString(dtype, shape));
+    if (d != 0 && bytes > kMaxBytes / (uint64_t)d)
+      throw Error(what + " is too large: " + shapeString(dtype, shape));
+    bytes *= (uint64_t)d;
+  }
+  for (int64_t d : shape) // an empty tensor with absurd other dims is still absurd
+    if ((uint64_t)d > kMaxBytes)
+      throw Error(what + " is too large: " + shapeString(dtype, shape));
+  return (size_t)bytes;
+}
+
+TensorDesc readTensor(const fb::TensorSpec *spec, const std::string &what) {
+  if (!spec)
+    throw Error(what + " is missing");
+  TensorDesc t;
+  t.name = spec->name() ? spec->name()->str() : "";
+  t.dtype = checkDType(spec->dtype(), what);
+  t.shape = readShape(spec->shape());
+  t.bytes = tensorBytes(t.dtype, t.shape, what + " '" + t.name + "'");
+  return t;
+}
+
+Shape readAttr(const flatbuffers::Vector<int64_t> *v) { return readShape(v); }
+
+} // namespace
+
+std::unique_ptr<Program> Program::load(const void *data, size_t size, int numThreads) {
+  if (!data && size > 0)
+    throw Error("artifact data is null");
+  std::unique_ptr<Program> p(new Program());
+  p->numThreads_ = resolveNumThreads(numThreads);
+  p->file_.allocate(size);
+  if (size > 0)
+    std::memcpy(p->file_.data, data, size);
+  const uint8_t *base = p->file_.data;
+
+  // ---- Structure -------------------------------------------------------------------------------
+  if (size < 8 || !fb::ProgramBufferHasIdentifier(base))
+    throw Error("not a tcc artifact (" + std::to_string(size) +
+                " bytes; expected the file identifier \"TCCA\")");
+  if (size >= (size_t(1) << 31))
+    throw Error("artifact of " + std::to_string(size) + " bytes exceeds the 2 GiB FlatBuffers limit");
+  flatbuffers::Verifier verifier(base, size, /*max_depth=*/64, /*max_tables=*/1u << 28);
+  if (!fb::VerifyProgramBuffer(verifier))
+    throw Error("damaged artifact: its FlatBuffers structure does not verify");
+  const fb::Program *program = fb::GetProgram(base);
+
+  // ---- Header ----------------------------------------------------------------------------------
+  if (program->version() != fb::Version_Current)
+    throw Error("artifact version " + std::to_string(program->version()) +
+                ", this runtime reads " + std::to_string((unsigned)fb::Version_Current));
+  if (program->device() == fb::Device_CUDA)
+    throw Error("the artifact is for CUDA; this runtime runs CPU artifacts only");
+  if (program->device() != fb::Device_CPU)
+    throw Error("the artifact names an unknown device (" +
+                std::to_string((unsigned)program->device()) + ")");
+  p->producer_ = program->producer() ? program->producer()->str() : "";
+
+  if (auto *inputs = program->inputs())
+    for (unsigned i = 0; i < inputs->size(); ++i)
+      p->inputs_.push_back(readTensor(inputs->Get(i), "input " + std::to_string(i)));
+  if (auto *outputs = program->outputs())
+    for (unsigned i = 0; i < outputs->size(); ++i)
+      p->outputs_.push_back(readTensor(outputs->Get(i), "output " + std::to_string(i)));
+
+  // ---- Constants -------------------------------------------------------------------------------
+  const auto *constantData = program->constant_data();
+  uint64_t constantBytes = constantData ? constantData->size() : 0;
+  if (constantData && constantBytes > 0 && (constantData->Data() - base) % 64 != 0)
+    throw Error("damaged artifact: constant_data is not 64-byte aligned in the file (offset " +
+                std::to_string(constantData->Data() - base) + ")");
+  if (auto *constants = program->constants())
+    for (unsigned i = 0; i < constants->size(); ++i) {
+      const fb::Constant *c = constants->Get(i);
+      std::string what = "constant " + std::to_string(i);
+      if (!c)
+        throw Error(what + " is missing");
+      if (c->name())
+        what += " '" + c->name()->str() + "'";
+      if (c->offset() % 64 != 0)
+        throw Error(what + " has offset " + std::to_string(c->offset()) +
+                    ", not a multiple of 64");
+      if (c->offset() > constantBytes || c->size() > constantBytes - c->offset())
+        throw Error(what + " (" + std::to_string(c->size()) + " bytes at offset " +
+                    std::to_string(c->offset()) + ") ends past constant_data (" +
+                    std::to_string(constantBytes) + " bytes)");
+      p->constants_.push_back(constantData ? constantData->Data() + c->offset() : nullptr);
+      p->constantSizes_.push_back(c->size());
+    }
+
+  // ---- Buffers ---------------------------------------------------------------------------------
+  p->arenaBytes_ = program->arena_bytes();
+  if (p->arenaBytes_ > kMaxBytes)
+    throw Error("arena of " + std::to_string(p->arenaBytes_) + " bytes is too large");
+  if (auto *buffers = program->buffers())
+    for (unsigned i = 0; i < buffers->size(); ++i) {
+      const fb::Buffer *b = buffers->Get(i);
+      std::string what = "buffer " + std::to_string(i);
+      if (!b)
+        throw Error(what + " is missing");
+      BufferDesc d;
+      if (b->kind() > fb::BufferKind_MAX)
+        throw Error(what + " has an invalid kind (" + std::to_string((unsigned)b->kind()) + ")");
+      d.kind = (BufferKind)b->kind();
+      d.index = b->index();
+      d.offset = b->offset();
+      d.dtype = checkDType(b->dtype(), what);
+      d.shape = readShape(b->shape());
+      d.bytes = tensorBytes(d.dtype, d.shape, what);
+      what += " (" + std::string(kindName(d.kind)) + " " + std::to_string(d.index) + ", " +
+              shapeString(d.dtype, d.shape) + " at offset " + std::to_string(d.offset) + ")";
+      uint64_t limit = 0;
+      std::string baseName;
+      switch (d.kind) {
+      case BufferKind::Input:
+        if (d.index >= p->inputs_.size())
+          throw Error(what + ": there are " + std::to_string(p->inputs_.size()) + " inputs");
+        limit = p->inputs_[d.index].bytes;
+        baseName = "input " + std::to_string(d.index);
+        break;
+      case BufferKind::Output:
+        if (d.index >= p->outputs_.size())
+          throw Error(what + ": there are " + std::to_string(p->outputs_.size()) + " outputs");
+        limit = p->outputs_[d.index].bytes;
+        baseName = "output " + std::to_string(d.index);
+        break;
+      case BufferKind::Constant:
+        if (d.index >= p->constants_.size())
+          throw Error(what + ": there are " + std::to_string(p->constants_.size()) +
+                      " constants");
+        limit = p->constantSizes_[d.index];
+        baseName = "constant " + std::to_string(d.index);
+        break;
+      case BufferKind::Arena:
+        d.index = 0;
+        limit = p->arenaBytes_;
+        baseName = "the arena";
+        break;
+      }
+      if (d.offset > limit || d.bytes > limit - d.offset)
+        throw Error(what + ": its " + std::to_string(d.bytes) + " bytes end past " + baseName +
+                    " (" + std::to_string(limit) + " bytes)");
+      if (d.offset % dtypeSize(d.dtype) != 0)
+        throw Error(what + ": offset is not a multiple of the element size");
+      p->buffers_.push_back(std::move(d));
+    }
+
+  // ---- Kernels and the CPU module --------------------------------------------------------------
+  std::vector<std::string> kernelNames;
+  if (auto *kernels = program->kernels())
+    for (unsigned i = 0; i < kernels->size(); ++i) {
+      const fb::Kernel *k = kernels->Get(i);
+      if (!k || !k->name() || k->name()->size() == 0)
+        throw Error("kernel " + std::to_string(i) + " has no name");
+      kernelNames.push_back(k->name()->str());
+    }
+  if (!kernelNames.empty()) {
+    const fb::CpuModule *module = program->cpu_module();
+    if (!module || !module->shared_object() || module->shared_object()->size() == 0)
+      throw Error("the artifact has " + std::to_string(kernelNames.size()) +
+                  " kernels but no CPU module");
+    const auto *object = module->shared_object();
+    if (module->shared_object_hash() == 0)
+      throw Error("the CPU module has no shared_object_hash (the artifact writer must set it to "
+                  "tcc::rt::artifactHash of the shared object, see ArtifactHash.h)");
+    if (artifactHash(object->Data(), object->size()) != module->shared_object_hash())
+      throw Error("damaged artifact: the CPU module's bytes do not match their hash");
+    p->module_ = std::make_unique<CpuModule>(object->Data(), object->size());
+    for (const std::string &name : kernelNames) {
+      CpuKernelFn fn = p->module_->lookup(name);
+      if (!fn)
+        throw Error("kernel '" + name + "' is not exported by the CPU module" +
+                    (module->compiler() ? " (built by " + module->compiler()->str() + ")" : ""));
+      p->kernels_.push_back(fn);
+    }
+  }
+
+  // ---- Launch list -----------------------------------------------------------------------------
+  auto buffer = [&](uint32_t index, const std::string &what) -> const BufferDesc & {
+    if (index >= p->buffers_.size())
+      throw Error(what + " names buffer " + std::to_string(index) + "; there are " +
+                  std::to_string(p->buffers_.size()));
+    return p->buffers_[index];
+  };
+  auto writable = [&](uint32_t index, const std::string &what) -> const BufferDesc & {
+    const BufferDesc &b = buffer(index, what);
+    if (b.kind == BufferKind::Input || b.kind == BufferKind::Constant)
+      throw Error(what + " writes buffer " + std::to_string(index) + ", which is " +
+                  (b.kind == BufferKind::Input ? "an input" : "a constant"));
+    return b;
+  };
+  if (auto *launches = program->launches())
+    for (unsigned i = 0; i < launches->size(); ++i) {
+      const fb::Launch *launch = launches->Get(i);
+      std::string what = "launch " + std::to_string(i);
+      if (!launch)
+        throw Error(what + " is missing");
+      switch (launch->step_type()) {
+      case fb::Step_KernelLaunch: {
+        const fb::KernelLaunch *s = launch->step_as_KernelLaunch();
+        if (s->kernel() >= p->kernels_.size())
+          throw Error(what + " runs kernel " + std::to_string(s->kernel()) + "; there are " +
+                      std::to_string(p->kernels_.size()));
+        what += " (kernel '" + kernelNames[s->kernel()] + "')";
+        KernelStep step{s->kernel(), {}};
+        if (auto *args = s->args())
+          for (uint32_t a : *args) {
+            buffer(a, what);
+            step.args.push_back(a);
+          }
+        p->steps_.push_back(std::move(step));
+        break;
+      }
+      case fb::Step_Gemm: {
+        const fb::Gemm *s = launch->step_as_Gemm();
+        what += " (gemm)";
+        const BufferDesc &a = buffer(s->a(), what), &b = buffer(s->b(), what),
+                         &c = writable(s->c(), what);
+        if (a.dtype != c.dtype || b.dtype != c.dtype)
+          throw Error(what + ": operands must all be f32 or all f64, got " +
+                      shapeString(a.dtype, a.shape) + ", " + shapeString(b.dtype, b.shape) +
+                      ", " + shapeString(c.dtype, c.shape));
+        try {
+          p->steps_.push_back(GemmStep{s->a(), s->b(), s->c(),
+                                       makeGemmGeometry(c.dtype, a.shape, b.shape, c.shape,
+                                                        s->trans_a(), s->trans_b(), s->alpha(),
+                                                        s->beta())});
+        } catch (const Error &e) {
+          throw Error(what + ": " + e.what());
+        }
+        break;
+      }
+      case fb::Step_Conv: {
+        const fb::Conv *s = launch->step_as_Conv();
+        what += " (conv)";
+        const BufferDesc &x = buffer(s->input(), what), &w = buffer(s->weight(), what),
+                         &y = writable(s->output(), what);
+        if (x.dtype != TCCRT_F32 || w.dtype != TCCRT_F32 || y.dtype != TCCRT_F32)
+          throw Error(what + ": operands must be f32, got " + shapeString(x.dtype, x.shape) +
+                      ", " + shapeString(w.dtype, w.shape) + ", " +
+                      shapeString(y.dtype, y.shape));
+        try {
+          ConvStep step{s->input(), s->weight(), s->output(),
+                        makeConvGeometry(x.shape, w.shape, y.shape, readAttr(s->strides()),
+                                         readAttr(s->pad_low()), readAttr(s->pad_high()),
+                                         readAttr(s->dilations()), s->groups())};
+          p->workspaceBytes_ = std::max(p->workspaceBytes_, step.geometry.workspaceBytes);
+          p->steps_.push_back(std::move(step));
+        } catch (const Error &e) {
+          throw Error(what + ": " + e.what());
+        }
+        break;
+      }
+      case fb::Step_TopK: {
+        const fb::TopK *s = launch->step_as_TopK();
+        what += " (topk)";
+        const BufferDesc &x = buffer(s->input(), what), &v = writable(s->values(), what),
+                         &ix = writable(s->indices(), what);
+        try {
+          p->steps_.push_back(TopKStep{s->input(), s->values(), s->indices(),
+                                       makeTopKGeometry(x.dtype, x.shape, v.dtype, v.shape,
+                                                        ix.dtype, ix.shape, s->dim(),
+                                                        s->largest())});
+        } catch (const Error &e) {
+          throw Error(what + ": " + e.what());
+        }
+        break;
+      }
+      case fb::Step_Copy: {
+        const fb::Copy *s = launch->step_as_Copy();
+        what += " (copy)";
+        const BufferDesc &src = buffer(s->source(), what), &dst = writable(s->target(), what);
+        if (src.bytes != dst.bytes)
+          throw Error(what + ": source (" + std::to_string(src.bytes) + " bytes) and target (" +
+                      std::to_string(dst.bytes) + " bytes) sizes differ");
+        p->steps_.push_back(CopyStep{s->source(), s->target()});
+        break;
+      }
+      default:
+        throw Error(what + " has an unknown step type (" +
+                    std::to_string((unsigned)launch->step_type()) + ")");
+      }
+    }
+
+  // ---- Memory, allocated once and reused across runs ----------------------------------------
+  if (p->arenaBytes_ > 0)
+    p->arena_ = hostAllocate(p->arenaBytes_);
+  if (p->workspaceBytes_ > 0)
+    p->workspace_ = hostAllocate(p->workspaceBytes_);
+  return p;
+}
+
+Program::~Program() {
+  hostFree(arena_);
+  hostFree(workspace_);
+}
+
+} // namespace tcc::rt
