@@ -290,7 +290,7 @@ def compare(got: list[np.ndarray], ref: dict[str, np.ndarray]) -> dict:
 # the run
 # ------------------------------------------------------------------------------------------
 def bench_model(model, threads_list, args, tcc: Tcc | None) -> dict:
-    row = {"model": model.name, "kind": model.kind, "path": str(model.onnx_path), "gflop": (model.flops or 0) / 1e9,
+    row = {"model": model.name, "kind": model.kind, "path": str(model.onnx_path), "gflop": model.flops / 1e9 if model.flops else None,
            "tcc": {"compile": {}, "by_threads": {}}, "ort": {"by_threads": {}}}
     print(f"== {model.name}", flush=True)
     ort_outputs = None
@@ -387,7 +387,8 @@ def table(rows: list[dict], t: int) -> tuple[str, float | None]:
         if chk and chk["ok"] and chk.get("max_rel_err"):
             chk_s += f" ({chk['max_rel_err']:.0e})"
         init = f"{o['init_seconds']:.2f}" if "init_seconds" in o else "—"
-        lines.append(f"| {row['model']} | {row['gflop']:.3f} | {tcc_ms} | {ort_ms} | "
+        gflop = "—" if row["gflop"] is None else f"{row['gflop']:.3f}"
+        lines.append(f"| {row['model']} | {gflop} | {tcc_ms} | {ort_ms} | "
                      f"{'—' if r is None else f'{r:.2f}'} | {gfs} | {comp} | {init} | {kern} | {chk_s} |")
     g = geomean(ratios)
     return "\n".join(lines), g

