@@ -193,14 +193,53 @@ def stats(times: list[float]) -> dict:
             "mean_ms": statistics.fmean(times), "iters": len(times)}
 
 
-def ort_bench(model, threads: int, warmup: int, iters: int) -> dict:
-    sess, init_s = ort_session(model.onnx_path, threads)
-    feeds = ort_feeds(sess, model.input_paths())
-    outs = sess.run(None, feeds)
-    times = time_runs(lambda: sess.run(None, feeds), warmup, iters)
-    res = {"init_seconds": init_s, **stats(times)}
-    res["outputs"] = {m.name: o for m, o in zip(sess.get_outputs(), outs)}
-    return res
+def ort_outputs(model) -> dict:
+    sess, _ = ort_session(model.onnx_path, 1)
+    return {m.name: o for m, o in zip(sess.get_outputs(), sess.run(None, ort_feeds(sess, model.input_paths())))}
+
+
+class OrtRunner:
+    """One session per thread count, kept across rounds."""
+
+    def __init__(self, model, threads: int):
+        self.sess, self.init_seconds = ort_session(model.onnx_path, threads)
+        self.feeds = ort_feeds(self.sess, model.input_paths())
+
+    def block(self, warmup: int, iters: int) -> dict:
+        return stats(time_runs(lambda: self.sess.run(None, self.feeds), warmup, iters))
+
+
+def combine(blocks: list[dict]) -> dict:
+    """Rounds of timing blocks -> one result: median of the round medians, min of mins, max of maxes."""
+    return {"median_ms": statistics.median(b["median_ms"] for b in blocks),
+            "min_ms": min(b["min_ms"] for b in blocks), "max_ms": max(b["max_ms"] for b in blocks),
+            "iters": sum(int(b.get("iters", 0)) for b in blocks), "rounds": blocks}
+
+
+class CpuMeter:
+    """How busy the machine was with other processes while we measured: (all non-idle CPU time
+    from /proc/stat - this process's and its children's CPU time) / (wall time * cores)."""
+
+    def __init__(self):
+        self.t0, self.busy0, self.own0 = time.perf_counter(), self._busy(), self._own()
+
+    @staticmethod
+    def _busy() -> float:
+        try:
+            f = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+            return (sum(f) - f[3] - (f[4] if len(f) > 4 else 0)) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError):
+            return float("nan")
+
+    @staticmethod
+    def _own() -> float:
+        t = os.times()
+        return t.user + t.system + t.children_user + t.children_system
+
+    def others(self) -> float:
+        wall = time.perf_counter() - self.t0
+        other = (self._busy() - self.busy0) - (self._own() - self.own0)
+        return max(0.0, other / (wall * (os.cpu_count() or 1))) if wall > 0 else float("nan")
 
 
 # ------------------------------------------------------------------------------------------
@@ -290,48 +329,71 @@ def compare(got: list[np.ndarray], ref: dict[str, np.ndarray]) -> dict:
 # the run
 # ------------------------------------------------------------------------------------------
 def bench_model(model, threads_list, args, tcc: Tcc | None) -> dict:
-    row = {"model": model.name, "kind": model.kind, "path": str(model.onnx_path), "gflop": model.flops / 1e9 if model.flops else None,
+    row = {"model": model.name, "kind": model.kind, "path": str(model.onnx_path),
+           "gflop": model.flops / 1e9 if model.flops else None,
            "tcc": {"compile": {}, "by_threads": {}}, "ort": {"by_threads": {}}}
     print(f"== {model.name}", flush=True)
-    ort_outputs = None
-    for t in threads_list:
-        try:
-            r = ort_bench(model, t, args.warmup, args.iters)
-            ort_outputs = r.pop("outputs")
-            row["ort"]["by_threads"][t] = r
-            print(f"   ort  {t}t: median {r['median_ms']:.3f} ms (init {r['init_seconds']:.2f} s)", flush=True)
-        except Exception as e:  # noqa: BLE001
-            row["ort"]["by_threads"][t] = {"error": first_line(str(e))}
-            print(f"   ort  {t}t: FAILED {first_line(str(e))}", flush=True)
-    if tcc is None:
-        return row
-    tc = row["tcc"]
     try:
-        tc["compile"]["cold"] = tcc.compile(model, "cold")
-        tc["compile"]["warm"] = tcc.compile(model, "warm")
-        c, w = tc["compile"]["cold"], tc["compile"]["warm"]
-        print(f"   tcc compile: cold {c.get('compile_seconds', float('nan')):.2f} s, "
-              f"warm {w.get('compile_seconds', float('nan')):.2f} s", flush=True)
-        if count(c.get("cache_hits")):
-            tc["compile"]["note"] = "cold compile hit the cache (TCC_CACHE_DIR ignored?)"
-    except TccError as e:
-        tc["error"] = str(e)
-        print(f"   tcc: FAILED {e}", flush=True)
-        return row
-    if ort_outputs is not None:
+        ref = ort_outputs(model)
+    except Exception as e:  # noqa: BLE001
+        ref = None
+        row["ort"]["error"] = first_line(str(e))
+        print(f"   ort: FAILED {row['ort']['error']}", flush=True)
+    tc = row["tcc"]
+    tcc_ok = tcc is not None
+    if tcc is not None:
         try:
-            tc["check"] = compare(tcc.run_outputs(model, tc["compile"]["warm"]["artifact"]), ort_outputs)
+            tc["compile"]["cold"] = tcc.compile(model, "cold")
+            tc["compile"]["warm"] = tcc.compile(model, "warm")
+            c, w = tc["compile"]["cold"], tc["compile"]["warm"]
+            print(f"   tcc compile: cold {c.get('compile_seconds', float('nan')):.2f} s, "
+                  f"warm {w.get('compile_seconds', float('nan')):.2f} s", flush=True)
+            if count(c.get("cache_hits")):
+                tc["compile"]["note"] = "cold compile hit the cache (TCC_CACHE_DIR ignored?)"
         except TccError as e:
-            tc["check"] = {"ok": False, "detail": str(e)}
-        print(f"   tcc outputs vs ORT: {'ok' if tc['check']['ok'] else 'MISMATCH ' + tc['check']['detail']}", flush=True)
+            tc["error"] = str(e)
+            tcc_ok = False
+            print(f"   tcc: FAILED {e}", flush=True)
+        if tcc_ok and ref is not None:
+            try:
+                tc["check"] = compare(tcc.run_outputs(model, tc["compile"]["warm"]["artifact"]), ref)
+            except TccError as e:
+                tc["check"] = {"ok": False, "detail": str(e)}
+            print(f"   tcc outputs vs ORT: {'ok' if tc['check']['ok'] else 'MISMATCH ' + tc['check']['detail']}",
+                  flush=True)
+    per_round = max(1, args.iters // args.rounds)
     for t in threads_list:
-        try:
-            r = tcc.bench(model, t, args.warmup, args.iters)
-            tc["by_threads"][t] = r
-            print(f"   tcc  {t}t: median {r['median_ms']:.3f} ms", flush=True)
-        except TccError as e:
-            tc["by_threads"][t] = {"error": str(e)}
-            print(f"   tcc  {t}t: FAILED {e}", flush=True)
+        meter = CpuMeter()
+        ort_blocks, tcc_blocks, ort = [], [], None
+        if ref is not None:
+            try:
+                ort = OrtRunner(model, t)
+                row["ort"]["by_threads"][t] = {"init_seconds": ort.init_seconds}
+            except Exception as e:  # noqa: BLE001
+                row["ort"]["by_threads"][t] = {"error": first_line(str(e))}
+        tcc_err = None
+        for _ in range(args.rounds):  # alternate the peers so that both see the same load
+            if ort is not None:
+                ort_blocks.append(ort.block(args.warmup, per_round))
+            if tcc_ok and tcc_err is None:
+                try:
+                    tcc_blocks.append(tcc.bench(model, t, args.warmup, per_round))
+                except TccError as e:
+                    tcc_err = str(e)
+        others = meter.others()
+        if ort_blocks:
+            row["ort"]["by_threads"][t].update(combine(ort_blocks))
+            r = row["ort"]["by_threads"][t]
+            print(f"   ort  {t}t: median {r['median_ms']:.3f} ms (init {r['init_seconds']:.2f} s)", flush=True)
+        if tcc_err is not None:
+            tc["by_threads"][t] = {"error": tcc_err}
+            print(f"   tcc  {t}t: FAILED {tcc_err}", flush=True)
+        elif tcc_blocks:
+            tc["by_threads"][t] = combine(tcc_blocks)
+            print(f"   tcc  {t}t: median {tc['by_threads'][t]['median_ms']:.3f} ms", flush=True)
+        row.setdefault("others_cpu", {})[t] = others
+        if others > 0.1:
+            print(f"   note: other processes used {others:.0%} of the machine meanwhile: noisy", flush=True)
     return row
 
 
@@ -356,7 +418,7 @@ def geomean(xs: list[float]) -> float | None:
 
 def table(rows: list[dict], t: int) -> tuple[str, float | None]:
     head = ("| model | GFLOP | tcc ms median (min–max) | ORT ms median (min–max) | tcc/ORT | "
-            "tcc GFLOP/s | compile cold / warm s | ORT init s | kernels / extern | outputs |")
+            "tcc GFLOP/s | compile cold / warm s | ORT init s | kernels / extern | outputs | others' CPU |")
     lines = [head, "|" + "|".join(["---"] * (head.count("|") - 1)) + "|"]
     ratios = []
     for row in rows:
@@ -373,7 +435,8 @@ def table(rows: list[dict], t: int) -> tuple[str, float | None]:
             tcc_ms = "not run"
         else:
             tcc_ms = fmt_ms(tr)
-        ort_ms = fmt_ms(o) if "error" not in o else f"ORT failed: {o['error']}"
+        err = o.get("error") or row["ort"].get("error")
+        ort_ms = fmt_ms(o) if not err else f"ORT failed: {err}"
         gfs = f"{row['gflop'] / (tr['median_ms'] / 1e3):.1f}" if row["gflop"] and "median_ms" in tr else "—"
         cc = tc["compile"]
         comp = "—"
@@ -387,9 +450,11 @@ def table(rows: list[dict], t: int) -> tuple[str, float | None]:
         if chk and chk["ok"] and chk.get("max_rel_err"):
             chk_s += f" ({chk['max_rel_err']:.0e})"
         init = f"{o['init_seconds']:.2f}" if "init_seconds" in o else "—"
+        oc = row.get("others_cpu", {}).get(t)
+        oth = "—" if oc is None or oc != oc else f"{oc:.0%}"
         gflop = "—" if row["gflop"] is None else f"{row['gflop']:.3f}"
         lines.append(f"| {row['model']} | {gflop} | {tcc_ms} | {ort_ms} | "
-                     f"{'—' if r is None else f'{r:.2f}'} | {gfs} | {comp} | {init} | {kern} | {chk_s} |")
+                     f"{'—' if r is None else f'{r:.2f}'} | {gfs} | {comp} | {init} | {kern} | {chk_s} | {oth} |")
     g = geomean(ratios)
     return "\n".join(lines), g
 
@@ -403,23 +468,28 @@ def write_results(rows, t, info, args, out_dir: Path) -> Path:
     md = [f"# tcc vs onnxruntime, CPU, {t} thread{'s' if t > 1 else ''}", "",
           f"- date: {info['date']}; host: {info['host']}",
           f"- CPU: {info['cpu']} ({info['cores']} cores, {info['affinity']} usable; {info['cpu_flags']}); memory {info['memory']}; {info['os']}",
-          f"- tcc: `{args.tcc}` at git {info['git_commit']}{' (dirty tree)' if info['git_dirty'] else ''}; "
+          f"- tcc: `{args.tcc}` ({info.get('tcc_version', 'not run')}); source tree at git {info['git_commit']}"
+          f"{' (with uncommitted changes)' if info['git_dirty'] else ''}; "
           f"onnxruntime {info['onnxruntime']} (CPUExecutionProvider, intra_op={t}, inter_op=1, ORT_ENABLE_ALL); "
           f"python {info['python']}",
-          f"- warmup {args.warmup}, iters {args.iters}; load average at start {info['loadavg_start']:.2f}, "
+          f"- {args.iters} timed runs in {args.rounds} rounds (ORT and tcc alternate), {args.warmup} warmup runs per round; load average at start {info['loadavg_start']:.2f}, "
           f"at end {info.get('loadavg_end', float('nan')):.2f} (2 shared cores: a high load means noisy numbers)",
           f"- geometric mean of tcc/ORT over {n} model(s): **{gm}** (< 1: tcc faster)",
           "", tab, "",
-          "Latency: median (min–max) of one run in ms, without compilation; tcc's from `tcc bench --json`, "
-          "ORT's from wall time around `InferenceSession.run`. Compile: `tcc compile --report` "
+          "Latency: median (min–max) of one run in ms, without compilation (the median is the median of "
+          "the rounds' medians); tcc's from `tcc bench --json`, ORT's from wall time around "
+          "`InferenceSession.run`. Others' CPU: share of the machine other processes used while this "
+          "model was timed (above ~10% the row is noisy). Compile: `tcc compile --report` "
           "compile_seconds with a fresh TCC_CACHE_DIR (cold) and again (warm). Outputs: tcc's vs ORT's, "
           f"|Δ| ≤ {RTOL:g}·|ref| + {ATOL_REL:g}·max|ref|; the number in brackets is max|Δ|/max|ref|.", ""]
     base.with_suffix(".md").write_text("\n".join(md))
-    raw = {"machine": info, "threads": t, "warmup": args.warmup, "iters": args.iters, "tcc": args.tcc,
+    raw = {"machine": info, "threads": t, "warmup": args.warmup, "iters": args.iters, "rounds": args.rounds,
+           "tcc": args.tcc,
            "geomean_tcc_over_ort": g, "models": []}
     for r in rows:
         raw["models"].append({"model": r["model"], "kind": r["kind"], "path": r["path"], "gflop": r["gflop"],
                               "ratio_tcc_over_ort": ratio(r, t),
+                              "others_cpu": r.get("others_cpu", {}).get(t),
                               "ort": r["ort"]["by_threads"].get(t), "tcc": {
                                   "compile": r["tcc"]["compile"], "check": r["tcc"].get("check"),
                                   "error": r["tcc"].get("error"), "bench": r["tcc"]["by_threads"].get(t)}})
@@ -432,7 +502,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="thread counts (default: 1 2)")
     ap.add_argument("--iters", type=int, default=50, help="timed runs per model (default 50)")
-    ap.add_argument("--warmup", type=int, default=5, help="untimed runs first (default 5)")
+    ap.add_argument("--warmup", type=int, default=5, help="untimed runs before each round (default 5)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="split --iters into this many rounds, alternating ORT and tcc (default 3)")
     ap.add_argument("--models", nargs="+", help="subset of models (default: all; see --list)")
     ap.add_argument("--list", action="store_true", help="list the models and exit")
     ap.add_argument("--tcc", default=str(ROOT / "build" / "bin" / "tcc"), help="tcc binary (default build/bin/tcc)")
@@ -463,6 +535,9 @@ def main() -> int:
             print(f"warning: tcc not found at {args.tcc}; every tcc column will say so", file=sys.stderr)
         tcc = Tcc(args.tcc, args.timeout, work)
     info = machine_info()
+    if tcc is not None:
+        rc, out, err, _ = run_proc(tcc.cmd + ["--version"], 30)
+        info["tcc_version"] = first_line(out or err) if rc == 0 else f"(--version failed: {first_line(err or out)})"
     print(f"{info['cpu']}, {info['cores']} cores, load {info['loadavg_start']:.2f}; ORT {info['onnxruntime']}; "
           f"tcc {args.tcc if tcc else '(skipped)'}; work dir {work}", flush=True)
     rows = []
