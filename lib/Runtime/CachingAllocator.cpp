@@ -19,9 +19,6 @@
 
 namespace tcc::rt {
 
-RawAllocator::~RawAllocator() = default;
-EventHooks::~EventHooks() = default;
-
 namespace {
 
 // Requests above this are refused outright, so that rounding can never overflow.

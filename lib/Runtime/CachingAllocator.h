@@ -61,9 +61,11 @@ using Stream = uintptr_t; // 0 = default stream
 // Where segments come from. allocate returns nullptr when out of memory (it may also throw,
 // which the caching allocator propagates unchanged); the pointer must be aligned to the caching
 // allocator's Options::alignment. deallocate gets the size that was allocated.
+// (Destructors are inline, so that every user gets the vtable and typeinfo: libtccrt's version
+// script exports tcc::rt functions but not the typeinfo of its interfaces.)
 class RawAllocator {
 public:
-  virtual ~RawAllocator();
+  virtual ~RawAllocator() = default;
   virtual void *allocate(size_t bytes) = 0;
   virtual void deallocate(void *ptr, size_t bytes) = 0;
 };
@@ -72,7 +74,7 @@ public:
 class EventHooks {
 public:
   using Event = uintptr_t;
-  virtual ~EventHooks();
+  virtual ~EventHooks() = default;
   // An event that completes once all work enqueued on `stream` so far has finished.
   virtual Event recordEvent(Stream stream) = 0;
   // Non-blocking: has the event completed?
