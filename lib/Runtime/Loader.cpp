@@ -233,12 +233,22 @@ std::unique_ptr<Program> Program::load(const void *data, size_t size, int numThr
 
   // ---- Kernels and the CPU module --------------------------------------------------------------
   std::vector<std::string> kernelNames;
+  std::vector<std::vector<TensorDesc>> kernelParams;
   if (auto *kernels = program->kernels())
     for (unsigned i = 0; i < kernels->size(); ++i) {
       const fb::Kernel *k = kernels->Get(i);
       if (!k || !k->name() || k->name()->size() == 0)
         throw Error("kernel " + std::to_string(i) + " has no name");
       kernelNames.push_back(k->name()->str());
+      if (!k->params())
+        throw Error("kernel '" + kernelNames.back() +
+                    "' has no params (the artifact writer must list its parameter types)");
+      std::vector<TensorDesc> params;
+      for (unsigned j = 0; j < k->params()->size(); ++j)
+        params.push_back(readTensor(k->params()->Get(j), "parameter " + std::to_string(j) +
+                                                             " of kernel '" +
+                                                             kernelNames.back() + "'"));
+      kernelParams.push_back(std::move(params));
     }
   if (!kernelNames.empty()) {
     const fb::CpuModule *module = program->cpu_module();
@@ -289,11 +299,20 @@ std::unique_ptr<Program> Program::load(const void *data, size_t size, int numThr
                       std::to_string(p->kernels_.size()));
         what += " (kernel '" + kernelNames[s->kernel()] + "')";
         KernelStep step{s->kernel(), {}};
-        if (auto *args = s->args())
-          for (uint32_t a : *args) {
-            buffer(a, what);
-            step.args.push_back(a);
-          }
+        const std::vector<TensorDesc> &params = kernelParams[s->kernel()];
+        size_t numArgs = s->args() ? s->args()->size() : 0;
+        if (numArgs != params.size())
+          throw Error(what + " passes " + std::to_string(numArgs) + " buffers; the kernel takes " +
+                      std::to_string(params.size()));
+        for (size_t j = 0; j < numArgs; ++j) {
+          uint32_t a = s->args()->Get((unsigned)j);
+          const BufferDesc &b = buffer(a, what);
+          if (b.dtype != params[j].dtype || b.shape != params[j].shape)
+            throw Error(what + " passes buffer " + std::to_string(a) + " (" +
+                        shapeString(b.dtype, b.shape) + ") as parameter " + std::to_string(j) +
+                        ", which is " + shapeString(params[j].dtype, params[j].shape));
+          step.args.push_back(a);
+        }
         p->steps_.push_back(std::move(step));
         break;
       }

@@ -1,0 +1,230 @@
+//===- ArtifactBuilder.h - Building tcc artifacts by hand for runtime tests ===//
+//
+// A small description of a program (inputs, outputs, constants, buffers, kernels, launches) that
+// finish() serialises with the FlatBuffers builder, the way the compiler's writer does. The CPU
+// module is the test kernel library (TCCRT_TEST_KERNELS). Fields left alone get sensible values
+// (arena_bytes: the end of the last arena buffer; the module hash: correct); tests override them
+// to make broken artifacts.
+#pragma once
+
+#include "tcc/Runtime/ArtifactHash.h"
+#include "tcc/Runtime/artifact_generated.h"
+
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace tcc::rt::test {
+
+namespace fb = tcc::artifact;
+
+inline std::vector<uint8_t> readFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw std::runtime_error("cannot read " + path);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+inline const std::vector<uint8_t> &testKernelModule() {
+  static const std::vector<uint8_t> bytes = readFile(TCCRT_TEST_KERNELS);
+  return bytes;
+}
+
+inline size_t dtypeBytes(fb::DType d) {
+  static const size_t sizes[] = {1, 1, 2, 4, 8, 1, 2, 4, 8, 2, 2, 4, 8};
+  return sizes[d];
+}
+
+inline size_t bytesOf(fb::DType d, const std::vector<int64_t> &shape) {
+  size_t n = dtypeBytes(d);
+  for (int64_t s : shape)
+    n *= (size_t)s;
+  return n;
+}
+
+class ArtifactBuilder {
+public:
+  struct Tensor {
+    std::string name;
+    fb::DType dtype;
+    std::vector<int64_t> shape;
+  };
+  struct Buf {
+    fb::BufferKind kind;
+    uint32_t index;
+    uint64_t offset;
+    fb::DType dtype;
+    std::vector<int64_t> shape;
+  };
+  struct ConstantEntry {
+    std::string name;
+    uint64_t offset, size;
+  };
+  struct KernelEntry {
+    std::string name;
+    std::vector<Tensor> params;
+  };
+  struct Step {
+    fb::Step type;
+    std::vector<uint32_t> ops; // buffer indices (kernel launch: kernel index first)
+    bool flagA = false, flagB = false;
+    double alpha = 1, beta = 0;
+    std::vector<int64_t> strides, padLow, padHigh, dilations;
+    int64_t groups = 1, dim = 0;
+  };
+
+  // Overrides for broken artifacts.
+  uint32_t version = fb::Version_Current;
+  fb::Device device = fb::Device_CPU;
+  std::optional<uint64_t> arenaBytes;
+  std::optional<uint64_t> moduleHash;
+  bool withModule = true;
+
+  std::vector<Tensor> inputs, outputs;
+  std::vector<Buf> buffers;
+  std::vector<ConstantEntry> constants;
+  std::vector<uint8_t> constantData;
+  std::vector<KernelEntry> kernels;
+  std::vector<Step> steps;
+
+  /// A graph input and a buffer covering it; returns the buffer index.
+  uint32_t input(fb::DType d, std::vector<int64_t> shape, std::string name = "") {
+    inputs.push_back({name.empty() ? "in" + std::to_string(inputs.size()) : name, d, shape});
+    return buffer(fb::BufferKind_Input, (uint32_t)inputs.size() - 1, 0, d, shape);
+  }
+  uint32_t output(fb::DType d, std::vector<int64_t> shape, std::string name = "") {
+    outputs.push_back({name.empty() ? "out" + std::to_string(outputs.size()) : name, d, shape});
+    return buffer(fb::BufferKind_Output, (uint32_t)outputs.size() - 1, 0, d, shape);
+  }
+  /// A constant with these bytes (64-byte aligned in constant_data) and a buffer covering it.
+  uint32_t constant(fb::DType d, std::vector<int64_t> shape, const void *data) {
+    size_t size = bytesOf(d, shape);
+    uint64_t offset = (constantData.size() + 63) / 64 * 64;
+    constantData.resize(offset + size);
+    if (size)
+      std::memcpy(constantData.data() + offset, data, size);
+    constants.push_back({"c" + std::to_string(constants.size()), offset, size});
+    return buffer(fb::BufferKind_Constant, (uint32_t)constants.size() - 1, 0, d, shape);
+  }
+  uint32_t arena(uint64_t offset, fb::DType d, std::vector<int64_t> shape) {
+    return buffer(fb::BufferKind_Arena, 0, offset, d, shape);
+  }
+  uint32_t buffer(fb::BufferKind kind, uint32_t index, uint64_t offset, fb::DType d,
+                  std::vector<int64_t> shape) {
+    buffers.push_back({kind, index, offset, d, shape});
+    return (uint32_t)buffers.size() - 1;
+  }
+  uint32_t kernel(std::string name, std::vector<Tensor> params) {
+    kernels.push_back({name, params});
+    return (uint32_t)kernels.size() - 1;
+  }
+  void launch(uint32_t kernel, std::vector<uint32_t> args) {
+    Step s{fb::Step_KernelLaunch};
+    s.ops = {kernel};
+    s.ops.insert(s.ops.end(), args.begin(), args.end());
+    steps.push_back(s);
+  }
+  void gemm(uint32_t a, uint32_t b, uint32_t c, bool transA = false, bool transB = false,
+            double alpha = 1, double beta = 0) {
+    Step s{fb::Step_Gemm, {a, b, c}, transA, transB, alpha, beta};
+    steps.push_back(s);
+  }
+  void conv(uint32_t x, uint32_t w, uint32_t y, std::vector<int64_t> strides,
+            std::vector<int64_t> padLow, std::vector<int64_t> padHigh,
+            std::vector<int64_t> dilations, int64_t groups) {
+    Step s{fb::Step_Conv, {x, w, y}};
+    s.strides = strides;
+    s.padLow = padLow;
+    s.padHigh = padHigh;
+    s.dilations = dilations;
+    s.groups = groups;
+    steps.push_back(s);
+  }
+  void topk(uint32_t x, uint32_t values, uint32_t indices, int64_t dim, bool largest) {
+    Step s{fb::Step_TopK, {x, values, indices}};
+    s.dim = dim;
+    s.flagA = largest;
+    steps.push_back(s);
+  }
+  void copy(uint32_t source, uint32_t target) { steps.push_back(Step{fb::Step_Copy, {source, target}}); }
+
+  std::vector<uint8_t> finish() const {
+    flatbuffers::FlatBufferBuilder b;
+    auto tensors = [&](const std::vector<Tensor> &ts) {
+      std::vector<flatbuffers::Offset<fb::TensorSpec>> out;
+      for (const Tensor &t : ts)
+        out.push_back(fb::CreateTensorSpecDirect(b, t.name.c_str(), t.dtype, &t.shape));
+      return b.CreateVector(out);
+    };
+    auto in = tensors(inputs), out = tensors(outputs);
+    std::vector<flatbuffers::Offset<fb::Buffer>> bufs;
+    uint64_t arenaEnd = 0;
+    for (const Buf &x : buffers) {
+      bufs.push_back(fb::CreateBufferDirect(b, x.kind, x.index, x.offset, x.dtype, &x.shape));
+      if (x.kind == fb::BufferKind_Arena)
+        arenaEnd = std::max<uint64_t>(arenaEnd, x.offset + bytesOf(x.dtype, x.shape));
+    }
+    auto bufVec = b.CreateVector(bufs);
+    std::vector<flatbuffers::Offset<fb::Constant>> consts;
+    for (const ConstantEntry &c : constants)
+      consts.push_back(fb::CreateConstantDirect(b, c.name.c_str(), c.offset, c.size));
+    auto constVec = b.CreateVector(consts);
+    b.ForceVectorAlignment(constantData.size(), 1, 64);
+    auto data = b.CreateVector(constantData);
+    std::vector<flatbuffers::Offset<fb::Kernel>> ks;
+    for (const KernelEntry &k : kernels) {
+      auto params = tensors(k.params);
+      ks.push_back(fb::CreateKernel(b, b.CreateString(k.name), params));
+    }
+    auto kernelVec = b.CreateVector(ks);
+    flatbuffers::Offset<fb::CpuModule> module = 0;
+    if (withModule) {
+      const std::vector<uint8_t> &so = testKernelModule();
+      module = fb::CreateCpuModuleDirect(
+          b, &so, "c++ (test kernels)",
+          moduleHash ? *moduleHash : tcc::rt::artifactHash(so.data(), so.size()));
+    }
+    std::vector<flatbuffers::Offset<fb::Launch>> launches;
+    for (const Step &s : steps) {
+      flatbuffers::Offset<void> step;
+      switch (s.type) {
+      case fb::Step_KernelLaunch: {
+        std::vector<uint32_t> args(s.ops.begin() + 1, s.ops.end());
+        step = fb::CreateKernelLaunchDirect(b, s.ops[0], &args).Union();
+        break;
+      }
+      case fb::Step_Gemm:
+        step = fb::CreateGemm(b, s.ops[0], s.ops[1], s.ops[2], s.flagA, s.flagB, s.alpha, s.beta)
+                   .Union();
+        break;
+      case fb::Step_Conv:
+        step = fb::CreateConvDirect(b, s.ops[0], s.ops[1], s.ops[2], &s.strides, &s.padLow,
+                                    &s.padHigh, &s.dilations, s.groups)
+                   .Union();
+        break;
+      case fb::Step_TopK:
+        step = fb::CreateTopK(b, s.ops[0], s.ops[1], s.ops[2], s.dim, s.flagA).Union();
+        break;
+      case fb::Step_Copy:
+        step = fb::CreateCopy(b, s.ops[0], s.ops[1]).Union();
+        break;
+      default:
+        break;
+      }
+      launches.push_back(fb::CreateLaunch(b, s.type, step));
+    }
+    auto launchVec = b.CreateVector(launches);
+    auto program = fb::CreateProgram(b, version, b.CreateString("tcc test"), device, in, out,
+                                     bufVec, arenaBytes ? *arenaBytes : arenaEnd, constVec, data,
+                                     kernelVec, module, 0, launchVec);
+    fb::FinishProgramBuffer(b, program);
+    return std::vector<uint8_t>(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
+  }
+};
+
+} // namespace tcc::rt::test

@@ -1,0 +1,20 @@
+# CheckNeeded.cmake - fails if LIBRARY (libtccrt.so) depends on MLIR, LLVM or protobuf, or
+# references any LLVM/MLIR symbol. Run with cmake -DLIBRARY=<path> -P CheckNeeded.cmake.
+find_program(READELF NAMES readelf llvm-readelf-19 REQUIRED)
+execute_process(COMMAND ${READELF} -d --wide ${LIBRARY} OUTPUT_VARIABLE dynamic
+  RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "readelf -d ${LIBRARY} failed")
+endif()
+string(REGEX MATCHALL "\\(NEEDED\\)[^\n]*" needed "${dynamic}")
+message(STATUS "${LIBRARY} needs:\n  ${needed}")
+foreach(entry IN LISTS needed)
+  string(TOLOWER "${entry}" lower)
+  if(lower MATCHES "mlir|llvm|protobuf")
+    message(FATAL_ERROR "${LIBRARY} must not depend on MLIR, LLVM or protobuf: ${entry}")
+  endif()
+endforeach()
+execute_process(COMMAND ${READELF} --dyn-syms --wide ${LIBRARY} OUTPUT_VARIABLE symbols)
+if(symbols MATCHES "(_ZN4llvm|_ZN4mlir|_ZN6google8protobuf)[A-Za-z0-9_]*")
+  message(FATAL_ERROR "${LIBRARY} references ${CMAKE_MATCH_0}")
+endif()

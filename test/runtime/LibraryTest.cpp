@@ -1,0 +1,330 @@
+//===- LibraryTest.cpp - gemm, conv, topk and copy steps against naive loops ===//
+#include "TestUtil.h"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+using namespace tcc::rt::test;
+using Shape = std::vector<int64_t>;
+
+namespace {
+
+//===--- GEMM -------------------------------------------------------------===//
+
+template <class T>
+std::vector<T> naiveGemm(const std::vector<T> &a, const Shape &as, const std::vector<T> &b,
+                         const Shape &bs, const std::vector<T> &c0, const Shape &cs, bool ta,
+                         bool tb, double alpha, double beta) {
+  size_t r = cs.size();
+  int64_t m = cs[r - 2], n = cs[r - 1], k = ta ? as[r - 2] : as[r - 1];
+  int64_t batches = numElements(Shape(cs.begin(), cs.end() - 2));
+  std::vector<T> c(c0);
+  for (int64_t batch = 0; batch < batches; ++batch) {
+    // Batch index of c, then a's and b's (broadcast dims of size 1 read index 0).
+    int64_t rest = batch, aBatch = 0, bBatch = 0, aMul = 1, bMul = 1;
+    for (size_t d = r - 2; d-- > 0;) {
+      int64_t i = rest % cs[d];
+      rest /= cs[d];
+      aBatch += (as[d] == 1 ? 0 : i) * aMul;
+      bBatch += (bs[d] == 1 ? 0 : i) * bMul;
+      aMul *= as[d];
+      bMul *= bs[d];
+    }
+    const T *A = a.data() + aBatch * m * k;
+    const T *B = b.data() + bBatch * k * n;
+    T *C = c.data() + batch * m * n;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0;
+        for (int64_t p = 0; p < k; ++p)
+          acc += (double)(ta ? A[p * m + i] : A[i * k + p]) * (double)(tb ? B[j * k + p] : B[p * n + j]);
+        C[i * n + j] = (T)(alpha * acc + (beta == 0 ? 0.0 : beta * (double)C[i * n + j]));
+      }
+  }
+  return c;
+}
+
+struct GemmCase {
+  Shape a, b, c;
+  bool ta, tb;
+  double alpha, beta;
+};
+
+template <class T> void checkGemm(const GemmCase &g, unsigned seed) {
+  auto dtype = std::is_same_v<T, float> ? fb::DType_F32 : fb::DType_F64;
+  auto fa = randomFloats(numElements(g.a), seed), fbv = randomFloats(numElements(g.b), seed + 1),
+       fc = randomFloats(numElements(g.c), seed + 2);
+  std::vector<T> a(fa.begin(), fa.end()), b(fbv.begin(), fbv.end()), c0(fc.begin(), fc.end());
+  ArtifactBuilder art;
+  uint32_t ba = art.input(dtype, g.a), bb = art.input(dtype, g.b), bc0 = art.input(dtype, g.c);
+  uint32_t out = art.output(dtype, g.c);
+  if (g.beta != 0)
+    art.copy(bc0, out); // c's initial value for beta
+  art.gemm(ba, bb, out, g.ta, g.tb, g.alpha, g.beta);
+  auto outputs = runArtifact(art.finish(), {a.data(), b.data(), c0.data()});
+  auto want = naiveGemm(a, g.a, b, g.b, g.beta != 0 ? c0 : std::vector<T>(c0.size()), g.c, g.ta,
+                        g.tb, g.alpha, g.beta);
+  expectClose(outputs[0].template data<T>(), want, 1e-4, 1e-5, "gemm");
+}
+
+TEST(RuntimeGemm, PlainTransposedBatchedBroadcast) {
+  std::vector<GemmCase> cases = {
+      {{3, 5}, {5, 4}, {3, 4}, false, false, 1, 0},
+      {{5, 3}, {5, 4}, {3, 4}, true, false, 1, 0},
+      {{3, 5}, {4, 5}, {3, 4}, false, true, 1, 0},
+      {{5, 3}, {4, 5}, {3, 4}, true, true, 1, 0},
+      {{2, 3, 7, 6}, {1, 3, 6, 5}, {2, 3, 7, 5}, false, false, 1, 0},
+      {{1, 3, 6, 7}, {2, 1, 5, 6}, {2, 3, 7, 5}, true, true, 1, 0},
+      {{4, 33, 17}, {4, 17, 65}, {4, 33, 65}, false, false, 0.5, 2.0},
+      {{1, 64, 40}, {3, 40, 48}, {3, 64, 48}, false, false, -1.5, 0.25},
+  };
+  unsigned seed = 1;
+  for (const GemmCase &g : cases) {
+    SCOPED_TRACE("a rank " + std::to_string(g.a.size()) + " seed " + std::to_string(seed));
+    checkGemm<float>(g, seed);
+    checkGemm<double>(g, seed);
+    seed += 10;
+  }
+}
+
+TEST(RuntimeGemm, EmptyInnerDimGivesBetaTimesC) {
+  checkGemm<float>({{2, 0}, {0, 3}, {2, 3}, false, false, 1, 0}, 5);
+  checkGemm<float>({{2, 0}, {0, 3}, {2, 3}, false, false, 1, 3}, 6);
+  checkGemm<double>({{0, 4}, {4, 3}, {0, 3}, false, false, 1, 0}, 7);
+}
+
+//===--- Convolution ------------------------------------------------------===//
+
+struct ConvCase {
+  Shape x, w;
+  Shape strides, padLow, padHigh, dilations;
+  int64_t groups;
+};
+
+Shape convOutShape(const ConvCase &c) {
+  Shape y = {c.x[0], c.w[0]};
+  for (size_t d = 0; d + 2 < c.x.size(); ++d) {
+    int64_t padded = c.x[d + 2] + c.padLow[d] + c.padHigh[d];
+    int64_t span = (c.w[d + 2] - 1) * c.dilations[d] + 1;
+    y.push_back(padded < span ? 0 : (padded - span) / c.strides[d] + 1);
+  }
+  return y;
+}
+
+std::vector<float> naiveConv(const ConvCase &c, const std::vector<float> &x,
+                             const std::vector<float> &w, const Shape &ys) {
+  size_t spatial = c.x.size() - 2;
+  Shape inS(c.x.begin() + 2, c.x.end()), kS(c.w.begin() + 2, c.w.end()),
+      outS(ys.begin() + 2, ys.end());
+  int64_t inSize = numElements(inS), kSize = numElements(kS), outSize = numElements(outS);
+  int64_t groupIn = c.x[1] / c.groups, groupOut = c.w[0] / c.groups;
+  std::vector<float> y((size_t)numElements(ys));
+  std::vector<int64_t> o(spatial), k(spatial);
+  for (int64_t n = 0; n < c.x[0]; ++n)
+    for (int64_t oc = 0; oc < c.w[0]; ++oc)
+      for (int64_t op = 0; op < outSize; ++op) {
+        for (int64_t d = spatial, rest = op; d-- > 0;) {
+          o[d] = rest % outS[d];
+          rest /= outS[d];
+        }
+        double acc = 0;
+        int64_t g = oc / groupOut;
+        for (int64_t ic = 0; ic < groupIn; ++ic)
+          for (int64_t kp = 0; kp < kSize; ++kp) {
+            for (int64_t d = spatial, rest = kp; d-- > 0;) {
+              k[d] = rest % kS[d];
+              rest /= kS[d];
+            }
+            int64_t at = 0;
+            bool valid = true;
+            for (size_t d = 0; d < spatial; ++d) {
+              int64_t q = o[d] * c.strides[d] + k[d] * c.dilations[d] - c.padLow[d];
+              valid = valid && q >= 0 && q < inS[d];
+              at = at * inS[d] + q;
+            }
+            if (valid)
+              acc += (double)x[(n * c.x[1] + g * groupIn + ic) * inSize + at] *
+                     w[(oc * groupIn + ic) * kSize + kp];
+          }
+        y[(n * c.w[0] + oc) * outSize + op] = (float)acc;
+      }
+  return y;
+}
+
+void checkConv(const ConvCase &c, unsigned seed, int threads = 1) {
+  Shape ys = convOutShape(c);
+  auto x = randomFloats(numElements(c.x), seed), w = randomFloats(numElements(c.w), seed + 1);
+  ArtifactBuilder art;
+  uint32_t bx = art.input(fb::DType_F32, c.x);
+  uint32_t bw = art.constant(fb::DType_F32, c.w, w.data());
+  uint32_t by = art.output(fb::DType_F32, ys);
+  art.conv(bx, bw, by, c.strides, c.padLow, c.padHigh, c.dilations, c.groups);
+  auto outputs = runArtifact(art.finish(), {x.data()}, threads);
+  expectClose(outputs[0].data<float>(), naiveConv(c, x, w, ys), 1e-4, 1e-4, "conv");
+}
+
+TEST(RuntimeConv, TwoDimensional) {
+  checkConv({{2, 4, 9, 9}, {6, 4, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1}, 1);
+  checkConv({{1, 3, 11, 10}, {5, 3, 3, 2}, {2, 3}, {1, 0}, {2, 1}, {2, 1}, 1}, 2);
+  checkConv({{1, 3, 8, 8}, {4, 3, 5, 5}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 1}, 3);
+}
+
+TEST(RuntimeConv, GroupsAndDepthwise) {
+  checkConv({{2, 6, 7, 7}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 2}, 4);
+  checkConv({{1, 8, 9, 9}, {8, 1, 3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 8}, 5);
+  checkConv({{1, 4, 6, 6}, {8, 1, 3, 3}, {1, 1}, {0, 2}, {1, 0}, {2, 2}, 4}, 6);
+}
+
+TEST(RuntimeConv, NegativePads) {
+  checkConv({{1, 2, 10, 9}, {3, 2, 3, 3}, {1, 1}, {-1, -2}, {-2, 1}, {1, 1}, 1}, 7);
+  checkConv({{1, 2, 12}, {2, 2, 2}, {2}, {-3}, {-1}, {2}, 1}, 8);
+}
+
+TEST(RuntimeConv, OneAndThreeDimensional) {
+  checkConv({{1, 3, 17}, {5, 3, 4}, {3}, {2}, {1}, {1}, 1}, 9);
+  checkConv({{2, 4, 20}, {4, 2, 3}, {1}, {0}, {0}, {3}, 2}, 10);
+  checkConv({{1, 2, 5, 6, 7}, {3, 2, 2, 3, 2}, {1, 2, 1}, {1, 0, 1}, {0, 1, 1}, {2, 1, 1}, 1},
+            11);
+}
+
+TEST(RuntimeConv, PointwiseIsAPlainGemm) {
+  checkConv({{2, 8, 7, 7}, {16, 8, 1, 1}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 1}, 12);
+  checkConv({{1, 8, 5, 5}, {6, 4, 1, 1}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 2}, 13);
+  checkConv({{1, 8, 9, 9}, {6, 8, 1, 1}, {2, 2}, {0, 0}, {0, 0}, {1, 1}, 1}, 14); // strided
+  checkConv({{1, 4, 5, 5}, {6, 4, 1, 1}, {1, 1}, {1, 0}, {0, 1}, {1, 1}, 1}, 15);  // padded
+}
+
+TEST(RuntimeConv, EmptyOutputs) {
+  checkConv({{1, 2, 2, 2}, {3, 2, 3, 3}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 1}, 16);
+  checkConv({{0, 2, 4, 4}, {3, 2, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1}, 17);
+}
+
+TEST(RuntimeConv, LargeTiledAndThreaded) {
+  // 576 im2col rows x 3136 columns: several workspace tiles, im2col on two threads.
+  checkConv({{1, 64, 56, 56}, {32, 64, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1}, 18, 2);
+  checkConv({{2, 16, 30, 31}, {8, 16, 3, 3}, {2, 1}, {1, 1}, {0, 1}, {1, 2}, 1}, 19, 2);
+}
+
+//===--- Top-k ------------------------------------------------------------===//
+
+/// The reference order: NaN above +inf; ties by lower index; smallest = the reverse order.
+template <class T>
+void naiveTopK(const std::vector<double> &x, const Shape &s, int64_t dim, int64_t k,
+               bool largest, std::vector<T> &values, std::vector<int64_t> &indices,
+               const std::vector<T> &raw) {
+  int64_t outer = numElements(Shape(s.begin(), s.begin() + dim)), size = s[dim],
+          inner = numElements(Shape(s.begin() + dim + 1, s.end()));
+  values.assign(outer * k * inner, T());
+  indices.assign(outer * k * inner, 0);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      std::vector<int64_t> order(size);
+      std::iota(order.begin(), order.end(), 0);
+      auto key = [&](int64_t j) { return x[(o * size + j) * inner + i]; };
+      std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+        double va = key(a), vb = key(b);
+        if (largest) {
+          if (std::isnan(va) || std::isnan(vb))
+            return std::isnan(va) && !std::isnan(vb);
+          return va > vb;
+        }
+        if (std::isnan(va) || std::isnan(vb))
+          return !std::isnan(va) && std::isnan(vb);
+        return va < vb;
+      });
+      for (int64_t j = 0; j < k; ++j) {
+        values[(o * k + j) * inner + i] = raw[(o * size + order[j]) * inner + i];
+        indices[(o * k + j) * inner + i] = order[j];
+      }
+    }
+}
+
+template <class T>
+void checkTopK(fb::DType dtype, const Shape &s, int64_t dim, int64_t k, bool largest,
+               const std::vector<T> &raw, const std::vector<double> &asDouble) {
+  Shape out = s;
+  out[dim] = k;
+  ArtifactBuilder art;
+  uint32_t bx = art.input(dtype, s), bv = art.output(dtype, out),
+           bi = art.output(fb::DType_I64, out);
+  art.topk(bx, bv, bi, dim, largest);
+  auto outputs = runArtifact(art.finish(), {raw.data()});
+  std::vector<T> values;
+  std::vector<int64_t> indices;
+  naiveTopK(asDouble, s, dim, k, largest, values, indices, raw);
+  SCOPED_TRACE("dtype " + std::to_string(dtype) + " dim " + std::to_string(dim) + " k " +
+               std::to_string(k) + (largest ? " largest" : " smallest"));
+  ASSERT_EQ(outputs[1].numElements(), indices.size());
+  for (size_t i = 0; i < indices.size(); ++i) {
+    EXPECT_EQ(outputs[1].template data<int64_t>()[i], indices[i]) << "index " << i;
+    EXPECT_EQ(std::memcmp(outputs[0].template data<T>() + i, &values[i], sizeof(T)), 0) << "value " << i;
+  }
+}
+
+TEST(RuntimeTopK, FloatsWithTiesAndNaN) {
+  float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  Shape s = {3, 7, 4};
+  std::vector<float> x(numElements(s));
+  std::mt19937 rng(3);
+  std::vector<float> pool = {0.5f, -1.0f, 2.0f, 2.0f, nan, inf, -inf, 0.0f, -0.0f, 3.0f};
+  for (float &v : x)
+    v = pool[rng() % pool.size()];
+  std::vector<double> d(x.begin(), x.end());
+  for (int64_t dim = 0; dim < 3; ++dim)
+    for (bool largest : {true, false})
+      for (int64_t k : {int64_t(0), int64_t(1), int64_t(2), s[dim]})
+        checkTopK<float>(fb::DType_F32, s, dim, k, largest, x, d);
+  std::vector<double> xd(d);
+  checkTopK<double>(fb::DType_F64, s, 1, 5, true, xd, d);
+}
+
+TEST(RuntimeTopK, Integers) {
+  Shape s = {4, 9};
+  std::mt19937 rng(4);
+  std::vector<int32_t> i32(36);
+  std::vector<uint8_t> u8(36);
+  std::vector<int64_t> i64(36);
+  for (size_t i = 0; i < 36; ++i) {
+    i32[i] = (int32_t)(rng() % 7) - 3;
+    u8[i] = (uint8_t)(rng() % 5 + 250);
+    i64[i] = (int64_t)(rng() % 5) * 1000000000000ll - 2000000000000ll;
+  }
+  checkTopK<int32_t>(fb::DType_I32, s, 1, 4, true, i32, std::vector<double>(i32.begin(), i32.end()));
+  checkTopK<int32_t>(fb::DType_I32, s, 0, 3, false, i32, std::vector<double>(i32.begin(), i32.end()));
+  checkTopK<uint8_t>(fb::DType_U8, s, 1, 9, true, u8, std::vector<double>(u8.begin(), u8.end()));
+  checkTopK<int64_t>(fb::DType_I64, s, 1, 2, false, i64, std::vector<double>(i64.begin(), i64.end()));
+}
+
+TEST(RuntimeTopK, HalfAndBFloat16ComparedAsFloats) {
+  // f16: 1.0 = 0x3c00, -2.0 = 0xc000, 0.5 = 0x3800, NaN = 0x7e00, +inf = 0x7c00, tiny subnormal
+  // 0x0001; bf16: 1.0 = 0x3f80, -2.0 = 0xc000, 0.5 = 0x3f00, NaN = 0x7fc0, +inf = 0x7f80.
+  std::vector<uint16_t> f16 = {0x3c00, 0xc000, 0x3800, 0x7e00, 0x7c00, 0x0001, 0x3c00, 0x8001};
+  std::vector<double> f16d = {1.0, -2.0, 0.5, NAN, INFINITY, 5.96e-8, 1.0, -5.96e-8};
+  std::vector<uint16_t> bf16 = {0x3f80, 0xc000, 0x3f00, 0x7fc0, 0x7f80, 0x3f80, 0xbf00, 0x0000};
+  std::vector<double> bf16d = {1.0, -2.0, 0.5, NAN, INFINITY, 1.0, -0.5, 0.0};
+  for (bool largest : {true, false}) {
+    checkTopK<uint16_t>(fb::DType_F16, {8}, 0, 8, largest, f16, f16d);
+    checkTopK<uint16_t>(fb::DType_BF16, {2, 4}, 1, 3, largest, bf16, bf16d);
+  }
+}
+
+//===--- Copies and views -------------------------------------------------===//
+
+TEST(RuntimeCopy, ThroughArenaViews) {
+  // input [4, 16] -> arena at 128 -> a view of its second half as [2, 16] -> output.
+  std::vector<float> x = randomFloats(64, 20);
+  ArtifactBuilder art;
+  uint32_t in = art.input(fb::DType_F32, {4, 16});
+  uint32_t whole = art.arena(128, fb::DType_F32, {4, 16});
+  uint32_t half = art.arena(128 + 2 * 16 * 4, fb::DType_F32, {2, 16});
+  uint32_t flat = art.arena(0, fb::DType_F32, {32});
+  uint32_t out = art.output(fb::DType_F32, {32});
+  art.copy(in, whole);
+  art.copy(half, flat);
+  art.copy(flat, out);
+  auto outputs = runArtifact(art.finish(), {x.data()});
+  EXPECT_EQ(std::memcmp(outputs[0].data<float>(), x.data() + 32, 32 * sizeof(float)), 0);
+}
+
+} // namespace
