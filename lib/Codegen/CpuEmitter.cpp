@@ -1,0 +1,429 @@
+//===- CpuEmitter.cpp - The CPU loop skeleton of emitted tk kernels -------===//
+//
+// Maps the loops of a tk.kernel to C++ with OpenMP pragmas; all scalar code comes from
+// ScalarEmitter. One C++ local per SSA value, loop indices `i<n>`, reduction accumulators
+// `acc<n>`, carried values `c<n>`, buffers `arg<position>` (typed restrict pointers with the
+// buffer's shape in a comment), so the output reads like the IR it came from.
+//
+//===----------------------------------------------------------------------===//
+#include "tcc/Codegen/CppEmitter.h"
+#include "tcc/Codegen/ScalarEmitter.h"
+
+#include "tcc/IR/TkDialect.h"
+#include "tcc/Support/Tensor.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace tcc;
+using namespace tcc::codegen;
+
+namespace {
+
+/// A loop nest runs on OpenMP threads when it executes at least this many scalar ops
+/// (iterations times ops in the body). Waking libgomp's pooled threads and joining them costs
+/// a few microseconds (more when they have gone to sleep), while vectorised scalar ops run at
+/// roughly 0.3-1 ns each: below ~64K ops (20-60 us of serial work) the fork/join overhead
+/// would eat a large part of what a second thread saves.
+constexpr double kParallelWorkThreshold = 1 << 16;
+
+/// A threaded pointwise nest whose outer dims have fewer iterations than this splits its
+/// innermost dim across threads instead (each thread walks the few outer iterations).
+constexpr int64_t kMinOuterIterations = 16;
+
+bool isLoop(Operation *op) {
+  return isa<tk::ParallelOp, tk::ReduceOp, tk::ArgReduceOp, tk::ForOp>(op);
+}
+
+bool hasLoops(Block &block) {
+  bool found = false;
+  block.walk([&](Operation *op) {
+    if (isLoop(op))
+      found = true;
+  });
+  return found;
+}
+
+double product(ArrayRef<int64_t> bounds) {
+  double p = 1;
+  for (int64_t b : bounds)
+    p *= (double)b;
+  return p;
+}
+
+/// Scalar ops the block executes (loops multiply their bodies by their trip counts).
+double work(Block &block) {
+  double total = 0;
+  for (Operation &op : block.without_terminator()) {
+    if (auto p = dyn_cast<tk::ParallelOp>(op))
+      total += product(p.getBounds()) * work(p.getBody().front());
+    else if (auto r = dyn_cast<tk::ReduceOp>(op))
+      total += product(r.getBounds()) * (1 + work(r.getBody().front()));
+    else if (auto a = dyn_cast<tk::ArgReduceOp>(op))
+      total += (double)a.getBound() * (1 + work(a.getBody().front()));
+    else if (auto f = dyn_cast<tk::ForOp>(op))
+      total += (double)f.getCount() * (1 + work(f.getBody().front()));
+    else
+      total += 1;
+  }
+  return total;
+}
+
+std::string typeString(Type t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << t;
+  return s;
+}
+
+class CpuKernelEmitter {
+public:
+  explicit CpuKernelEmitter(func::FuncOp fn) : fn(fn), scalars(Target::Cpu) {}
+
+  std::string emit();
+
+private:
+  void line(const std::string &text) {
+    body.append(2 * depth, ' ');
+    body += text;
+    body += '\n';
+  }
+  std::string loopHeader(const std::string &index, int64_t bound) {
+    return "for (int64_t " + index + " = 0; " + index + " < " + std::to_string(bound) + "; ++" +
+           index + ")";
+  }
+  /// Binds the first `count` args of `block` to fresh loop index names.
+  std::vector<std::string> bindIndices(Block &block, size_t count) {
+    std::vector<std::string> indices;
+    for (size_t i = 0; i < count; ++i) {
+      indices.push_back(scalars.fresh("i"));
+      scalars.bind(block.getArgument(i), indices.back());
+    }
+    return indices;
+  }
+  /// True for a loop directly in the kernel's body (not nested in another loop).
+  bool isTopLevel(Operation *op) { return op->getParentOp() == fn.getOperation(); }
+  const std::string &threads() {
+    usesThreads = true;
+    return threadsName;
+  }
+
+  void openLoops(const std::vector<std::string> &idx, ArrayRef<int64_t> bounds,
+                 const std::vector<std::string> &pragmas);
+  void closeLoops(size_t rank);
+  void emitBlock(Block &block);
+  void emitOp(Operation *op);
+  void emitParallel(tk::ParallelOp op);
+  void emitReduce(tk::ReduceOp op);
+  void emitArgReduce(tk::ArgReduceOp op);
+  void emitFor(tk::ForOp op);
+  std::string pointer(Value memref);
+
+  func::FuncOp fn;
+  ScalarEmitter scalars;
+  std::string body;
+  int depth = 1;
+  bool usesThreads = false;
+  const std::string threadsName = "tcc_threads";
+  llvm::DenseMap<Value, std::string> pointers;
+};
+
+std::string CpuKernelEmitter::pointer(Value memref) {
+  auto it = pointers.find(memref);
+  if (it == pointers.end())
+    throw Error("tk codegen: kernel '" + fn.getSymName().str() +
+                "' accesses a buffer that is not one of its arguments");
+  return it->second;
+}
+
+void CpuKernelEmitter::emitBlock(Block &block) {
+  for (Operation &op : block.without_terminator())
+    emitOp(&op);
+}
+
+void CpuKernelEmitter::emitOp(Operation *op) {
+  if (ScalarEmitter::isScalarOp(op)) {
+    std::string expr = scalars.expression(op);
+    Value result = op->getResult(0);
+    if (isa<tk::ConstantOp>(op)) { // literals are used in place
+      scalars.bind(result, expr);
+      return;
+    }
+    std::string local = scalars.fresh("v");
+    line(scalars.computeType(result.getType()) + " " + local + " = " + expr + ";");
+    scalars.bind(result, local);
+    return;
+  }
+  llvm::TypeSwitch<Operation *>(op)
+      .Case([&](tk::LoadOp load) {
+        Type type = load.getType();
+        std::string element =
+            pointer(load.getMemref()) + "[" +
+            scalars.linearIndex(load.getMemref().getType(), load.getIndices()) + "]";
+        std::string local = scalars.fresh("v");
+        line(scalars.computeType(type) + " " + local + " = " + scalars.loadValue(type, element) +
+             ";");
+        scalars.bind(load.getResult(), local);
+      })
+      .Case([&](tk::StoreOp store) {
+        Type type = store.getValue().getType();
+        line(pointer(store.getMemref()) + "[" +
+             scalars.linearIndex(store.getMemref().getType(), store.getIndices()) +
+             "] = " + scalars.storeValue(type, scalars.name(store.getValue())) + ";");
+      })
+      .Case([&](tk::ParallelOp p) { emitParallel(p); })
+      .Case([&](tk::ReduceOp r) { emitReduce(r); })
+      .Case([&](tk::ArgReduceOp a) { emitArgReduce(a); })
+      .Case([&](tk::ForOp f) { emitFor(f); })
+      .Default([&](Operation *other) {
+        throw Error("tk codegen: cannot emit '" + other->getName().getStringRef().str() +
+                    "' in a CPU kernel");
+      });
+}
+
+void CpuKernelEmitter::openLoops(const std::vector<std::string> &idx, ArrayRef<int64_t> bounds,
+                                 const std::vector<std::string> &pragmas) {
+  if (bounds.empty()) {
+    line("{");
+    ++depth;
+    return;
+  }
+  // Only the innermost loop gets braces, so collapsed loops stay perfectly nested.
+  for (size_t d = 0; d < bounds.size(); ++d) {
+    if (!pragmas[d].empty())
+      line(pragmas[d]);
+    line(loopHeader(idx[d], bounds[d]) + (d + 1 == bounds.size() ? " {" : ""));
+    ++depth;
+  }
+}
+
+void CpuKernelEmitter::closeLoops(size_t rank) {
+  --depth;
+  line("}");
+  depth -= rank > 1 ? (int)rank - 1 : 0;
+}
+
+static std::string boundsString(ArrayRef<int64_t> bounds) {
+  std::string s = "[";
+  for (size_t d = 0; d < bounds.size(); ++d)
+    s += (d ? ", " : "") + std::to_string(bounds[d]);
+  return s + "]";
+}
+
+void CpuKernelEmitter::emitParallel(tk::ParallelOp op) {
+  ArrayRef<int64_t> bounds = op.getBounds();
+  Block &block = op.getBody().front();
+  size_t rank = bounds.size();
+  std::vector<std::string> idx = bindIndices(block, rank);
+  line("// tk.parallel " + boundsString(bounds));
+
+  bool loopFree = !hasLoops(block);
+  bool threaded = isTopLevel(op) && rank > 0 && product(bounds) > 1 &&
+                  product(bounds) * work(block) >= kParallelWorkThreshold;
+  auto collapse = [](size_t n) {
+    return n > 1 ? " collapse(" + std::to_string(n) + ")" : std::string();
+  };
+  std::vector<std::string> pragmas(rank);
+  bool innerTeam = false; // `omp parallel` around serial outer loops, `omp for` on the inner
+  if (!threaded) {
+    if (loopFree && rank > 0)
+      pragmas[rank - 1] = "#pragma omp simd";
+  } else if (!loopFree) {
+    pragmas[0] = "#pragma omp parallel for" + collapse(rank) + " schedule(static) num_threads(" +
+                 threads() + ")";
+  } else if (rank == 1) {
+    pragmas[0] = "#pragma omp parallel for simd schedule(static) num_threads(" + threads() + ")";
+  } else if (product(bounds.drop_back()) >= kMinOuterIterations) {
+    pragmas[0] = "#pragma omp parallel for" + collapse(rank - 1) +
+                 " schedule(static) num_threads(" + threads() + ")";
+    pragmas[rank - 1] = "#pragma omp simd";
+  } else {
+    innerTeam = true;
+    line("#pragma omp parallel num_threads(" + threads() + ")");
+    line("{");
+    ++depth;
+    pragmas[rank - 1] = "#pragma omp for simd schedule(static)";
+  }
+  openLoops(idx, bounds, pragmas);
+  emitBlock(block);
+  closeLoops(rank);
+  if (innerTeam) {
+    --depth;
+    line("}");
+  }
+}
+
+void CpuKernelEmitter::emitReduce(tk::ReduceOp op) {
+  ArrayRef<int64_t> bounds = op.getBounds();
+  Block &block = op.getBody().front();
+  size_t rank = bounds.size();
+  ReduceKind kind = op.getKind();
+  Type type = op.getType();
+  bool isBool = type.isInteger(1);
+  bool tracksNaN = ScalarEmitter::reductionTracksNaN(kind, type);
+
+  std::string acc = scalars.fresh("acc");
+  std::string nan = acc + "_nan";
+  std::vector<std::string> idx = bindIndices(block, rank);
+  line("// tk.reduce " + stringifyReduceKind(kind).str() + " " + boundsString(bounds) + " : " +
+       typeString(type));
+  line(scalars.accumulatorType(kind, type) + " " + acc + " = " +
+       scalars.reduceIdentity(kind, type) + ";");
+  if (tracksNaN) // max/min ignore NaN in the vector loop; NaN is tracked on the side
+    line("bool " + nan + " = false;");
+
+  const char *opName = kind == ReduceKind::Sum    ? "+"
+                       : kind == ReduceKind::Prod ? "*"
+                       : kind == ReduceKind::Max  ? (isBool ? "||" : "max")
+                                                  : (isBool ? "&&" : "min");
+  std::string clause = std::string(" reduction(") + opName + ":" + acc + ")";
+  if (tracksNaN)
+    clause += " reduction(||:" + nan + ")";
+
+  bool loopFree = !hasLoops(block);
+  bool threaded = isTopLevel(op) && rank > 0 &&
+                  product(bounds) * (1 + work(block)) >= kParallelWorkThreshold;
+  std::vector<std::string> pragmas(rank);
+  if (loopFree && rank > 0)
+    pragmas[rank - 1] = "#pragma omp simd" + clause;
+  if (threaded) {
+    // Threads split the outer dims (all of them when the body has loops); the innermost stays
+    // a simd loop when the body is loop-free.
+    size_t split = !loopFree ? rank : rank == 1 ? 1 : rank - 1;
+    bool simdToo = loopFree && rank == 1;
+    pragmas[0] = std::string("#pragma omp parallel for") + (simdToo ? " simd" : "") +
+                 (split > 1 ? " collapse(" + std::to_string(split) + ")" : "") +
+                 " schedule(static)" + clause + " num_threads(" + threads() + ")";
+  }
+  openLoops(idx, bounds, pragmas);
+  emitBlock(block);
+  Value yielded = cast<tk::YieldOp>(block.getTerminator()).getValues()[0];
+  std::string y = scalars.name(yielded);
+  line(acc + " = " + scalars.reduceCombine(kind, type, acc, y) + ";");
+  if (tracksNaN)
+    line(nan + " = " + nan + " || " + scalars.isNaNExpr(y) + ";");
+  closeLoops(rank);
+
+  std::string result = scalars.fresh("v");
+  std::string value = scalars.reduceResult(kind, type, acc);
+  if (tracksNaN)
+    value = nan + " ? " + scalars.quietNaN(type) + " : " + value;
+  line(scalars.computeType(type) + " " + result + " = " + value + ";");
+  scalars.bind(op.getResult(), result);
+}
+
+void CpuKernelEmitter::emitArgReduce(tk::ArgReduceOp op) {
+  Block &block = op.getBody().front();
+  std::string index = bindIndices(block, 1)[0];
+  Value yielded = cast<tk::YieldOp>(block.getTerminator()).getValues()[0];
+  Type type = yielded.getType();
+  bool largest = op.getKind() == ReduceKind::Max;
+  std::string result = scalars.fresh("v");
+  std::string best = result + "_best";
+  line("// tk.arg_reduce " + stringifyReduceKind(op.getKind()).str() + " [" +
+       std::to_string(op.getBound()) + "]" + (op.getSelectLastIndex() ? " (last index)" : ""));
+  line("int64_t " + result + " = 0;");
+  line(scalars.computeType(type) + " " + best + " = 0;");
+  line(loopHeader(index, op.getBound()) + " {");
+  ++depth;
+  emitBlock(block);
+  std::string y = scalars.name(yielded);
+  std::string better = op.getSelectLastIndex()
+                           ? "!" + scalars.moreExtreme(type, largest, best, y)
+                           : scalars.moreExtreme(type, largest, y, best);
+  line("if (" + index + " == 0 || " + better + ") {");
+  line("  " + best + " = " + y + ";");
+  line("  " + result + " = " + index + ";");
+  line("}");
+  --depth;
+  line("}");
+  scalars.bind(op.getResult(), result);
+}
+
+void CpuKernelEmitter::emitFor(tk::ForOp op) {
+  Block &block = op.getBody().front();
+  std::vector<std::string> carried;
+  line("// tk.for " + std::to_string(op.getCount()));
+  for (auto [init, result] : llvm::zip(op.getInits(), op.getResults())) {
+    carried.push_back(scalars.fresh("c"));
+    line(scalars.computeType(init.getType()) + " " + carried.back() + " = " +
+         scalars.name(init) + ";");
+  }
+  std::string index = bindIndices(block, 1)[0];
+  for (size_t i = 0; i < carried.size(); ++i)
+    scalars.bind(block.getArgument(i + 1), carried[i]);
+  line(loopHeader(index, op.getCount()) + " {");
+  ++depth;
+  emitBlock(block);
+  auto yielded = cast<tk::YieldOp>(block.getTerminator()).getValues();
+  if (carried.size() == 1) {
+    line(carried[0] + " = " + scalars.name(yielded[0]) + ";");
+  } else {
+    // Through temporaries: a yielded value may be another carried value.
+    std::vector<std::string> next;
+    for (Value v : yielded) {
+      next.push_back(scalars.fresh("n"));
+      line(scalars.computeType(v.getType()) + " " + next.back() + " = " + scalars.name(v) + ";");
+    }
+    for (size_t i = 0; i < carried.size(); ++i)
+      line(carried[i] + " = " + next[i] + ";");
+  }
+  --depth;
+  line("}");
+  for (auto [result, name] : llvm::zip(op.getResults(), carried))
+    scalars.bind(result, name);
+}
+
+std::string CpuKernelEmitter::emit() {
+  std::string name = fn.getSymName().str();
+  bool valid = !name.empty() && !std::isdigit((unsigned char)name[0]);
+  for (char c : name)
+    valid = valid && (std::isalnum((unsigned char)c) || c == '_');
+  if (!valid)
+    throw Error("tk codegen: kernel name '" + name + "' is not a C identifier");
+  if (fn.isExternal())
+    throw Error("tk codegen: kernel '" + name + "' has no body");
+
+  // Buffers: typed restrict pointers; const where the kernel never stores to them.
+  std::string header;
+  for (auto [i, arg] : llvm::enumerate(fn.getArguments())) {
+    auto type = dyn_cast<MemRefType>(arg.getType());
+    if (!type)
+      throw Error("tk codegen: argument " + std::to_string(i) + " of kernel '" + name +
+                  "' is not a buffer");
+    bool written = llvm::any_of(arg.getUsers(), [&](Operation *user) {
+      auto store = dyn_cast<tk::StoreOp>(user);
+      return store && store.getMemref() == arg;
+    });
+    std::string ptr = "arg" + std::to_string(i);
+    std::string elem = scalars.storageType(type.getElementType());
+    header += "  // arg " + std::to_string(i) + ": " + typeString(type) +
+              (written ? " (written)" : " (read)") + "\n";
+    header += "  " + std::string(written ? "" : "const ") + elem + " *__restrict " + ptr + " = (" +
+              (written ? "" : "const ") + elem + " *)args[" + std::to_string(i) + "];\n";
+    pointers[arg] = ptr;
+  }
+
+  emitBlock(fn.getBody().front());
+
+  std::string out = scalars.prelude();
+  out += "\n// tk.kernel @" + name + "\n";
+  out += "TCC_EXPORT void " + name + "(void *const *args, int32_t num_threads) {\n";
+  out += header;
+  if (usesThreads)
+    out += "  const int " + threadsName + " = num_threads > 0 ? num_threads : omp_get_max_threads();\n";
+  else
+    out += "  (void)num_threads;\n";
+  out += body;
+  out += "}\n";
+  return out;
+}
+
+} // namespace
+
+std::string tcc::codegen::emitCpuKernel(func::FuncOp kernel) {
+  return CpuKernelEmitter(kernel).emit();
+}

@@ -1,0 +1,206 @@
+//===- ScalarPrelude.cpp - Helper functions emitted kernels call ---------===//
+//
+// The prelude of every emitted translation unit: the same bit-exact helpers for the CPU and
+// CUDA (only the function qualifiers, bit casts and clz differ), so both backends round,
+// wrap and saturate exactly like the reference kernels (lib/Interp/KernelsElementwise.cpp).
+// The helpers are branch-free where they sit in inner loops (16-bit float conversions,
+// max/min, saturating casts), so GCC can vectorise the loops that use them.
+//
+//===----------------------------------------------------------------------===//
+#include "tcc/Codegen/ScalarEmitter.h"
+
+using namespace tcc::codegen;
+
+/// Target-independent part, written in terms of TCC_FN, tcc_bits_f32/tcc_f32_from_bits,
+/// tcc_bits_f64/tcc_f64_from_bits and TCC_CLZLL.
+static const char *const kCommonPrelude = R"cpp(
+// ---- 16-bit floats: stored as uint16_t bits, computed in float, rounded to nearest even ----
+TCC_FN float tcc_f16_to_f32(uint16_t h) {
+  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  const uint32_t exponent = (h >> 10) & 0x1Fu;
+  const uint32_t mantissa = h & 0x3FFu;
+  const uint32_t normal = sign | ((exponent + 112u) << 23) | (mantissa << 13);
+  const uint32_t special = sign | 0x7F800000u | (mantissa << 13); // inf, NaN (payload kept)
+  const uint32_t subnormal = sign | tcc_bits_f32((float)(int32_t)mantissa * 0x1.0p-24f);
+  // Masks rather than ?: so GCC does not sink the float multiply into a branch (it may not
+  // speculate it under -ftrapping-math), which would stop vectorisation.
+  const uint32_t isSub = 0u - (uint32_t)(exponent == 0);
+  const uint32_t isSpecial = 0u - (uint32_t)(exponent == 31);
+  return tcc_f32_from_bits((subnormal & isSub) | (special & isSpecial) |
+                           (normal & ~(isSub | isSpecial)));
+}
+
+TCC_FN uint16_t tcc_f32_to_f16(float f) {
+  // Branch-free round-to-nearest-even (after Maratyszcza's FP16): scaling by 2^112 * 2^-110
+  // and adding a power of two makes the float adder round at the half's precision.
+  const uint32_t w = tcc_bits_f32(f);
+  const uint32_t absw = w & 0x7FFFFFFFu;
+  const uint32_t sign = (w >> 16) & 0x8000u;
+  float base = (tcc_f32_from_bits(absw) * 0x1.0p+112f) * 0x1.0p-110f;
+  uint32_t bias = (absw << 1) & 0xFF000000u;
+  bias = bias < 0x71000000u ? 0x71000000u : bias;
+  base = tcc_f32_from_bits((bias >> 1) + 0x07800000u) + base;
+  const uint32_t bits = tcc_bits_f32(base);
+  const uint32_t nonsign = ((bits >> 13) & 0x7C00u) + (bits & 0x0FFFu);
+  const uint32_t nan = 0x7E00u | ((absw >> 13) & 0x3FFu); // quiet, top payload bits kept
+  return (uint16_t)(sign | (absw > 0x7F800000u ? nan : nonsign));
+}
+
+TCC_FN float tcc_bf16_to_f32(uint16_t h) { return tcc_f32_from_bits((uint32_t)h << 16); }
+
+TCC_FN uint16_t tcc_f32_to_bf16(float f) {
+  const uint32_t x = tcc_bits_f32(f);
+  const uint32_t rounded = (x + 0x7FFFu + ((x >> 16) & 1u)) >> 16;
+  return (uint16_t)((x & 0x7FFFFFFFu) > 0x7F800000u ? ((x >> 16) | 0x40u) : rounded);
+}
+
+TCC_FN float tcc_round_f16(float f) { return tcc_f16_to_f32(tcc_f32_to_f16(f)); }
+TCC_FN float tcc_round_bf16(float f) { return tcc_bf16_to_f32(tcc_f32_to_bf16(f)); }
+
+// Round-to-odd to float, so that a second rounding to f16/bf16 is correctly rounded.
+TCC_FN float tcc_f64_to_f32_rto(double d) {
+  const float f = (float)d;
+  if (d != d || (double)f == d)
+    return f;
+  uint32_t bits = tcc_bits_f32(f);
+  if (((double)f < 0 ? -(double)f : (double)f) > (d < 0 ? -d : d))
+    bits -= 1; // one step toward zero
+  return tcc_f32_from_bits(bits | 1u);
+}
+
+template <class I> TCC_FN float tcc_int_to_f32_rto(I v) {
+  const bool negative = v < (I)0;
+  uint64_t magnitude = (uint64_t)v;
+  if (negative)
+    magnitude = 0 - magnitude;
+  float f = (float)magnitude;
+  if (magnitude >= (1ull << 24)) {
+    const int shift = 64 - TCC_CLZLL(magnitude) - 24;
+    uint64_t kept = magnitude >> shift;
+    if (magnitude & ((1ull << shift) - 1))
+      kept |= 1;
+    f = (float)kept * tcc_f32_from_bits((uint32_t)(127 + shift) << 23);
+  }
+  return negative ? -f : f;
+}
+
+// ---- Integers: wrapping arithmetic, division by zero gives 0 ----
+template <class T> struct tcc_wrap { typedef T type; };
+template <> struct tcc_wrap<int8_t> { typedef uint32_t type; };
+template <> struct tcc_wrap<int16_t> { typedef uint32_t type; };
+template <> struct tcc_wrap<int32_t> { typedef uint32_t type; };
+template <> struct tcc_wrap<int64_t> { typedef uint64_t type; };
+template <> struct tcc_wrap<uint8_t> { typedef uint32_t type; };
+template <> struct tcc_wrap<uint16_t> { typedef uint32_t type; };
+
+template <class T> TCC_FN T tcc_div(T a, T b) {
+  typedef typename tcc_wrap<T>::type U;
+  return b == (T)0 ? (T)0 : ((T)-1 < (T)0 && b == (T)-1) ? (T)((U)0 - (U)a) : (T)(a / b);
+}
+
+template <class T> TCC_FN T tcc_rem(T a, T b) {
+  return b == (T)0 ? (T)0 : ((T)-1 < (T)0 && b == (T)-1) ? (T)0 : (T)(a % b);
+}
+
+template <class T> TCC_FN T tcc_ipow(T base, T exponent) {
+  typedef typename tcc_wrap<T>::type U;
+  if ((T)-1 < (T)0 && exponent < (T)0)
+    return base == (T)1 ? (T)1 : base == (T)-1 ? ((exponent & 1) ? (T)-1 : (T)1) : (T)0;
+  U result = 1, b = (U)base;
+  for (uint64_t e = (uint64_t)exponent; e; e >>= 1) {
+    if (e & 1)
+      result = (U)(result * b);
+    b = (U)(b * b);
+  }
+  return (T)result;
+}
+
+template <class T> TCC_FN T tcc_shl(T x, T y) {
+  typedef typename tcc_wrap<T>::type U;
+  return y >= (T)(sizeof(T) * 8) ? (T)0 : (T)((U)x << y);
+}
+
+template <class T> TCC_FN T tcc_shr(T x, T y) {
+  return y >= (T)(sizeof(T) * 8) ? (T)0 : (T)(x >> y);
+}
+
+// ---- max/min: NaN propagates (the first NaN operand wins) ----
+template <class T> TCC_FN T tcc_max(T a, T b) { return a != a ? a : b != b ? b : a < b ? b : a; }
+template <class T> TCC_FN T tcc_min(T a, T b) { return a != a ? a : b != b ? b : b < a ? b : a; }
+
+// arg_reduce order: strict "a beats b"; NaN beats everything.
+template <class T> TCC_FN bool tcc_more_extreme(T a, T b, bool largest) {
+  return (a != a || b != b) ? (a != a && b == b) : largest ? b < a : a < b;
+}
+
+// ---- float -> integer: truncate toward zero, saturate, NaN gives 0 ----
+template <class I, class F> TCC_FN I tcc_sat_cast(F v) {
+  const bool isSigned = (I)-1 < (I)0;
+  const F half = (F)((uint64_t)1 << (sizeof(I) * 8 - 1));
+  const F lo = isSigned ? -half : (F)0;
+  const F hi = isSigned ? half : half * (F)2;
+  const I min = isSigned ? (I)((uint64_t)1 << (sizeof(I) * 8 - 1)) : (I)0;
+  const I max = (I)~min;
+  const I inRange = (I)((v > lo && v < hi) ? v : (F)0);
+  return v <= lo ? min : v >= hi ? max : inRange;
+}
+
+// ---- Affine index arithmetic: floordiv/ceildiv round toward -inf/+inf, mod has b's sign ----
+TCC_FN int64_t tcc_floordiv(int64_t a, int64_t b) {
+  const int64_t q = a / b, r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;
+}
+TCC_FN int64_t tcc_ceildiv(int64_t a, int64_t b) {
+  const int64_t q = a / b, r = a % b;
+  return (r != 0 && ((r < 0) == (b < 0))) ? q + 1 : q;
+}
+TCC_FN int64_t tcc_mod(int64_t a, int64_t b) {
+  const int64_t r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+)cpp";
+
+static const char *const kCpuPrelude = R"cpp(#ifndef TCC_CPU_PRELUDE
+#define TCC_CPU_PRELUDE
+// Generated by tcc. Flags: -O3 -march=native -fopenmp -fPIC -std=c++17 -fno-math-errno.
+#include <omp.h>
+#include <stdint.h>
+
+#define TCC_FN static inline __attribute__((always_inline))
+#define TCC_CLZLL __builtin_clzll
+#define TCC_EXPORT extern "C" __attribute__((visibility("default")))
+
+TCC_FN uint32_t tcc_bits_f32(float f) { uint32_t u; __builtin_memcpy(&u, &f, 4); return u; }
+TCC_FN float tcc_f32_from_bits(uint32_t u) { float f; __builtin_memcpy(&f, &u, 4); return f; }
+TCC_FN uint64_t tcc_bits_f64(double d) { uint64_t u; __builtin_memcpy(&u, &d, 8); return u; }
+TCC_FN double tcc_f64_from_bits(uint64_t u) { double d; __builtin_memcpy(&d, &u, 8); return d; }
+)cpp";
+
+static const char *const kCudaPrelude = R"cpp(#ifndef TCC_CUDA_PRELUDE
+#define TCC_CUDA_PRELUDE
+// Generated by tcc for NVRTC.
+typedef signed char int8_t;
+typedef short int16_t;
+typedef int int32_t;
+typedef long long int64_t;
+typedef unsigned char uint8_t;
+typedef unsigned short uint16_t;
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
+
+#define TCC_FN static __device__ __forceinline__
+#define TCC_CLZLL __clzll
+#define TCC_EXPORT extern "C" __global__
+
+TCC_FN uint32_t tcc_bits_f32(float f) { return __float_as_uint(f); }
+TCC_FN float tcc_f32_from_bits(uint32_t u) { return __uint_as_float(u); }
+TCC_FN uint64_t tcc_bits_f64(double d) { return (uint64_t)__double_as_longlong(d); }
+TCC_FN double tcc_f64_from_bits(uint64_t u) { return __longlong_as_double((long long)u); }
+)cpp";
+
+std::string ScalarEmitter::prelude() const {
+  std::string text = target == Target::Cpu ? kCpuPrelude : kCudaPrelude;
+  text += kCommonPrelude;
+  text += "#endif\n";
+  return text;
+}
