@@ -1,20 +1,873 @@
-// SCAFFOLD: replaced by its owner in this session.
+//===- Fuse.cpp - Groups graph ops into tcc.fusion ops --------------------------===//
+//
+// -tcc-fuse, on a graph function (tensors, static shapes, after folding/canonicalize/CSE):
+//
+//  0. If-conversion: a tcc.if whose branches hold no tcc.loop is replaced by both branches,
+//     inlined, and a tcc.select of their results. A tcc.loop left is an error (the compiled
+//     backends have no data-dependent control flow).
+//  1. Inlining (Inductor's "pointwise ops are recomputed in their consumers"): walking consumers
+//     before producers, each pointwise op (elementwise, layout and gather-like ops, see
+//     FusionUtils.h) is inlined into the groups of its consumers when it feeds one group, or
+//     several when it is cheap to recompute; otherwise it is materialised as a group of its own.
+//     A materialised reshape is a free view instead. Transposes of the last two dims and batch
+//     broadcasts of a GEMM operand are absorbed by the GEMM.
+//  2. Every other op roots a group: reductions (loop), f32/f64 matmul and f32 conv (extern),
+//     topk (extern), loop forms of matmul/conv/reduce_window, and sequential ops (loop).
+//  3. Merging, on groups with the legality checks in FusionPolicy:
+//     - epilogues: pointwise groups over a library call's output reading it at the same element
+//       join its extern group;
+//     - rows: a group with reductions joins a consumer group that reads its results at the same
+//       row (index maps composed from the consumer's index space: a projection onto the row
+//       dims), so a softmax or a layer norm becomes one kernel;
+//     - horizontal: independent loop groups with the same iteration space sharing an input.
+//     A merge that would create a cycle between groups is refused.
+//  4. Each group becomes a tcc.fusion (inputs = what it reads from outside, results = what is
+//     read outside), in a topological order; splat constants are cloned into the bodies.
+//
+// With `explain`, every decision is reported as a remark on the op it concerns, with its reason.
+//
+//===----------------------------------------------------------------------===//
+#include "FusionUtils.h"
+
 #include "tcc/Passes/Passes.h"
-#include "tcc/IR/TkDialect.h"
+
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <functional>
+#include <queue>
+#include <set>
 
 namespace tcc {
 #define GEN_PASS_DEF_FUSE
 #include "tcc/Passes/Passes.h.inc"
 } // namespace tcc
 
+using namespace mlir;
+using namespace tcc::fusion;
+
 namespace tcc {
 namespace {
+
+//===--- If-conversion ----------------------------------------------------------===//
+
+LogicalResult convertIfs(func::FuncOp func) {
+  SmallVector<IfOp> ifs;
+  func.walk<WalkOrder::PostOrder>([&](IfOp op) { ifs.push_back(op); });
+  for (IfOp op : ifs) {
+    bool hasLoop = false;
+    op.walk([&](LoopOp) { hasLoop = true; });
+    if (hasLoop)
+      continue;
+    OpBuilder b(op);
+    auto inlineRegion = [&](Region &region) {
+      IRMapping map;
+      for (Operation &inner : region.front().without_terminator())
+        b.clone(inner, map);
+      SmallVector<Value> values;
+      for (Value v : region.front().getTerminator()->getOperands())
+        values.push_back(map.lookupOrDefault(v));
+      return values;
+    };
+    SmallVector<Value> thenValues = inlineRegion(op.getThenRegion());
+    SmallVector<Value> elseValues = inlineRegion(op.getElseRegion());
+    for (unsigned i = 0; i < op.getNumResults(); ++i) {
+      auto type = tensorType(op.getResult(i));
+      Value cond = op.getCond();
+      if (type.getRank() > 0)
+        cond = b.create<BroadcastInDimOp>(
+            op.getLoc(), RankedTensorType::get(type.getShape(), b.getI1Type()), cond,
+            b.getDenseI64ArrayAttr({}));
+      Value s = b.create<SelectOp>(op.getLoc(), type, cond, thenValues[i], elseValues[i]);
+      op.getResult(i).replaceAllUsesWith(s);
+    }
+    op.erase();
+  }
+  WalkResult r = func.walk([&](LoopOp loop) {
+    loop.emitError("tcc.loop with a data-dependent trip count is not supported by the compiled "
+                   "backends");
+    return WalkResult::interrupt();
+  });
+  return failure(r.wasInterrupted());
+}
+
+//===--- Groups -----------------------------------------------------------------===//
+
+enum class Status { Dead, Constant, Inline, Absorbed, View, Root };
+
+struct Group {
+  int id = 0;
+  bool alive = true;
+  bool external = false;   // "extern": a library call (+ epilogue)
+  bool sequential = false; // cumsum / scatter / dynamic_update_slice / loop forms: no merging
+  SmallVector<Operation *> roots;
+  llvm::SetVector<Operation *> members;
+  SmallVector<int64_t> rows; // row shape when the group has reductions
+  bool hasReduction = false;
+  std::set<int> deps; // producer groups (ids, resolve with find)
+};
+
+/// Ops that consumers read many times per element (inner reductions over windows): only cheap
+/// producers are recomputed in them.
+bool readsRepeatedly(Operation *user) {
+  return classify(user) == OpClass::LoopRoot;
+}
+
+/// How many ops an inlined pointwise op costs to recompute at most, and still be "cheap".
+constexpr int kCheapOps = 6;
+
+class FusionPolicy {
+public:
+  FusionPolicy(func::FuncOp func, bool explain) : func_(func), explain_(explain) {}
+
+  LogicalResult run();
+
+private:
+  // ---- Step 1-2 ----
+  void decide();
+  int costOf(Operation *op);
+  bool needsBuffer(Operation *user, Value operand);
+  void buildGroups();
+  // ---- Step 3 ----
+  int find(int g) { return parent_[g] == g ? g : parent_[g] = find(parent_[g]); }
+  Group &group(int g) { return groups_[find(g)]; }
+  int producerGroup(Value v);
+  void computeDeps(Group &g);
+  bool pathThroughOther(int from, int to);
+  void merge(int into, int from);
+  void fuseEpilogues();
+  void fuseRows();
+  void fuseHorizontal();
+  /// Why `consumer` cannot take in the row group `producer` (empty: it can).
+  std::string rowIllegality(Group &producer, Group &consumer);
+  std::string epilogueIllegality(Group &lib, Group &consumer);
+  // ---- Step 4 ----
+  void materialize();
+
+  void remark(Operation *op, const Twine &message) {
+    if (explain_ && remarked_.insert({op, message.str()}).second)
+      op->emitRemark(message);
+  }
+  static std::string describe(Operation *op) {
+    std::string s = op->getName().getStringRef().str();
+    if (auto r = dyn_cast<ReduceOp>(op))
+      s += " " + stringifyReduceKind(r.getKind()).str();
+    else if (auto b = dyn_cast<BinaryOp>(op))
+      s += " " + stringifyBinaryKind(b.getKind()).str();
+    else if (auto u = dyn_cast<UnaryOp>(op))
+      s += " " + stringifyUnaryKind(u.getKind()).str();
+    return "'" + s + "'";
+  }
+
+  func::FuncOp func_;
+  bool explain_;
+  SmallVector<Operation *> ops_;
+  DenseMap<Operation *, int> position_;
+  DenseMap<Operation *, Status> status_;
+  DenseMap<Operation *, SmallVector<Operation *, 2>> consumerRoots_;
+  DenseMap<Operation *, int> cost_;
+  DenseMap<Operation *, int> rootGroup_;
+  SmallVector<Group> groups_;
+  SmallVector<int> parent_;
+  std::set<std::pair<Operation *, std::string>> remarked_;
+};
+
+int FusionPolicy::costOf(Operation *op) {
+  // Distinct inlinable pointwise ops in the operand cone of `op` (itself included), capped.
+  if (auto it = cost_.find(op); it != cost_.end())
+    return it->second;
+  llvm::SmallPtrSet<Operation *, 16> seen;
+  SmallVector<Operation *> work{op};
+  while (!work.empty() && (int)seen.size() <= kCheapOps) {
+    Operation *o = work.pop_back_val();
+    if (!seen.insert(o).second)
+      continue;
+    for (Value v : o->getOperands())
+      if (Operation *d = v.getDefiningOp())
+        if (classify(d) == OpClass::Pointwise && status_.lookup(d) != Status::View)
+          work.push_back(d);
+  }
+  return cost_[op] = seen.size();
+}
+
+bool FusionPolicy::needsBuffer(Operation *user, Value operand) {
+  if (isa<func::ReturnOp>(user))
+    return true;
+  Status s = status_.lookup(user);
+  if (s == Status::View || s == Status::Absorbed)
+    return true;
+  switch (classify(user)) {
+  case OpClass::Library:
+    return !(isa<MatmulOp>(user) && operand.getDefiningOp() &&
+             status_.lookup(operand.getDefiningOp()) == Status::Absorbed);
+  case OpClass::TopK:
+    return true;
+  case OpClass::Sequential:
+    return isa<ScatterElementsOp, ScatterNDOp, DynamicUpdateSliceOp>(user) &&
+           user->getOperand(0) == operand;
+  default:
+    return false;
+  }
+}
+
+void FusionPolicy::decide() {
+  for (Operation &op : func_.getBody().front().without_terminator()) {
+    position_[&op] = ops_.size();
+    ops_.push_back(&op);
+  }
+  for (Operation *op : llvm::reverse(ops_)) {
+    OpClass cls = classify(op);
+    if (cls == OpClass::Constant) {
+      status_[op] = Status::Constant;
+      continue;
+    }
+    if (op->use_empty()) {
+      status_[op] = Status::Dead;
+      continue;
+    }
+    if (cls != OpClass::Pointwise) {
+      status_[op] = Status::Root;
+      consumerRoots_[op] = {op};
+      continue;
+    }
+    // Absorbed by GEMMs: every user is a library matmul (or another absorbed op).
+    if (isGemmAbsorbable(op) && llvm::all_of(op->getUsers(), [&](Operation *u) {
+          return (isa<MatmulOp>(u) && classify(u) == OpClass::Library) ||
+                 status_.lookup(u) == Status::Absorbed;
+        })) {
+      status_[op] = Status::Absorbed;
+      consumerRoots_[op] = {};
+      remark(op, isa<TransposeOp>(op) ? "absorbed into the GEMM as a transposed operand"
+                                      : "absorbed into the GEMM as a batch-broadcast operand");
+      continue;
+    }
+    bool needBuffer = false, repeated = false;
+    llvm::SetVector<Operation *> roots;
+    for (OpOperand &use : op->getUses()) {
+      Operation *user = use.getOwner();
+      needBuffer |= needsBuffer(user, use.get());
+      repeated |= readsRepeatedly(user);
+      for (Operation *r : consumerRoots_.lookup(user))
+        roots.insert(r);
+    }
+    int cost = costOf(op);
+    bool cheap = cost <= kCheapOps;
+    std::string why;
+    if (needBuffer)
+      why = "its value is needed in memory (a graph output, a library call operand, a scatter "
+            "base or a view)";
+    else if (roots.size() > 1 && !cheap)
+      why = "used by " + std::to_string(roots.size()) + " kernels and too costly to recompute (" +
+            std::to_string(cost) + " ops)";
+    else if (repeated && !cheap)
+      why = "read many times per element by a windowed consumer and too costly to recompute";
+    if (why.empty()) {
+      status_[op] = Status::Inline;
+      consumerRoots_[op] = SmallVector<Operation *, 2>(roots.begin(), roots.end());
+      if (roots.size() > 1)
+        remark(op, "recomputed in each of its " + Twine(roots.size()) + " consumer kernels: cheap (" +
+                       Twine(cost) + " ops, no reduction)");
+      else
+        remark(op, "inlined into its consumer's kernel");
+      continue;
+    }
+    if (isa<ReshapeOp>(op)) {
+      status_[op] = Status::View;
+      consumerRoots_[op] = {};
+      remark(op, "a free view of its operand: " + why);
+      continue;
+    }
+    status_[op] = Status::Root;
+    consumerRoots_[op] = {op};
+    remark(op, "materialised: " + why);
+  }
+}
+
+void FusionPolicy::buildGroups() {
+  for (Operation *op : ops_) {
+    if (status_[op] != Status::Root)
+      continue;
+    Group g;
+    g.id = groups_.size();
+    g.roots.push_back(op);
+    OpClass cls = classify(op);
+    g.external = cls == OpClass::Library || cls == OpClass::TopK;
+    g.sequential = cls == OpClass::Sequential || cls == OpClass::LoopRoot;
+    if (cls == OpClass::Reduction) {
+      g.hasReduction = true;
+      g.rows.assign(shapeOf(op->getResult(0)).begin(), shapeOf(op->getResult(0)).end());
+    }
+    SmallVector<Operation *> work{op};
+    llvm::SmallPtrSet<Operation *, 16> seen;
+    while (!work.empty()) {
+      Operation *o = work.pop_back_val();
+      if (!seen.insert(o).second)
+        continue;
+      g.members.insert(o);
+      for (Value v : o->getOperands())
+        if (Operation *d = v.getDefiningOp()) {
+          Status s = status_.lookup(d);
+          if (s == Status::Inline || s == Status::Absorbed)
+            work.push_back(d);
+        }
+    }
+    rootGroup_[op] = g.id;
+    parent_.push_back(g.id);
+    groups_.push_back(std::move(g));
+  }
+  for (Group &g : groups_)
+    computeDeps(g);
+}
+
+int FusionPolicy::producerGroup(Value v) {
+  while (true) {
+    Operation *d = v.getDefiningOp();
+    if (!d)
+      return -1;
+    Status s = status_.lookup(d);
+    if (s == Status::View) {
+      v = d->getOperand(0);
+      continue;
+    }
+    if (s != Status::Root)
+      return -1;
+    return find(rootGroup_.lookup(d));
+  }
+}
+
+void FusionPolicy::computeDeps(Group &g) {
+  g.deps.clear();
+  for (Operation *m : g.members)
+    for (Value v : m->getOperands()) {
+      if (v.getDefiningOp() && g.members.contains(v.getDefiningOp()))
+        continue;
+      int p = producerGroup(v);
+      if (p >= 0 && p != find(g.id))
+        g.deps.insert(p);
+    }
+}
+
+bool FusionPolicy::pathThroughOther(int from, int to) {
+  // Is there a path from -> X -> ... -> to with X != from, to? Walk producers of `to`.
+  from = find(from);
+  to = find(to);
+  SmallVector<int> work;
+  llvm::DenseSet<int> seen;
+  for (int d : group(to).deps)
+    if (find(d) != from && find(d) != to)
+      work.push_back(find(d));
+  while (!work.empty()) {
+    int g = work.pop_back_val();
+    if (g == from)
+      return true;
+    if (g == to || !seen.insert(g).second)
+      continue;
+    for (int d : group(g).deps)
+      work.push_back(find(d));
+  }
+  return false;
+}
+
+void FusionPolicy::merge(int into, int from) {
+  Group &a = group(into);
+  Group &b = group(from);
+  for (Operation *r : b.roots)
+    a.roots.push_back(r);
+  for (Operation *m : b.members)
+    a.members.insert(m);
+  a.external |= b.external;
+  a.sequential |= b.sequential;
+  if (b.hasReduction) {
+    a.hasReduction = true;
+    a.rows = b.rows;
+  }
+  b.alive = false;
+  parent_[b.id] = a.id;
+  computeDeps(a);
+}
+
+//===--- Legality -----------------------------------------------------------------===//
+
+std::string FusionPolicy::epilogueIllegality(Group &lib, Group &c) {
+  if (c.external || c.sequential || c.hasReduction)
+    return "not an elementwise consumer";
+  Value result = lib.roots.front()->getResult(0);
+  ArrayRef<int64_t> shape = shapeOf(result);
+  for (Operation *r : c.roots)
+    for (Value v : r->getResults())
+      if (shapeOf(v) != shape)
+        return "its iteration space differs from the library call's output";
+  std::string why;
+  llvm::DenseSet<std::pair<Value, Operation *>> dummy;
+  std::set<std::pair<const void *, std::vector<const void *>>> visited;
+  std::function<void(Value, const Index &)> walk = [&](Value v, const Index &idx) {
+    if (!why.empty())
+      return;
+    std::vector<const void *> key;
+    for (AffineExpr e : idx)
+      key.push_back(e.getAsOpaquePointer());
+    if (!visited.insert({v.getAsOpaquePointer(), key}).second)
+      return;
+    if (v == result) {
+      if (idx != spaceIndex(v.getContext(), shape))
+        why = "would read the library result at another element";
+      return;
+    }
+    Operation *op = v.getDefiningOp();
+    if (!op || !c.members.contains(op))
+      return;
+    for (unsigned i = 0; i < op->getNumOperands(); ++i) {
+      auto sub = affineOperandIndex(op, i, idx);
+      if (sub) {
+        walk(op->getOperand(i), *sub);
+        continue;
+      }
+      // Data-dependent read: fine unless it reaches the library result.
+      SmallVector<Value> work{op->getOperand(i)};
+      llvm::DenseSet<Value> seen;
+      while (!work.empty() && why.empty()) {
+        Value w = work.pop_back_val();
+        if (!seen.insert(w).second)
+          continue;
+        if (w == result)
+          why = "would read the library result at a data-dependent or clamped element";
+        if (Operation *d = w.getDefiningOp(); d && c.members.contains(d))
+          work.append(d->getOperands().begin(), d->getOperands().end());
+      }
+    }
+  };
+  for (Operation *r : c.roots)
+    walk(r->getResult(0), spaceIndex(r->getContext(), shape));
+  return why;
+}
+
+std::string FusionPolicy::rowIllegality(Group &p, Group &c) {
+  if (c.external || c.sequential)
+    return "the consumer is not a loop kernel over rows";
+  ArrayRef<int64_t> rows = p.rows;
+  if (c.hasReduction && ArrayRef<int64_t>(c.rows) != rows)
+    return "the consumer's reductions run over other rows";
+  DenseSet<Value> produced;
+  for (Operation *r : p.roots)
+    for (Value v : r->getResults())
+      produced.insert(v);
+  MLIRContext *ctx = func_.getContext();
+
+  // Each space: a shape and its row dims once known (a projection onto them reads the row).
+  struct Space {
+    SmallVector<int64_t> shape;
+    std::optional<SmallVector<int64_t>> rowDims;
+  };
+  std::vector<Space> spaces;
+  std::string why;
+  std::set<std::tuple<const void *, std::vector<const void *>, size_t>> visited;
+  std::function<void(Value, const Index &, size_t)> walk = [&](Value v, const Index &idx,
+                                                              size_t s) {
+    if (!why.empty())
+      return;
+    std::vector<const void *> key;
+    for (AffineExpr e : idx)
+      key.push_back(e.getAsOpaquePointer());
+    if (!visited.insert({v.getAsOpaquePointer(), key, s}).second)
+      return;
+    Operation *op = v.getDefiningOp();
+    bool isProduced = produced.contains(v);
+    bool isOwnReduction = op && c.members.contains(op) && isa<ReduceOp, ArgReduceOp>(op);
+    if (isProduced || isOwnReduction) {
+      auto dims = asProjection(idx, spaces[s].shape, shapeOf(v));
+      if (!dims) {
+        // A permuted projection is a transposed read; anything else another row.
+        bool permuted = idx.size() == shapeOf(v).size() &&
+                        llvm::all_of(idx, [](AffineExpr e) { return isa<AffineDimExpr>(e); });
+        why = permuted ? "would read the reduction at a transposed index"
+                       : "would read the reduction at another row";
+        return;
+      }
+      if (shapeOf(v) != rows) {
+        why = "would read a reduction over other rows";
+        return;
+      }
+      if (spaces[s].rowDims && *spaces[s].rowDims != *dims) {
+        why = "would read the reduction at a transposed index";
+        return;
+      }
+      spaces[s].rowDims = *dims;
+      if (isProduced)
+        return;
+    }
+    if (!op || !c.members.contains(op))
+      return;
+    if (isOwnReduction) {
+      // Its operand is read over a space whose row dims are the kept dims.
+      Value x = op->getOperand(0);
+      SmallVector<int64_t> kept;
+      ArrayRef<int64_t> xs = shapeOf(x);
+      SmallVector<int64_t> reduced;
+      if (auto r = dyn_cast<ReduceOp>(op))
+        reduced.assign(r.getDims().begin(), r.getDims().end());
+      else
+        reduced.push_back(cast<ArgReduceOp>(op).getDim());
+      for (int64_t d = 0; d < (int64_t)xs.size(); ++d)
+        if (!llvm::is_contained(reduced, d))
+          kept.push_back(xs[d] == 1 ? -1 : d);
+      spaces.push_back({SmallVector<int64_t>(xs), kept});
+      walk(x, spaceIndex(ctx, xs), spaces.size() - 1);
+      return;
+    }
+    for (unsigned i = 0; i < op->getNumOperands(); ++i) {
+      if (auto sub = affineOperandIndex(op, i, idx)) {
+        walk(op->getOperand(i), *sub, s);
+        continue;
+      }
+      SmallVector<Value> work{op->getOperand(i)};
+      llvm::DenseSet<Value> seen;
+      while (!work.empty() && why.empty()) {
+        Value w = work.pop_back_val();
+        if (!seen.insert(w).second)
+          continue;
+        if (produced.contains(w))
+          why = "would read the reduction at a data-dependent or clamped index";
+        if (Operation *d = w.getDefiningOp(); d && c.members.contains(d))
+          work.append(d->getOperands().begin(), d->getOperands().end());
+      }
+    }
+  };
+  for (Operation *r : c.roots) {
+    for (Value y : r->getResults()) {
+      ArrayRef<int64_t> shape = shapeOf(y);
+      Space space{SmallVector<int64_t>(shape), std::nullopt};
+      if (shape == rows)
+        space.rowDims = *asProjection(spaceIndex(ctx, shape), shape, rows);
+      spaces.push_back(space);
+      size_t s = spaces.size() - 1;
+      walk(y, spaceIndex(ctx, shape), s);
+      if (!why.empty())
+        return why;
+      if (!spaces[s].rowDims)
+        return "the consumer's result " + std::string("does not iterate over the rows");
+    }
+  }
+  return why;
+}
+
+//===--- Merging ------------------------------------------------------------------===//
+
+void FusionPolicy::fuseEpilogues() {
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    Group &lib = groups_[i];
+    if (!lib.alive || lib.roots.size() != 1 || classify(lib.roots[0]) != OpClass::Library)
+      continue;
+    Operation *libOp = lib.roots[0];
+    SmallVector<int> consumers;
+    for (Operation *user : libOp->getUsers()) {
+      auto it = rootGroup_.find(user);
+      Status s = status_.lookup(user);
+      if (s == Status::Root && it != rootGroup_.end()) {
+        consumers.push_back(find(it->second));
+      } else if (s == Status::Inline) {
+        for (Operation *r : consumerRoots_.lookup(user))
+          if (rootGroup_.count(r))
+            consumers.push_back(find(rootGroup_[r]));
+      }
+    }
+    llvm::sort(consumers);
+    consumers.erase(std::unique(consumers.begin(), consumers.end()), consumers.end());
+    for (int ci : consumers) {
+      Group &c = group(ci);
+      if (!c.alive || find(ci) == find(lib.id))
+        continue;
+      Operation *croot = c.roots.front();
+      std::string why = epilogueIllegality(lib, c);
+      if (why.empty() && pathThroughOther(lib.id, ci))
+        why = "would create a cycle between kernels";
+      if (!why.empty()) {
+        remark(croot, "not fused into the epilogue of " + describe(libOp) + ": " + why);
+        continue;
+      }
+      remark(croot, "fused into the epilogue of " + describe(libOp) +
+                        ": reads its result at the same element");
+      merge(lib.id, ci);
+    }
+  }
+}
+
+void FusionPolicy::fuseRows() {
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    for (size_t i = 0; i < groups_.size(); ++i) {
+      Group &p = groups_[i];
+      if (!p.alive || !p.hasReduction || p.external || p.sequential)
+        continue;
+      // Consumer groups, in program order.
+      std::set<std::pair<int, int>> consumers; // (position, group)
+      for (Operation *r : p.roots)
+        for (Operation *user : r->getUsers()) {
+          SmallVector<Operation *> uroots;
+          Status s = status_.lookup(user);
+          if (s == Status::Root)
+            uroots.push_back(user);
+          else if (s == Status::Inline)
+            uroots.append(consumerRoots_.lookup(user).begin(), consumerRoots_.lookup(user).end());
+          for (Operation *u : uroots)
+            if (rootGroup_.count(u) && !p.members.contains(u))
+              consumers.insert({position_[u], find(rootGroup_[u])});
+        }
+      Operation *reduction = nullptr;
+      for (Operation *r : p.roots)
+        if (isa<ReduceOp, ArgReduceOp>(r))
+          reduction = r;
+      for (auto [pos, ci] : consumers) {
+        if (find(ci) == find(p.id))
+          continue;
+        Group &c = group(ci);
+        Operation *croot = c.roots.front();
+        std::string why = rowIllegality(p, c);
+        if (why.empty() && pathThroughOther(p.id, ci))
+          why = "would create a cycle between kernels";
+        if (!why.empty()) {
+          remark(reduction, "not fused with its consumer " + describe(croot) + ": " + why);
+          continue;
+        }
+        remark(reduction, "fused into the row kernel of its consumer " + describe(croot) +
+                              ": it reads the reduction at the same row");
+        merge(ci, p.id);
+        changed = true;
+        break;
+      }
+      if (changed)
+        break;
+    }
+  }
+}
+
+void FusionPolicy::fuseHorizontal() {
+  // Loop groups reading the same (non-constant, non-scalar) value.
+  llvm::MapVector<Value, SmallVector<int>> readers;
+  for (Group &g : groups_) {
+    if (!g.alive || g.external || g.sequential)
+      continue;
+    llvm::SmallPtrSet<void *, 8> seenValues;
+    for (Operation *m : g.members)
+      for (Value v : m->getOperands()) {
+        Operation *d = v.getDefiningOp();
+        if ((d && g.members.contains(d)) || (d && isa<ConstantOp>(d)) ||
+            tensorType(v).getNumElements() <= 1)
+          continue;
+        if (seenValues.insert(v.getAsOpaquePointer()).second)
+          readers[v].push_back(g.id);
+      }
+  }
+  auto space = [&](Group &g) -> SmallVector<int64_t> {
+    if (g.hasReduction)
+      return g.rows;
+    return SmallVector<int64_t>(shapeOf(g.roots.front()->getResult(0)));
+  };
+  for (auto &[value, gs] : readers) {
+    for (size_t i = 0; i < gs.size(); ++i) {
+      for (size_t j = i + 1; j < gs.size(); ++j) {
+        int a = find(gs[i]), b = find(gs[j]);
+        if (a == b)
+          continue;
+        Group &ga = group(a), &gb = group(b);
+        if (ga.hasReduction != gb.hasReduction || space(ga) != space(gb))
+          continue;
+        bool sameShapes = true;
+        if (!ga.hasReduction)
+          for (Operation *r : llvm::concat<Operation *const>(ga.roots, gb.roots))
+            sameShapes &= r->getNumResults() == 1 && shapeOf(r->getResult(0)) == ArrayRef<int64_t>(space(ga));
+        if (!sameShapes)
+          continue;
+        if (ga.deps.count(b) || gb.deps.count(a) || pathThroughOther(a, b) ||
+            pathThroughOther(b, a))
+          continue;
+        remark(gb.roots.front(), "fused horizontally with " + describe(ga.roots.front()) +
+                                     ": same iteration space, both read one input");
+        int first = position_[ga.roots.front()] < position_[gb.roots.front()] ? a : b;
+        merge(first, first == a ? b : a);
+      }
+    }
+  }
+}
+
+//===--- Materialisation -----------------------------------------------------------===//
+
+void FusionPolicy::materialize() {
+  Block &block = func_.getBody().front();
+  Operation *ret = block.getTerminator();
+  // Nodes: alive groups and views; edges: producer -> consumer.
+  struct Node {
+    int group = -1;
+    Operation *view = nullptr;
+    int position;
+    SmallVector<int> succs;
+    int preds = 0;
+  };
+  std::vector<Node> nodes;
+  DenseMap<int, int> groupNode;
+  DenseMap<Operation *, int> viewNode;
+  for (Group &g : groups_)
+    if (g.alive) {
+      int pos = INT_MAX;
+      for (Operation *r : g.roots)
+        pos = std::min(pos, position_[r]);
+      groupNode[g.id] = nodes.size();
+      nodes.push_back({g.id, nullptr, pos, {}, 0});
+    }
+  for (Operation *op : ops_)
+    if (status_[op] == Status::View) {
+      viewNode[op] = nodes.size();
+      nodes.push_back({-1, op, position_[op], {}, 0});
+    }
+  auto nodeOfValue = [&](Value v) -> int {
+    Operation *d = v.getDefiningOp();
+    if (!d)
+      return -1;
+    Status s = status_.lookup(d);
+    if (s == Status::View)
+      return viewNode[d];
+    if (s == Status::Root)
+      return groupNode[find(rootGroup_[d])];
+    return -1;
+  };
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    std::set<int> preds;
+    if (nodes[n].view) {
+      preds.insert(nodeOfValue(nodes[n].view->getOperand(0)));
+    } else {
+      Group &g = groups_[nodes[n].group];
+      for (Operation *m : g.members)
+        for (Value v : m->getOperands())
+          if (!(v.getDefiningOp() && g.members.contains(v.getDefiningOp())))
+            preds.insert(nodeOfValue(v));
+    }
+    preds.erase(-1);
+    preds.erase(n);
+    for (int p : preds) {
+      nodes[p].succs.push_back(n);
+      ++nodes[n].preds;
+    }
+  }
+  std::priority_queue<std::pair<int, int>, std::vector<std::pair<int, int>>, std::greater<>> ready;
+  for (size_t n = 0; n < nodes.size(); ++n)
+    if (nodes[n].preds == 0)
+      ready.push({nodes[n].position, n});
+
+  OpBuilder b(ret);
+  DenseMap<Value, Value> mapped; // old value -> new value outside fusions
+  auto lookup = [&](Value v) { return mapped.count(v) ? mapped[v] : v; };
+  size_t emitted = 0;
+  while (!ready.empty()) {
+    int n = ready.top().second;
+    ready.pop();
+    ++emitted;
+    for (int s : nodes[n].succs)
+      if (--nodes[s].preds == 0)
+        ready.push({nodes[s].position, s});
+    if (Operation *view = nodes[n].view) {
+      Operation *clone = b.clone(*view);
+      clone->setOperand(0, lookup(view->getOperand(0)));
+      mapped[view->getResult(0)] = clone->getResult(0);
+      continue;
+    }
+    Group &g = groups_[nodes[n].group];
+    SmallVector<Operation *> members(g.members.begin(), g.members.end());
+    llvm::sort(members, [&](Operation *x, Operation *y) { return position_[x] < position_[y]; });
+    // Inputs (splat constants are cloned instead) and results (read outside).
+    llvm::SetVector<Value> inputs;
+    SmallVector<Operation *> splats;
+    for (Operation *m : members)
+      for (Value v : m->getOperands()) {
+        Operation *d = v.getDefiningOp();
+        if (d && g.members.contains(d))
+          continue;
+        auto c = d ? dyn_cast<ConstantOp>(d) : ConstantOp();
+        auto dense = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : DenseElementsAttr();
+        bool elementUses = llvm::all_of(v.getUses(), [&](OpOperand &use) {
+          Operation *u = use.getOwner();
+          if (!g.members.contains(u))
+            return true;
+          OpClass cls = classify(u);
+          return !(cls == OpClass::Library || cls == OpClass::TopK ||
+                   status_.lookup(u) == Status::Absorbed ||
+                   (isa<ScatterElementsOp, ScatterNDOp, DynamicUpdateSliceOp>(u) &&
+                    use.getOperandNumber() == 0));
+        });
+        if (dense && dense.isSplat() && elementUses) {
+          if (!llvm::is_contained(splats, d))
+            splats.push_back(d);
+          continue;
+        }
+        inputs.insert(v);
+      }
+    SmallVector<Value> results;
+    for (Operation *r : g.roots)
+      for (Value v : r->getResults())
+        if (llvm::any_of(v.getUsers(), [&](Operation *u) { return !g.members.contains(u); }))
+          results.push_back(v);
+    SmallVector<Value> newInputs;
+    for (Value v : inputs)
+      newInputs.push_back(lookup(v));
+    auto fusion = b.create<FusionOp>(g.roots.front()->getLoc(), ValueRange(results).getTypes(),
+                                     newInputs, g.external ? "extern" : "loop");
+    Block *body = new Block;
+    fusion.getBody().push_back(body);
+    IRMapping map;
+    for (Value v : inputs)
+      map.map(v, body->addArgument(v.getType(), v.getLoc()));
+    OpBuilder bb = OpBuilder::atBlockBegin(body);
+    for (Operation *c : splats)
+      bb.clone(*c, map);
+    for (Operation *m : members)
+      bb.clone(*m, map);
+    SmallVector<Value> yielded;
+    for (Value v : results)
+      yielded.push_back(map.lookup(v));
+    bb.create<YieldOp>(fusion.getLoc(), yielded);
+    for (auto [old, now] : llvm::zip(results, fusion.getResults()))
+      mapped[old] = now;
+  }
+  assert(emitted == nodes.size() && "fusion groups form a cycle");
+  (void)emitted;
+  for (OpOperand &operand : ret->getOpOperands())
+    operand.set(lookup(operand.get()));
+  // The old ops are now unused (constants stay where still used).
+  for (Operation *op : llvm::reverse(ops_)) {
+    if (isa<ConstantOp>(op) && !op->use_empty())
+      continue;
+    op->dropAllUses();
+    op->erase();
+  }
+}
+
+LogicalResult FusionPolicy::run() {
+  decide();
+  buildGroups();
+  fuseEpilogues();
+  fuseRows();
+  fuseHorizontal();
+  materialize();
+  return success();
+}
+
 struct FusePass : impl::FuseBase<FusePass> {
   using FuseBase::FuseBase;
   void runOnOperation() override {
-    getOperation()->emitError("Fuse is not implemented yet");
-    signalPassFailure();
+    func::FuncOp func = getOperation();
+    if (func.getBody().empty() || !llvm::hasSingleElement(func.getBody()))
+      return;
+    if (failed(convertIfs(func)))
+      return signalPassFailure();
+    for (Operation &op : func.getBody().front())
+      if (isa<FusionOp>(op)) {
+        op.emitError("the function is already fused");
+        return signalPassFailure();
+      }
+    if (failed(FusionPolicy(func, explain).run()))
+      signalPassFailure();
   }
 };
+
 } // namespace
 } // namespace tcc

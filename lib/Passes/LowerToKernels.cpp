@@ -1,20 +1,472 @@
-// SCAFFOLD: replaced by its owner in this session.
-#include "tcc/Passes/Passes.h"
+//===- LowerToKernels.cpp - Fused graph -> tk kernels and a tk program --------===//
+//
+// -tcc-lower-to-kernels turns `func.func @main` (tensors; every non-constant, non-reshape op
+// inside a tcc.fusion, as -tcc-fuse leaves it) into:
+//  * one `tk.kernel` function per loop fusion and per extern epilogue (KernelEmitter.cpp builds
+//    their bodies), and
+//  * the program: `func.func @main` with `tk.program`, arguments = input buffers then output
+//    buffers, whose body allocates temporaries (tk.alloc), maps constants (private constant
+//    memref.globals), views reshapes (tk.view), launches kernels, calls libraries (tk.gemm,
+//    tk.conv, tk.topk) and copies (tk.copy) where an output is an input, a constant, a second
+//    return of one value, or the base of a scatter.
+// A fusion result that is a graph output is written directly into the output argument (through
+// a tk.view when the output is a reshape of it). Program metadata: `tk.num_inputs` and
+// `tk.arg_names` (taken from @main's `tk.arg_names`, else `tcc.input_names`/`tcc.output_names`,
+// else input<i>/output<i>).
+//
+//===----------------------------------------------------------------------===//
+#include "FusionUtils.h"
+#include "KernelEmitter.h"
+
 #include "tcc/IR/TkDialect.h"
+#include "tcc/Passes/Passes.h"
+
+#include "mlir/IR/Dominance.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Transforms/CSE.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 namespace tcc {
 #define GEN_PASS_DEF_LOWERTOKERNELS
 #include "tcc/Passes/Passes.h.inc"
 } // namespace tcc
 
+using namespace mlir;
+using namespace tcc::fusion;
+using tcc::kernel::LoweringError;
+
 namespace tcc {
 namespace {
+
+MemRefType memrefOf(Value tensor) {
+  auto t = tensorType(tensor);
+  return MemRefType::get(t.getShape(), t.getElementType());
+}
+
+/// Block arguments of `body` that the computation of `roots` reads, not looking past `stop`.
+SmallVector<BlockArgument> readArguments(Block &body, ValueRange roots, Value stop = {}) {
+  llvm::SetVector<BlockArgument> args;
+  llvm::DenseSet<Value> seen;
+  SmallVector<Value> work(roots.begin(), roots.end());
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    if (v == stop || !seen.insert(v).second)
+      continue;
+    if (auto a = dyn_cast<BlockArgument>(v)) {
+      if (a.getOwner() == &body)
+        args.insert(a);
+      continue;
+    }
+    for (Value operand : v.getDefiningOp()->getOperands())
+      work.push_back(operand);
+  }
+  SmallVector<BlockArgument> sorted(args.begin(), args.end());
+  llvm::sort(sorted, [](BlockArgument a, BlockArgument b) {
+    return a.getArgNumber() < b.getArgNumber();
+  });
+  return sorted;
+}
+
+class ProgramBuilder {
+public:
+  ProgramBuilder(ModuleOp module, func::FuncOp graph)
+      : module_(module), graph_(graph), symbols_(module), b_(module.getContext()) {}
+
+  LogicalResult run();
+
+private:
+  Value bufferOf(Value tensor);
+  Value constantBuffer(ConstantOp c);
+  Value alloc(Value tensor) { return b_.create<tk::AllocOp>(loc(tensor), memrefOf(tensor), nullptr); }
+  Location loc(Value v) { return v.getDefiningOp() ? v.getDefiningOp()->getLoc() : graph_.getLoc(); }
+
+  void lowerFusion(FusionOp f);
+  void lowerLoop(FusionOp f, ArrayRef<Value> outputs);
+  void lowerExtern(FusionOp f, ArrayRef<Value> outputs);
+  /// Creates a kernel reading/writing `buffers` (program values) and launches it; `build` fills
+  /// the body given the kernel arguments (in the order of `buffers`).
+  void launchKernel(StringRef name, Location loc, ArrayRef<Value> buffers,
+                    function_ref<void(OpBuilder &, ArrayRef<Value>)> build);
+  /// The operand buffer of a gemm operand: peels absorbed transposes and batch broadcasts.
+  Value gemmOperand(FusionOp f, Value operand, bool &transposed);
+
+  ModuleOp module_;
+  func::FuncOp graph_, program_;
+  SymbolTable symbols_;
+  OpBuilder b_;
+  DenseMap<Value, Value> buffers_;           // graph tensor -> program memref
+  DenseMap<Value, Value> fusionArgBuffers_;  // fusion block arg -> program memref (current)
+  SmallVector<Value> outputArgs_;
+  int kernels_ = 0, constants_ = 0;
+};
+
+Value ProgramBuilder::constantBuffer(ConstantOp c) {
+  OpBuilder mb(module_.getContext());
+  mb.setInsertionPointToStart(module_.getBody());
+  std::string name = "__tcc_constant_" + std::to_string(constants_++);
+  while (symbols_.lookup(name))
+    name = "__tcc_constant_" + std::to_string(constants_++);
+  auto type = memrefOf(c.getResult());
+  auto global = mb.create<memref::GlobalOp>(c.getLoc(), name, mb.getStringAttr("private"), type,
+                                            c.getValue(), /*constant=*/true,
+                                            mb.getI64IntegerAttr(tk::kBufferAlignment));
+  symbols_.insert(global);
+  return b_.create<memref::GetGlobalOp>(c.getLoc(), type, global.getSymName());
+}
+
+Value ProgramBuilder::bufferOf(Value tensor) {
+  if (Value b = buffers_.lookup(tensor))
+    return b;
+  if (auto c = tensor.getDefiningOp<ConstantOp>())
+    return buffers_[tensor] = constantBuffer(c);
+  throw LoweringError{tensor.getDefiningOp(), "has no buffer (it is not inside a tcc.fusion: "
+                                              "run -tcc-fuse before -tcc-lower-to-kernels)"};
+}
+
+void ProgramBuilder::launchKernel(StringRef name, Location loc, ArrayRef<Value> buffers,
+                                  function_ref<void(OpBuilder &, ArrayRef<Value>)> build) {
+  SmallVector<Type> types;
+  for (Value v : buffers)
+    types.push_back(v.getType());
+  OpBuilder mb(module_.getContext());
+  mb.setInsertionPoint(program_);
+  std::string symbol = "k" + std::to_string(kernels_++) + "_" + name.str();
+  auto fn = mb.create<func::FuncOp>(loc, symbol, mb.getFunctionType(types, {}));
+  fn->setAttr(tk::kKernelAttr, mb.getUnitAttr());
+  symbols_.insert(fn);
+  Block *entry = fn.addEntryBlock();
+  OpBuilder kb = OpBuilder::atBlockBegin(entry);
+  SmallVector<Value> args(entry->getArguments().begin(), entry->getArguments().end());
+  build(kb, args);
+  kb.create<func::ReturnOp>(loc);
+  IRRewriter rewriter(module_.getContext());
+  DominanceInfo dom(fn);
+  eliminateCommonSubExpressions(rewriter, dom, fn);
+  b_.create<tk::LaunchOp>(loc, fn.getSymName(), buffers);
+}
+
+/// A short name for the kernel of a fusion: its main op.
+static std::string kernelName(FusionOp f) {
+  Operation *main = nullptr;
+  for (Operation &op : f.getBody().front()) {
+    if (isa<ReduceOp, ArgReduceOp, MatmulOp, ConvOp, ReduceWindowOp, CumsumOp, ScatterElementsOp,
+            ScatterNDOp, DynamicUpdateSliceOp, TopKOp>(op))
+      main = &op;
+  }
+  if (!main) {
+    Operation *t = f.getBody().front().getTerminator();
+    main = t->getNumOperands() ? t->getOperand(0).getDefiningOp() : nullptr;
+  }
+  if (!main)
+    return "copy";
+  std::string name = main->getName().stripDialect().str();
+  if (auto u = dyn_cast<UnaryOp>(main))
+    name = stringifyUnaryKind(u.getKind()).str();
+  else if (auto b = dyn_cast<BinaryOp>(main))
+    name = stringifyBinaryKind(b.getKind()).str();
+  else if (auto r = dyn_cast<ReduceOp>(main))
+    name = "reduce_" + stringifyReduceKind(r.getKind()).str();
+  return name;
+}
+
+void ProgramBuilder::lowerLoop(FusionOp f, ArrayRef<Value> outputs) {
+  Block &body = f.getBody().front();
+  auto yields = body.getTerminator()->getOperands();
+  // Scatters and dynamic_update_slice update a copy of their base in place.
+  for (Operation &op : body) {
+    if (!isa<ScatterElementsOp, ScatterNDOp, DynamicUpdateSliceOp>(op))
+      continue;
+    auto base = dyn_cast<BlockArgument>(op.getOperand(0));
+    if (!base || base.getOwner() != &body)
+      throw LoweringError{&op, "its base tensor must be an input of its fusion"};
+    b_.create<tk::CopyOp>(op.getLoc(), fusionArgBuffers_.lookup(base), outputs[0]);
+  }
+  SmallVector<BlockArgument> args = readArguments(body, yields);
+  llvm::SetVector<Value> buffers;
+  for (BlockArgument a : args)
+    buffers.insert(fusionArgBuffers_.lookup(a));
+  for (Value o : outputs)
+    buffers.insert(o);
+  SmallVector<Value> list(buffers.begin(), buffers.end());
+  launchKernel(kernelName(f), f.getLoc(), list, [&](OpBuilder &kb, ArrayRef<Value> kargs) {
+    auto kernelBuffer = [&](Value programBuffer) {
+      return kargs[std::distance(list.begin(), llvm::find(list, programBuffer))];
+    };
+    DenseMap<Value, Value> bound;
+    for (BlockArgument a : args)
+      bound[a] = kernelBuffer(fusionArgBuffers_.lookup(a));
+    SmallVector<Value> outs;
+    for (Value o : outputs)
+      outs.push_back(kernelBuffer(o));
+    kernel::buildKernelBody(kb, f.getLoc(), body, bound, outs);
+  });
+}
+
+Value ProgramBuilder::gemmOperand(FusionOp f, Value operand, bool &transposed) {
+  Block &body = f.getBody().front();
+  transposed = false;
+  Value v = operand;
+  while (true) {
+    if (auto a = dyn_cast<BlockArgument>(v); a && a.getOwner() == &body)
+      break;
+    Operation *op = v.getDefiningOp();
+    if (!op || !isGemmAbsorbable(op))
+      throw LoweringError{op ? op : f.getOperation(),
+                          "a GEMM operand must be a fusion input, possibly transposed in its "
+                          "last two dims or broadcast over batch dims"};
+    if (isa<TransposeOp>(op))
+      transposed = !transposed;
+    v = op->getOperand(0);
+  }
+  Value buffer = fusionArgBuffers_.lookup(v);
+  auto type = cast<MemRefType>(buffer.getType());
+  int64_t rank = tensorType(operand).getRank();
+  if (type.getRank() == rank)
+    return buffer;
+  // Batch-broadcast operand: view it with leading dims of size 1 (tk.gemm broadcasts them).
+  SmallVector<int64_t> shape(rank - type.getRank(), 1);
+  shape.append(type.getShape().begin(), type.getShape().end());
+  return b_.create<tk::ViewOp>(f.getLoc(), MemRefType::get(shape, type.getElementType()), buffer);
+}
+
+void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
+  Block &body = f.getBody().front();
+  auto yields = body.getTerminator()->getOperands();
+  Operation *lib = nullptr;
+  for (Operation &op : body)
+    if (isa<MatmulOp, ConvOp, TopKOp>(op))
+      lib = &op;
+  if (!lib)
+    throw LoweringError{f, "extern fusion without a matmul, conv or topk"};
+
+  if (auto t = dyn_cast<TopKOp>(lib)) {
+    auto in = dyn_cast<BlockArgument>(t.getX());
+    if (!in || in.getOwner() != &body)
+      throw LoweringError{t, "its input must be an input of its fusion"};
+    Value outs[2];
+    for (unsigned r = 0; r < 2; ++r) {
+      auto it = llvm::find(yields, t->getResult(r));
+      outs[r] = it != yields.end() ? outputs[it - yields.begin()] : alloc(t->getResult(r));
+    }
+    b_.create<tk::TopKOp>(t.getLoc(), fusionArgBuffers_.lookup(in), outs[0], outs[1],
+                          t.getDim(), t.getLargest());
+    return;
+  }
+
+  Value result = lib->getResult(0);
+  // Where the library writes: its own yield, else in place in an epilogue result of its type.
+  Value target;
+  if (auto it = llvm::find(yields, result); it != yields.end())
+    target = outputs[it - yields.begin()];
+  for (size_t i = 0; i < yields.size() && !target; ++i)
+    if (yields[i].getType() == result.getType())
+      target = outputs[i];
+  if (!target)
+    target = alloc(result);
+
+  if (auto m = dyn_cast<MatmulOp>(lib)) {
+    if (!isLibraryMatmul(m))
+      throw LoweringError{m, "a library GEMM must be f32 or f64"};
+    bool ta, tb;
+    Value a = gemmOperand(f, m.getLhs(), ta), bb = gemmOperand(f, m.getRhs(), tb);
+    b_.create<tk::GemmOp>(m.getLoc(), a, bb, target, ta, tb, APFloat(1.0), APFloat(0.0));
+  } else {
+    auto c = cast<ConvOp>(lib);
+    if (!isLibraryConv(c))
+      throw LoweringError{c, "a library convolution must be f32 with lhs_dilation 1"};
+    auto in = dyn_cast<BlockArgument>(c.getInput());
+    auto w = dyn_cast<BlockArgument>(c.getWeight());
+    if (!in || !w || in.getOwner() != &body || w.getOwner() != &body)
+      throw LoweringError{c, "its input and weight must be inputs of its fusion"};
+    b_.create<tk::ConvOp>(c.getLoc(), fusionArgBuffers_.lookup(in), fusionArgBuffers_.lookup(w),
+                          target, c.getStrides(), c.getPadLow(), c.getPadHigh(),
+                          c.getRhsDilation(), (uint64_t)c.getGroups());
+  }
+
+  // The epilogue: every other yield, computed elementwise from the library result.
+  SmallVector<Value> epilogueOutputs;
+  SmallVector<Value> epilogueYields;
+  bool any = false;
+  for (size_t i = 0; i < yields.size(); ++i) {
+    bool byLibrary = yields[i] == result;
+    epilogueOutputs.push_back(byLibrary ? Value() : outputs[i]);
+    if (!byLibrary) {
+      any = true;
+      epilogueYields.push_back(yields[i]);
+    }
+  }
+  if (!any)
+    return;
+  SmallVector<BlockArgument> args = readArguments(body, epilogueYields, result);
+  llvm::SetVector<Value> buffers;
+  buffers.insert(target);
+  for (BlockArgument a : args)
+    buffers.insert(fusionArgBuffers_.lookup(a));
+  for (Value o : epilogueOutputs)
+    if (o)
+      buffers.insert(o);
+  SmallVector<Value> list(buffers.begin(), buffers.end());
+  std::string name = (isa<MatmulOp>(lib) ? "gemm_epilogue" : "conv_epilogue");
+  launchKernel(name, f.getLoc(), list, [&](OpBuilder &kb, ArrayRef<Value> kargs) {
+    auto kernelBuffer = [&](Value programBuffer) {
+      return kargs[std::distance(list.begin(), llvm::find(list, programBuffer))];
+    };
+    DenseMap<Value, Value> bound;
+    bound[result] = kernelBuffer(target);
+    for (BlockArgument a : args)
+      bound[a] = kernelBuffer(fusionArgBuffers_.lookup(a));
+    SmallVector<Value> outs;
+    for (Value o : epilogueOutputs)
+      outs.push_back(o ? kernelBuffer(o) : Value());
+    kernel::buildKernelBody(kb, f.getLoc(), body, bound, outs);
+  });
+}
+
+void ProgramBuilder::lowerFusion(FusionOp f) {
+  Block &body = f.getBody().front();
+  fusionArgBuffers_.clear();
+  for (auto [arg, input] : llvm::zip(body.getArguments(), f.getInputs()))
+    fusionArgBuffers_[arg] = bufferOf(input);
+  SmallVector<Value> outputs;
+  for (Value r : f.getResults()) {
+    if (!buffers_.count(r))
+      buffers_[r] = alloc(r);
+    outputs.push_back(buffers_[r]);
+  }
+  if (f.getKind() == "loop")
+    lowerLoop(f, outputs);
+  else if (f.getKind() == "extern")
+    lowerExtern(f, outputs);
+  else
+    throw LoweringError{f, "unknown fusion kind '" + f.getKind().str() + "'"};
+}
+
+/// The graph's input and output names, from the attributes the driver may set on @main.
+static SmallVector<Attribute> argNames(func::FuncOp graph) {
+  MLIRContext *ctx = graph.getContext();
+  SmallVector<Attribute> names;
+  unsigned numIn = graph.getNumArguments(), numOut = graph.getNumResults();
+  if (auto a = graph->getAttrOfType<ArrayAttr>(tk::kArgNamesAttr); a && a.size() == numIn + numOut)
+    return SmallVector<Attribute>(a.begin(), a.end());
+  auto in = graph->getAttrOfType<ArrayAttr>("tcc.input_names");
+  auto out = graph->getAttrOfType<ArrayAttr>("tcc.output_names");
+  for (unsigned i = 0; i < numIn; ++i)
+    names.push_back(in && in.size() == numIn ? in[i]
+                                             : StringAttr::get(ctx, "input" + std::to_string(i)));
+  for (unsigned i = 0; i < numOut; ++i)
+    names.push_back(out && out.size() == numOut
+                        ? out[i]
+                        : StringAttr::get(ctx, "output" + std::to_string(i)));
+  return names;
+}
+
+LogicalResult ProgramBuilder::run() {
+  MLIRContext *ctx = module_.getContext();
+  SmallVector<Type> argTypes;
+  for (Type t : graph_.getArgumentTypes())
+    argTypes.push_back(MemRefType::get(cast<RankedTensorType>(t).getShape(),
+                                       cast<RankedTensorType>(t).getElementType()));
+  for (Type t : graph_.getResultTypes())
+    argTypes.push_back(MemRefType::get(cast<RankedTensorType>(t).getShape(),
+                                       cast<RankedTensorType>(t).getElementType()));
+  StringAttr name = graph_.getSymNameAttr();
+  OpBuilder mb(ctx);
+  mb.setInsertionPointAfter(graph_);
+  program_ = mb.create<func::FuncOp>(graph_.getLoc(), "__tcc_program",
+                                     mb.getFunctionType(argTypes, {}));
+  program_->setAttr(tk::kProgramAttr, mb.getUnitAttr());
+  program_->setAttr(tk::kNumInputsAttr, mb.getI64IntegerAttr(graph_.getNumArguments()));
+  program_->setAttr(tk::kArgNamesAttr, mb.getArrayAttr(argNames(graph_)));
+  Block *entry = program_.addEntryBlock();
+  b_.setInsertionPointToStart(entry);
+
+  unsigned numIn = graph_.getNumArguments();
+  for (unsigned i = 0; i < numIn; ++i)
+    buffers_[graph_.getArgument(i)] = entry->getArgument(i);
+  outputArgs_.assign(entry->getArguments().begin() + numIn, entry->getArguments().end());
+
+  // Fusion results that are graph outputs are computed in place in the output buffers (through
+  // a view when the output is a reshape of them).
+  auto ret = cast<func::ReturnOp>(graph_.getBody().front().getTerminator());
+  SmallVector<bool> satisfied(ret.getNumOperands(), false);
+  for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
+    Value v = ret.getOperand(i);
+    if (v.getDefiningOp<FusionOp>() && !buffers_.count(v)) {
+      buffers_[v] = outputArgs_[i];
+      satisfied[i] = true;
+    }
+  }
+  for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
+    if (satisfied[i])
+      continue;
+    Value v = ret.getOperand(i);
+    SmallVector<Value> chain{v};
+    while (auto r = chain.back().getDefiningOp<ReshapeOp>())
+      chain.push_back(r.getX());
+    Value source = chain.back();
+    if (chain.size() == 1 || !source.getDefiningOp<FusionOp>() || buffers_.count(source) ||
+        llvm::any_of(chain, [&](Value c) { return buffers_.count(c); }))
+      continue;
+    buffers_[source] = b_.create<tk::ViewOp>(loc(source), memrefOf(source), outputArgs_[i]);
+    // The reshapes of the chain are views of that, ending at the output itself.
+    buffers_[v] = outputArgs_[i];
+    satisfied[i] = true;
+  }
+
+  try {
+    for (Operation &op : graph_.getBody().front()) {
+      if (isa<ConstantOp, func::ReturnOp>(op))
+        continue;
+      if (auto r = dyn_cast<ReshapeOp>(op)) {
+        if (!buffers_.count(r.getResult()))
+          buffers_[r.getResult()] =
+              b_.create<tk::ViewOp>(r.getLoc(), memrefOf(r.getResult()), bufferOf(r.getX()));
+        continue;
+      }
+      if (auto f = dyn_cast<FusionOp>(op)) {
+        lowerFusion(f);
+        continue;
+      }
+      throw LoweringError{&op, "is not inside a tcc.fusion: run -tcc-fuse before "
+                               "-tcc-lower-to-kernels"};
+    }
+    for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
+      if (satisfied[i])
+        continue;
+      Value v = ret.getOperand(i);
+      b_.create<tk::CopyOp>(loc(v), bufferOf(v), outputArgs_[i]);
+    }
+  } catch (const LoweringError &e) {
+    (e.op ? e.op : graph_.getOperation())->emitError() << e.message;
+    program_.erase();
+    return failure();
+  }
+  b_.create<func::ReturnOp>(graph_.getLoc());
+  symbols_.erase(graph_);
+  program_.setSymName(name);
+  symbols_.insert(program_);
+  return success();
+}
+
 struct LowerToKernelsPass : impl::LowerToKernelsBase<LowerToKernelsPass> {
   using LowerToKernelsBase::LowerToKernelsBase;
   void runOnOperation() override {
-    getOperation()->emitError("LowerToKernels is not implemented yet");
-    signalPassFailure();
+    ModuleOp module = getOperation();
+    SmallVector<func::FuncOp> graphs;
+    for (auto f : module.getOps<func::FuncOp>())
+      if (!tk::isKernel(f) && !tk::isProgram(f))
+        graphs.push_back(f);
+    if (graphs.size() != 1) {
+      module.emitError("expected exactly one graph function (func.func @main) to lower, found ")
+          << graphs.size();
+      return signalPassFailure();
+    }
+    if (failed(ProgramBuilder(module, graphs[0]).run()))
+      signalPassFailure();
   }
 };
+
 } // namespace
 } // namespace tcc

@@ -1,0 +1,232 @@
+//===- FusionUtils.cpp - Op classes and index maps shared by fusion and lowering --===//
+//
+// See FusionUtils.h. Everything here is a pure function of an op's types and attributes.
+//
+//===----------------------------------------------------------------------===//
+#include "FusionUtils.h"
+
+#include "mlir/IR/AffineMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+
+namespace tcc::fusion {
+
+RankedTensorType tensorType(Value v) { return cast<RankedTensorType>(v.getType()); }
+ArrayRef<int64_t> shapeOf(Value v) { return tensorType(v).getShape(); }
+
+bool isLibraryMatmul(MatmulOp op) {
+  Type e = tensorType(op.getResult()).getElementType();
+  return e.isF32() || e.isF64();
+}
+
+bool isLibraryConv(ConvOp op) {
+  if (!tensorType(op.getResult()).getElementType().isF32())
+    return false;
+  return llvm::all_of(op.getLhsDilation(), [](int64_t d) { return d == 1; });
+}
+
+OpClass classify(Operation *op) {
+  return llvm::TypeSwitch<Operation *, OpClass>(op)
+      .Case<ConstantOp>([](auto) { return OpClass::Constant; })
+      .Case<UnaryOp, BinaryOp, CompareOp, SelectOp, CastOp, ReshapeOp, TransposeOp,
+            BroadcastInDimOp, SliceOp, ReverseOp, ConcatOp, PadOp, IotaOp, DynamicSliceOp,
+            GatherOp, GatherElementsOp, GatherNDOp>([](auto) { return OpClass::Pointwise; })
+      .Case<ReduceOp, ArgReduceOp>([](auto) { return OpClass::Reduction; })
+      .Case<MatmulOp>([](MatmulOp m) {
+        return isLibraryMatmul(m) ? OpClass::Library : OpClass::LoopRoot;
+      })
+      .Case<ConvOp>([](ConvOp c) { return isLibraryConv(c) ? OpClass::Library : OpClass::LoopRoot; })
+      .Case<ReduceWindowOp>([](auto) { return OpClass::LoopRoot; })
+      .Case<CumsumOp, ScatterElementsOp, ScatterNDOp, DynamicUpdateSliceOp>(
+          [](auto) { return OpClass::Sequential; })
+      .Case<TopKOp>([](auto) { return OpClass::TopK; })
+      .Default([](Operation *) { return OpClass::Control; });
+}
+
+bool isGemmAbsorbable(Operation *op) {
+  if (auto t = dyn_cast_or_null<TransposeOp>(op)) {
+    ArrayRef<int64_t> perm = t.getPerm();
+    int64_t r = perm.size();
+    if (r < 2 || perm[r - 1] != r - 2 || perm[r - 2] != r - 1)
+      return false;
+    for (int64_t i = 0; i < r - 2; ++i)
+      if (perm[i] != i)
+        return false;
+    return true;
+  }
+  if (auto b = dyn_cast_or_null<BroadcastInDimOp>(op)) {
+    ArrayRef<int64_t> in = shapeOf(b.getX()), out = shapeOf(b.getResult());
+    int64_t ri = in.size(), ro = out.size();
+    if (ri < 2)
+      return false;
+    // Trailing, in order: operand dim i is result dim ro - ri + i.
+    for (int64_t i = 0; i < ri; ++i)
+      if (b.getDims()[i] != ro - ri + i)
+        return false;
+    if (in[ri - 1] != out[ro - 1] || in[ri - 2] != out[ro - 2])
+      return false;
+    for (int64_t i = 0; i < ri - 2; ++i)
+      if (in[i] != 1 && in[i] != out[ro - ri + i])
+        return false;
+    return true;
+  }
+  return false;
+}
+
+Index identityIndex(MLIRContext *ctx, unsigned rank) {
+  Index idx;
+  for (unsigned i = 0; i < rank; ++i)
+    idx.push_back(getAffineDimExpr(i, ctx));
+  return idx;
+}
+
+Index spaceIndex(MLIRContext *ctx, ArrayRef<int64_t> shape) {
+  Index idx;
+  for (unsigned i = 0; i < shape.size(); ++i)
+    idx.push_back(shape[i] == 1 ? getAffineConstantExpr(0, ctx) : getAffineDimExpr(i, ctx));
+  return idx;
+}
+
+static unsigned numDimsOf(ArrayRef<AffineExpr> exprs) {
+  unsigned n = 0;
+  for (AffineExpr e : exprs)
+    e.walk([&](AffineExpr s) {
+      if (auto d = dyn_cast<AffineDimExpr>(s))
+        n = std::max(n, d.getPosition() + 1);
+    });
+  return n;
+}
+
+Index simplify(ArrayRef<AffineExpr> index, unsigned numDims) {
+  Index out;
+  for (AffineExpr e : index)
+    out.push_back(simplifyAffineExpr(e, numDims, 0));
+  return out;
+}
+
+Index reshapeIndex(ArrayRef<int64_t> resultShape, ArrayRef<AffineExpr> resultIndex,
+                   ArrayRef<int64_t> operandShape, MLIRContext *ctx) {
+  AffineExpr zero = getAffineConstantExpr(0, ctx);
+  Index out(operandShape.size(), zero);
+  int64_t total = 1;
+  for (int64_t s : resultShape)
+    total *= s;
+  if (total == 0)
+    return out;
+  // Dims of size > 1 on both sides, grouped into runs with equal products.
+  SmallVector<unsigned> rd, od;
+  for (unsigned i = 0; i < resultShape.size(); ++i)
+    if (resultShape[i] != 1)
+      rd.push_back(i);
+  for (unsigned i = 0; i < operandShape.size(); ++i)
+    if (operandShape[i] != 1)
+      od.push_back(i);
+  size_t ri = 0, oi = 0;
+  while (ri < rd.size() && oi < od.size()) {
+    size_t rEnd = ri + 1, oEnd = oi + 1;
+    int64_t rp = resultShape[rd[ri]], op = operandShape[od[oi]];
+    while (rp != op) {
+      if (rp < op)
+        rp *= resultShape[rd[rEnd++]];
+      else
+        op *= operandShape[od[oEnd++]];
+    }
+    if (rEnd - ri == 1 && oEnd - oi == 1) {
+      out[od[oi]] = resultIndex[rd[ri]];
+    } else {
+      AffineExpr linear = zero;
+      int64_t stride = 1;
+      for (size_t k = rEnd; k-- > ri;) {
+        linear = linear + resultIndex[rd[k]] * stride;
+        stride *= resultShape[rd[k]];
+      }
+      stride = 1;
+      for (size_t k = oEnd; k-- > oi;) {
+        AffineExpr e = stride == 1 ? linear : linear.floorDiv(stride);
+        if (k != oi)
+          e = e % operandShape[od[k]];
+        out[od[k]] = e;
+        stride *= operandShape[od[k]];
+      }
+    }
+    ri = rEnd;
+    oi = oEnd;
+  }
+  return simplify(out, numDimsOf(resultIndex));
+}
+
+std::optional<Index> affineOperandIndex(Operation *op, unsigned operandNo,
+                                        ArrayRef<AffineExpr> idx) {
+  MLIRContext *ctx = op->getContext();
+  auto cst = [&](int64_t v) { return getAffineConstantExpr(v, ctx); };
+  unsigned nd = numDimsOf(idx);
+  return llvm::TypeSwitch<Operation *, std::optional<Index>>(op)
+      .Case<UnaryOp, BinaryOp, CompareOp, SelectOp, CastOp>(
+          [&](auto) { return Index(idx.begin(), idx.end()); })
+      .Case<BroadcastInDimOp>([&](BroadcastInDimOp b) -> std::optional<Index> {
+        ArrayRef<int64_t> in = shapeOf(b.getX());
+        Index out;
+        for (size_t i = 0; i < in.size(); ++i)
+          out.push_back(in[i] == 1 ? cst(0) : idx[b.getDims()[i]]);
+        return out;
+      })
+      .Case<TransposeOp>([&](TransposeOp t) -> std::optional<Index> {
+        Index out(idx.size(), cst(0));
+        for (size_t i = 0; i < idx.size(); ++i)
+          out[t.getPerm()[i]] = idx[i];
+        return out;
+      })
+      .Case<SliceOp>([&](SliceOp s) -> std::optional<Index> {
+        Index out;
+        for (size_t i = 0; i < idx.size(); ++i)
+          out.push_back(simplifyAffineExpr(idx[i] * s.getStride()[i] + s.getStart()[i], nd, 0));
+        return out;
+      })
+      .Case<ReverseOp>([&](ReverseOp r) -> std::optional<Index> {
+        Index out(idx.begin(), idx.end());
+        ArrayRef<int64_t> shape = shapeOf(r.getX());
+        for (int64_t d : r.getDims())
+          out[d] = simplifyAffineExpr(cst(shape[d] - 1) - idx[d], nd, 0);
+        return out;
+      })
+      .Case<ReshapeOp>([&](ReshapeOp r) -> std::optional<Index> {
+        return reshapeIndex(shapeOf(r.getResult()), idx, shapeOf(r.getX()), ctx);
+      })
+      .Case<GatherOp>([&](GatherOp g) -> std::optional<Index> {
+        if (operandNo != 1)
+          return std::nullopt;
+        int64_t axis = g.getAxis(), q = tensorType(g.getIndices()).getRank();
+        return Index(idx.begin() + axis, idx.begin() + axis + q);
+      })
+      .Case<GatherElementsOp>([&](GatherElementsOp) -> std::optional<Index> {
+        if (operandNo != 1)
+          return std::nullopt;
+        return Index(idx.begin(), idx.end());
+      })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+std::optional<SmallVector<int64_t>> asProjection(ArrayRef<AffineExpr> index,
+                                                 ArrayRef<int64_t> space,
+                                                 ArrayRef<int64_t> target) {
+  if (index.size() != target.size())
+    return std::nullopt;
+  SmallVector<int64_t> dims;
+  for (size_t i = 0; i < index.size(); ++i) {
+    if (auto c = dyn_cast<AffineConstantExpr>(index[i]); c && c.getValue() == 0 && target[i] == 1) {
+      dims.push_back(-1); // a size-1 dim of the target, indexed by 0: no dim of the space
+      continue;
+    }
+    auto d = dyn_cast<AffineDimExpr>(index[i]);
+    if (!d || d.getPosition() >= space.size() || space[d.getPosition()] != target[i])
+      return std::nullopt;
+    for (int64_t prev : dims)
+      if (prev >= (int64_t)d.getPosition())
+        return std::nullopt;
+    dims.push_back(d.getPosition());
+  }
+  return dims;
+}
+
+} // namespace tcc::fusion

@@ -1,0 +1,76 @@
+//===- FusionUtils.h - Op classes and index maps shared by fusion and lowering ----===//
+//
+// What -tcc-fuse and -tcc-lower-to-kernels both need to know about a tcc op:
+//  * its class for fusion (pointwise index remap, reduction, library call, ...), and
+//  * for the ops whose operand elements are affine functions of the result element (elementwise,
+//    broadcast_in_dim, transpose, slice, reverse, reshape, and the index operand of gathers), the
+//    operand index as AffineExprs of the result index. Fusion composes these to decide whether a
+//    consumer reads a reduction "at the same row"; the kernel lowering uses the very same
+//    function to compute load indices, so the two can never disagree.
+//
+// Index expressions are AffineExprs over dims (no symbols); reshapes are decomposed into groups
+// of dims with equal element counts, and dims of size 1 are indexed by the constant 0, so that
+// keepdims reshapes and broadcasts compose into plain dim expressions.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "tcc/IR/TccDialect.h"
+
+#include "mlir/IR/AffineExpr.h"
+#include "mlir/IR/Operation.h"
+
+#include <optional>
+
+namespace tcc::fusion {
+
+enum class OpClass {
+  Constant,   // tcc.constant: never in a group (splats are cloned into the groups using them)
+  Pointwise,  // computes an element from a few operand elements: inlined into consumers
+  Reduction,  // tcc.reduce, tcc.arg_reduce: a loop group of its own, fuses by rows
+  Library,    // f32/f64 matmul, f32 conv with lhs_dilation 1: an extern group (+ epilogue)
+  LoopRoot,   // elements computed by an inner reduction (reduce_window, other matmul/conv)
+  Sequential, // cumsum, scatter_elements, scatter_nd, dynamic_update_slice
+  TopK,       // library top-k (extern)
+  Control,    // tcc.if, tcc.loop, tcc.fusion
+};
+
+OpClass classify(mlir::Operation *op);
+bool isLibraryMatmul(MatmulOp op);
+bool isLibraryConv(ConvOp op);
+
+/// For a matmul operand: is `op` (the operand's producer) a transpose of the last two dims or a
+/// broadcast over leading batch dims that tk.gemm can absorb (trans_a/trans_b, batch-1 views)?
+bool isGemmAbsorbable(mlir::Operation *op);
+
+using Index = llvm::SmallVector<mlir::AffineExpr, 4>;
+
+/// The index expressions of the identity on `rank` dims.
+Index identityIndex(mlir::MLIRContext *ctx, unsigned rank);
+
+/// The index of an element of a space of shape `shape`: dim i, or 0 where the size is 1.
+Index spaceIndex(mlir::MLIRContext *ctx, llvm::ArrayRef<int64_t> shape);
+
+/// Operand `operandNo` of `op` is read at an affine function of the result index: returns it.
+/// std::nullopt when the read is data dependent or clamped (pad, concat, gather data, ...).
+std::optional<Index> affineOperandIndex(mlir::Operation *op, unsigned operandNo,
+                                        llvm::ArrayRef<mlir::AffineExpr> resultIndex);
+
+/// The operand index of a reshape from `operandShape` to `resultShape` at `resultIndex`.
+Index reshapeIndex(llvm::ArrayRef<int64_t> resultShape, llvm::ArrayRef<mlir::AffineExpr> resultIndex,
+                   llvm::ArrayRef<int64_t> operandShape, mlir::MLIRContext *ctx);
+
+/// Simplifies every expression (dims only).
+Index simplify(llvm::ArrayRef<mlir::AffineExpr> index, unsigned numDims);
+
+/// If `index` (over dims of a space of shape `space`) is a projection onto an increasing subset
+/// of those dims whose sizes are `target`, returns those dims (-1 for a target dim of size 1
+/// indexed by the constant 0).
+std::optional<llvm::SmallVector<int64_t>> asProjection(llvm::ArrayRef<mlir::AffineExpr> index,
+                                                       llvm::ArrayRef<int64_t> space,
+                                                       llvm::ArrayRef<int64_t> target);
+
+mlir::RankedTensorType tensorType(mlir::Value v);
+llvm::ArrayRef<int64_t> shapeOf(mlir::Value v);
+
+} // namespace tcc::fusion

@@ -1,0 +1,783 @@
+//===- KernelEmitter.cpp - Builds tk kernel bodies from fused tcc ops ---------===//
+//
+// See KernelEmitter.h. Assumes the fusion groups made by -tcc-fuse: a loop group is either
+// pointwise (all yields of one shape), or has reductions whose results share one "row" shape R
+// (yields are of shape R or are full-shape values containing R's dims), or holds one sequential
+// op (cumsum, scatter, dynamic_update_slice) as its only yield. Any group is computed correctly;
+// the fusion decisions only affect how much is recomputed.
+//
+//===----------------------------------------------------------------------===//
+#include "KernelEmitter.h"
+
+#include "mlir/IR/AffineMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace tcc::fusion;
+
+namespace tcc::kernel {
+
+namespace {
+
+[[noreturn]] void fail(Operation *op, const std::string &message) {
+  throw LoweringError{op, message};
+}
+
+bool is16BitFloat(Type t) { return t.isF16() || t.isBF16(); }
+
+Type elementTypeOf(Value v) { return tensorType(v).getElementType(); }
+
+/// Makes a scalar attribute of `type` holding `value` (integers: truncated toward zero).
+TypedAttr scalarAttr(Type type, double value) {
+  if (auto f = dyn_cast<FloatType>(type))
+    return FloatAttr::get(f, value);
+  if (type.isIndex())
+    return IntegerAttr::get(type, (int64_t)value);
+  auto it = llvm::cast<IntegerType>(type);
+  if (it.getWidth() == 1)
+    return IntegerAttr::get(type, APInt(1, value != 0));
+  return IntegerAttr::get(type, APInt(it.getWidth(), (int64_t)value, /*isSigned=*/true));
+}
+
+} // namespace
+
+KernelEmitter::KernelEmitter(OpBuilder &b, Location loc) : b_(b), loc_(loc) {
+  scopes_.emplace_back();
+}
+
+void KernelEmitter::withScope(function_ref<void()> fn) {
+  scopes_.emplace_back();
+  fn();
+  scopes_.pop_back();
+}
+
+//===--- Scalars --------------------------------------------------------------===//
+
+Value KernelEmitter::constant(Type type, double value) {
+  return b_.create<tk::ConstantOp>(loc_, scalarAttr(type, value));
+}
+
+Value KernelEmitter::constantIndex(int64_t value) {
+  return b_.create<tk::ConstantOp>(loc_, b_.getIndexAttr(value));
+}
+
+Value KernelEmitter::identity(ReduceKind kind, Type type) {
+  if (kind == ReduceKind::Sum)
+    return constant(type, 0);
+  if (kind == ReduceKind::Prod)
+    return constant(type, 1);
+  bool lowest = kind == ReduceKind::Max;
+  if (auto f = dyn_cast<FloatType>(type))
+    return b_.create<tk::ConstantOp>(
+        loc_, FloatAttr::get(f, APFloat::getInf(f.getFloatSemantics(), /*Negative=*/lowest)));
+  auto it = llvm::cast<IntegerType>(type);
+  unsigned w = it.getWidth();
+  APInt v;
+  if (w == 1)
+    v = APInt(1, lowest ? 0 : 1);
+  else if (it.isUnsigned())
+    v = lowest ? APInt::getMinValue(w) : APInt::getMaxValue(w);
+  else
+    v = lowest ? APInt::getSignedMinValue(w) : APInt::getSignedMaxValue(w);
+  return b_.create<tk::ConstantOp>(loc_, IntegerAttr::get(type, v));
+}
+
+Value KernelEmitter::binary(BinaryKind kind, Value a, Value b) {
+  return b_.create<tk::BinaryOp>(loc_, a.getType(), kind, a, b);
+}
+
+Value KernelEmitter::compare(CompareKind kind, Value a, Value b) {
+  return b_.create<tk::CompareOp>(loc_, b_.getI1Type(), kind, a, b);
+}
+
+Value KernelEmitter::select(Value c, Value a, Value b) {
+  return b_.create<tk::SelectOp>(loc_, a.getType(), c, a, b);
+}
+
+Value KernelEmitter::cast(Value v, Type to) {
+  if (v.getType() == to)
+    return v;
+  // index <-> non-integer goes through i64.
+  if (v.getType().isIndex() && !to.isSignlessInteger() && !to.isUnsignedInteger())
+    v = b_.create<tk::CastOp>(loc_, b_.getI64Type(), v);
+  else if (to.isIndex() && !isa<IntegerType>(v.getType()))
+    v = b_.create<tk::CastOp>(loc_, b_.getI64Type(), v);
+  else if (v.getType().isIndex() && to.isInteger(1))
+    v = b_.create<tk::CastOp>(loc_, b_.getI64Type(), v);
+  if (v.getType() == to)
+    return v;
+  return b_.create<tk::CastOp>(loc_, to, v);
+}
+
+//===--- Indices ----------------------------------------------------------------===//
+
+AffineExpr KernelEmitter::newDim(Value indexValue) {
+  dims_.push_back(indexValue);
+  return getAffineDimExpr(dims_.size() - 1, context());
+}
+
+Index KernelEmitter::simplifyIndex(ArrayRef<AffineExpr> idx) {
+  return fusion::simplify(idx, dims_.size());
+}
+
+Value KernelEmitter::index(AffineExpr e) {
+  e = simplifyAffineExpr(e, dims_.size(), 0);
+  if (auto d = dyn_cast<AffineDimExpr>(e))
+    return dims_[d.getPosition()];
+  for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it)
+    if (Value v = it->indices.lookup(e))
+      return v;
+  Value result;
+  if (auto c = dyn_cast<AffineConstantExpr>(e)) {
+    result = constantIndex(c.getValue());
+  } else {
+    // Compact the dims the expression uses into the map's inputs.
+    llvm::SmallVector<unsigned> used;
+    e.walk([&](AffineExpr s) {
+      if (auto d = dyn_cast<AffineDimExpr>(s))
+        if (!llvm::is_contained(used, d.getPosition()))
+          used.push_back(d.getPosition());
+    });
+    llvm::sort(used);
+    SmallVector<AffineExpr> replacements(dims_.size(), getAffineConstantExpr(0, context()));
+    SmallVector<Value> operands;
+    for (unsigned i = 0; i < used.size(); ++i) {
+      replacements[used[i]] = getAffineDimExpr(i, context());
+      operands.push_back(dims_[used[i]]);
+    }
+    AffineExpr compact = e.replaceDimsAndSymbols(replacements, {});
+    AffineMap map = AffineMap::get(used.size(), 0, compact);
+    result = b_.create<tk::ApplyOp>(loc_, map, operands);
+  }
+  scopes_.back().indices[e] = result;
+  return result;
+}
+
+AffineExpr KernelEmitter::clamp(Value v, int64_t lo, int64_t hi) {
+  v = binary(BinaryKind::Max, v, constantIndex(lo));
+  v = binary(BinaryKind::Min, v, constantIndex(hi));
+  return newDim(v);
+}
+
+AffineExpr KernelEmitter::normalizedIndex(Value scalar, int64_t dimSize) {
+  Value i = cast(scalar, b_.getIndexType());
+  Value negative = compare(CompareKind::Lt, i, constantIndex(0));
+  i = select(negative, binary(BinaryKind::Add, i, constantIndex(dimSize)), i);
+  return clamp(i, 0, std::max<int64_t>(dimSize - 1, 0));
+}
+
+Value KernelEmitter::load(Value memref, ArrayRef<AffineExpr> idx) {
+  SmallVector<Value> indices;
+  for (AffineExpr e : idx)
+    indices.push_back(index(e));
+  return b_.create<tk::LoadOp>(loc_, memref, indices);
+}
+
+void KernelEmitter::store(Value value, Value memref, ArrayRef<AffineExpr> idx) {
+  SmallVector<Value> indices;
+  for (AffineExpr e : idx)
+    indices.push_back(index(e));
+  b_.create<tk::StoreOp>(loc_, value, memref, indices);
+}
+
+//===--- Loops ----------------------------------------------------------------===//
+
+void KernelEmitter::parallel(ArrayRef<int64_t> shape, function_ref<void(const Index &)> body) {
+  SmallVector<int64_t> bounds(shape.begin(), shape.end());
+  if (bounds.empty())
+    bounds.push_back(1);
+  auto par = b_.create<tk::ParallelOp>(loc_, ArrayRef<int64_t>(bounds));
+  Block *block = new Block;
+  par.getBody().push_back(block);
+  for (size_t i = 0; i < bounds.size(); ++i)
+    block->addArgument(b_.getIndexType(), loc_);
+  OpBuilder::InsertionGuard guard(b_);
+  b_.setInsertionPointToStart(block);
+  withScope([&] {
+    Index idx;
+    for (size_t i = 0; i < shape.size(); ++i)
+      idx.push_back(shape[i] == 1 ? getAffineConstantExpr(0, context())
+                                  : newDim(block->getArgument(i)));
+    body(idx);
+  });
+  b_.create<tk::YieldOp>(loc_);
+}
+
+Value KernelEmitter::reduce(ReduceKind kind, Type type, ArrayRef<int64_t> bounds,
+                            function_ref<Value(const Index &)> body) {
+  Type acc = is16BitFloat(type) ? b_.getF32Type() : type;
+  auto red = b_.create<tk::ReduceOp>(loc_, acc, kind, bounds);
+  Block *block = new Block;
+  red.getBody().push_back(block);
+  for (size_t i = 0; i < bounds.size(); ++i)
+    block->addArgument(b_.getIndexType(), loc_);
+  {
+    OpBuilder::InsertionGuard guard(b_);
+    b_.setInsertionPointToStart(block);
+    withScope([&] {
+      Index idx;
+      for (size_t i = 0; i < bounds.size(); ++i)
+        idx.push_back(bounds[i] == 1 ? getAffineConstantExpr(0, context())
+                                     : newDim(block->getArgument(i)));
+      Value v = cast(body(idx), acc);
+      b_.create<tk::YieldOp>(loc_, ValueRange{v});
+    });
+  }
+  return cast(red.getResult(), type);
+}
+
+ValueRange KernelEmitter::forLoop(
+    int64_t count, ValueRange inits,
+    function_ref<SmallVector<Value>(AffineExpr, ValueRange)> body) {
+  auto loop = b_.create<tk::ForOp>(loc_, inits.getTypes(), (uint64_t)count, inits);
+  Block *block = new Block;
+  loop.getBody().push_back(block);
+  block->addArgument(b_.getIndexType(), loc_);
+  for (Value v : inits)
+    block->addArgument(v.getType(), loc_);
+  {
+    OpBuilder::InsertionGuard guard(b_);
+    b_.setInsertionPointToStart(block);
+    withScope([&] {
+      AffineExpr i = newDim(block->getArgument(0));
+      SmallVector<Value> next = body(i, block->getArguments().drop_front());
+      b_.create<tk::YieldOp>(loc_, next);
+    });
+  }
+  return loop.getResults();
+}
+
+//===--- Elements ---------------------------------------------------------------===//
+
+Value KernelEmitter::element(Value v, ArrayRef<AffineExpr> rawIdx) {
+  Index idx = simplifyIndex(rawIdx);
+  for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
+    auto found = it->elements.find(v);
+    if (found == it->elements.end())
+      continue;
+    for (auto &[key, value] : found->second)
+      if (key == idx)
+        return value;
+  }
+  Value result;
+  if (Value buffer = buffers_.lookup(v))
+    result = load(buffer, idx);
+  else
+    result = compute(v, idx);
+  scopes_.back().elements[v].push_back({idx, result});
+  return result;
+}
+
+Value KernelEmitter::compute(Value v, ArrayRef<AffineExpr> idx) {
+  Operation *op = v.getDefiningOp();
+  if (!op)
+    throw LoweringError{v.getParentBlock()->getParentOp(),
+                        "a fusion input has no buffer (internal error)"};
+  MLIRContext *ctx = context();
+  auto cst = [&](int64_t c) { return getAffineConstantExpr(c, ctx); };
+  Type type = elementTypeOf(v);
+  auto remap = [&](unsigned operandNo) {
+    return element(op->getOperand(operandNo), *affineOperandIndex(op, operandNo, idx));
+  };
+
+  return llvm::TypeSwitch<Operation *, Value>(op)
+      .Case<ConstantOp>([&](ConstantOp c) -> Value {
+        auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+        if (!dense || !dense.isSplat())
+          fail(op, "only splat constants can be computed inside a kernel; others must be fusion "
+                   "inputs");
+        Attribute a = dense.getSplatValue<Attribute>();
+        if (auto b = dyn_cast<BoolAttr>(a))
+          a = IntegerAttr::get(type, APInt(1, b.getValue()));
+        return b_.create<tk::ConstantOp>(loc_, llvm::cast<TypedAttr>(a));
+      })
+      .Case<UnaryOp>([&](UnaryOp u) -> Value {
+        return b_.create<tk::UnaryOp>(loc_, type, u.getKind(), remap(0));
+      })
+      .Case<BinaryOp>([&](BinaryOp bin) { return binary(bin.getKind(), remap(0), remap(1)); })
+      .Case<CompareOp>([&](CompareOp c) { return compare(c.getKind(), remap(0), remap(1)); })
+      .Case<SelectOp>([&](SelectOp) { return select(remap(0), remap(1), remap(2)); })
+      .Case<CastOp>([&](CastOp) -> Value {
+        return b_.create<tk::CastOp>(loc_, type, remap(0));
+      })
+      .Case<BroadcastInDimOp, TransposeOp, SliceOp, ReverseOp, ReshapeOp>(
+          [&](Operation *) { return remap(0); })
+      .Case<IotaOp>([&](IotaOp i) { return cast(index(idx[i.getDim()]), type); })
+      .Case<PadOp>([&](PadOp p) { return computePad(p, idx); })
+      .Case<ConcatOp>([&](ConcatOp c) { return computeConcat(c, idx); })
+      .Case<GatherOp>([&](GatherOp g) -> Value {
+        int64_t axis = g.getAxis(), q = tensorType(g.getIndices()).getRank();
+        Value i = element(g.getIndices(), Index(idx.begin() + axis, idx.begin() + axis + q));
+        Index xi(idx.begin(), idx.begin() + axis);
+        xi.push_back(normalizedIndex(i, shapeOf(g.getX())[axis]));
+        xi.append(idx.begin() + axis + q, idx.end());
+        return element(g.getX(), xi);
+      })
+      .Case<GatherElementsOp>([&](GatherElementsOp g) -> Value {
+        Value i = element(g.getIndices(), idx);
+        Index xi(idx.begin(), idx.end());
+        xi[g.getAxis()] = normalizedIndex(i, shapeOf(g.getX())[g.getAxis()]);
+        return element(g.getX(), xi);
+      })
+      .Case<GatherNDOp>([&](GatherNDOp g) -> Value {
+        ArrayRef<int64_t> xs = shapeOf(g.getX()), is = shapeOf(g.getIndices());
+        int64_t q = is.size(), bd = g.getBatchDims(), k = is.back();
+        Index xi(idx.begin(), idx.begin() + bd);
+        for (int64_t j = 0; j < k; ++j) {
+          Index ii(idx.begin(), idx.begin() + (q - 1));
+          ii.push_back(cst(j));
+          xi.push_back(normalizedIndex(element(g.getIndices(), ii), xs[bd + j]));
+        }
+        xi.append(idx.begin() + (q - 1), idx.end());
+        return element(g.getX(), xi);
+      })
+      .Case<DynamicSliceOp>([&](DynamicSliceOp d) -> Value {
+        ArrayRef<int64_t> xs = shapeOf(d.getX()), sizes = d.getSizes();
+        Index xi;
+        for (size_t i = 0; i < xs.size(); ++i) {
+          Value s = cast(element(d.getStarts()[i], {}), b_.getIndexType());
+          xi.push_back(clamp(s, 0, xs[i] - sizes[i]) + idx[i]);
+        }
+        return element(d.getX(), xi);
+      })
+      .Case<ReduceOp>([&](ReduceOp r) -> Value {
+        ArrayRef<int64_t> xs = shapeOf(r.getX()), dims = r.getDims();
+        if (dims.empty())
+          return element(r.getX(), idx);
+        SmallVector<int64_t> bounds;
+        for (int64_t d : dims)
+          bounds.push_back(xs[d]);
+        return reduce(r.getKind(), type, bounds, [&](const Index &inner) {
+          Index xi;
+          for (size_t d = 0, o = 0, n = 0; d < xs.size(); ++d)
+            xi.push_back(llvm::is_contained(dims, (int64_t)d) ? inner[n++] : idx[o++]);
+          return element(r.getX(), xi);
+        });
+      })
+      .Case<ArgReduceOp>([&](ArgReduceOp r) -> Value {
+        int64_t dim = r.getDim(), n = shapeOf(r.getX())[dim];
+        if (n < 1)
+          fail(op, "arg_reduce over an empty dim");
+        auto ar = b_.create<tk::ArgReduceOp>(loc_, b_.getI64Type(),
+                                             r.getIsMax() ? ReduceKind::Max : ReduceKind::Min,
+                                             (uint64_t)n, r.getSelectLastIndex());
+        Block *block = new Block;
+        ar.getBody().push_back(block);
+        block->addArgument(b_.getIndexType(), loc_);
+        OpBuilder::InsertionGuard guard(b_);
+        b_.setInsertionPointToStart(block);
+        withScope([&] {
+          Index xi(idx.begin(), idx.end());
+          xi.insert(xi.begin() + dim, n == 1 ? cst(0) : newDim(block->getArgument(0)));
+          Value x = element(r.getX(), xi);
+          b_.create<tk::YieldOp>(loc_, ValueRange{x});
+        });
+        return ar.getResult();
+      })
+      .Case<MatmulOp>([&](MatmulOp m) -> Value {
+        ArrayRef<int64_t> ls = shapeOf(m.getLhs());
+        size_t r = ls.size();
+        Type acc = is16BitFloat(type) ? b_.getF32Type() : type;
+        return reduce(ReduceKind::Sum, type, {ls[r - 1]}, [&](const Index &k) {
+          Index li(idx.begin(), idx.end()), ri(idx.begin(), idx.end());
+          li[r - 1] = k[0];
+          ri[r - 2] = k[0];
+          Value a = cast(element(m.getLhs(), li), acc), c = cast(element(m.getRhs(), ri), acc);
+          return binary(BinaryKind::Mul, a, c);
+        });
+      })
+      .Case<ConvOp>([&](ConvOp c) { return computeConv(c, idx); })
+      .Case<ReduceWindowOp>([&](ReduceWindowOp r) { return computeReduceWindow(r, idx); })
+      .Default([&](Operation *) -> Value {
+        fail(op, "is not computed element by element; it must be the root of its own fusion");
+      });
+}
+
+Value KernelEmitter::computePad(PadOp p, ArrayRef<AffineExpr> idx) {
+  ArrayRef<int64_t> xs = shapeOf(p.getX()), low = p.getLow();
+  Index xi;
+  Value inside;
+  for (size_t d = 0; d < xs.size(); ++d) {
+    int64_t n = xs[d];
+    AffineExpr j = idx[d] - low[d];
+    bool padded = low[d] != 0 || p.getHigh()[d] != 0;
+    if (!padded || n == 0) {
+      xi.push_back(j);
+      continue;
+    }
+    switch (p.getMode()) {
+    case PadMode::Constant: {
+      Value jv = index(j);
+      Value ok = b_.create<tk::BinaryOp>(
+          loc_, b_.getI1Type(), BinaryKind::And, compare(CompareKind::Ge, jv, constantIndex(0)),
+          compare(CompareKind::Lt, jv, constantIndex(n)));
+      inside = inside ? binary(BinaryKind::And, inside, ok) : ok;
+      xi.push_back(clamp(jv, 0, n - 1));
+      break;
+    }
+    case PadMode::Edge:
+      xi.push_back(clamp(index(j), 0, n - 1));
+      break;
+    case PadMode::Wrap:
+      xi.push_back(j % n);
+      break;
+    case PadMode::Reflect: {
+      // |j|, then mirrored at n - 1: min(|j|, 2(n-1) - |j|), clamped for safety.
+      Value a = binary(BinaryKind::Max, index(j), index(-j));
+      AffineExpr ad = newDim(a);
+      Value m = binary(BinaryKind::Min, a, index(2 * (n - 1) - ad));
+      xi.push_back(clamp(m, 0, n - 1));
+      break;
+    }
+    }
+  }
+  Value x = element(p.getX(), xi);
+  if (!inside)
+    return x;
+  return select(inside, x, element(p.getValue(), {}));
+}
+
+Value KernelEmitter::computeConcat(ConcatOp c, ArrayRef<AffineExpr> idx) {
+  int64_t axis = c.getAxis();
+  SmallVector<int64_t> offsets;
+  SmallVector<Value> inputs;
+  int64_t offset = 0;
+  for (Value in : c.getInputs()) {
+    int64_t n = shapeOf(in)[axis];
+    if (n > 0) {
+      offsets.push_back(offset);
+      inputs.push_back(in);
+    }
+    offset += n;
+  }
+  Value result;
+  for (size_t k = inputs.size(); k-- > 0;) {
+    int64_t n = shapeOf(inputs[k])[axis];
+    Index xi(idx.begin(), idx.end());
+    AffineExpr j = idx[axis] - offsets[k];
+    if (inputs.size() > 1)
+      j = clamp(index(j), 0, n - 1);
+    xi[axis] = j;
+    Value x = element(inputs[k], xi);
+    if (!result) {
+      result = x;
+      continue;
+    }
+    Value before = compare(CompareKind::Lt, index(idx[axis]), constantIndex(offsets[k + 1]));
+    result = select(before, x, result);
+  }
+  return result;
+}
+
+Value KernelEmitter::computeConv(ConvOp c, ArrayRef<AffineExpr> idx) {
+  ArrayRef<int64_t> xs = shapeOf(c.getInput()), ws = shapeOf(c.getWeight());
+  size_t spatial = xs.size() - 2;
+  int64_t groups = c.getGroups(), cPerGroup = ws[1], oPerGroup = ws[0] / groups;
+  Type type = elementTypeOf(c.getResult());
+  Type acc = is16BitFloat(type) ? b_.getF32Type() : type;
+  SmallVector<int64_t> bounds{cPerGroup};
+  for (size_t d = 0; d < spatial; ++d)
+    bounds.push_back(ws[2 + d]);
+  return reduce(ReduceKind::Sum, type, bounds, [&](const Index &r) {
+    Index xi{idx[0], idx[1].floorDiv(oPerGroup) * cPerGroup + r[0]};
+    Index wi{idx[1], r[0]};
+    Value valid;
+    for (size_t d = 0; d < spatial; ++d) {
+      int64_t L = c.getLhsDilation()[d], n = xs[2 + d];
+      // Position in the dilated, padded input.
+      AffineExpr p = idx[2 + d] * c.getStrides()[d] + r[1 + d] * c.getRhsDilation()[d] -
+                     c.getPadLow()[d];
+      Value pv = index(p);
+      Value ok = binary(BinaryKind::And, compare(CompareKind::Ge, pv, constantIndex(0)),
+                        compare(CompareKind::Lt, pv, constantIndex((n - 1) * L + 1)));
+      if (L != 1)
+        ok = binary(BinaryKind::And, ok,
+                    compare(CompareKind::Eq, index(p % L), constantIndex(0)));
+      valid = valid ? binary(BinaryKind::And, valid, ok) : ok;
+      xi.push_back(clamp(index(L == 1 ? p : p.floorDiv(L)), 0, n - 1));
+      wi.push_back(r[1 + d]);
+    }
+    Value x = cast(element(c.getInput(), xi), acc), w = cast(element(c.getWeight(), wi), acc);
+    Value prod = binary(BinaryKind::Mul, x, w);
+    return valid ? select(valid, prod, constant(acc, 0)) : prod;
+  });
+}
+
+Value KernelEmitter::computeReduceWindow(ReduceWindowOp r, ArrayRef<AffineExpr> idx) {
+  ArrayRef<int64_t> xs = shapeOf(r.getX()), window = r.getWindow();
+  Type type = elementTypeOf(r.getResult());
+  Type acc = is16BitFloat(type) ? b_.getF32Type() : type;
+  return reduce(r.getKind(), type, window, [&](const Index &w) {
+    Index xi;
+    Value valid;
+    for (size_t d = 0; d < xs.size(); ++d) {
+      AffineExpr p = idx[d] * r.getStrides()[d] + w[d] * r.getDilations()[d] - r.getPadLow()[d];
+      bool mayLeave = r.getPadLow()[d] != 0 || r.getPadHigh()[d] != 0;
+      if (!mayLeave) {
+        xi.push_back(p);
+        continue;
+      }
+      Value pv = index(p);
+      Value ok = binary(BinaryKind::And, compare(CompareKind::Ge, pv, constantIndex(0)),
+                        compare(CompareKind::Lt, pv, constantIndex(xs[d])));
+      valid = valid ? binary(BinaryKind::And, valid, ok) : ok;
+      xi.push_back(clamp(pv, 0, std::max<int64_t>(xs[d] - 1, 0)));
+    }
+    Value x = cast(element(r.getX(), xi), acc);
+    return valid ? select(valid, x, identity(r.getKind(), acc)) : x;
+  });
+}
+
+//===--- Kernel skeletons -------------------------------------------------------===//
+
+namespace {
+
+/// Finds, for a full-shape value `y` of a row group with row shape `rows`, which of its dims
+/// are the row dims: the index at which it reads a reduction result of the group, when that is
+/// a projection; else the first dims whose sizes match.
+std::optional<SmallVector<int64_t>> rowDimsOf(Value y, ArrayRef<int64_t> rows, Block &body) {
+  ArrayRef<int64_t> space = shapeOf(y);
+  MLIRContext *ctx = y.getContext();
+  llvm::DenseSet<Value> visited;
+  std::optional<SmallVector<int64_t>> found;
+  std::function<void(Value, Index)> walk = [&](Value v, Index idx) {
+    if (found || !visited.insert(v).second)
+      return;
+    Operation *op = v.getDefiningOp();
+    if (!op || op->getBlock() != &body)
+      return;
+    if (isa<ReduceOp, ArgReduceOp>(op)) {
+      if (shapeOf(v) == rows)
+        found = asProjection(idx, space, rows);
+      return;
+    }
+    for (unsigned i = 0; i < op->getNumOperands(); ++i)
+      if (auto sub = affineOperandIndex(op, i, idx))
+        walk(op->getOperand(i), *sub);
+  };
+  walk(y, spaceIndex(ctx, space));
+  if (found)
+    return found;
+  // Greedy: the first dims matching the row sizes, in order.
+  SmallVector<int64_t> dims;
+  size_t s = 0;
+  for (int64_t r : rows) {
+    if (r == 1) {
+      dims.push_back(-1);
+      continue;
+    }
+    while (s < space.size() && space[s] != r)
+      ++s;
+    if (s == space.size())
+      return std::nullopt;
+    dims.push_back(s++);
+  }
+  return dims;
+}
+
+void buildCumsum(KernelEmitter &e, CumsumOp c, Value out) {
+  ArrayRef<int64_t> xs = shapeOf(c.getX());
+  int64_t dim = c.getDim(), n = xs[dim];
+  SmallVector<int64_t> outer(xs.begin(), xs.end());
+  outer.erase(outer.begin() + dim);
+  Type type = elementTypeOf(c.getResult());
+  Type acc = is16BitFloat(type) ? e.builder().getF32Type() : type;
+  e.parallel(outer, [&](const Index &o) {
+    e.forLoop(n, {e.constant(acc, 0)}, [&](AffineExpr k, ValueRange carried) {
+      Index xi(o.begin(), o.end());
+      xi.insert(xi.begin() + dim, c.getReverse() ? (n - 1) - k : k);
+      Value x = e.cast(e.element(c.getX(), xi), acc);
+      Value next = e.binary(BinaryKind::Add, carried[0], x);
+      e.store(e.cast(c.getExclusive() ? carried[0] : next, type), out, xi);
+      return SmallVector<Value>{next};
+    });
+  });
+}
+
+/// Combines an existing element with an update per the scatter reduction.
+Value combine(KernelEmitter &e, ScatterReduction r, Value old, Value update) {
+  switch (r) {
+  case ScatterReduction::None: return update;
+  case ScatterReduction::Add: return e.binary(BinaryKind::Add, old, update);
+  case ScatterReduction::Mul: return e.binary(BinaryKind::Mul, old, update);
+  case ScatterReduction::Max: return e.binary(BinaryKind::Max, old, update);
+  case ScatterReduction::Min: return e.binary(BinaryKind::Min, old, update);
+  }
+  return update;
+}
+
+/// `out` already holds x (copied by the program): updates are applied in order.
+void buildScatterElements(KernelEmitter &e, ScatterElementsOp s, Value out) {
+  ArrayRef<int64_t> is = shapeOf(s.getIndices()), xs = shapeOf(s.getX());
+  int64_t axis = s.getAxis();
+  SmallVector<int64_t> outer(is.begin(), is.end());
+  outer.erase(outer.begin() + axis);
+  // Updates to one line along `axis` may collide: that line is walked sequentially.
+  e.parallel(outer, [&](const Index &o) {
+    e.forLoop(is[axis], {}, [&](AffineExpr k, ValueRange) {
+      Index ui(o.begin(), o.end());
+      ui.insert(ui.begin() + axis, k);
+      Index xi(ui);
+      xi[axis] = e.normalizedIndex(e.element(s.getIndices(), ui), xs[axis]);
+      Value update = e.element(s.getUpdates(), ui);
+      Value old = s.getReduction() == ScatterReduction::None ? Value() : e.load(out, xi);
+      e.store(combine(e, s.getReduction(), old, update), out, xi);
+      return SmallVector<Value>{};
+    });
+  });
+}
+
+void buildScatterND(KernelEmitter &e, ScatterNDOp s, Value out) {
+  ArrayRef<int64_t> is = shapeOf(s.getIndices()), xs = shapeOf(s.getX());
+  int64_t q = is.size(), k = is.back();
+  SmallVector<int64_t> tupleShape(is.begin(), is.end() - 1);
+  int64_t tuples = 1;
+  for (int64_t d : tupleShape)
+    tuples *= d;
+  SmallVector<int64_t> chunk(xs.begin() + k, xs.end());
+  MLIRContext *ctx = e.context();
+  e.parallel(chunk, [&](const Index &c) {
+    e.forLoop(tuples, {}, [&](AffineExpr t, ValueRange) {
+      // The tuple's position in the indices' leading dims.
+      Index ti = reshapeIndex({tuples}, {t}, tupleShape, ctx);
+      Index xi;
+      for (int64_t j = 0; j < k; ++j) {
+        Index ii(ti);
+        ii.push_back(getAffineConstantExpr(j, ctx));
+        xi.push_back(e.normalizedIndex(e.element(s.getIndices(), ii), xs[j]));
+      }
+      xi.append(c.begin(), c.end());
+      Index ui(ti);
+      ui.append(c.begin(), c.end());
+      Value update = e.element(s.getUpdates(), ui);
+      Value old = s.getReduction() == ScatterReduction::None ? Value() : e.load(out, xi);
+      e.store(combine(e, s.getReduction(), old, update), out, xi);
+      return SmallVector<Value>{};
+    });
+  });
+  (void)q;
+}
+
+void buildDynamicUpdateSlice(KernelEmitter &e, DynamicUpdateSliceOp d, Value out) {
+  ArrayRef<int64_t> xs = shapeOf(d.getX()), us = shapeOf(d.getUpdate());
+  e.parallel(us, [&](const Index &u) {
+    Index xi;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      Value s = e.cast(e.element(d.getStarts()[i], {}), e.builder().getIndexType());
+      xi.push_back(e.clamp(s, 0, xs[i] - us[i]) + u[i]);
+    }
+    e.store(e.element(d.getUpdate(), u), out, xi);
+  });
+}
+
+} // namespace
+
+void buildKernelBody(OpBuilder &b, Location loc, Block &body,
+                     const llvm::DenseMap<Value, Value> &buffers, ArrayRef<Value> outputs) {
+  KernelEmitter e(b, loc);
+  for (auto &[tensor, memref] : buffers)
+    e.bindBuffer(tensor, memref);
+  auto yields = body.getTerminator()->getOperands();
+
+  // A sequential op is the only yield of its group.
+  for (Operation &op : body) {
+    if (!isa<CumsumOp, ScatterElementsOp, ScatterNDOp, DynamicUpdateSliceOp>(op))
+      continue;
+    if (yields.size() != 1 || yields[0] != op.getResult(0))
+      fail(&op, "must be the only result of its fusion");
+    llvm::TypeSwitch<Operation *>(&op)
+        .Case<CumsumOp>([&](CumsumOp c) { buildCumsum(e, c, outputs[0]); })
+        .Case<ScatterElementsOp>([&](ScatterElementsOp s) { buildScatterElements(e, s, outputs[0]); })
+        .Case<ScatterNDOp>([&](ScatterNDOp s) { buildScatterND(e, s, outputs[0]); })
+        .Case<DynamicUpdateSliceOp>(
+            [&](DynamicUpdateSliceOp d) { buildDynamicUpdateSlice(e, d, outputs[0]); });
+    return;
+  }
+
+  // Row reductions of the group: the last one's result shape is the row space.
+  SmallVector<Operation *> reductions;
+  for (Operation &op : body)
+    if (isa<ReduceOp, ArgReduceOp>(op) && !buffers.count(op.getResult(0)))
+      reductions.push_back(&op);
+
+  SmallVector<size_t> stored;
+  for (size_t i = 0; i < yields.size(); ++i)
+    if (outputs[i])
+      stored.push_back(i);
+  if (stored.empty())
+    return;
+
+  if (reductions.empty()) {
+    ArrayRef<int64_t> shape = shapeOf(yields[stored[0]]);
+    for (size_t i : stored)
+      if (shapeOf(yields[i]) != shape)
+        fail(body.getParentOp(), "pointwise fusion results must all have one shape");
+    e.parallel(shape, [&](const Index &idx) {
+      for (size_t i : stored)
+        e.store(e.element(yields[i], idx), outputs[i], idx);
+    });
+    return;
+  }
+
+  ArrayRef<int64_t> rows = shapeOf(reductions.back()->getResult(0));
+  // Full-shape yields, grouped by (shape, row dims) to share an inner loop.
+  struct Inner {
+    SmallVector<int64_t> shape, rowDims;
+    SmallVector<size_t> yields;
+  };
+  SmallVector<Inner> inners;
+  SmallVector<size_t> rowYields;
+  for (size_t i : stored) {
+    if (shapeOf(yields[i]) == rows) {
+      rowYields.push_back(i);
+      continue;
+    }
+    auto dims = rowDimsOf(yields[i], rows, body);
+    if (!dims)
+      fail(yields[i].getDefiningOp() ? yields[i].getDefiningOp() : body.getParentOp(),
+           "fusion result does not contain the row dims of the fusion's reductions");
+    SmallVector<int64_t> shape(shapeOf(yields[i]));
+    auto it = llvm::find_if(inners, [&](const Inner &in) {
+      return in.shape == shape && in.rowDims == *dims;
+    });
+    if (it == inners.end()) {
+      inners.push_back({shape, *dims, {}});
+      it = std::prev(inners.end());
+    }
+    it->yields.push_back(i);
+  }
+
+  e.parallel(rows, [&](const Index &row) {
+    // Each reduction at the current row, once; consumers then find it memoised.
+    for (Operation *r : reductions)
+      if (shapeOf(r->getResult(0)) == rows)
+        e.element(r->getResult(0), row);
+    for (const Inner &in : inners) {
+      SmallVector<int64_t> innerShape;
+      SmallVector<bool> isRow(in.shape.size(), false);
+      for (int64_t d : in.rowDims)
+        if (d >= 0)
+          isRow[d] = true;
+      for (size_t d = 0; d < in.shape.size(); ++d)
+        if (!isRow[d])
+          innerShape.push_back(in.shape[d]);
+      e.parallel(innerShape, [&](const Index &inner) {
+        Index full(in.shape.size(), getAffineConstantExpr(0, e.context()));
+        for (size_t k = 0; k < in.rowDims.size(); ++k)
+          if (in.rowDims[k] >= 0)
+            full[in.rowDims[k]] = row[k];
+        for (size_t d = 0, n = 0; d < in.shape.size(); ++d)
+          if (!isRow[d])
+            full[d] = inner[n++];
+        for (size_t i : in.yields)
+          e.store(e.element(yields[i], full), outputs[i], full);
+      });
+    }
+    for (size_t i : rowYields)
+      e.store(e.element(yields[i], row), outputs[i], row);
+  });
+}
+
+} // namespace tcc::kernel
