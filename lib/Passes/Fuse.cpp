@@ -115,7 +115,7 @@ bool readsRepeatedly(Operation *user) {
 }
 
 /// How many ops an inlined pointwise op costs to recompute at most, and still be "cheap".
-constexpr int kCheapOps = 6;
+constexpr int kCheapOps = 8;
 
 class FusionPolicy {
 public:
@@ -174,21 +174,25 @@ private:
 };
 
 int FusionPolicy::costOf(Operation *op) {
-  // Distinct inlinable pointwise ops in the operand cone of `op` (itself included), capped.
+  // Distinct computing pointwise ops in the operand cone of `op` (itself included), capped.
   if (auto it = cost_.find(op); it != cost_.end())
     return it->second;
   llvm::SmallPtrSet<Operation *, 16> seen;
   SmallVector<Operation *> work{op};
-  while (!work.empty() && (int)seen.size() <= kCheapOps) {
+  int cost = 0;
+  while (!work.empty() && cost <= kCheapOps) {
     Operation *o = work.pop_back_val();
     if (!seen.insert(o).second)
       continue;
+    // Index remaps (layout ops) cost nothing; gathers cost their index computation.
+    if (!isa<ReshapeOp, BroadcastInDimOp, TransposeOp, SliceOp, ReverseOp>(o))
+      ++cost;
     for (Value v : o->getOperands())
       if (Operation *d = v.getDefiningOp())
         if (classify(d) == OpClass::Pointwise && status_.lookup(d) != Status::View)
           work.push_back(d);
   }
-  return cost_[op] = seen.size();
+  return cost_[op] = cost;
 }
 
 bool FusionPolicy::needsBuffer(Operation *user, Value operand) {
@@ -448,10 +452,11 @@ std::string FusionPolicy::rowIllegality(Group &p, Group &c) {
   ArrayRef<int64_t> rows = p.rows;
   if (c.hasReduction && ArrayRef<int64_t>(c.rows) != rows)
     return "the consumer's reductions run over other rows";
-  DenseSet<Value> produced;
-  for (Operation *r : p.roots)
-    for (Value v : r->getResults())
-      produced.insert(v);
+  // The merged group is legal when every reduction in it is read at the current row: walk from
+  // every root through the members of both groups, composing index maps.
+  auto isMember = [&](Operation *op) {
+    return op && (p.members.contains(op) || c.members.contains(op));
+  };
   MLIRContext *ctx = func_.getContext();
 
   // Each space: a shape and its row dims once known (a projection onto them reads the row).
@@ -472,9 +477,9 @@ std::string FusionPolicy::rowIllegality(Group &p, Group &c) {
     if (!visited.insert({v.getAsOpaquePointer(), key, s}).second)
       return;
     Operation *op = v.getDefiningOp();
-    bool isProduced = produced.contains(v);
-    bool isOwnReduction = op && c.members.contains(op) && isa<ReduceOp, ArgReduceOp>(op);
-    if (isProduced || isOwnReduction) {
+    if (!isMember(op))
+      return;
+    if (isa<ReduceOp, ArgReduceOp>(op)) {
       auto dims = asProjection(idx, spaces[s].shape, shapeOf(v));
       if (!dims) {
         // A permuted projection is a transposed read; anything else another row.
@@ -493,17 +498,10 @@ std::string FusionPolicy::rowIllegality(Group &p, Group &c) {
         return;
       }
       spaces[s].rowDims = *dims;
-      if (isProduced)
-        return;
-    }
-    if (!op || !c.members.contains(op))
-      return;
-    if (isOwnReduction) {
       // Its operand is read over a space whose row dims are the kept dims.
       Value x = op->getOperand(0);
-      SmallVector<int64_t> kept;
       ArrayRef<int64_t> xs = shapeOf(x);
-      SmallVector<int64_t> reduced;
+      SmallVector<int64_t> reduced, kept;
       if (auto r = dyn_cast<ReduceOp>(op))
         reduced.assign(r.getDims().begin(), r.getDims().end());
       else
@@ -520,20 +518,23 @@ std::string FusionPolicy::rowIllegality(Group &p, Group &c) {
         walk(op->getOperand(i), *sub, s);
         continue;
       }
+      // A data-dependent or clamped read: fine unless a reduction of the group is behind it.
       SmallVector<Value> work{op->getOperand(i)};
       llvm::DenseSet<Value> seen;
       while (!work.empty() && why.empty()) {
         Value w = work.pop_back_val();
         if (!seen.insert(w).second)
           continue;
-        if (produced.contains(w))
+        Operation *d = w.getDefiningOp();
+        if (!isMember(d))
+          continue;
+        if (isa<ReduceOp, ArgReduceOp>(d))
           why = "would read the reduction at a data-dependent or clamped index";
-        if (Operation *d = w.getDefiningOp(); d && c.members.contains(d))
-          work.append(d->getOperands().begin(), d->getOperands().end());
+        work.append(d->getOperands().begin(), d->getOperands().end());
       }
     }
   };
-  for (Operation *r : c.roots) {
+  for (Operation *r : llvm::concat<Operation *const>(c.roots, p.roots)) {
     for (Value y : r->getResults()) {
       ArrayRef<int64_t> shape = shapeOf(y);
       Space space{SmallVector<int64_t>(shape), std::nullopt};
@@ -545,7 +546,7 @@ std::string FusionPolicy::rowIllegality(Group &p, Group &c) {
       if (!why.empty())
         return why;
       if (!spaces[s].rowDims)
-        return "the consumer's result " + std::string("does not iterate over the rows");
+        return "the consumer's result does not iterate over the rows";
     }
   }
   return why;
@@ -609,7 +610,7 @@ void FusionPolicy::fuseRows() {
           if (s == Status::Root)
             uroots.push_back(user);
           else if (s == Status::Inline)
-            uroots.append(consumerRoots_.lookup(user).begin(), consumerRoots_.lookup(user).end());
+            llvm::append_range(uroots, consumerRoots_[user]);
           for (Operation *u : uroots)
             if (rootGroup_.count(u) && !p.members.contains(u))
               consumers.insert({position_[u], find(rootGroup_[u])});
@@ -754,6 +755,22 @@ void FusionPolicy::materialize() {
     if (nodes[n].preds == 0)
       ready.push({nodes[n].position, n});
 
+  // Values read outside the group computing them: by other groups, views and the return.
+  DenseSet<Value> readOutside;
+  for (Value v : ret->getOperands())
+    readOutside.insert(v);
+  for (Node &node : nodes) {
+    if (node.view) {
+      readOutside.insert(node.view->getOperand(0));
+      continue;
+    }
+    Group &g = groups_[node.group];
+    for (Operation *m : g.members)
+      for (Value v : m->getOperands())
+        if (!(v.getDefiningOp() && g.members.contains(v.getDefiningOp())))
+          readOutside.insert(v);
+  }
+
   OpBuilder b(ret);
   DenseMap<Value, Value> mapped; // old value -> new value outside fusions
   auto lookup = [&](Value v) { return mapped.count(v) ? mapped[v] : v; };
@@ -804,7 +821,7 @@ void FusionPolicy::materialize() {
     SmallVector<Value> results;
     for (Operation *r : g.roots)
       for (Value v : r->getResults())
-        if (llvm::any_of(v.getUsers(), [&](Operation *u) { return !g.members.contains(u); }))
+        if (readOutside.contains(v))
           results.push_back(v);
     SmallVector<Value> newInputs;
     for (Value v : inputs)
