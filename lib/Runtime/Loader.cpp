@@ -73,8 +73,14 @@ tccrt_dtype checkDType(unsigned d, const std::string &what) {
   return (tccrt_dtype)d;
 }
 
+/// A [long] vector as a Shape. The FlatBuffers verifier checks a vector's length word, not the
+/// alignment of its 8-byte elements; a damaged offset can misalign them.
 Shape readShape(const flatbuffers::Vector<int64_t> *v) {
-  return v ? Shape(v->begin(), v->end()) : Shape();
+  if (!v)
+    return Shape();
+  if (reinterpret_cast<uintptr_t>(v->data()) % alignof(int64_t) != 0)
+    throw Error("damaged artifact: a vector of 64-bit integers is misaligned");
+  return Shape(v->begin(), v->end());
 }
 
 /// Bytes of a contiguous tensor; throws if a dim is negative or the size is absurd.
@@ -291,6 +297,8 @@ std::unique_ptr<Program> Program::load(const void *data, size_t size, int numThr
       std::string what = "launch " + std::to_string(i);
       if (!launch)
         throw Error(what + " is missing");
+      if (launch->step_type() != fb::Step_NONE && !launch->step())
+        throw Error(what + " has a step type but no step");
       switch (launch->step_type()) {
       case fb::Step_KernelLaunch: {
         const fb::KernelLaunch *s = launch->step_as_KernelLaunch();

@@ -2,6 +2,7 @@
 #include "TestUtil.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 #include <unistd.h>
 
@@ -347,23 +348,30 @@ TEST(RuntimeDamaged, TruncatedFilesAreRejected) {
        ++length) {
     std::vector<uint8_t> cut(bytes.begin(), bytes.begin() + length);
     bool loaded = loadAndRun(cut);
-    if (length + 8 <= bytes.size())
+    if (length + 8 <= bytes.size()) {
       EXPECT_FALSE(loaded) << "truncated to " << length << " of " << bytes.size();
+    }
   }
 }
 
 TEST(RuntimeDamaged, FlippedBytesFailCleanlyOrLoad) {
   auto bytes = fullProgram().finish();
-  std::mt19937 rng(1234);
+  // TCCRT_FUZZ_TRIALS / TCCRT_FUZZ_SEED run a longer or different campaign.
+  const char *trialsEnv = std::getenv("TCCRT_FUZZ_TRIALS"), *seedEnv = std::getenv("TCCRT_FUZZ_SEED");
+  int trials = trialsEnv ? std::atoi(trialsEnv) : 3000;
+  std::mt19937 rng(seedEnv ? (unsigned)std::atoi(seedEnv) : 1234u);
   int loaded = 0, rejected = 0;
-  for (int trial = 0; trial < 3000; ++trial) {
+  for (int trial = 0; trial < trials; ++trial) {
     std::vector<uint8_t> damaged = bytes;
-    int flips = trial < 2000 ? 1 : 1 + (int)(rng() % 4);
+    int flips = trial % 3 != 2 ? 1 : 1 + (int)(rng() % 4);
     for (int f = 0; f < flips; ++f) {
       size_t at = rng() % damaged.size();
       // Half the trials aim at the FlatBuffers tables rather than the shared object's bytes.
-      if (trial % 2 == 0 && damaged.size() > 4096)
-        at = rng() % 2048 < 1024 ? rng() % 2048 : damaged.size() - 1 - rng() % 2048;
+      if (trial % 2 == 0 && damaged.size() > 4096) {
+        at = rng() % 2048;
+        if (rng() % 2)
+          at = damaged.size() - 1 - at;
+      }
       damaged[at] ^= (uint8_t)(1 + rng() % 255);
     }
     (loadAndRun(damaged) ? loaded : rejected)++;
@@ -443,6 +451,23 @@ TEST(RuntimeCApi, ErrorsAreThreadLocal) {
   std::thread([&] { other = tccrt_last_error(); }).join();
   EXPECT_EQ(other, "");
   EXPECT_STRNE(tccrt_last_error(), "");
+}
+
+} // namespace
+
+namespace {
+
+/// Writes the full test program to $TCCRT_EXAMPLE_ARTIFACT for the tccrt-example-c CTest (a
+/// fixture); skipped when the variable is unset.
+TEST(RuntimeExample, WriteArtifact) {
+  const char *path = std::getenv("TCCRT_EXAMPLE_ARTIFACT");
+  if (!path)
+    GTEST_SKIP() << "TCCRT_EXAMPLE_ARTIFACT is not set";
+  auto bytes = fullProgram().finish();
+  FILE *f = std::fopen(path, "wb");
+  ASSERT_TRUE(f) << path;
+  ASSERT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
+  std::fclose(f);
 }
 
 } // namespace
