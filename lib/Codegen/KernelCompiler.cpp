@@ -34,7 +34,9 @@ namespace path = llvm::sys::path;
 
 namespace {
 
-constexpr const char *kLinkFlags = "-shared -fopenmp";
+/// -z nodelete: dlclose must not unload the module, or libgomp with it while its pooled worker
+/// threads still run (they crash in unmapped code).
+constexpr const char *kLinkFlags = "-shared -fopenmp -Wl,-z,nodelete";
 
 std::string sha256Hex(llvm::ArrayRef<llvm::StringRef> parts) {
   llvm::SHA256 hasher;
