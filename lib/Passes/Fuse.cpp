@@ -493,11 +493,6 @@ std::string FusionPolicy::rowIllegality(Group &p, Group &c) {
         why = "would read a reduction over other rows";
         return;
       }
-      if (spaces[s].rowDims && *spaces[s].rowDims != *dims) {
-        why = "would read the reduction at a transposed index";
-        return;
-      }
-      spaces[s].rowDims = *dims;
       // Its operand is read over a space whose row dims are the kept dims.
       Value x = op->getOperand(0);
       ArrayRef<int64_t> xs = shapeOf(x);
@@ -509,6 +504,14 @@ std::string FusionPolicy::rowIllegality(Group &p, Group &c) {
       for (int64_t d = 0; d < (int64_t)xs.size(); ++d)
         if (!llvm::is_contained(reduced, d))
           kept.push_back(xs[d] == 1 ? -1 : d);
+      // Over a space shaped like the reduced tensor, the rows must be the same dims (else the
+      // kernel would walk the reduction's rows across the consumer's).
+      if ((spaces[s].rowDims && *spaces[s].rowDims != *dims) ||
+          (ArrayRef<int64_t>(spaces[s].shape) == xs && *dims != kept)) {
+        why = "would read the reduction at a transposed index";
+        return;
+      }
+      spaces[s].rowDims = *dims;
       spaces.push_back({SmallVector<int64_t>(xs), kept});
       walk(x, spaceIndex(ctx, xs), spaces.size() - 1);
       return;

@@ -780,4 +780,46 @@ void buildKernelBody(OpBuilder &b, Location loc, Block &body,
   });
 }
 
+void hoistLoopInvariants(Operation *kernel) {
+  SmallVector<Operation *> loops;
+  kernel->walk<WalkOrder::PostOrder>([&](Operation *op) {
+    if (isa<tk::ParallelOp, tk::ReduceOp, tk::ArgReduceOp, tk::ForOp>(op))
+      loops.push_back(op);
+  });
+  for (Operation *loop : loops) {
+    // Kernel bodies stay one loop nest: nothing moves above the outermost loop.
+    if (!isa<tk::ParallelOp, tk::ReduceOp, tk::ArgReduceOp, tk::ForOp>(loop->getParentOp()))
+      continue;
+    bool runs = true;
+    if (auto p = dyn_cast<tk::ParallelOp>(loop))
+      runs = llvm::all_of(p.getBounds(), [](int64_t b) { return b > 0; });
+    else if (auto r = dyn_cast<tk::ReduceOp>(loop))
+      runs = llvm::all_of(r.getBounds(), [](int64_t b) { return b > 0; });
+    else if (auto f = dyn_cast<tk::ForOp>(loop))
+      runs = f.getCount() > 0;
+    llvm::DenseSet<Value> written;
+    loop->walk([&](tk::StoreOp s) { written.insert(s.getMemref()); });
+    Block &body = loop->getRegion(0).front();
+    for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
+      bool invariant = llvm::all_of(op.getOperands(), [&](Value v) {
+        return !loop->isAncestor(v.getParentBlock()->getParentOp());
+      });
+      if (!invariant || op.getNumRegions() != 0)
+        continue;
+      bool hoist = false;
+      if (auto b = dyn_cast<tk::BinaryOp>(op))
+        // Integer division may trap: only where it ran anyway.
+        hoist = runs || isa<FloatType>(b.getType()) ||
+                (b.getKind() != BinaryKind::Div && b.getKind() != BinaryKind::Rem);
+      else if (auto l = dyn_cast<tk::LoadOp>(op))
+        hoist = runs && !written.contains(l.getMemref());
+      else
+        hoist = isa<tk::ConstantOp, tk::UnaryOp, tk::CompareOp, tk::SelectOp, tk::CastOp,
+                    tk::ApplyOp>(op);
+      if (hoist)
+        op.moveBefore(loop);
+    }
+  }
+}
+
 } // namespace tcc::kernel

@@ -118,4 +118,8 @@ void buildKernelBody(mlir::OpBuilder &b, mlir::Location loc, mlir::Block &body,
                      const llvm::DenseMap<mlir::Value, mlir::Value> &buffers,
                      llvm::ArrayRef<mlir::Value> outputs);
 
+/// Moves loop-invariant scalar ops (and loads of buffers the loop does not write, when it runs
+/// at least once) out of the tk loops of `kernel`, innermost first.
+void hoistLoopInvariants(mlir::Operation *kernel);
+
 } // namespace tcc::kernel

@@ -141,6 +141,7 @@ void ProgramBuilder::launchKernel(StringRef name, Location loc, ArrayRef<Value> 
   SmallVector<Value> args(entry->getArguments().begin(), entry->getArguments().end());
   build(kb, args);
   kb.create<func::ReturnOp>(loc);
+  kernel::hoistLoopInvariants(fn);
   IRRewriter rewriter(module_.getContext());
   DominanceInfo dom(fn);
   eliminateCommonSubExpressions(rewriter, dom, fn);

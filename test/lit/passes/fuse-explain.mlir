@@ -1,0 +1,62 @@
+// RUN: tcc-opt %s -tcc-fuse=explain=true -split-input-file -verify-diagnostics | FileCheck %s
+
+// With explain, every fusion decision is a remark naming its reason.
+
+// The consumer reads the row sum of x at its column index: fusing would walk x's rows across
+// the consumer's, so the reduction stays a kernel of its own.
+// CHECK-LABEL: func.func @transposed_read
+// CHECK-COUNT-2: tcc.fusion "loop"
+func.func @transposed_read(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  // expected-remark @below {{not fused with its consumer 'tcc.binary add': would read the reduction at a transposed index}}
+  %s = tcc.reduce sum %x dims = [1] : tensor<4x4xf32> -> tensor<4xf32>
+  // expected-remark @below {{inlined into its consumer's kernel}}
+  %b = tcc.broadcast_in_dim %s dims = [1] : tensor<4xf32> -> tensor<4x4xf32>
+  // expected-remark @below {{materialised: its value is needed in memory}}
+  %y = tcc.binary add %x, %b : tensor<4x4xf32>
+  return %y : tensor<4x4xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @row_read
+// CHECK-COUNT-1: tcc.fusion "loop"
+// CHECK-NOT: tcc.fusion
+func.func @row_read(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  // expected-remark @below {{fused into the row kernel of its consumer 'tcc.binary add': it reads the reduction at the same row}}
+  %s = tcc.reduce sum %x dims = [1] : tensor<4x4xf32> -> tensor<4xf32>
+  // expected-remark @below {{inlined into its consumer's kernel}}
+  %b = tcc.broadcast_in_dim %s dims = [0] : tensor<4xf32> -> tensor<4x4xf32>
+  // expected-remark @below {{materialised: its value is needed in memory}}
+  %y = tcc.binary add %x, %b : tensor<4x4xf32>
+  return %y : tensor<4x4xf32>
+}
+
+// -----
+
+// A cheap value used by two kernels is recomputed in both; the two kernels, over the same
+// elements and reading the same input, are then fused horizontally (one kernel, two results).
+// CHECK-LABEL: func.func @recompute
+// CHECK: tcc.fusion "loop"(%arg0 : tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>)
+// CHECK-NOT: tcc.fusion
+func.func @recompute(%x: tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>) {
+  // expected-remark @below {{recomputed in each of its 2 consumer kernels: cheap (1 ops, no reduction)}}
+  %e = tcc.unary exp %x : tensor<16xf32>
+  // expected-remark @below {{materialised: its value is needed in memory}}
+  %a = tcc.unary neg %e : tensor<16xf32>
+  // expected-remark @below {{materialised: its value is needed in memory}}
+  // expected-remark @below {{fused horizontally with 'tcc.unary neg': same iteration space, both read one input}}
+  %b = tcc.unary abs %e : tensor<16xf32>
+  return %a, %b : tensor<16xf32>, tensor<16xf32>
+}
+
+// -----
+
+// A tcc.loop left after if-conversion is an error naming the op.
+func.func @loop(%n: tensor<i64>, %c: tensor<i1>, %x: tensor<f32>) -> tensor<f32> {
+  // expected-error @below {{tcc.loop with a data-dependent trip count is not supported by the compiled backends}}
+  %r = tcc.loop (%n, %c) inits(%x : tensor<f32>) -> (tensor<f32>) {
+  ^bb0(%i: tensor<i64>, %cc: tensor<i1>, %v: tensor<f32>):
+    tcc.yield %cc, %v : tensor<i1>, tensor<f32>
+  }
+  return %r : tensor<f32>
+}
