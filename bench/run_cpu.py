@@ -62,6 +62,15 @@ def first_line(text: str) -> str:
     return "(no output)"
 
 
+def error_line(text: str) -> str:
+    """The line of tcc's stderr that names the error (progress lines come first), else the last."""
+    lines = [l.strip() for l in text.splitlines() if l.strip()]
+    for l in lines:
+        if "error" in l.lower():
+            return l[:240]
+    return lines[-1][:240] if lines else "(no output)"
+
+
 def tcc_cmd(tcc: str) -> list[str]:
     return [sys.executable, tcc] if tcc.endswith(".py") else [tcc]
 
@@ -260,7 +269,7 @@ class Tcc:
     def call(self, args: list[str], what: str) -> tuple[str, float]:
         rc, out, err, wall = run_proc(self.cmd + args, self.timeout, self.env())
         if rc != 0:
-            raise TccError(f"{what} (exit {rc}): {first_line(err or out)}")
+            raise TccError(f"{what} (exit {rc}): {error_line(err or out)}")
         return out, wall
 
     def compile(self, model, tag: str) -> dict:
@@ -279,15 +288,17 @@ class Tcc:
     def run_outputs(self, model, artifact: str) -> list[np.ndarray]:
         out_dir = self.workdir / model.name / "outputs"
         shutil.rmtree(out_dir, ignore_errors=True)
-        self.call(["run", artifact, "--device", "cpu", "--inputs", *map(str, model.input_paths()),
+        self.call(["run", artifact, "--device", "cpu", "--threads", "1", "--inputs", *map(str, model.input_paths()),
                    "--out-dir", str(out_dir)], "tcc run")
         files = sorted(out_dir.glob("output_*.pb"), key=lambda p: int(p.stem.split("_")[1]))
         if not files:
             raise TccError("tcc run wrote no output_<i>.pb")
         return [read_tensor(f)[1] for f in files]
 
-    def bench(self, model, threads: int, warmup: int, iters: int) -> dict:
-        out, wall = self.call(["bench", str(model.onnx_path), "--device", "cpu", "--threads", str(threads),
+    def bench(self, model, threads: int, warmup: int, iters: int, artifact: str | None = None) -> dict:
+        """Times the compiled artifact when there is one (no recompile per round), else the model."""
+        target = artifact or str(model.onnx_path)
+        out, wall = self.call(["bench", target, "--device", "cpu", "--threads", str(threads),
                                "--warmup", str(warmup), "--iters", str(iters), "--json",
                                "--inputs", *map(str, model.input_paths())], "tcc bench")
         res = parse_json_output(out)
@@ -377,7 +388,8 @@ def bench_model(model, threads_list, args, tcc: Tcc | None) -> dict:
                 ort_blocks.append(ort.block(args.warmup, per_round))
             if tcc_ok and tcc_err is None:
                 try:
-                    tcc_blocks.append(tcc.bench(model, t, args.warmup, per_round))
+                    tcc_blocks.append(tcc.bench(model, t, args.warmup, per_round,
+                                                tc["compile"].get("warm", {}).get("artifact")))
                 except TccError as e:
                     tcc_err = str(e)
         others = meter.others()
