@@ -83,7 +83,7 @@ std::string elementwiseKernel(const std::string &name, const std::vector<DType> 
   for (size_t i = 0; i < ins.size(); ++i)
     s += "    %a" + std::to_string(i) + " = tk.load %x" + std::to_string(i) + "[%i] : " +
          memref({n}, ins[i]) + "\n";
-  s += "    %r = " + op + "\n";
+  s += op.rfind("%", 0) == 0 ? "    " + op + "\n" : "    %r = " + op + "\n"; // a body or one op
   s += "    tk.store %r, %y[%i] : " + memref({n}, out) + "\n  }\n  return\n}\n";
   return s;
 }
@@ -370,6 +370,11 @@ std::string differentialKernels() {
         s += reduceKernel("reduce_all_" + reduceName(kind) + "_" + id, reduceName(kind), t,
                           kRows, kCols, true);
       }
+    if (isFloat(t)) // several ops: 16-bit results are rounded after each, not just at the store
+      s += elementwiseKernel("chain_" + id, {t, t, t}, DType::F64, kN,
+                             "%m = tk.binary mul %a0, %a1 : " + ty + "\n    %s = tk.binary add %m, %a2 : " +
+                                 ty + "\n    %e = tk.unary sigmoid %s : " + ty +
+                                 "\n    %r = tk.cast %e : " + ty + " to f64");
     for (bool isMax : {true, false})
       for (bool last : {false, true})
         s += argReduceKernel(std::string("arg") + (isMax ? "max" : "min") + (last ? "_last_" : "_") +
@@ -418,6 +423,20 @@ TEST(CodegenTest, BinaryMatchesReference) {
       EXPECT_TRUE(sameTensor(got, k::binary((k::BinaryKind)kind, a, b)))
           << binaryName(kind) << " on " << dtypeName(t);
     }
+}
+
+TEST(CodegenTest, OpChainsRoundAfterEachOp) {
+  std::mt19937_64 rng(9);
+  for (DType t : {DType::F16, DType::BF16, DType::F32, DType::F64}) {
+    Tensor a = randomTensor(t, {kN}, rng, Values::General);
+    Tensor b = randomTensor(t, {kN}, rng, Values::General);
+    Tensor c = randomTensor(t, {kN}, rng, Values::General);
+    Tensor ref = k::cast(k::unary(k::UnaryKind::Sigmoid,
+                                  k::binary(k::BinaryKind::Add, k::binary(k::BinaryKind::Mul, a, b), c)),
+                         DType::F64);
+    EXPECT_TRUE(sameTensor(run(differential().get("chain_" + dtypeId(t)), {a, b, c}, DType::F64, {kN}), ref))
+        << dtypeName(t);
+  }
 }
 
 TEST(CodegenTest, IntegerDivisionByZeroGivesZero) {

@@ -24,8 +24,10 @@ namespace tcc::codegen {
 /// units may be concatenated into one (the prelude is include-guarded).
 std::string emitCpuKernel(mlir::func::FuncOp kernel);
 
-/// Flags the emitted code is meant to be compiled with (besides -c / -shared).
+/// Flags the emitted code is meant to be compiled with (besides -c / -shared). No -ffast-math:
+/// NaN and infinity semantics matter. -ffp-contract=off: GCC fuses a * b + c into an FMA by
+/// default even in ISO C++ mode, which rounds once where the reference rounds twice.
 inline constexpr const char *kCpuCompileFlags =
-    "-O3 -march=native -fopenmp -fPIC -std=c++17 -fno-math-errno";
+    "-O3 -march=native -fopenmp -fPIC -std=c++17 -fno-math-errno -ffp-contract=off";
 
 } // namespace tcc::codegen
