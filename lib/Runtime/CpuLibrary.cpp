@@ -362,6 +362,35 @@ void runConv(const ConvGeometry &g, const float *input, const float *weight, flo
     return;
   }
   Im2col im2col(g);
+  if (numThreads > 1) {
+    // Items: (image, group, column tile), tiles small enough that every thread gets work.
+    int64_t images = g.batch * g.groups;
+    int64_t tile = g.columnTile;
+    if (images < 4 * numThreads) {
+      int64_t want = (images * g.outSize + 4 * numThreads - 1) / (4 * numThreads);
+      tile = std::clamp<int64_t>(want, std::min<int64_t>(64, g.outSize), g.columnTile);
+    }
+    int64_t tilesPerImage = (g.outSize + tile - 1) / tile, items = images * tilesPerImage;
+    int workers = (int)std::min<int64_t>(numThreads, items);
+    std::atomic<int64_t> next{0};
+    setBlasThreads(1);
+    parallelFor(workers, workers, int64_t(1) << 40, [&](int64_t begin, int64_t end) {
+      for (int64_t worker = begin; worker < end; ++worker) {
+        float *col = workspace + (size_t)worker * (g.workspaceBytes / sizeof(float));
+        for (int64_t item; (item = next.fetch_add(1)) < items;) {
+          int64_t image = item / tilesPerImage, j0 = item % tilesPerImage * tile;
+          int64_t n = image / g.groups, grp = image % g.groups;
+          int64_t j1 = std::min(g.outSize, j0 + tile), width = j1 - j0;
+          const float *in = input + (n * g.inChannels + grp * g.groupIn) * g.inSize;
+          im2col.fill(in, col, 0, g.rows, j0, j1);
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, (int)width, k, 1.0f,
+                      weight + grp * g.groupOut * g.rows, k, col, (int)width, 0.0f,
+                      output + (n * g.outChannels + grp * g.groupOut) * g.outSize + j0, ldc);
+        }
+      }
+    });
+    return;
+  }
   for (int64_t n = 0; n < g.batch; ++n)
     for (int64_t grp = 0; grp < g.groups; ++grp) {
       const float *in = input + (n * g.inChannels + grp * g.groupIn) * g.inSize;
@@ -369,9 +398,7 @@ void runConv(const ConvGeometry &g, const float *input, const float *weight, flo
       float *out = output + (n * g.outChannels + grp * g.groupOut) * g.outSize;
       for (int64_t j0 = 0; j0 < g.outSize; j0 += g.columnTile) {
         int64_t j1 = std::min(g.outSize, j0 + g.columnTile), width = j1 - j0;
-        parallelFor(numThreads, g.rows, width * 4, [&](int64_t begin, int64_t end) {
-          im2col.fill(in, workspace + begin * width, begin, end, j0, j1);
-        });
+        im2col.fill(in, workspace, 0, g.rows, j0, j1);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, (int)width, k, 1.0f, w, k,
                     workspace, (int)width, 0.0f, out + j0, ldc);
       }

@@ -56,7 +56,10 @@ struct ConvGeometry {
 ConvGeometry makeConvGeometry(const Shape &input, const Shape &weight, const Shape &output,
                               const Shape &strides, const Shape &padLow, const Shape &padHigh,
                               const Shape &dilations, int64_t groups);
-/// `workspace` holds g.workspaceBytes (64-byte aligned); unused when pointwise.
+/// `workspace` holds numThreads x g.workspaceBytes (64-byte aligned); unused when pointwise.
+/// One thread: im2col tiles + sgemm. More: each thread takes whole (image, group, column tile)
+/// items, im2col + a single-threaded sgemm on its own workspace (OpenBLAS's threads would
+/// fight the im2col threads for the cores). Pointwise convs are one threaded sgemm.
 void runConv(const ConvGeometry &g, const float *input, const float *weight, float *output,
              float *workspace, int numThreads);
 

@@ -1,12 +1,27 @@
 //===- Executor.cpp - Running a loaded program's launch list on the CPU ---===//
 #include "DType.h"
+#include "HostMemory.h"
 #include "Program.h"
 
 #include <cstring>
 
 namespace tcc::rt {
 
-void Program::setNumThreads(int numThreads) { numThreads_ = resolveNumThreads(numThreads); }
+void Program::setNumThreads(int numThreads) {
+  numThreads_ = resolveNumThreads(numThreads);
+  reserveWorkspace();
+}
+
+void Program::reserveWorkspace() {
+  size_t need = workspaceBytes_ * (size_t)numThreads_;
+  if (need <= workspaceCapacity_)
+    return;
+  hostFree(workspace_);
+  workspace_ = nullptr;
+  workspaceCapacity_ = 0;
+  workspace_ = hostAllocate(need);
+  workspaceCapacity_ = need;
+}
 
 void *Program::bufferAddress(const BufferDesc &b, const void *const *inputs,
                              void *const *outputs) const {

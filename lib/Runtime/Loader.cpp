@@ -398,8 +398,7 @@ std::unique_ptr<Program> Program::load(const void *data, size_t size, int numThr
   // ---- Memory, allocated once and reused across runs ----------------------------------------
   if (p->arenaBytes_ > 0)
     p->arena_ = hostAllocate(p->arenaBytes_);
-  if (p->workspaceBytes_ > 0)
-    p->workspace_ = hostAllocate(p->workspaceBytes_);
+  p->reserveWorkspace();
   return p;
 }
 

@@ -110,9 +110,11 @@ private:
   std::vector<Step> steps_;
   std::vector<CpuKernelFn> kernels_;
   std::unique_ptr<CpuModule> module_;
-  size_t workspaceBytes_ = 0;
+  size_t workspaceBytes_ = 0; // the largest conv's im2col workspace per thread
   void *arena_ = nullptr;     // hostAllocate'd once, reused across runs
-  void *workspace_ = nullptr; // conv im2col workspace, hostAllocate'd once
+  void *workspace_ = nullptr; // conv im2col workspaces (one per thread), reused across runs
+  size_t workspaceCapacity_ = 0;
+  void reserveWorkspace(); // for numThreads_
   int numThreads_ = 1;
   std::vector<void *> addresses_; // per run: every buffer's address
   std::vector<void *> args_;      // per launch: kernel arguments

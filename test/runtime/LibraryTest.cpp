@@ -204,6 +204,12 @@ TEST(RuntimeConv, LargeTiledAndThreaded) {
   // 576 im2col rows x 3136 columns: several workspace tiles, im2col on two threads.
   checkConv({{1, 64, 56, 56}, {32, 64, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1}, 18, 2);
   checkConv({{2, 16, 30, 31}, {8, 16, 3, 3}, {2, 1}, {1, 1}, {0, 1}, {1, 2}, 1}, 19, 2);
+  // Threaded work items across images, groups and column tiles; more threads than items.
+  checkConv({{3, 8, 20, 20}, {8, 2, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 4}, 20, 3);
+  checkConv({{1, 6, 5, 5}, {6, 3, 3, 3}, {1, 1}, {-1, 0}, {1, 2}, {1, 1}, 2}, 21, 8);
+  checkConv({{2, 3, 9, 10, 11}, {4, 3, 3, 2, 3}, {2, 1, 3}, {1, 0, 2}, {1, 1, -1}, {1, 2, 1}, 1},
+            22, 2);
+  checkConv({{2, 8, 7, 7}, {16, 8, 1, 1}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 1}, 23, 2);
 }
 
 //===--- Top-k ------------------------------------------------------------===//
