@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Check.h"
+#include "Execute.h"
 #include "Pipeline.h"
 
 #include "tcc/Frontend/OnnxModel.h"
@@ -119,7 +120,10 @@ CaseResult runCase(const fs::path &dir, const CheckOptions &options) {
       for (const auto &f : sortedFiles(set, "output_"))
         expected.push_back(readCaseTensor(f));
       LoadedModel loaded = loadModel(model.string(), load);
-      std::vector<Tensor> got = interpret(loaded);
+      CompileOptions compile;
+      compile.useCache = options.useCache;
+      // Cases run in parallel: one thread each.
+      std::vector<Tensor> got = execute(loaded, load.inputs.size(), options.device, compile, 1);
       if (got.size() != expected.size())
         return {Verdict::Fail, set.filename().string() + ": " + std::to_string(got.size()) +
                                    " outputs, expected " + std::to_string(expected.size())};
@@ -175,8 +179,8 @@ std::string caseName(const fs::path &dir) {
 } // namespace
 
 int runCheck(const CheckOptions &options) {
-  if (options.device != "interp")
-    throw Error("device '" + options.device + "' is not available: the only device is 'interp'");
+  if (options.device != "interp" && options.device != "cpu")
+    throw Error("unknown device '" + options.device + "': tcc check runs on 'cpu' or 'interp'");
   auto expected = readExpectedFailures(options.expectedFailuresFile);
   std::vector<fs::path> cases;
   for (const auto &d : options.caseDirs) {

@@ -8,7 +8,8 @@ namespace tcc {
 
 struct CheckOptions {
   std::vector<std::string> caseDirs;
-  std::string device = "interp";
+  std::string device = "cpu";       // "cpu" (compiled) or "interp"
+  bool useCache = true;              // the kernel cache (cpu)
   std::string expectedFailuresFile; // lines "case-name  reason"; '#' comments
   double rtol = 1e-3, atol = 1e-5;
   unsigned jobs = 0; // 0: one per core

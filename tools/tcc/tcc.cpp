@@ -1,11 +1,14 @@
 //===- tcc.cpp - The tcc command line -----------------------------------===//
 //
-//   tcc import MODEL.onnx            print the imported tcc IR
-//   tcc run MODEL.onnx [--inputs ...] run a model, write its outputs as TensorProto files
-//   tcc check DIR...                  run ONNX backend-test cases and compare outputs
+//   tcc import MODEL.onnx                 print the imported tcc IR
+//   tcc compile MODEL.onnx -o MODEL.tcc    compile to an artifact (FlatBuffers)
+//   tcc run MODEL.onnx|MODEL.tcc           run a model, write its outputs as TensorProto files
+//   tcc bench MODEL.onnx|MODEL.tcc         time compiled runs
+//   tcc check DIR...                       run ONNX backend-test cases and compare outputs
 //
 //===----------------------------------------------------------------------===//
 #include "Check.h"
+#include "Execute.h"
 #include "Pipeline.h"
 
 #include "tcc/Frontend/OnnxModel.h"
@@ -16,7 +19,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 
 namespace fs = std::filesystem;
@@ -32,7 +38,9 @@ struct ModelArgs {
 };
 
 void addModelArgs(CLI::App *cmd, ModelArgs &args) {
-  cmd->add_option("MODEL", args.model, "ONNX model file (.onnx)")->required();
+  cmd->add_option("MODEL", args.model,
+                  "ONNX model file (.onnx); for run and bench also a compiled artifact (.tcc)")
+      ->required();
   cmd->add_option("--inputs", args.inputFiles,
                   "TensorProto (.pb) files, one per graph input in order (initializers "
                   "excluded); inputs not given get seeded random data");
@@ -51,10 +59,84 @@ LoadOptions loadOptions(const ModelArgs &args) {
   return load;
 }
 
+const char *kDeviceHelp = "where to run: cpu (compiled, the default) or interp (the reference "
+                          "interpreter)";
+
 void checkDevice(const std::string &device) {
-  if (device != "interp")
-    throw Error("device '" + device + "' is not available: this build of tcc has only the "
-                "reference interpreter ('interp')");
+  if (device != "interp" && device != "cpu")
+    throw Error("unknown device '" + device + "': this build of tcc runs on 'cpu' (compiled) and "
+                "'interp' (the reference interpreter)");
+}
+
+/// Options shared by the commands that compile.
+struct CompileArgs {
+  bool noCache = false;
+  std::string cacheDir;
+  bool explainFusion = false;
+  std::string dumpDir;
+};
+
+void addCompileArgs(CLI::App *cmd, CompileArgs &args) {
+  cmd->add_flag("--no-cache", args.noCache, "do not use the on-disk kernel cache");
+  cmd->add_option("--cache-dir", args.cacheDir,
+                  "kernel cache directory (default: $TCC_CACHE_DIR, else ~/.cache/tcc)");
+  cmd->add_flag("--explain-fusion", args.explainFusion,
+                "print every fusion decision with its reason");
+  cmd->add_option("--dump-dir", args.dumpDir,
+                  "write each IR stage (.mlir) and the generated kernel sources here");
+}
+
+CompileOptions compileOptions(const CompileArgs &args, const std::string &device) {
+  CompileOptions c;
+  c.device = device;
+  c.useCache = !args.noCache;
+  c.cacheDir = args.cacheDir;
+  c.explainFusion = args.explainFusion;
+  c.dumpDir = args.dumpDir;
+  c.progress = true;
+  return c;
+}
+
+double secondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+/// Inputs for an artifact: the given files, then seeded random data of the declared shapes.
+std::vector<Tensor> artifactInputs(const RuntimeProgram &program, const ModelArgs &args) {
+  if (!args.inputShapes.empty())
+    throw Error("--input-shape applies to ONNX models; an artifact's shapes are fixed");
+  std::vector<TensorSpec> specs = program.inputs();
+  if (args.inputFiles.size() > specs.size())
+    throw Error("the program takes " + std::to_string(specs.size()) + " input(s), but " +
+                std::to_string(args.inputFiles.size()) + " were given");
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < specs.size(); ++i)
+    inputs.push_back(i < args.inputFiles.size()
+                         ? readTensorFile(args.inputFiles[i])
+                         : randomInput(specs[i].dtype, specs[i].shape, args.seed + i));
+  return inputs;
+}
+
+void writeOutputs(const std::vector<Tensor> &outputs, const std::vector<std::string> &names,
+                  const std::string &outDir) {
+  if (!outDir.empty()) {
+    std::error_code ec;
+    fs::create_directories(outDir, ec);
+    if (ec)
+      throw Error("cannot create output directory '" + outDir + "': " + ec.message());
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor &t = outputs[i];
+    const std::string &name = names[i];
+    std::cout << "output " << i << " '" << name << "': " << t.typeString();
+    int64_t shown = std::min<int64_t>(t.numElements(), 8);
+    std::cout << " [";
+    for (int64_t k = 0; k < shown; ++k)
+      std::cout << (k ? ", " : "") << t.getDouble(k);
+    std::cout << (t.numElements() > shown ? ", ...]" : "]") << "\n";
+    if (!outDir.empty())
+      writeTensorFile(t, name, (fs::path(outDir) / ("output_" + std::to_string(i) + ".pb")).string());
+  }
 }
 
 int runImport(const ModelArgs &args, const std::string &out, int64_t elide) {
@@ -82,27 +164,122 @@ int runImport(const ModelArgs &args, const std::string &out, int64_t elide) {
   return 0;
 }
 
-int runRun(const ModelArgs &args, const std::string &device, const std::string &outDir) {
+int runRun(const ModelArgs &args, const std::string &device, const CompileArgs &compile,
+           int threads, const std::string &outDir) {
   checkDevice(device);
-  LoadedModel model = loadModel(args.model, loadOptions(args));
-  std::vector<Tensor> outputs = interpret(model);
-  if (!outDir.empty()) {
-    std::error_code ec;
-    fs::create_directories(outDir, ec);
-    if (ec)
-      throw Error("cannot create output directory '" + outDir + "': " + ec.message());
+  if (isArtifactFile(args.model)) {
+    if (device == "interp")
+      throw Error("'" + args.model + "' is a compiled artifact: run it with --device cpu");
+    RuntimeProgram program = RuntimeProgram::fromFile(args.model, threads);
+    std::vector<Tensor> outputs = program.run(artifactInputs(program, args));
+    std::vector<std::string> names;
+    for (const auto &o : program.outputs())
+      names.push_back(o.name);
+    writeOutputs(outputs, names, outDir);
+    return 0;
   }
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    const Tensor &t = outputs[i];
-    const std::string &name = model.imported.outputNames[i];
-    std::cout << "output " << i << " '" << name << "': " << t.typeString();
-    int64_t shown = std::min<int64_t>(t.numElements(), 8);
-    std::cout << " [";
-    for (int64_t k = 0; k < shown; ++k)
-      std::cout << (k ? ", " : "") << t.getDouble(k);
-    std::cout << (t.numElements() > shown ? ", ...]" : "]") << "\n";
-    if (!outDir.empty())
-      writeTensorFile(t, name, (fs::path(outDir) / ("output_" + std::to_string(i) + ".pb")).string());
+  LoadedModel model = loadModel(args.model, loadOptions(args));
+  std::vector<Tensor> outputs = execute(model, args.inputFiles.size(), device,
+                                        compileOptions(compile, device), threads);
+  writeOutputs(outputs, model.imported.outputNames, outDir);
+  return 0;
+}
+
+int runCompile(const ModelArgs &args, const std::string &device, const CompileArgs &compile,
+               const std::string &out, const std::string &reportPath) {
+  if (device == "interp")
+    throw Error("the interpreter runs models directly: compile for --device cpu");
+  checkDevice(device);
+  auto start = std::chrono::steady_clock::now();
+  LoadedModel model = loadModel(args.model, loadOptions(args));
+  CompiledModel compiled = compileLoaded(model, args.inputFiles.size(), compileOptions(compile, device));
+  compiled.report.compileSeconds = secondsSince(start);
+  std::ofstream f(out, std::ios::binary);
+  if (!f.write(reinterpret_cast<const char *>(compiled.artifact.data()), compiled.artifact.size()))
+    throw Error("cannot write '" + out + "'");
+  f.close();
+  const CompileReport &r = compiled.report;
+  std::cerr << "tcc: wrote " << out << " (" << r.artifactBytes << " bytes): " << r.kernels
+            << " kernels, " << r.externCalls << " library calls, arena " << r.arenaBytes
+            << " bytes (" << r.unplannedBytes << " unplanned), constants " << r.constantBytes
+            << " bytes, " << r.compileSeconds << " s (" << r.cacheHits << " of " << r.kernels
+            << " kernels cached)\n";
+  if (!reportPath.empty()) {
+    std::ofstream rf(reportPath);
+    if (!(rf << r.toJson()))
+      throw Error("cannot write '" + reportPath + "'");
+  }
+  return 0;
+}
+
+struct BenchArgs {
+  int warmup = 5, iters = 50;
+  bool json = false;
+};
+
+int runBench(const ModelArgs &args, const std::string &device, const CompileArgs &compile,
+             int threads, const BenchArgs &bench) {
+  checkDevice(device);
+  if (bench.iters < 1 || bench.warmup < 0)
+    throw Error("--iters must be at least 1 and --warmup non-negative");
+  double compileSeconds = 0;
+  std::vector<double> times;
+  auto timeRuns = [&](auto &&runOnce) {
+    for (int i = 0; i < bench.warmup; ++i)
+      runOnce();
+    for (int i = 0; i < bench.iters; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      runOnce();
+      times.push_back(secondsSince(t0) * 1e3);
+    }
+  };
+  auto timeProgram = [&](RuntimeProgram &program, const std::vector<Tensor> &inputs) {
+    std::vector<const void *> in;
+    for (const auto &t : inputs)
+      in.push_back(t.raw());
+    std::vector<Tensor> outputs;
+    std::vector<void *> out;
+    for (const TensorSpec &s : program.outputs()) {
+      outputs.emplace_back(s.dtype, s.shape);
+      out.push_back(outputs.back().raw());
+    }
+    program.run(inputs); // checks the inputs once
+    timeRuns([&] { program.runRaw(in, out); });
+  };
+  if (isArtifactFile(args.model)) {
+    if (device == "interp")
+      throw Error("'" + args.model + "' is a compiled artifact: bench it with --device cpu");
+    RuntimeProgram program = RuntimeProgram::fromFile(args.model, threads);
+    timeProgram(program, artifactInputs(program, args));
+  } else {
+    auto start = std::chrono::steady_clock::now();
+    LoadedModel model = loadModel(args.model, loadOptions(args));
+    if (device == "interp") {
+      compileSeconds = secondsSince(start);
+      timeRuns([&] { interpret(model); });
+    } else {
+      CompiledModel compiled =
+          compileLoaded(model, args.inputFiles.size(), compileOptions(compile, device));
+      compileSeconds = secondsSince(start);
+      RuntimeProgram program = RuntimeProgram::fromBytes(compiled.artifact, threads);
+      timeProgram(program, model.inputs);
+    }
+  }
+  std::vector<double> sorted = times;
+  std::sort(sorted.begin(), sorted.end());
+  size_t n = sorted.size();
+  double median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  if (bench.json) {
+    std::cout << "{\"model\": \"" << args.model << "\", \"device\": \"" << device
+              << "\", \"threads\": " << threads << ", \"compile_seconds\": " << compileSeconds
+              << ", \"iters\": " << n << ", \"median_ms\": " << median
+              << ", \"min_ms\": " << sorted.front() << ", \"max_ms\": " << sorted.back()
+              << "}\n";
+  } else {
+    std::cout << args.model << " on " << device << " (" << (threads ? std::to_string(threads) : "all")
+              << " threads): compile " << compileSeconds << " s; " << n << " runs: median "
+              << median << " ms, min " << sorted.front() << " ms, max " << sorted.back()
+              << " ms\n";
   }
   return 0;
 }
@@ -129,12 +306,46 @@ int main(int argc, char **argv) {
                         "print constants with more elements than this as placeholders (0: never)")
       ->default_val(16);
 
-  std::string runDevice = "interp", outDir;
-  auto *runCmd = app.add_subcommand("run", "Run an ONNX model and write its outputs");
+  std::string runDevice = "cpu", outDir;
+  CompileArgs runCompileArgs;
+  int runThreads = 0;
+  auto *runCmd = app.add_subcommand(
+      "run", "Run an ONNX model or a compiled artifact (.tcc) and write its outputs");
   addModelArgs(runCmd, runArgs);
-  runCmd->add_option("--device", runDevice, "where to run: interp (the reference interpreter)")
-      ->default_val("interp");
+  runCmd->add_option("--device", runDevice, kDeviceHelp)->default_val("cpu");
+  runCmd->add_option("--threads", runThreads, "CPU threads (0: all cores)")->default_val(0);
   runCmd->add_option("--out-dir", outDir, "write outputs as DIR/output_<i>.pb (TensorProto)");
+  addCompileArgs(runCmd, runCompileArgs);
+
+  ModelArgs compileArgs;
+  CompileArgs compileFlags;
+  std::string compileDevice = "cpu", compileOut, reportPath;
+  auto *compileCmd = app.add_subcommand(
+      "compile", "Compile an ONNX model into an artifact that `tcc run` and libtccrt load");
+  addModelArgs(compileCmd, compileArgs);
+  compileCmd->add_option("-o,--output", compileOut, "artifact file to write (e.g. MODEL.tcc)")
+      ->required();
+  compileCmd->add_option("--device", compileDevice, "target device: cpu")->default_val("cpu");
+  compileCmd->add_option("--report", reportPath,
+                         "write a JSON report (kernels, extern_calls, arena_bytes, "
+                         "constant_bytes, compile_seconds, ...)");
+  addCompileArgs(compileCmd, compileFlags);
+
+  ModelArgs benchArgs;
+  CompileArgs benchCompile;
+  BenchArgs bench;
+  std::string benchDevice = "cpu";
+  int benchThreads = 0;
+  auto *benchCmd = app.add_subcommand(
+      "bench", "Compile a model (or load an artifact) and time its runs (compilation excluded)");
+  addModelArgs(benchCmd, benchArgs);
+  benchCmd->add_option("--device", benchDevice, kDeviceHelp)->default_val("cpu");
+  benchCmd->add_option("--threads", benchThreads, "CPU threads (0: all cores)")->default_val(0);
+  benchCmd->add_option("--warmup", bench.warmup, "untimed runs first")->default_val(5);
+  benchCmd->add_option("--iters", bench.iters, "timed runs")->default_val(50);
+  benchCmd->add_flag("--json", bench.json,
+                     "print one JSON object (compile_seconds, median_ms, min_ms, max_ms, ...)");
+  addCompileArgs(benchCmd, benchCompile);
 
   CheckOptions check;
   auto *checkCmd = app.add_subcommand(
@@ -142,7 +353,7 @@ int main(int argc, char **argv) {
   checkCmd->add_option("DIR", check.caseDirs,
                        "case directories, or suite directories holding case directories")
       ->required();
-  checkCmd->add_option("--device", check.device, "where to run: interp")->default_val("interp");
+  checkCmd->add_option("--device", check.device, kDeviceHelp)->default_val("cpu");
   checkCmd->add_option("--expected-failures", check.expectedFailuresFile,
                        "file listing cases expected to fail, one 'NAME REASON' per line");
   checkCmd->add_option("--rtol", check.rtol, "relative tolerance")->default_val(1e-3);
@@ -150,6 +361,8 @@ int main(int argc, char **argv) {
   checkCmd->add_option("-j,--jobs", check.jobs, "cases run in parallel (0: one per core)")
       ->default_val(0);
   checkCmd->add_flag("-q,--quiet", check.quiet, "print only failures, skips and the summary");
+  bool checkNoCache = false;
+  checkCmd->add_flag("--no-cache", checkNoCache, "do not use the on-disk kernel cache");
 
   try {
     app.parse(argc, argv);
@@ -161,9 +374,15 @@ int main(int argc, char **argv) {
     if (*importCmd)
       return runImport(importArgs, importOut, elide);
     if (*runCmd)
-      return runRun(runArgs, runDevice, outDir);
-    if (*checkCmd)
+      return runRun(runArgs, runDevice, runCompileArgs, runThreads, outDir);
+    if (*compileCmd)
+      return runCompile(compileArgs, compileDevice, compileFlags, compileOut, reportPath);
+    if (*benchCmd)
+      return runBench(benchArgs, benchDevice, benchCompile, benchThreads, bench);
+    if (*checkCmd) {
+      check.useCache = !checkNoCache;
       return runCheck(check);
+    }
   } catch (const std::exception &e) {
     std::cerr << "tcc: error: " << e.what() << "\n";
     return 1;

@@ -1,0 +1,291 @@
+//===- ArtifactWriter.cpp - Serialise a tk program as a tcc artifact ------===//
+//
+// Walks the module's tk.program in order and writes the FlatBuffers artifact: one Buffer entry
+// per memref value (arguments -> Input/Output, memref.get_global -> Constant, tk.alloc ->
+// Arena at its planned offset, tk.view -> the source's base at an added offset), one Launch
+// per step, the constants' bytes (64-byte aligned) and the compiled kernels.
+//
+// Assumes: -tcc-plan-memory has run (every tk.alloc has an offset).
+//
+//===----------------------------------------------------------------------===//
+#include "tcc/Compiler/ArtifactWriter.h"
+
+#include "tcc/IR/TkDialect.h"
+#include "tcc/Interp/Interpreter.h"
+#include "tcc/Runtime/ArtifactHash.h"
+#include "tcc/Runtime/artifact_generated.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <cstring>
+
+using namespace mlir;
+namespace fb = tcc::artifact;
+
+namespace tcc {
+namespace {
+
+fb::DType dtypeOf(Type elementType) {
+  return static_cast<fb::DType>(static_cast<uint8_t>(dtypeFromType(elementType)));
+}
+
+class Writer {
+public:
+  Writer(ModuleOp module, const ArtifactContents &contents)
+      : module_(module), contents_(contents) {}
+
+  std::vector<uint8_t> write(ArtifactStats *stats);
+
+private:
+  uint32_t bufferFor(Value value);
+  uint32_t addBuffer(fb::BufferKind kind, uint32_t index, uint64_t offset, MemRefType type);
+  uint32_t constantFor(memref::GetGlobalOp get);
+  uint32_t kernelFor(StringRef name);
+  void addStep(Operation *op);
+  flatbuffers::Offset<flatbuffers::Vector<int64_t>> shapeOf(MemRefType type) {
+    return fbb_.CreateVector(type.getShape().data(), type.getShape().size());
+  }
+  flatbuffers::Offset<flatbuffers::Vector<int64_t>> longs(ArrayRef<int64_t> v) {
+    return fbb_.CreateVector(v.data(), v.size());
+  }
+
+  ModuleOp module_;
+  const ArtifactContents &contents_;
+  flatbuffers::FlatBufferBuilder fbb_{1 << 16};
+  func::FuncOp program_;
+  size_t numInputs_ = 0;
+
+  struct BufferLoc {
+    fb::BufferKind kind;
+    uint32_t index;
+    uint64_t offset;
+  };
+  llvm::DenseMap<Value, uint32_t> bufferIndex_;
+  std::vector<BufferLoc> bufferLocs_;
+  std::vector<flatbuffers::Offset<fb::Buffer>> buffers_;
+
+  llvm::StringMap<uint32_t> constantIndex_;
+  std::vector<flatbuffers::Offset<fb::Constant>> constants_;
+  std::vector<uint8_t> constantData_;
+
+  llvm::StringMap<uint32_t> kernelIndex_;
+  std::vector<flatbuffers::Offset<fb::Kernel>> kernels_;
+
+  std::vector<flatbuffers::Offset<fb::Launch>> launches_;
+  size_t externCalls_ = 0;
+};
+
+uint32_t Writer::addBuffer(fb::BufferKind kind, uint32_t index, uint64_t offset,
+                           MemRefType type) {
+  auto shape = shapeOf(type);
+  buffers_.push_back(fb::CreateBuffer(fbb_, kind, index, offset, dtypeOf(type.getElementType()),
+                                      shape));
+  bufferLocs_.push_back({kind, index, offset});
+  return buffers_.size() - 1;
+}
+
+uint32_t Writer::bufferFor(Value value) {
+  if (auto it = bufferIndex_.find(value); it != bufferIndex_.end())
+    return it->second;
+  auto type = cast<MemRefType>(value.getType());
+  uint32_t index;
+  if (auto arg = dyn_cast<BlockArgument>(value)) {
+    size_t n = arg.getArgNumber();
+    index = n < numInputs_ ? addBuffer(fb::BufferKind_Input, n, 0, type)
+                           : addBuffer(fb::BufferKind_Output, n - numInputs_, 0, type);
+  } else if (auto alloc = value.getDefiningOp<tk::AllocOp>()) {
+    if (!alloc.getOffset())
+      throw Error("tk.alloc without an arena offset: run -tcc-plan-memory before writing");
+    index = addBuffer(fb::BufferKind_Arena, 0, *alloc.getOffset(), type);
+  } else if (auto view = value.getDefiningOp<tk::ViewOp>()) {
+    BufferLoc base = bufferLocs_[bufferFor(view.getSource())];
+    index = addBuffer(base.kind, base.index, base.offset + view.getByteOffset(), type);
+  } else if (auto get = value.getDefiningOp<memref::GetGlobalOp>()) {
+    index = addBuffer(fb::BufferKind_Constant, constantFor(get), 0, type);
+  } else {
+    std::string what;
+    llvm::raw_string_ostream os(what);
+    value.print(os);
+    throw Error("artifact: cannot tell where the buffer " + what + " lives");
+  }
+  bufferIndex_[value] = index;
+  return index;
+}
+
+uint32_t Writer::constantFor(memref::GetGlobalOp get) {
+  if (auto it = constantIndex_.find(get.getName()); it != constantIndex_.end())
+    return it->second;
+  auto global = module_.lookupSymbol<memref::GlobalOp>(get.getNameAttr());
+  auto init = global ? dyn_cast_or_null<ElementsAttr>(global.getInitialValueAttr()) : nullptr;
+  if (!init)
+    throw Error("artifact: constant '" + get.getName().str() + "' has no initial value");
+  Tensor t = tensorFromAttr(init);
+  size_t offset = (constantData_.size() + tk::kBufferAlignment - 1) / tk::kBufferAlignment *
+                  tk::kBufferAlignment;
+  constantData_.resize(offset + t.byteSize());
+  if (t.byteSize())
+    std::memcpy(constantData_.data() + offset, t.raw(), t.byteSize());
+  constants_.push_back(fb::CreateConstant(fbb_, fbb_.CreateString(get.getName().str()), offset,
+                                          t.byteSize()));
+  uint32_t index = constants_.size() - 1;
+  constantIndex_[get.getName()] = index;
+  return index;
+}
+
+uint32_t Writer::kernelFor(StringRef name) {
+  if (auto it = kernelIndex_.find(name); it != kernelIndex_.end())
+    return it->second;
+  auto kernel = module_.lookupSymbol<func::FuncOp>(name);
+  if (!kernel)
+    throw Error("artifact: launched kernel '" + name.str() + "' does not exist");
+  std::vector<flatbuffers::Offset<fb::TensorSpec>> params;
+  for (Type t : kernel.getFunctionType().getInputs()) {
+    auto type = cast<MemRefType>(t);
+    auto shape = shapeOf(type);
+    params.push_back(fb::CreateTensorSpec(fbb_, 0, dtypeOf(type.getElementType()), shape));
+  }
+  auto nameOff = fbb_.CreateString(name.str());
+  auto paramsVec = fbb_.CreateVector(params);
+  kernels_.push_back(fb::CreateKernel(fbb_, nameOff, paramsVec));
+  kernelIndex_[name] = kernels_.size() - 1;
+  return kernels_.size() - 1;
+}
+
+void Writer::addStep(Operation *op) {
+  flatbuffers::Offset<fb::Launch> launch;
+  if (auto l = dyn_cast<tk::LaunchOp>(op)) {
+    std::vector<uint32_t> args;
+    for (Value v : l.getArgs())
+      args.push_back(bufferFor(v));
+    auto argsVec = fbb_.CreateVector(args);
+    auto step = fb::CreateKernelLaunch(fbb_, kernelFor(l.getCallee()), argsVec);
+    launch = fb::CreateLaunch(fbb_, fb::Step_KernelLaunch, step.Union());
+  } else if (auto g = dyn_cast<tk::GemmOp>(op)) {
+    auto step = fb::CreateGemm(fbb_, bufferFor(g.getA()), bufferFor(g.getB()), bufferFor(g.getC()),
+                               g.getTransA(), g.getTransB(), g.getAlpha().convertToDouble(),
+                               g.getBeta().convertToDouble());
+    launch = fb::CreateLaunch(fbb_, fb::Step_Gemm, step.Union());
+    ++externCalls_;
+  } else if (auto c = dyn_cast<tk::ConvOp>(op)) {
+    uint32_t in = bufferFor(c.getInput()), w = bufferFor(c.getWeight()),
+             out = bufferFor(c.getOutput());
+    auto strides = longs(c.getStrides()), low = longs(c.getPadLow()),
+         high = longs(c.getPadHigh()), dil = longs(c.getDilations());
+    auto step = fb::CreateConv(fbb_, in, w, out, strides, low, high, dil, c.getGroups());
+    launch = fb::CreateLaunch(fbb_, fb::Step_Conv, step.Union());
+    ++externCalls_;
+  } else if (auto t = dyn_cast<tk::TopKOp>(op)) {
+    auto step = fb::CreateTopK(fbb_, bufferFor(t.getInput()), bufferFor(t.getValues()),
+                               bufferFor(t.getIndices()), t.getDim(), t.getLargest());
+    launch = fb::CreateLaunch(fbb_, fb::Step_TopK, step.Union());
+    ++externCalls_;
+  } else if (auto c = dyn_cast<tk::CopyOp>(op)) {
+    auto step = fb::CreateCopy(fbb_, bufferFor(c.getSource()), bufferFor(c.getTarget()));
+    launch = fb::CreateLaunch(fbb_, fb::Step_Copy, step.Union());
+  } else if (isa<tk::AllocOp, tk::ViewOp, memref::GetGlobalOp>(op)) {
+    for (Value r : op->getResults())
+      bufferFor(r);
+    return;
+  } else if (isa<func::ReturnOp>(op)) {
+    return;
+  } else {
+    throw Error("artifact: the program contains '" + op->getName().getStringRef().str() +
+                "', which is not a program step");
+  }
+  launches_.push_back(launch);
+}
+
+std::vector<uint8_t> Writer::write(ArtifactStats *stats) {
+  for (auto f : module_.getOps<func::FuncOp>())
+    if (tk::isProgram(f)) {
+      if (program_)
+        throw Error("artifact: the module has more than one tk.program");
+      program_ = f;
+    }
+  if (!program_)
+    throw Error("artifact: the module has no tk.program");
+  auto numInputsAttr = program_->getAttrOfType<IntegerAttr>(tk::kNumInputsAttr);
+  auto namesAttr = program_->getAttrOfType<ArrayAttr>(tk::kArgNamesAttr);
+  auto arenaAttr = program_->getAttrOfType<IntegerAttr>(tk::kArenaBytesAttr);
+  if (!numInputsAttr || !arenaAttr)
+    throw Error("artifact: the program lacks tk.num_inputs or tk.arena_bytes");
+  numInputs_ = numInputsAttr.getInt();
+  size_t numArgs = program_.getNumArguments();
+  if (numInputs_ > numArgs || (namesAttr && namesAttr.size() != numArgs))
+    throw Error("artifact: the program's tk.num_inputs/tk.arg_names do not match its arguments");
+
+  for (Operation &op : program_.getBody().front())
+    addStep(&op);
+
+  std::vector<flatbuffers::Offset<fb::TensorSpec>> inputs, outputs;
+  for (size_t i = 0; i < numArgs; ++i) {
+    auto type = cast<MemRefType>(program_.getArgument(i).getType());
+    std::string name = "arg" + std::to_string(i);
+    if (i < numInputs_ && i < contents_.inputNames.size())
+      name = contents_.inputNames[i];
+    else if (i >= numInputs_ && i - numInputs_ < contents_.outputNames.size())
+      name = contents_.outputNames[i - numInputs_];
+    else if (namesAttr)
+      name = cast<StringAttr>(namesAttr[i]).str();
+    flatbuffers::Offset<flatbuffers::Vector<uint8_t>> value;
+    if (auto it = contents_.specializedInputs.find(name);
+        i < numInputs_ && it != contents_.specializedInputs.end())
+      value = fbb_.CreateVector(static_cast<const uint8_t *>(it->second.raw()),
+                                it->second.byteSize());
+    auto nameOff = fbb_.CreateString(name);
+    auto shape = shapeOf(type);
+    auto spec = fb::CreateTensorSpec(fbb_, nameOff, dtypeOf(type.getElementType()), shape, value);
+    (i < numInputs_ ? inputs : outputs).push_back(spec);
+  }
+
+  fbb_.ForceVectorAlignment(constantData_.size(), 1, tk::kBufferAlignment);
+  auto constantData = fbb_.CreateVector(constantData_);
+  flatbuffers::Offset<fb::CpuModule> cpuModule;
+  if (contents_.device == "cpu")
+    cpuModule = fb::CreateCpuModule(
+        fbb_, fbb_.CreateVector(contents_.cpuSharedObject),
+        fbb_.CreateString(contents_.cpuCompiler),
+        rt::artifactHash(contents_.cpuSharedObject.data(), contents_.cpuSharedObject.size()));
+  else
+    throw Error("artifact: device '" + contents_.device + "' is not known to the writer");
+
+  auto producer = fbb_.CreateString("tcc 0.1.0");
+  auto inputsVec = fbb_.CreateVector(inputs), outputsVec = fbb_.CreateVector(outputs);
+  auto buffersVec = fbb_.CreateVector(buffers_);
+  auto constantsVec = fbb_.CreateVector(constants_);
+  auto kernelsVec = fbb_.CreateVector(kernels_);
+  auto launchesVec = fbb_.CreateVector(launches_);
+  fb::ProgramBuilder pb(fbb_);
+  pb.add_version(static_cast<uint32_t>(fb::Version_Current));
+  pb.add_producer(producer);
+  pb.add_device(fb::Device_CPU);
+  pb.add_inputs(inputsVec);
+  pb.add_outputs(outputsVec);
+  pb.add_buffers(buffersVec);
+  pb.add_arena_bytes(arenaAttr.getInt());
+  pb.add_constants(constantsVec);
+  pb.add_constant_data(constantData);
+  pb.add_kernels(kernelsVec);
+  pb.add_cpu_module(cpuModule);
+  pb.add_launches(launchesVec);
+  fb::FinishProgramBuffer(fbb_, pb.Finish());
+
+  if (stats) {
+    stats->kernels = kernels_.size();
+    stats->externCalls = externCalls_;
+    stats->launches = launches_.size();
+    stats->arenaBytes = arenaAttr.getInt();
+    stats->constantBytes = constantData_.size();
+  }
+  return std::vector<uint8_t>(fbb_.GetBufferPointer(), fbb_.GetBufferPointer() + fbb_.GetSize());
+}
+
+} // namespace
+
+std::vector<uint8_t> writeArtifact(ModuleOp module, const ArtifactContents &contents,
+                                   ArtifactStats *stats) {
+  return Writer(module, contents).write(stats);
+}
+
+} // namespace tcc

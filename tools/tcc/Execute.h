@@ -1,0 +1,59 @@
+//===- Execute.h - Compiling loaded models and running them on a device ---===//
+#pragma once
+
+#include "Pipeline.h"
+
+#include "tcc/Compiler/Compiler.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+struct tccrt_program;
+
+namespace tcc {
+
+/// A tensor an artifact takes or returns.
+struct TensorSpec {
+  std::string name;
+  DType dtype;
+  Shape shape;
+};
+
+/// An artifact loaded into the runtime (libtccrt, through its C API).
+class RuntimeProgram {
+public:
+  /// `numThreads` 0: all cores.
+  static RuntimeProgram fromBytes(const std::vector<uint8_t> &artifact, int numThreads);
+  static RuntimeProgram fromFile(const std::string &path, int numThreads);
+  RuntimeProgram(RuntimeProgram &&other) noexcept : program_(other.program_) {
+    other.program_ = nullptr;
+  }
+  RuntimeProgram(const RuntimeProgram &) = delete;
+  ~RuntimeProgram();
+
+  std::vector<TensorSpec> inputs() const;
+  std::vector<TensorSpec> outputs() const;
+  /// Checks the inputs against inputs(), runs, returns freshly allocated outputs.
+  std::vector<Tensor> run(const std::vector<Tensor> &inputs);
+  /// Runs on caller-provided buffers (for timing; no checks beyond the runtime's).
+  void runRaw(const std::vector<const void *> &inputs, const std::vector<void *> &outputs);
+
+private:
+  explicit RuntimeProgram(tccrt_program *p) : program_(p) {}
+  tccrt_program *program_;
+};
+
+/// Compiles a loaded model. `givenInputs`: how many leading inputs the user supplied; an
+/// import that had to specialise on an input not supplied is an error naming it (its value
+/// would be arbitrary), and supplied specialised inputs are recorded in the artifact.
+CompiledModel compileLoaded(LoadedModel &model, size_t givenInputs, CompileOptions options);
+
+/// Runs a loaded model on `device` ("interp" or "cpu") with its inputs.
+std::vector<Tensor> execute(LoadedModel &model, size_t givenInputs, const std::string &device,
+                            const CompileOptions &compile, int numThreads);
+
+/// True if `path` starts with the artifact's file identifier.
+bool isArtifactFile(const std::string &path);
+
+} // namespace tcc
