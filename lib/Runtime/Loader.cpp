@@ -78,7 +78,8 @@ tccrt_dtype checkDType(unsigned d, const std::string &what) {
 Shape readShape(const flatbuffers::Vector<int64_t> *v) {
   if (!v)
     return Shape();
-  if (reinterpret_cast<uintptr_t>(v->data()) % alignof(int64_t) != 0)
+  // An empty vector (a rank-0 shape) has no elements to misalign.
+  if (v->size() != 0 && reinterpret_cast<uintptr_t>(v->data()) % alignof(int64_t) != 0)
     throw Error("damaged artifact: a vector of 64-bit integers is misaligned");
   return Shape(v->begin(), v->end());
 }
