@@ -145,6 +145,9 @@ void CpuKernelEmitter::emitBlock(Block &block) {
 }
 
 void CpuKernelEmitter::emitOp(Operation *op) {
+  // Unused pure values (scalar ops, loads) are left out: no dead locals in the output.
+  if ((ScalarEmitter::isScalarOp(op) || isa<tk::LoadOp>(op)) && op->use_empty())
+    return;
   if (ScalarEmitter::isScalarOp(op)) {
     std::string expr = scalars.expression(op);
     Value result = op->getResult(0);

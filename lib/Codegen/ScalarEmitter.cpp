@@ -53,13 +53,14 @@ std::string typeString(Type t) {
   return s;
 }
 
+/// `'tk.binary' add` and the like, for messages.
 std::string opName(Operation *op) {
-  std::string s = "'" + op->getName().getStringRef().str() + "'";
-  if (auto kind = op->getAttr("kind")) {
-    llvm::raw_string_ostream os(s);
-    os << " " << kind;
-  }
-  return s;
+  std::string kind = llvm::TypeSwitch<Operation *, std::string>(op)
+                         .Case([](tk::UnaryOp u) { return stringifyUnaryKind(u.getKind()).str(); })
+                         .Case([](tk::BinaryOp b) { return stringifyBinaryKind(b.getKind()).str(); })
+                         .Case([](tk::CompareOp c) { return stringifyCompareKind(c.getKind()).str(); })
+                         .Default([](Operation *) { return std::string(); });
+  return "'" + op->getName().getStringRef().str() + "'" + (kind.empty() ? "" : " " + kind);
 }
 
 /// Unsigned type wrapping arithmetic on `t` is done in.
@@ -380,9 +381,13 @@ std::string ScalarEmitter::castExpr(Type from, Type to, const std::string &x) co
 }
 
 namespace {
-/// Prints an AffineExpr as C over int64_t operands.
+/// Prints an AffineExpr as C over int64_t operands, with parentheses only where needed.
 struct AffinePrinter {
   ArrayRef<std::string> dims, symbols;
+
+  static bool isSum(AffineExpr e) { return e.getKind() == AffineExprKind::Add; }
+  /// `e` as an operand of `*` or `-`: sums need parentheses.
+  std::string operand(AffineExpr e) { return isSum(e) ? "(" + print(e) + ")" : print(e); }
 
   std::string print(AffineExpr e) {
     switch (e.getKind()) {
@@ -398,15 +403,15 @@ struct AffinePrinter {
     AffineExpr lhs = bin.getLHS(), rhs = bin.getRHS();
     switch (e.getKind()) {
     case AffineExprKind::Add: {
-      // a + c * -1 -> a - c; a + (-k) -> a - k
+      // a + (-k) -> a - k; a + b * -1 -> a - b
       if (auto c = dyn_cast<AffineConstantExpr>(rhs); c && c.getValue() < 0)
-        return "(" + print(lhs) + " - " + std::to_string(-c.getValue()) + ")";
+        return print(lhs) + " - " + std::to_string(-c.getValue());
       if (auto m = dyn_cast<AffineBinaryOpExpr>(rhs); m && m.getKind() == AffineExprKind::Mul)
         if (auto c = dyn_cast<AffineConstantExpr>(m.getRHS()); c && c.getValue() == -1)
-          return "(" + print(lhs) + " - " + print(m.getLHS()) + ")";
-      return "(" + print(lhs) + " + " + print(rhs) + ")";
+          return print(lhs) + " - " + operand(m.getLHS());
+      return print(lhs) + " + " + print(rhs);
     }
-    case AffineExprKind::Mul: return "(" + print(lhs) + " * " + print(rhs) + ")";
+    case AffineExprKind::Mul: return operand(lhs) + " * " + operand(rhs);
     case AffineExprKind::FloorDiv: return "tcc_floordiv(" + print(lhs) + ", " + print(rhs) + ")";
     case AffineExprKind::CeilDiv: return "tcc_ceildiv(" + print(lhs) + ", " + print(rhs) + ")";
     case AffineExprKind::Mod: return "tcc_mod(" + print(lhs) + ", " + print(rhs) + ")";
@@ -419,22 +424,7 @@ struct AffinePrinter {
 
 std::string ScalarEmitter::affine(AffineExpr expr, ArrayRef<std::string> dims,
                                   ArrayRef<std::string> symbols) const {
-  std::string s = AffinePrinter{dims, symbols}.print(expr);
-  // Drop the outermost parentheses.
-  if (s.size() > 1 && s.front() == '(' && s.back() == ')') {
-    int depth = 0;
-    bool wraps = true;
-    for (size_t i = 0; i + 1 < s.size(); ++i) {
-      depth += s[i] == '(' ? 1 : s[i] == ')' ? -1 : 0;
-      if (depth == 0) {
-        wraps = false;
-        break;
-      }
-    }
-    if (wraps)
-      s = s.substr(1, s.size() - 2);
-  }
-  return s;
+  return AffinePrinter{dims, symbols}.print(expr);
 }
 
 bool ScalarEmitter::isScalarOp(Operation *op) {
