@@ -17,6 +17,16 @@ void TkDialect::initialize() {
       >();
 }
 
+Operation *TkDialect::materializeConstant(OpBuilder &builder, Attribute value, Type type,
+                                          Location loc) {
+  auto typed = dyn_cast<TypedAttr>(value);
+  if (!typed || typed.getType() != type || !isa<IntegerAttr, FloatAttr>(value))
+    return nullptr;
+  return builder.create<ConstantOp>(loc, typed);
+}
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
 int64_t tcc::tk::bufferBytes(MemRefType type) {
   Type e = type.getElementType();
   int64_t elementBytes = e.isInteger(1) ? 1 : (e.getIntOrFloatBitWidth() + 7) / 8;

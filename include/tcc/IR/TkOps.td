@@ -29,6 +29,7 @@ def Tk_Dialect : Dialect {
   let cppNamespace = "::tcc::tk";
   let summary = "tcc kernel IR (loop nests over buffers) and compiled programs (launch lists)";
   let dependentDialects = ["::mlir::func::FuncDialect", "::mlir::memref::MemRefDialect"];
+  let hasConstantMaterializer = 1;
 }
 
 class Tk_Op<string mnemonic, list<Trait> traits = []> : Op<Tk_Dialect, mnemonic, traits>;
@@ -148,6 +149,7 @@ def Tk_ConstantOp : Tk_Op<"constant", [Pure, ConstantLike,
   let results = (outs Tk_Scalar:$result);
   let assemblyFormat = "$value attr-dict";
   let hasVerifier = 1;
+  let hasFolder = 1; // ConstantLike ops must fold to their value (MLIR's constant folding)
 }
 
 def Tk_UnaryOp : Tk_Op<"unary", [Pure, SameOperandsAndResultType]> {
