@@ -237,8 +237,16 @@ std::string ScalarEmitter::unaryExpr(UnaryKind kind, Type type, const std::strin
     case UnaryKind::Sigmoid:
       raw = one + " / (" + one + " + " + mathFn("exp", type) + "(-" + x + "))";
       break;
-    case UnaryKind::Floor: raw = mathFn("floor", type) + "(" + x + ")"; break;
-    case UnaryKind::Ceil: raw = mathFn("ceil", type) + "(" + x + ")"; break;
+    // On the CPU through the prelude's nearbyint-based helpers: GCC does not vectorise
+    // floor/ceil under -ftrapping-math.
+    case UnaryKind::Floor:
+      raw = (target == Target::Cpu ? (dbl ? "tcc_floor(" : "tcc_floorf(")
+                                   : mathFn("floor", type) + "(") + x + ")";
+      break;
+    case UnaryKind::Ceil:
+      raw = (target == Target::Cpu ? (dbl ? "tcc_ceil(" : "tcc_ceilf(")
+                                   : mathFn("ceil", type) + "(") + x + ")";
+      break;
     // nearbyint rounds in the default mode: to nearest, ties to even.
     case UnaryKind::Round: raw = mathFn("nearbyint", type) + "(" + x + ")"; break;
     case UnaryKind::Sign: // NaN and signed zeros map to themselves

@@ -12,7 +12,7 @@
 using namespace tcc::codegen;
 
 /// Target-independent part, written in terms of TCC_FN, tcc_bits_f32/tcc_f32_from_bits,
-/// tcc_bits_f64/tcc_f64_from_bits and TCC_CLZLL.
+/// tcc_bits_f64/tcc_f64_from_bits, TCC_CLZLL and TCC_MATH (libm function names).
 static const char *const kCommonPrelude = R"cpp(
 // ---- 16-bit floats: stored as uint16_t bits, computed in float, rounded to nearest even ----
 TCC_FN float tcc_f16_to_f32(uint16_t h) {
@@ -125,8 +125,18 @@ template <class T> TCC_FN T tcc_shr(T x, T y) {
 }
 
 // ---- max/min: NaN propagates (the first NaN operand wins) ----
-template <class T> TCC_FN T tcc_max(T a, T b) { return a != a ? a : b != b ? b : a < b ? b : a; }
-template <class T> TCC_FN T tcc_min(T a, T b) { return a != a ? a : b != b ? b : b < a ? b : a; }
+// Both operands are used before any select, so GCC cannot sink the computation of `b` into a
+// branch (a sunk f16 conversion would stop vectorisation).
+template <class T> TCC_FN T tcc_max(T a, T b) {
+  const T larger = a < b ? b : a;
+  const T orNaN = b != b ? b : larger;
+  return a != a ? a : orNaN;
+}
+template <class T> TCC_FN T tcc_min(T a, T b) {
+  const T smaller = b < a ? b : a;
+  const T orNaN = b != b ? b : smaller;
+  return a != a ? a : orNaN;
+}
 
 // arg_reduce order: strict "a beats b"; NaN beats everything.
 template <class T> TCC_FN bool tcc_more_extreme(T a, T b, bool largest) {
@@ -134,15 +144,40 @@ template <class T> TCC_FN bool tcc_more_extreme(T a, T b, bool largest) {
 }
 
 // ---- float -> integer: truncate toward zero, saturate, NaN gives 0 ----
+// The conversion runs on a value clamped into range and the result is picked with masks, so
+// GCC neither sinks a (possibly trapping) conversion into a branch nor stops vectorising.
 template <class I, class F> TCC_FN I tcc_sat_cast(F v) {
   const bool isSigned = (I)-1 < (I)0;
   const F half = (F)((uint64_t)1 << (sizeof(I) * 8 - 1));
   const F lo = isSigned ? -half : (F)0;
-  const F hi = isSigned ? half : half * (F)2;
-  const I min = isSigned ? (I)((uint64_t)1 << (sizeof(I) * 8 - 1)) : (I)0;
-  const I max = (I)~min;
-  const I inRange = (I)((v > lo && v < hi) ? v : (F)0);
-  return v <= lo ? min : v >= hi ? max : inRange;
+  const F hi = isSigned ? half : half * (F)2;            // exclusive
+  const F below = hi - hi * (F)(sizeof(F) == 4 ? 0x1p-24 : 0x1p-53); // largest F < hi
+  const I max = isSigned ? (I)~(I)((uint64_t)1 << (sizeof(I) * 8 - 1)) : (I)~(I)0;
+  F c = v < lo ? lo : v;
+  c = c > below ? below : c;
+  c = v == v ? c : (F)0;
+  const I r = (I)c;
+  const I big = (I)((I)0 - (I)(v >= hi));
+  return (I)((r & (I)~big) | (max & big));
+}
+
+// ---- floor/ceil through nearbyint, which GCC vectorises without -fno-trapping-math ----
+// floor(x) and ceil(x) have the sign of x (zeros included), hence the copysign.
+TCC_FN float tcc_floorf(float x) {
+  const float r = TCC_MATH(nearbyintf)(x);
+  return TCC_MATH(copysignf)(r > x ? r - 1.0f : r, x);
+}
+TCC_FN double tcc_floor(double x) {
+  const double r = TCC_MATH(nearbyint)(x);
+  return TCC_MATH(copysign)(r > x ? r - 1.0 : r, x);
+}
+TCC_FN float tcc_ceilf(float x) {
+  const float r = TCC_MATH(nearbyintf)(x);
+  return TCC_MATH(copysignf)(r < x ? r + 1.0f : r, x);
+}
+TCC_FN double tcc_ceil(double x) {
+  const double r = TCC_MATH(nearbyint)(x);
+  return TCC_MATH(copysign)(r < x ? r + 1.0 : r, x);
 }
 
 // ---- Affine index arithmetic: floordiv/ceildiv round toward -inf/+inf, mod has b's sign ----
@@ -169,6 +204,7 @@ static const char *const kCpuPrelude = R"cpp(#ifndef TCC_CPU_PRELUDE
 
 #define TCC_FN static inline __attribute__((always_inline))
 #define TCC_CLZLL __builtin_clzll
+#define TCC_MATH(f) __builtin_##f
 #define TCC_EXPORT extern "C" __attribute__((visibility("default")))
 
 TCC_FN uint32_t tcc_bits_f32(float f) { uint32_t u; __builtin_memcpy(&u, &f, 4); return u; }
@@ -191,6 +227,7 @@ typedef unsigned long long uint64_t;
 
 #define TCC_FN static __device__ __forceinline__
 #define TCC_CLZLL __clzll
+#define TCC_MATH(f) f
 #define TCC_EXPORT extern "C" __global__
 
 TCC_FN uint32_t tcc_bits_f32(float f) { return __float_as_uint(f); }
