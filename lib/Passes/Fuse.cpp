@@ -2,9 +2,11 @@
 //
 // -tcc-fuse, on a graph function (tensors, static shapes, after folding/canonicalize/CSE):
 //
-//  0. If-conversion: a tcc.if whose branches hold no tcc.loop is replaced by both branches,
-//     inlined, and a tcc.select of their results. A tcc.loop left is an error (the compiled
-//     backends have no data-dependent control flow).
+//  0. Control flow: a tcc.loop whose trip count is known at compile time (from its scan
+//     results' leading dim, or a constant max_trip with a condition that stays true) is
+//     unrolled (at most kMaxUnroll iterations); a tcc.if whose branches hold no tcc.loop is
+//     replaced by both branches, inlined, and a tcc.select of their results. A tcc.loop left
+//     is an error (the compiled backends have no data-dependent control flow).
 //  1. Inlining (Inductor's "pointwise ops are recomputed in their consumers"): walking consumers
 //     before producers, each pointwise op (elementwise, layout and gather-like ops, see
 //     FusionUtils.h) is inlined into the groups of its consumers when it feeds one group, or
@@ -32,6 +34,7 @@
 #include "tcc/Passes/Passes.h"
 
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -50,9 +53,91 @@ using namespace tcc::fusion;
 namespace tcc {
 namespace {
 
-//===--- If-conversion ----------------------------------------------------------===//
+//===--- Loop unrolling and if-conversion ---------------------------------------===//
+
+constexpr int64_t kMaxUnroll = 1024;
+
+/// The number of iterations `loop` runs, if known at compile time.
+std::optional<int64_t> staticTripCount(LoopOp loop) {
+  size_t numCarried = loop.getInits().size();
+  if (loop.getNumResults() > numCarried) // scan results: their leading dim is the count
+    return tensorType(loop.getResult(numCarried)).getDimSize(0);
+  DenseElementsAttr maxTrip, cond;
+  if (!matchPattern(loop.getMaxTrip(), m_Constant(&maxTrip)) ||
+      !matchPattern(loop.getCond(), m_Constant(&cond)) || !cond.getSplatValue<bool>())
+    return std::nullopt;
+  // The condition must stay true: the body yields its own condition argument or a true.
+  Block &body = loop.getBody().front();
+  Value yielded = body.getTerminator()->getOperand(0);
+  DenseElementsAttr yieldedConst;
+  bool staysTrue = yielded == body.getArgument(1) ||
+                   (matchPattern(yielded, m_Constant(&yieldedConst)) &&
+                    yieldedConst.getSplatValue<bool>());
+  if (!staysTrue)
+    return std::nullopt;
+  return maxTrip.getSplatValue<APInt>().getSExtValue();
+}
+
+/// Replaces `loop` by `count` copies of its body.
+void unrollLoop(LoopOp loop, int64_t count) {
+  OpBuilder b(loop);
+  Location loc = loop.getLoc();
+  Block &body = loop.getBody().front();
+  size_t numCarried = loop.getInits().size();
+  SmallVector<Value> carried(loop.getInits());
+  Value cond = loop.getCond();
+  size_t numScans = loop.getNumResults() - numCarried;
+  std::vector<SmallVector<Value>> scans(numScans);
+  auto i64Scalar = RankedTensorType::get({}, b.getI64Type());
+  for (int64_t i = 0; i < count; ++i) {
+    IRMapping map;
+    map.map(body.getArgument(0),
+            b.create<ConstantOp>(loc, DenseElementsAttr::get(i64Scalar, b.getI64IntegerAttr(i)))
+                .getResult());
+    map.map(body.getArgument(1), cond);
+    for (size_t c = 0; c < numCarried; ++c)
+      map.map(body.getArgument(2 + c), carried[c]);
+    for (Operation &op : body.without_terminator())
+      b.clone(op, map);
+    auto yielded = body.getTerminator()->getOperands();
+    cond = map.lookupOrDefault(yielded[0]);
+    for (size_t c = 0; c < numCarried; ++c)
+      carried[c] = map.lookupOrDefault(yielded[1 + c]);
+    for (size_t s = 0; s < numScans; ++s) {
+      Value element = map.lookupOrDefault(yielded[1 + numCarried + s]);
+      auto t = tensorType(element);
+      SmallVector<int64_t> shape{1};
+      llvm::append_range(shape, t.getShape());
+      scans[s].push_back(
+          b.create<ReshapeOp>(loc, RankedTensorType::get(shape, t.getElementType()), element));
+    }
+  }
+  for (size_t c = 0; c < numCarried; ++c)
+    loop.getResult(c).replaceAllUsesWith(carried[c]);
+  for (size_t s = 0; s < numScans; ++s) {
+    Value result = loop.getResult(numCarried + s);
+    Value stacked = scans[s].size() == 1
+                        ? scans[s][0]
+                        : b.create<ConcatOp>(loc, result.getType(), scans[s],
+                                             b.getI64IntegerAttr(0))
+                              .getResult();
+    result.replaceAllUsesWith(stacked);
+  }
+  loop.erase();
+}
+
+void unrollStaticLoops(func::FuncOp func) {
+  SmallVector<LoopOp> loops; // innermost first
+  func.walk<WalkOrder::PostOrder>([&](LoopOp op) { loops.push_back(op); });
+  for (LoopOp loop : loops) {
+    std::optional<int64_t> count = staticTripCount(loop);
+    if (count && *count >= 1 && *count <= kMaxUnroll)
+      unrollLoop(loop, *count);
+  }
+}
 
 LogicalResult convertIfs(func::FuncOp func) {
+  unrollStaticLoops(func);
   SmallVector<IfOp> ifs;
   func.walk<WalkOrder::PostOrder>([&](IfOp op) { ifs.push_back(op); });
   for (IfOp op : ifs) {
@@ -85,8 +170,8 @@ LogicalResult convertIfs(func::FuncOp func) {
     op.erase();
   }
   WalkResult r = func.walk([&](LoopOp loop) {
-    loop.emitError("tcc.loop with a data-dependent trip count is not supported by the compiled "
-                   "backends");
+    loop.emitError("tcc.loop whose trip count is not known at compile time (or exceeds ")
+        << kMaxUnroll << " iterations) is not supported by the compiled backends";
     return WalkResult::interrupt();
   });
   return failure(r.wasInterrupted());
