@@ -1,0 +1,260 @@
+#!/usr/bin/python3
+"""Random small ONNX graphs for differential testing of the compiled backends.
+
+Writes N cases in the ONNX backend-test layout (DIR/<case>/model.onnx and
+test_data_set_0/input_<i>.pb) with fresh random inputs (never zeros). The expected outputs are
+not written here: run_differential.sh computes them with the reference interpreter, so every
+backend is compared against the interpreter on the same inputs.
+
+Families: elementwise chains with broadcasting, reductions over random axes (incl. softmax and
+layer-norm rows), transposes and reshapes, matmuls (batched, broadcast) with bias/activation
+epilogues, convolutions (strides, pads, dilations, groups) and pooling, concat/slice/gather.
+
+Uses Debian's python3-onnx (onnx 1.12) and numpy: run with /usr/bin/python3.
+"""
+import argparse
+import os
+import random
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 17
+
+
+class Graph:
+    def __init__(self, rng, nprng):
+        self.rng, self.np = rng, nprng
+        self.nodes, self.inputs, self.values, self.inits = [], [], [], []
+        self.count = 0
+
+    def name(self, prefix):
+        self.count += 1
+        return f"{prefix}{self.count}"
+
+    def input(self, shape, positive=False):
+        n = self.name("x")
+        data = self.np.uniform(0.25 if positive else -2.0, 2.0, size=shape).astype(np.float32)
+        if not positive:  # keep values away from zero (division, logs)
+            data[np.abs(data) < 0.05] = 0.5
+        self.inputs.append((n, data))
+        return n, list(shape)
+
+    def const(self, array):
+        n = self.name("c")
+        self.inits.append(numpy_helper.from_array(np.asarray(array), n))
+        return n
+
+    def node(self, op, ins, **attrs):
+        out = self.name(op.lower() + "_")
+        self.nodes.append(helper.make_node(op, ins, [out], name=out, **attrs))
+        return out
+
+    @staticmethod
+    def output_info(name):
+        vi = onnx.ValueInfoProto()
+        vi.name = name
+        vi.type.tensor_type.elem_type = TensorProto.FLOAT
+        return vi
+
+    def model(self, outputs):
+        g = helper.make_graph(
+            self.nodes, "random",
+            [helper.make_tensor_value_info(n, TensorProto.FLOAT, d.shape) for n, d in self.inputs],
+            [self.output_info(o) for o in outputs],
+            self.inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
+        m.ir_version = 8
+        # Graph outputs need a shape: take the inferred ones.
+        inferred = onnx.shape_inference.infer_shapes(m)
+        types = {vi.name: vi.type for vi in list(inferred.graph.value_info) + list(inferred.graph.output)}
+        for out in m.graph.output:
+            out.type.CopyFrom(types[out.name])
+        return m
+
+
+def rand_shape(rng, rank, lo=1, hi=7):
+    return [rng.randint(lo, hi) for _ in range(rank)]
+
+
+def broadcast_partner(rng, shape):
+    """A shape that broadcasts against `shape` (some dims 1, maybe fewer dims)."""
+    keep = rng.randint(0, len(shape))
+    s = [d if rng.random() < 0.6 else 1 for d in shape[len(shape) - keep:]] if keep else []
+    return s
+
+
+UNARY = ["Relu", "Sigmoid", "Tanh", "Abs", "Neg", "Exp", "Erf", "Softsign", "Floor", "Ceil"]
+BINARY = ["Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"]
+
+
+def elementwise_chain(g, x, shape, rng, length):
+    for _ in range(length):
+        r = rng.random()
+        if r < 0.45:
+            op = rng.choice(UNARY)
+            if op == "Exp":
+                x = g.node("Tanh", [x])
+            x = g.node(op, [x])
+        elif r < 0.9:
+            op = rng.choice(BINARY)
+            other, _ = g.input(broadcast_partner(rng, shape), positive=op in ("Div", "Pow"))
+            if op == "Pow":
+                x = g.node("Abs", [x])
+                x = g.node("Add", [x, g.const(np.float32(0.5))])
+            x = g.node(op, [x, other] if rng.random() < 0.5 or op in ("Div", "Pow") else [other, x])
+        else:
+            cond = g.node("Greater", [x, g.const(np.float32(0.0))])
+            other, _ = g.input(shape)
+            x = g.node("Where", [cond, x, other])
+    return x
+
+
+def family_elementwise(g, rng):
+    shape = rand_shape(rng, rng.randint(1, 4))
+    x, _ = g.input(shape)
+    return [elementwise_chain(g, x, shape, rng, rng.randint(2, 7))]
+
+
+def family_reduce(g, rng):
+    rank = rng.randint(1, 4)
+    shape = rand_shape(rng, rank, 2, 9)
+    x, _ = g.input(shape)
+    x = elementwise_chain(g, x, shape, rng, rng.randint(0, 2))
+    axes = sorted(rng.sample(range(rank), rng.randint(1, rank)))
+    op = rng.choice(["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
+                     "ReduceL2", "ReduceLogSumExp", "ArgMax", "Softmax", "LayerNorm"])
+    keep = rng.randint(0, 1)
+    if op == "ReduceSum":
+        return [g.node(op, [x, g.const(np.array(axes, np.int64))], keepdims=keep)]
+    if op == "ArgMax":
+        a = g.node(op, [x], axis=axes[0], keepdims=keep)
+        return [g.node("Cast", [a], to=TensorProto.FLOAT)]
+    if op == "Softmax":
+        return [g.node("Softmax", [x], axis=axes[-1] - rank)]
+    if op == "LayerNorm":
+        axis = axes[0]
+        ns = shape[axis:]
+        scale = g.const(g.np.uniform(0.5, 1.5, size=ns).astype(np.float32))
+        bias = g.const(g.np.uniform(-1, 1, size=ns).astype(np.float32))
+        return [g.node("LayerNormalization", [x, scale, bias], axis=axis, epsilon=1e-5)]
+    if op == "ReduceProd":
+        x = g.node("Sigmoid", [x])
+    r = g.node(op, [x], axes=axes, keepdims=keep)
+    if keep and rng.random() < 0.6:  # use the reduction against its input (row fusion)
+        r = g.node("Sub", [x, r])
+    return [r]
+
+
+def family_layout(g, rng):
+    rank = rng.randint(2, 4)
+    shape = rand_shape(rng, rank, 2, 6)
+    x, _ = g.input(shape)
+    perm = list(range(rank))
+    rng.shuffle(perm)
+    t = g.node("Transpose", [x], perm=perm)
+    tshape = [shape[p] for p in perm]
+    t = elementwise_chain(g, t, tshape, rng, rng.randint(1, 3))
+    choice = rng.random()
+    if choice < 0.3:
+        total = int(np.prod(tshape))
+        t = g.node("Reshape", [t, g.const(np.array([tshape[0], total // tshape[0]], np.int64))])
+    elif choice < 0.55:
+        y, _ = g.input(tshape)
+        t = g.node("Concat", [t, y], axis=rng.randrange(rank))
+    elif choice < 0.8:
+        axis = rng.randrange(rank)
+        start = rng.randint(0, tshape[axis] - 1)
+        t = g.node("Slice", [t, g.const(np.array([start], np.int64)),
+                             g.const(np.array([tshape[axis]], np.int64)),
+                             g.const(np.array([axis], np.int64))])
+    else:
+        axis = rng.randrange(rank)
+        idx = g.np.integers(-tshape[axis], tshape[axis], size=rng.randint(1, 5)).astype(np.int64)
+        t = g.node("Gather", [t, g.const(idx)], axis=axis)
+    return [t]
+
+
+def family_matmul(g, rng):
+    m, k, n = rng.randint(1, 40), rng.randint(1, 40), rng.randint(1, 40)
+    batch = rand_shape(rng, rng.randint(0, 2), 1, 4)
+    a, _ = g.input(batch + [m, k])
+    if rng.random() < 0.5:
+        b = g.const(g.np.uniform(-1, 1, size=(k, n)).astype(np.float32))
+    else:
+        b, _ = g.input([1 if (d > 1 and rng.random() < 0.3) else d for d in batch] + [k, n])
+    y = g.node("MatMul", [a, b])
+    if rng.random() < 0.7:
+        y = g.node("Add", [y, g.const(g.np.uniform(-1, 1, size=(n,)).astype(np.float32))])
+    act = rng.choice([None, "Relu", "Sigmoid", "Tanh"])
+    if act:
+        y = g.node(act, [y])
+    return [y]
+
+
+def family_gemm(g, rng):
+    m, k, n = rng.randint(1, 50), rng.randint(1, 50), rng.randint(1, 50)
+    ta, tb = rng.randint(0, 1), rng.randint(0, 1)
+    a, _ = g.input([k, m] if ta else [m, k])
+    b = g.const(g.np.uniform(-1, 1, size=(n, k) if tb else (k, n)).astype(np.float32))
+    c = g.const(g.np.uniform(-1, 1, size=(n,)).astype(np.float32))
+    y = g.node("Gemm", [a, b, c], transA=ta, transB=tb, alpha=rng.choice([1.0, 0.5]),
+               beta=rng.choice([1.0, 2.0]))
+    return [g.node("Relu", [y]) if rng.random() < 0.5 else y]
+
+
+def family_conv(g, rng):
+    dims = rng.choice([1, 2, 2, 2, 3])
+    groups = rng.choice([1, 1, 2])
+    cin = groups * rng.randint(1, 4)
+    cout = groups * rng.randint(1, 4)
+    spatial = [rng.randint(6, 10) for _ in range(dims)]
+    kernel = [rng.randint(1, 3) for _ in range(dims)]
+    strides = [rng.randint(1, 2) for _ in range(dims)]
+    dil = [rng.randint(1, 2) for _ in range(dims)]
+    pads = [rng.randint(0, 1) for _ in range(2 * dims)]
+    x, _ = g.input([rng.randint(1, 2), cin] + spatial)
+    w = g.const(g.np.uniform(-1, 1, size=[cout, cin // groups] + kernel).astype(np.float32))
+    bias = g.const(g.np.uniform(-1, 1, size=[cout]).astype(np.float32))
+    y = g.node("Conv", [x, w, bias], kernel_shape=kernel, strides=strides, dilations=dil,
+               pads=pads, group=groups)
+    if rng.random() < 0.6:
+        y = g.node("Relu", [y])
+    if rng.random() < 0.4 and dims == 2:
+        pool = rng.choice(["MaxPool", "AveragePool"])
+        y = g.node(pool, [y], kernel_shape=[2, 2], strides=[1, 1])
+    if rng.random() < 0.3:
+        y = g.node("GlobalAveragePool", [y])
+    return [y]
+
+
+FAMILIES = [family_elementwise, family_reduce, family_layout, family_matmul, family_gemm,
+            family_conv]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("out_dir")
+    p.add_argument("--cases", type=int, default=60)
+    p.add_argument("--seed", type=int, required=True)
+    args = p.parse_args()
+    rng = random.Random(args.seed)
+    for i in range(args.cases):
+        family = FAMILIES[i % len(FAMILIES)]
+        g = Graph(random.Random(rng.random()), np.random.default_rng(rng.randrange(1 << 30)))
+        outputs = family(g, g.rng)
+        name = f"diff_{i:03d}_{family.__name__[len('family_'):]}"
+        case = os.path.join(args.out_dir, name)
+        os.makedirs(os.path.join(case, "test_data_set_0"), exist_ok=True)
+        model = g.model(outputs)
+        onnx.checker.check_model(model)
+        onnx.save(model, os.path.join(case, "model.onnx"))
+        for j, (n, data) in enumerate(g.inputs):
+            t = numpy_helper.from_array(data, n)
+            with open(os.path.join(case, "test_data_set_0", f"input_{j}.pb"), "wb") as f:
+                f.write(t.SerializeToString())
+
+
+if __name__ == "__main__":
+    main()
