@@ -92,7 +92,7 @@ func.func @if_two_blocks(%c: tensor<i1>) {
 // -----
 
 func.func @yield_outside(%x: tensor<4xf32>) {
-  // expected-error @+1 {{'tcc.yield' op expects parent op to be one of 'tcc.if, tcc.loop'}}
+  // expected-error @+1 {{'tcc.yield' op expects parent op to be one of 'tcc.if, tcc.loop, tcc.fusion'}}
   "tcc.yield"(%x) : (tensor<4xf32>) -> ()
 }
 

@@ -53,7 +53,7 @@ func.func @recompute(%x: tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>) {
 
 // A tcc.loop left after if-conversion is an error naming the op.
 func.func @loop(%n: tensor<i64>, %c: tensor<i1>, %x: tensor<f32>) -> tensor<f32> {
-  // expected-error @below {{tcc.loop with a data-dependent trip count is not supported by the compiled backends}}
+  // expected-error @below {{tcc.loop whose trip count is not known at compile time (or exceeds 1024 iterations) is not supported by the compiled backends}}
   %r = tcc.loop (%n, %c) inits(%x : tensor<f32>) -> (tensor<f32>) {
   ^bb0(%i: tensor<i64>, %cc: tensor<i1>, %v: tensor<f32>):
     tcc.yield %cc, %v : tensor<i1>, tensor<f32>
