@@ -364,11 +364,20 @@ void runConv(const ConvGeometry &g, const float *input, const float *weight, flo
   Im2col im2col(g);
   if (numThreads > 1) {
     // Items: (image, group, column tile), tiles small enough that every thread gets work.
+    // With few images, split each into equal column tiles: about 4 items per thread, a
+    // multiple of the thread count (balanced), tiles of >= 64 columns where possible.
     int64_t images = g.batch * g.groups;
     int64_t tile = g.columnTile;
-    if (images < 4 * numThreads) {
-      int64_t want = (images * g.outSize + 4 * numThreads - 1) / (4 * numThreads);
-      tile = std::clamp<int64_t>(want, std::min<int64_t>(64, g.outSize), g.columnTile);
+    int64_t minTiles = (g.outSize + g.columnTile - 1) / g.columnTile;
+    if (images * minTiles < 4 * numThreads) {
+      int64_t fewest = std::max<int64_t>(minTiles, (numThreads + images - 1) / images);
+      int64_t tiles = fewest;
+      for (int64_t t = std::max(fewest, (4 * numThreads + images - 1) / images); t > fewest; --t)
+        if (g.outSize / t >= 64 && (images * t) % numThreads == 0) {
+          tiles = t;
+          break;
+        }
+      tile = std::min(g.columnTile, (g.outSize + tiles - 1) / tiles);
     }
     int64_t tilesPerImage = (g.outSize + tile - 1) / tile, items = images * tilesPerImage;
     int workers = (int)std::min<int64_t>(numThreads, items);
