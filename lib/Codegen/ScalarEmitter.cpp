@@ -213,6 +213,22 @@ std::string ScalarEmitter::unaryExpr(UnaryKind kind, Type type, const std::strin
     bool dbl = type.isF64();
     std::string one = dbl ? "1.0" : "1.0f", zero = dbl ? "0.0" : "0.0f";
     std::string raw;
+    // On the CPU, f32 (and f16/bf16, computed in f32) exp/log/tanh/erf/sigmoid call the
+    // prelude's vectorisable approximations (within 2-3 ulp of libm, see
+    // ScalarPrelude.cpp); f64 and CUDA keep the math library.
+    if (target == Target::Cpu && !dbl) {
+      const char *approx = nullptr;
+      switch (kind) {
+      case UnaryKind::Exp: approx = "tcc_expf"; break;
+      case UnaryKind::Log: approx = "tcc_logf"; break;
+      case UnaryKind::Tanh: approx = "tcc_tanhf"; break;
+      case UnaryKind::Erf: approx = "tcc_erff"; break;
+      case UnaryKind::Sigmoid: approx = "tcc_sigmoidf"; break;
+      default: break;
+      }
+      if (approx)
+        return roundTo(type, std::string(approx) + "(" + x + ")");
+    }
     switch (kind) {
     case UnaryKind::Neg: return "-" + x; // exact: no rounding needed
     case UnaryKind::Abs: return mathFn("fabs", type) + "(" + x + ")";

@@ -236,9 +236,116 @@ TCC_FN uint64_t tcc_bits_f64(double d) { return (uint64_t)__double_as_longlong(d
 TCC_FN double tcc_f64_from_bits(uint64_t u) { return __longlong_as_double((long long)u); }
 )cpp";
 
+/// CPU only: f32 exp/log/tanh/erf/sigmoid as branch-free inline approximations (plain float
+/// arithmetic, integer bit manipulation, selects computed on both sides), so GCC vectorises the
+/// loops that call them; libm's scalar expf & co. would not. The polynomial coefficients are
+/// near-minimax fits of the relative error computed by lib/Codegen/tools/fit_transcendentals.py;
+/// the max error against glibc over all 2^32 f32 inputs, measured by
+/// lib/Codegen/tools/ulp_check.cpp, is listed in lib/Codegen/README.md (<= 2 ulp for exp, log,
+/// sigmoid, <= 3 ulp for tanh, erf). f64 keeps libm.
+static const char *const kCpuMathPrelude = R"cpp(
+// ---- f32 transcendentals: branch-free approximations GCC vectorises ----
+TCC_FN float tcc_absf(float x) { return tcc_f32_from_bits(tcc_bits_f32(x) & 0x7FFFFFFFu); }
+// |m| with the sign of s (m >= 0).
+TCC_FN float tcc_with_sign(float m, float s) {
+  return tcc_f32_from_bits(tcc_bits_f32(m) | (tcc_bits_f32(s) & 0x80000000u));
+}
+
+// exp(x) = 2^k * e^r with x = k ln2 + r, |r| <= ln2/2 (Cody-Waite: k * ln2_hi is exact), and
+// e^r = 1 + r + r^2 P(r). x is clamped to [-104, 89] first (exp(-104) rounds to 0, exp(89) to
+// inf), and 2^k is applied as two normal powers of two, so underflow rounds once.
+TCC_FN float tcc_expf(float x) {
+  float c = x < -104.0f ? -104.0f : x; // NaN stays NaN
+  c = c > 89.0f ? 89.0f : c;
+  const float magic = 0x1.8p23f; // adding it rounds to an integer, kept in the low mantissa bits
+  const float t = c * 0x1.715476p+0f + magic;
+  const float kf = t - magic;
+  const int32_t k = (int32_t)(tcc_bits_f32(t) - 0x4B400000u);
+  const float r = (c - kf * 0x1.62e4p-1f) - kf * 0x1.7f7d1cp-20f;
+  const float p = 0x1.fffffcp-2f + r * (0x1.55548cp-3f + r * (0x1.5558b8p-5f +
+                  r * (0x1.123e58p-7f + r * 0x1.6a4d6ep-10f)));
+  const float er = 1.0f + (r + r * r * p);
+  const int32_t k1 = k >> 1, k2 = k - k1;
+  const float y = er * tcc_f32_from_bits((uint32_t)(k1 + 127) << 23) *
+                  tcc_f32_from_bits((uint32_t)(k2 + 127) << 23);
+  return x != x ? x : y;
+}
+
+// log(x) = e ln2 + log(1 + f), 1 + f = m in [sqrt(1/2), sqrt(2)); log(1 + f) = 2s + s R(s^2)
+// with s = f / (2 + f), evaluated as f - (hfsq - s (hfsq + R)), hfsq = f^2 / 2, so that f is
+// added last. Subnormals are scaled by 2^23 first.
+TCC_FN float tcc_logf(float x) {
+  const bool sub = x < 0x1p-126f;
+  const float xs = x * (sub ? 0x1p23f : 1.0f); // not `sub ? x * 2^23 : x`: GCC would sink the
+                                                // multiply into a branch and not vectorise
+  const uint32_t ix = tcc_bits_f32(xs) - 0x3F3504F3u; // bits of sqrt(1/2)
+  const int32_t e = ((int32_t)ix >> 23) - (sub ? 23 : 0);
+  const float f = tcc_f32_from_bits((ix & 0x007FFFFFu) + 0x3F3504F3u) - 1.0f;
+  const float s = f / (2.0f + f);
+  const float z = s * s;
+  const float R = z * (0x1.555554p-1f + z * (0x1.999c22p-2f + z * (0x1.23d5e0p-2f +
+                  z * 0x1.f0ca60p-3f)));
+  const float hfsq = 0.5f * f * f;
+  const float ef = (float)e;
+  const float y = ef * 0x1.62e4p-1f - ((hfsq - (s * (hfsq + R) + ef * 0x1.7f7d1cp-20f)) - f);
+  // Special cases with masks: a ?: here would let GCC sink the computation of y (a division,
+  // which may trap) into a branch, and the loop would not vectorise.
+  const uint32_t isZero = 0u - (uint32_t)(x == 0.0f);                  // log(+-0) = -inf
+  const uint32_t isNaN = (0u - (uint32_t)(x < 0.0f)) | (0u - (uint32_t)(x != x)); // x < 0: NaN
+  const uint32_t isInf = 0u - (uint32_t)(x > 0x1.fffffep127f);         // log(inf) = inf
+  return tcc_f32_from_bits((tcc_bits_f32(y) & ~(isZero | isNaN | isInf)) | (0xFF800000u & isZero) |
+                           ((tcc_bits_f32(x) | 0x7FC00000u) & isNaN) | (0x7F800000u & isInf));
+}
+
+// tanh(x) = x + x^3 P(x^2) for |x| < 0.625, else sign(x) (1 - 2 / (e^2|x| + 1)), |x| clamped
+// to 10 (tanh(10) rounds to 1).
+TCC_FN float tcc_tanhf(float x) {
+  const float a = tcc_absf(x);
+  const float w = x * x;
+  const float p = -0x1.555554p-2f + w * (0x1.11107ap-3f + w * (-0x1.b9f18ap-5f +
+                  w * (0x1.63a588p-6f + w * (-0x1.0c60aap-7f + w * 0x1.1a31e8p-9f))));
+  const float small = x + x * w * p;
+  const float ac = a > 10.0f ? 10.0f : a;
+  const float big = 1.0f - 2.0f / (tcc_expf(ac + ac) + 1.0f);
+  const float y = a < 0.625f ? small : tcc_with_sign(big, x);
+  return x != x ? x : y;
+}
+
+// erf(x) = x + x P(x^2) for |x| < 0.921875, else sign(x) (1 - exp(-a^2) Q(1/a - 0.6)) with
+// a = |x| clamped to 4 (erf(4) rounds to 1), Q ~ erfc(a) exp(a^2).
+TCC_FN float tcc_erff(float x) {
+  const float a = tcc_absf(x);
+  const float w = x * x;
+  const float p = 0x1.06eba8p-3f + w * (-0x1.812740p-2f + w * (0x1.ce2d64p-4f +
+                  w * (-0x1.b80116p-6f + w * (0x1.5449a2p-8f + w * (-0x1.a60230p-11f +
+                  w * 0x1.4f3dfep-14f)))));
+  const float small = x + x * p;
+  float ac = a < 0.921875f ? 0.921875f : a;
+  ac = ac > 4.0f ? 4.0f : ac;
+  const float t = 1.0f / ac - 0.6f;
+  const float q = 0x1.2f65fcp-2f + t * (0x1.905e16p-2f + t * (-0x1.679704p-3f +
+                  t * (0x1.51064ep-5f + t * (0x1.e42ed0p-6f + t * (-0x1.bbef2cp-5f +
+                  t * (0x1.93820ep-5f + t * (-0x1.78ba30p-6f + t * (-0x1.a768a2p-7f +
+                  t * 0x1.49a0d6p-6f))))))));
+  const float big = 1.0f - tcc_expf(-(ac * ac)) * q;
+  const float y = a < 0.921875f ? small : tcc_with_sign(big, x);
+  return x != x ? x : y;
+}
+
+// 1 / (1 + e^-x) for x >= 0, e^x / (1 + e^x) for x < 0: e^-|x| never overflows, so the
+// result is in [0, 1] for every non-NaN x, and small results keep their relative accuracy
+// down to the subnormals (the reference's 1 / (1 + exp(-x)) flushes to 0 below x = -88.72).
+TCC_FN float tcc_sigmoidf(float x) {
+  const float e = tcc_expf(-tcc_absf(x));
+  return (x < 0.0f ? e : 1.0f) / (1.0f + e);
+}
+)cpp";
+
 std::string ScalarEmitter::prelude() const {
   std::string text = target == Target::Cpu ? kCpuPrelude : kCudaPrelude;
   text += kCommonPrelude;
+  if (target == Target::Cpu)
+    text += kCpuMathPrelude;
   text += "#endif\n";
   return text;
 }

@@ -11,7 +11,7 @@
 // CHECK: uint16_t *__restrict arg2 = (uint16_t *)args[2];
 // CHECK: float v0 = tcc_f16_to_f32(arg0[i0 * 64 + i1]);
 // CHECK-NEXT: float v1 = tcc_round_f16(v0 * 1.5f);
-// CHECK-NEXT: float v2 = tcc_round_f16(__builtin_expf(v1));
+// CHECK-NEXT: float v2 = tcc_round_f16(tcc_expf(v1));
 // CHECK-NEXT: float v3 = tcc_max<float>(v2, v0);
 // CHECK-NEXT: float v4 = -v3;
 // CHECK-NEXT: float v5 = tcc_round_bf16(v4);

@@ -25,7 +25,7 @@
 // CHECK-NEXT: float v2 = arg1[v1];
 // CHECK-NEXT: float v3 = v0 + v2;
 // CHECK-NEXT: float v4 = v3 * 0.5f;
-// CHECK-NEXT: float v5 = __builtin_erff(v3);
+// CHECK-NEXT: float v5 = tcc_erff(v3);
 // CHECK-NEXT: float v6 = v5 + 1.0f;
 // CHECK-NEXT: float v7 = v4 * v6;
 // CHECK-NEXT: arg2[i0 * 4096 + i1 * 128 + i2] = v7;

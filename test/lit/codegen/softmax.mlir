@@ -24,7 +24,7 @@
 // CHECK-NEXT: for (int64_t i2 = 0; i2 < 1024; ++i2) {
 // CHECK-NEXT: float v2 = arg0[i0 * 1024 + i2];
 // CHECK-NEXT: float v3 = v2 - v1;
-// CHECK-NEXT: float v4 = __builtin_expf(v3);
+// CHECK-NEXT: float v4 = tcc_expf(v3);
 // CHECK-NEXT: acc1 = acc1 + v4;
 // CHECK-NEXT: }
 // CHECK-NEXT: float v5 = acc1;
@@ -33,7 +33,7 @@
 // CHECK-NEXT: for (int64_t i3 = 0; i3 < 1024; ++i3) {
 // CHECK-NEXT: float v6 = arg0[i0 * 1024 + i3];
 // CHECK-NEXT: float v7 = v6 - v1;
-// CHECK-NEXT: float v8 = __builtin_expf(v7);
+// CHECK-NEXT: float v8 = tcc_expf(v7);
 // CHECK-NEXT: float v9 = v8 / v5;
 // CHECK-NEXT: arg1[i0 * 1024 + i3] = v9;
 // CHECK-NEXT: }
