@@ -53,9 +53,16 @@ void Program::run(const void *const *inputs, void *const *outputs) {
   if (!outputs && !outputs_.empty())
     throw Error("outputs is null; the program has " + std::to_string(outputs_.size()) +
                 " outputs");
-  for (size_t i = 0; i < inputs_.size(); ++i)
-    if (!inputs[i] && inputs_[i].bytes > 0)
-      throw Error("input " + std::to_string(i) + " ('" + inputs_[i].name + "') is null");
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    const TensorDesc &in = inputs_[i];
+    if (!inputs[i] && in.bytes > 0)
+      throw Error("input " + std::to_string(i) + " ('" + in.name + "') is null");
+    if (!in.specializedValue.empty() &&
+        std::memcmp(inputs[i], in.specializedValue.data(), in.bytes) != 0)
+      throw Error("input " + std::to_string(i) + " ('" + in.name + "') differs from the value "
+                  "the program was compiled for: the model needs this input's value at compile "
+                  "time (a shape or a count), so recompile with this input");
+  }
   for (size_t i = 0; i < outputs_.size(); ++i)
     if (!outputs[i] && outputs_[i].bytes > 0)
       throw Error("output " + std::to_string(i) + " ('" + outputs_[i].name + "') is null");

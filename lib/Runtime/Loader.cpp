@@ -150,8 +150,17 @@ std::unique_ptr<Program> Program::load(const void *data, size_t size, int numThr
   p->producer_ = program->producer() ? program->producer()->str() : "";
 
   if (auto *inputs = program->inputs())
-    for (unsigned i = 0; i < inputs->size(); ++i)
-      p->inputs_.push_back(readTensor(inputs->Get(i), "input " + std::to_string(i)));
+    for (unsigned i = 0; i < inputs->size(); ++i) {
+      std::string what = "input " + std::to_string(i);
+      p->inputs_.push_back(readTensor(inputs->Get(i), what));
+      if (const auto *value = inputs->Get(i)->specialized_value()) {
+        if (value->size() != p->inputs_.back().bytes)
+          throw Error("damaged artifact: " + what + "'s specialised value has " +
+                      std::to_string(value->size()) + " bytes, the input " +
+                      std::to_string(p->inputs_.back().bytes));
+        p->inputs_.back().specializedValue.assign(value->begin(), value->end());
+      }
+    }
   if (auto *outputs = program->outputs())
     for (unsigned i = 0; i < outputs->size(); ++i)
       p->outputs_.push_back(readTensor(outputs->Get(i), "output " + std::to_string(i)));

@@ -29,6 +29,8 @@ struct TensorDesc {
   tccrt_dtype dtype = TCCRT_F32;
   std::vector<int64_t> shape;
   size_t bytes = 0;
+  /// Inputs the compiler specialised on: the only value the program accepts (`bytes` bytes).
+  std::vector<uint8_t> specializedValue;
 };
 
 enum class BufferKind : uint8_t { Input, Output, Constant, Arena };

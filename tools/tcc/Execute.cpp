@@ -94,13 +94,14 @@ void RuntimeProgram::runRaw(const std::vector<const void *> &inputs,
     runtimeError("run failed");
 }
 
-CompiledModel compileLoaded(LoadedModel &model, size_t givenInputs, CompileOptions options) {
+CompiledModel compileLoaded(LoadedModel &model, size_t givenInputs, CompileOptions options,
+                            bool randomValuesRun) {
   const auto &names = model.imported.inputNames;
   std::vector<std::string> arbitrary;
   for (size_t i = 0; i < names.size(); ++i) {
     if (!model.imported.specializedInputs.count(names[i]))
       continue;
-    if (i >= givenInputs)
+    if (i >= givenInputs && !randomValuesRun)
       arbitrary.push_back(names[i]);
     else
       options.specializedInputs[names[i]] = model.inputs[i];
@@ -124,7 +125,7 @@ std::vector<Tensor> execute(LoadedModel &model, size_t givenInputs, const std::s
     return interpret(model);
   CompileOptions options = compile;
   options.device = device;
-  CompiledModel compiled = compileLoaded(model, givenInputs, options);
+  CompiledModel compiled = compileLoaded(model, givenInputs, options, /*randomValuesRun=*/true);
   RuntimeProgram program = RuntimeProgram::fromBytes(compiled.artifact, numThreads);
   return program.run(model.inputs);
 }

@@ -44,10 +44,12 @@ private:
   tccrt_program *program_;
 };
 
-/// Compiles a loaded model. `givenInputs`: how many leading inputs the user supplied; an
-/// import that had to specialise on an input not supplied is an error naming it (its value
-/// would be arbitrary), and supplied specialised inputs are recorded in the artifact.
-CompiledModel compileLoaded(LoadedModel &model, size_t givenInputs, CompileOptions options);
+/// Compiles a loaded model. Inputs the import specialised on are recorded in the artifact (the
+/// runtime refuses other values). `givenInputs`: how many leading inputs the user supplied;
+/// unless `randomValuesRun` (the artifact is run right away on model.inputs), specialising on
+/// an input drawn at random is an error naming it: its value would be arbitrary.
+CompiledModel compileLoaded(LoadedModel &model, size_t givenInputs, CompileOptions options,
+                            bool randomValuesRun = false);
 
 /// Runs a loaded model on `device` ("interp" or "cpu") with its inputs.
 std::vector<Tensor> execute(LoadedModel &model, size_t givenInputs, const std::string &device,

@@ -133,7 +133,8 @@ LoadedModel loadModel(const std::string &path, const LoadOptions &options) {
   loaded.context->disableMultithreading();
   ImportOptions importOptions;
   for (size_t i = 0; i < inputs.size(); ++i)
-    importOptions.inputValues[inputs[i].name] = loaded.inputs[i];
+    if (i < options.inputs.size() || options.specializeOnRandomInputs)
+      importOptions.inputValues[inputs[i].name] = loaded.inputs[i];
   loaded.imported = importOnnxModel(*loaded.context, model, importOptions);
   return loaded;
 }

@@ -44,6 +44,9 @@ struct LoadOptions {
   std::vector<Tensor> inputs;                // given inputs, in graph-input order (may be fewer)
   std::map<std::string, Shape> inputShapes;  // --input-shape
   uint64_t seed = 0;
+  /// Whether the import may specialise on the values of inputs drawn at random (fine when the
+  /// same values are then run; not for an artifact that must accept any value).
+  bool specializeOnRandomInputs = true;
 };
 
 /// Loads, prepares (fixes dims, shape inference, opset upgrade) and imports `path`. Inputs not

@@ -191,7 +191,9 @@ int runCompile(const ModelArgs &args, const std::string &device, const CompileAr
     throw Error("the interpreter runs models directly: compile for --device cpu");
   checkDevice(device);
   auto start = std::chrono::steady_clock::now();
-  LoadedModel model = loadModel(args.model, loadOptions(args));
+  LoadOptions load = loadOptions(args);
+  load.specializeOnRandomInputs = false; // the artifact must not bake in arbitrary values
+  LoadedModel model = loadModel(args.model, load);
   CompiledModel compiled = compileLoaded(model, args.inputFiles.size(), compileOptions(compile, device));
   compiled.report.compileSeconds = secondsSince(start);
   std::ofstream f(out, std::ios::binary);
@@ -258,8 +260,9 @@ int runBench(const ModelArgs &args, const std::string &device, const CompileArgs
       compileSeconds = secondsSince(start);
       timeRuns([&] { interpret(model); });
     } else {
-      CompiledModel compiled =
-          compileLoaded(model, args.inputFiles.size(), compileOptions(compile, device));
+      CompiledModel compiled = compileLoaded(model, args.inputFiles.size(),
+                                             compileOptions(compile, device),
+                                             /*randomValuesRun=*/true);
       compileSeconds = secondsSince(start);
       RuntimeProgram program = RuntimeProgram::fromBytes(compiled.artifact, threads);
       timeProgram(program, model.inputs);
