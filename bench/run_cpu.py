@@ -339,6 +339,24 @@ def compare(got: list[np.ndarray], ref: dict[str, np.ndarray]) -> dict:
 # ------------------------------------------------------------------------------------------
 # the run
 # ------------------------------------------------------------------------------------------
+def wait_quiet(limit_s: float, threshold: float = 0.15) -> float | None:
+    """Waits (up to limit_s) until other processes use under `threshold` of the machine over a
+    2 s sample. Returns the seconds waited, or None if it never got quiet."""
+    if limit_s <= 0:
+        return 0.0
+    t0 = time.perf_counter()
+    while True:
+        m = CpuMeter()
+        time.sleep(2.0)
+        busy = m.others()
+        waited = time.perf_counter() - t0
+        if busy < threshold:
+            return waited
+        if waited >= limit_s:
+            print(f"   still {busy:.0%} busy after {waited:.0f} s: measuring anyway", flush=True)
+            return None
+
+
 def bench_model(model, threads_list, args, tcc: Tcc | None) -> dict:
     row = {"model": model.name, "kind": model.kind, "path": str(model.onnx_path),
            "gflop": model.flops / 1e9 if model.flops else None,
@@ -374,6 +392,9 @@ def bench_model(model, threads_list, args, tcc: Tcc | None) -> dict:
                   flush=True)
     per_round = max(1, args.iters // args.rounds)
     for t in threads_list:
+        waited = wait_quiet(args.wait_quiet)
+        if waited:
+            print(f"   waited {waited:.0f} s for a quiet machine", flush=True)
         meter = CpuMeter()
         ort_blocks, tcc_blocks, ort = [], [], None
         if ref is not None:
@@ -519,6 +540,9 @@ def main() -> int:
                     help="split --iters into this many rounds, alternating ORT and tcc (default 3)")
     ap.add_argument("--models", nargs="+", help="subset of models (default: all; see --list)")
     ap.add_argument("--list", action="store_true", help="list the models and exit")
+    ap.add_argument("--wait-quiet", type=float, default=0, metavar="S",
+                    help="before timing each model and thread count, wait up to S seconds until other "
+                         "processes use under 15%% of the CPU (default 0: do not wait)")
     ap.add_argument("--tcc", default=str(ROOT / "build" / "bin" / "tcc"), help="tcc binary (default build/bin/tcc)")
     ap.add_argument("--no-tcc", action="store_true", help="onnxruntime only")
     ap.add_argument("--timeout", type=float, default=1200, help="seconds for each tcc command (default 1200)")
