@@ -501,8 +501,9 @@ def write_results(rows, t, info, args, out_dir: Path) -> Path:
     md = [f"# tcc vs onnxruntime, CPU, {t} thread{'s' if t > 1 else ''}", "",
           f"- date: {info['date']}; host: {info['host']}",
           f"- CPU: {info['cpu']} ({info['cores']} cores, {info['affinity']} usable; {info['cpu_flags']}); memory {info['memory']}; {info['os']}",
-          f"- tcc: `{args.tcc}` ({info.get('tcc_version', 'not run')}); source tree at git {info['git_commit']}"
-          f"{' (with uncommitted changes)' if info['git_dirty'] else ''}; "
+          f"- tcc: `{args.tcc}` ({info.get('tcc_version', 'not run')}), built from "
+          + (args.tcc_source or f"the tree at git {info['git_commit']}"
+             f"{' (with uncommitted changes)' if info['git_dirty'] else ''}") + "; "
           f"onnxruntime {info['onnxruntime']} (CPUExecutionProvider, intra_op={t}, inter_op=1, ORT_ENABLE_ALL); "
           f"python {info['python']}",
           f"- {args.iters} timed runs in {args.rounds} rounds (ORT and tcc alternate), {args.warmup} warmup runs per round; load average at start {info['loadavg_start']:.2f}, "
@@ -516,7 +517,7 @@ def write_results(rows, t, info, args, out_dir: Path) -> Path:
           "compile_seconds with a fresh TCC_CACHE_DIR (cold) and again (warm). Outputs: tcc's vs ORT's, "
           f"|Δ| ≤ {RTOL:g}·|ref| + {ATOL_REL:g}·max|ref|; the number in brackets is max|Δ|/max|ref|.", ""]
     base.with_suffix(".md").write_text("\n".join(md))
-    raw = {"machine": info, "threads": t, "warmup": args.warmup, "iters": args.iters, "rounds": args.rounds,
+    raw = {"machine": info, "tcc_source": args.tcc_source, "threads": t, "warmup": args.warmup, "iters": args.iters, "rounds": args.rounds,
            "tcc": args.tcc,
            "geomean_tcc_over_ort": g, "models": []}
     for r in rows:
@@ -544,6 +545,8 @@ def main() -> int:
                     help="before timing each model and thread count, wait up to S seconds until other "
                          "processes use under 15%% of the CPU (default 0: do not wait)")
     ap.add_argument("--tcc", default=str(ROOT / "build" / "bin" / "tcc"), help="tcc binary (default build/bin/tcc)")
+    ap.add_argument("--tcc-source", default=None,
+                    help="what the tcc binary was built from, for the header (default: this tree's git HEAD)")
     ap.add_argument("--no-tcc", action="store_true", help="onnxruntime only")
     ap.add_argument("--timeout", type=float, default=1200, help="seconds for each tcc command (default 1200)")
     ap.add_argument("--out-dir", default=str(BENCH / "results"), help="where results go (default bench/results)")
