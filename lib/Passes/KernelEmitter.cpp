@@ -189,42 +189,37 @@ void KernelEmitter::parallel(ArrayRef<int64_t> shape, function_ref<void(const In
   if (bounds.empty())
     bounds.push_back(1);
   auto par = b_.create<tk::ParallelOp>(loc_, ArrayRef<int64_t>(bounds));
+  inLoopBody(par.getBody(), bounds.size(), shape, [&](Block *, const Index &idx) {
+    body(idx);
+    b_.create<tk::YieldOp>(loc_);
+  });
+}
+
+void KernelEmitter::inLoopBody(Region &region, size_t numArgs, ArrayRef<int64_t> bounds,
+                               function_ref<void(Block *, const Index &)> fn) {
   Block *block = new Block;
-  par.getBody().push_back(block);
-  for (size_t i = 0; i < bounds.size(); ++i)
+  region.push_back(block);
+  for (size_t i = 0; i < numArgs; ++i)
     block->addArgument(b_.getIndexType(), loc_);
   OpBuilder::InsertionGuard guard(b_);
   b_.setInsertionPointToStart(block);
   withScope([&] {
-    Index idx;
-    for (size_t i = 0; i < shape.size(); ++i)
-      idx.push_back(shape[i] == 1 ? getAffineConstantExpr(0, context())
-                                  : newDim(block->getArgument(i)));
-    body(idx);
+    Index idx; // a dim of size 1 is the constant 0
+    for (size_t i = 0; i < bounds.size(); ++i)
+      idx.push_back(bounds[i] == 1 ? getAffineConstantExpr(0, context())
+                                   : newDim(block->getArgument(i)));
+    fn(block, idx);
   });
-  b_.create<tk::YieldOp>(loc_);
 }
 
 Value KernelEmitter::reduce(ReduceKind kind, Type type, ArrayRef<int64_t> bounds,
                             function_ref<Value(const Index &)> body) {
   Type acc = is16BitFloat(type) ? b_.getF32Type() : type;
   auto red = b_.create<tk::ReduceOp>(loc_, acc, kind, bounds);
-  Block *block = new Block;
-  red.getBody().push_back(block);
-  for (size_t i = 0; i < bounds.size(); ++i)
-    block->addArgument(b_.getIndexType(), loc_);
-  {
-    OpBuilder::InsertionGuard guard(b_);
-    b_.setInsertionPointToStart(block);
-    withScope([&] {
-      Index idx;
-      for (size_t i = 0; i < bounds.size(); ++i)
-        idx.push_back(bounds[i] == 1 ? getAffineConstantExpr(0, context())
-                                     : newDim(block->getArgument(i)));
-      Value v = cast(body(idx), acc);
-      b_.create<tk::YieldOp>(loc_, ValueRange{v});
-    });
-  }
+  inLoopBody(red.getBody(), bounds.size(), bounds, [&](Block *, const Index &idx) {
+    Value v = cast(body(idx), acc);
+    b_.create<tk::YieldOp>(loc_, ValueRange{v});
+  });
   return cast(red.getResult(), type);
 }
 
@@ -363,14 +358,9 @@ Value KernelEmitter::compute(Value v, ArrayRef<AffineExpr> idx) {
         auto ar = b_.create<tk::ArgReduceOp>(loc_, b_.getI64Type(),
                                              r.getIsMax() ? ReduceKind::Max : ReduceKind::Min,
                                              (uint64_t)n, r.getSelectLastIndex());
-        Block *block = new Block;
-        ar.getBody().push_back(block);
-        block->addArgument(b_.getIndexType(), loc_);
-        OpBuilder::InsertionGuard guard(b_);
-        b_.setInsertionPointToStart(block);
-        withScope([&] {
+        inLoopBody(ar.getBody(), 1, {n}, [&](Block *, const Index &inner) {
           Index xi(idx.begin(), idx.end());
-          xi.insert(xi.begin() + dim, n == 1 ? cst(0) : newDim(block->getArgument(0)));
+          xi.insert(xi.begin() + dim, inner[0]);
           Value x = element(r.getX(), xi);
           b_.create<tk::YieldOp>(loc_, ValueRange{x});
         });

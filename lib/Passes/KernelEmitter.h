@@ -90,6 +90,11 @@ public:
 
   /// Runs `fn` with a fresh memo scope (for code emitted into a new block).
   void withScope(llvm::function_ref<void()> fn);
+  /// Adds the body block of a tk loop to `region` (`numArgs` index arguments, the first
+  /// bounds.size() of them iterating over `bounds`) and runs `fn` inside it in a fresh scope,
+  /// with the index expressions of `bounds` (dims of size 1 are the constant 0).
+  void inLoopBody(mlir::Region &region, size_t numArgs, llvm::ArrayRef<int64_t> bounds,
+                  llvm::function_ref<void(mlir::Block *, const Index &)> fn);
 
 private:
   mlir::Value compute(mlir::Value v, llvm::ArrayRef<mlir::AffineExpr> idx);
