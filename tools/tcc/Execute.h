@@ -55,7 +55,7 @@ CompiledModel compileLoaded(LoadedModel &model, size_t givenInputs, CompileOptio
 std::vector<Tensor> execute(LoadedModel &model, size_t givenInputs, const std::string &device,
                             const CompileOptions &compile, int numThreads);
 
-/// True if `path` starts with the artifact's file identifier.
+/// True if `path` ends in ".tcc" or holds the artifact's file identifier.
 bool isArtifactFile(const std::string &path);
 
 } // namespace tcc
