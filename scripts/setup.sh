@@ -7,7 +7,7 @@ PACKAGES=(
   build-essential cmake ninja-build ccache lld
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
   libonnx-dev libprotobuf-dev protobuf-compiler
-  libflatbuffers-dev flatbuffers-compiler libopenblas-dev
+  libflatbuffers-dev flatbuffers-compiler libopenblas-dev libopenblas-openmp-dev
   libcli11-dev libgtest-dev
   zlib1g-dev libzstd-dev
   libonnx-testdata python3-onnx python3-numpy

@@ -1,15 +1,14 @@
-//===- Parallel.h - Splitting a loop over the runtime's helper threads ----===//
+//===- Parallel.h - Splitting a loop over the runtime's threads -----------===//
 //
 // parallelFor(threads, count, costPerItem, body) calls body(begin, end) over [0, count) in up to
-// `threads` contiguous chunks, the calling thread taking the first. Small loops (count x
-// costPerItem below a threshold) run on the caller only, since starting a thread costs tens of
-// microseconds. The body must not throw.
+// `threads` contiguous chunks. Small loops (count x costPerItem below a threshold) run on the
+// caller only. The chunks run on OpenMP threads: the same pool the generated kernels and
+// OpenBLAS (OpenMP flavour) use, so the runtime never has two sets of threads competing for
+// the cores. The body must not throw.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
-#include <thread>
-#include <vector>
 
 namespace tcc::rt {
 
@@ -24,21 +23,9 @@ void parallelFor(int threads, int64_t count, int64_t costPerItem, const Body &bo
       body(int64_t(0), count);
     return;
   }
-  std::vector<std::thread> helpers;
-  helpers.reserve((size_t)chunks - 1);
-  auto bounds = [&](int64_t i) { return count * i / chunks; };
-  int64_t started = 1;
-  try {
-    for (; started < chunks; ++started)
-      helpers.emplace_back(
-          [&body, b = bounds(started), e = bounds(started + 1)] { body(b, e); });
-  } catch (...) { // no more threads: the caller does the rest
-  }
-  body(bounds(0), bounds(1));
-  if (started < chunks)
-    body(bounds(started), count);
-  for (auto &t : helpers)
-    t.join();
+#pragma omp parallel for num_threads((int)chunks) schedule(static, 1)
+  for (int64_t i = 0; i < chunks; ++i)
+    body(count * i / chunks, count * (i + 1) / chunks);
 }
 
 } // namespace tcc::rt
