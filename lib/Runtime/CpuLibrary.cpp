@@ -3,6 +3,7 @@
 #include "DType.h"
 #include "Parallel.h"
 #include "Program.h"
+#include "Winograd.h"
 
 #include <cblas.h>
 
@@ -235,6 +236,8 @@ ConvGeometry makeConvGeometry(const Shape &input, const Shape &weight, const Sha
     g.columnTile = std::min(tile, g.outSize);
     g.workspaceBytes = (size_t)g.rows * (size_t)g.columnTile * sizeof(float);
   }
+  if (size_t winograd = planWinograd(g))
+    g.workspaceBytes = (winograd + 63) / 64 * 64; // the Winograd path replaces im2col
   return g;
 }
 
@@ -406,9 +409,21 @@ void runDepthwise2d(const ConvGeometry &g, const float *input, const float *weig
 } // namespace
 
 void runConv(const ConvGeometry &g, const float *input, const float *weight, float *output,
-             float *workspace, int numThreads) {
+             float *workspace, int numThreads, ConvWeightCache *cache, bool weightIsConstant) {
   if (g.outSize == 0 || g.groupOut == 0 || g.batch == 0)
     return;
+  if (g.winogradTile) {
+    ConvWeightCache local;
+    if (!cache)
+      cache = &local;
+    if (!weightIsConstant || cache->source != weight) {
+      cache->data.resize(winogradWeightFloats(g));
+      winogradTransformWeights(g, weight, cache->data.data(), numThreads);
+      cache->source = weightIsConstant ? weight : nullptr;
+    }
+    runWinograd(g, input, cache->data.data(), output, workspace, numThreads);
+    return;
+  }
   if (g.groupIn == 1 && g.kernel.size() == 2) {
     runDepthwise2d(g, input, weight, output, numThreads);
     return;

@@ -47,7 +47,17 @@ struct ConvGeometry {
   int64_t rows = 0;                                // groupIn * kernelSize: the im2col rows
   bool pointwise = false;                          // 1x1, stride 1, no padding: plain GEMM
   int64_t columnTile = 0;                          // output columns per im2col tile
+  // Winograd F(m x m, 3 x 3) (Winograd.h): m (2 or 4; 0 = not used) and tiles per work item.
+  int64_t winogradTile = 0, winogradBlock = 0;
   size_t workspaceBytes = 0;
+};
+
+/// A conv step's transformed (Winograd) weights, kept across runs by the program. They are
+/// reused only when the weight is a program constant at the same address (constants never
+/// change during a program's lifetime); other weights are transformed on every run.
+struct ConvWeightCache {
+  std::vector<float> data;
+  const float *source = nullptr; // the weights `data` was made from, when it is reusable
 };
 
 /// Checks tk.conv's rules (f32, same rank >= 3, one stride/pad/dilation per spatial dim,
@@ -57,11 +67,15 @@ ConvGeometry makeConvGeometry(const Shape &input, const Shape &weight, const Sha
                               const Shape &strides, const Shape &padLow, const Shape &padHigh,
                               const Shape &dilations, int64_t groups);
 /// `workspace` holds numThreads x g.workspaceBytes (64-byte aligned); unused when pointwise.
+/// 3x3 stride-1 2-D convolutions with enough channels take the Winograd path (Winograd.h),
+/// whose transformed weights live in `cache` (a local one when null) and are reused across
+/// calls when `weightIsConstant`.
 /// One thread: im2col tiles + sgemm. More: each thread takes whole (image, group, column tile)
 /// items, im2col + a single-threaded sgemm on its own workspace (OpenBLAS's threads would
 /// fight the im2col threads for the cores). Pointwise convs are one threaded sgemm.
 void runConv(const ConvGeometry &g, const float *input, const float *weight, float *output,
-             float *workspace, int numThreads);
+             float *workspace, int numThreads, ConvWeightCache *cache = nullptr,
+             bool weightIsConstant = false);
 
 //===--- Top-k ------------------------------------------------------------===//
 

@@ -84,7 +84,7 @@ void Program::run(const void *const *inputs, void *const *outputs) {
       runConv(s->geometry, static_cast<const float *>(addresses_[s->input]),
               static_cast<const float *>(addresses_[s->weight]),
               static_cast<float *>(addresses_[s->output]), static_cast<float *>(workspace_),
-              threads);
+              threads, &s->weightCache, buffers_[s->weight].kind == BufferKind::Constant);
     } else if (auto *s = std::get_if<TopKStep>(&step)) {
       runTopK(s->geometry, addresses_[s->input], addresses_[s->values],
               static_cast<int64_t *>(addresses_[s->indices]));

@@ -55,6 +55,7 @@ struct GemmStep {
 struct ConvStep {
   uint32_t input, weight, output;
   ConvGeometry geometry;
+  mutable ConvWeightCache weightCache; // transformed (Winograd) weights, reused across runs
 };
 struct TopKStep {
   uint32_t input, values, indices;

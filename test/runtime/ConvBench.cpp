@@ -64,7 +64,12 @@ void convCase(const char *name, std::vector<int64_t> x, std::vector<int64_t> w, 
               int64_t pad, int repeats) {
   ArtifactBuilder art;
   int64_t oh = (x[2] + 2 * pad - w[2]) / stride + 1, ow = (x[3] + 2 * pad - w[3]) / stride + 1;
-  uint32_t bx = art.input(fb::DType_F32, x), bw = art.input(fb::DType_F32, w);
+  // Weights are constants, as in a compiled model (the Winograd path caches their transform).
+  std::vector<float> weights((size_t)(w[0] * w[1] * w[2] * w[3]));
+  std::mt19937 rng(2);
+  for (float &v : weights)
+    v = (float)(rng() % 1000) / 1000.0f - 0.5f;
+  uint32_t bx = art.input(fb::DType_F32, x), bw = art.constant(fb::DType_F32, w, weights.data());
   uint32_t by = art.output(fb::DType_F32, {x[0], w[0], oh, ow});
   art.conv(bx, bw, by, {stride, stride}, {pad, pad}, {pad, pad}, {1, 1}, 1);
   double flops = 2.0 * x[0] * w[0] * w[1] * w[2] * w[3] * oh * ow;
@@ -77,7 +82,11 @@ int main(int argc, char **argv) {
   int repeats = argc > 1 ? std::atoi(argv[1]) : 10;
   convCase("conv 3x3 64->64 @56x56 (ResNet conv2_x)", {1, 64, 56, 56}, {64, 64, 3, 3}, 1, 1,
            repeats);
+  convCase("conv 3x3 128->128 @28x28 (conv3_x)", {1, 128, 28, 28}, {128, 128, 3, 3}, 1, 1,
+           repeats);
   convCase("conv 3x3 256->256 @14x14 (conv4_x)", {1, 256, 14, 14}, {256, 256, 3, 3}, 1, 1,
+           repeats);
+  convCase("conv 3x3 512->512 @7x7 (conv5_x)", {1, 512, 7, 7}, {512, 512, 3, 3}, 1, 1,
            repeats);
   convCase("conv 3x3 128->128 @28x28 stride 2 in", {1, 128, 56, 56}, {128, 128, 3, 3}, 2, 1,
            repeats);

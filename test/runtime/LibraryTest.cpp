@@ -1,4 +1,5 @@
 //===- LibraryTest.cpp - gemm, conv, topk and copy steps against naive loops ===//
+#include "CpuLibrary.h"
 #include "TestUtil.h"
 
 #include <algorithm>
@@ -152,16 +153,48 @@ std::vector<float> naiveConv(const ConvCase &c, const std::vector<float> &x,
   return y;
 }
 
-void checkConv(const ConvCase &c, unsigned seed, int threads = 1) {
+/// Whether the runtime takes the Winograd path for c.
+bool takesWinograd(const ConvCase &c) {
+  return tcc::rt::makeConvGeometry(c.x, c.w, convOutShape(c), c.strides, c.padLow, c.padHigh,
+                          c.dilations, c.groups)
+             .winogradTile != 0;
+}
+
+/// weightIsInput: the weight is a program input (transformed on every run) rather than a
+/// constant (transformed once, cached); such programs run twice, the second time with other
+/// weights.
+void checkConv(const ConvCase &c, unsigned seed, int threads = 1, bool weightIsInput = false) {
   Shape ys = convOutShape(c);
   auto x = randomFloats(numElements(c.x), seed), w = randomFloats(numElements(c.w), seed + 1);
   ArtifactBuilder art;
   uint32_t bx = art.input(fb::DType_F32, c.x);
-  uint32_t bw = art.constant(fb::DType_F32, c.w, w.data());
+  uint32_t bw = weightIsInput ? art.input(fb::DType_F32, c.w)
+                              : art.constant(fb::DType_F32, c.w, w.data());
   uint32_t by = art.output(fb::DType_F32, ys);
   art.conv(bx, bw, by, c.strides, c.padLow, c.padHigh, c.dilations, c.groups);
-  auto outputs = runArtifact(art.finish(), {x.data()}, threads);
-  expectClose(outputs[0].data<float>(), naiveConv(c, x, w, ys), 1e-4, 1e-4, "conv");
+  auto artifact = art.finish();
+  // Winograd F(4x4,3x3) is accurate to ~1e-5 of the output's magnitude (see Winograd.cpp), not
+  // of each element: outputs near zero get an absolute tolerance of 1e-4 x the largest one.
+  auto check = [&](const float *got, const std::vector<float> &want) {
+    double atol = 1e-4;
+    if (takesWinograd(c)) {
+      double largest = 0;
+      for (float v : want)
+        largest = std::max(largest, (double)std::fabs(v));
+      atol = std::max(atol, 1e-4 * largest);
+    }
+    expectClose(got, want, 1e-4, atol, "conv");
+  };
+  if (!weightIsInput) {
+    auto outputs = runArtifact(artifact, {x.data()}, threads);
+    check(outputs[0].data<float>(), naiveConv(c, x, w, ys));
+    return;
+  }
+  auto outputs = runArtifact(artifact, {x.data(), w.data()}, threads);
+  check(outputs[0].data<float>(), naiveConv(c, x, w, ys));
+  auto w2 = randomFloats(numElements(c.w), seed + 2);
+  outputs = runArtifact(artifact, {x.data(), w2.data()}, threads);
+  check(outputs[0].data<float>(), naiveConv(c, x, w2, ys));
 }
 
 TEST(RuntimeConv, TwoDimensional) {
@@ -193,6 +226,35 @@ TEST(RuntimeConv, PointwiseIsAPlainGemm) {
   checkConv({{1, 8, 5, 5}, {6, 4, 1, 1}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 2}, 13);
   checkConv({{1, 8, 9, 9}, {6, 8, 1, 1}, {2, 2}, {0, 0}, {0, 0}, {1, 1}, 1}, 14); // strided
   checkConv({{1, 4, 5, 5}, {6, 4, 1, 1}, {1, 1}, {1, 0}, {0, 1}, {1, 1}, 1}, 15);  // padded
+}
+
+TEST(RuntimeConv, Winograd) {
+  // 3x3 stride 1 with >= 8 channels a group and outputs >= 12x12: the Winograd F(4x4,3x3) path.
+  // Output sizes not a multiple of 4 (clipped border tiles), pads 0/1/2, asymmetric and
+  // negative, groups 1 and 2, batch 2, one and several threads, weights constant or inputs.
+  std::vector<ConvCase> cases = {
+      {{1, 8, 16, 16}, {8, 8, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1},      // 16x16
+      {{2, 16, 15, 17}, {24, 16, 3, 3}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 1},   // 13x15
+      {{1, 32, 14, 13}, {16, 32, 3, 3}, {1, 1}, {2, 2}, {2, 2}, {1, 1}, 1},   // 16x15
+      {{2, 64, 19, 18}, {64, 64, 3, 3}, {1, 1}, {0, 2}, {1, 0}, {1, 1}, 1},   // 18x18
+      {{2, 32, 21, 14}, {48, 16, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 2},   // groups 2
+      {{1, 16, 18, 17}, {16, 8, 3, 3}, {1, 1}, {2, 0}, {0, 1}, {1, 1}, 2},    // 18x16
+      {{1, 8, 20, 19}, {8, 8, 3, 3}, {1, 1}, {-1, 1}, {0, -2}, {1, 1}, 1},    // negative pads
+      {{1, 64, 28, 28}, {64, 64, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1},   // ResNet-like
+  };
+  unsigned seed = 40;
+  for (const ConvCase &c : cases) {
+    ASSERT_TRUE(takesWinograd(c));
+    for (int threads : {1, 2, 3}) {
+      checkConv(c, seed, threads);
+      checkConv(c, seed + 10, threads, /*weightIsInput=*/true);
+      ++seed;
+    }
+  }
+  // Just outside the path: too few channels, stride 2, small outputs.
+  EXPECT_FALSE(takesWinograd({{1, 4, 16, 16}, {8, 4, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1}));
+  EXPECT_FALSE(takesWinograd({{1, 8, 32, 32}, {8, 8, 3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 1}));
+  EXPECT_FALSE(takesWinograd({{1, 8, 9, 9}, {8, 8, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1}));
 }
 
 TEST(RuntimeConv, EmptyOutputs) {
