@@ -359,8 +359,8 @@ struct DepthwisePlane {
 };
 
 __attribute__((target_clones("avx512f", "avx2", "default"))) void
-depthwisePlane(const DepthwisePlane &p, const float *__restrict in, const float *__restrict w,
-               float *__restrict out) {
+depthwisePlane(const DepthwisePlane &p, const int64_t *lo, const int64_t *hi,
+               const float *__restrict in, const float *__restrict w, float *__restrict out) {
   for (int64_t r = 0; r < p.oh; ++r) {
     float *__restrict orow = out + r * p.ow;
     for (int64_t c = 0; c < p.ow; ++c)
@@ -370,18 +370,16 @@ depthwisePlane(const DepthwisePlane &p, const float *__restrict in, const float 
       if (row < 0 || row >= p.ih)
         continue;
       for (int64_t x = 0; x < p.kw; ++x) {
-        int64_t shift = x * p.dw - p.pw; // input column = output column * sw + shift
-        int64_t lo = std::max<int64_t>(0, ceilDiv(-shift, p.sw));
-        int64_t hi = std::min<int64_t>(p.ow, floorDiv(p.iw - 1 - shift, p.sw) + 1);
-        const float *irow = in + row * p.iw + shift;
+        // Input column = output column * sw + shift, in bounds for output columns [lo, hi).
+        const float *irow = in + row * p.iw + (x * p.dw - p.pw);
         float tap = w[y * p.kw + x];
         if (p.sw == 1) {
 #pragma GCC ivdep
-          for (int64_t c = lo; c < hi; ++c)
+          for (int64_t c = lo[x]; c < hi[x]; ++c)
             orow[c] += tap * irow[c];
         } else {
 #pragma GCC ivdep
-          for (int64_t c = lo; c < hi; ++c)
+          for (int64_t c = lo[x]; c < hi[x]; ++c)
             orow[c] += tap * irow[c * p.sw];
         }
       }
@@ -396,12 +394,19 @@ void runDepthwise2d(const ConvGeometry &g, const float *input, const float *weig
   DepthwisePlane p{g.inSpatial[0], g.inSpatial[1], g.kernel[0],    g.kernel[1],
                    g.outSpatial[0], g.outSpatial[1], g.strides[0],  g.strides[1],
                    g.dilations[0], g.dilations[1], g.padLow[0],    g.padLow[1]};
+  // The output columns each kernel column reads in bounds, once for every plane.
+  std::vector<int64_t> lo(p.kw), hi(p.kw);
+  for (int64_t x = 0; x < p.kw; ++x) {
+    int64_t shift = x * p.dw - p.pw;
+    lo[x] = std::max<int64_t>(0, ceilDiv(-shift, p.sw));
+    hi[x] = std::max(lo[x], std::min<int64_t>(p.ow, floorDiv(p.iw - 1 - shift, p.sw) + 1));
+  }
   parallelFor(numThreads, g.batch * g.outChannels, g.outSize * g.kernelSize,
               [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; ++item) {
       int64_t n = item / g.outChannels, oc = item % g.outChannels, ic = oc / g.groupOut;
-      depthwisePlane(p, input + (n * g.inChannels + ic) * g.inSize, weight + oc * g.kernelSize,
-                     output + item * g.outSize);
+      depthwisePlane(p, lo.data(), hi.data(), input + (n * g.inChannels + ic) * g.inSize,
+                     weight + oc * g.kernelSize, output + item * g.outSize);
     }
   });
 }

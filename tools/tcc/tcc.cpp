@@ -68,6 +68,12 @@ void checkDevice(const std::string &device) {
                 "'interp' (the reference interpreter)");
 }
 
+/// --device and --threads, for the commands that run models.
+void addDeviceArgs(CLI::App *cmd, std::string &device, int &threads) {
+  cmd->add_option("--device", device, kDeviceHelp)->default_val("cpu");
+  cmd->add_option("--threads", threads, "CPU threads (0: all cores)")->default_val(0);
+}
+
 /// Options shared by the commands that compile.
 struct CompileArgs {
   bool noCache = false;
@@ -315,8 +321,7 @@ int main(int argc, char **argv) {
   auto *runCmd = app.add_subcommand(
       "run", "Run an ONNX model or a compiled artifact (.tcc) and write its outputs");
   addModelArgs(runCmd, runArgs);
-  runCmd->add_option("--device", runDevice, kDeviceHelp)->default_val("cpu");
-  runCmd->add_option("--threads", runThreads, "CPU threads (0: all cores)")->default_val(0);
+  addDeviceArgs(runCmd, runDevice, runThreads);
   runCmd->add_option("--out-dir", outDir, "write outputs as DIR/output_<i>.pb (TensorProto)");
   addCompileArgs(runCmd, runCompileArgs);
 
@@ -342,8 +347,7 @@ int main(int argc, char **argv) {
   auto *benchCmd = app.add_subcommand(
       "bench", "Compile a model (or load an artifact) and time its runs (compilation excluded)");
   addModelArgs(benchCmd, benchArgs);
-  benchCmd->add_option("--device", benchDevice, kDeviceHelp)->default_val("cpu");
-  benchCmd->add_option("--threads", benchThreads, "CPU threads (0: all cores)")->default_val(0);
+  addDeviceArgs(benchCmd, benchDevice, benchThreads);
   benchCmd->add_option("--warmup", bench.warmup, "untimed runs first")->default_val(5);
   benchCmd->add_option("--iters", bench.iters, "timed runs")->default_val(50);
   benchCmd->add_flag("--json", bench.json,
