@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "tcc/Codegen/KernelCompiler.h"
 #include "tcc/Codegen/CppEmitter.h"
+#include "tcc/Runtime/CpuFeatures.h"
 
 #include "tcc/Support/Tensor.h"
 
@@ -89,6 +90,7 @@ struct Compiler {
   std::string path;
   std::string version;  // first line of --version
   std::string identity; // version, target of -march=native, flags: part of every cache key
+  std::vector<std::string> isa; // ISA extensions -march=native enables
 };
 
 /// The compiler to use ($TCC_CXX, else c++ from PATH), identified once per process and path.
@@ -122,6 +124,7 @@ const Compiler &hostCompiler() {
   RunResult macros = run(c.path, args, "/dev/null");
   if (macros.status != 0)
     throw Error("'" + c.path + " -march=native -E -dM' failed:\n" + macros.output);
+  c.isa = rt::cpuFeaturesFromMacros(macros.output);
   c.identity = c.version + "\ntarget " + sha256Hex({macros.output}) + "\nflags " +
                kCpuCompileFlags + "\nlink " + kLinkFlags;
   return known.emplace(name, std::move(c)).first->second;
@@ -166,6 +169,7 @@ CpuModule tcc::codegen::compileCpuModule(const std::vector<KernelSource> &kernel
   const Compiler &cxx = hostCompiler();
   CpuModule module;
   module.compiler = cxx.version + " " + kCpuCompileFlags;
+  module.isa = cxx.isa;
   module.stats.kernels = kernels.size();
   if (kernels.empty())
     return module;

@@ -243,10 +243,15 @@ std::vector<uint8_t> Writer::write(ArtifactStats *stats) {
   auto constantData = fbb_.CreateVector(constantData_);
   flatbuffers::Offset<fb::CpuModule> cpuModule;
   if (contents_.device == "cpu")
+  {
+    auto object = fbb_.CreateVector(contents_.cpuSharedObject);
+    auto compiler = fbb_.CreateString(contents_.cpuCompiler);
+    auto isa = fbb_.CreateVectorOfStrings(contents_.cpuIsa);
     cpuModule = fb::CreateCpuModule(
-        fbb_, fbb_.CreateVector(contents_.cpuSharedObject),
-        fbb_.CreateString(contents_.cpuCompiler),
-        rt::artifactHash(contents_.cpuSharedObject.data(), contents_.cpuSharedObject.size()));
+        fbb_, object, compiler,
+        rt::artifactHash(contents_.cpuSharedObject.data(), contents_.cpuSharedObject.size()),
+        isa);
+  }
   else
     throw Error("artifact: device '" + contents_.device + "' is not known to the writer");
 

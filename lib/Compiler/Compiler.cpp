@@ -165,6 +165,7 @@ CompiledModel compileModule(ModuleOp module, const CompileOptions &options) {
   contents.device = options.device;
   contents.cpuSharedObject = std::move(cpu.sharedObject);
   contents.cpuCompiler = cpu.compiler;
+  contents.cpuIsa = cpu.isa;
   contents.specializedInputs = options.specializedInputs;
   contents.inputNames = options.inputNames;
   contents.outputNames = options.outputNames;

@@ -9,6 +9,7 @@
 #include "DType.h"
 #include "HostMemory.h"
 #include "Program.h"
+#include "tcc/Runtime/CpuFeatures.h"
 #include "tcc/Runtime/ArtifactHash.h"
 #include "tcc/Runtime/artifact_generated.h"
 
@@ -277,6 +278,13 @@ std::unique_ptr<Program> Program::load(const void *data, size_t size, int numThr
                   "tcc::rt::artifactHash of the shared object, see ArtifactHash.h)");
     if (artifactHash(object->Data(), object->size()) != module->shared_object_hash())
       throw Error("damaged artifact: the CPU module's bytes do not match their hash");
+    if (const auto *isa = module->isa())
+      for (unsigned j = 0; j < isa->size(); ++j) {
+        std::string feature = isa->Get(j) ? isa->Get(j)->str() : "";
+        if (!cpuHasFeature(feature))
+          throw Error("the artifact's kernels were compiled for a CPU with '" + feature +
+                      "', which this CPU lacks: compile the model on (or for) this machine");
+      }
     p->module_ = std::make_unique<CpuModule>(object->Data(), object->size());
     for (const std::string &name : kernelNames) {
       CpuKernelFn fn = p->module_->lookup(name);

@@ -83,6 +83,7 @@ public:
   fb::Device device = fb::Device_CPU;
   std::optional<uint64_t> arenaBytes;
   std::optional<uint64_t> moduleHash;
+  std::vector<std::string> isa; // CpuModule.isa
   bool withModule = true;
 
   std::vector<Tensor> inputs, outputs;
@@ -185,9 +186,12 @@ public:
     flatbuffers::Offset<fb::CpuModule> module = 0;
     if (withModule) {
       const std::vector<uint8_t> &so = testKernelModule();
+      std::vector<flatbuffers::Offset<flatbuffers::String>> isaNames;
+      for (const std::string &f : isa)
+        isaNames.push_back(b.CreateString(f));
       module = fb::CreateCpuModuleDirect(
           b, &so, "c++ (test kernels)",
-          moduleHash ? *moduleHash : tcc::rt::artifactHash(so.data(), so.size()));
+          moduleHash ? *moduleHash : tcc::rt::artifactHash(so.data(), so.size()), &isaNames);
     }
     std::vector<flatbuffers::Offset<fb::Launch>> launches;
     for (const Step &s : steps) {

@@ -190,6 +190,12 @@ TEST(RuntimeVerify, RejectsWhatTheExecutorCannotRun) {
     expectRejected(a.finish(), "no CPU module");
   }
   {
+    // Kernels built for an ISA extension this CPU lacks (an unknown one: no CPU has it).
+    ArtifactBuilder a = fullProgram();
+    a.isa = {"sse4.2", "avx-9000"};
+    expectRejected(a.finish(), "compiled for a CPU with 'avx-9000', which this CPU lacks");
+  }
+  {
     ArtifactBuilder a = fullProgram();
     a.kernels[0].name = "no_such_kernel";
     expectRejected(a.finish(), "kernel 'no_such_kernel' is not exported by the CPU module");

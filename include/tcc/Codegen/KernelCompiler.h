@@ -41,6 +41,7 @@ struct CpuCompileStats {
 struct CpuModule {
   std::vector<uint8_t> sharedObject; // the .so's bytes
   std::string compiler;              // compiler version + flags
+  std::vector<std::string> isa;      // ISA extensions the target enables (CpuFeatures.h)
   CpuCompileStats stats;
 };
 

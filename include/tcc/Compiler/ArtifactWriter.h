@@ -16,6 +16,7 @@ struct ArtifactContents {
   std::string device = "cpu";             // "cpu" or "cuda"
   std::vector<uint8_t> cpuSharedObject;  // kernels for the CPU (see KernelAbi.h)
   std::string cpuCompiler;               // compiler identity and flags
+  std::vector<std::string> cpuIsa;       // ISA extensions the kernels may use
   std::map<std::string, Tensor> specializedInputs;
   /// Graph input and output names; if empty, the program's tk.arg_names (else "arg<i>").
   std::vector<std::string> inputNames, outputNames;
