@@ -1,6 +1,7 @@
 //===- CpuLibrary.cpp - gemm, conv (im2col + sgemm) and topk on the CPU ---===//
 #include "CpuLibrary.h"
 #include "DType.h"
+#include "Depthwise.h"
 #include "Parallel.h"
 #include "Program.h"
 #include "Winograd.h"
@@ -345,74 +346,6 @@ struct Im2col {
 
 } // namespace
 
-namespace {
-
-int64_t floorDiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
-int64_t ceilDiv(int64_t a, int64_t b) { return -floorDiv(-a, b); }
-
-/// One (image, output channel) plane of a 2-D convolution whose groups have one input channel:
-/// each output row is accumulated from every kernel tap (a scaled input row segment over the
-/// columns where the tap is in bounds) while it stays in L1. Cloned for AVX-512 and AVX2 (the
-/// runtime is built for the baseline ISA); the stride-1 inner loop vectorises.
-struct DepthwisePlane {
-  int64_t ih, iw, kh, kw, oh, ow, sh, sw, dh, dw, ph, pw;
-};
-
-__attribute__((target_clones("avx512f", "avx2", "default"))) void
-depthwisePlane(const DepthwisePlane &p, const int64_t *lo, const int64_t *hi,
-               const float *__restrict in, const float *__restrict w, float *__restrict out) {
-  for (int64_t r = 0; r < p.oh; ++r) {
-    float *__restrict orow = out + r * p.ow;
-    for (int64_t c = 0; c < p.ow; ++c)
-      orow[c] = 0.0f;
-    for (int64_t y = 0; y < p.kh; ++y) {
-      int64_t row = r * p.sh + y * p.dh - p.ph;
-      if (row < 0 || row >= p.ih)
-        continue;
-      for (int64_t x = 0; x < p.kw; ++x) {
-        // Input column = output column * sw + shift, in bounds for output columns [lo, hi).
-        const float *irow = in + row * p.iw + (x * p.dw - p.pw);
-        float tap = w[y * p.kw + x];
-        if (p.sw == 1) {
-#pragma GCC ivdep
-          for (int64_t c = lo[x]; c < hi[x]; ++c)
-            orow[c] += tap * irow[c];
-        } else {
-#pragma GCC ivdep
-          for (int64_t c = lo[x]; c < hi[x]; ++c)
-            orow[c] += tap * irow[c * p.sw];
-        }
-      }
-    }
-  }
-}
-
-/// A 2-D convolution where every group has one input channel (depthwise, any channel
-/// multiplier): direct loops per (image, output channel) plane, no im2col.
-void runDepthwise2d(const ConvGeometry &g, const float *input, const float *weight,
-                    float *output, int numThreads) {
-  DepthwisePlane p{g.inSpatial[0], g.inSpatial[1], g.kernel[0],    g.kernel[1],
-                   g.outSpatial[0], g.outSpatial[1], g.strides[0],  g.strides[1],
-                   g.dilations[0], g.dilations[1], g.padLow[0],    g.padLow[1]};
-  // The output columns each kernel column reads in bounds, once for every plane.
-  std::vector<int64_t> lo(p.kw), hi(p.kw);
-  for (int64_t x = 0; x < p.kw; ++x) {
-    int64_t shift = x * p.dw - p.pw;
-    lo[x] = std::max<int64_t>(0, ceilDiv(-shift, p.sw));
-    hi[x] = std::max(lo[x], std::min<int64_t>(p.ow, floorDiv(p.iw - 1 - shift, p.sw) + 1));
-  }
-  parallelFor(numThreads, g.batch * g.outChannels, g.outSize * g.kernelSize,
-              [&](int64_t begin, int64_t end) {
-    for (int64_t item = begin; item < end; ++item) {
-      int64_t n = item / g.outChannels, oc = item % g.outChannels, ic = oc / g.groupOut;
-      depthwisePlane(p, lo.data(), hi.data(), input + (n * g.inChannels + ic) * g.inSize,
-                     weight + oc * g.kernelSize, output + item * g.outSize);
-    }
-  });
-}
-
-} // namespace
-
 void runConv(const ConvGeometry &g, const float *input, const float *weight, float *output,
              float *workspace, int numThreads, ConvWeightCache *cache, bool weightIsConstant) {
   if (g.outSize == 0 || g.groupOut == 0 || g.batch == 0)
@@ -430,7 +363,7 @@ void runConv(const ConvGeometry &g, const float *input, const float *weight, flo
     return;
   }
   if (g.groupIn == 1 && g.kernel.size() == 2) {
-    runDepthwise2d(g, input, weight, output, numThreads);
+    runDepthwise2dPhased(g, input, weight, output, numThreads); // Depthwise.h
     return;
   }
   if (g.rows == 0) { // no input channels: an empty sum

@@ -70,7 +70,8 @@ ConvGeometry makeConvGeometry(const Shape &input, const Shape &weight, const Sha
 /// 3x3 stride-1 2-D convolutions with enough channels take the Winograd path (Winograd.h),
 /// whose transformed weights live in `cache` (a local one when null) and are reused across
 /// calls when `weightIsConstant`.
-/// One thread: im2col tiles + sgemm. More: each thread takes whole (image, group, column tile)
+/// 2-D convolutions whose groups have one input channel (depthwise) are direct loops
+/// (Depthwise.h). One thread: im2col tiles + sgemm. More: each thread takes whole (image, group, column tile)
 /// items, im2col + a single-threaded sgemm on its own workspace (OpenBLAS's threads would
 /// fight the im2col threads for the cores). Pointwise convs are one threaded sgemm.
 void runConv(const ConvGeometry &g, const float *input, const float *weight, float *output,

@@ -1,6 +1,7 @@
 //===- ConvBench.cpp - GFLOP/s of the runtime's conv and gemm steps -------===//
 //
-// tccrt-bench [repeats]: times ResNet-like convolutions (3x3 and 1x1) and a square GEMM through
+// tccrt-bench [repeats [mobilenet]]: times ResNet-like convolutions (3x3 and 1x1), MobileNetV2-like
+// ones (depthwise 3x3, 1x1 at small spatial sizes) and a square GEMM through
 // whole artifacts (load once, run many times) on 1 and 2 threads. Not a test (target
 // tccrt-bench, built on request).
 #include "ArtifactBuilder.h"
@@ -61,7 +62,7 @@ void bench(const char *name, ArtifactBuilder &art, double flops, int repeats) {
 }
 
 void convCase(const char *name, std::vector<int64_t> x, std::vector<int64_t> w, int64_t stride,
-              int64_t pad, int repeats) {
+              int64_t pad, int repeats, int64_t groups = 1) {
   ArtifactBuilder art;
   int64_t oh = (x[2] + 2 * pad - w[2]) / stride + 1, ow = (x[3] + 2 * pad - w[3]) / stride + 1;
   // Weights are constants, as in a compiled model (the Winograd path caches their transform).
@@ -71,7 +72,7 @@ void convCase(const char *name, std::vector<int64_t> x, std::vector<int64_t> w, 
     v = (float)(rng() % 1000) / 1000.0f - 0.5f;
   uint32_t bx = art.input(fb::DType_F32, x), bw = art.constant(fb::DType_F32, w, weights.data());
   uint32_t by = art.output(fb::DType_F32, {x[0], w[0], oh, ow});
-  art.conv(bx, bw, by, {stride, stride}, {pad, pad}, {pad, pad}, {1, 1}, 1);
+  art.conv(bx, bw, by, {stride, stride}, {pad, pad}, {pad, pad}, {1, 1}, groups);
   double flops = 2.0 * x[0] * w[0] * w[1] * w[2] * w[3] * oh * ow;
   bench(name, art, flops, repeats);
 }
@@ -80,6 +81,8 @@ void convCase(const char *name, std::vector<int64_t> x, std::vector<int64_t> w, 
 
 int main(int argc, char **argv) {
   int repeats = argc > 1 ? std::atoi(argv[1]) : 10;
+  bool onlyMobileNet = argc > 2; // "tccrt-bench N mobilenet": only the MobileNet-like cases
+  if (!onlyMobileNet) {
   convCase("conv 3x3 64->64 @56x56 (ResNet conv2_x)", {1, 64, 56, 56}, {64, 64, 3, 3}, 1, 1,
            repeats);
   convCase("conv 3x3 128->128 @28x28 (conv3_x)", {1, 128, 28, 28}, {128, 128, 3, 3}, 1, 1,
@@ -95,6 +98,30 @@ int main(int argc, char **argv) {
   convCase("conv 1x1 64->256 @56x56", {1, 64, 56, 56}, {256, 64, 1, 1}, 1, 0, repeats);
   convCase("conv 3x3 64->64 @56x56 batch 8", {8, 64, 56, 56}, {64, 64, 3, 3}, 1, 1,
            std::max(1, repeats / 4));
+  }
+  // MobileNetV2-like: depthwise 3x3 (stride 1 and 2) and 1x1 convs at small spatial sizes.
+  struct Dw {
+    const char *name;
+    int64_t c, hw, stride;
+  };
+  for (Dw d : {Dw{"dw 3x3 s1 32ch @112x112", 32, 112, 1}, Dw{"dw 3x3 s2 96ch @112->56", 96, 112, 2},
+               Dw{"dw 3x3 s1 144ch @56x56", 144, 56, 1}, Dw{"dw 3x3 s2 144ch @56->28", 144, 56, 2},
+               Dw{"dw 3x3 s1 192ch @28x28", 192, 28, 1}, Dw{"dw 3x3 s2 192ch @28->14", 192, 28, 2},
+               Dw{"dw 3x3 s1 576ch @14x14", 576, 14, 1}, Dw{"dw 3x3 s2 576ch @14->7", 576, 14, 2},
+               Dw{"dw 3x3 s1 960ch @7x7", 960, 7, 1}})
+    convCase(d.name, {1, d.c, d.hw, d.hw}, {d.c, 1, 3, 3}, d.stride, 1, repeats, d.c);
+  struct Pw {
+    const char *name;
+    int64_t cin, cout, hw;
+  };
+  for (Pw p : {Pw{"1x1 16->96 @112x112", 16, 96, 112}, Pw{"1x1 144->24 @56x56", 144, 24, 56},
+               Pw{"1x1 32->192 @28x28", 32, 192, 28}, Pw{"1x1 192->32 @28x28", 192, 32, 28},
+               Pw{"1x1 96->576 @14x14", 96, 576, 14}, Pw{"1x1 576->96 @14x14", 576, 96, 14},
+               Pw{"1x1 160->960 @7x7", 160, 960, 7}, Pw{"1x1 960->160 @7x7", 960, 160, 7},
+               Pw{"1x1 320->1280 @7x7", 320, 1280, 7}})
+    convCase(p.name, {1, p.cin, p.hw, p.hw}, {p.cout, p.cin, 1, 1}, 1, 0, repeats);
+  if (onlyMobileNet)
+    return 0;
   {
     ArtifactBuilder art;
     uint32_t a = art.input(fb::DType_F32, {1024, 1024}), b = art.input(fb::DType_F32, {1024, 1024});

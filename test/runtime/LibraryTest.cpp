@@ -209,6 +209,44 @@ TEST(RuntimeConv, GroupsAndDepthwise) {
   checkConv({{1, 4, 6, 6}, {8, 1, 3, 3}, {1, 1}, {0, 2}, {1, 0}, {2, 2}, 4}, 6);
 }
 
+TEST(RuntimeConv, DepthwisePhased) {
+  // Depthwise 2-D convs (groups of one input channel) take the phased direct path
+  // (Depthwise.h): strides 1, 2 and 3, pads 0/1, asymmetric and negative, channel multipliers
+  // 1 and 2, widths 1..17, dilation 2, kernels 3x3 and others, batch 2, 1..3 threads.
+  unsigned seed = 100;
+  for (int64_t width = 1; width <= 17; ++width)
+    for (int64_t stride : {1, 2})
+      for (int64_t pad : {0, 1}) {
+        if (width + 2 * pad < 3)
+          continue;
+        checkConv({{1, 3, 5 + width % 4, width}, {3, 1, 3, 3}, {stride, stride}, {pad, pad},
+                   {pad, pad}, {1, 1}, 3},
+                  seed++, (int)(width % 3) + 1);
+      }
+  std::vector<ConvCase> cases = {
+      {{2, 4, 12, 11}, {4, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 4},     // batch 2
+      {{2, 4, 13, 12}, {4, 1, 3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 4},     // stride 2
+      {{1, 3, 10, 9}, {6, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 3},      // multiplier 2
+      {{2, 3, 11, 14}, {6, 1, 3, 3}, {2, 2}, {0, 1}, {1, 0}, {1, 1}, 3},     // asymmetric
+      {{1, 5, 9, 10}, {5, 1, 3, 3}, {2, 1}, {1, 0}, {0, 2}, {1, 1}, 5},      // strides 2, 1
+      {{1, 4, 15, 13}, {4, 1, 3, 3}, {1, 1}, {2, 2}, {2, 2}, {2, 2}, 4},     // dilation 2
+      {{1, 4, 15, 16}, {8, 1, 3, 3}, {2, 2}, {1, 2}, {2, 1}, {2, 2}, 4},     // dilation 2, s2
+      {{1, 4, 11, 12}, {4, 1, 3, 3}, {1, 1}, {-1, 1}, {1, -1}, {1, 1}, 4},   // negative pads
+      {{1, 3, 16, 14}, {3, 1, 3, 3}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 3},     // stride 3
+      {{2, 3, 12, 13}, {3, 1, 5, 5}, {2, 2}, {2, 2}, {2, 2}, {1, 1}, 3},     // 5x5
+      {{1, 2, 9, 8}, {4, 1, 2, 3}, {1, 2}, {0, 1}, {1, 1}, {1, 1}, 2},       // 2x3
+      {{1, 2, 6, 7}, {2, 1, 1, 1}, {2, 2}, {0, 0}, {0, 0}, {1, 1}, 2},       // 1x1 strided
+      {{2, 32, 28, 28}, {32, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 32},  // MobileNet-like
+      {{1, 24, 14, 14}, {24, 1, 3, 3}, {2, 2}, {0, 1}, {0, 1}, {1, 1}, 24},  // TF "same" s2
+  };
+  for (const ConvCase &c : cases)
+    for (int threads : {1, 2, 3}) {
+      checkConv(c, seed, threads);
+      checkConv(c, seed + 1, threads, /*weightIsInput=*/true);
+      seed += 2;
+    }
+}
+
 TEST(RuntimeConv, NegativePads) {
   checkConv({{1, 2, 10, 9}, {3, 2, 3, 3}, {1, 1}, {-1, -2}, {-2, 1}, {1, 1}, 1}, 7);
   checkConv({{1, 2, 12}, {2, 2, 2}, {2}, {-3}, {-1}, {2}, 1}, 8);

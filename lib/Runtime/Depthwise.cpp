@@ -1,0 +1,154 @@
+//===- Depthwise.cpp - Direct 2-D convolution for groups of one input channel ===//
+#include "Depthwise.h"
+#include "Parallel.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace tcc::rt {
+namespace {
+
+/// Flat loop step: the loops below run over a multiple of this many elements (buffers have
+/// the slack), so the vectorised loop needs no scalar tail.
+constexpr int64_t kStep = 16;
+
+/// o[i] = sum of the nine taps w[t] * p[t][i], i in [0, n), n a multiple of kStep. Cloned for
+/// AVX-512 and AVX2 (the runtime is built for the baseline ISA).
+__attribute__((target_clones("avx512f", "avx2", "default"))) void
+nineTaps(float *__restrict o, int64_t n, const float *__restrict p0, const float *__restrict p1,
+         const float *__restrict p2, const float *__restrict p3, const float *__restrict p4,
+         const float *__restrict p5, const float *__restrict p6, const float *__restrict p7,
+         const float *__restrict p8, const float *__restrict w) {
+  float w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3], w4 = w[4], w5 = w[5], w6 = w[6], w7 = w[7],
+        w8 = w[8];
+#pragma GCC ivdep
+  for (int64_t i = 0; i < n; ++i)
+    o[i] = ((w0 * p0[i] + w1 * p1[i]) + (w2 * p2[i] + w3 * p3[i])) +
+           ((w4 * p4[i] + w5 * p5[i]) + (w6 * p6[i] + w7 * p7[i])) + w8 * p8[i];
+}
+
+/// o[i] (+)= w * p[i], i in [0, n).
+__attribute__((target_clones("avx512f", "avx2", "default"))) void
+oneTap(float *__restrict o, int64_t n, const float *__restrict p, float w, bool accumulate) {
+  if (accumulate) {
+#pragma GCC ivdep
+    for (int64_t i = 0; i < n; ++i)
+      o[i] += w * p[i];
+  } else {
+#pragma GCC ivdep
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = w * p[i];
+  }
+}
+
+/// Rows [r0, r1) of an output plane from the flat buffer (row length v).
+__attribute__((target_clones("avx512f", "avx2", "default"))) void
+copyRows(float *__restrict out, const float *__restrict flat, int64_t rows, int64_t ow,
+         int64_t v) {
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(out + r * ow, flat + r * v, sizeof(float) * ow);
+}
+
+/// Phase rows of one phase: padded input rows a, a + sh, ...; columns [c0, c1) of each are in
+/// bounds and read input column c * sw + colShift.
+struct Phase {
+  bool used = false;
+  int64_t r0 = 0, r1 = 0, rowShift = 0; // valid phase rows; input row = R * sh + rowShift
+  int64_t c0 = 0, c1 = 0, colShift = 0;
+};
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void
+fillPhase(float *__restrict dst, const float *__restrict in, const Phase &ph, int64_t v,
+          int64_t sh, int64_t sw, int64_t iw) {
+  int64_t count = ph.c1 - ph.c0;
+  for (int64_t r = ph.r0; r < ph.r1; ++r) {
+    const float *src = in + (r * sh + ph.rowShift) * iw + ph.c0 * sw + ph.colShift;
+    float *d = dst + r * v + ph.c0;
+    if (sw == 1) {
+      std::memcpy(d, src, sizeof(float) * count);
+    } else if (sw == 2) {
+#pragma GCC ivdep
+      for (int64_t c = 0; c < count; ++c)
+        d[c] = src[2 * c];
+    } else {
+      for (int64_t c = 0; c < count; ++c)
+        d[c] = src[c * sw];
+    }
+  }
+}
+
+int64_t floorDiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
+int64_t ceilDiv(int64_t a, int64_t b) { return -floorDiv(-a, b); }
+
+} // namespace
+
+void runDepthwise2dPhased(const ConvGeometry &g, const float *input, const float *weight,
+                          float *output, int numThreads) {
+  const int64_t ih = g.inSpatial[0], iw = g.inSpatial[1], kh = g.kernel[0], kw = g.kernel[1];
+  const int64_t oh = g.outSpatial[0], ow = g.outSpatial[1], sh = g.strides[0], sw = g.strides[1];
+  const int64_t dh = g.dilations[0], dw = g.dilations[1], ph = g.padLow[0], pw = g.padLow[1];
+  const int64_t taps = kh * kw;
+  // Phase planes: PR rows of V floats (plus slack for the flat loop's overrun).
+  const int64_t v = ow + (kw - 1) * dw / sw, phaseRows = oh + (kh - 1) * dh / sh;
+  const int64_t flat = (oh * v + kStep - 1) / kStep * kStep;
+  const int64_t phaseSize = ((phaseRows + 1) * v + 2 * kStep + 15) / 16 * 16;
+  std::vector<Phase> phases((size_t)(sh * sw));
+  std::vector<int64_t> tapPhase((size_t)taps), tapOffset((size_t)taps);
+  for (int64_t y = 0; y < kh; ++y)
+    for (int64_t x = 0; x < kw; ++x) {
+      int64_t a = y * dh % sh, b = x * dw % sw, t = y * kw + x;
+      tapPhase[t] = a * sw + b;
+      tapOffset[t] = (y * dh / sh) * v + x * dw / sw;
+      phases[tapPhase[t]].used = true;
+    }
+  for (int64_t a = 0; a < sh; ++a)
+    for (int64_t b = 0; b < sw; ++b) {
+      Phase &p = phases[a * sw + b];
+      // Phase row R reads input row R * sh + a - ph; column C reads C * sw + b - pw.
+      p.rowShift = a - ph;
+      p.r0 = std::clamp<int64_t>(ceilDiv(-p.rowShift, sh), 0, phaseRows);
+      p.r1 = std::clamp<int64_t>(floorDiv(ih - 1 - p.rowShift, sh) + 1, p.r0, phaseRows);
+      p.colShift = b - pw;
+      p.c0 = std::clamp<int64_t>(ceilDiv(-p.colShift, sw), 0, v);
+      p.c1 = std::clamp<int64_t>(floorDiv(iw - 1 - p.colShift, sw) + 1, p.c0, v);
+    }
+  const int64_t scratchFloats = (int64_t)phases.size() * phaseSize + flat;
+  // A plane's cost: its taps plus the bytes it moves (the fills dominate small planes).
+  parallelFor(numThreads, g.batch * g.outChannels,
+              g.outSize * taps + (int64_t)sizeof(float) * (g.inSize + 2 * g.outSize),
+              [&](int64_t begin, int64_t end) {
+    // Per thread, kept across calls. Zeroed once per call: the padding (outside every phase's
+    // valid rectangle, the same for every plane) stays zero.
+    static thread_local std::vector<float> scratch;
+    if ((int64_t)scratch.size() < scratchFloats)
+      scratch.resize((size_t)scratchFloats);
+    std::memset(scratch.data(), 0, sizeof(float) * (size_t)scratchFloats);
+    float *base = scratch.data(), *tmp = base + phases.size() * phaseSize;
+    const float *filled = nullptr;
+    std::vector<const float *> ptr((size_t)taps);
+    for (int64_t t = 0; t < taps; ++t)
+      ptr[t] = base + tapPhase[t] * phaseSize + tapOffset[t];
+    for (int64_t item = begin; item < end; ++item) {
+      int64_t n = item / g.outChannels, oc = item % g.outChannels, ic = oc / g.groupOut;
+      const float *in = input + (n * g.inChannels + ic) * g.inSize;
+      if (in != filled) { // channel multipliers > 1 reuse the phases
+        for (size_t q = 0; q < phases.size(); ++q)
+          if (phases[q].used)
+            fillPhase(base + q * phaseSize, in, phases[q], v, sh, sw, iw);
+        filled = in;
+      }
+      const float *w = weight + oc * g.kernelSize;
+      if (taps == 9) {
+        nineTaps(tmp, flat, ptr[0], ptr[1], ptr[2], ptr[3], ptr[4], ptr[5], ptr[6], ptr[7],
+                 ptr[8], w);
+      } else {
+        for (int64_t t = 0; t < taps; ++t)
+          oneTap(tmp, flat, ptr[t], w[t], t > 0);
+      }
+      copyRows(output + item * g.outSize, tmp, oh, ow, v);
+    }
+  });
+}
+
+} // namespace tcc::rt
