@@ -12,6 +12,8 @@ namespace {
 /// Flat loop step: the loops below run over a multiple of this many elements (buffers have
 /// the slack), so the vectorised loop needs no scalar tail.
 constexpr int64_t kStep = 16;
+/// Output rows per block: about this many floats of the flat buffer.
+constexpr int64_t kBlockFloats = 2048;
 
 /// o[i] = sum of the nine taps w[t] * p[t][i], i in [0, n), n a multiple of kStep. Cloned for
 /// AVX-512 and AVX2 (the runtime is built for the baseline ISA).
@@ -92,6 +94,7 @@ void runDepthwise2dPhased(const ConvGeometry &g, const float *input, const float
   // Phase planes: PR rows of V floats (plus slack for the flat loop's overrun).
   const int64_t v = ow + (kw - 1) * dw / sw, phaseRows = oh + (kh - 1) * dh / sh;
   const int64_t flat = (oh * v + kStep - 1) / kStep * kStep;
+  const int64_t blockRows = std::max<int64_t>(1, kBlockFloats / v);
   const int64_t phaseSize = ((phaseRows + 1) * v + 2 * kStep + 15) / 16 * 16;
   std::vector<Phase> phases((size_t)(sh * sw));
   std::vector<int64_t> tapPhase((size_t)taps), tapOffset((size_t)taps);
@@ -139,14 +142,20 @@ void runDepthwise2dPhased(const ConvGeometry &g, const float *input, const float
         filled = in;
       }
       const float *w = weight + oc * g.kernelSize;
-      if (taps == 9) {
-        nineTaps(tmp, flat, ptr[0], ptr[1], ptr[2], ptr[3], ptr[4], ptr[5], ptr[6], ptr[7],
-                 ptr[8], w);
-      } else {
-        for (int64_t t = 0; t < taps; ++t)
-          oneTap(tmp, flat, ptr[t], w[t], t > 0);
+      // Blocks of output rows, so that the flat buffer stays in L1 between the taps' loop
+      // and the copy out.
+      for (int64_t r0 = 0; r0 < oh; r0 += blockRows) {
+        int64_t rows = std::min(blockRows, oh - r0), n = (rows * v + kStep - 1) / kStep * kStep;
+        int64_t at = r0 * v;
+        if (taps == 9) {
+          nineTaps(tmp, n, ptr[0] + at, ptr[1] + at, ptr[2] + at, ptr[3] + at, ptr[4] + at,
+                   ptr[5] + at, ptr[6] + at, ptr[7] + at, ptr[8] + at, w);
+        } else {
+          for (int64_t t = 0; t < taps; ++t)
+            oneTap(tmp, n, ptr[t] + at, w[t], t > 0);
+        }
+        copyRows(output + item * g.outSize + r0 * ow, tmp, rows, ow, v);
       }
-      copyRows(output + item * g.outSize, tmp, oh, ow, v);
     }
   });
 }
