@@ -85,7 +85,8 @@ struct CompileArgs {
 void addCompileArgs(CLI::App *cmd, CompileArgs &args) {
   cmd->add_flag("--no-cache", args.noCache, "do not use the on-disk kernel cache");
   cmd->add_option("--cache-dir", args.cacheDir,
-                  "kernel cache directory (default: $TCC_CACHE_DIR, else ~/.cache/tcc)");
+                  "kernel cache directory (default: $TCC_CACHE_DIR, else $XDG_CACHE_HOME/tcc, else "
+                  "~/.cache/tcc)");
   cmd->add_flag("--explain-fusion", args.explainFusion,
                 "print every fusion decision with its reason");
   cmd->add_option("--dump-dir", args.dumpDir,
