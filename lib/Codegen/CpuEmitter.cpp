@@ -216,12 +216,72 @@ static std::string boundsString(ArrayRef<int64_t> bounds) {
   return s + "]";
 }
 
-void CpuKernelEmitter::emitParallel(tk::ParallelOp op) {
-  ArrayRef<int64_t> bounds = op.getBounds();
-  Block &block = op.getBody().front();
+/// How many trailing dims of a loop-free tk.parallel can run as one flat loop: k such that the
+/// last k index args are used only as the last k indices of loads and stores whose last k dims
+/// have exactly the loop's extents (then their row-major offset is the flat index). 0 or 1:
+/// none. A short innermost dim (a 7x7 feature map) otherwise leaves the vector loop starved.
+static size_t flattenableTrailingDims(Block &block, ArrayRef<int64_t> bounds) {
   size_t rank = bounds.size();
-  std::vector<std::string> idx = bindIndices(block, rank);
-  line("// tk.parallel " + boundsString(bounds));
+  size_t best = 0;
+  for (size_t k = 2; k <= rank; ++k) {
+    bool ok = true;
+    for (size_t j = 0; j < k && ok; ++j) {
+      BlockArgument arg = block.getArgument(rank - k + j);
+      for (OpOperand &use : arg.getUses()) {
+        Operation *user = use.getOwner();
+        Value memref;
+        OperandRange indices = user->getOperands();
+        if (auto load = dyn_cast<tk::LoadOp>(user)) {
+          memref = load.getMemref();
+          indices = load.getIndices();
+        } else if (auto store = dyn_cast<tk::StoreOp>(user)) {
+          memref = store.getMemref();
+          indices = store.getIndices();
+        }
+        auto type = memref ? cast<MemRefType>(memref.getType()) : MemRefType();
+        if (!type || type.getRank() < (int64_t)k) {
+          ok = false;
+          break;
+        }
+        size_t first = indices.size() - k;
+        for (size_t t = 0; t < k && ok; ++t)
+          ok = indices[first + t] == block.getArgument(rank - k + t) &&
+               type.getDimSize(first + t) == bounds[rank - k + t];
+        ok = ok && use.getOperandNumber() >= user->getNumOperands() - k;
+      }
+    }
+    if (!ok)
+      break;
+    best = k;
+  }
+  return best;
+}
+
+void CpuKernelEmitter::emitParallel(tk::ParallelOp op) {
+  Block &block = op.getBody().front();
+  SmallVector<int64_t> loopBounds(op.getBounds());
+  std::vector<std::string> idx = bindIndices(block, loopBounds.size());
+  line("// tk.parallel " + boundsString(op.getBounds()));
+  if (!hasLoops(block)) {
+    // Run the flattenable trailing dims as one loop: the last of them names the flat index
+    // (the loads' and stores' offsets reduce to it), the others contribute 0.
+    size_t k = flattenableTrailingDims(block, loopBounds);
+    if (k >= 2) {
+      size_t rank = loopBounds.size();
+      for (size_t j = rank - k; j + 1 < rank; ++j)
+        scalars.bind(block.getArgument(j), "0");
+      int64_t flat = product(ArrayRef<int64_t>(loopBounds).drop_front(rank - k));
+      loopBounds.resize(rank - k);
+      loopBounds.push_back(flat);
+      std::string flatName = idx.back();
+      idx.resize(rank - k);
+      idx.push_back(flatName);
+      line("// (the last " + std::to_string(k) + " dims run as one loop of " +
+           std::to_string(flat) + ")");
+    }
+  }
+  ArrayRef<int64_t> bounds = loopBounds;
+  size_t rank = bounds.size();
 
   bool loopFree = !hasLoops(block);
   bool threaded = isTopLevel(op) && rank > 0 && product(bounds) > 1 &&

@@ -49,11 +49,12 @@ func.func @bias_gelu(%x: memref<64x32x128xf32>, %b: memref<4096xf32>, %y: memref
   return
 }
 
-// Small kernels stay on the calling thread; size-1 dims drop out of the linear index.
+// Small kernels stay on the calling thread; size-1 dims drop out of the linear index; trailing
+// dims that every load and store indexes the same row-major way run as one flat loop.
 // CHECK-LABEL: // ---- kernel small ----
 // CHECK: (void)num_threads;
 // CHECK-NEXT: // tk.parallel [1, 8]
-// CHECK-NEXT: for (int64_t i0 = 0; i0 < 1; ++i0)
+// CHECK-NEXT: // (the last 2 dims run as one loop of 8)
 // CHECK-NEXT: #pragma omp simd
 // CHECK-NEXT: for (int64_t i1 = 0; i1 < 8; ++i1) {
 // CHECK-NEXT: float v0 = arg0[i1];
@@ -78,10 +79,11 @@ func.func @small(%x: memref<1x8xf32>, %y: memref<1x8xf32>) attributes {tk.kernel
 // CHECK-NEXT: for (int64_t i0 = 0; i0 < 2; ++i0)
 // CHECK-NEXT: #pragma omp for simd schedule(static)
 // CHECK-NEXT: for (int64_t i1 = 0; i1 < 100000; ++i1) {
-func.func @wide(%x: memref<2x100000xf32>, %y: memref<2x100000xf32>) attributes {tk.kernel} {
+// (A broadcast load x[j] keeps the two dims apart.)
+func.func @wide(%x: memref<100000xf32>, %y: memref<2x100000xf32>) attributes {tk.kernel} {
   tk.parallel [2, 100000] {
   ^bb0(%i: index, %j: index):
-    %v = tk.load %x[%i, %j] : memref<2x100000xf32>
+    %v = tk.load %x[%j] : memref<100000xf32>
     %r = tk.unary neg %v : f32
     tk.store %r, %y[%i, %j] : memref<2x100000xf32>
   }
@@ -91,5 +93,25 @@ func.func @wide(%x: memref<2x100000xf32>, %y: memref<2x100000xf32>) attributes {
 // Functions that are not kernels are skipped.
 // CHECK-NOT: kernel not_a_kernel
 func.func @not_a_kernel() {
+  return
+}
+
+// A 7x7 feature map with a per-channel bias: the two spatial dims run as one loop of 49.
+// CHECK-LABEL: // ---- kernel channel_bias ----
+// CHECK: // tk.parallel [4, 7, 7]
+// CHECK-NEXT: // (the last 2 dims run as one loop of 49)
+// CHECK-NEXT: for (int64_t [[C:i[0-9]+]] = 0; [[C]] < 4; ++[[C]])
+// CHECK-NEXT: #pragma omp simd
+// CHECK-NEXT: for (int64_t [[F:i[0-9]+]] = 0; [[F]] < 49; ++[[F]]) {
+// CHECK-NEXT: float {{v[0-9]+}} = arg0{{\[}}[[C]] * 49 + 0 * 7 + [[F]]];
+// CHECK-NEXT: float {{v[0-9]+}} = arg1{{\[}}[[C]]];
+func.func @channel_bias(%x: memref<4x7x7xf32>, %b: memref<4xf32>, %y: memref<4x7x7xf32>) attributes {tk.kernel} {
+  tk.parallel [4, 7, 7] {
+  ^bb0(%c: index, %h: index, %w: index):
+    %v = tk.load %x[%c, %h, %w] : memref<4x7x7xf32>
+    %bias = tk.load %b[%c] : memref<4xf32>
+    %r = tk.binary add %v, %bias : f32
+    tk.store %r, %y[%c, %h, %w] : memref<4x7x7xf32>
+  }
   return
 }
