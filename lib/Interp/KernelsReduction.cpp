@@ -1,6 +1,7 @@
 //===- KernelsReduction.cpp - reduce, argReduce, cumsum, topk -------------===//
 
 #include "KernelUtils.h"
+#include "tcc/Support/TopKOrder.h"
 
 #include <algorithm>
 #include <numeric>
@@ -30,13 +31,6 @@ template <class C> bool moreExtreme(C a, C b, bool largest) {
   if (isNaN(a) || isNaN(b))
     return isNaN(a) && !isNaN(b);
   return largest ? b < a : a < b;
-}
-
-/// Strict "a > b" in the sort order of topk, where NaN sits above +inf (numpy / torch).
-template <class C> bool greaterNaNLast(C a, C b) {
-  if (isNaN(a) || isNaN(b))
-    return isNaN(a) && !isNaN(b);
-  return b < a;
 }
 
 } // namespace
@@ -156,29 +150,8 @@ std::pair<Tensor, Tensor> topk(const Tensor &x, int64_t dim, int64_t k, bool lar
     using C = ComputeType<T>;
     const T *in = x.data<T>();
     T *outValue = values.data<T>();
-    std::vector<int64_t> order((size_t)v.size);
-    std::vector<C> line((size_t)v.size);
-    for (int64_t o = 0; o < v.outer; ++o)
-      for (int64_t i = 0; i < v.inner; ++i) {
-        for (int64_t j = 0; j < v.size; ++j)
-          line[j] = (C)in[(o * v.size + j) * v.inner + i];
-        std::iota(order.begin(), order.end(), 0);
-        // A total order (value, then index), so partial_sort gives the stable top k.
-        std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int64_t a, int64_t b) {
-          C first = largest ? line[a] : line[b];
-          C second = largest ? line[b] : line[a];
-          if (greaterNaNLast(first, second))
-            return true;
-          if (greaterNaNLast(second, first))
-            return false;
-          return a < b;
-        });
-        for (int64_t j = 0; j < k; ++j) {
-          int64_t at = (o * k + j) * v.inner + i;
-          outValue[at] = in[(o * v.size + order[j]) * v.inner + i];
-          outIndex[at] = order[j];
-        }
-      }
+    topKLines<C>(in, v.outer, v.size, v.inner, k, largest, [](T e) { return (C)e; }, outValue,
+                 outIndex);
   });
   return {values, indices};
 }

@@ -5,6 +5,7 @@
 #include "Parallel.h"
 #include "Program.h"
 #include "Winograd.h"
+#include "tcc/Support/TopKOrder.h"
 
 #include <cblas.h>
 
@@ -487,48 +488,11 @@ template <> struct Compute<BFloat> {
   static float get(BFloat v) { return bfloat16ToFloat(v.bits); }
 };
 
-template <class C> bool isNaN(C v) {
-  if constexpr (std::is_floating_point_v<C>)
-    return std::isnan(v);
-  else
-    return false;
-}
-
-/// Strict "a > b" where NaN sits above +inf (numpy / torch), as the reference kernel.
-template <class C> bool greaterNaNLast(C a, C b) {
-  if (isNaN(a) || isNaN(b))
-    return isNaN(a) && !isNaN(b);
-  return b < a;
-}
-
 template <class T>
 void topkTyped(const TopKGeometry &g, const T *in, T *outValues, int64_t *outIndices) {
   using C = typename Compute<T>::type;
-  std::vector<int64_t> order((size_t)g.size);
-  std::vector<C> line((size_t)g.size);
-  bool largest = g.largest;
-  for (int64_t o = 0; o < g.outer; ++o)
-    for (int64_t i = 0; i < g.inner; ++i) {
-      for (int64_t j = 0; j < g.size; ++j)
-        line[j] = Compute<T>::get(in[(o * g.size + j) * g.inner + i]);
-      std::iota(order.begin(), order.end(), 0);
-      // A total order (value, then index), so partial_sort gives the stable top k.
-      std::partial_sort(order.begin(), order.begin() + g.k, order.end(),
-                        [&](int64_t a, int64_t b) {
-                          C first = largest ? line[a] : line[b];
-                          C second = largest ? line[b] : line[a];
-                          if (greaterNaNLast(first, second))
-                            return true;
-                          if (greaterNaNLast(second, first))
-                            return false;
-                          return a < b;
-                        });
-      for (int64_t j = 0; j < g.k; ++j) {
-        int64_t at = (o * g.k + j) * g.inner + i;
-        outValues[at] = in[(o * g.size + order[j]) * g.inner + i];
-        outIndices[at] = order[j];
-      }
-    }
+  topKLines<C>(in, g.outer, g.size, g.inner, g.k, g.largest, Compute<T>::get, outValues,
+               outIndices);
 }
 
 } // namespace
