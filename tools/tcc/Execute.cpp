@@ -43,49 +43,67 @@ RuntimeProgram::~RuntimeProgram() {
     tccrt_program_free(program_);
 }
 
-std::vector<TensorSpec> RuntimeProgram::inputs() const {
+/// The specs of `count` tensors read through `info` (tccrt_input_info or tccrt_output_info).
+static std::vector<TensorSpec> specsOf(const tccrt_program *program, size_t count,
+                                       tccrt_status (*info)(const tccrt_program *, size_t,
+                                                            tccrt_tensor_info *),
+                                       const char *what) {
   std::vector<TensorSpec> out;
-  for (size_t i = 0, n = tccrt_num_inputs(program_); i < n; ++i) {
-    tccrt_tensor_info info;
-    if (tccrt_input_info(program_, i, &info) != TCCRT_OK)
-      runtimeError("input " + std::to_string(i));
-    out.push_back(specOf(info));
+  for (size_t i = 0; i < count; ++i) {
+    tccrt_tensor_info t;
+    if (info(program, i, &t) != TCCRT_OK)
+      runtimeError(std::string(what) + " " + std::to_string(i));
+    out.push_back(specOf(t));
   }
   return out;
+}
+
+std::vector<TensorSpec> RuntimeProgram::inputs() const {
+  return specsOf(program_, tccrt_num_inputs(program_), tccrt_input_info, "input");
 }
 
 std::vector<TensorSpec> RuntimeProgram::outputs() const {
-  std::vector<TensorSpec> out;
-  for (size_t i = 0, n = tccrt_num_outputs(program_); i < n; ++i) {
-    tccrt_tensor_info info;
-    if (tccrt_output_info(program_, i, &info) != TCCRT_OK)
-      runtimeError("output " + std::to_string(i));
-    out.push_back(specOf(info));
-  }
-  return out;
+  return specsOf(program_, tccrt_num_outputs(program_), tccrt_output_info, "output");
 }
 
-std::vector<Tensor> RuntimeProgram::run(const std::vector<Tensor> &inputs) {
+std::vector<Tensor> RuntimeProgram::allocateOutputs() const {
+  std::vector<Tensor> outputs;
+  for (const TensorSpec &s : this->outputs())
+    outputs.emplace_back(s.dtype, s.shape);
+  return outputs;
+}
+
+void RuntimeProgram::run(const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs) {
   std::vector<TensorSpec> specs = this->inputs();
   if (inputs.size() != specs.size())
     throw Error("the program takes " + std::to_string(specs.size()) + " input(s), " +
                 std::to_string(inputs.size()) + " given");
-  std::vector<const void *> in;
-  for (size_t i = 0; i < inputs.size(); ++i) {
+  for (size_t i = 0; i < inputs.size(); ++i)
     if (inputs[i].dtype() != specs[i].dtype || inputs[i].shape() != specs[i].shape)
       throw Error("input " + std::to_string(i) + " ('" + specs[i].name + "') is " +
                   inputs[i].typeString() + ", the program was compiled for " +
                   shapeToString(specs[i].shape) + " " + dtypeName(specs[i].dtype));
-    in.push_back(inputs[i].raw());
-  }
-  std::vector<Tensor> outputs;
-  std::vector<void *> out;
-  for (const TensorSpec &s : this->outputs()) {
-    outputs.emplace_back(s.dtype, s.shape);
-    out.push_back(outputs.back().raw());
-  }
-  runRaw(in, out);
+  runRaw(inputPointers(inputs), outputPointers(outputs));
+}
+
+std::vector<Tensor> RuntimeProgram::run(const std::vector<Tensor> &inputs) {
+  std::vector<Tensor> outputs = allocateOutputs();
+  run(inputs, outputs);
   return outputs;
+}
+
+std::vector<const void *> inputPointers(const std::vector<Tensor> &tensors) {
+  std::vector<const void *> out;
+  for (const Tensor &t : tensors)
+    out.push_back(t.raw());
+  return out;
+}
+
+std::vector<void *> outputPointers(std::vector<Tensor> &tensors) {
+  std::vector<void *> out;
+  for (Tensor &t : tensors)
+    out.push_back(t.raw());
+  return out;
 }
 
 void RuntimeProgram::runRaw(const std::vector<const void *> &inputs,

@@ -34,7 +34,11 @@ public:
 
   std::vector<TensorSpec> inputs() const;
   std::vector<TensorSpec> outputs() const;
-  /// Checks the inputs against inputs(), runs, returns freshly allocated outputs.
+  /// Fresh tensors of the outputs' types.
+  std::vector<Tensor> allocateOutputs() const;
+  /// Checks the inputs against inputs(), runs, writes `outputs` (from allocateOutputs()).
+  void run(const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs);
+  /// The same, into freshly allocated outputs.
   std::vector<Tensor> run(const std::vector<Tensor> &inputs);
   /// Runs on caller-provided buffers (for timing; no checks beyond the runtime's).
   void runRaw(const std::vector<const void *> &inputs, const std::vector<void *> &outputs);
@@ -43,6 +47,10 @@ private:
   explicit RuntimeProgram(tccrt_program *p) : program_(p) {}
   tccrt_program *program_;
 };
+
+/// The tensors' data, for RuntimeProgram::runRaw.
+std::vector<const void *> inputPointers(const std::vector<Tensor> &tensors);
+std::vector<void *> outputPointers(std::vector<Tensor> &tensors);
 
 /// Compiles a loaded model. Inputs the import specialised on are recorded in the artifact (the
 /// runtime refuses other values). `givenInputs`: how many leading inputs the user supplied;

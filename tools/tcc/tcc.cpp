@@ -243,16 +243,10 @@ int runBench(const ModelArgs &args, const std::string &device, const CompileArgs
     }
   };
   auto timeProgram = [&](RuntimeProgram &program, const std::vector<Tensor> &inputs) {
-    std::vector<const void *> in;
-    for (const auto &t : inputs)
-      in.push_back(t.raw());
-    std::vector<Tensor> outputs;
-    std::vector<void *> out;
-    for (const TensorSpec &s : program.outputs()) {
-      outputs.emplace_back(s.dtype, s.shape);
-      out.push_back(outputs.back().raw());
-    }
-    program.run(inputs); // checks the inputs once
+    std::vector<Tensor> outputs = program.allocateOutputs();
+    program.run(inputs, outputs); // checks the inputs once; the timed runs skip the checks
+    std::vector<const void *> in = inputPointers(inputs);
+    std::vector<void *> out = outputPointers(outputs);
     timeRuns([&] { program.runRaw(in, out); });
   };
   if (isArtifactFile(args.model)) {
