@@ -401,23 +401,17 @@ void runConv(const ConvGeometry &g, const float *input, const float *weight, flo
       tile = std::min(g.columnTile, (g.outSize + tiles - 1) / tiles);
     }
     int64_t tilesPerImage = (g.outSize + tile - 1) / tile, items = images * tilesPerImage;
-    int workers = (int)std::min<int64_t>(numThreads, items);
-    std::atomic<int64_t> next{0};
     setBlasThreads(1);
-    parallelFor(workers, workers, int64_t(1) << 40, [&](int64_t begin, int64_t end) {
-      for (int64_t worker = begin; worker < end; ++worker) {
-        float *col = workspace + (size_t)worker * (g.workspaceBytes / sizeof(float));
-        for (int64_t item; (item = next.fetch_add(1)) < items;) {
-          int64_t image = item / tilesPerImage, j0 = item % tilesPerImage * tile;
-          int64_t n = image / g.groups, grp = image % g.groups;
-          int64_t j1 = std::min(g.outSize, j0 + tile), width = j1 - j0;
-          const float *in = input + (n * g.inChannels + grp * g.groupIn) * g.inSize;
-          im2col.fill(in, col, 0, g.rows, j0, j1);
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, (int)width, k, 1.0f,
-                      weight + grp * g.groupOut * g.rows, k, col, (int)width, 0.0f,
-                      output + (n * g.outChannels + grp * g.groupOut) * g.outSize + j0, ldc);
-        }
-      }
+    parallelItems(numThreads, items, [&](int64_t worker, int64_t item) {
+      float *col = workspace + (size_t)worker * (g.workspaceBytes / sizeof(float));
+      int64_t image = item / tilesPerImage, j0 = item % tilesPerImage * tile;
+      int64_t n = image / g.groups, grp = image % g.groups;
+      int64_t j1 = std::min(g.outSize, j0 + tile), width = j1 - j0;
+      const float *in = input + (n * g.inChannels + grp * g.groupIn) * g.inSize;
+      im2col.fill(in, col, 0, g.rows, j0, j1);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, (int)width, k, 1.0f,
+                  weight + grp * g.groupOut * g.rows, k, col, (int)width, 0.0f,
+                  output + (n * g.outChannels + grp * g.groupOut) * g.outSize + j0, ldc);
     });
     return;
   }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 namespace tcc::rt {
@@ -26,6 +27,20 @@ void parallelFor(int threads, int64_t count, int64_t costPerItem, const Body &bo
 #pragma omp parallel for num_threads((int)chunks) schedule(static, 1)
   for (int64_t i = 0; i < chunks; ++i)
     body(count * i / chunks, count * (i + 1) / chunks);
+}
+
+/// Runs body(worker, item) for every item in [0, items) on up to `threads` workers, each taking
+/// the next item as it finishes one (items of uneven cost balance themselves). `worker`
+/// (< threads) names per-worker resources such as a workspace.
+template <class Body> void parallelItems(int threads, int64_t items, const Body &body) {
+  int workers = (int)std::min<int64_t>(std::max(threads, 1), items);
+  std::atomic<int64_t> next{0};
+  // One chunk per worker: the cost only has to exceed parallelFor's threshold.
+  parallelFor(workers, workers, int64_t(1) << 40, [&](int64_t begin, int64_t end) {
+    for (int64_t worker = begin; worker < end; ++worker)
+      for (int64_t item; (item = next.fetch_add(1)) < items;)
+        body(worker, item);
+  });
 }
 
 } // namespace tcc::rt

@@ -12,7 +12,6 @@
 #include <cblas.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 
 namespace tcc::rt {
@@ -248,21 +247,15 @@ void runWinograd(const ConvGeometry &g, const float *input, const float *u, floa
   int64_t block = (t.tiles + blocks - 1) / blocks;
   blocks = (t.tiles + block - 1) / block;
   int64_t items = images * blocks;
-  int workers = (int)std::min<int64_t>(std::max(numThreads, 1), items);
-  std::atomic<int64_t> next{0};
   setBlasThreads(1);
-  parallelFor(workers, workers, int64_t(1) << 40, [&](int64_t begin, int64_t end) {
-    for (int64_t worker = begin; worker < end; ++worker) {
-      float *ws = workspace + (size_t)worker * (g.workspaceBytes / sizeof(float));
-      for (int64_t item; (item = next.fetch_add(1)) < items;) {
-        int64_t image = item / blocks, t0 = item % blocks * block;
-        int64_t n = image / g.groups, grp = image % g.groups;
-        int64_t nb = std::min(block, t.tiles - t0);
-        winogradItem(g, t, input + (n * g.inChannels + grp * g.groupIn) * g.inSize,
-                     u + grp * t.a2 * g.groupOut * g.groupIn,
-                     output + (n * g.outChannels + grp * g.groupOut) * g.outSize, t0, nb, ws);
-      }
-    }
+  parallelItems(numThreads, items, [&](int64_t worker, int64_t item) {
+    float *ws = workspace + (size_t)worker * (g.workspaceBytes / sizeof(float));
+    int64_t image = item / blocks, t0 = item % blocks * block;
+    int64_t n = image / g.groups, grp = image % g.groups;
+    int64_t nb = std::min(block, t.tiles - t0);
+    winogradItem(g, t, input + (n * g.inChannels + grp * g.groupIn) * g.inSize,
+                 u + grp * t.a2 * g.groupOut * g.groupIn,
+                 output + (n * g.outChannels + grp * g.groupOut) * g.outSize, t0, nb, ws);
   });
 }
 
