@@ -220,6 +220,11 @@ private:
   int producerGroup(Value v);
   void computeDeps(Group &g);
   bool pathThroughOther(int from, int to);
+  /// `why`, or if it is empty and merging `to` into `from` would close a cycle, that reason.
+  std::string orCycle(std::string why, int from, int to);
+  /// The group roots that consume `op`'s results: users that root a group, and the roots of
+  /// the groups that inlined a user.
+  SmallVector<Operation *> consumerRootsOf(Operation *op);
   void merge(int into, int from);
   void fuseEpilogues();
   void fuseRows();
@@ -437,6 +442,25 @@ void FusionPolicy::computeDeps(Group &g) {
     }
 }
 
+SmallVector<Operation *> FusionPolicy::consumerRootsOf(Operation *op) {
+  SmallVector<Operation *> roots;
+  for (Operation *user : op->getUsers()) {
+    Status s = status_.lookup(user);
+    if (s == Status::Root)
+      roots.push_back(user);
+    else if (s == Status::Inline)
+      llvm::append_range(roots, consumerRoots_.lookup(user));
+  }
+  llvm::erase_if(roots, [&](Operation *r) { return !rootGroup_.count(r); });
+  return roots;
+}
+
+std::string FusionPolicy::orCycle(std::string why, int from, int to) {
+  if (why.empty() && pathThroughOther(from, to))
+    why = "would create a cycle between kernels";
+  return why;
+}
+
 bool FusionPolicy::pathThroughOther(int from, int to) {
   // Is there a path from -> X -> ... -> to with X != from, to? Walk producers of `to`.
   from = find(from);
@@ -649,17 +673,8 @@ void FusionPolicy::fuseEpilogues() {
       continue;
     Operation *libOp = lib.roots[0];
     SmallVector<int> consumers;
-    for (Operation *user : libOp->getUsers()) {
-      auto it = rootGroup_.find(user);
-      Status s = status_.lookup(user);
-      if (s == Status::Root && it != rootGroup_.end()) {
-        consumers.push_back(find(it->second));
-      } else if (s == Status::Inline) {
-        for (Operation *r : consumerRoots_.lookup(user))
-          if (rootGroup_.count(r))
-            consumers.push_back(find(rootGroup_[r]));
-      }
-    }
+    for (Operation *r : consumerRootsOf(libOp))
+      consumers.push_back(find(rootGroup_[r]));
     llvm::sort(consumers);
     consumers.erase(std::unique(consumers.begin(), consumers.end()), consumers.end());
     for (int ci : consumers) {
@@ -667,9 +682,7 @@ void FusionPolicy::fuseEpilogues() {
       if (!c.alive || find(ci) == find(lib.id))
         continue;
       Operation *croot = c.roots.front();
-      std::string why = epilogueIllegality(lib, c);
-      if (why.empty() && pathThroughOther(lib.id, ci))
-        why = "would create a cycle between kernels";
+      std::string why = orCycle(epilogueIllegality(lib, c), lib.id, ci);
       if (!why.empty()) {
         remark(croot, "not fused into the epilogue of " + describe(libOp) + ": " + why);
         continue;
@@ -692,17 +705,9 @@ void FusionPolicy::fuseRows() {
       // Consumer groups, in program order.
       std::set<std::pair<int, int>> consumers; // (position, group)
       for (Operation *r : p.roots)
-        for (Operation *user : r->getUsers()) {
-          SmallVector<Operation *> uroots;
-          Status s = status_.lookup(user);
-          if (s == Status::Root)
-            uroots.push_back(user);
-          else if (s == Status::Inline)
-            llvm::append_range(uroots, consumerRoots_[user]);
-          for (Operation *u : uroots)
-            if (rootGroup_.count(u) && !p.members.contains(u))
-              consumers.insert({position_[u], find(rootGroup_[u])});
-        }
+        for (Operation *u : consumerRootsOf(r))
+          if (!p.members.contains(u))
+            consumers.insert({position_[u], find(rootGroup_[u])});
       Operation *reduction = nullptr;
       for (Operation *r : p.roots)
         if (isa<ReduceOp, ArgReduceOp>(r))
@@ -712,9 +717,7 @@ void FusionPolicy::fuseRows() {
           continue;
         Group &c = group(ci);
         Operation *croot = c.roots.front();
-        std::string why = rowIllegality(p, c);
-        if (why.empty() && pathThroughOther(p.id, ci))
-          why = "would create a cycle between kernels";
+        std::string why = orCycle(rowIllegality(p, c), p.id, ci);
         if (!why.empty()) {
           remark(reduction, "not fused with its consumer " + describe(croot) + ": " + why);
           continue;
