@@ -6,6 +6,7 @@
 #pragma once
 
 #include "tcc/Support/Tensor.h"
+#include "tcc/Training/TrainingSpec.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
@@ -57,5 +58,10 @@ struct CompiledModel {
 /// Compiles the imported graph (func.func @main over tensors; rewritten in place). Throws
 /// tcc::Error with the diagnostics (naming the op) when a stage fails.
 CompiledModel compileModule(mlir::ModuleOp module, const CompileOptions &options);
+
+/// Compiles every entry of a training spec (include/tcc/Training/TrainingSpec.h) like an
+/// inference model and serialises them, with the state and its initial values, as one training
+/// artifact. The report sums the entries (kernels, launches, bytes...).
+CompiledModel compileTraining(TrainingSpec &spec, const CompileOptions &options);
 
 } // namespace tcc

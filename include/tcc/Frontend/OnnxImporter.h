@@ -29,6 +29,13 @@ struct ImportOptions {
   std::map<std::string, Tensor> inputValues;
   /// Largest result (in elements) the importer folds into a constant.
   int64_t maxFoldElements = 1 << 20;
+  /// Initializers imported as function arguments after the graph inputs, in initializer order,
+  /// instead of as constants (so nothing folds them: they can be trained or differentiated).
+  std::set<std::string> parameterInitializers;
+  /// Training mode: Dropout drops (scaled by 1/(1-ratio)) with a counter-based generator keyed by
+  /// one more trailing argument, a 0-d ui64 (ImportedModel::rngKeyArgument), when the model has
+  /// any Dropout with a nonzero ratio. Otherwise Dropout is the identity, as in inference.
+  bool training = false;
 };
 
 struct ImportedModel {
@@ -36,6 +43,11 @@ struct ImportedModel {
   std::vector<std::string> inputNames;  // graph inputs (initializers excluded), in order
   std::vector<std::string> outputNames; // graph outputs, in order
   std::set<std::string> specializedInputs; // inputs whose values were baked in
+  /// ImportOptions::parameterInitializers present in the model, in argument order (they follow
+  /// the graph inputs): their indices in graph.initializer.
+  std::vector<int64_t> parameterIndices;
+  /// Training mode: the argument number of the rng key (the last one), or -1 if none is needed.
+  int64_t rngKeyArgument = -1;
 };
 
 /// One operator the importer cannot handle, with every node that uses it.

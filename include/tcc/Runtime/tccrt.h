@@ -74,6 +74,69 @@ tccrt_status tccrt_set_num_threads(tccrt_program *program, int num_threads);
  * (one run at a time); different programs may run concurrently. */
 tccrt_status tccrt_run(tccrt_program *program, const void *const *inputs, void *const *outputs);
 
+/* ---- Training (artifacts made by `tcc compile --train`) -------------------------------------
+ *
+ * A trainer owns the training state (parameters, optimizer state, step counter, gradient
+ * accumulators), initialised from the artifact, and runs the artifact's entry points on it.
+ * Batches are the same list of host tensors for tccrt_trainer_step and tccrt_trainer_eval: the
+ * model's inputs, then the labels (cross-entropy: integer class indices; MSE: targets), with the
+ * shapes tccrt_trainer_batch_info gives. Dropout and other random ops draw from a counter-based
+ * generator keyed by (seed, micro-step), so a run is reproducible and a resumed run continues
+ * bit-identically on the same device and thread count. */
+
+typedef struct tccrt_trainer tccrt_trainer;
+
+typedef enum tccrt_state_kind {
+  TCCRT_STATE_PARAMETER, TCCRT_STATE_OPTIMIZER, TCCRT_STATE_STEP, TCCRT_STATE_GRAD_ACCUMULATOR,
+  TCCRT_STATE_BUFFER
+} tccrt_state_kind;
+
+/* 1 if the program is a training artifact. */
+int tccrt_is_training(const tccrt_program *program);
+/* JSON describing loss, optimizer and hyperparameters (owned by the program; "" if none). */
+const char *tccrt_training_config(const tccrt_program *program);
+
+/* A trainer with the artifact's initial state. `program` must outlive the trainer. */
+tccrt_status tccrt_trainer_create(tccrt_program *program, uint64_t seed, tccrt_trainer **out);
+void tccrt_trainer_free(tccrt_trainer *trainer);
+
+size_t tccrt_trainer_num_batch_tensors(const tccrt_trainer *trainer);
+tccrt_status tccrt_trainer_batch_info(const tccrt_trainer *trainer, size_t i, tccrt_tensor_info *info);
+
+/* One micro-batch: computes the loss and gradients; every grad_accumulation micro-batches (see
+ * tccrt_trainer_grad_accumulation) also applies the optimizer update with `learning_rate`.
+ * `loss` (may be NULL) receives the micro-batch's mean loss. */
+tccrt_status tccrt_trainer_step(tccrt_trainer *trainer, const void *const *batch,
+                                float learning_rate, float *loss);
+int tccrt_trainer_grad_accumulation(const tccrt_trainer *trainer);
+/* Micro-batches run so far, and optimizer updates applied so far. */
+uint64_t tccrt_trainer_micro_steps(const tccrt_trainer *trainer);
+uint64_t tccrt_trainer_steps(const tccrt_trainer *trainer);
+
+/* Evaluation (no dropout, no state change). Outputs, described by tccrt_trainer_eval_info:
+ * output 0 is the per-sample loss (f32, the labels' shape); with cross-entropy, output 1 is the
+ * predicted class (i64, the labels' shape). */
+size_t tccrt_trainer_num_eval_outputs(const tccrt_trainer *trainer);
+tccrt_status tccrt_trainer_eval_info(const tccrt_trainer *trainer, size_t i, tccrt_tensor_info *info);
+tccrt_status tccrt_trainer_eval(tccrt_trainer *trainer, const void *const *batch,
+                                void *const *outputs);
+
+/* The state tensors, in the artifact's order (parameters first). */
+size_t tccrt_trainer_num_state(const tccrt_trainer *trainer);
+tccrt_status tccrt_trainer_state_info(const tccrt_trainer *trainer, size_t i,
+                                      tccrt_tensor_info *info, tccrt_state_kind *kind);
+tccrt_status tccrt_trainer_get_state(const tccrt_trainer *trainer, size_t i, void *out);
+tccrt_status tccrt_trainer_set_state(tccrt_trainer *trainer, size_t i, const void *data);
+
+/* Checkpoints: one file with every state tensor, the micro-step and step counts, the seed and
+ * `user_data` (opaque bytes for the caller, e.g. its epoch and position in the data). Loading
+ * checks that the checkpoint's state has the trainer's names, dtypes and shapes. */
+tccrt_status tccrt_trainer_save(const tccrt_trainer *trainer, const char *path,
+                                const void *user_data, size_t user_size);
+tccrt_status tccrt_trainer_load(tccrt_trainer *trainer, const char *path);
+/* The user_data of the last loaded checkpoint (NULL, 0 if none); owned by the trainer. */
+void tccrt_trainer_user_data(const tccrt_trainer *trainer, const void **data, size_t *size);
+
 /* Host memory through the runtime's caching allocator (64-byte aligned). */
 void *tccrt_alloc(size_t bytes);
 void tccrt_free(void *ptr);

@@ -1,0 +1,63 @@
+//===- TrainingBuilder.h - Loss, gradients and optimizer as graph functions -===//
+//
+// Turns a forward ONNX model into the entry points of a training artifact (TrainingSpec.h):
+// imports it with its trainable initializers as function arguments (and Dropout in training
+// mode for train_step), appends the loss, builds the gradients with tcc::buildGradients, and
+// the optimizer update, all as tcc core ops, so fusion makes each update a few kernels.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "tcc/Frontend/OnnxImporter.h"
+#include "tcc/Training/TrainingSpec.h"
+
+#include "mlir/IR/MLIRContext.h"
+
+#include <set>
+#include <string>
+
+namespace onnx {
+class ModelProto;
+}
+
+namespace tcc {
+
+enum class LossKind { CrossEntropy, MSE };
+enum class OptimizerKind { SGD, Adam, AdamW };
+
+struct TrainingOptions {
+  LossKind loss = LossKind::CrossEntropy;
+  /// Cross-entropy: mean over samples of -sum_c q_c log p_c with q = (1 - s) onehot + s / C.
+  double labelSmoothing = 0;
+  /// Which model output is the loss's input (logits for cross-entropy, predictions for MSE).
+  int64_t outputIndex = 0;
+
+  OptimizerKind optimizer = OptimizerKind::Adam;
+  double momentum = 0;     // SGD (PyTorch semantics: buf = momentum * buf + g; first step buf = g)
+  bool nesterov = false;   // SGD
+  double weightDecay = 0;  // SGD, Adam: L2 (g += wd * p); AdamW: decoupled (p -= lr * wd * p)
+  double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8; // Adam, AdamW (PyTorch's formulas)
+  double clipGradNorm = 0; // > 0: scale gradients so their global L2 norm is at most this
+  int64_t gradAccumulation = 1; // micro-batches per optimizer update (gradients averaged)
+
+  /// Initializers to train; empty: every floating-point initializer. Names that are not
+  /// floating-point initializers are an error.
+  std::set<std::string> trainable;
+  std::set<std::string> frozen; // never trained (applied after `trainable`)
+};
+
+/// `model` is prepared (prepareOnnxModel: static input shapes, shape inference). Throws
+/// tcc::Error naming the node and op when the model cannot be trained (an op without a
+/// gradient on the path from a parameter to the loss, a loss/output shape mismatch, ...).
+TrainingSpec buildTraining(mlir::MLIRContext &ctx, const onnx::ModelProto &model,
+                           const TrainingOptions &options, const ImportOptions &importOptions = {});
+
+/// What `tcc grad` runs: imports `model` (with `options`, whose parameterInitializers are
+/// replaced by every floating-point initializer) and rewrites @main into
+/// @main(graph inputs..., initializers...) -> (grad_0, ..., grad_n): the gradients of the sum of
+/// output 0 with respect to each initializer, in the order of ImportedModel::parameterIndices.
+/// outputNames become "grad_<initializer index>". Throws tcc::Error naming the node on failure.
+ImportedModel buildGradientOfSum(mlir::MLIRContext &ctx, const onnx::ModelProto &model,
+                                 const ImportOptions &options);
+
+} // namespace tcc
