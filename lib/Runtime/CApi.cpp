@@ -4,6 +4,7 @@
 // them into TCCRT_ERROR plus a thread-local message.
 #include "HostMemory.h"
 #include "Program.h"
+#include "Trainer.h"
 #include "tcc/Runtime/tccrt.h"
 
 #include <cstdio>
@@ -13,6 +14,10 @@
 
 struct tccrt_program {
   std::unique_ptr<tcc::rt::Program> program;
+};
+
+struct tccrt_trainer {
+  std::unique_ptr<tcc::rt::Trainer> trainer;
 };
 
 namespace {
@@ -143,6 +148,160 @@ tccrt_status tccrt_run(tccrt_program *program, const void *const *inputs, void *
     return fail("tccrt_run: program is null");
   return guarded("tccrt_run", [&] { program->program->run(inputs, outputs); });
 }
+
+// ---- Training ------------------------------------------------------------------------------
+
+int tccrt_is_training(const tccrt_program *program) {
+  return program && program->program->training() ? 1 : 0;
+}
+
+const char *tccrt_training_config(const tccrt_program *program) {
+  return program && program->program->training() ? program->program->training()->config.c_str()
+                                                  : "";
+}
+
+uint64_t tccrt_rng_key(uint64_t seed, uint64_t micro_step) {
+  return tcc::rt::rngKey(seed, micro_step);
+}
+
+tccrt_status tccrt_trainer_create(tccrt_program *program, uint64_t seed, tccrt_trainer **out) {
+  if (!out)
+    return fail("tccrt_trainer_create: out is null");
+  *out = nullptr;
+  if (!program)
+    return fail("tccrt_trainer_create: program is null");
+  if (!program->program->training())
+    return fail("tccrt_trainer_create: the program is not a training artifact (make one with "
+                "tcc compile --train)");
+  return guarded("tccrt_trainer_create", [&] {
+    *out = new tccrt_trainer{std::make_unique<tcc::rt::Trainer>(*program->program, seed)};
+  });
+}
+
+void tccrt_trainer_free(tccrt_trainer *trainer) { delete trainer; }
+
+size_t tccrt_trainer_num_batch_tensors(const tccrt_trainer *trainer) {
+  return trainer ? trainer->trainer->batch().size() : 0;
+}
+
+tccrt_status tccrt_trainer_batch_info(const tccrt_trainer *trainer, size_t i,
+                                      tccrt_tensor_info *info) {
+  if (!trainer || !info)
+    return fail(std::string("tccrt_trainer_batch_info: ") + (trainer ? "info" : "trainer") +
+                " is null");
+  const auto &batch = trainer->trainer->batch();
+  if (i >= batch.size())
+    return fail("tccrt_trainer_batch_info: batch tensor " + std::to_string(i) +
+                " out of range (the model takes " + std::to_string(batch.size()) + ")");
+  fillInfo(batch[i], info);
+  return TCCRT_OK;
+}
+
+tccrt_status tccrt_trainer_step(tccrt_trainer *trainer, const void *const *batch,
+                                float learning_rate, float *loss) {
+  if (!trainer)
+    return fail("tccrt_trainer_step: trainer is null");
+  return guarded("tccrt_trainer_step",
+                 [&] { trainer->trainer->step(batch, learning_rate, loss); });
+}
+
+int tccrt_trainer_grad_accumulation(const tccrt_trainer *trainer) {
+  return trainer ? (int)trainer->trainer->training().gradAccumulation : 0;
+}
+
+uint64_t tccrt_trainer_micro_steps(const tccrt_trainer *trainer) {
+  return trainer ? trainer->trainer->microSteps() : 0;
+}
+
+uint64_t tccrt_trainer_steps(const tccrt_trainer *trainer) {
+  return trainer ? trainer->trainer->steps() : 0;
+}
+
+uint64_t tccrt_trainer_seed(const tccrt_trainer *trainer) {
+  return trainer ? trainer->trainer->seed() : 0;
+}
+
+size_t tccrt_trainer_num_eval_outputs(const tccrt_trainer *trainer) {
+  return trainer ? trainer->trainer->evalOutputs().size() : 0;
+}
+
+tccrt_status tccrt_trainer_eval_info(const tccrt_trainer *trainer, size_t i,
+                                     tccrt_tensor_info *info) {
+  if (!trainer || !info)
+    return fail(std::string("tccrt_trainer_eval_info: ") + (trainer ? "info" : "trainer") +
+                " is null");
+  const auto &outputs = trainer->trainer->evalOutputs();
+  if (i >= outputs.size())
+    return fail("tccrt_trainer_eval_info: eval output " + std::to_string(i) +
+                " out of range (there are " + std::to_string(outputs.size()) + ")");
+  fillInfo(outputs[i], info);
+  return TCCRT_OK;
+}
+
+tccrt_status tccrt_trainer_eval(tccrt_trainer *trainer, const void *const *batch,
+                                void *const *outputs) {
+  if (!trainer)
+    return fail("tccrt_trainer_eval: trainer is null");
+  return guarded("tccrt_trainer_eval", [&] { trainer->trainer->eval(batch, outputs); });
+}
+
+size_t tccrt_trainer_num_state(const tccrt_trainer *trainer) {
+  return trainer ? trainer->trainer->training().state.size() : 0;
+}
+
+tccrt_status tccrt_trainer_state_info(const tccrt_trainer *trainer, size_t i,
+                                      tccrt_tensor_info *info, tccrt_state_kind *kind) {
+  if (!trainer)
+    return fail("tccrt_trainer_state_info: trainer is null");
+  const auto &state = trainer->trainer->training().state;
+  if (i >= state.size())
+    return fail("tccrt_trainer_state_info: state " + std::to_string(i) +
+                " out of range (there are " + std::to_string(state.size()) + ")");
+  if (info)
+    fillInfo(state[i].tensor, info);
+  if (kind)
+    *kind = state[i].kind;
+  return TCCRT_OK;
+}
+
+tccrt_status tccrt_trainer_get_state(const tccrt_trainer *trainer, size_t i, void *out) {
+  if (!trainer)
+    return fail("tccrt_trainer_get_state: trainer is null");
+  return guarded("tccrt_trainer_get_state", [&] { trainer->trainer->getState(i, out); });
+}
+
+tccrt_status tccrt_trainer_set_state(tccrt_trainer *trainer, size_t i, const void *data) {
+  if (!trainer)
+    return fail("tccrt_trainer_set_state: trainer is null");
+  return guarded("tccrt_trainer_set_state", [&] { trainer->trainer->setState(i, data); });
+}
+
+tccrt_status tccrt_trainer_save(const tccrt_trainer *trainer, const char *path,
+                                const void *user_data, size_t user_size) {
+  if (!trainer || !path)
+    return fail(std::string("tccrt_trainer_save: ") + (trainer ? "path" : "trainer") +
+                " is null");
+  return guarded("tccrt_trainer_save",
+                 [&] { trainer->trainer->save(path, user_data, user_size); });
+}
+
+tccrt_status tccrt_trainer_load(tccrt_trainer *trainer, const char *path) {
+  if (!trainer || !path)
+    return fail(std::string("tccrt_trainer_load: ") + (trainer ? "path" : "trainer") +
+                " is null");
+  return guarded("tccrt_trainer_load", [&] { trainer->trainer->load(path); });
+}
+
+void tccrt_trainer_user_data(const tccrt_trainer *trainer, const void **data, size_t *size) {
+  const std::vector<uint8_t> *user = trainer ? &trainer->trainer->userData() : nullptr;
+  bool some = user && !user->empty();
+  if (data)
+    *data = some ? user->data() : nullptr;
+  if (size)
+    *size = some ? user->size() : 0;
+}
+
+// ---- Host memory -----------------------------------------------------------------------------
 
 void *tccrt_alloc(size_t bytes) {
   try {

@@ -10,6 +10,9 @@ namespace tcc::rt {
 void Program::setNumThreads(int numThreads) {
   numThreads_ = resolveNumThreads(numThreads);
   reserveWorkspace();
+  if (training_)
+    for (EntryDesc &e : training_->entries)
+      e.program->setNumThreads(numThreads);
 }
 
 void Program::reserveWorkspace() {
@@ -48,6 +51,9 @@ void *Program::bufferAddress(const BufferDesc &b, const void *const *inputs,
 }
 
 void Program::run(const void *const *inputs, void *const *outputs) {
+  if (training_)
+    throw Error("this is a training artifact: it runs through the trainer API "
+                "(tccrt_trainer_create, tccrt_trainer_step, tccrt_trainer_eval), not tccrt_run");
   if (!inputs && !inputs_.empty())
     throw Error("inputs is null; the program has " + std::to_string(inputs_.size()) + " inputs");
   if (!outputs && !outputs_.empty())

@@ -40,9 +40,9 @@ int resolveNumThreads(int requested) {
   return requested;
 }
 
-namespace {
-
 namespace fb = tcc::artifact;
+
+namespace {
 
 /// Largest tensor the runtime accepts (bytes); keeps every size computation far from overflow.
 constexpr uint64_t kMaxBytes = uint64_t(1) << 56;
@@ -60,6 +60,8 @@ const char *kindName(BufferKind k) {
   }
   return "?";
 }
+
+} // namespace
 
 std::string shapeString(tccrt_dtype dtype, const Shape &s) {
   std::string out = std::string(dtypeName(dtype)) + "[";
@@ -81,7 +83,7 @@ Shape readShape(const flatbuffers::Vector<int64_t> *v) {
     return Shape();
   // An empty vector (a rank-0 shape) has no elements to misalign.
   if (v->size() != 0 && reinterpret_cast<uintptr_t>(v->data()) % alignof(int64_t) != 0)
-    throw Error("damaged artifact: a vector of 64-bit integers is misaligned");
+    throw Error("damaged file: a vector of 64-bit integers is misaligned");
   return Shape(v->begin(), v->end());
 }
 
@@ -102,6 +104,8 @@ size_t tensorBytes(tccrt_dtype dtype, const Shape &shape, const std::string &wha
       throw Error(what + " is too large: " + shapeString(dtype, shape));
   return (size_t)bytes;
 }
+
+namespace {
 
 TensorDesc readTensor(const fb::TensorSpec *spec, const std::string &what) {
   if (!spec)
@@ -138,6 +142,14 @@ std::unique_ptr<Program> Program::load(const void *data, size_t size, int numThr
   if (!fb::VerifyProgramBuffer(verifier))
     throw Error("damaged artifact: its FlatBuffers structure does not verify");
   const fb::Program *program = fb::GetProgram(base);
+  p->decode(program, base);
+  if (program->training())
+    p->decodeTraining(program->training(), base);
+  return p;
+}
+
+void Program::decode(const fb::Program *program, const uint8_t *base) {
+  Program *p = this;
 
   // ---- Header ----------------------------------------------------------------------------------
   if (program->version() != fb::Version_Current)
@@ -417,7 +429,240 @@ std::unique_ptr<Program> Program::load(const void *data, size_t size, int numThr
   if (p->arenaBytes_ > 0)
     p->arena_ = hostAllocate(p->arenaBytes_);
   p->reserveWorkspace();
-  return p;
+}
+
+// ---- Training artifacts ------------------------------------------------------------------------
+//
+// The root program holds no inputs, outputs or launches; the state's initial values lie in
+// initial_data (64-byte aligned, like constant_data); every entry is a complete program, decoded
+// and verified by decode(). On top, the bindings: one per program input and output, each role
+// with its fixed type (State: the state's dtype and shape; LearningRate 0-d f32; RngKey 0-d
+// u64; Loss 0-d f32), inputs-only and outputs-only roles where they belong, at most one output
+// per state, and per entry what the trainer can serve:
+//   train_step, accumulate_step: exactly one Loss output, no Data outputs (nothing receives them)
+//   eval: no State or Loss outputs (evaluation changes no state), no LearningRate input
+// Every entry takes the same Data inputs in the same order (names, dtypes, shapes): the batch.
+// train_step and eval are required; accumulate_step exactly when grad_accumulation > 1.
+
+namespace {
+
+const char *roleName(BindingRole role) {
+  switch (role) {
+  case BindingRole::Data:
+    return "Data";
+  case BindingRole::State:
+    return "State";
+  case BindingRole::LearningRate:
+    return "LearningRate";
+  case BindingRole::RngKey:
+    return "RngKey";
+  case BindingRole::Loss:
+    return "Loss";
+  }
+  return "?";
+}
+
+bool sameTensor(const TensorDesc &a, const TensorDesc &b) {
+  return a.dtype == b.dtype && a.shape == b.shape;
+}
+
+} // namespace
+
+void Program::decodeTraining(const fb::Training *t, const uint8_t *base) {
+  if (!inputs_.empty() || !outputs_.empty() || !steps_.empty())
+    throw Error("damaged artifact: a training artifact's root program has inputs, outputs or "
+                "launches (" + std::to_string(inputs_.size()) + ", " +
+                std::to_string(outputs_.size()) + ", " + std::to_string(steps_.size()) + ")");
+  auto training = std::make_unique<TrainingDesc>();
+  training->config = t->config() ? t->config()->str() : "";
+  training->gradAccumulation = t->grad_accumulation();
+  if (training->gradAccumulation < 1)
+    throw Error("training: grad_accumulation is 0 (at least 1 micro-batch per update)");
+
+  // ---- State and its initial values --------------------------------------------------------------
+  const auto *initial = t->initial_data();
+  uint64_t initialBytes = initial ? initial->size() : 0;
+  if (initialBytes > 0 && (initial->Data() - base) % 64 != 0)
+    throw Error("damaged artifact: initial_data is not 64-byte aligned in the file (offset " +
+                std::to_string(initial->Data() - base) + ")");
+  if (const auto *state = t->state())
+    for (unsigned i = 0; i < state->size(); ++i) {
+      const fb::StateTensor *st = state->Get(i);
+      std::string what = "state " + std::to_string(i);
+      if (!st || !st->name() || st->name()->size() == 0)
+        throw Error(what + " has no name");
+      StateDesc d;
+      d.tensor.name = st->name()->str();
+      what += " '" + d.tensor.name + "'";
+      for (const StateDesc &other : training->state)
+        if (other.tensor.name == d.tensor.name)
+          throw Error(what + ": two state tensors have this name");
+      if (st->kind() > fb::StateKind_MAX)
+        throw Error(what + " has an invalid kind (" + std::to_string((unsigned)st->kind()) + ")");
+      d.kind = (tccrt_state_kind)st->kind();
+      d.tensor.dtype = checkDType(st->dtype(), what);
+      d.tensor.shape = readShape(st->shape());
+      d.tensor.bytes = tensorBytes(d.tensor.dtype, d.tensor.shape, what);
+      uint64_t offset = st->initial_offset();
+      if (offset % 64 != 0)
+        throw Error(what + " has initial_offset " + std::to_string(offset) +
+                    ", not a multiple of 64");
+      if (offset > initialBytes || d.tensor.bytes > initialBytes - offset)
+        throw Error(what + " (" + std::to_string(d.tensor.bytes) + " bytes at offset " +
+                    std::to_string(offset) + ") ends past initial_data (" +
+                    std::to_string(initialBytes) + " bytes)");
+      d.initial = initial ? initial->Data() + offset : nullptr;
+      training->state.push_back(std::move(d));
+    }
+
+  // ---- Entries -------------------------------------------------------------------------------
+  const std::vector<TensorDesc> *firstBatch = nullptr;
+  std::string firstName;
+  if (const auto *entries = t->entries())
+    for (unsigned i = 0; i < entries->size(); ++i) {
+      const fb::Entry *e = entries->Get(i);
+      std::string what = "training entry " + std::to_string(i);
+      if (!e || !e->name())
+        throw Error(what + " has no name");
+      EntryDesc entry;
+      entry.name = e->name()->str();
+      what = "training entry '" + entry.name + "'";
+      if (entry.name != "train_step" && entry.name != "accumulate_step" && entry.name != "eval")
+        throw Error(what + ": unknown entry point (expected train_step, accumulate_step or eval)");
+      for (const EntryDesc &other : training->entries)
+        if (other.name == entry.name)
+          throw Error(what + " appears twice");
+      if (!e->program())
+        throw Error(what + " has no program");
+      if (e->program()->training())
+        throw Error(what + ": its program is itself a training artifact");
+      entry.program.reset(new Program());
+      entry.program->numThreads_ = numThreads_;
+      try {
+        entry.program->decode(e->program(), base);
+      } catch (const Error &err) {
+        throw Error(what + ": " + err.what());
+      }
+      const Program &prog = *entry.program;
+      bool isEval = entry.name == "eval";
+
+      auto readBindings = [&](const flatbuffers::Vector<flatbuffers::Offset<fb::Binding>> *list,
+                              const std::vector<TensorDesc> &tensors, bool isInput) {
+        const char *side = isInput ? "input" : "output";
+        size_t count = list ? list->size() : 0;
+        if (count != tensors.size())
+          throw Error(what + " has " + std::to_string(count) + " " + side + " bindings for " +
+                      std::to_string(tensors.size()) + " program " + side + "s");
+        std::vector<BindingDesc> out;
+        for (size_t j = 0; j < count; ++j) {
+          const fb::Binding *b = list->Get((unsigned)j);
+          const TensorDesc &tensor = tensors[j];
+          std::string where = what + " " + side + " " + std::to_string(j) + " ('" + tensor.name +
+                              "', " + shapeString(tensor.dtype, tensor.shape) + ")";
+          if (!b)
+            throw Error(where + " has no binding");
+          if (b->role() > fb::BindingRole_MAX)
+            throw Error(where + " has an invalid role (" + std::to_string((unsigned)b->role()) +
+                        ")");
+          BindingDesc d{(BindingRole)b->role(), 0};
+          std::string bound = where + " is bound to " + roleName(d.role);
+          switch (d.role) {
+          case BindingRole::Data:
+            if (!isInput && !isEval)
+              throw Error(bound + ": only eval returns data to the caller");
+            break;
+          case BindingRole::State: {
+            d.state = b->state();
+            if (d.state >= training->state.size())
+              throw Error(bound + " " + std::to_string(d.state) + "; there are " +
+                          std::to_string(training->state.size()) + " state tensors");
+            const TensorDesc &st = training->state[d.state].tensor;
+            if (!sameTensor(tensor, st))
+              throw Error(bound + " '" + st.name + "', which is " +
+                          shapeString(st.dtype, st.shape));
+            if (!isInput && isEval)
+              throw Error(bound + ": eval must leave the state unchanged");
+            if (!isInput)
+              for (const BindingDesc &other : out)
+                if (other.role == BindingRole::State && other.state == d.state)
+                  throw Error(bound + " '" + st.name + "', which another output already updates");
+            break;
+          }
+          case BindingRole::LearningRate:
+          case BindingRole::RngKey: {
+            if (!isInput)
+              throw Error(bound + ", which only inputs can be");
+            if (d.role == BindingRole::LearningRate && isEval)
+              throw Error(bound + ": eval takes no learning rate");
+            tccrt_dtype want = d.role == BindingRole::LearningRate ? TCCRT_F32 : TCCRT_U64;
+            if (tensor.dtype != want || !tensor.shape.empty())
+              throw Error(bound + ", which must be " + shapeString(want, {}));
+            break;
+          }
+          case BindingRole::Loss:
+            if (isInput)
+              throw Error(bound + ", which only outputs can be");
+            if (isEval)
+              throw Error(bound + ": eval returns its per-sample loss as Data");
+            if (tensor.dtype != TCCRT_F32 || !tensor.shape.empty())
+              throw Error(bound + ", which must be f32[]");
+            break;
+          }
+          out.push_back(d);
+        }
+        return out;
+      };
+      entry.inputs = readBindings(e->inputs(), prog.inputs(), true);
+      entry.outputs = readBindings(e->outputs(), prog.outputs(), false);
+      if (!isEval) {
+        size_t losses = 0;
+        for (const BindingDesc &b : entry.outputs)
+          losses += b.role == BindingRole::Loss;
+        if (losses != 1)
+          throw Error(what + " has " + std::to_string(losses) +
+                      " outputs bound to Loss; it must have one");
+      }
+
+      // The batch: the same Data inputs in every entry.
+      std::vector<TensorDesc> batch;
+      for (size_t j = 0; j < entry.inputs.size(); ++j)
+        if (entry.inputs[j].role == BindingRole::Data)
+          batch.push_back(prog.inputs()[j]);
+      if (!firstBatch) {
+        training->batch = batch;
+        firstBatch = &training->batch;
+        firstName = entry.name;
+      } else {
+        bool same = batch.size() == firstBatch->size();
+        for (size_t j = 0; same && j < batch.size(); ++j)
+          same = batch[j].name == (*firstBatch)[j].name && sameTensor(batch[j], (*firstBatch)[j]);
+        if (!same) {
+          auto list = [](const std::vector<TensorDesc> &ts) {
+            std::string out;
+            for (const TensorDesc &x : ts)
+              out += (out.empty() ? "" : ", ") + x.name + ": " + shapeString(x.dtype, x.shape);
+            return "(" + out + ")";
+          };
+          throw Error(what + " takes the batch " + list(batch) + ", entry '" + firstName +
+                      "' takes " + list(*firstBatch) + ": every entry must take the same");
+        }
+      }
+      training->entries.push_back(std::move(entry));
+    }
+  // Pointers into `entries` only now that it no longer grows.
+  for (const EntryDesc &e : training->entries)
+    (e.name == "train_step"        ? training->trainStep
+     : e.name == "accumulate_step" ? training->accumulateStep
+                                   : training->eval) = &e;
+  if (!training->trainStep || !training->eval)
+    throw Error(std::string("training artifact without a '") +
+                (training->trainStep ? "eval" : "train_step") + "' entry");
+  if ((training->gradAccumulation > 1) != (training->accumulateStep != nullptr))
+    throw Error("training artifact with grad_accumulation " +
+                std::to_string(training->gradAccumulation) +
+                (training->accumulateStep ? " has an 'accumulate_step' entry (only > 1 uses one)"
+                                          : " but no 'accumulate_step' entry"));
+  training_ = std::move(training);
 }
 
 Program::~Program() {

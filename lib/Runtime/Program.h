@@ -3,13 +3,18 @@
 // Program::load copies an artifact into 64-byte aligned memory, verifies it (FlatBuffers
 // structure, then everything the executor relies on: indices, extents, operand shapes, kernels)
 // and decodes it into the plain structures below; nothing reads the FlatBuffer after loading
-// except constants, which point into the copy. Program::run executes the launch list.
-// Every failure throws tcc::rt::Error with a message naming what is wrong.
+// except constants and initial state, which point into the copy. Program::run executes the
+// launch list. A training artifact's root program runs nothing itself: its TrainingDesc holds
+// the state and the entry points, each a Program decoded and verified like a root program
+// (Trainer.h runs them). Every failure throws tcc::rt::Error with a message naming what is
+// wrong.
 #pragma once
 
 #include "CpuLibrary.h"
 #include "CpuModule.h"
 #include "tcc/Runtime/tccrt.h"
+
+#include "flatbuffers/flatbuffers.h"
 
 #include <cstdint>
 #include <memory>
@@ -18,7 +23,14 @@
 #include <variant>
 #include <vector>
 
+namespace tcc::artifact {
+struct Program;
+struct Training;
+} // namespace tcc::artifact
+
 namespace tcc::rt {
+
+struct TrainingDesc;
 
 struct Error : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -93,14 +105,22 @@ public:
   const std::string &producer() const { return producer_; }
   uint64_t arenaBytes() const { return arenaBytes_; }
 
-  void setNumThreads(int numThreads); // 0 = all cores
+  /// Training artifacts only (else null): the state and the entry points.
+  const TrainingDesc *training() const { return training_.get(); }
+
+  /// 0 = all cores. A training artifact's entry programs follow their root.
+  void setNumThreads(int numThreads);
   int numThreads() const { return numThreads_; }
 
-  /// Runs the launch list on caller tensors (contiguous, sizes of inputs()/outputs()).
+  /// Runs the launch list on caller tensors (contiguous, sizes of inputs()/outputs()). A
+  /// training artifact's root is an error (its entries run through the Trainer).
   void run(const void *const *inputs, void *const *outputs);
 
 private:
   Program() = default;
+  /// Verifies and decodes one Program table of the file at `base` (the root, or an entry).
+  void decode(const tcc::artifact::Program *program, const uint8_t *base);
+  void decodeTraining(const tcc::artifact::Training *training, const uint8_t *base);
   void *bufferAddress(const BufferDesc &b, const void *const *inputs, void *const *outputs) const;
 
   AlignedBytes file_;
@@ -121,9 +141,56 @@ private:
   int numThreads_ = 1;
   std::vector<void *> addresses_; // per run: every buffer's address
   std::vector<void *> args_;      // per launch: kernel arguments
+  std::unique_ptr<TrainingDesc> training_;
+};
+
+// ---- Training artifacts -------------------------------------------------------------------------
+
+/// Same numbering as artifact.fbs BindingRole.
+enum class BindingRole : uint8_t { Data, State, LearningRate, RngKey, Loss };
+
+struct BindingDesc {
+  BindingRole role = BindingRole::Data;
+  uint32_t state = 0; // role State
+};
+
+struct StateDesc {
+  TensorDesc tensor;
+  tccrt_state_kind kind = TCCRT_STATE_PARAMETER;
+  const uint8_t *initial = nullptr; // tensor.bytes bytes in the artifact copy
+};
+
+/// An entry point. The loader has checked the bindings against the program: one per input and
+/// output, State bindings in range with the state's dtype and shape, the roles' fixed types,
+/// and which roles each entry may use (see Loader.cpp).
+struct EntryDesc {
+  std::string name;
+  std::unique_ptr<Program> program;
+  std::vector<BindingDesc> inputs, outputs;
+};
+
+struct TrainingDesc {
+  std::vector<StateDesc> state;
+  std::vector<EntryDesc> entries;
+  uint32_t gradAccumulation = 1;
+  std::string config;
+  const EntryDesc *trainStep = nullptr, *accumulateStep = nullptr, *eval = nullptr;
+  /// The batch: every entry's Data inputs (the same in every entry), in order.
+  std::vector<TensorDesc> batch;
 };
 
 /// Threads for a requested count: 0 = all cores; negative is an error.
 int resolveNumThreads(int requested);
+
+// Verification helpers shared by the artifact loader and the checkpoint reader.
+
+/// "f32[2, 3]".
+std::string shapeString(tccrt_dtype dtype, const Shape &shape);
+/// Bytes of a contiguous tensor; throws if a dim is negative or the size is absurd.
+size_t tensorBytes(tccrt_dtype dtype, const Shape &shape, const std::string &what);
+/// A [long] vector as a Shape (null: rank 0); throws if its elements are misaligned.
+Shape readShape(const flatbuffers::Vector<int64_t> *v);
+/// The dtype if valid, else throws naming `what`.
+tccrt_dtype checkDType(unsigned dtype, const std::string &what);
 
 } // namespace tcc::rt

@@ -156,6 +156,13 @@ public:
 
   std::vector<uint8_t> finish() const {
     flatbuffers::FlatBufferBuilder b;
+    fb::FinishProgramBuffer(b, build(b));
+    return std::vector<uint8_t>(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
+  }
+
+  /// The Program table in `b` (a root, or a training entry's program); `training` is the root's.
+  flatbuffers::Offset<fb::Program> build(flatbuffers::FlatBufferBuilder &b,
+                                         flatbuffers::Offset<fb::Training> training = 0) const {
     auto tensors = [&](const std::vector<Tensor> &ts) {
       std::vector<flatbuffers::Offset<fb::TensorSpec>> out;
       for (const Tensor &t : ts)
@@ -223,10 +230,96 @@ public:
       launches.push_back(fb::CreateLaunch(b, s.type, step));
     }
     auto launchVec = b.CreateVector(launches);
-    auto program = fb::CreateProgram(b, version, b.CreateString("tcc test"), device, in, out,
-                                     bufVec, arenaBytes ? *arenaBytes : arenaEnd, constVec, data,
-                                     kernelVec, module, 0, launchVec);
-    fb::FinishProgramBuffer(b, program);
+    return fb::CreateProgram(b, version, b.CreateString("tcc test"), device, in, out, bufVec,
+                             arenaBytes ? *arenaBytes : arenaEnd, constVec, data, kernelVec,
+                             module, 0, launchVec, training);
+  }
+};
+
+/// A training artifact: a root program without inputs, outputs or launches, the state with its
+/// initial values and entries whose programs are ArtifactBuilders. Fields left alone get
+/// sensible values (initial offsets: packed at 64-byte boundaries); tests override them.
+class TrainingArtifactBuilder {
+public:
+  struct State {
+    std::string name;
+    fb::StateKind kind;
+    fb::DType dtype;
+    std::vector<int64_t> shape;
+    std::vector<uint8_t> initial;          // bytesOf(dtype, shape) bytes
+    std::optional<uint64_t> initialOffset; // override
+  };
+  struct Binding {
+    fb::BindingRole role;
+    uint32_t state = 0;
+  };
+  struct Entry {
+    std::string name;
+    ArtifactBuilder program;
+    std::vector<Binding> inputs, outputs;
+  };
+
+  ArtifactBuilder root = [] {
+    ArtifactBuilder a;
+    a.withModule = false;
+    return a;
+  }();
+  std::vector<State> state;
+  std::vector<Entry> entries;
+  uint32_t gradAccumulation = 1;
+  std::string config = "{\"loss\": \"test\"}";
+
+  template <class T>
+  uint32_t addState(std::string name, fb::StateKind kind, fb::DType dtype,
+                    std::vector<int64_t> shape, const std::vector<T> &values) {
+    State s{std::move(name), kind, dtype, std::move(shape), {}, std::nullopt};
+    s.initial.resize(bytesOf(dtype, s.shape));
+    if (values.size() * sizeof(T) != s.initial.size())
+      throw std::runtime_error("addState: " + std::to_string(values.size()) + " values for " +
+                               std::to_string(s.initial.size()) + " bytes");
+    if (!s.initial.empty())
+      std::memcpy(s.initial.data(), values.data(), s.initial.size());
+    state.push_back(std::move(s));
+    return (uint32_t)state.size() - 1;
+  }
+  Entry *entry(const std::string &name) {
+    for (Entry &e : entries)
+      if (e.name == name)
+        return &e;
+    return nullptr;
+  }
+
+  std::vector<uint8_t> finish() const {
+    flatbuffers::FlatBufferBuilder b;
+    std::vector<uint8_t> initial;
+    std::vector<flatbuffers::Offset<fb::StateTensor>> states;
+    for (const State &s : state) {
+      uint64_t offset = (initial.size() + 63) / 64 * 64;
+      initial.resize(offset + s.initial.size());
+      if (!s.initial.empty())
+        std::memcpy(initial.data() + offset, s.initial.data(), s.initial.size());
+      states.push_back(fb::CreateStateTensorDirect(b, s.name.c_str(), s.kind, s.dtype, &s.shape,
+                                                   s.initialOffset ? *s.initialOffset : offset));
+    }
+    auto bindings = [&](const std::vector<Binding> &list) {
+      std::vector<flatbuffers::Offset<fb::Binding>> out;
+      for (const Binding &x : list)
+        out.push_back(fb::CreateBinding(b, x.role, x.state));
+      return b.CreateVector(out);
+    };
+    std::vector<flatbuffers::Offset<fb::Entry>> es;
+    for (const Entry &e : entries) {
+      auto program = e.program.build(b);
+      auto in = bindings(e.inputs), out = bindings(e.outputs);
+      es.push_back(fb::CreateEntry(b, b.CreateString(e.name), program, in, out));
+    }
+    auto stateVec = b.CreateVector(states);
+    b.ForceVectorAlignment(initial.size(), 1, 64);
+    auto initialVec = b.CreateVector(initial);
+    auto entryVec = b.CreateVector(es);
+    auto training = fb::CreateTraining(b, stateVec, initialVec, entryVec, gradAccumulation,
+                                       b.CreateString(config));
+    fb::FinishProgramBuffer(b, root.build(b, training));
     return std::vector<uint8_t>(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
   }
 };

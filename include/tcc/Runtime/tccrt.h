@@ -71,7 +71,8 @@ tccrt_status tccrt_set_num_threads(tccrt_program *program, int num_threads);
 
 /* Runs the program. inputs[i] / outputs[i] point to contiguous host tensors of the sizes
  * tccrt_input_info / tccrt_output_info give; outputs are written. Not reentrant per program
- * (one run at a time); different programs may run concurrently. */
+ * (one run at a time); different programs may run concurrently. A training artifact is an
+ * error here (see the trainer below). */
 tccrt_status tccrt_run(tccrt_program *program, const void *const *inputs, void *const *outputs);
 
 /* ---- Training (artifacts made by `tcc compile --train`) -------------------------------------
@@ -82,7 +83,11 @@ tccrt_status tccrt_run(tccrt_program *program, const void *const *inputs, void *
  * model's inputs, then the labels (cross-entropy: integer class indices; MSE: targets), with the
  * shapes tccrt_trainer_batch_info gives. Dropout and other random ops draw from a counter-based
  * generator keyed by (seed, micro-step), so a run is reproducible and a resumed run continues
- * bit-identically on the same device and thread count. */
+ * bit-identically on the same device and thread count.
+ *
+ * The state lives in runtime memory, double-buffered: an entry point reads the current buffers
+ * and writes the spare ones, which become current after the run (no copies; a failed step
+ * leaves the state unchanged). tccrt_run on a training artifact is an error. */
 
 typedef struct tccrt_trainer tccrt_trainer;
 
@@ -96,6 +101,12 @@ int tccrt_is_training(const tccrt_program *program);
 /* JSON describing loss, optimizer and hyperparameters (owned by the program; "" if none). */
 const char *tccrt_training_config(const tccrt_program *program);
 
+/* The random key micro-step `micro_step` (counting from 0) of a trainer with `seed` gets:
+ * splitmix64(splitmix64(seed) ^ micro_step), where splitmix64(x): z = x + 0x9e3779b97f4a7c15;
+ * z = (z ^ z >> 30) * 0xbf58476d1ce4e5b9; z = (z ^ z >> 27) * 0x94d049bb133111eb; z ^ z >> 31.
+ * Distinct for every micro-step of a seed. Eval gets the key of the next micro-step. */
+uint64_t tccrt_rng_key(uint64_t seed, uint64_t micro_step);
+
 /* A trainer with the artifact's initial state. `program` must outlive the trainer. */
 tccrt_status tccrt_trainer_create(tccrt_program *program, uint64_t seed, tccrt_trainer **out);
 void tccrt_trainer_free(tccrt_trainer *trainer);
@@ -105,13 +116,16 @@ tccrt_status tccrt_trainer_batch_info(const tccrt_trainer *trainer, size_t i, tc
 
 /* One micro-batch: computes the loss and gradients; every grad_accumulation micro-batches (see
  * tccrt_trainer_grad_accumulation) also applies the optimizer update with `learning_rate`.
- * `loss` (may be NULL) receives the micro-batch's mean loss. */
+ * `loss` (may be NULL) receives the micro-batch's mean loss. Micro-step m (counting from 0)
+ * runs the artifact's train_step when (m + 1) % grad_accumulation == 0, else accumulate_step. */
 tccrt_status tccrt_trainer_step(tccrt_trainer *trainer, const void *const *batch,
                                 float learning_rate, float *loss);
 int tccrt_trainer_grad_accumulation(const tccrt_trainer *trainer);
 /* Micro-batches run so far, and optimizer updates applied so far. */
 uint64_t tccrt_trainer_micro_steps(const tccrt_trainer *trainer);
 uint64_t tccrt_trainer_steps(const tccrt_trainer *trainer);
+/* The seed random keys derive from (the one given at creation, or a loaded checkpoint's). */
+uint64_t tccrt_trainer_seed(const tccrt_trainer *trainer);
 
 /* Evaluation (no dropout, no state change). Outputs, described by tccrt_trainer_eval_info:
  * output 0 is the per-sample loss (f32, the labels' shape); with cross-entropy, output 1 is the
@@ -129,8 +143,11 @@ tccrt_status tccrt_trainer_get_state(const tccrt_trainer *trainer, size_t i, voi
 tccrt_status tccrt_trainer_set_state(tccrt_trainer *trainer, size_t i, const void *data);
 
 /* Checkpoints: one file with every state tensor, the micro-step and step counts, the seed and
- * `user_data` (opaque bytes for the caller, e.g. its epoch and position in the data). Loading
- * checks that the checkpoint's state has the trainer's names, dtypes and shapes. */
+ * `user_data` (opaque bytes for the caller, e.g. its epoch and position in the data); the
+ * schema is include/tcc/Runtime/checkpoint.fbs. Saving writes a temporary file beside `path`
+ * and renames it over `path` (never a partial checkpoint). Loading verifies the whole file and
+ * checks that the checkpoint's state has the trainer's names, dtypes and shapes and its
+ * grad_accumulation before changing anything; it restores the counters and the seed. */
 tccrt_status tccrt_trainer_save(const tccrt_trainer *trainer, const char *path,
                                 const void *user_data, size_t user_size);
 tccrt_status tccrt_trainer_load(tccrt_trainer *trainer, const char *path);

@@ -5,6 +5,10 @@
 //   inputs[0].data<float>()[0] = 1.0f;
 //   std::vector<tccrt::Tensor> outputs = program.run(inputs);
 //
+//   tccrt::Trainer trainer(training_program, /*seed=*/1);    // a `tcc compile --train` artifact
+//   std::vector<tccrt::Tensor> batch = trainer.makeBatch();  // fill, then
+//   float loss = trainer.step(batch, /*learning_rate=*/0.01f);
+//
 // Failures throw tccrt::Error (a std::runtime_error) carrying tccrt_last_error(). Program and
 // Tensor are move-only RAII owners of a tccrt_program and of tccrt_alloc'd host memory.
 #pragma once
@@ -88,6 +92,30 @@ private:
   std::vector<int64_t> shape_;
 };
 
+namespace detail {
+inline TensorInfo convert(const tccrt_tensor_info &raw) {
+  return TensorInfo{raw.name ? raw.name : "", raw.dtype,
+                    std::vector<int64_t>(raw.shape, raw.shape + raw.rank), raw.bytes};
+}
+} // namespace detail
+
+/// The data pointers of `tensors` after checking their count, dtypes and shapes against `want`.
+inline std::vector<const void *> checkedPointers(const std::vector<Tensor> &tensors,
+                                                 const std::vector<TensorInfo> &want,
+                                                 const char *function, const char *what) {
+  if (tensors.size() != want.size())
+    throw Error(std::string(function) + ": " + std::to_string(tensors.size()) + " " + what +
+                "s given, " + std::to_string(want.size()) + " expected");
+  std::vector<const void *> pointers;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].dtype() != want[i].dtype || tensors[i].shape() != want[i].shape)
+      throw Error(std::string(function) + ": " + what + " " + std::to_string(i) + " ('" +
+                  want[i].name + "') has the wrong dtype or shape");
+    pointers.push_back(tensors[i].data());
+  }
+  return pointers;
+}
+
 class Program {
 public:
   /// numThreads: CPU threads for kernels and library calls; 0 = all cores.
@@ -123,13 +151,15 @@ public:
   TensorInfo input(size_t i) const {
     tccrt_tensor_info raw;
     check(tccrt_input_info(program_, i, &raw));
-    return convert(raw);
+    return detail::convert(raw);
   }
   TensorInfo output(size_t i) const {
     tccrt_tensor_info raw;
     check(tccrt_output_info(program_, i, &raw));
-    return convert(raw);
+    return detail::convert(raw);
   }
+  bool isTraining() const { return tccrt_is_training(program_) != 0; }
+  std::string trainingConfig() const { return tccrt_training_config(program_); }
   void setNumThreads(int numThreads) { check(tccrt_set_num_threads(program_, numThreads)); }
 
   /// Input tensors of the program's dtypes and shapes (contents uninitialised).
@@ -142,17 +172,10 @@ public:
 
   /// Runs on `inputs` (checked against the program's inputs) and returns new output tensors.
   std::vector<Tensor> run(const std::vector<Tensor> &inputs) {
-    if (inputs.size() != numInputs())
-      throw Error("tccrt::Program::run: " + std::to_string(inputs.size()) +
-                  " inputs given, the program takes " + std::to_string(numInputs()));
-    std::vector<const void *> in;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      TensorInfo want = input(i);
-      if (inputs[i].dtype() != want.dtype || inputs[i].shape() != want.shape)
-        throw Error("tccrt::Program::run: input " + std::to_string(i) + " ('" + want.name +
-                    "') has the wrong dtype or shape");
-      in.push_back(inputs[i].data());
-    }
+    std::vector<TensorInfo> want;
+    for (size_t i = 0; i < numInputs(); ++i)
+      want.push_back(input(i));
+    std::vector<const void *> in = checkedPointers(inputs, want, "tccrt::Program::run", "input");
     std::vector<Tensor> outputs;
     std::vector<void *> out;
     for (size_t i = 0; i < numOutputs(); ++i) {
@@ -170,12 +193,116 @@ public:
 
 private:
   explicit Program(tccrt_program *p) : program_(p) {}
-  static TensorInfo convert(const tccrt_tensor_info &raw) {
-    return TensorInfo{raw.name ? raw.name : "", raw.dtype,
-                      std::vector<int64_t>(raw.shape, raw.shape + raw.rank), raw.bytes};
-  }
 
   tccrt_program *program_ = nullptr;
+};
+
+/// Trains with a training artifact (tccrt_trainer_*). The Program must outlive the Trainer.
+class Trainer {
+public:
+  Trainer(Program &program, uint64_t seed) {
+    check(tccrt_trainer_create(program.get(), seed, &trainer_));
+  }
+  Trainer(Trainer &&o) noexcept : trainer_(std::exchange(o.trainer_, nullptr)) {}
+  Trainer &operator=(Trainer &&o) noexcept {
+    if (this != &o) {
+      tccrt_trainer_free(trainer_);
+      trainer_ = std::exchange(o.trainer_, nullptr);
+    }
+    return *this;
+  }
+  Trainer(const Trainer &) = delete;
+  Trainer &operator=(const Trainer &) = delete;
+  ~Trainer() { tccrt_trainer_free(trainer_); }
+
+  tccrt_trainer *get() const { return trainer_; }
+
+  size_t numBatchTensors() const { return tccrt_trainer_num_batch_tensors(trainer_); }
+  TensorInfo batchInfo(size_t i) const {
+    tccrt_tensor_info raw;
+    check(tccrt_trainer_batch_info(trainer_, i, &raw));
+    return detail::convert(raw);
+  }
+  /// Batch tensors of the model's dtypes and shapes (contents uninitialised).
+  std::vector<Tensor> makeBatch() const {
+    std::vector<Tensor> tensors;
+    for (size_t i = 0; i < numBatchTensors(); ++i)
+      tensors.emplace_back(batchInfo(i));
+    return tensors;
+  }
+
+  /// One micro-batch; returns its loss.
+  float step(const std::vector<Tensor> &batch, float learningRate) {
+    std::vector<const void *> in = checkedPointers(batch, batchInfos(), "tccrt::Trainer::step",
+                                                   "batch tensor");
+    float loss = 0;
+    check(tccrt_trainer_step(trainer_, in.data(), learningRate, &loss));
+    return loss;
+  }
+  int gradAccumulation() const { return tccrt_trainer_grad_accumulation(trainer_); }
+  uint64_t microSteps() const { return tccrt_trainer_micro_steps(trainer_); }
+  uint64_t steps() const { return tccrt_trainer_steps(trainer_); }
+  uint64_t seed() const { return tccrt_trainer_seed(trainer_); }
+
+  size_t numEvalOutputs() const { return tccrt_trainer_num_eval_outputs(trainer_); }
+  TensorInfo evalInfo(size_t i) const {
+    tccrt_tensor_info raw;
+    check(tccrt_trainer_eval_info(trainer_, i, &raw));
+    return detail::convert(raw);
+  }
+  std::vector<Tensor> eval(const std::vector<Tensor> &batch) {
+    std::vector<const void *> in = checkedPointers(batch, batchInfos(), "tccrt::Trainer::eval",
+                                                   "batch tensor");
+    std::vector<Tensor> outputs;
+    std::vector<void *> out;
+    for (size_t i = 0; i < numEvalOutputs(); ++i) {
+      outputs.emplace_back(evalInfo(i));
+      out.push_back(outputs.back().data());
+    }
+    check(tccrt_trainer_eval(trainer_, in.data(), out.data()));
+    return outputs;
+  }
+
+  size_t numState() const { return tccrt_trainer_num_state(trainer_); }
+  TensorInfo stateInfo(size_t i, tccrt_state_kind *kind = nullptr) const {
+    tccrt_tensor_info raw;
+    check(tccrt_trainer_state_info(trainer_, i, &raw, kind));
+    return detail::convert(raw);
+  }
+  Tensor getState(size_t i) const {
+    Tensor t(stateInfo(i));
+    check(tccrt_trainer_get_state(trainer_, i, t.data()));
+    return t;
+  }
+  void setState(size_t i, const Tensor &value) {
+    TensorInfo want = stateInfo(i);
+    if (value.dtype() != want.dtype || value.shape() != want.shape)
+      throw Error("tccrt::Trainer::setState: state " + std::to_string(i) + " ('" + want.name +
+                  "') has another dtype or shape");
+    check(tccrt_trainer_set_state(trainer_, i, value.data()));
+  }
+
+  void save(const std::string &path, const std::vector<uint8_t> &userData = {}) const {
+    check(tccrt_trainer_save(trainer_, path.c_str(), userData.data(), userData.size()));
+  }
+  void load(const std::string &path) { check(tccrt_trainer_load(trainer_, path.c_str())); }
+  std::vector<uint8_t> userData() const {
+    const void *data = nullptr;
+    size_t size = 0;
+    tccrt_trainer_user_data(trainer_, &data, &size);
+    const uint8_t *bytes = static_cast<const uint8_t *>(data);
+    return std::vector<uint8_t>(bytes, bytes + size);
+  }
+
+private:
+  std::vector<TensorInfo> batchInfos() const {
+    std::vector<TensorInfo> infos;
+    for (size_t i = 0; i < numBatchTensors(); ++i)
+      infos.push_back(batchInfo(i));
+    return infos;
+  }
+
+  tccrt_trainer *trainer_ = nullptr;
 };
 
 } // namespace tccrt
