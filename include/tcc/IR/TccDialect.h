@@ -2,6 +2,7 @@
 #pragma once
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
@@ -12,6 +13,7 @@
 
 #include "tcc/IR/TccDialect.h.inc"
 #include "tcc/IR/TccEnums.h.inc"
+#include "tcc/IR/TccInterfaces.h.inc"
 
 
 #define GET_OP_CLASSES

@@ -8,7 +8,13 @@
 #define TCC_OPS_TD
 
 include "tcc/IR/TccBase.td"
+include "tcc/IR/TccInterfaces.td"
 include "mlir/IR/BuiltinAttributes.td"
+
+// Ops with a vector-Jacobian product (lib/IR/TccGradients.cpp). Ops without one either have no
+// float results that depend smoothly on their operands (compare, arg_reduce, iota, constant) or
+// have regions (if, loop, fusion: autodiff runs on graphs before fusion).
+defvar Tcc_Differentiable = DeclareOpInterfaceMethods<DifferentiableOpInterface>;
 
 //===--- Constants and elementwise ---------------------------------------===//
 
@@ -20,7 +26,7 @@ def Tcc_ConstantOp : Tcc_Op<"constant", [ConstantLike, Pure, InferTypeOpAdaptor]
   let hasFolder = 1;
 }
 
-def Tcc_UnaryOp : Tcc_Op<"unary", [Pure, SameOperandsAndResultType]> {
+def Tcc_UnaryOp : Tcc_Op<"unary", [Tcc_Differentiable, Pure, SameOperandsAndResultType]> {
   let summary = "elementwise unary function";
   let description = [{
     `%y = tcc.unary exp %x : tensor<4xf32>`. Transcendental kinds need a float type; `not` is
@@ -32,7 +38,7 @@ def Tcc_UnaryOp : Tcc_Op<"unary", [Pure, SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
-def Tcc_BinaryOp : Tcc_Op<"binary", [Pure, SameOperandsAndResultType]> {
+def Tcc_BinaryOp : Tcc_Op<"binary", [Tcc_Differentiable, Pure, SameOperandsAndResultType]> {
   let summary = "elementwise binary function on operands of one type";
   let description = [{
     `%z = tcc.binary add %x, %y : tensor<4xf32>`. Operands have the same shape: broadcasting is
@@ -53,14 +59,14 @@ def Tcc_CompareOp : Tcc_Op<"compare", [Pure, SameTypeOperands, InferTypeOpAdapto
   let assemblyFormat = "$kind $lhs `,` $rhs attr-dict `:` type($lhs)";
 }
 
-def Tcc_SelectOp : Tcc_Op<"select", [Pure, AllTypesMatch<["on_true", "on_false"]>, InferTypeOpAdaptor]> {
+def Tcc_SelectOp : Tcc_Op<"select", [Tcc_Differentiable, Pure, AllTypesMatch<["on_true", "on_false"]>, InferTypeOpAdaptor]> {
   let summary = "elementwise choice: cond ? on_true : on_false";
   let arguments = (ins StaticShapeTensorOf<[I1]>:$cond, Tcc_Tensor:$on_true, Tcc_Tensor:$on_false);
   let results = (outs Tcc_Tensor:$result);
   let assemblyFormat = "$cond `,` $on_true `,` $on_false attr-dict `:` type($cond) `,` type($on_true)";
 }
 
-def Tcc_CastOp : Tcc_Op<"cast", [Pure]> {
+def Tcc_CastOp : Tcc_Op<"cast", [Tcc_Differentiable, Pure]> {
   let summary = "elementwise conversion to another element type";
   let arguments = (ins Tcc_Tensor:$x);
   let results = (outs Tcc_Tensor:$result);
@@ -71,7 +77,7 @@ def Tcc_CastOp : Tcc_Op<"cast", [Pure]> {
 
 //===--- Layout -------------------------------------------------------------===//
 
-def Tcc_ReshapeOp : Tcc_Op<"reshape", [Pure]> {
+def Tcc_ReshapeOp : Tcc_Op<"reshape", [Tcc_Differentiable, Pure]> {
   let summary = "same elements in row-major order, another shape";
   let arguments = (ins Tcc_Tensor:$x);
   let results = (outs Tcc_Tensor:$result);
@@ -80,7 +86,7 @@ def Tcc_ReshapeOp : Tcc_Op<"reshape", [Pure]> {
   let hasFolder = 1;
 }
 
-def Tcc_TransposeOp : Tcc_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
+def Tcc_TransposeOp : Tcc_Op<"transpose", [Tcc_Differentiable, Pure, InferTypeOpAdaptor]> {
   let summary = "permutes dimensions: result dim i is operand dim perm[i]";
   let arguments = (ins Tcc_Tensor:$x, DenseI64ArrayAttr:$perm);
   let results = (outs Tcc_Tensor:$result);
@@ -88,7 +94,7 @@ def Tcc_TransposeOp : Tcc_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def Tcc_BroadcastInDimOp : Tcc_Op<"broadcast_in_dim", [Pure]> {
+def Tcc_BroadcastInDimOp : Tcc_Op<"broadcast_in_dim", [Tcc_Differentiable, Pure]> {
   let summary = "broadcasts to the result shape; operand dim i becomes result dim dims[i]";
   let arguments = (ins Tcc_Tensor:$x, DenseI64ArrayAttr:$dims);
   let results = (outs Tcc_Tensor:$result);
@@ -97,7 +103,7 @@ def Tcc_BroadcastInDimOp : Tcc_Op<"broadcast_in_dim", [Pure]> {
   let hasFolder = 1;
 }
 
-def Tcc_SliceOp : Tcc_Op<"slice", [Pure, InferTypeOpAdaptor]> {
+def Tcc_SliceOp : Tcc_Op<"slice", [Tcc_Differentiable, Pure, InferTypeOpAdaptor]> {
   let summary = "strided static slice: start <= i < limit, step stride (>= 1) in each dim";
   let arguments = (ins Tcc_Tensor:$x, DenseI64ArrayAttr:$start, DenseI64ArrayAttr:$limit,
                    DenseI64ArrayAttr:$stride);
@@ -108,7 +114,7 @@ def Tcc_SliceOp : Tcc_Op<"slice", [Pure, InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def Tcc_ReverseOp : Tcc_Op<"reverse", [Pure, SameOperandsAndResultType]> {
+def Tcc_ReverseOp : Tcc_Op<"reverse", [Tcc_Differentiable, Pure, SameOperandsAndResultType]> {
   let summary = "reverses the element order along dims";
   let arguments = (ins Tcc_Tensor:$x, DenseI64ArrayAttr:$dims);
   let results = (outs Tcc_Tensor:$result);
@@ -116,7 +122,7 @@ def Tcc_ReverseOp : Tcc_Op<"reverse", [Pure, SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
-def Tcc_ConcatOp : Tcc_Op<"concat", [Pure, InferTypeOpAdaptor]> {
+def Tcc_ConcatOp : Tcc_Op<"concat", [Tcc_Differentiable, Pure, InferTypeOpAdaptor]> {
   let summary = "concatenation along axis";
   let arguments = (ins Variadic<Tcc_Tensor>:$inputs, I64Attr:$axis);
   let results = (outs Tcc_Tensor:$result);
@@ -124,7 +130,7 @@ def Tcc_ConcatOp : Tcc_Op<"concat", [Pure, InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def Tcc_PadOp : Tcc_Op<"pad", [Pure, InferTypeOpAdaptor]> {
+def Tcc_PadOp : Tcc_Op<"pad", [Tcc_Differentiable, Pure, InferTypeOpAdaptor]> {
   let summary = "pads each dim by low before and high after (both >= 0)";
   let arguments = (ins Tcc_Tensor:$x, Tcc_Tensor:$value, DenseI64ArrayAttr:$low,
                    DenseI64ArrayAttr:$high, Tcc_PadMode:$mode);
@@ -142,7 +148,7 @@ def Tcc_IotaOp : Tcc_Op<"iota", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Tcc_DynamicSliceOp : Tcc_Op<"dynamic_slice", [Pure, InferTypeOpAdaptor]> {
+def Tcc_DynamicSliceOp : Tcc_Op<"dynamic_slice", [Tcc_Differentiable, Pure, InferTypeOpAdaptor]> {
   let summary = "window of static sizes at run-time start indices (clamped to fit)";
   let arguments = (ins Tcc_Tensor:$x, Variadic<Tcc_IndexScalar>:$starts, DenseI64ArrayAttr:$sizes);
   let results = (outs Tcc_Tensor:$result);
@@ -151,7 +157,7 @@ def Tcc_DynamicSliceOp : Tcc_Op<"dynamic_slice", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
-def Tcc_DynamicUpdateSliceOp : Tcc_Op<"dynamic_update_slice", [Pure, InferTypeOpAdaptor]> {
+def Tcc_DynamicUpdateSliceOp : Tcc_Op<"dynamic_update_slice", [Tcc_Differentiable, Pure, InferTypeOpAdaptor]> {
   let summary = "x with the window at run-time start indices (clamped to fit) replaced";
   let arguments = (ins Tcc_Tensor:$x, Tcc_Tensor:$update, Variadic<Tcc_IndexScalar>:$starts);
   let results = (outs Tcc_Tensor:$result);
@@ -162,28 +168,28 @@ def Tcc_DynamicUpdateSliceOp : Tcc_Op<"dynamic_update_slice", [Pure, InferTypeOp
 
 //===--- Indexing -------------------------------------------------------------===//
 
-def Tcc_GatherOp : Tcc_Op<"gather", [Pure, InferTypeOpAdaptor]> {
+def Tcc_GatherOp : Tcc_Op<"gather", [Tcc_Differentiable, Pure, InferTypeOpAdaptor]> {
   let summary = "take along axis: result = x[:axis] ++ indices ++ x[axis+1:]";
   let arguments = (ins Tcc_Tensor:$x, Tcc_IndexTensor:$indices, I64Attr:$axis);
   let results = (outs Tcc_Tensor:$result);
   let assemblyFormat = "$x `[` $indices `]` `axis` `=` $axis attr-dict `:` type($x) `,` type($indices) `->` type($result)";
 }
 
-def Tcc_GatherElementsOp : Tcc_Op<"gather_elements", [Pure, InferTypeOpAdaptor]> {
+def Tcc_GatherElementsOp : Tcc_Op<"gather_elements", [Tcc_Differentiable, Pure, InferTypeOpAdaptor]> {
   let summary = "ONNX GatherElements along axis";
   let arguments = (ins Tcc_Tensor:$x, Tcc_IndexTensor:$indices, I64Attr:$axis);
   let results = (outs Tcc_Tensor:$result);
   let assemblyFormat = "$x `[` $indices `]` `axis` `=` $axis attr-dict `:` type($x) `,` type($indices) `->` type($result)";
 }
 
-def Tcc_GatherNDOp : Tcc_Op<"gather_nd", [Pure, InferTypeOpAdaptor]> {
+def Tcc_GatherNDOp : Tcc_Op<"gather_nd", [Tcc_Differentiable, Pure, InferTypeOpAdaptor]> {
   let summary = "ONNX GatherND with batch_dims leading batch dims";
   let arguments = (ins Tcc_Tensor:$x, Tcc_IndexTensor:$indices, I64Attr:$batch_dims);
   let results = (outs Tcc_Tensor:$result);
   let assemblyFormat = "$x `[` $indices `]` `batch_dims` `=` $batch_dims attr-dict `:` type($x) `,` type($indices) `->` type($result)";
 }
 
-def Tcc_ScatterElementsOp : Tcc_Op<"scatter_elements", [Pure, InferTypeOpAdaptor]> {
+def Tcc_ScatterElementsOp : Tcc_Op<"scatter_elements", [Tcc_Differentiable, Pure, InferTypeOpAdaptor]> {
   let summary = "ONNX ScatterElements along axis";
   let arguments = (ins Tcc_Tensor:$x, Tcc_IndexTensor:$indices, Tcc_Tensor:$updates, I64Attr:$axis,
                    Tcc_ScatterReduction:$reduction);
@@ -193,7 +199,7 @@ def Tcc_ScatterElementsOp : Tcc_Op<"scatter_elements", [Pure, InferTypeOpAdaptor
   }];
 }
 
-def Tcc_ScatterNDOp : Tcc_Op<"scatter_nd", [Pure, InferTypeOpAdaptor]> {
+def Tcc_ScatterNDOp : Tcc_Op<"scatter_nd", [Tcc_Differentiable, Pure, InferTypeOpAdaptor]> {
   let summary = "ONNX ScatterND";
   let arguments = (ins Tcc_Tensor:$x, Tcc_IndexTensor:$indices, Tcc_Tensor:$updates,
                    Tcc_ScatterReduction:$reduction);
@@ -205,7 +211,7 @@ def Tcc_ScatterNDOp : Tcc_Op<"scatter_nd", [Pure, InferTypeOpAdaptor]> {
 
 //===--- Reductions and scans -------------------------------------------------===//
 
-def Tcc_ReduceOp : Tcc_Op<"reduce", [Pure, InferTypeOpAdaptor]> {
+def Tcc_ReduceOp : Tcc_Op<"reduce", [Tcc_Differentiable, Pure, InferTypeOpAdaptor]> {
   let summary = "reduction over dims (sorted, unique), which are removed";
   let arguments = (ins Tcc_ReduceKind:$kind, Tcc_Tensor:$x, DenseI64ArrayAttr:$dims);
   let results = (outs Tcc_Tensor:$result);
@@ -219,7 +225,7 @@ def Tcc_ArgReduceOp : Tcc_Op<"arg_reduce", [Pure, InferTypeOpAdaptor]> {
   let assemblyFormat = "$x `dim` `=` $dim attr-dict `:` type($x) `->` type($result)";
 }
 
-def Tcc_CumsumOp : Tcc_Op<"cumsum", [Pure, SameOperandsAndResultType]> {
+def Tcc_CumsumOp : Tcc_Op<"cumsum", [Tcc_Differentiable, Pure, SameOperandsAndResultType]> {
   let summary = "running sum along dim";
   let arguments = (ins Tcc_Tensor:$x, I64Attr:$dim, UnitAttr:$exclusive, UnitAttr:$reverse);
   let results = (outs Tcc_Tensor:$result);
@@ -227,7 +233,7 @@ def Tcc_CumsumOp : Tcc_Op<"cumsum", [Pure, SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
-def Tcc_TopKOp : Tcc_Op<"topk", [Pure, InferTypeOpAdaptor]> {
+def Tcc_TopKOp : Tcc_Op<"topk", [Tcc_Differentiable, Pure, InferTypeOpAdaptor]> {
   let summary = "the k largest (or smallest) along dim, sorted, with their i64 indices";
   let arguments = (ins Tcc_Tensor:$x, I64Attr:$dim, I64Attr:$k, BoolAttr:$largest);
   let results = (outs Tcc_Tensor:$values, StaticShapeTensorOf<[I64]>:$indices);
@@ -236,14 +242,14 @@ def Tcc_TopKOp : Tcc_Op<"topk", [Pure, InferTypeOpAdaptor]> {
 
 //===--- Linear algebra and windows ---------------------------------------===//
 
-def Tcc_MatmulOp : Tcc_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
+def Tcc_MatmulOp : Tcc_Op<"matmul", [Tcc_Differentiable, Pure, InferTypeOpAdaptor]> {
   let summary = "batched matrix product [B..., M, K] x [B..., K, N] -> [B..., M, N]";
   let arguments = (ins Tcc_Tensor:$lhs, Tcc_Tensor:$rhs);
   let results = (outs Tcc_Tensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)";
 }
 
-def Tcc_ConvOp : Tcc_Op<"conv", [Pure, InferTypeOpAdaptor]> {
+def Tcc_ConvOp : Tcc_Op<"conv", [Tcc_Differentiable, Pure, InferTypeOpAdaptor]> {
   let summary = "N-d convolution [N, C, S...] * [O, C/groups, K...] -> [N, O, S'...]";
   let description = [{
     Per spatial dim: the input is dilated by `lhs_dilation` (transposed convolution), padded by
@@ -258,7 +264,7 @@ def Tcc_ConvOp : Tcc_Op<"conv", [Pure, InferTypeOpAdaptor]> {
   let assemblyFormat = "$input `,` $weight attr-dict `:` type($input) `,` type($weight) `->` type($result)";
 }
 
-def Tcc_ReduceWindowOp : Tcc_Op<"reduce_window", [Pure, InferTypeOpAdaptor]> {
+def Tcc_ReduceWindowOp : Tcc_Op<"reduce_window", [Tcc_Differentiable, Pure, InferTypeOpAdaptor]> {
   let summary = "sliding-window reduction over every dim (pooling)";
   let arguments = (ins Tcc_ReduceKind:$kind, Tcc_Tensor:$x, DenseI64ArrayAttr:$window,
                    DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pad_low,

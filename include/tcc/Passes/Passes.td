@@ -17,6 +17,15 @@ def FoldConstants : Pass<"tcc-fold-constants"> {
   ];
 }
 
+def Autodiff : Pass<"tcc-autodiff", "mlir::ModuleOp"> {
+  let summary = "Appends to each function returning one 0-d float loss its gradients";
+  let description = [{
+    For lit tests of tcc::buildGradients (tcc/Passes/Autodiff.h): every func whose single result
+    is a 0-d float tensor also returns the gradient of it with respect to each floating-point
+    argument, in argument order.
+  }];
+}
+
 def Fuse : Pass<"tcc-fuse", "mlir::func::FuncOp"> {
   let summary = "Groups graph ops into tcc.fusion ops: the kernels (and library calls) to generate";
   let description = [{
@@ -53,6 +62,10 @@ def PlanMemory : Pass<"tcc-plan-memory", "mlir::ModuleOp"> {
 
 def EmitCpp : Pass<"tcc-emit-cpp", "mlir::ModuleOp"> {
   let summary = "Prints the C++ source generated for each tk kernel (for inspection and tests)";
+}
+
+def EmitCuda : Pass<"tcc-emit-cuda", "mlir::ModuleOp"> {
+  let summary = "Prints the CUDA source and launch configuration generated for each tk kernel";
 }
 
 #endif // TCC_PASSES_TD

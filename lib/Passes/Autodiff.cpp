@@ -1,0 +1,178 @@
+//===- Autodiff.cpp - Reverse-mode differentiation of tcc graphs -------------===//
+//
+// buildGradients walks the ops of the loss's block backwards from the loss, calling each active
+// op's vector-Jacobian product (DifferentiableOpInterface, lib/IR/TccGradients.cpp) and summing
+// the adjoints of values with several uses. An op is active when one of its float results
+// depends on a `wrt` value (varied) and the loss depends on it (useful); only active operands'
+// adjoints are built. Ops with regions are opaque: their results are varied if anything they
+// use, inside the regions too, is.
+//
+// -tcc-autodiff (for lit tests) appends to each func returning one 0-d float the gradients with
+// respect to its float arguments.
+//
+//===----------------------------------------------------------------------===//
+#include "tcc/Passes/Autodiff.h"
+#include "tcc/IR/CoreBuilder.h"
+#include "tcc/IR/TccDialect.h"
+#include "tcc/Passes/Passes.h"
+#include "tcc/Support/Tensor.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+
+namespace tcc {
+#define GEN_PASS_DEF_AUTODIFF
+#include "tcc/Passes/Passes.h.inc"
+} // namespace tcc
+
+using namespace mlir;
+
+namespace tcc {
+
+namespace {
+
+bool isFloat(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t && isa<FloatType>(t.getElementType());
+}
+
+/// Calls f on every value `op` reads: its operands and, for ops with regions, the values
+/// defined above that its regions use.
+template <class F> void forEachUsedValue(Operation *op, F &&f) {
+  for (Value v : op->getOperands())
+    f(v);
+  if (op->getNumRegions() == 0)
+    return;
+  op->walk([&](Operation *inner) {
+    if (inner == op)
+      return;
+    for (Value v : inner->getOperands())
+      if (!op->isAncestor(v.getParentBlock()->getParentOp()))
+        f(v);
+  });
+}
+
+} // namespace
+
+FailureOr<SmallVector<Value>> buildGradients(OpBuilder &b, Value loss, ArrayRef<Value> wrt) {
+  auto lossType = dyn_cast<RankedTensorType>(loss.getType());
+  if (!lossType || lossType.getRank() != 0 || !isa<FloatType>(lossType.getElementType()))
+    return emitError(loss.getLoc(), "autodiff: the loss must be a 0-d float tensor, got ")
+           << loss.getType();
+  Block *block = loss.getParentBlock();
+  Operation *lossOp = loss.getDefiningOp();
+
+  // Varied: float values that depend on a wrt value.
+  llvm::DenseSet<Value> varied;
+  for (Value w : wrt)
+    if (isFloat(w))
+      varied.insert(w);
+  for (Operation &op : *block) {
+    if (lossOp && lossOp->isBeforeInBlock(&op))
+      break;
+    bool depends = false;
+    forEachUsedValue(&op, [&](Value v) { depends |= varied.contains(v); });
+    if (depends)
+      for (Value r : op.getResults())
+        if (isFloat(r))
+          varied.insert(r);
+  }
+
+  // Useful: values the loss depends on (within the block, walking back from the loss).
+  llvm::DenseSet<Value> useful{loss};
+  llvm::SmallVector<Operation *> active; // in reverse program order
+  if (lossOp)
+    for (Operation *op = lossOp; op; op = op->getPrevNode()) {
+      bool used = llvm::any_of(op->getResults(), [&](Value r) { return useful.contains(r); });
+      if (!used)
+        continue;
+      forEachUsedValue(op, [&](Value v) { useful.insert(v); });
+      if (llvm::any_of(op->getResults(),
+                       [&](Value r) { return useful.contains(r) && varied.contains(r); }))
+        active.push_back(op);
+    }
+
+  // Adjoints, accumulated over uses.
+  llvm::DenseMap<Value, Value> adjoint;
+  adjoint[loss] = CoreBuilder(b, loss.getLoc()).splat(lossType, 1.0);
+  for (Operation *op : active) {
+    SmallVector<Value> resultAdjoints;
+    bool any = false;
+    for (Value r : op->getResults()) {
+      resultAdjoints.push_back(adjoint.lookup(r));
+      any |= (bool)resultAdjoints.back();
+    }
+    if (!any)
+      continue;
+    auto diff = dyn_cast<DifferentiableOpInterface>(op);
+    if (!diff || op->getNumRegions()) {
+      op->emitOpError("has no gradient: ")
+          << (op->getNumRegions() ? "ops with regions (control flow, fusions) are not "
+                                    "differentiated; autodiff needs the loss to depend on the "
+                                    "differentiated values through core ops only"
+                                  : "it declares no vector-Jacobian product");
+      return failure();
+    }
+    SmallVector<bool> wanted;
+    for (Value v : op->getOperands())
+      wanted.push_back(varied.contains(v) && useful.contains(v));
+    SmallVector<Value> operandAdjoints;
+    try {
+      if (failed(diff.buildVjp(b, resultAdjoints, wanted, operandAdjoints)))
+        return failure();
+    } catch (const Error &e) {
+      op->emitOpError("gradient construction failed: ") << e.what();
+      return failure();
+    }
+    CoreBuilder cb(b, op->getLoc());
+    for (auto [operand, adj] : llvm::zip(op->getOperands(), operandAdjoints)) {
+      if (!adj)
+        continue;
+      Value &acc = adjoint[operand];
+      acc = acc ? cb.add(acc, adj) : adj;
+    }
+  }
+
+  SmallVector<Value> grads;
+  for (Value w : wrt) {
+    Value g = adjoint.lookup(w);
+    grads.push_back(g ? g : CoreBuilder(b, w.getLoc()).splatLike(w, 0.0));
+  }
+  return grads;
+}
+
+namespace {
+
+struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
+  void runOnOperation() override {
+    for (auto func : llvm::make_early_inc_range(getOperation().getOps<func::FuncOp>())) {
+      if (func.isExternal() || func.getNumResults() != 1)
+        continue;
+      auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+      Value loss = ret.getOperand(0);
+      auto t = dyn_cast<RankedTensorType>(loss.getType());
+      if (!t || t.getRank() != 0 || !isa<FloatType>(t.getElementType()))
+        continue;
+      SmallVector<Value> wrt;
+      for (BlockArgument a : func.getArguments())
+        if (isFloat(a))
+          wrt.push_back(a);
+      OpBuilder b(ret);
+      auto grads = buildGradients(b, loss, wrt);
+      if (failed(grads))
+        return signalPassFailure();
+      SmallVector<Value> results{loss};
+      llvm::append_range(results, *grads);
+      b.create<func::ReturnOp>(ret.getLoc(), results);
+      ret.erase();
+      func.setFunctionType(
+          b.getFunctionType(func.getArgumentTypes(), ValueRange(results).getTypes()));
+    }
+  }
+};
+
+} // namespace
+
+} // namespace tcc
