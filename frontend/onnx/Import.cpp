@@ -411,6 +411,13 @@ std::vector<Value> GraphImporter::inlineSubgraph(const onnx::GraphProto &graph,
   return outputs;
 }
 
+Value GraphImporter::rngKey() {
+  if (!rngKey_)
+    rngKey_ = mainBlock_->addArgument(RankedTensorType::get({}, builder_.getIntegerType(64, false)),
+                                      NameLoc::get(StringAttr::get(&ctx_, "rng_key")));
+  return rngKey_;
+}
+
 /// Graph inputs (block arguments of @main) that `v` is computed from; nullopt if it depends on
 /// anything else that is not constant (a region argument, an op with regions).
 std::optional<std::set<std::string>> GraphImporter::inputsFeeding(Value v) const {
@@ -423,7 +430,9 @@ std::optional<std::set<std::string>> GraphImporter::inputsFeeding(Value v) const
     if (!seen.insert(cur).second)
       continue;
     if (auto arg = dyn_cast<BlockArgument>(cur)) {
-      if (arg.getOwner() != mainBlock_)
+      // Parameters and the rng key (the arguments after the graph inputs) have no value to
+      // specialize on: a compile-time quantity computed from them cannot be folded.
+      if (arg.getOwner() != mainBlock_ || arg.getArgNumber() >= inputNames_.size())
         return std::nullopt;
       names.insert(inputNames_[arg.getArgNumber()]);
       continue;
@@ -492,6 +501,23 @@ ImportedModel GraphImporter::run() {
     result.inputNames.push_back(in.name());
   }
   inputNames_ = result.inputNames;
+  // Trainable initializers follow the graph inputs, in initializer order.
+  std::vector<const onnx::TensorProto *> parameters;
+  for (int i = 0; i < graph.initializer_size(); ++i) {
+    const onnx::TensorProto &init = graph.initializer(i);
+    if (!options_.parameterInitializers.count(init.name()))
+      continue;
+    Type element;
+    try {
+      element = elementType(init.data_type());
+    } catch (const Error &e) {
+      throw ImportError("parameter initializer '" + init.name() + "': " + e.what());
+    }
+    argTypes.push_back(
+        RankedTensorType::get(SmallVector<int64_t>(init.dims().begin(), init.dims().end()), element));
+    parameters.push_back(&init);
+    result.parameterIndices.push_back(i);
+  }
 
   auto func = builder_.create<func::FuncOp>(UnknownLoc::get(&ctx_), "main",
                                             builder_.getFunctionType(argTypes, {}));
@@ -501,7 +527,10 @@ ImportedModel GraphImporter::run() {
   scope_ = &top;
 
   for (const auto &init : graph.initializer())
-    define(init.name(), constantFromProto(init, NameLoc::get(StringAttr::get(&ctx_, init.name()))));
+    if (!options_.parameterInitializers.count(init.name()))
+      define(init.name(), constantFromProto(init, NameLoc::get(StringAttr::get(&ctx_, init.name()))));
+  for (size_t i = 0; i < parameters.size(); ++i)
+    define(parameters[i]->name(), mainBlock_->getArgument(inputs.size() + i));
   for (size_t i = 0; i < inputs.size(); ++i) {
     const std::string &name = inputs[i]->name();
     if (specialized_.count(name)) {
@@ -531,7 +560,11 @@ ImportedModel GraphImporter::run() {
   }
   builder_.create<func::ReturnOp>(UnknownLoc::get(&ctx_), outputs);
   eraseDeadOps(func);
-  func.setFunctionType(builder_.getFunctionType(argTypes, ValueRange(outputs).getTypes()));
+  // The argument list may have grown by the rng key while importing (rngKey()).
+  func.setFunctionType(
+      builder_.getFunctionType(mainBlock_->getArgumentTypes(), ValueRange(outputs).getTypes()));
+  if (rngKey_)
+    result.rngKeyArgument = cast<BlockArgument>(rngKey_).getArgNumber();
 
   std::string diagnostics;
   {

@@ -43,6 +43,13 @@ public:
   std::vector<mlir::Value> inlineSubgraph(const onnx::GraphProto &graph,
                                           llvm::ArrayRef<mlir::Value> inputs,
                                           const std::string &label);
+  /// Import options (training mode, ...).
+  const ImportOptions &options() const { return options_; }
+  /// Training mode: the 0-d ui64 rng key, @main's last argument (added on first use).
+  mlir::Value rngKey();
+  /// A number unique to each random op of the model (in import order), which mixes into the
+  /// key so that ops draw independent streams.
+  uint64_t nextRngStream() { return ++rngStreams_; }
   /// Display name of a node for messages (with the enclosing function-expansion path).
   std::string nodeName(const onnx::NodeProto &node) const;
 
@@ -71,6 +78,8 @@ private:
   std::string prefix_; // "outer/" while expanding a function-defined node
   mlir::Block *mainBlock_ = nullptr;
   std::vector<std::string> inputNames_;
+  mlir::Value rngKey_;
+  uint64_t rngStreams_ = 0;
 };
 
 } // namespace tcc::onnx_import

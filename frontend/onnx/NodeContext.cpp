@@ -150,6 +150,12 @@ void NodeContext::setOutputSequence(size_t i, std::vector<Value> elements, Type 
   graph_.defineSequence(node_.output(i), SequenceValue{std::move(elements), elementType});
 }
 
+bool NodeContext::training() const { return graph_.options().training; }
+
+Value NodeContext::rngKey() { return graph_.rngKey(); }
+
+uint64_t NodeContext::nextRngStream() { return graph_.nextRngStream(); }
+
 Value NodeContext::constant(const Tensor &t) {
   return builder_.constant(attrFromTensor(context(), t));
 }

@@ -113,6 +113,13 @@ public:
   /// The element type ONNX shape inference gives output i, if known.
   std::optional<mlir::Type> inferredOutputElementType(size_t i) const;
 
+  // ---- Training mode (ImportOptions::training) ----
+  bool training() const;
+  /// The 0-d ui64 rng key argument of @main (added on first use).
+  mlir::Value rngKey();
+  /// A stream number unique to this random op within the model.
+  uint64_t nextRngStream();
+
   // ---- Subgraphs (If, Loop, Scan) ----
   /// Imports `graph` into `block` (whose arguments are bound to the graph's inputs, in order)
   /// and returns the values of its outputs. Names of enclosing graphs stay visible.

@@ -810,30 +810,96 @@ void lowerUnique(NodeContext &n) {
 }
 
 // ---- Dropout ----------------------------------------------------------------------------------
+//
+// The counter-based generator of training-mode Dropout (ImportOptions::training), written in
+// core ops only, so the interpreter and every backend run it with nothing of their own. All
+// arithmetic is on ui64 and wraps. mix() is splitmix64's finaliser:
+//
+//   mix(z) = z3,  z1 = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9,
+//                 z2 = (z1 ^ (z1 >> 27)) * 0x94D049BB133111EB,  z3 = z2 ^ (z2 >> 31)
+//
+// A Dropout node with stream number s (1, 2, ... for the dropping Dropouts in import order) and
+// the 0-d key k (@main's last argument; the runtime derives it from the seed and the micro-step)
+// draws, for element i of its input in row-major order,
+//
+//   seed = mix(k ^ (s * 0xD1B54A32D192ED03))
+//   u_i  = f32(mix(seed + (i + 1) * 0x9E3779B97F4A7C15) >> 40) * 2^-24      (in [0, 1))
+//
+// (u_i is the (i+1)-th output of splitmix64 started at `seed`, its top 24 bits, converted exactly).
+// keep_i = u_i >= f32(ratio); y_i = keep_i ? x_i * (1 / (1 - ratio)) : 0; the mask output is keep.
 
-/// Dropout in inference: output = input, mask all true. Training mode (opset >= 12, a
-/// compile-time training_mode input) is only supported with ratio 0, where it is the same.
-/// Before opset 7, is_test is ignored: such models are imported for inference.
+/// splitmix64's finaliser on a ui64 tensor (see above).
+Value splitmixFinalize(NodeContext &n, Value z) {
+  CoreBuilder &b = n.b();
+  auto u64 = [&](uint64_t v) { return n.constant(Tensor::scalar<uint64_t>(v)); };
+  auto xorShift = [&](Value v, uint64_t shift) {
+    return b.binary(BinaryKind::Xor, v, b.binary(BinaryKind::ShiftRight, v, u64(shift)));
+  };
+  z = b.mul(xorShift(z, 30), u64(0xBF58476D1CE4E5B9ULL));
+  z = b.mul(xorShift(z, 27), u64(0x94D049BB133111EBULL));
+  return xorShift(z, 31);
+}
+
+/// Training mode: keep_i = u_i >= ratio with u_i from the generator above, shaped like `x`.
+Value dropoutKeepMask(NodeContext &n, Value x, double ratio) {
+  CoreBuilder &b = n.b();
+  auto u64 = [&](uint64_t v) { return n.constant(Tensor::scalar<uint64_t>(v)); };
+  Type u64Type = b.builder().getIntegerType(64, /*isSigned=*/false);
+  uint64_t stream = n.nextRngStream();
+  Value seed = splitmixFinalize(
+      n, b.binary(BinaryKind::Xor, n.rngKey(), u64(stream * 0xD1B54A32D192ED03ULL)));
+  int64_t count = product(CoreBuilder::shapeOf(x));
+  Value counter = b.add(b.iota({count}, u64Type, 0), u64(1));
+  Value bits = splitmixFinalize(n, b.add(seed, b.mul(counter, u64(0x9E3779B97F4A7C15ULL))));
+  bits = b.binary(BinaryKind::ShiftRight, bits, u64(40));
+  Value uniform = b.mul(b.cast(bits, b.builder().getF32Type()),
+                        n.constant(Tensor::scalar<float>(std::ldexp(1.0f, -24))));
+  Value keep = b.compare(CompareKind::Ge, uniform,
+                         n.constant(Tensor::scalar<float>(static_cast<float>(ratio))));
+  return b.reshape(keep, CoreBuilder::shapeOf(x));
+}
+
+/// Inference (and ratio 0): output = input, mask all true. Training mode (ImportOptions::training)
+/// drops with the generator above whatever the node's training_mode input says; otherwise a
+/// training_mode that is a constant true with ratio > 0 is an error. Before opset 7, is_test is
+/// ignored: such models are imported for inference.
 void lowerDropout(NodeContext &n) {
   Value x = n.input(0);
-  if (n.opset() >= 12 && n.hasInput(2)) {
-    Tensor training = requireScalar(n, 2, "training_mode");
-    if (isNonzero(training, 0)) {
-      double ratio = 0.5;
-      if (n.hasInput(1))
-        ratio = requireScalar(n, 1, "ratio (in training mode)").getDouble(0);
-      if (ratio != 0)
-        n.fail("training-mode Dropout with ratio " + std::to_string(ratio) +
-               " > 0 drops random elements, which tcc does not support");
-    }
+  CoreBuilder &b = n.b();
+  // The ratio is an attribute before opset 12, input 1 (a constant) from it; 0.5 by default.
+  // Inference never reads it, so a ratio computed at run time is fine there.
+  auto ratioOf = [&] {
+    if (n.opset() < 12)
+      return n.attrFloat("ratio", 0.5);
+    return n.hasInput(1) ? requireScalar(n, 1, "ratio").getDouble(0) : 0.5;
+  };
+  double ratio = 0;
+  if (n.training()) {
+    ratio = ratioOf();
+  } else if (n.opset() >= 12 && n.hasInput(2) &&
+             isNonzero(requireScalar(n, 2, "training_mode"), 0) && ratioOf() != 0) {
+    n.fail("training-mode Dropout with ratio " + std::to_string(ratioOf()) +
+           " > 0 drops random elements, which tcc does only when importing for training");
   }
-  n.setOutput(0, x);
-  if (n.hasOutput(1)) {
-    CoreBuilder &b = n.b();
-    // The mask is bool from opset 10, the data type before.
-    Type maskType = n.opset() >= 10 ? b.builder().getI1Type() : CoreBuilder::elementTypeOf(x);
-    n.setOutput(1, b.splat(b.tensorType(CoreBuilder::shapeOf(x), maskType), 1));
+  bool drops = ratio != 0;
+  // The mask is bool from opset 10, the data type before.
+  Type maskType = n.opset() >= 10 ? b.builder().getI1Type() : CoreBuilder::elementTypeOf(x);
+  if (!drops) {
+    n.setOutput(0, x);
+    if (n.hasOutput(1))
+      n.setOutput(1, b.splat(b.tensorType(CoreBuilder::shapeOf(x), maskType), 1));
+    return;
   }
+  if (!(ratio > 0 && ratio < 1))
+    n.fail("training-mode Dropout needs a ratio in [0, 1), got " + std::to_string(ratio));
+  if (!isa<FloatType>(CoreBuilder::elementTypeOf(x)))
+    n.fail("training-mode Dropout needs a floating-point input");
+  Value keep = dropoutKeepMask(n, x, ratio);
+  // y = x * (keep ? 1/(1-ratio) : 0): a multiply by a mask, whose gradient is the same multiply.
+  Value scale = b.select(keep, b.scalarLike(x, 1.0 / (1.0 - ratio)), b.scalarLike(x, 0));
+  n.setOutput(0, b.mul(x, scale));
+  if (n.hasOutput(1))
+    n.setOutput(1, b.cast(keep, maskType));
 }
 
 } // namespace

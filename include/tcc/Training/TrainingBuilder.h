@@ -31,6 +31,8 @@ struct TrainingOptions {
   double labelSmoothing = 0;
   /// Which model output is the loss's input (logits for cross-entropy, predictions for MSE).
   int64_t outputIndex = 0;
+  /// Cross-entropy: the class indices' type, DType::I64 or DType::I32.
+  DType labelType = DType::I64;
 
   OptimizerKind optimizer = OptimizerKind::Adam;
   double momentum = 0;     // SGD (PyTorch semantics: buf = momentum * buf + g; first step buf = g)

@@ -1,0 +1,502 @@
+//===- TrainingBuilder.cpp - Forward model -> training entry points --------===//
+//
+// Each entry point is a fresh @main whose arguments are laid out as TrainingSpec.h binds them;
+// the imported forward model is cloned into it with its graph inputs, parameters and rng key
+// mapped to the entry's arguments, then the loss, the gradients (tcc::buildGradients) and the
+// optimizer update (TrainingOps.h) are appended as core ops.
+//
+//===----------------------------------------------------------------------===//
+#include "tcc/Training/TrainingBuilder.h"
+
+#include "tcc/Frontend/OnnxModel.h"
+#include "tcc/Interp/Interpreter.h"
+#include "tcc/Passes/Autodiff.h"
+#include "tcc/Training/TrainingOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <sstream>
+
+using namespace mlir;
+
+namespace tcc {
+
+namespace {
+
+// ---- Building @main functions ----
+
+/// "node 'fc1'" for a location naming an ONNX node, else MLIR's rendering of it.
+std::string describeLocation(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return "node '" + name.getName().str() + "'";
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location inner : fused.getLocations())
+      if (isa<NameLoc>(inner))
+        return describeLocation(inner);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << loc;
+  return text;
+}
+
+/// Collects the errors emitted while it lives, each prefixed with the node it is located at.
+class ErrorCollector {
+public:
+  explicit ErrorCollector(MLIRContext &ctx)
+      : handler(&ctx, [this](Diagnostic &d) {
+          if (d.getSeverity() == DiagnosticSeverity::Error)
+            text += (text.empty() ? "" : "; ") + describeLocation(d.getLocation()) + ": " + d.str();
+          return success();
+        }) {}
+  std::string text;
+
+private:
+  ScopedDiagnosticHandler handler;
+};
+
+/// A module with an empty @main of the given argument types, built at its end.
+class MainBuilder {
+public:
+  MainBuilder(MLIRContext &ctx, ArrayRef<Type> argTypes) : builder(&ctx) {
+    module = ModuleOp::create(UnknownLoc::get(&ctx));
+    builder.setInsertionPointToEnd(module->getBody());
+    func = builder.create<func::FuncOp>(UnknownLoc::get(&ctx), "main",
+                                        builder.getFunctionType(argTypes, {}));
+    builder.setInsertionPointToEnd(func.addEntryBlock());
+  }
+
+  Value arg(size_t i) { return func.getArgument(i); }
+
+  /// Returns `results`, drops what nothing uses and verifies the function.
+  OwningOpRef<ModuleOp> finish(ArrayRef<Value> results) {
+    builder.create<func::ReturnOp>(UnknownLoc::get(builder.getContext()), results);
+    func.setFunctionType(
+        builder.getFunctionType(func.getArgumentTypes(), ValueRange(results).getTypes()));
+    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(func.getBody().front())))
+      if (isOpTriviallyDead(&op))
+        op.erase();
+    ErrorCollector errors(*builder.getContext());
+    if (failed(mlir::verify(*module)))
+      throw Error("the training graph does not verify (a training-builder bug): " + errors.text);
+    return std::move(module);
+  }
+
+  OpBuilder builder;
+  func::FuncOp func;
+
+private:
+  OwningOpRef<ModuleOp> module;
+};
+
+/// Clones the body of `from`'s @main at `b`'s insertion point with its arguments replaced by
+/// `args`; returns what it returns.
+SmallVector<Value> inlineMain(OpBuilder &b, ModuleOp from, ArrayRef<Value> args) {
+  auto main = from.lookupSymbol<func::FuncOp>("main");
+  Block &body = main.getBody().front();
+  IRMapping map;
+  for (auto [formal, actual] : llvm::zip_equal(body.getArguments(), args))
+    map.map(formal, actual);
+  for (Operation &op : body.without_terminator())
+    b.clone(op, map);
+  SmallVector<Value> results;
+  for (Value v : body.getTerminator()->getOperands())
+    results.push_back(map.lookupOrDefault(v));
+  return results;
+}
+
+/// The gradients of `loss` with respect to `wrt`; errors name the node that has no gradient.
+SmallVector<Value> gradientsOf(OpBuilder &b, Value loss, ArrayRef<Value> wrt) {
+  ErrorCollector errors(*b.getContext());
+  FailureOr<SmallVector<Value>> grads;
+  try {
+    grads = buildGradients(b, loss, wrt);
+  } catch (const Error &e) {
+    throw Error(std::string("cannot differentiate the model: ") + e.what());
+  }
+  if (failed(grads))
+    throw Error("cannot differentiate the model: " +
+                (errors.text.empty() ? std::string("(no diagnostic)") : errors.text));
+  return *grads;
+}
+
+// ---- Entry signatures ----
+
+/// An entry's arguments (or results) with their names and bindings, in order.
+struct Signature {
+  std::vector<Type> types;
+  std::vector<std::string> names;
+  std::vector<Binding> bindings;
+
+  size_t add(Type type, const std::string &name, BindingRole role, int64_t state = -1) {
+    types.push_back(type);
+    names.push_back(name);
+    bindings.push_back({role, state});
+    return types.size() - 1;
+  }
+};
+
+EntrySpec makeEntry(const std::string &name, const Signature &in, const Signature &out,
+                    OwningOpRef<ModuleOp> module) {
+  EntrySpec e;
+  e.name = name;
+  e.module = std::move(module);
+  e.inputNames = in.names;
+  e.outputNames = out.names;
+  e.inputs = in.bindings;
+  e.outputs = out.bindings;
+  return e;
+}
+
+// ---- Options ----
+
+const char *lossName(LossKind k) { return k == LossKind::MSE ? "mse" : "cross_entropy"; }
+
+const char *optimizerName(OptimizerKind k) {
+  switch (k) {
+  case OptimizerKind::SGD: return "sgd";
+  case OptimizerKind::Adam: return "adam";
+  case OptimizerKind::AdamW: return "adamw";
+  }
+  return "?";
+}
+
+void checkOptions(const TrainingOptions &o) {
+  auto require = [](bool ok, const std::string &what) {
+    if (!ok)
+      throw Error("invalid training option: " + what);
+  };
+  require(o.labelSmoothing >= 0 && o.labelSmoothing <= 1, "label smoothing must be in [0, 1]");
+  require(o.loss == LossKind::CrossEntropy || o.labelSmoothing == 0,
+          "label smoothing applies to cross-entropy only");
+  require(o.momentum >= 0 && std::isfinite(o.momentum), "momentum must be >= 0");
+  require(!o.nesterov || (o.optimizer == OptimizerKind::SGD && o.momentum > 0),
+          "nesterov needs SGD with momentum > 0");
+  require(o.weightDecay >= 0 && std::isfinite(o.weightDecay), "weight decay must be >= 0");
+  require(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1,
+          "beta1 and beta2 must be in [0, 1)");
+  require(o.epsilon > 0, "epsilon must be > 0");
+  require(o.clipGradNorm >= 0 && std::isfinite(o.clipGradNorm), "clip_grad_norm must be >= 0");
+  require(o.gradAccumulation >= 1, "grad accumulation must be >= 1");
+}
+
+std::string configJson(const TrainingOptions &o, const std::vector<std::string> &trained) {
+  std::ostringstream os;
+  os.precision(17);
+  os << "{\"loss\": \"" << lossName(o.loss) << "\", \"output_index\": " << o.outputIndex;
+  if (o.loss == LossKind::CrossEntropy)
+    os << ", \"label_smoothing\": " << o.labelSmoothing << ", \"label_type\": \""
+       << dtypeName(o.labelType) << "\"";
+  os << ", \"optimizer\": \"" << optimizerName(o.optimizer) << "\"";
+  if (o.optimizer == OptimizerKind::SGD)
+    os << ", \"momentum\": " << o.momentum << ", \"nesterov\": " << (o.nesterov ? "true" : "false");
+  else
+    os << ", \"beta1\": " << o.beta1 << ", \"beta2\": " << o.beta2 << ", \"epsilon\": " << o.epsilon;
+  os << ", \"weight_decay\": " << o.weightDecay << ", \"clip_grad_norm\": " << o.clipGradNorm
+     << ", \"grad_accumulation\": " << o.gradAccumulation << ", \"trainable\": [";
+  for (size_t i = 0; i < trained.size(); ++i) {
+    os << (i ? ", " : "") << '"';
+    for (char c : trained[i]) {
+      if (c == '"' || c == '\\')
+        os << '\\' << c;
+      else if ((unsigned char)c < 0x20)
+        os << "\\u00" << "0123456789abcdef"[(c >> 4) & 0xf] << "0123456789abcdef"[c & 0xf];
+      else
+        os << c;
+    }
+    os << '"';
+  }
+  os << "]}";
+  return os.str();
+}
+
+bool isFloatInitializer(const onnx::TensorProto &t) {
+  auto dtype = dtypeFromOnnx(t.data_type());
+  return dtype && isFloat(*dtype);
+}
+
+/// The initializers to train (in initializer order), checking the names in `trainable` and
+/// `frozen`.
+std::vector<int64_t> trainedInitializers(const onnx::GraphProto &graph, const TrainingOptions &o) {
+  std::map<std::string, int64_t> floats;
+  for (int i = 0; i < graph.initializer_size(); ++i)
+    if (isFloatInitializer(graph.initializer(i)))
+      floats[graph.initializer(i).name()] = i;
+  for (const auto *list : {&o.trainable, &o.frozen})
+    for (const std::string &name : *list)
+      if (!floats.count(name))
+        throw Error("'" + name + "' (" + (list == &o.trainable ? "trainable" : "frozen") +
+                    ") is not a floating-point initializer of the model");
+  std::vector<int64_t> trained;
+  for (int i = 0; i < graph.initializer_size(); ++i) {
+    const std::string &name = graph.initializer(i).name();
+    if (floats.count(name) && (o.trainable.empty() || o.trainable.count(name)) &&
+        !o.frozen.count(name))
+      trained.push_back(i);
+  }
+  if (trained.empty())
+    throw Error("the model has no trainable parameters (no floating-point initializer is "
+                "selected for training)");
+  return trained;
+}
+
+func::FuncOp mainOf(ModuleOp module) { return module.lookupSymbol<func::FuncOp>("main"); }
+
+} // namespace
+
+TrainingSpec buildTraining(MLIRContext &ctx, const onnx::ModelProto &model,
+                           const TrainingOptions &options, const ImportOptions &importOptions) {
+  checkOptions(options);
+  const onnx::GraphProto &graph = model.graph();
+  if (options.outputIndex < 0 || options.outputIndex >= graph.output_size())
+    throw Error("loss output index " + std::to_string(options.outputIndex) +
+                " is out of range: the model has " + std::to_string(graph.output_size()) +
+                " output(s)");
+  std::vector<int64_t> trained = trainedInitializers(graph, options);
+
+  ImportOptions trainImport = importOptions;
+  trainImport.parameterInitializers.clear();
+  for (int64_t i : trained)
+    trainImport.parameterInitializers.insert(graph.initializer(i).name());
+  trainImport.training = true;
+  ImportOptions evalImport = trainImport;
+  evalImport.training = false;
+  ImportedModel train = importOnnxModel(ctx, model, trainImport);
+  ImportedModel eval = importOnnxModel(ctx, model, evalImport);
+
+  TrainingSpec spec;
+  spec.gradAccumulation = options.gradAccumulation;
+  bool accumulate = options.gradAccumulation > 1;
+  size_t numParams = trained.size();
+  std::vector<std::string> trainedNames;
+
+  // ---- State: parameters, optimizer state, step, accumulators ----
+  std::vector<Type> paramTypes;
+  for (int64_t i : trained) {
+    const onnx::TensorProto &init = graph.initializer(i);
+    StateSpec s;
+    s.name = init.name();
+    s.kind = StateKind::Parameter;
+    s.initial = tensorFromProto(init);
+    s.initializerIndex = i;
+    paramTypes.push_back(tensorTypeOf(&ctx, s.initial));
+    trainedNames.push_back(s.name);
+    spec.state.push_back(std::move(s));
+  }
+  std::vector<std::string> slots = optimizerStateNames(options);
+  // optState[p][slot]: index into spec.state.
+  std::vector<std::vector<size_t>> optState(numParams);
+  for (size_t p = 0; p < numParams; ++p)
+    for (const std::string &slot : slots) {
+      optState[p].push_back(spec.state.size());
+      spec.state.push_back({trainedNames[p] + "." + slot, StateKind::OptimizerState,
+                            Tensor(spec.state[p].initial.dtype(), spec.state[p].initial.shape())});
+    }
+  size_t stepState = spec.state.size();
+  spec.state.push_back({"step", StateKind::Step, Tensor::scalar<int64_t>(0)});
+  std::vector<size_t> accState;
+  if (accumulate)
+    for (size_t p = 0; p < numParams; ++p) {
+      accState.push_back(spec.state.size());
+      spec.state.push_back({trainedNames[p] + ".grad_accum", StateKind::GradAccumulator,
+                            Tensor(spec.state[p].initial.dtype(), spec.state[p].initial.shape())});
+    }
+  auto stateType = [&](size_t i) { return tensorTypeOf(&ctx, spec.state[i].initial); };
+
+  // ---- Data: graph inputs, then labels ----
+  func::FuncOp trainMain = mainOf(*train.module);
+  size_t numInputs = train.inputNames.size();
+  RankedTensorType outputType =
+      cast<RankedTensorType>(trainMain.getResultTypes()[options.outputIndex]);
+  RankedTensorType labelType;
+  try {
+    labelType = labelTypeFor(&ctx, options, outputType);
+  } catch (const Error &e) {
+    throw Error("cannot build the loss on model output '" + train.outputNames[options.outputIndex] +
+                "': " + e.what());
+  }
+  std::string labelName = options.loss == LossKind::MSE ? "targets" : "labels";
+  auto addData = [&](Signature &sig) {
+    for (size_t i = 0; i < numInputs; ++i)
+      sig.add(trainMain.getArgumentTypes()[i], train.inputNames[i], BindingRole::Data);
+    sig.add(labelType, labelName, BindingRole::Data);
+  };
+  Type lrType = RankedTensorType::get({}, Float32Type::get(&ctx));
+  Type keyType = RankedTensorType::get({}, IntegerType::get(&ctx, 64, IntegerType::Unsigned));
+  bool usesKey = train.rngKeyArgument >= 0;
+
+  /// Forward + loss + gradients in `m`, from the entry arguments at `params`, `data` (inputs
+  /// then labels) and `key` (-1: none). Returns {loss, gradients}.
+  auto lossAndGradients = [&](MainBuilder &m, ArrayRef<size_t> params, size_t data,
+                              int64_t key) -> std::pair<Value, SmallVector<Value>> {
+    SmallVector<Value> args, paramValues;
+    for (size_t i = 0; i < numInputs; ++i)
+      args.push_back(m.arg(data + i));
+    for (size_t p : params)
+      paramValues.push_back(m.arg(p));
+    args.append(paramValues);
+    if (usesKey)
+      args.push_back(m.arg(key));
+    SmallVector<Value> outputs = inlineMain(m.builder, *train.module, args);
+    CoreBuilder b(m.builder, NameLoc::get(StringAttr::get(&ctx, "loss")));
+    Value loss = buildLoss(b, options, outputs[options.outputIndex], m.arg(data + numInputs)).mean;
+    return {loss, gradientsOf(m.builder, loss, paramValues)};
+  };
+
+  // ---- train_step ----
+  {
+    Signature in, out;
+    for (size_t i = 0; i < spec.state.size(); ++i)
+      in.add(stateType(i), spec.state[i].name, BindingRole::State, i);
+    size_t data = in.types.size();
+    addData(in);
+    size_t lr = in.add(lrType, "learning_rate", BindingRole::LearningRate);
+    int64_t key = usesKey ? (int64_t)in.add(keyType, "rng_key", BindingRole::RngKey) : -1;
+
+    MainBuilder m(ctx, in.types);
+    std::vector<size_t> params(numParams);
+    std::iota(params.begin(), params.end(), 0);
+    auto [loss, grads] = lossAndGradients(m, params, data, key);
+    CoreBuilder b(m.builder, NameLoc::get(StringAttr::get(&ctx, "optimizer")));
+    if (accumulate)
+      for (size_t p = 0; p < numParams; ++p)
+        grads[p] = b.div(b.add(m.arg(accState[p]), grads[p]),
+                         b.scalarLike(grads[p], (double)options.gradAccumulation));
+    if (options.clipGradNorm > 0)
+      grads = clipGradNorm(b, grads, options.clipGradNorm);
+    SmallVector<Value> paramValues;
+    std::vector<SmallVector<Value>> optValues(numParams);
+    for (size_t p = 0; p < numParams; ++p) {
+      paramValues.push_back(m.arg(p));
+      for (size_t s : optState[p])
+        optValues[p].push_back(m.arg(s));
+    }
+    OptimizerUpdate update = buildOptimizerUpdate(b, options, paramValues, grads, optValues,
+                                                  m.arg(stepState), m.arg(lr));
+    SmallVector<Value> results;
+    auto result = [&](Value v, size_t state) {
+      results.push_back(v);
+      out.add(v.getType(), spec.state[state].name, BindingRole::State, state);
+    };
+    for (size_t p = 0; p < numParams; ++p)
+      result(update.params[p], p);
+    for (size_t p = 0; p < numParams; ++p)
+      for (size_t s = 0; s < slots.size(); ++s)
+        result(update.state[p][s], optState[p][s]);
+    result(update.step, stepState);
+    for (size_t p = 0; p < numParams; ++p)
+      if (accumulate)
+        result(b.splatLike(grads[p], 0), accState[p]);
+    results.push_back(loss);
+    out.add(loss.getType(), "loss", BindingRole::Loss);
+    spec.entries.push_back(makeEntry("train_step", in, out, m.finish(results)));
+  }
+
+  // ---- accumulate_step ----
+  if (accumulate) {
+    Signature in, out;
+    std::vector<size_t> params;
+    for (size_t p = 0; p < numParams; ++p)
+      params.push_back(in.add(stateType(p), spec.state[p].name, BindingRole::State, p));
+    std::vector<size_t> accs;
+    for (size_t p = 0; p < numParams; ++p)
+      accs.push_back(in.add(stateType(accState[p]), spec.state[accState[p]].name,
+                            BindingRole::State, accState[p]));
+    size_t data = in.types.size();
+    addData(in);
+    int64_t key = usesKey ? (int64_t)in.add(keyType, "rng_key", BindingRole::RngKey) : -1;
+
+    MainBuilder m(ctx, in.types);
+    auto [loss, grads] = lossAndGradients(m, params, data, key);
+    CoreBuilder b(m.builder, NameLoc::get(StringAttr::get(&ctx, "accumulate")));
+    SmallVector<Value> results;
+    for (size_t p = 0; p < numParams; ++p) {
+      results.push_back(b.add(m.arg(accs[p]), grads[p]));
+      out.add(results.back().getType(), spec.state[accState[p]].name, BindingRole::State,
+              accState[p]);
+    }
+    results.push_back(loss);
+    out.add(loss.getType(), "loss", BindingRole::Loss);
+    spec.entries.push_back(makeEntry("accumulate_step", in, out, m.finish(results)));
+  }
+
+  // ---- eval: per-sample loss and, for cross-entropy, the predicted class ----
+  {
+    Signature in, out;
+    for (size_t p = 0; p < numParams; ++p)
+      in.add(stateType(p), spec.state[p].name, BindingRole::State, p);
+    size_t data = in.types.size();
+    addData(in);
+
+    MainBuilder m(ctx, in.types);
+    SmallVector<Value> args;
+    for (size_t i = 0; i < numInputs; ++i)
+      args.push_back(m.arg(data + i));
+    for (size_t p = 0; p < numParams; ++p)
+      args.push_back(m.arg(p));
+    SmallVector<Value> outputs = inlineMain(m.builder, *eval.module, args);
+    CoreBuilder b(m.builder, NameLoc::get(StringAttr::get(&ctx, "loss")));
+    LossValues loss = buildLoss(b, options, outputs[options.outputIndex], m.arg(data + numInputs));
+    SmallVector<Value> results{loss.perSample};
+    out.add(loss.perSample.getType(), "loss", BindingRole::Data);
+    if (loss.prediction) {
+      results.push_back(loss.prediction);
+      out.add(loss.prediction.getType(), "prediction", BindingRole::Data);
+    }
+    spec.entries.push_back(makeEntry("eval", in, out, m.finish(results)));
+  }
+
+  spec.configJson = configJson(options, trainedNames);
+  return spec;
+}
+
+ImportedModel buildGradientOfSum(MLIRContext &ctx, const onnx::ModelProto &model,
+                                 const ImportOptions &options) {
+  ImportOptions withParams = options;
+  withParams.parameterInitializers.clear();
+  for (const auto &init : model.graph().initializer())
+    if (isFloatInitializer(init))
+      withParams.parameterInitializers.insert(init.name());
+  if (withParams.parameterInitializers.empty())
+    throw Error("the model has no floating-point initializers to differentiate");
+  ImportedModel imported = importOnnxModel(ctx, model, withParams);
+  func::FuncOp main = mainOf(*imported.module);
+  if (main.getNumResults() == 0)
+    throw Error("the model has no outputs");
+  Operation *ret = main.getBody().front().getTerminator();
+  Value output = ret->getOperand(0);
+  if (!isa<FloatType>(CoreBuilder::elementTypeOf(output)))
+    throw Error("output '" + imported.outputNames[0] + "' is not floating-point: it has no gradient");
+
+  OpBuilder builder(ret);
+  CoreBuilder b(builder, NameLoc::get(StringAttr::get(&ctx, "sum")));
+  SmallVector<int64_t> dims(CoreBuilder::rankOf(output));
+  std::iota(dims.begin(), dims.end(), 0);
+  Value loss = b.reduce(ReduceKind::Sum, output, dims, false);
+  size_t firstParam = imported.inputNames.size();
+  SmallVector<Value> params;
+  for (size_t i = 0; i < imported.parameterIndices.size(); ++i)
+    params.push_back(main.getArgument(firstParam + i));
+  SmallVector<Value> grads = gradientsOf(builder, loss, params);
+  builder.create<func::ReturnOp>(ret->getLoc(), grads);
+  ret->erase();
+  main.setFunctionType(builder.getFunctionType(main.getArgumentTypes(), ValueRange(grads).getTypes()));
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(main.getBody().front())))
+    if (isOpTriviallyDead(&op))
+      op.erase();
+  imported.outputNames.clear();
+  for (int64_t i : imported.parameterIndices)
+    imported.outputNames.push_back("grad_" + std::to_string(i));
+  ErrorCollector errors(ctx);
+  if (failed(mlir::verify(*imported.module)))
+    throw Error("the gradient graph does not verify (a training-builder bug): " + errors.text);
+  return imported;
+}
+
+} // namespace tcc

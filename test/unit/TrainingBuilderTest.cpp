@@ -1,0 +1,543 @@
+//===- TrainingBuilderTest.cpp - Losses, optimizers, dropout, training entries ---===//
+//
+// Every graph here runs on the reference interpreter (tcc::runFunction) and is compared with a
+// plain C++ reference: losses in double, optimizers written as PyTorch's single-tensor code in
+// float, the dropout generator as its comment in frontend/onnx/ops/Shape.cpp defines it.
+//
+//===----------------------------------------------------------------------===//
+#include "tcc/Frontend/OnnxImporter.h"
+#include "tcc/Frontend/OnnxModel.h"
+#include "tcc/Interp/Interpreter.h"
+#include "tcc/Training/TrainingOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+using namespace tcc;
+using mlir::Value;
+
+namespace {
+
+// ---- Helpers ----
+
+Tensor randomTensor(const Shape &shape, uint32_t seed, float lo = -1, float hi = 1) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  Tensor t(DType::F32, shape);
+  for (int64_t i = 0; i < t.numElements(); ++i) {
+    float v = 0;
+    while (v == 0)
+      v = dist(gen);
+    t.data<float>()[i] = v;
+  }
+  return t;
+}
+
+Tensor randomLabels(const Shape &shape, int64_t classes, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int64_t> dist(0, classes - 1);
+  Tensor t(DType::I64, shape);
+  for (int64_t i = 0; i < t.numElements(); ++i)
+    t.data<int64_t>()[i] = dist(gen);
+  return t;
+}
+
+template <class F> std::string errorOf(F &&f) {
+  try {
+    f();
+  } catch (const Error &e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a tcc::Error";
+  return "";
+}
+
+#define EXPECT_CONTAINS(haystack, needle)                                                          \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos)                                 \
+      << "message: " << (haystack) << "\nexpected to contain: " << (needle)
+
+/// |got - want| <= rtol * |want| + atol, elementwise, with the first mismatch reported.
+void expectClose(const Tensor &got, const std::vector<double> &want, double rtol, double atol,
+                 const std::string &what) {
+  ASSERT_EQ(got.numElements(), (int64_t)want.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i) {
+    double g = got.getDouble(i);
+    if (!(std::abs(g - want[i]) <= rtol * std::abs(want[i]) + atol)) {
+      ADD_FAILURE() << what << "[" << i << "]: got " << g << ", want " << want[i];
+      return;
+    }
+  }
+}
+
+std::vector<double> toDoubles(const Tensor &t) {
+  std::vector<double> v(t.numElements());
+  for (int64_t i = 0; i < t.numElements(); ++i)
+    v[i] = t.getDouble(i);
+  return v;
+}
+
+/// A context with the importer's dialects, and a way to build and run one-off functions.
+class TrainingTest : public ::testing::Test {
+public:
+  TrainingTest() { registerImportDialects(ctx); }
+
+  /// Builds @main(argTypes) -> body(builder, args) and runs it on `args`.
+  std::vector<Tensor>
+  runBuilt(const std::vector<Tensor> &args,
+           const std::function<llvm::SmallVector<Value>(CoreBuilder &, mlir::ValueRange)> &body) {
+    mlir::OpBuilder ob(&ctx);
+    module = mlir::ModuleOp::create(ob.getUnknownLoc());
+    ob.setInsertionPointToEnd(module->getBody());
+    llvm::SmallVector<mlir::Type> types;
+    for (const Tensor &t : args)
+      types.push_back(tensorTypeOf(&ctx, t));
+    auto func = ob.create<mlir::func::FuncOp>(ob.getUnknownLoc(), "main",
+                                              ob.getFunctionType(types, {}));
+    ob.setInsertionPointToEnd(func.addEntryBlock());
+    CoreBuilder b(ob, ob.getUnknownLoc());
+    llvm::SmallVector<Value> results = body(b, func.getArguments());
+    ob.create<mlir::func::ReturnOp>(ob.getUnknownLoc(), results);
+    func.setFunctionType(ob.getFunctionType(types, mlir::ValueRange(results).getTypes()));
+    return runFunction(func, args);
+  }
+
+  mlir::MLIRContext ctx;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+};
+
+// ---- Losses ----
+
+/// Per-sample cross-entropy in double: logits [N, C, S] (S = product of the trailing dims).
+std::vector<double> crossEntropyReference(const Tensor &logits, const Tensor &labels,
+                                          double smoothing) {
+  int64_t n = logits.dim(0), c = logits.dim(1), s = logits.numElements() / (n * c);
+  std::vector<double> out(n * s);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < s; ++j) {
+      auto at = [&](int64_t k) { return logits.getDouble((i * c + k) * s + j); };
+      double mx = -INFINITY;
+      for (int64_t k = 0; k < c; ++k)
+        mx = std::max(mx, at(k));
+      double sum = 0;
+      for (int64_t k = 0; k < c; ++k)
+        sum += std::exp(at(k) - mx);
+      double lse = mx + std::log(sum), all = 0;
+      for (int64_t k = 0; k < c; ++k)
+        all += at(k) - lse;
+      double nll = -(at(labels.getInt(i * s + j)) - lse);
+      out[i * s + j] = (1 - smoothing) * nll - smoothing * all / c;
+    }
+  return out;
+}
+
+TEST_F(TrainingTest, CrossEntropyMatchesADoubleReference) {
+  for (double smoothing : {0.0, 0.1}) {
+    TrainingOptions opts;
+    opts.labelSmoothing = smoothing;
+    // Large logits: the max shift keeps exp finite.
+    Tensor logits = randomTensor({6, 5}, 11, -40, 40);
+    Tensor labels = randomLabels({6}, 5, 12);
+    auto out = runBuilt({logits, labels}, [&](CoreBuilder &b, mlir::ValueRange a) {
+      LossValues l = buildLoss(b, opts, a[0], a[1]);
+      return llvm::SmallVector<Value>{l.perSample, l.mean, l.prediction};
+    });
+    std::vector<double> want = crossEntropyReference(logits, labels, smoothing);
+    expectClose(out[0], want, 1e-5, 1e-5, "per-sample loss");
+    double mean = 0;
+    for (double v : want)
+      mean += v / want.size();
+    EXPECT_NEAR(out[1].getDouble(0), mean, 1e-5 * std::abs(mean) + 1e-6);
+    EXPECT_EQ(out[1].rank(), 0);
+    for (int64_t i = 0; i < 6; ++i) {
+      int64_t best = 0;
+      for (int64_t k = 1; k < 5; ++k)
+        if (logits.getDouble(i * 5 + k) > logits.getDouble(i * 5 + best))
+          best = k;
+      EXPECT_EQ(out[2].getInt(i), best);
+    }
+  }
+}
+
+TEST_F(TrainingTest, CrossEntropyOverSpatialDimsWithI32Labels) {
+  TrainingOptions opts;
+  opts.labelType = DType::I32;
+  Tensor logits = randomTensor({2, 4, 3, 2}, 21, -3, 3);
+  Tensor labels64 = randomLabels({2, 3, 2}, 4, 22);
+  Tensor labels(DType::I32, {2, 3, 2});
+  for (int64_t i = 0; i < labels.numElements(); ++i)
+    labels.data<int32_t>()[i] = (int32_t)labels64.getInt(i);
+  auto out = runBuilt({logits, labels}, [&](CoreBuilder &b, mlir::ValueRange a) {
+    LossValues l = buildLoss(b, opts, a[0], a[1]);
+    return llvm::SmallVector<Value>{l.perSample, l.mean};
+  });
+  EXPECT_EQ(out[0].shape(), (Shape{2, 3, 2}));
+  expectClose(out[0], crossEntropyReference(logits, labels64, 0), 1e-5, 1e-6, "per-sample loss");
+}
+
+TEST_F(TrainingTest, MeanSquaredErrorMatchesADoubleReference) {
+  TrainingOptions opts;
+  opts.loss = LossKind::MSE;
+  Tensor y = randomTensor({3, 4}, 31), t = randomTensor({3, 4}, 32);
+  auto out = runBuilt({y, t}, [&](CoreBuilder &b, mlir::ValueRange a) {
+    LossValues l = buildLoss(b, opts, a[0], a[1]);
+    EXPECT_FALSE(l.prediction);
+    return llvm::SmallVector<Value>{l.perSample, l.mean};
+  });
+  std::vector<double> want(12);
+  double mean = 0;
+  for (int i = 0; i < 12; ++i) {
+    double d = y.getDouble(i) - t.getDouble(i);
+    want[i] = d * d;
+    mean += want[i] / 12;
+  }
+  expectClose(out[0], want, 1e-6, 1e-7, "squared error");
+  EXPECT_NEAR(out[1].getDouble(0), mean, 1e-6 * mean);
+}
+
+TEST_F(TrainingTest, LossRejectsOutputsItCannotUse) {
+  TrainingOptions ce;
+  auto f32 = mlir::Float32Type::get(&ctx);
+  EXPECT_CONTAINS(errorOf([&] { labelTypeFor(&ctx, ce, mlir::RankedTensorType::get({4}, f32)); }),
+                  "cross-entropy needs logits of shape [N, C]");
+  EXPECT_CONTAINS(errorOf([&] {
+                    labelTypeFor(&ctx, ce,
+                                 mlir::RankedTensorType::get({4, 2}, mlir::IntegerType::get(&ctx, 64)));
+                  }),
+                  "not floating-point");
+  auto labels = labelTypeFor(&ctx, ce, mlir::RankedTensorType::get({4, 3, 5}, f32));
+  EXPECT_EQ(labels.getShape(), (llvm::ArrayRef<int64_t>{4, 5}));
+  EXPECT_TRUE(labels.getElementType().isInteger(64));
+}
+
+// ---- Optimizers (PyTorch's single-tensor formulas, written out in float) ----
+
+struct RefState {
+  std::vector<float> p, buf, m, v;
+  int64_t step = 0;
+};
+
+/// One step of torch.optim.SGD / Adam / AdamW on one parameter, as torch/optim computes it.
+void referenceStep(const TrainingOptions &o, RefState &s, std::vector<float> g, float lr) {
+  size_t n = s.p.size();
+  float wd = (float)o.weightDecay;
+  s.step += 1;
+  if (o.optimizer == OptimizerKind::SGD) {
+    float mom = (float)o.momentum;
+    for (size_t i = 0; i < n; ++i) {
+      float gi = g[i];
+      if (o.weightDecay != 0)
+        gi = gi + wd * s.p[i];
+      if (o.momentum != 0) {
+        s.buf[i] = s.step == 1 ? gi : s.buf[i] * mom + gi;
+        gi = o.nesterov ? gi + mom * s.buf[i] : s.buf[i];
+      }
+      s.p[i] = s.p[i] + (-lr) * gi;
+    }
+    return;
+  }
+  double t = (double)s.step;
+  double bc1 = 1 - std::pow(o.beta1, t), bc2 = 1 - std::pow(o.beta2, t);
+  double stepSize = (double)lr / bc1, bc2Sqrt = std::sqrt(bc2);
+  float w = (float)(1 - o.beta1), b2 = (float)o.beta2, omb2 = (float)(1 - o.beta2);
+  for (size_t i = 0; i < n; ++i) {
+    float gi = g[i];
+    if (o.weightDecay != 0) {
+      if (o.optimizer == OptimizerKind::AdamW)
+        s.p[i] = s.p[i] * (float)(1 - (double)lr * o.weightDecay);
+      else
+        gi = gi + wd * s.p[i];
+    }
+    s.m[i] = s.m[i] + w * (gi - s.m[i]);
+    s.v[i] = s.v[i] * b2;
+    s.v[i] = s.v[i] + omb2 * gi * gi;
+    float denom = std::sqrt(s.v[i]) / (float)bc2Sqrt + (float)o.epsilon;
+    s.p[i] = s.p[i] + (float)(-stepSize) * s.m[i] / denom;
+  }
+}
+
+std::vector<float> floats(const Tensor &t) {
+  return std::vector<float>(t.data<float>(), t.data<float>() + t.numElements());
+}
+
+/// Runs `steps` optimizer updates on two parameters with seeded random gradients, through the
+/// graph and through referenceStep, and compares parameters and state after each.
+void checkOptimizer(TrainingTest &test, const TrainingOptions &o, int steps, double rtol) {
+  std::vector<Shape> shapes{{3, 4}, {5}};
+  std::vector<std::string> slots = optimizerStateNames(o);
+  std::vector<Tensor> params, state;
+  std::vector<RefState> ref(shapes.size());
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    params.push_back(randomTensor(shapes[i], 100 + i));
+    ref[i].p = floats(params[i]);
+    size_t n = ref[i].p.size();
+    ref[i].buf.assign(n, 0);
+    ref[i].m.assign(n, 0);
+    ref[i].v.assign(n, 0);
+    for (size_t s = 0; s < slots.size(); ++s)
+      state.push_back(Tensor(DType::F32, shapes[i]));
+  }
+  Tensor step = Tensor::scalar<int64_t>(0);
+  for (int k = 0; k < steps; ++k) {
+    float lr = 0.01f * (1 + k % 3); // the rate may change from step to step
+    std::vector<Tensor> grads;
+    for (size_t i = 0; i < shapes.size(); ++i)
+      grads.push_back(randomTensor(shapes[i], 1000 * k + i, -2, 2));
+    std::vector<Tensor> args = params;
+    args.insert(args.end(), grads.begin(), grads.end());
+    args.insert(args.end(), state.begin(), state.end());
+    args.push_back(step);
+    args.push_back(Tensor::scalar<float>(lr));
+    size_t np = params.size();
+    auto out = test.runBuilt(args, [&](CoreBuilder &b, mlir::ValueRange a) {
+      llvm::SmallVector<Value> p(a.begin(), a.begin() + np), g(a.begin() + np, a.begin() + 2 * np);
+      std::vector<llvm::SmallVector<Value>> st(np);
+      for (size_t i = 0; i < np; ++i)
+        for (size_t s = 0; s < slots.size(); ++s)
+          st[i].push_back(a[2 * np + i * slots.size() + s]);
+      OptimizerUpdate u = buildOptimizerUpdate(b, o, p, g, st, a[a.size() - 2], a.back());
+      llvm::SmallVector<Value> results(u.params);
+      for (auto &s : u.state)
+        results.append(s.begin(), s.end());
+      results.push_back(u.step);
+      return results;
+    });
+    for (size_t i = 0; i < np; ++i) {
+      referenceStep(o, ref[i], floats(grads[i]), lr);
+      params[i] = out[i];
+      std::vector<double> want(ref[i].p.begin(), ref[i].p.end());
+      expectClose(out[i], want, rtol, 1e-7, "parameter " + std::to_string(i) + " after step " +
+                                                std::to_string(k + 1));
+      for (size_t s = 0; s < slots.size(); ++s) {
+        Tensor st = out[np + i * slots.size() + s];
+        state[i * slots.size() + s] = st;
+        const std::vector<float> &r = slots[s] == "adam_v" ? ref[i].v
+                                      : slots[s] == "adam_m" ? ref[i].m
+                                                             : ref[i].buf;
+        expectClose(st, std::vector<double>(r.begin(), r.end()), rtol, 1e-7, slots[s]);
+      }
+    }
+    step = out.back();
+    ASSERT_EQ(step.getInt(0), k + 1);
+  }
+}
+
+TEST_F(TrainingTest, SgdMatchesTorchFormulas) {
+  TrainingOptions o;
+  o.optimizer = OptimizerKind::SGD;
+  checkOptimizer(*this, o, 5, 1e-6);
+  o.momentum = 0.9;
+  o.weightDecay = 0.01;
+  checkOptimizer(*this, o, 8, 1e-6);
+  o.nesterov = true;
+  checkOptimizer(*this, o, 8, 1e-6);
+  EXPECT_EQ(optimizerStateNames(o), (std::vector<std::string>{"momentum_buffer"}));
+}
+
+TEST_F(TrainingTest, AdamMatchesTorchFormulas) {
+  TrainingOptions o;
+  o.optimizer = OptimizerKind::Adam;
+  checkOptimizer(*this, o, 12, 1e-5);
+  o.weightDecay = 0.05;
+  o.beta1 = 0.6; // lerp weight 0.4: the other branch stays below 0.5 too
+  checkOptimizer(*this, o, 6, 1e-5);
+  o.beta1 = 0.3; // lerp weight 0.7 >= 0.5: ATen's other form
+  checkOptimizer(*this, o, 6, 1e-5);
+}
+
+TEST_F(TrainingTest, AdamWDecaysDecoupled) {
+  TrainingOptions o;
+  o.optimizer = OptimizerKind::AdamW;
+  o.weightDecay = 0.1;
+  checkOptimizer(*this, o, 12, 1e-5);
+  EXPECT_EQ(optimizerStateNames(o), (std::vector<std::string>{"adam_m", "adam_v"}));
+}
+
+TEST_F(TrainingTest, ClipGradNormScalesToTheMaxNorm) {
+  Tensor g0 = randomTensor({4, 3}, 41, -3, 3), g1 = randomTensor({7}, 42, -3, 3);
+  double total = 0;
+  for (const Tensor *g : {&g0, &g1})
+    for (int64_t i = 0; i < g->numElements(); ++i)
+      total += g->getDouble(i) * g->getDouble(i);
+  total = std::sqrt(total);
+  for (double maxNorm : {0.5, 1e3}) {
+    auto out = runBuilt({g0, g1}, [&](CoreBuilder &b, mlir::ValueRange a) {
+      return clipGradNorm(b, {a[0], a[1]}, maxNorm);
+    });
+    double coef = std::min(maxNorm / (total + 1e-6), 1.0);
+    for (int k = 0; k < 2; ++k) {
+      std::vector<double> want = toDoubles(k ? g1 : g0);
+      for (double &w : want)
+        w *= coef;
+      expectClose(out[k], want, 1e-5, 1e-7, "clipped gradient");
+    }
+  }
+}
+
+// ---- Dropout in training mode ----
+
+/// A model: y = Dropout(x, ratio) and, with `second`, z = Dropout(y, ratio) too; x is [8, 128].
+onnx::ModelProto dropoutModel(float ratio, bool second, int64_t opset = 17) {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  auto *op = model.add_opset_import();
+  op->set_domain("");
+  op->set_version(opset);
+  onnx::GraphProto *g = model.mutable_graph();
+  g->set_name("dropout");
+  auto addInfo = [](google::protobuf::RepeatedPtrField<onnx::ValueInfoProto> *list,
+                    const std::string &name, int32_t type, std::vector<int64_t> dims) {
+    auto *vi = list->Add();
+    vi->set_name(name);
+    auto *tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(type);
+    for (int64_t d : dims)
+      tt->mutable_shape()->add_dim()->set_dim_value(d);
+  };
+  addInfo(g->mutable_input(), "x", onnx::TensorProto::FLOAT, {8, 128});
+  *g->add_initializer() = tensorToProto(Tensor::scalar<float>(ratio), "ratio");
+  *g->add_initializer() = tensorToProto(Tensor::scalar<bool>(true), "training_mode");
+  auto addDropout = [&](const std::string &in, const std::string &out, const std::string &mask) {
+    auto *n = g->add_node();
+    n->set_op_type("Dropout");
+    n->set_name("drop_" + out);
+    n->add_input(in);
+    n->add_input("ratio");
+    n->add_input("training_mode");
+    n->add_output(out);
+    n->add_output(mask);
+  };
+  addDropout("x", "y", "mask");
+  addInfo(g->mutable_output(), "y", onnx::TensorProto::FLOAT, {8, 128});
+  addInfo(g->mutable_output(), "mask", onnx::TensorProto::BOOL, {8, 128});
+  if (second) {
+    addDropout("y", "z", "mask2");
+    addInfo(g->mutable_output(), "z", onnx::TensorProto::FLOAT, {8, 128});
+  }
+  prepareOnnxModel(model, {});
+  return model;
+}
+
+/// splitmix64's finaliser, as the comment at lowerDropout defines it.
+uint64_t mix(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+/// The documented generator: element i of Dropout stream `stream` under `key` is kept when this
+/// is >= ratio.
+float uniformOf(uint64_t key, uint64_t stream, uint64_t i) {
+  uint64_t seed = mix(key ^ (stream * 0xD1B54A32D192ED03ULL));
+  return (float)(mix(seed + (i + 1) * 0x9E3779B97F4A7C15ULL) >> 40) * std::ldexp(1.0f, -24);
+}
+
+TEST_F(TrainingTest, DropoutDropsWithTheDocumentedGenerator) {
+  const float ratio = 0.3f;
+  onnx::ModelProto model = dropoutModel(ratio, /*second=*/true);
+  ImportOptions opts;
+  opts.training = true;
+  ImportedModel m = importOnnxModel(ctx, model, opts);
+  auto main = m.module->lookupSymbol<mlir::func::FuncOp>("main");
+  ASSERT_EQ(m.rngKeyArgument, 1);
+  ASSERT_EQ(main.getNumArguments(), 2u);
+  EXPECT_TRUE(main.getArgumentTypes()[1] ==
+              mlir::RankedTensorType::get({}, mlir::IntegerType::get(&ctx, 64, mlir::IntegerType::Unsigned)));
+
+  Tensor x = randomTensor({8, 128}, 51);
+  auto run = [&](uint64_t key) { return runFunction(main, {x, Tensor::scalar<uint64_t>(key)}); };
+  auto a = run(7), again = run(7), other = run(8);
+  EXPECT_EQ(toDoubles(a[0]), toDoubles(again[0])) << "the same key draws the same mask";
+  EXPECT_NE(toDoubles(a[1]), toDoubles(other[1])) << "another key draws another mask";
+
+  const float scale = 1.0f / 0.7f;
+  int64_t kept = 0, n = x.numElements(), sameAsFirst = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    bool keep = a[1].getInt(i) != 0;
+    ASSERT_EQ(keep, uniformOf(7, 1, i) >= ratio) << "element " << i;
+    kept += keep;
+    float y = a[0].data<float>()[i];
+    EXPECT_EQ(y, keep ? x.data<float>()[i] * scale : 0.0f) << "element " << i;
+    // The second Dropout draws its own stream: its mask is not the first one's.
+    bool keepBoth = a[2].data<float>()[i] != 0;
+    EXPECT_EQ(keepBoth, keep && uniformOf(7, 2, i) >= ratio);
+    sameAsFirst += keepBoth == keep;
+  }
+  double fraction = (double)kept / n; // ~0.7 +- 0.013 (one sigma over 1024 draws)
+  EXPECT_GT(fraction, 0.64);
+  EXPECT_LT(fraction, 0.76);
+  EXPECT_LT(sameAsFirst, n - 100);
+}
+
+TEST_F(TrainingTest, DropoutOutsideTrainingIsTheIdentity) {
+  onnx::ModelProto model = dropoutModel(0.3f, false, /*opset=*/17);
+  // training_mode is a constant true: without training mode that is an error naming the node.
+  EXPECT_CONTAINS(errorOf([&] { importOnnxModel(ctx, model, {}); }), "drop_y");
+  // A constant false training_mode: the identity, and no key argument.
+  model.mutable_graph()->mutable_initializer(1)->CopyFrom(
+      tensorToProto(Tensor::scalar<bool>(false), "training_mode"));
+  ImportedModel m = importOnnxModel(ctx, model, {});
+  EXPECT_EQ(m.rngKeyArgument, -1);
+  auto main = m.module->lookupSymbol<mlir::func::FuncOp>("main");
+  ASSERT_EQ(main.getNumArguments(), 1u);
+  Tensor x = randomTensor({8, 128}, 61);
+  auto out = runFunction(main, {x});
+  EXPECT_EQ(toDoubles(out[0]), toDoubles(x));
+  for (int64_t i = 0; i < x.numElements(); ++i)
+    ASSERT_EQ(out[1].getInt(i), 1);
+}
+
+TEST_F(TrainingTest, DropoutRatioZeroNeedsNoKey) {
+  onnx::ModelProto model = dropoutModel(0.0f, false);
+  ImportOptions opts;
+  opts.training = true;
+  ImportedModel m = importOnnxModel(ctx, model, opts);
+  EXPECT_EQ(m.rngKeyArgument, -1);
+}
+
+// ---- Parameters as arguments ----
+
+TEST_F(TrainingTest, ParameterInitializersBecomeTrailingArguments) {
+  // y = (x + a) * b with initializers a, b (b a parameter, a folded) and a key-less import.
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.add_opset_import()->set_version(17);
+  onnx::GraphProto *g = model.mutable_graph();
+  auto *in = g->add_input();
+  in->set_name("x");
+  in->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  in->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(3);
+  Tensor a = randomTensor({3}, 71), bw = randomTensor({3}, 72), c = randomTensor({3}, 73);
+  *g->add_initializer() = tensorToProto(a, "a");
+  *g->add_initializer() = tensorToProto(bw, "b");
+  *g->add_initializer() = tensorToProto(c, "c");
+  for (auto [op, x, y, out] : {std::tuple{"Add", "x", "a", "s"}, {"Mul", "s", "b", "t"},
+                               {"Mul", "t", "c", "y"}}) {
+    auto *n = g->add_node();
+    n->set_op_type(op);
+    n->add_input(x);
+    n->add_input(y);
+    n->add_output(out);
+  }
+  g->add_output()->set_name("y");
+  prepareOnnxModel(model, {});
+  ImportOptions opts;
+  opts.parameterInitializers = {"c", "b", "not_there"};
+  ImportedModel m = importOnnxModel(ctx, model, opts);
+  EXPECT_EQ(m.parameterIndices, (std::vector<int64_t>{1, 2})); // initializer order
+  auto main = m.module->lookupSymbol<mlir::func::FuncOp>("main");
+  ASSERT_EQ(main.getNumArguments(), 3u);
+  Tensor b2 = randomTensor({3}, 74), c2 = randomTensor({3}, 75), x = randomTensor({3}, 76);
+  auto out = runFunction(main, {x, b2, c2});
+  for (int i = 0; i < 3; ++i)
+    EXPECT_FLOAT_EQ(out[0].data<float>()[i],
+                    (x.data<float>()[i] + a.data<float>()[i]) * b2.data<float>()[i] *
+                        c2.data<float>()[i]);
+}
+
+} // namespace
