@@ -109,10 +109,9 @@ FailureOr<SmallVector<Value>> buildGradients(OpBuilder &b, Value loss, ArrayRef<
     auto diff = dyn_cast<DifferentiableOpInterface>(op);
     if (!diff || op->getNumRegions()) {
       op->emitOpError("has no gradient: ")
-          << (op->getNumRegions() ? "ops with regions (control flow, fusions) are not "
-                                    "differentiated; autodiff needs the loss to depend on the "
-                                    "differentiated values through core ops only"
-                                  : "it declares no vector-Jacobian product");
+          << (op->getNumRegions()
+                  ? "ops with regions (tcc.if, tcc.loop, tcc.fusion) are not differentiated"
+                  : "it declares no vector-Jacobian product");
       return failure();
     }
     SmallVector<bool> wanted;
