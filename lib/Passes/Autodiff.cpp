@@ -94,6 +94,23 @@ FailureOr<SmallVector<Value>> buildGradients(OpBuilder &b, Value loss, ArrayRef<
         active.push_back(op);
     }
 
+  // Every backward op is inserted at b's insertion point, so they form one run of ops ending
+  // there: on failure that run is erased again.
+  Block *insertBlock = b.getInsertionBlock();
+  Block::iterator insertPoint = b.getInsertionPoint();
+  Operation *before = insertPoint == insertBlock->begin() ? nullptr : &*std::prev(insertPoint);
+  auto fail = [&]() -> FailureOr<SmallVector<Value>> {
+    Block::iterator first = before ? std::next(before->getIterator()) : insertBlock->begin();
+    SmallVector<Operation *> created;
+    for (auto it = first; it != b.getInsertionPoint(); ++it)
+      created.push_back(&*it);
+    for (Operation *op : llvm::reverse(created)) {
+      op->dropAllUses();
+      op->erase();
+    }
+    return failure();
+  };
+
   // Adjoints, accumulated over uses.
   llvm::DenseMap<Value, Value> adjoint;
   adjoint[loss] = CoreBuilder(b, loss.getLoc()).splat(lossType, 1.0);
@@ -112,7 +129,7 @@ FailureOr<SmallVector<Value>> buildGradients(OpBuilder &b, Value loss, ArrayRef<
           << (op->getNumRegions()
                   ? "ops with regions (tcc.if, tcc.loop, tcc.fusion) are not differentiated"
                   : "it declares no vector-Jacobian product");
-      return failure();
+      return fail();
     }
     SmallVector<bool> wanted;
     for (Value v : op->getOperands())
@@ -120,10 +137,10 @@ FailureOr<SmallVector<Value>> buildGradients(OpBuilder &b, Value loss, ArrayRef<
     SmallVector<Value> operandAdjoints;
     try {
       if (failed(diff.buildVjp(b, resultAdjoints, wanted, operandAdjoints)))
-        return failure();
+        return fail();
     } catch (const Error &e) {
       op->emitOpError("gradient construction failed: ") << e.what();
-      return failure();
+      return fail();
     }
     CoreBuilder cb(b, op->getLoc());
     for (auto [operand, adj] : llvm::zip(op->getOperands(), operandAdjoints)) {

@@ -113,9 +113,12 @@ protected:
       if (isFloat(t.dtype()))
         wrt.push_back(arg);
     b.setInsertionPoint(ret);
+    size_t opsBefore = block->getOperations().size();
     auto grads = buildGradients(b, loss, wrt);
-    if (mlir::failed(grads))
+    if (mlir::failed(grads)) {
+      EXPECT_EQ(block->getOperations().size(), opsBefore) << "a failed buildGradients left ops";
       return mlir::failure();
+    }
     llvm::SmallVector<Value> results{loss};
     llvm::append_range(results, *grads);
     b.create<mlir::func::ReturnOp>(loc, results);
