@@ -39,16 +39,6 @@ namespace {
 /// threads still run (they crash in unmapped code).
 constexpr const char *kLinkFlags = "-shared -fopenmp -Wl,-z,nodelete";
 
-std::string sha256Hex(llvm::ArrayRef<llvm::StringRef> parts) {
-  llvm::SHA256 hasher;
-  for (llvm::StringRef part : parts) {
-    hasher.update(part);
-    hasher.update(llvm::StringRef("\0", 1)); // separator: ("ab","c") != ("a","bc")
-  }
-  std::array<uint8_t, 32> digest = hasher.final();
-  return llvm::toHex(digest, /*LowerCase=*/true);
-}
-
 std::vector<std::string> splitFlags(llvm::StringRef flags) {
   llvm::SmallVector<llvm::StringRef> parts;
   flags.split(parts, ' ', -1, /*KeepEmpty=*/false);
@@ -125,22 +115,63 @@ const Compiler &hostCompiler() {
   if (macros.status != 0)
     throw Error("'" + c.path + " -march=native -E -dM' failed:\n" + macros.output);
   c.isa = rt::cpuFeaturesFromMacros(macros.output);
-  c.identity = c.version + "\ntarget " + sha256Hex({macros.output}) + "\nflags " +
+  c.identity = c.version + "\ntarget " + KernelCache::key({macros.output}) + "\nflags " +
                kCpuCompileFlags + "\nlink " + kLinkFlags;
   return known.emplace(name, std::move(c)).first->second;
 }
 
-/// Moves `from` to `to` atomically (same directory); a concurrent winner is as good as us.
-void publish(llvm::StringRef from, llvm::StringRef to) {
-  if (std::error_code ec = fs::rename(from, to)) {
-    fs::remove(from);
-    if (!fs::exists(to))
-      throw Error("cannot write the kernel cache file " + to.str() + ": " + ec.message());
+} // namespace
+
+std::string KernelCache::key(const std::vector<std::string> &parts) {
+  llvm::SHA256 hasher;
+  for (const std::string &part : parts) {
+    hasher.update(part);
+    hasher.update(llvm::StringRef("\0", 1)); // separator: ("ab","c") != ("a","bc")
   }
+  std::array<uint8_t, 32> digest = hasher.final();
+  return llvm::toHex(digest, /*LowerCase=*/true);
 }
 
-/// A unique temporary path next to `final` (same file system, so rename is atomic).
-std::string tempNextTo(llvm::StringRef final) {
+std::string KernelCache::path(const std::string &key, const std::string &ext) const {
+  std::string dir = sharded ? root + "/" + key.substr(0, 2) : root;
+  if (std::error_code ec = fs::create_directories(dir))
+    throw Error("cannot create the kernel cache directory " + dir + ": " + ec.message());
+  return dir + "/" + key + ext;
+}
+
+bool KernelCache::contains(const std::string &key, const std::string &ext) const {
+  return fs::exists(path(key, ext));
+}
+
+bool KernelCache::read(const std::string &key, const std::string &ext, std::string &bytes) const {
+  auto buffer = llvm::MemoryBuffer::getFile(path(key, ext), /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return false;
+  bytes = (*buffer)->getBuffer().str();
+  return true;
+}
+
+void KernelCache::write(const std::string &key, const std::string &ext,
+                        const std::string &bytes) const {
+  std::string final = path(key, ext), temp = temporaryNextTo(final);
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(temp, ec, fs::OF_None);
+    if (ec)
+      throw Error("cannot write the kernel cache file " + temp + ": " + ec.message());
+    os << bytes;
+    os.close();
+    if (os.has_error()) {
+      os.clear_error();
+      fs::remove(temp);
+      throw Error("cannot write the kernel cache file " + temp);
+    }
+  }
+  publish(temp, final);
+}
+
+std::string KernelCache::temporaryNextTo(const std::string &final) {
   llvm::SmallString<256> model(final);
   model += ".tmp-%%%%%%%%%%%%";
   llvm::SmallString<256> result;
@@ -148,7 +179,14 @@ std::string tempNextTo(llvm::StringRef final) {
   return result.str().str();
 }
 
-} // namespace
+void KernelCache::publish(const std::string &temporary, const std::string &final) {
+  // A concurrent winner is as good as us.
+  if (std::error_code ec = fs::rename(temporary, final)) {
+    fs::remove(temporary);
+    if (!fs::exists(final))
+      throw Error("cannot write the kernel cache file " + final + ": " + ec.message());
+  }
+}
 
 std::string tcc::codegen::defaultKernelCacheDir() {
   if (const char *dir = std::getenv("TCC_CACHE_DIR"); dir && *dir)
@@ -188,12 +226,7 @@ CpuModule tcc::codegen::compileCpuModule(const std::vector<KernelSource> &kernel
     if (!scratch.empty())
       fs::remove_directories(scratch);
   });
-  auto entryPath = [&](const std::string &key, const char *ext) {
-    std::string dir = options.useCache ? root + "/" + key.substr(0, 2) : root;
-    if (std::error_code ec = fs::create_directories(dir))
-      throw Error("cannot create the kernel cache directory " + dir + ": " + ec.message());
-    return dir + "/" + key + ext;
-  };
+  KernelCache cache(root, /*sharded=*/options.useCache);
 
   std::vector<std::string> keys(kernels.size()), objects(kernels.size());
   std::vector<std::string> errors(kernels.size());
@@ -204,8 +237,8 @@ CpuModule tcc::codegen::compileCpuModule(const std::vector<KernelSource> &kernel
   auto compileOne = [&](size_t i) {
     try {
       const KernelSource &k = kernels[i];
-      keys[i] = sha256Hex({cxx.identity, k.source});
-      objects[i] = entryPath(keys[i], ".o");
+      keys[i] = KernelCache::key({cxx.identity, k.source});
+      objects[i] = cache.path(keys[i], ".o");
       bool hit = options.useCache && fs::exists(objects[i]);
       if (!hit) {
         llvm::SmallString<128> source;
@@ -218,7 +251,7 @@ CpuModule tcc::codegen::compileCpuModule(const std::vector<KernelSource> &kernel
             throw Error("cannot write " + source.str().str() + ": " + ec.message());
           os << k.source;
         }
-        std::string temp = tempNextTo(objects[i]);
+        std::string temp = KernelCache::temporaryNextTo(objects[i]);
         std::vector<std::string> args = flags;
         for (const char *a : {"-c", "-x", "c++"})
           args.push_back(a);
@@ -234,7 +267,7 @@ CpuModule tcc::codegen::compileCpuModule(const std::vector<KernelSource> &kernel
                       "):\n" + r.output);
         }
         fs::remove(source);
-        publish(temp, objects[i]);
+        KernelCache::publish(temp, objects[i]);
       }
       std::lock_guard<std::mutex> lock(mutex);
       hits += hit;
@@ -265,14 +298,12 @@ CpuModule tcc::codegen::compileCpuModule(const std::vector<KernelSource> &kernel
   module.stats.cacheHits = hits;
 
   // Link (cached by the object keys: equal objects link to an equal shared object).
-  std::vector<llvm::StringRef> keyRefs{cxx.identity, kLinkFlags};
-  for (const std::string &k : keys)
-    keyRefs.push_back(k);
-  std::string soKey = sha256Hex(keyRefs);
-  std::string so = entryPath(soKey, ".so");
+  std::vector<std::string> keyParts{cxx.identity, kLinkFlags};
+  keyParts.insert(keyParts.end(), keys.begin(), keys.end());
+  std::string so = cache.path(KernelCache::key(keyParts), ".so");
   module.stats.linkCacheHit = options.useCache && fs::exists(so);
   if (!module.stats.linkCacheHit) {
-    std::string temp = tempNextTo(so);
+    std::string temp = KernelCache::temporaryNextTo(so);
     std::vector<std::string> args = splitFlags(kLinkFlags);
     args.push_back("-o");
     args.push_back(temp);
@@ -284,7 +315,7 @@ CpuModule tcc::codegen::compileCpuModule(const std::vector<KernelSource> &kernel
       throw Error("linking " + std::to_string(kernels.size()) + " kernel(s) failed (" + cxx.path +
                   " exited with " + std::to_string(r.status) + "):\n" + r.output);
     }
-    publish(temp, so);
+    KernelCache::publish(temp, so);
   }
   auto buffer = llvm::MemoryBuffer::getFile(so, false, false);
   if (!buffer)

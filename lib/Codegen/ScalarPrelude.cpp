@@ -1,8 +1,9 @@
 //===- ScalarPrelude.cpp - Helper functions emitted kernels call ---------===//
 //
 // The prelude of every emitted translation unit: the same bit-exact helpers for the CPU and
-// CUDA (only the function qualifiers, bit casts and clz differ), so both backends round,
-// wrap and saturate exactly like the reference kernels (lib/Interp/KernelsElementwise.cpp).
+// CUDA (only the function qualifiers, bit casts, clz and the 16-bit float conversions, which
+// CUDA does in hardware, differ), so both backends round, wrap and saturate exactly like the
+// reference kernels (lib/Interp/KernelsElementwise.cpp).
 // The helpers are branch-free where they sit in inner loops (16-bit float conversions,
 // max/min, saturating casts), so GCC can vectorise the loops that use them.
 //
@@ -12,10 +13,15 @@
 using namespace tcc::codegen;
 
 /// Target-independent part, written in terms of TCC_FN, tcc_bits_f32/tcc_f32_from_bits,
-/// tcc_bits_f64/tcc_f64_from_bits, TCC_CLZLL and TCC_MATH (libm function names).
-static const char *const kCommonPrelude = R"cpp(
+/// tcc_bits_f64/tcc_f64_from_bits, TCC_CLZLL, TCC_MATH (libm function names) and the four
+/// 16-bit conversions (tcc_f16_to_f32, tcc_f32_to_f16, tcc_bf16_to_f32, tcc_f32_to_bf16), which
+/// each target defines: in software on the CPU, with the hardware's cvt on CUDA.
+static const char *const kCommon16BitHeading = R"cpp(
 // ---- 16-bit floats: stored as uint16_t bits, computed in float, rounded to nearest even ----
-TCC_FN float tcc_f16_to_f32(uint16_t h) {
+)cpp";
+
+/// Bit-exact software conversions (NaN payloads kept), vectorisable by GCC.
+static const char *const kCpu16BitConversions = R"cpp(TCC_FN float tcc_f16_to_f32(uint16_t h) {
   const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
   const uint32_t exponent = (h >> 10) & 0x1Fu;
   const uint32_t mantissa = h & 0x3FFu;
@@ -53,7 +59,9 @@ TCC_FN uint16_t tcc_f32_to_bf16(float f) {
   const uint32_t rounded = (x + 0x7FFFu + ((x >> 16) & 1u)) >> 16;
   return (uint16_t)((x & 0x7FFFFFFFu) > 0x7F800000u ? ((x >> 16) | 0x40u) : rounded);
 }
+)cpp";
 
+static const char *const kCommonPrelude = R"cpp(
 TCC_FN float tcc_round_f16(float f) { return tcc_f16_to_f32(tcc_f32_to_f16(f)); }
 TCC_FN float tcc_round_bf16(float f) { return tcc_bf16_to_f32(tcc_f32_to_bf16(f)); }
 
@@ -225,7 +233,8 @@ typedef unsigned short uint16_t;
 typedef unsigned int uint32_t;
 typedef unsigned long long uint64_t;
 
-#define TCC_FN static __device__ __forceinline__
+// Not static: NVRTC warns about unused static functions, and drops unused inline ones anyway.
+#define TCC_FN __device__ __forceinline__
 #define TCC_CLZLL __clzll
 #define TCC_MATH(f) f
 #define TCC_EXPORT extern "C" __global__
@@ -234,6 +243,30 @@ TCC_FN uint32_t tcc_bits_f32(float f) { return __float_as_uint(f); }
 TCC_FN float tcc_f32_from_bits(uint32_t u) { return __uint_as_float(u); }
 TCC_FN uint64_t tcc_bits_f64(double d) { return (uint64_t)__double_as_longlong(d); }
 TCC_FN double tcc_f64_from_bits(uint64_t u) { return __longlong_as_double((long long)u); }
+
+// N elements of T as one aligned access (ld/st.global.v4.u32 for 16 bytes).
+template <class T, int N> struct __align__(sizeof(T) * N) tcc_vec { T v[N]; };
+)cpp";
+
+/// One cvt instruction each (sm_80+), through inline PTX rather than cuda_fp16.h/cuda_bf16.h,
+/// whose inclusion triples NVRTC's time for a small kernel. Rounding is to nearest even with
+/// subnormals kept, like the reference; NaNs come out as the canonical NaN (payload dropped).
+static const char *const kCuda16BitConversions = R"cpp(TCC_FN float tcc_f16_to_f32(uint16_t h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+TCC_FN uint16_t tcc_f32_to_f16(float f) {
+  uint16_t h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+TCC_FN float tcc_bf16_to_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+TCC_FN uint16_t tcc_f32_to_bf16(float f) {
+  uint16_t h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
 )cpp";
 
 /// CPU only: f32 exp/log/tanh/erf/sigmoid as branch-free inline approximations (plain float
@@ -343,6 +376,8 @@ TCC_FN float tcc_sigmoidf(float x) {
 
 std::string ScalarEmitter::prelude() const {
   std::string text = target == Target::Cpu ? kCpuPrelude : kCudaPrelude;
+  text += kCommon16BitHeading;
+  text += target == Target::Cpu ? kCpu16BitConversions : kCuda16BitConversions;
   text += kCommonPrelude;
   if (target == Target::Cpu)
     text += kCpuMathPrelude;
