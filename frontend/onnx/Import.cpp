@@ -418,10 +418,11 @@ Value GraphImporter::rngKey() {
   return rngKey_;
 }
 
-/// Graph inputs (block arguments of @main) that `v` is computed from; nullopt if it depends on
-/// anything else that is not constant (a region argument, an op with regions).
-std::optional<std::set<std::string>> GraphImporter::inputsFeeding(Value v) const {
-  std::set<std::string> names;
+/// Graph inputs and parameters (block arguments of @main) that `v` is computed from; nullopt if
+/// it depends on anything else that is not constant (the rng key, a region argument, an op with
+/// regions).
+std::optional<NeedsInputValues> GraphImporter::inputsFeeding(Value v) const {
+  NeedsInputValues feeding;
   std::vector<Value> work{v};
   llvm::DenseSet<Value> seen;
   while (!work.empty()) {
@@ -430,11 +431,15 @@ std::optional<std::set<std::string>> GraphImporter::inputsFeeding(Value v) const
     if (!seen.insert(cur).second)
       continue;
     if (auto arg = dyn_cast<BlockArgument>(cur)) {
-      // Parameters and the rng key (the arguments after the graph inputs) have no value to
-      // specialize on: a compile-time quantity computed from them cannot be folded.
-      if (arg.getOwner() != mainBlock_ || arg.getArgNumber() >= inputNames_.size())
+      if (arg.getOwner() != mainBlock_)
         return std::nullopt;
-      names.insert(inputNames_[arg.getArgNumber()]);
+      size_t i = arg.getArgNumber();
+      if (i < inputNames_.size())
+        feeding.inputs.insert(inputNames_[i]);
+      else if (i - inputNames_.size() < parameterNames_.size())
+        feeding.parameters.insert(parameterNames_[i - inputNames_.size()]);
+      else
+        return std::nullopt;
       continue;
     }
     Operation *op = cur.getDefiningOp();
@@ -443,27 +448,32 @@ std::optional<std::set<std::string>> GraphImporter::inputsFeeding(Value v) const
     for (Value operand : op->getOperands())
       work.push_back(operand);
   }
-  return names;
+  return feeding;
 }
 
 Tensor GraphImporter::requireConstant(NodeContext &ctx, Value v, const std::string &what) {
   if (auto c = v.getDefiningOp<ConstantOp>())
     return tensorFromAttr(c.getValue());
   auto feeding = inputsFeeding(v);
-  if (!feeding || feeding->empty())
+  // A parameter initializer whose value the model needs at compile time (a Dropout ratio, a
+  // Reshape's shape) is no parameter: restart with it as a constant.
+  if (feeding && !feeding->parameters.empty())
+    throw NeedsInputValues{{}, feeding->parameters};
+  if (!feeding || feeding->inputs.empty())
     ctx.fail(what + " must be known at compile time, but it is computed at run time");
+  const std::set<std::string> &inputs = feeding->inputs;
   std::set<std::string> missing;
-  for (const auto &name : *feeding)
+  for (const auto &name : inputs)
     if (!options_.inputValues.count(name))
       missing.insert(name);
   std::set<std::string> fresh;
-  for (const auto &name : *feeding)
+  for (const auto &name : inputs)
     if (!specialized_.count(name))
       fresh.insert(name);
   if (missing.empty() && !fresh.empty())
-    throw NeedsInputValues{*feeding};
+    throw NeedsInputValues{inputs, {}};
   std::string names;
-  for (const auto &n : *feeding)
+  for (const auto &n : inputs)
     names += (names.empty() ? "'" : ", '") + n + "'";
   if (!missing.empty())
     ctx.fail(what + " must be known at compile time; it is computed from graph input(s) " + names +
@@ -516,6 +526,7 @@ ImportedModel GraphImporter::run() {
     argTypes.push_back(
         RankedTensorType::get(SmallVector<int64_t>(init.dims().begin(), init.dims().end()), element));
     parameters.push_back(&init);
+    parameterNames_.push_back(init.name());
     result.parameterIndices.push_back(i);
   }
 
@@ -623,14 +634,17 @@ ImportedModel importOnnxModel(MLIRContext &ctx, const onnx::ModelProto &model,
   if (!unsupported.empty())
     throw Error(describeUnsupportedOps(unsupported));
   std::set<std::string> specialized;
+  ImportOptions current = options;
   for (;;) {
     try {
-      onnx_import::GraphImporter importer(ctx, model, options, specialized);
+      onnx_import::GraphImporter importer(ctx, model, current, specialized);
       return importer.run();
     } catch (const onnx_import::NeedsInputValues &needs) {
-      size_t before = specialized.size();
+      size_t before = specialized.size() + current.parameterInitializers.size();
       specialized.insert(needs.inputs.begin(), needs.inputs.end());
-      if (specialized.size() == before)
+      for (const std::string &name : needs.parameters)
+        current.parameterInitializers.erase(name);
+      if (specialized.size() + current.parameterInitializers.size() == before)
         throw Error("internal error: input specialization did not converge");
     }
   }

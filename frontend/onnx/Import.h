@@ -60,7 +60,7 @@ private:
   void expandFunction(NodeContext &ctx, const onnx::OpSchema &schema);
   mlir::Value constantFromProto(const onnx::TensorProto &t, mlir::Location loc);
   mlir::RankedTensorType inputType(const onnx::ValueInfoProto &in) const;
-  std::optional<std::set<std::string>> inputsFeeding(mlir::Value v) const;
+  std::optional<NeedsInputValues> inputsFeeding(mlir::Value v) const;
   /// The binding of `name` in the innermost scope that has one: {tensor, sequence}, at most one
   /// of them non-null.
   std::pair<mlir::Value, const SequenceValue *> find(const std::string &name) const;
@@ -78,6 +78,7 @@ private:
   std::string prefix_; // "outer/" while expanding a function-defined node
   mlir::Block *mainBlock_ = nullptr;
   std::vector<std::string> inputNames_;
+  std::vector<std::string> parameterNames_; // the arguments after the graph inputs
   mlir::Value rngKey_;
   uint64_t rngStreams_ = 0;
 };

@@ -30,9 +30,11 @@ public:
 };
 
 /// Thrown when a value needed at compile time is computed from graph inputs whose concrete
-/// values are available: the import restarts with those inputs specialized.
+/// values are available, or from parameter initializers: the import restarts with those inputs
+/// specialized and those parameters imported as constants.
 struct NeedsInputValues {
   std::set<std::string> inputs;
+  std::set<std::string> parameters;
 };
 
 class GraphImporter;

@@ -19,6 +19,7 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <numeric>
@@ -258,17 +259,29 @@ TrainingSpec buildTraining(MLIRContext &ctx, const onnx::ModelProto &model,
     throw Error("loss output index " + std::to_string(options.outputIndex) +
                 " is out of range: the model has " + std::to_string(graph.output_size()) +
                 " output(s)");
-  std::vector<int64_t> trained = trainedInitializers(graph, options);
-
   ImportOptions trainImport = importOptions;
   trainImport.parameterInitializers.clear();
-  for (int64_t i : trained)
+  for (int64_t i : trainedInitializers(graph, options))
     trainImport.parameterInitializers.insert(graph.initializer(i).name());
   trainImport.training = true;
+  ImportedModel train = importOnnxModel(ctx, model, trainImport);
+  // The import keeps as constants the initializers whose values it needs at compile time.
+  std::vector<int64_t> trained = train.parameterIndices;
+  for (const std::string &name : options.trainable)
+    if (std::none_of(trained.begin(), trained.end(),
+                     [&](int64_t i) { return graph.initializer(i).name() == name; }))
+      throw Error("'" + name + "' cannot be trained: the model needs its value at compile time");
+  if (trained.empty())
+    throw Error("the model has no trainable parameters (every selected floating-point "
+                "initializer is needed at compile time)");
   ImportOptions evalImport = trainImport;
   evalImport.training = false;
-  ImportedModel train = importOnnxModel(ctx, model, trainImport);
+  evalImport.parameterInitializers.clear();
+  for (int64_t i : trained)
+    evalImport.parameterInitializers.insert(graph.initializer(i).name());
   ImportedModel eval = importOnnxModel(ctx, model, evalImport);
+  if (eval.parameterIndices != trained)
+    throw Error("internal error: the eval graph's parameters differ from the train step's");
 
   TrainingSpec spec;
   spec.gradAccumulation = options.gradAccumulation;

@@ -68,10 +68,14 @@ LossValues buildLoss(CoreBuilder &b, const TrainingOptions &options, Value outpu
     throw Error("the loss expects labels of type " + std::to_string(expected.getRank()) +
                 "-d " + std::string(dtypeName(dtypeFromType(expected.getElementType()))) +
                 " shaped like the output less its class dim");
-  Value x = b.cast(output, b.builder().getF32Type());
+  // f64 models keep f64 through the loss (so their gradients are f64 throughout); others
+  // compute it in f32. The results are f32 whatever the model's type.
+  Type f32 = b.builder().getF32Type();
+  Type compute = CoreBuilder::elementTypeOf(output).isF64() ? b.builder().getF64Type() : f32;
+  Value x = b.cast(output, compute);
   LossValues result;
   if (options.loss == LossKind::MSE) {
-    Value diff = b.sub(x, labels);
+    Value diff = b.sub(x, b.cast(labels, compute));
     result.perSample = b.mul(diff, diff);
   } else {
     // log-softmax over the class dim, shifted by the max so that exp cannot overflow.
@@ -84,7 +88,7 @@ LossValues buildLoss(CoreBuilder &b, const TrainingOptions &options, Value outpu
     Value classIndex = b.iota(withClass, b.builder().getI64Type(), 1);
     withClass[1] = 1;
     Value label = b.reshape(b.cast(labels, b.builder().getI64Type()), withClass);
-    Value oneHot = b.cast(b.compare(CompareKind::Eq, classIndex, label), b.builder().getF32Type());
+    Value oneHot = b.cast(b.compare(CompareKind::Eq, classIndex, label), compute);
     Value nll = b.unary(UnaryKind::Neg,
                         b.reduce(ReduceKind::Sum, b.mul(oneHot, logProb), {1}, false));
     result.perSample = nll;
@@ -92,15 +96,17 @@ LossValues buildLoss(CoreBuilder &b, const TrainingOptions &options, Value outpu
       // PyTorch: (1 - s) * nll + s * smooth, smooth = -sum_c log p_c / C.
       int64_t classes = CoreBuilder::shapeOf(x)[1];
       Value smooth = b.div(b.unary(UnaryKind::Neg, b.reduce(ReduceKind::Sum, logProb, {1}, false)),
-                           scalar(b, b.builder().getF32Type(), (double)classes));
+                           scalar(b, compute, (double)classes));
       result.perSample = b.add(b.mul(nll, b.scalarLike(nll, 1 - s)), b.mul(smooth, b.scalarLike(smooth, s)));
     }
     result.prediction = b.create<ArgReduceOp>(/*is_max=*/true, x, /*dim=*/uint64_t(1),
                                               /*select_last_index=*/false);
   }
   Value perSample = result.perSample;
-  result.mean = b.div(b.reduce(ReduceKind::Sum, perSample, allDims(perSample), false),
-                      b.scalarLike(perSample, (double)product(CoreBuilder::shapeOf(perSample))));
+  result.mean = b.cast(b.div(b.reduce(ReduceKind::Sum, perSample, allDims(perSample), false),
+                             b.scalarLike(perSample, (double)product(CoreBuilder::shapeOf(perSample)))),
+                       f32);
+  result.perSample = b.cast(perSample, f32);
   return result;
 }
 

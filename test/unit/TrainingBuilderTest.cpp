@@ -8,6 +8,7 @@
 #include "tcc/Frontend/OnnxImporter.h"
 #include "tcc/Frontend/OnnxModel.h"
 #include "tcc/Interp/Interpreter.h"
+#include "tcc/Interp/Kernels.h"
 #include "tcc/Training/TrainingOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -538,6 +539,373 @@ TEST_F(TrainingTest, ParameterInitializersBecomeTrailingArguments) {
     EXPECT_FLOAT_EQ(out[0].data<float>()[i],
                     (x.data<float>()[i] + a.data<float>()[i]) * b2.data<float>()[i] *
                         c2.data<float>()[i]);
+}
+
+// ---- Training entries (buildTraining) ----
+
+/// An MLP: x [n, d] -> Gemm(w1 [h, d], b1 [h], transB=1) -> Tanh -> [Dropout(ratio)] ->
+/// MatMul(w2 [h, c]) -> Add(b2 [c]) -> Reshape(shape = [n, c], an i64 initializer) -> logits.
+onnx::ModelProto mlpModel(int64_t n, int64_t d, int64_t h, int64_t c, DType dtype,
+                          float dropout = 0) {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.add_opset_import()->set_version(17);
+  onnx::GraphProto *g = model.mutable_graph();
+  g->set_name("mlp");
+  auto info = [&](onnx::ValueInfoProto *vi, const std::string &name, std::vector<int64_t> dims) {
+    vi->set_name(name);
+    auto *tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(dtypeToOnnx(dtype));
+    for (int64_t dim : dims)
+      tt->mutable_shape()->add_dim()->set_dim_value(dim);
+  };
+  info(g->add_input(), "x", {n, d});
+  uint32_t seed = 200;
+  auto init = [&](const std::string &name, Shape shape, float range) {
+    Tensor t = randomTensor(shape, seed++, -range, range);
+    *g->add_initializer() = tensorToProto(kernels::cast(t, dtype), name);
+  };
+  init("w1", {h, d}, 0.8f);
+  init("b1", {h}, 0.3f);
+  init("w2", {h, c}, 0.8f);
+  init("b2", {c}, 0.3f);
+  *g->add_initializer() = tensorToProto(Tensor::fromVector<int64_t>({2}, {n, c}), "shape");
+  auto node = [&](const std::string &op, std::vector<std::string> in, const std::string &out) {
+    auto *nd = g->add_node();
+    nd->set_op_type(op);
+    nd->set_name(op + "_" + out);
+    for (auto &i : in)
+      nd->add_input(i);
+    nd->add_output(out);
+    return nd;
+  };
+  auto *gemm = node("Gemm", {"x", "w1", "b1"}, "hidden");
+  auto *transB = gemm->add_attribute();
+  transB->set_name("transB");
+  transB->set_type(onnx::AttributeProto::INT);
+  transB->set_i(1);
+  node("Tanh", {"hidden"}, "act");
+  std::string act = "act";
+  if (dropout > 0) {
+    *g->add_initializer() = tensorToProto(Tensor::scalar<float>(dropout), "ratio");
+    node("Dropout", {"act", "ratio"}, "dropped");
+    act = "dropped";
+  }
+  node("MatMul", {act, "w2"}, "mm");
+  node("Add", {"mm", "b2"}, "sum");
+  node("Reshape", {"sum", "shape"}, "logits");
+  info(g->add_output(), "logits", {n, c});
+  prepareOnnxModel(model, {});
+  return model;
+}
+
+const EntrySpec &entryOf(const TrainingSpec &spec, const std::string &name) {
+  for (const EntrySpec &e : spec.entries)
+    if (e.name == name)
+      return e;
+  throw Error("no entry " + name);
+}
+
+/// Runs entries as the runtime does: State inputs from the current state, State outputs
+/// become the next state, the rest comes from / goes to the caller.
+struct Runner {
+  const TrainingSpec &spec;
+  std::vector<Tensor> state;
+
+  explicit Runner(const TrainingSpec &spec) : spec(spec) {
+    for (const StateSpec &s : spec.state)
+      state.push_back(s.initial);
+  }
+
+  /// The entry's Data and Loss outputs, in order.
+  std::vector<Tensor> run(const std::string &name, const std::vector<Tensor> &data, float lr = 0,
+                          uint64_t key = 0) {
+    const EntrySpec &e = entryOf(spec, name);
+    std::vector<Tensor> args;
+    size_t nextData = 0;
+    for (const Binding &in : e.inputs) {
+      switch (in.role) {
+      case BindingRole::State: args.push_back(state.at(in.state)); break;
+      case BindingRole::Data: args.push_back(data.at(nextData++)); break;
+      case BindingRole::LearningRate: args.push_back(Tensor::scalar<float>(lr)); break;
+      case BindingRole::RngKey: args.push_back(Tensor::scalar<uint64_t>(key)); break;
+      case BindingRole::Loss: ADD_FAILURE() << "Loss is not an input role"; break;
+      }
+    }
+    EXPECT_EQ(nextData, data.size()) << name << " takes every batch tensor";
+    std::vector<Tensor> outs =
+        runFunction(e.module.get().lookupSymbol<mlir::func::FuncOp>("main"), args), caller;
+    for (size_t i = 0; i < outs.size(); ++i) {
+      if (e.outputs[i].role == BindingRole::State)
+        state.at(e.outputs[i].state) = outs[i];
+      else
+        caller.push_back(outs[i]);
+    }
+    return caller;
+  }
+};
+
+std::vector<Tensor> parametersOf(const Runner &r) {
+  std::vector<Tensor> p;
+  for (size_t i = 0; i < r.spec.state.size(); ++i)
+    if (r.spec.state[i].kind == StateKind::Parameter)
+      p.push_back(r.state[i]);
+  return p;
+}
+
+TEST_F(TrainingTest, TrainStepSpecHasTheDocumentedLayout) {
+  onnx::ModelProto model = mlpModel(4, 3, 5, 2, DType::F32, 0.2f);
+  TrainingOptions o; // Adam, cross-entropy
+  o.gradAccumulation = 2;
+  o.frozen = {"b2"};
+  TrainingSpec spec = buildTraining(ctx, model, o);
+  // Parameters first (initializer order, b2 frozen), Adam's m and v per parameter, the step,
+  // one accumulator per parameter.
+  std::vector<std::string> names;
+  for (const StateSpec &s : spec.state)
+    names.push_back(s.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"w1", "b1", "w2", "w1.adam_m", "w1.adam_v", "b1.adam_m",
+                                             "b1.adam_v", "w2.adam_m", "w2.adam_v", "step",
+                                             "w1.grad_accum", "b1.grad_accum", "w2.grad_accum"}));
+  EXPECT_EQ(spec.state[2].initializerIndex, 2);
+  EXPECT_EQ(spec.state[2].kind, StateKind::Parameter);
+  EXPECT_EQ(spec.state[3].kind, StateKind::OptimizerState);
+  EXPECT_EQ(spec.state[9].kind, StateKind::Step);
+  EXPECT_EQ(spec.state[9].initial.dtype(), DType::I64);
+  EXPECT_EQ(spec.state[12].kind, StateKind::GradAccumulator);
+  EXPECT_EQ(spec.state[4].initial.getDouble(7), 0.0);
+  EXPECT_EQ(spec.gradAccumulation, 2);
+  EXPECT_CONTAINS(spec.configJson, "\"optimizer\": \"adam\"");
+  EXPECT_CONTAINS(spec.configJson, "\"trainable\": [\"w1\", \"b1\", \"w2\"]");
+
+  ASSERT_EQ(spec.entries.size(), 3u);
+  const EntrySpec &train = entryOf(spec, "train_step");
+  std::vector<BindingRole> roles;
+  for (const Binding &b : train.inputs)
+    roles.push_back(b.role);
+  std::vector<BindingRole> want(13, BindingRole::State);
+  want.insert(want.end(), {BindingRole::Data, BindingRole::Data, BindingRole::LearningRate,
+                           BindingRole::RngKey});
+  EXPECT_EQ(roles, want);
+  EXPECT_EQ(train.inputNames[13], "x");
+  EXPECT_EQ(train.inputNames[14], "labels");
+  EXPECT_EQ(train.outputs.back().role, BindingRole::Loss);
+  EXPECT_EQ(train.outputs.size(), 14u); // every state's next value and the loss
+  const EntrySpec &acc = entryOf(spec, "accumulate_step");
+  EXPECT_EQ(acc.inputs.size(), 3u + 3u + 2u + 1u);
+  EXPECT_EQ(acc.outputs.size(), 3u + 1u);
+  EXPECT_EQ(acc.outputs[0].state, 10);
+  const EntrySpec &eval = entryOf(spec, "eval");
+  EXPECT_EQ(eval.inputs.size(), 3u + 2u); // no learning rate, no key
+  EXPECT_EQ(eval.outputNames, (std::vector<std::string>{"loss", "prediction"}));
+}
+
+TEST_F(TrainingTest, MlpLossDecreasesOverTwentySteps) {
+  onnx::ModelProto model = mlpModel(16, 6, 12, 3, DType::F32, 0.1f);
+  TrainingOptions o;
+  o.optimizer = OptimizerKind::AdamW;
+  o.weightDecay = 0.01;
+  TrainingSpec spec = buildTraining(ctx, model, o);
+  Runner r(spec);
+  Tensor x = randomTensor({16, 6}, 301), labels = randomLabels({16}, 3, 302);
+  auto meanEvalLoss = [&] {
+    Tensor perSample = r.run("eval", {x, labels})[0];
+    double mean = 0;
+    for (int64_t i = 0; i < perSample.numElements(); ++i)
+      mean += perSample.getDouble(i) / perSample.numElements();
+    return mean;
+  };
+  double before = meanEvalLoss();
+  std::vector<double> losses;
+  for (int step = 0; step < 20; ++step)
+    losses.push_back(r.run("train_step", {x, labels}, 0.05f, 1000 + step)[0].getDouble(0));
+  EXPECT_LT(losses.back(), 0.7 * losses.front());
+  EXPECT_LT(meanEvalLoss(), 0.7 * before);
+  EXPECT_EQ(r.state[spec.state.size() - 1].getInt(0), 20); // the step counter
+  // The same key draws the same dropout mask: the loss is a function of (state, batch, key).
+  Runner a(spec), b(spec);
+  EXPECT_EQ(a.run("train_step", {x, labels}, 0.05f, 5)[0].getDouble(0),
+            b.run("train_step", {x, labels}, 0.05f, 5)[0].getDouble(0));
+  EXPECT_NE(a.run("train_step", {x, labels}, 0.05f, 6)[0].getDouble(0),
+            b.run("train_step", {x, labels}, 0.05f, 7)[0].getDouble(0));
+}
+
+/// Mean cross-entropy of the f64 MLP at `params` (w1, b1, w2, b2), in double.
+double referenceLoss(mlir::func::FuncOp forward, const Tensor &x, const Tensor &labels,
+                     const std::vector<Tensor> &params, double smoothing) {
+  std::vector<Tensor> args{x};
+  args.insert(args.end(), params.begin(), params.end());
+  Tensor logits = runFunction(forward, args)[0];
+  double mean = 0;
+  std::vector<double> per = crossEntropyReference(logits, labels, smoothing);
+  for (double v : per)
+    mean += v / per.size();
+  return mean;
+}
+
+TEST_F(TrainingTest, TrainStepGradientMatchesFiniteDifferences) {
+  // f64 model: the train step's gradient is f64 throughout. SGD with lr 1 turns it into
+  // p - p_next; central differences of a double reference loss check it.
+  onnx::ModelProto model = mlpModel(5, 4, 6, 3, DType::F64);
+  TrainingOptions o;
+  o.optimizer = OptimizerKind::SGD;
+  o.labelSmoothing = 0.1;
+  TrainingSpec spec = buildTraining(ctx, model, o);
+  Tensor x = kernels::cast(randomTensor({5, 4}, 401, -2, 2), DType::F64);
+  Tensor labels = randomLabels({5}, 3, 402);
+  Runner r(spec);
+  std::vector<Tensor> params = parametersOf(r);
+  ASSERT_EQ(params.size(), 4u);
+  r.run("train_step", {x, labels}, 1.0f);
+  std::vector<Tensor> next = parametersOf(r);
+
+  ImportOptions io;
+  io.parameterInitializers = {"w1", "b1", "w2", "b2"};
+  ImportedModel forward = importOnnxModel(ctx, model, io);
+  auto fwd = forward.module->lookupSymbol<mlir::func::FuncOp>("main");
+  const double h = 1e-6;
+  for (size_t p = 0; p < params.size(); ++p)
+    for (int64_t i = 0; i < params[p].numElements(); ++i) {
+      std::vector<Tensor> plus = params, minus = params;
+      plus[p] = params[p].clone();
+      minus[p] = params[p].clone();
+      plus[p].data<double>()[i] += h;
+      minus[p].data<double>()[i] -= h;
+      double numeric = (referenceLoss(fwd, x, labels, plus, 0.1) -
+                        referenceLoss(fwd, x, labels, minus, 0.1)) / (2 * h);
+      double analytic = params[p].getDouble(i) - next[p].getDouble(i);
+      EXPECT_NEAR(analytic, numeric, 1e-7 + 1e-6 * std::abs(numeric))
+          << spec.state[p].name << "[" << i << "]";
+    }
+}
+
+TEST_F(TrainingTest, AccumulatingFourMicroBatchesEqualsOneBatch) {
+  TrainingOptions o;
+  o.optimizer = OptimizerKind::SGD;
+  o.momentum = 0.9;
+  o.clipGradNorm = 0.5; // applies to the averaged gradient
+  TrainingSpec whole = buildTraining(ctx, mlpModel(32, 6, 8, 4, DType::F32), o);
+  o.gradAccumulation = 4;
+  TrainingSpec micro = buildTraining(ctx, mlpModel(8, 6, 8, 4, DType::F32), o);
+  Tensor x = randomTensor({32, 6}, 501), labels = randomLabels({32}, 4, 502);
+  Runner a(whole), b(micro);
+  std::vector<Tensor> start = parametersOf(a);
+  for (int update = 0; update < 2; ++update) {
+    double wholeLoss = a.run("train_step", {x, labels}, 0.5f)[0].getDouble(0), microLoss = 0;
+    for (int k = 0; k < 4; ++k) {
+      Tensor xk = kernels::slice(x, {8 * k, 0}, {8 * k + 8, 6}, {1, 1});
+      Tensor lk = kernels::slice(labels, {8 * k}, {8 * k + 8}, {1});
+      microLoss += b.run(k < 3 ? "accumulate_step" : "train_step", {xk, lk}, 0.5f)[0].getDouble(0) / 4;
+    }
+    EXPECT_NEAR(microLoss, wholeLoss, 1e-6 * wholeLoss);
+    std::vector<Tensor> pa = parametersOf(a), pb = parametersOf(b);
+    for (size_t p = 0; p < pa.size(); ++p) {
+      std::vector<double> deltaA, deltaB;
+      for (int64_t i = 0; i < pa[p].numElements(); ++i) {
+        deltaA.push_back(pa[p].getDouble(i) - start[p].getDouble(i));
+        deltaB.push_back(pb[p].getDouble(i) - start[p].getDouble(i));
+      }
+      expectClose(Tensor::fromVector<double>({(int64_t)deltaB.size()}, deltaB), deltaA, 1e-4, 1e-7,
+                  micro.state[p].name + " update");
+    }
+  }
+  // train_step leaves the accumulators at zero.
+  for (size_t i = 0; i < micro.state.size(); ++i)
+    if (micro.state[i].kind == StateKind::GradAccumulator)
+      for (int64_t j = 0; j < b.state[i].numElements(); ++j)
+        ASSERT_EQ(b.state[i].getDouble(j), 0.0);
+}
+
+TEST_F(TrainingTest, MseTrainsTowardsTargets) {
+  TrainingOptions o;
+  o.loss = LossKind::MSE;
+  o.optimizer = OptimizerKind::SGD;
+  TrainingSpec spec = buildTraining(ctx, mlpModel(6, 3, 5, 2, DType::F32), o);
+  EXPECT_EQ(entryOf(spec, "eval").outputNames, (std::vector<std::string>{"loss"}));
+  EXPECT_EQ(entryOf(spec, "train_step").inputNames.end()[-2], "targets");
+  Runner r(spec);
+  Tensor x = randomTensor({6, 3}, 601), t = randomTensor({6, 2}, 602);
+  double first = r.run("train_step", {x, t}, 0.1f)[0].getDouble(0), last = first;
+  for (int i = 0; i < 10; ++i)
+    last = r.run("train_step", {x, t}, 0.1f)[0].getDouble(0);
+  EXPECT_LT(last, first);
+  EXPECT_EQ(r.run("eval", {x, t})[0].shape(), (Shape{6, 2}));
+}
+
+TEST_F(TrainingTest, BuildTrainingRejectsWhatItCannotTrain) {
+  onnx::ModelProto model = mlpModel(4, 3, 5, 2, DType::F32);
+  TrainingOptions o;
+  o.outputIndex = 1;
+  EXPECT_CONTAINS(errorOf([&] { buildTraining(ctx, model, o); }),
+                  "loss output index 1 is out of range: the model has 1 output(s)");
+  o = {};
+  o.trainable = {"w1", "nope"};
+  EXPECT_CONTAINS(errorOf([&] { buildTraining(ctx, model, o); }),
+                  "'nope' (trainable) is not a floating-point initializer");
+  o = {};
+  o.frozen = {"shape"}; // an i64 initializer
+  EXPECT_CONTAINS(errorOf([&] { buildTraining(ctx, model, o); }),
+                  "'shape' (frozen) is not a floating-point initializer");
+  o = {};
+  o.trainable = {"w1", "ratio"}; // a float initializer that Dropout needs at compile time
+  EXPECT_CONTAINS(errorOf([&] { buildTraining(ctx, mlpModel(4, 3, 5, 2, DType::F32, 0.5f), o); }),
+                  "'ratio' cannot be trained: the model needs its value at compile time");
+  o = {};
+  o.frozen = {"w1", "b1", "w2", "b2"};
+  EXPECT_CONTAINS(errorOf([&] { buildTraining(ctx, model, o); }), "no trainable parameters");
+  o = {};
+  o.momentum = 0.9; // Adam has no momentum option: nesterov needs SGD
+  o.nesterov = true;
+  EXPECT_CONTAINS(errorOf([&] { buildTraining(ctx, model, o); }), "nesterov needs SGD");
+  // Cross-entropy on a rank-1 output: the loss names the output.
+  onnx::ModelProto flat = mlpModel(4, 3, 5, 2, DType::F32);
+  auto *shape = flat.mutable_graph()->mutable_initializer(4);
+  *shape = tensorToProto(Tensor::fromVector<int64_t>({1}, {8}), "shape");
+  flat.mutable_graph()->mutable_output(0)->mutable_type()->mutable_tensor_type()->clear_shape();
+  prepareOnnxModel(flat, {});
+  EXPECT_CONTAINS(errorOf([&] { buildTraining(ctx, flat, {}); }),
+                  "cannot build the loss on model output 'logits': cross-entropy needs logits");
+}
+
+TEST_F(TrainingTest, GradientOfSumMatchesFiniteDifferences) {
+  onnx::ModelProto model = mlpModel(3, 4, 5, 2, DType::F64);
+  ImportedModel g = buildGradientOfSum(ctx, model, {});
+  EXPECT_EQ(g.parameterIndices, (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(g.outputNames, (std::vector<std::string>{"grad_0", "grad_1", "grad_2", "grad_3"}));
+  auto gradMain = g.module->lookupSymbol<mlir::func::FuncOp>("main");
+  Tensor x = kernels::cast(randomTensor({3, 4}, 701), DType::F64);
+  std::vector<Tensor> params;
+  for (int i = 0; i < 4; ++i)
+    params.push_back(tensorFromProto(model.graph().initializer(i)));
+  std::vector<Tensor> args{x};
+  args.insert(args.end(), params.begin(), params.end());
+  std::vector<Tensor> grads = runFunction(gradMain, args);
+  ASSERT_EQ(grads.size(), 4u);
+
+  ImportOptions io;
+  io.parameterInitializers = {"w1", "b1", "w2", "b2"};
+  ImportedModel forward = importOnnxModel(ctx, model, io);
+  auto fwd = forward.module->lookupSymbol<mlir::func::FuncOp>("main");
+  auto sumAt = [&](const std::vector<Tensor> &p) {
+    std::vector<Tensor> a{x};
+    a.insert(a.end(), p.begin(), p.end());
+    Tensor y = runFunction(fwd, a)[0];
+    double s = 0;
+    for (int64_t i = 0; i < y.numElements(); ++i)
+      s += y.getDouble(i);
+    return s;
+  };
+  const double h = 1e-6;
+  for (size_t p = 0; p < params.size(); ++p)
+    for (int64_t i = 0; i < params[p].numElements(); ++i) {
+      std::vector<Tensor> plus = params, minus = params;
+      plus[p] = params[p].clone();
+      minus[p] = params[p].clone();
+      plus[p].data<double>()[i] += h;
+      minus[p].data<double>()[i] -= h;
+      double numeric = (sumAt(plus) - sumAt(minus)) / (2 * h);
+      EXPECT_NEAR(grads[p].getDouble(i), numeric, 1e-7 + 1e-6 * std::abs(numeric));
+    }
 }
 
 } // namespace

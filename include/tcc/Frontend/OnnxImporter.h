@@ -31,6 +31,8 @@ struct ImportOptions {
   int64_t maxFoldElements = 1 << 20;
   /// Initializers imported as function arguments after the graph inputs, in initializer order,
   /// instead of as constants (so nothing folds them: they can be trained or differentiated).
+  /// One whose value the model needs at compile time (a Dropout ratio, a Reshape's shape) stays
+  /// a constant and is left out of ImportedModel::parameterIndices.
   std::set<std::string> parameterInitializers;
   /// Training mode: Dropout drops (scaled by 1/(1-ratio)) with a counter-based generator keyed by
   /// one more trailing argument, a 0-d ui64 (ImportedModel::rngKeyArgument), when the model has

@@ -30,7 +30,8 @@ mlir::RankedTensorType labelTypeFor(mlir::MLIRContext *ctx, const TrainingOption
                                     mlir::RankedTensorType output);
 
 /// Cross-entropy (log-softmax over dim 1, shifted by its max; label smoothing as in
-/// TrainingOptions) or mean squared error, computed in f32.
+/// TrainingOptions) or mean squared error, computed in f32 (f64 for an f64 output); the
+/// results are f32.
 LossValues buildLoss(CoreBuilder &b, const TrainingOptions &options, mlir::Value output,
                      mlir::Value labels);
 
