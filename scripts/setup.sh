@@ -10,7 +10,7 @@ PACKAGES=(
   libflatbuffers-dev flatbuffers-compiler libopenblas-dev libopenblas-openmp-dev
   libcli11-dev libgtest-dev
   zlib1g-dev libzstd-dev
-  libonnx-testdata python3-onnx python3-numpy
+  libonnx-testdata python3-onnx python3-numpy dataset-fashion-mnist
 )
 
 missing=()
