@@ -76,8 +76,10 @@ Tensor randomInput(DType dtype, const Shape &shape, uint64_t seed) {
   return t;
 }
 
-LoadedModel loadModel(const std::string &path, const LoadOptions &options) {
-  onnx::ModelProto model = loadOnnxModel(path);
+PreparedModel prepareModel(const std::string &path, const LoadOptions &options) {
+  PreparedModel prepared;
+  onnx::ModelProto &model = prepared.model;
+  model = loadOnnxModel(path);
   std::vector<GraphInput> inputs = graphInputs(model);
   if (options.inputs.size() > inputs.size())
     throw Error("the model takes " + std::to_string(inputs.size()) + " input(s), but " +
@@ -92,7 +94,6 @@ LoadedModel loadModel(const std::string &path, const LoadOptions &options) {
       throw Error("--input-shape names '" + name + "', which is not a graph input");
     prepare.inputShapes[name] = shape;
   }
-  LoadedModel loaded;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const GraphInput &in = inputs[i];
     if (i < options.inputs.size()) {
@@ -110,7 +111,7 @@ LoadedModel loadModel(const std::string &path, const LoadOptions &options) {
                       shapeToString(t.shape()) + ", but the model fixes dim " + std::to_string(d) +
                       " to " + std::to_string(in.dims[d]));
       prepare.inputShapes[in.name] = t.shape();
-      loaded.inputs.push_back(t);
+      prepared.inputs.push_back(t);
       continue;
     }
     Shape shape;
@@ -124,18 +125,24 @@ LoadedModel loadModel(const std::string &path, const LoadOptions &options) {
         shape.push_back(d);
       }
     }
-    loaded.inputs.push_back(randomInput(in.dtype, shape, options.seed + i));
+    prepared.inputs.push_back(randomInput(in.dtype, shape, options.seed + i));
     prepare.inputShapes[in.name] = shape;
   }
 
   prepareOnnxModel(model, prepare);
-  loaded.context = std::make_unique<mlir::MLIRContext>();
-  loaded.context->disableMultithreading();
-  ImportOptions importOptions;
   for (size_t i = 0; i < inputs.size(); ++i)
     if (i < options.inputs.size() || options.specializeOnRandomInputs)
-      importOptions.inputValues[inputs[i].name] = loaded.inputs[i];
-  loaded.imported = importOnnxModel(*loaded.context, model, importOptions);
+      prepared.importOptions.inputValues[inputs[i].name] = prepared.inputs[i];
+  return prepared;
+}
+
+LoadedModel loadModel(const std::string &path, const LoadOptions &options) {
+  PreparedModel prepared = prepareModel(path, options);
+  LoadedModel loaded;
+  loaded.context = std::make_unique<mlir::MLIRContext>();
+  loaded.context->disableMultithreading();
+  loaded.imported = importOnnxModel(*loaded.context, prepared.model, prepared.importOptions);
+  loaded.inputs = std::move(prepared.inputs);
   return loaded;
 }
 

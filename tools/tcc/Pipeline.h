@@ -2,6 +2,7 @@
 #pragma once
 
 #include "tcc/Frontend/OnnxImporter.h"
+#include "tcc/Frontend/OnnxModel.h"
 #include "tcc/Support/Tensor.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -10,10 +11,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-
-namespace onnx {
-class ModelProto;
-}
 
 namespace tcc {
 
@@ -49,8 +46,18 @@ struct LoadOptions {
   bool specializeOnRandomInputs = true;
 };
 
-/// Loads, prepares (fixes dims, shape inference, opset upgrade) and imports `path`. Inputs not
-/// given are drawn at random (their shapes must be static or fixed by `inputShapes`).
+/// An ONNX model prepared for concrete inputs, not yet imported.
+struct PreparedModel {
+  onnx::ModelProto model;
+  std::vector<Tensor> inputs;  // in graph-input order (given, else random)
+  ImportOptions importOptions; // the input values the import may specialise on
+};
+
+/// Loads and prepares (fixes dims, shape inference, opset upgrade) `path`. Inputs not given are
+/// drawn at random (their shapes must be static or fixed by `inputShapes`).
+PreparedModel prepareModel(const std::string &path, const LoadOptions &options);
+
+/// prepareModel, then the import.
 LoadedModel loadModel(const std::string &path, const LoadOptions &options);
 
 /// Evaluates the imported model with the reference interpreter.

@@ -1,0 +1,377 @@
+//===- Data.cpp - Training data for `tcc train`: IDX and .npy files -------===//
+#include "Data.h"
+
+#include <zlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+namespace fs = std::filesystem;
+
+namespace tcc {
+
+namespace {
+
+[[noreturn]] void fail(const std::string &what, const std::string &why) {
+  throw Error(what + ": " + why);
+}
+
+std::vector<uint8_t> gunzip(const std::vector<uint8_t> &in, const std::string &what) {
+  z_stream zs{};
+  // 16 + MAX_WBITS: expect a gzip header and trailer.
+  if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK)
+    fail(what, "cannot initialise zlib");
+  std::vector<uint8_t> out;
+  zs.next_in = const_cast<Bytef *>(in.data());
+  zs.avail_in = static_cast<uInt>(in.size());
+  uint8_t chunk[1 << 16];
+  int rc = Z_OK;
+  while (true) {
+    zs.next_out = chunk;
+    zs.avail_out = sizeof chunk;
+    rc = inflate(&zs, Z_NO_FLUSH);
+    out.insert(out.end(), chunk, chunk + (sizeof chunk - zs.avail_out));
+    if (rc == Z_STREAM_END) {
+      // gzip allows several members one after another (e.g. `cat a.gz b.gz`).
+      if (zs.avail_in == 0)
+        break;
+      if (inflateReset(&zs) != Z_OK)
+        break;
+      continue;
+    }
+    if (rc != Z_OK) {
+      std::string msg = zs.msg ? zs.msg : "error " + std::to_string(rc);
+      inflateEnd(&zs);
+      fail(what, "damaged gzip data (" + msg + ")");
+    }
+    if (zs.avail_in == 0 && zs.avail_out != 0) {
+      inflateEnd(&zs);
+      fail(what, "truncated gzip data");
+    }
+  }
+  inflateEnd(&zs);
+  return out;
+}
+
+uint64_t readBigEndian(const uint8_t *p, size_t bytes) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < bytes; ++i)
+    v = (v << 8) | p[i];
+  return v;
+}
+
+/// Copies `count` elements of `elemSize` bytes, reversing the bytes of each when `swap`.
+void copyElements(uint8_t *dst, const uint8_t *src, int64_t count, size_t elemSize, bool swap) {
+  if (!swap || elemSize == 1) {
+    std::memcpy(dst, src, count * elemSize);
+    return;
+  }
+  for (int64_t i = 0; i < count; ++i)
+    for (size_t b = 0; b < elemSize; ++b)
+      dst[i * elemSize + b] = src[i * elemSize + elemSize - 1 - b];
+}
+
+constexpr bool kLittleEndianHost = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
+
+/// The element count of `shape`, or an error when it overflows or exceeds `available` elements.
+int64_t checkedCount(const Shape &shape, size_t elemSize, size_t available,
+                     const std::string &what) {
+  uint64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || (d != 0 && n > UINT64_MAX / (uint64_t)d / elemSize))
+      fail(what, "the header declares an impossible shape " + shapeToString(shape));
+    n *= d;
+  }
+  if (n * elemSize != available)
+    fail(what, "the header declares shape " + shapeToString(shape) + " (" +
+                   std::to_string(n * elemSize) + " bytes of data), but the file holds " +
+                   std::to_string(available) + " bytes of data" +
+                   (n * elemSize > available ? " (truncated?)" : ""));
+  return (int64_t)n;
+}
+
+/// Parses the value of `key` in a .npy header dict (a Python literal), e.g. 'descr': '<f4'.
+std::string npyField(const std::string &header, const std::string &key, const std::string &what) {
+  size_t k = header.find("'" + key + "'");
+  if (k == std::string::npos)
+    fail(what, "the .npy header has no '" + key + "' field");
+  size_t colon = header.find(':', k);
+  if (colon == std::string::npos)
+    fail(what, "malformed .npy header");
+  size_t start = header.find_first_not_of(" ", colon + 1);
+  if (start == std::string::npos)
+    fail(what, "malformed .npy header");
+  char open = header[start];
+  if (open == '\'' || open == '"') {
+    size_t end = header.find(open, start + 1);
+    if (end == std::string::npos)
+      fail(what, "malformed .npy header");
+    return header.substr(start + 1, end - start - 1);
+  }
+  if (open == '(') {
+    size_t end = header.find(')', start);
+    if (end == std::string::npos)
+      fail(what, "malformed .npy header");
+    return header.substr(start + 1, end - start - 1);
+  }
+  size_t end = header.find_first_of(",}", start);
+  return header.substr(start, end == std::string::npos ? std::string::npos : end - start);
+}
+
+std::optional<std::string> findFile(const std::string &dir, const std::string &name) {
+  for (const std::string &candidate : {name, name + ".gz"}) {
+    fs::path p = fs::path(dir) / candidate;
+    if (fs::is_regular_file(p))
+      return p.string();
+  }
+  return std::nullopt;
+}
+
+Dataset makeDataset(const Tensor &images, const Tensor &labels, const std::string &imagesWhat,
+                    const std::string &labelsWhat) {
+  Dataset d;
+  if (images.rank() < 1 || labels.rank() < 1)
+    fail(images.rank() < 1 ? imagesWhat : labelsWhat, "a scalar, expected one entry per sample");
+  if (images.dim(0) != labels.dim(0))
+    throw Error("'" + imagesWhat + "' holds " + std::to_string(images.dim(0)) +
+                " samples but '" + labelsWhat + "' holds " + std::to_string(labels.dim(0)) +
+                " labels");
+  d.images = imagesToFloat(images, imagesWhat);
+  d.labels = normalizeLabels(labels, labelsWhat);
+  return d;
+}
+
+} // namespace
+
+std::vector<uint8_t> readFileMaybeGzip(const std::string &path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f)
+    throw Error("cannot read '" + path + "'");
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (bytes.size() >= 2 && bytes[0] == 0x1f && bytes[1] == 0x8b)
+    return gunzip(bytes, "'" + path + "'");
+  return bytes;
+}
+
+Tensor parseIdx(const std::vector<uint8_t> &bytes, const std::string &what) {
+  if (bytes.size() < 4 || bytes[0] != 0 || bytes[1] != 0)
+    fail(what, "not an IDX file (it must start with the bytes 0 0 TYPE RANK)");
+  DType dtype;
+  switch (bytes[2]) {
+  case 0x08: dtype = DType::U8; break;
+  case 0x09: dtype = DType::I8; break;
+  case 0x0B: dtype = DType::I16; break;
+  case 0x0C: dtype = DType::I32; break;
+  case 0x0D: dtype = DType::F32; break;
+  case 0x0E: dtype = DType::F64; break;
+  default:
+    fail(what, "unknown IDX element type 0x" + [&] {
+      char buf[8];
+      snprintf(buf, sizeof buf, "%02x", bytes[2]);
+      return std::string(buf);
+    }());
+  }
+  size_t rank = bytes[3];
+  if (rank == 0)
+    fail(what, "an IDX file of rank 0");
+  size_t headerBytes = 4 + 4 * rank;
+  if (bytes.size() < headerBytes)
+    fail(what, "truncated IDX header");
+  Shape shape;
+  for (size_t i = 0; i < rank; ++i)
+    shape.push_back((int64_t)readBigEndian(bytes.data() + 4 + 4 * i, 4));
+  int64_t count = checkedCount(shape, dtypeSize(dtype), bytes.size() - headerBytes, what);
+  Tensor t(dtype, shape);
+  copyElements(static_cast<uint8_t *>(t.raw()), bytes.data() + headerBytes, count,
+               dtypeSize(dtype), kLittleEndianHost);
+  return t;
+}
+
+Tensor parseNpy(const std::vector<uint8_t> &bytes, const std::string &what) {
+  static const uint8_t magic[] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
+  if (bytes.size() < 10 || std::memcmp(bytes.data(), magic, sizeof magic) != 0)
+    fail(what, "not a .npy file (no \\x93NUMPY magic)");
+  uint8_t major = bytes[6];
+  size_t lenBytes = major == 1 ? 2 : (major == 2 || major == 3) ? 4 : 0;
+  if (lenBytes == 0)
+    fail(what, "unsupported .npy format version " + std::to_string(major));
+  if (bytes.size() < 8 + lenBytes)
+    fail(what, "truncated .npy header");
+  size_t headerLen = 0;
+  for (size_t i = 0; i < lenBytes; ++i) // little-endian length
+    headerLen |= (size_t)bytes[8 + i] << (8 * i);
+  size_t dataStart = 8 + lenBytes + headerLen;
+  if (bytes.size() < dataStart)
+    fail(what, "truncated .npy header");
+  std::string header(bytes.begin() + 8 + lenBytes, bytes.begin() + dataStart);
+
+  std::string descr = npyField(header, "descr", what);
+  if (descr.size() < 3)
+    fail(what, "unsupported .npy dtype '" + descr + "'");
+  char order = descr[0];
+  std::string code = descr.substr(1);
+  struct Known { const char *code; DType dtype; };
+  static const Known known[] = {{"b1", DType::Bool}, {"u1", DType::U8}, {"i1", DType::I8},
+                                {"u2", DType::U16},  {"i2", DType::I16}, {"u4", DType::U32},
+                                {"i4", DType::I32},  {"u8", DType::U64}, {"i8", DType::I64},
+                                {"f4", DType::F32},  {"f8", DType::F64}};
+  std::optional<DType> dtype;
+  for (const Known &k : known)
+    if (code == k.code)
+      dtype = k.dtype;
+  if (!dtype)
+    fail(what, "unsupported .npy dtype '" + descr +
+                   "' (supported: bool, (u)int8/16/32/64, float32, float64)");
+  bool swap;
+  if (order == '|' || dtypeSize(*dtype) == 1)
+    swap = false;
+  else if (order == '<' || order == '>')
+    swap = (order == '<') != kLittleEndianHost;
+  else
+    fail(what, "unsupported .npy byte order in '" + descr + "'");
+
+  if (npyField(header, "fortran_order", what).find("True") != std::string::npos)
+    fail(what, "Fortran-ordered arrays are not supported (save with np.ascontiguousarray)");
+
+  Shape shape;
+  std::string dims = npyField(header, "shape", what);
+  size_t pos = 0;
+  while (pos < dims.size()) {
+    size_t comma = dims.find(',', pos);
+    std::string part = dims.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    part.erase(0, part.find_first_not_of(" L"));
+    part.erase(part.find_last_not_of(" L") + 1);
+    if (!part.empty()) {
+      try {
+        size_t used = 0;
+        long long v = std::stoll(part, &used);
+        if (used != part.size() || v < 0)
+          throw std::invalid_argument(part);
+        shape.push_back(v);
+      } catch (const std::exception &) {
+        fail(what, "malformed .npy shape '(" + dims + ")'");
+      }
+    }
+    if (comma == std::string::npos)
+      break;
+    pos = comma + 1;
+  }
+  int64_t count = checkedCount(shape, dtypeSize(*dtype), bytes.size() - dataStart, what);
+  Tensor t(*dtype, shape);
+  copyElements(static_cast<uint8_t *>(t.raw()), bytes.data() + dataStart, count,
+               dtypeSize(*dtype), swap);
+  return t;
+}
+
+Tensor imagesToFloat(const Tensor &images, const std::string &what) {
+  Tensor out(DType::F32, images.shape());
+  float *dst = out.data<float>();
+  int64_t n = images.numElements();
+  switch (images.dtype()) {
+  case DType::U8: {
+    const uint8_t *src = images.data<uint8_t>();
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = src[i] / 255.0f;
+    return out;
+  }
+  case DType::F32:
+    return images;
+  case DType::F64: {
+    const double *src = images.data<double>();
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = static_cast<float>(src[i]);
+    return out;
+  }
+  default:
+    fail(what, std::string("images of type ") + dtypeName(images.dtype()) +
+                   ": expected uint8 (scaled to [0, 1]) or float32/float64 (taken as given)");
+  }
+}
+
+Tensor normalizeLabels(const Tensor &labels, const std::string &what) {
+  if (isInteger(labels.dtype())) {
+    Tensor out(DType::I64, labels.shape());
+    int64_t *dst = out.data<int64_t>();
+    for (int64_t i = 0; i < labels.numElements(); ++i)
+      dst[i] = labels.getInt(i);
+    return out;
+  }
+  if (labels.dtype() == DType::F32 || labels.dtype() == DType::F64)
+    return imagesToFloat(labels, what);
+  fail(what, std::string("labels of type ") + dtypeName(labels.dtype()) +
+                 ": expected integers (classes) or float32/float64 (targets)");
+}
+
+DataSplits loadDataDir(const std::string &dir) {
+  if (!fs::is_directory(dir))
+    throw Error("--data '" + dir + "' is not a directory");
+  struct Layout {
+    const char *name;
+    const char *files[4]; // train images, train labels, test images, test labels
+  };
+  static const Layout layouts[] = {
+      {"npy", {"train_images.npy", "train_labels.npy", "test_images.npy", "test_labels.npy"}},
+      {"idx",
+       {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+        "t10k-labels-idx1-ubyte"}}};
+  for (const Layout &layout : layouts) {
+    std::optional<std::string> paths[4];
+    bool any = false, all = true;
+    for (int i = 0; i < 4; ++i) {
+      paths[i] = findFile(dir, layout.files[i]);
+      any |= paths[i].has_value();
+      all &= paths[i].has_value();
+    }
+    if (!any)
+      continue;
+    if (!all) {
+      std::string missing;
+      for (int i = 0; i < 4; ++i)
+        if (!paths[i])
+          missing += std::string(missing.empty() ? "" : ", ") + layout.files[i];
+      throw Error("--data '" + dir + "' holds " + layout.name + " files but lacks " + missing +
+                  " (or .gz)");
+    }
+    bool npy = std::string(layout.name) == "npy";
+    Tensor t[4];
+    for (int i = 0; i < 4; ++i) {
+      std::vector<uint8_t> bytes = readFileMaybeGzip(*paths[i]);
+      t[i] = npy ? parseNpy(bytes, "'" + *paths[i] + "'") : parseIdx(bytes, "'" + *paths[i] + "'");
+    }
+    DataSplits splits;
+    splits.layout = layout.name;
+    splits.train = makeDataset(t[0], t[1], *paths[0], *paths[1]);
+    splits.test = makeDataset(t[2], t[3], *paths[2], *paths[3]);
+    if (splits.train.size() == 0)
+      throw Error("'" + *paths[0] + "' holds no samples");
+    Shape trainSample(splits.train.images.shape().begin() + 1, splits.train.images.shape().end());
+    Shape testSample(splits.test.images.shape().begin() + 1, splits.test.images.shape().end());
+    if (numElements(trainSample) != numElements(testSample))
+      throw Error("training images are " + shapeToString(trainSample) + " but test images are " +
+                  shapeToString(testSample));
+    return splits;
+  }
+  throw Error("--data '" + dir +
+              "' holds neither IDX files (train-images-idx3-ubyte, train-labels-idx1-ubyte, "
+              "t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte, each optionally .gz) nor .npy "
+              "files (train_images.npy, train_labels.npy, test_images.npy, test_labels.npy)");
+}
+
+std::vector<int64_t> epochOrder(int64_t n, uint64_t seed, int64_t epoch) {
+  std::vector<int64_t> order(n);
+  for (int64_t i = 0; i < n; ++i)
+    order[i] = i;
+  uint64_t state = seed + 0x9E3779B97F4A7C15ull * (uint64_t)(epoch + 1);
+  auto next = [&state] { // splitmix64
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  };
+  for (int64_t i = n - 1; i > 0; --i)
+    std::swap(order[i], order[next() % (uint64_t)(i + 1)]);
+  return order;
+}
+
+} // namespace tcc
