@@ -19,6 +19,7 @@
 #include "llvm/ADT/STLExtras.h"
 
 #include <cmath>
+#include <functional>
 #include <numeric>
 
 using namespace mlir;
@@ -871,6 +872,12 @@ LogicalResult ReduceWindowOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resul
                                            b.select(isZero, v.scalar(x, 1), x), window, strides,
                                            padLow, padHigh, dilations);
   }
+  // Windows that tile the input (stride = window, no dilation: the usual pooling) do not
+  // overlap: the taps' adjoints interleave into [O0, w0, O1, w1, ...] rather than being summed.
+  bool tiles = llvm::all_of(llvm::seq<int64_t>(0, rank), [&](int64_t d) {
+    return strides[d] == window[d] && dilations[d] == 1;
+  });
+  SmallVector<Value> contributions; // per tap, when the windows tile
   Value taken; // Max/Min: windows whose first extreme has been found
   Value acc;
   int64_t taps = product(window);
@@ -892,7 +899,8 @@ LogicalResult ReduceWindowOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resul
     case ReduceKind::Min: {
       Value hit = b.compare(CompareKind::Eq, tapOf(), y);
       Value first = taken ? b.binary(BinaryKind::And, hit, b.unary(UnaryKind::Not, taken)) : hit;
-      taken = taken ? b.binary(BinaryKind::Or, taken, hit) : hit;
+      if (t + 1 < taps)
+        taken = taken ? b.binary(BinaryKind::Or, taken, hit) : hit;
       contribution = b.select(first, g, v.scalar(g, 0));
       break;
     }
@@ -906,7 +914,31 @@ LogicalResult ReduceWindowOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resul
       break;
     }
     }
-    acc = accumulate(b, acc, v.unslice(contribution, paddedShape, start, strides));
+    if (tiles)
+      contributions.push_back(contribution);
+    else
+      acc = accumulate(b, acc, v.unslice(contribution, paddedShape, start, strides));
+  }
+  if (tiles) {
+    SmallVector<int64_t> interleaved, full, merged, padHigh(rank, 0);
+    for (int64_t d = 0; d < rank; ++d) {
+      interleaved.append({yShape[d], 1});
+      full.append({yShape[d], window[d]});
+      merged.push_back(yShape[d] * window[d]);
+      padHigh[d] = paddedShape[d] - merged[d];
+    }
+    // Tap t is row-major over the window: concatenate along w0, then w1 within, ...
+    std::function<Value(int64_t, int64_t)> assemble = [&](int64_t d, int64_t base) -> Value {
+      if (d == rank)
+        return b.reshape(contributions[base], interleaved);
+      SmallVector<Value> parts;
+      for (int64_t k = 0; k < window[d]; ++k)
+        parts.push_back(assemble(d + 1, base * window[d] + k));
+      return b.concat(parts, 2 * d + 1);
+    };
+    Value tiled = kind == ReduceKind::Sum ? b.broadcastTo(b.reshape(g, interleaved), full)
+                                          : assemble(0, 0);
+    acc = v.padZeros(b.reshape(tiled, merged), SmallVector<int64_t>(rank, 0), padHigh);
   }
   if (anyPad) {
     SmallVector<int64_t> limit(rank), one(rank, 1);

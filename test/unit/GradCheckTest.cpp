@@ -516,6 +516,7 @@ struct WindowCase {
 TEST_F(GradCheckTest, ReduceWindow) {
   const WindowCase cases[] = {
       {"pool 2x2", {1, 2, 4, 4}, {1, 1, 2, 2}, {1, 1, 2, 2}, {0, 0, 0, 0}, {0, 0, 0, 0}, {1, 1, 1, 1}},
+      {"tiled, padded, unread tail", {2, 1, 5, 7}, {1, 1, 2, 3}, {1, 1, 2, 3}, {0, 0, 1, 0}, {0, 0, 0, 1}, {1, 1, 1, 1}},
       {"overlapping, padded", {1, 1, 5, 4}, {1, 1, 3, 2}, {1, 1, 2, 1}, {0, 0, 1, 1}, {0, 0, 1, 0}, {1, 1, 1, 1}},
       {"dilated", {2, 7, 6}, {1, 2, 2}, {1, 2, 1}, {0, 1, 0}, {0, 0, 1}, {1, 2, 3}},
   };
@@ -543,6 +544,17 @@ TEST_F(GradCheckTest, MaxPoolSendsTheGradientToTheFirstMaximum) {
                          true);
   // Windows: (pad,1) (1,3) (3,3) (3,2).
   EXPECT_EQ(values(grads[0]), (std::vector<double>{1, 2, 1, 0}));
+  // Tiling windows (stride = window) take another path: 2x2 windows of [[3, 3], [3, 1]] and
+  // [[2, 5], [5, 5]].
+  grads = gradients({Tensor::fromVector<double>({2, 4}, {3, 3, 2, 5, 3, 1, 5, 5})},
+                    [](CoreBuilder &b, ValueRange a) {
+                      return b.create<ReduceWindowOp>(
+                          ReduceKind::Max, a[0], llvm::ArrayRef<int64_t>{2, 2},
+                          llvm::ArrayRef<int64_t>{2, 2}, llvm::ArrayRef<int64_t>{0, 0},
+                          llvm::ArrayRef<int64_t>{0, 0}, llvm::ArrayRef<int64_t>{1, 1});
+                    },
+                    true);
+  EXPECT_EQ(values(grads[0]), (std::vector<double>{1, 0, 0, 1, 0, 0, 0, 0}));
 }
 
 TEST_F(GradCheckTest, ReduceWindowProdWithZeros) {
