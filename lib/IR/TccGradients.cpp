@@ -11,6 +11,12 @@
 //  - At kinks the rules pick what PyTorch does: |x|' = sign(x) (0 at 0); ties of max/min split
 //    the gradient equally; max pooling sends it to the first maximum of a window in scan order.
 //  - Only float operands get adjoints (integers and bools are piecewise constant).
+//  - Extremes are found by equality with the result, so a NaN maximum/minimum (of reduce,
+//    reduce_window or binary max/min) passes no gradient, where PyTorch passes it to the NaN.
+//  - Products (reduce and reduce_window prod) never divide by zero: with one zero in a group
+//    the zero gets the product of the others, with more every element gets 0.
+//  - Scatter with reduction None: overwritten elements of x and updates that a later duplicate
+//    index overwrote get no gradient (the last write wins, as in the reference kernel).
 //
 //===----------------------------------------------------------------------===//
 #include "tcc/IR/CoreBuilder.h"

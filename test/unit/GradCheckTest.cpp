@@ -412,6 +412,15 @@ TEST_F(GradCheckTest, ScatterNDNoneAndAdd) {
       return b.mul(s, s);
     });
   }
+  // Empty tuples: every update replaces (or adds to) all of x; with None the last one wins.
+  for (ScatterReduction r : {ScatterReduction::None, ScatterReduction::Add}) {
+    SCOPED_TRACE(stringifyScatterReduction(r).str() + " with empty tuples");
+    check({random.uniform({3}), i64({2, 0}, {}), random.uniform({2, 3})},
+          [&](CoreBuilder &b, ValueRange a) {
+            Value s = b.create<ScatterNDOp>(a[0], a[1], a[2], r);
+            return b.mul(s, s);
+          });
+  }
   // Full-depth tuples (element updates) with a duplicate.
   check({random.uniform({3, 3}), i64({3, 2}, {0, 1, 2, 2, 0, 1}), random.uniform({3})},
         [&](CoreBuilder &b, ValueRange a) {
