@@ -1027,7 +1027,13 @@ void CudaKernelEmitter::emitLanes(Block &block, ArrayRef<int64_t> bounds, const 
   }
   std::vector<Operation *> slots;
   if (vectors) {
-    for (auto &[op, width] : plan.vectorized) {
+    // In program order (the map's order depends on pointers): the same source every time.
+    for (Operation &access : block.without_terminator()) {
+      auto found = plan.vectorized.find(&access);
+      if (found == plan.vectorized.end())
+        continue;
+      Operation *op = &access;
+      unsigned width = found->second;
       auto [memref, indices] = accessOf(op);
       std::string storage = scalars.storageType(cast<MemRefType>(memref.getType()).getElementType());
       std::string name = scalars.fresh("tcc_v");
@@ -1158,7 +1164,7 @@ CudaKernel CudaKernelEmitter::emit() {
         line("const bool tcc_active = tcc_base" + slot + " < " + str(teams) + ";");
         line("const " + uint + " tcc_team = tcc_active ? tcc_base" + slot + " : " +
              str(teams - 1) + ";");
-      } else {
+      } else if (teams > 1) {
         line("const " + uint + " tcc_team = tcc_base" + slot + ";");
       }
       ArrayRef<int64_t> bounds = outer.getBounds();

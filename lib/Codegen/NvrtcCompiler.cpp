@@ -126,7 +126,8 @@ std::string compileOne(const KernelSource &k, const std::string &arch, CudaBinar
   if (nvrtcGetProgramLogSize(program, &size) == NVRTC_SUCCESS && size > 1) {
     log.resize(size);
     nvrtcGetProgramLog(program, log.data());
-    log.resize(size - 1); // the terminating NUL
+    while (!log.empty() && log.back() == '\0')
+      log.pop_back();
   }
   if (result != NVRTC_SUCCESS)
     throw Error("NVRTC could not compile kernel '" + k.name + "' for " + arch + " (" +
@@ -190,10 +191,11 @@ CudaModule tcc::codegen::compileCudaModule(const std::vector<KernelSource> &kern
       binary.cacheHit = options.useCache && cache.read(key, ".log", log) &&
                         cache.read(key, ".ptx", binary.ptx) && cache.read(key, ".cubin", cubin) &&
                         parsePtxasReport(log, k.name, binary);
+      binary.log = log;
       if (binary.cacheHit) {
         binary.cubin.assign(cubin.begin(), cubin.end());
       } else {
-        log = compileOne(k, arch, binary);
+        log = binary.log = compileOne(k, arch, binary);
         if (!parsePtxasReport(log, k.name, binary))
           throw Error("NVRTC's log for kernel '" + k.name + "' (" + arch +
                       ") has no ptxas report for it (is the kernel's function named '" +

@@ -59,6 +59,7 @@ struct CudaBinary {
   int staticSharedBytes = 0;  // __shared__ arrays (dynamic shared memory not included)
   double seconds = 0;         // NVRTC time (0 for a cache hit)
   bool cacheHit = false;
+  std::string log;            // NVRTC's program log: diagnostics, then the ptxas report
 };
 
 struct CudaCompiledKernel {
@@ -82,7 +83,7 @@ struct CudaModule {
 
 /// True when this build links NVRTC.
 bool nvrtcAvailable();
-/// "NVRTC 13.0", or why it is unavailable.
+/// "NVRTC 13.0", or why NVRTC is unavailable.
 std::string nvrtcVersionString();
 
 /// Compiles every kernel (each source one translation unit defining the __global__ function
