@@ -878,10 +878,11 @@ LogicalResult ReduceWindowOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resul
                                            b.select(isZero, v.scalar(x, 1), x), window, strides,
                                            padLow, padHigh, dilations);
   }
-  // Windows that tile the input (stride = window, no dilation: the usual pooling) do not
-  // overlap: the taps' adjoints interleave into [O0, w0, O1, w1, ...] rather than being summed.
+  // Windows that tile the input (stride = window, or a single window, and no dilation: the
+  // usual and the global pooling) do not overlap: the taps' adjoints interleave into
+  // [O0, w0, O1, w1, ...] rather than being summed.
   bool tiles = llvm::all_of(llvm::seq<int64_t>(0, rank), [&](int64_t d) {
-    return strides[d] == window[d] && dilations[d] == 1;
+    return (strides[d] == window[d] || yShape[d] == 1) && dilations[d] == 1;
   });
   SmallVector<Value> contributions; // per tap, when the windows tile
   Value taken; // Max/Min: windows whose first extreme has been found
