@@ -145,10 +145,13 @@ Dataset makeDataset(const Tensor &images, const Tensor &labels, const std::strin
 } // namespace
 
 std::vector<uint8_t> readFileMaybeGzip(const std::string &path) {
-  std::ifstream f(path, std::ios::binary);
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f)
     throw Error("cannot read '" + path + "'");
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::vector<uint8_t> bytes((size_t)f.tellg());
+  f.seekg(0);
+  if (!f.read(reinterpret_cast<char *>(bytes.data()), bytes.size()))
+    throw Error("cannot read '" + path + "'");
   if (bytes.size() >= 2 && bytes[0] == 0x1f && bytes[1] == 0x8b)
     return gunzip(bytes, "'" + path + "'");
   return bytes;
