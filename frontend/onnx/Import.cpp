@@ -411,6 +411,21 @@ std::vector<Value> GraphImporter::inlineSubgraph(const onnx::GraphProto &graph,
   return outputs;
 }
 
+bool GraphImporter::isBuffer(const std::string &name, Value v) const {
+  size_t first = inputNames_.size() + parameterNames_.size();
+  auto arg = dyn_cast<BlockArgument>(v);
+  return arg && arg.getOwner() == mainBlock_ && arg.getArgNumber() >= first &&
+         arg.getArgNumber() - first < bufferNames_.size() &&
+         bufferNames_[arg.getArgNumber() - first] == name;
+}
+
+void GraphImporter::updateBuffer(NodeContext &ctx, const std::string &name, Value next) {
+  if (builder_.getInsertionBlock() != mainBlock_)
+    ctx.fail("updates buffer '" + name + "' inside a subgraph, which training does not support");
+  if (!bufferNext_.emplace(name, next).second)
+    ctx.fail("buffer '" + name + "' is updated by more than one node");
+}
+
 Value GraphImporter::rngKey() {
   if (!rngKey_)
     rngKey_ = mainBlock_->addArgument(RankedTensorType::get({}, builder_.getIntegerType(64, false)),
@@ -511,24 +526,32 @@ ImportedModel GraphImporter::run() {
     result.inputNames.push_back(in.name());
   }
   inputNames_ = result.inputNames;
-  // Trainable initializers follow the graph inputs, in initializer order.
-  std::vector<const onnx::TensorProto *> parameters;
-  for (int i = 0; i < graph.initializer_size(); ++i) {
-    const onnx::TensorProto &init = graph.initializer(i);
-    if (!options_.parameterInitializers.count(init.name()))
-      continue;
-    Type element;
-    try {
-      element = elementType(init.data_type());
-    } catch (const Error &e) {
-      throw ImportError("parameter initializer '" + init.name() + "': " + e.what());
+  // Parameters, then buffers, follow the graph inputs, each in initializer order.
+  std::vector<const onnx::TensorProto *> initializerArgs;
+  for (const auto *names : {&options_.parameterInitializers, &options_.bufferInitializers})
+    for (int i = 0; i < graph.initializer_size(); ++i) {
+      const onnx::TensorProto &init = graph.initializer(i);
+      if (!names->count(init.name()))
+        continue;
+      if (names == &options_.bufferInitializers && options_.parameterInitializers.count(init.name()))
+        throw ImportError("initializer '" + init.name() + "' is both a parameter and a buffer");
+      Type element;
+      try {
+        element = elementType(init.data_type());
+      } catch (const Error &e) {
+        throw ImportError("initializer '" + init.name() + "': " + e.what());
+      }
+      argTypes.push_back(RankedTensorType::get(
+          SmallVector<int64_t>(init.dims().begin(), init.dims().end()), element));
+      initializerArgs.push_back(&init);
+      if (names == &options_.parameterInitializers) {
+        parameterNames_.push_back(init.name());
+        result.parameterIndices.push_back(i);
+      } else {
+        bufferNames_.push_back(init.name());
+        result.bufferIndices.push_back(i);
+      }
     }
-    argTypes.push_back(
-        RankedTensorType::get(SmallVector<int64_t>(init.dims().begin(), init.dims().end()), element));
-    parameters.push_back(&init);
-    parameterNames_.push_back(init.name());
-    result.parameterIndices.push_back(i);
-  }
 
   auto func = builder_.create<func::FuncOp>(UnknownLoc::get(&ctx_), "main",
                                             builder_.getFunctionType(argTypes, {}));
@@ -538,10 +561,11 @@ ImportedModel GraphImporter::run() {
   scope_ = &top;
 
   for (const auto &init : graph.initializer())
-    if (!options_.parameterInitializers.count(init.name()))
+    if (!options_.parameterInitializers.count(init.name()) &&
+        !options_.bufferInitializers.count(init.name()))
       define(init.name(), constantFromProto(init, NameLoc::get(StringAttr::get(&ctx_, init.name()))));
-  for (size_t i = 0; i < parameters.size(); ++i)
-    define(parameters[i]->name(), mainBlock_->getArgument(inputs.size() + i));
+  for (size_t i = 0; i < initializerArgs.size(); ++i)
+    define(initializerArgs[i]->name(), mainBlock_->getArgument(inputs.size() + i));
   for (size_t i = 0; i < inputs.size(); ++i) {
     const std::string &name = inputs[i]->name();
     if (specialized_.count(name)) {
@@ -569,6 +593,14 @@ ImportedModel GraphImporter::run() {
     outputs.push_back(v);
     result.outputNames.push_back(out.name());
   }
+  // Training mode: the buffers' next values (unchanged ones as they came in).
+  if (options_.training)
+    for (size_t i = 0; i < bufferNames_.size(); ++i) {
+      auto next = bufferNext_.find(bufferNames_[i]);
+      outputs.push_back(next != bufferNext_.end()
+                            ? next->second
+                            : mainBlock_->getArgument(inputs.size() + parameterNames_.size() + i));
+    }
   builder_.create<func::ReturnOp>(UnknownLoc::get(&ctx_), outputs);
   eraseDeadOps(func);
   // The argument list may have grown by the rng key while importing (rngKey()).

@@ -47,6 +47,10 @@ public:
   const ImportOptions &options() const { return options_; }
   /// Training mode: the 0-d ui64 rng key, @main's last argument (added on first use).
   mlir::Value rngKey();
+  /// Whether `v`, bound to `name`, is the @main argument of buffer initializer `name`.
+  bool isBuffer(const std::string &name, mlir::Value v) const;
+  /// Training mode: `next` is the value @main returns for buffer `name`.
+  void updateBuffer(NodeContext &ctx, const std::string &name, mlir::Value next);
   /// A number unique to each random op of the model (in import order), which mixes into the
   /// key so that ops draw independent streams.
   uint64_t nextRngStream() { return ++rngStreams_; }
@@ -79,6 +83,8 @@ private:
   mlir::Block *mainBlock_ = nullptr;
   std::vector<std::string> inputNames_;
   std::vector<std::string> parameterNames_; // the arguments after the graph inputs
+  std::vector<std::string> bufferNames_;    // the arguments after the parameters
+  std::map<std::string, mlir::Value> bufferNext_;
   mlir::Value rngKey_;
   uint64_t rngStreams_ = 0;
 };

@@ -156,6 +156,14 @@ Value NodeContext::rngKey() { return graph_.rngKey(); }
 
 uint64_t NodeContext::nextRngStream() { return graph_.nextRngStream(); }
 
+bool NodeContext::inputIsBuffer(size_t i) {
+  return hasInput(i) && graph_.isBuffer(node_.input(i), graph_.lookup(node_.input(i)));
+}
+
+void NodeContext::updateBuffer(size_t i, Value next) {
+  graph_.updateBuffer(*this, node_.input(i), next);
+}
+
 Value NodeContext::constant(const Tensor &t) {
   return builder_.constant(attrFromTensor(context(), t));
 }

@@ -121,6 +121,10 @@ public:
   mlir::Value rngKey();
   /// A stream number unique to this random op within the model.
   uint64_t nextRngStream();
+  /// Whether input i is a buffer initializer's @main argument (ImportOptions::bufferInitializers).
+  bool inputIsBuffer(size_t i);
+  /// Training mode: `next` becomes buffer input i's next value (returned by @main).
+  void updateBuffer(size_t i, mlir::Value next);
 
   // ---- Subgraphs (If, Loop, Scan) ----
   /// Imports `graph` into `block` (whose arguments are bound to the graph's inputs, in order)

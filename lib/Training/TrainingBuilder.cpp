@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <numeric>
 #include <sstream>
 
@@ -222,9 +223,25 @@ bool isFloatInitializer(const onnx::TensorProto &t) {
   return dtype && isFloat(*dtype);
 }
 
+/// BatchNormalization running statistics (inputs 3 and 4) that are floating-point initializers:
+/// state the train step updates without a gradient.
+std::set<std::string> bufferInitializers(const onnx::GraphProto &graph) {
+  std::set<std::string> floats, buffers;
+  for (const auto &init : graph.initializer())
+    if (isFloatInitializer(init))
+      floats.insert(init.name());
+  for (const auto &node : graph.node())
+    if (node.op_type() == "BatchNormalization" && (node.domain().empty() || node.domain() == "ai.onnx"))
+      for (int i : {3, 4})
+        if (i < node.input_size() && floats.count(node.input(i)))
+          buffers.insert(node.input(i));
+  return buffers;
+}
+
 /// The initializers to train (in initializer order), checking the names in `trainable` and
 /// `frozen`.
-std::vector<int64_t> trainedInitializers(const onnx::GraphProto &graph, const TrainingOptions &o) {
+std::vector<int64_t> trainedInitializers(const onnx::GraphProto &graph, const TrainingOptions &o,
+                                         const std::set<std::string> &buffers) {
   std::map<std::string, int64_t> floats;
   for (int i = 0; i < graph.initializer_size(); ++i)
     if (isFloatInitializer(graph.initializer(i)))
@@ -234,11 +251,15 @@ std::vector<int64_t> trainedInitializers(const onnx::GraphProto &graph, const Tr
       if (!floats.count(name))
         throw Error("'" + name + "' (" + (list == &o.trainable ? "trainable" : "frozen") +
                     ") is not a floating-point initializer of the model");
+  for (const std::string &name : o.trainable)
+    if (buffers.count(name))
+      throw Error("'" + name + "' (trainable) is a BatchNormalization running statistic, which "
+                  "training updates from the batches, not from a gradient");
   std::vector<int64_t> trained;
   for (int i = 0; i < graph.initializer_size(); ++i) {
     const std::string &name = graph.initializer(i).name();
-    if (floats.count(name) && (o.trainable.empty() || o.trainable.count(name)) &&
-        !o.frozen.count(name))
+    if (floats.count(name) && !buffers.count(name) &&
+        (o.trainable.empty() || o.trainable.count(name)) && !o.frozen.count(name))
       trained.push_back(i);
   }
   if (trained.empty())
@@ -260,8 +281,9 @@ TrainingSpec buildTraining(MLIRContext &ctx, const onnx::ModelProto &model,
                 " is out of range: the model has " + std::to_string(graph.output_size()) +
                 " output(s)");
   ImportOptions trainImport = importOptions;
+  trainImport.bufferInitializers = bufferInitializers(graph);
   trainImport.parameterInitializers.clear();
-  for (int64_t i : trainedInitializers(graph, options))
+  for (int64_t i : trainedInitializers(graph, options, trainImport.bufferInitializers))
     trainImport.parameterInitializers.insert(graph.initializer(i).name());
   trainImport.training = true;
   ImportedModel train = importOnnxModel(ctx, model, trainImport);
@@ -280,51 +302,52 @@ TrainingSpec buildTraining(MLIRContext &ctx, const onnx::ModelProto &model,
   for (int64_t i : trained)
     evalImport.parameterInitializers.insert(graph.initializer(i).name());
   ImportedModel eval = importOnnxModel(ctx, model, evalImport);
-  if (eval.parameterIndices != trained)
+  if (eval.parameterIndices != trained || eval.bufferIndices != train.bufferIndices)
     throw Error("internal error: the eval graph's parameters differ from the train step's");
 
   TrainingSpec spec;
   spec.gradAccumulation = options.gradAccumulation;
   bool accumulate = options.gradAccumulation > 1;
-  size_t numParams = trained.size();
+  size_t numParams = trained.size(), numBuffers = train.bufferIndices.size();
   std::vector<std::string> trainedNames;
 
-  // ---- State: parameters, optimizer state, step, accumulators ----
-  std::vector<Type> paramTypes;
-  for (int64_t i : trained) {
+  // ---- State: parameters, buffers, optimizer state, step, accumulators ----
+  auto fromInitializer = [&](int64_t i, StateKind kind) {
     const onnx::TensorProto &init = graph.initializer(i);
     StateSpec s;
     s.name = init.name();
-    s.kind = StateKind::Parameter;
+    s.kind = kind;
     s.initial = tensorFromProto(init);
     s.initializerIndex = i;
-    paramTypes.push_back(tensorTypeOf(&ctx, s.initial));
-    trainedNames.push_back(s.name);
     spec.state.push_back(std::move(s));
-  }
+    return spec.state.size() - 1;
+  };
+  for (int64_t i : trained)
+    trainedNames.push_back(spec.state[fromInitializer(i, StateKind::Parameter)].name);
+  std::vector<size_t> bufferState;
+  for (int64_t i : train.bufferIndices)
+    bufferState.push_back(fromInitializer(i, StateKind::Buffer));
+  auto zerosLike = [&](size_t p, const std::string &suffix, StateKind kind) {
+    spec.state.push_back({trainedNames[p] + "." + suffix, kind,
+                          Tensor(spec.state[p].initial.dtype(), spec.state[p].initial.shape())});
+    return spec.state.size() - 1;
+  };
   std::vector<std::string> slots = optimizerStateNames(options);
-  // optState[p][slot]: index into spec.state.
-  std::vector<std::vector<size_t>> optState(numParams);
+  std::vector<std::vector<size_t>> optState(numParams); // [parameter][slot] -> state index
   for (size_t p = 0; p < numParams; ++p)
-    for (const std::string &slot : slots) {
-      optState[p].push_back(spec.state.size());
-      spec.state.push_back({trainedNames[p] + "." + slot, StateKind::OptimizerState,
-                            Tensor(spec.state[p].initial.dtype(), spec.state[p].initial.shape())});
-    }
+    for (const std::string &slot : slots)
+      optState[p].push_back(zerosLike(p, slot, StateKind::OptimizerState));
   size_t stepState = spec.state.size();
   spec.state.push_back({"step", StateKind::Step, Tensor::scalar<int64_t>(0)});
   std::vector<size_t> accState;
   if (accumulate)
-    for (size_t p = 0; p < numParams; ++p) {
-      accState.push_back(spec.state.size());
-      spec.state.push_back({trainedNames[p] + ".grad_accum", StateKind::GradAccumulator,
-                            Tensor(spec.state[p].initial.dtype(), spec.state[p].initial.shape())});
-    }
+    for (size_t p = 0; p < numParams; ++p)
+      accState.push_back(zerosLike(p, "grad_accum", StateKind::GradAccumulator));
   auto stateType = [&](size_t i) { return tensorTypeOf(&ctx, spec.state[i].initial); };
 
   // ---- Data: graph inputs, then labels ----
   func::FuncOp trainMain = mainOf(*train.module);
-  size_t numInputs = train.inputNames.size();
+  size_t numInputs = train.inputNames.size(), numOutputs = train.outputNames.size();
   RankedTensorType outputType =
       cast<RankedTensorType>(trainMain.getResultTypes()[options.outputIndex]);
   RankedTensorType labelType;
@@ -335,51 +358,82 @@ TrainingSpec buildTraining(MLIRContext &ctx, const onnx::ModelProto &model,
                 "': " + e.what());
   }
   std::string labelName = options.loss == LossKind::MSE ? "targets" : "labels";
-  auto addData = [&](Signature &sig) {
-    for (size_t i = 0; i < numInputs; ++i)
-      sig.add(trainMain.getArgumentTypes()[i], train.inputNames[i], BindingRole::Data);
-    sig.add(labelType, labelName, BindingRole::Data);
-  };
   Type lrType = RankedTensorType::get({}, Float32Type::get(&ctx));
   Type keyType = RankedTensorType::get({}, IntegerType::get(&ctx, 64, IntegerType::Unsigned));
   bool usesKey = train.rngKeyArgument >= 0;
 
-  /// Forward + loss + gradients in `m`, from the entry arguments at `params`, `data` (inputs
-  /// then labels) and `key` (-1: none). Returns {loss, gradients}.
-  auto lossAndGradients = [&](MainBuilder &m, ArrayRef<size_t> params, size_t data,
-                              int64_t key) -> std::pair<Value, SmallVector<Value>> {
-    SmallVector<Value> args, paramValues;
+  /// The arguments every entry starts with: State(parameters, buffers, `extra`...).
+  auto stateArgs = [&](Signature &sig, ArrayRef<size_t> extra) {
+    for (size_t p = 0; p < numParams; ++p)
+      sig.add(stateType(p), spec.state[p].name, BindingRole::State, p);
+    for (size_t s : bufferState)
+      sig.add(stateType(s), spec.state[s].name, BindingRole::State, s);
+    for (size_t s : extra)
+      sig.add(stateType(s), spec.state[s].name, BindingRole::State, s);
+  };
+  /// Data(graph inputs..., labels); returns the argument number of the first.
+  auto dataArgs = [&](Signature &sig) {
+    size_t first = sig.types.size();
+    for (size_t i = 0; i < numInputs; ++i)
+      sig.add(trainMain.getArgumentTypes()[i], train.inputNames[i], BindingRole::Data);
+    sig.add(labelType, labelName, BindingRole::Data);
+    return first;
+  };
+  /// The forward model in `m` on the parameters and buffers (arguments 0.. as stateArgs lays
+  /// them out) and the data at `data`; returns its results (graph outputs, then in training
+  /// mode the buffers' next values).
+  auto forward = [&](MainBuilder &m, const ImportedModel &imported, size_t data, int64_t key) {
+    SmallVector<Value> args;
     for (size_t i = 0; i < numInputs; ++i)
       args.push_back(m.arg(data + i));
-    for (size_t p : params)
-      paramValues.push_back(m.arg(p));
-    args.append(paramValues);
-    if (usesKey)
+    for (size_t i = 0; i < numParams + numBuffers; ++i)
+      args.push_back(m.arg(i));
+    if (imported.rngKeyArgument >= 0)
       args.push_back(m.arg(key));
-    SmallVector<Value> outputs = inlineMain(m.builder, *train.module, args);
+    return inlineMain(m.builder, *imported.module, args);
+  };
+  /// Forward in training mode, the mean loss and its gradients with respect to the parameters.
+  struct Step {
+    Value loss;
+    SmallVector<Value> grads, buffersNext;
+  };
+  auto trainForward = [&](MainBuilder &m, size_t data, int64_t key) {
+    SmallVector<Value> outputs = forward(m, train, data, key);
     CoreBuilder b(m.builder, NameLoc::get(StringAttr::get(&ctx, "loss")));
-    Value loss = buildLoss(b, options, outputs[options.outputIndex], m.arg(data + numInputs)).mean;
-    return {loss, gradientsOf(m.builder, loss, paramValues)};
+    Step step;
+    step.loss = buildLoss(b, options, outputs[options.outputIndex], m.arg(data + numInputs)).mean;
+    SmallVector<Value> params;
+    for (size_t p = 0; p < numParams; ++p)
+      params.push_back(m.arg(p));
+    step.grads = gradientsOf(m.builder, step.loss, params);
+    step.buffersNext.assign(outputs.begin() + numOutputs, outputs.end());
+    return step;
   };
 
   // ---- train_step ----
   {
     Signature in, out;
-    for (size_t i = 0; i < spec.state.size(); ++i)
-      in.add(stateType(i), spec.state[i].name, BindingRole::State, i);
-    size_t data = in.types.size();
-    addData(in);
+    std::vector<size_t> extra; // optimizer state, step, accumulators (state order)
+    for (auto &slotsOfParam : optState)
+      extra.insert(extra.end(), slotsOfParam.begin(), slotsOfParam.end());
+    extra.push_back(stepState);
+    extra.insert(extra.end(), accState.begin(), accState.end());
+    stateArgs(in, extra);
+    // Argument number of each state in this entry.
+    std::vector<size_t> argOf(spec.state.size());
+    for (size_t i = 0; i < in.bindings.size(); ++i)
+      argOf[in.bindings[i].state] = i;
+    size_t data = dataArgs(in);
     size_t lr = in.add(lrType, "learning_rate", BindingRole::LearningRate);
     int64_t key = usesKey ? (int64_t)in.add(keyType, "rng_key", BindingRole::RngKey) : -1;
 
     MainBuilder m(ctx, in.types);
-    std::vector<size_t> params(numParams);
-    std::iota(params.begin(), params.end(), 0);
-    auto [loss, grads] = lossAndGradients(m, params, data, key);
+    Step step = trainForward(m, data, key);
     CoreBuilder b(m.builder, NameLoc::get(StringAttr::get(&ctx, "optimizer")));
+    SmallVector<Value> grads = step.grads;
     if (accumulate)
       for (size_t p = 0; p < numParams; ++p)
-        grads[p] = b.div(b.add(m.arg(accState[p]), grads[p]),
+        grads[p] = b.div(b.add(m.arg(argOf[accState[p]]), grads[p]),
                          b.scalarLike(grads[p], (double)options.gradAccumulation));
     if (options.clipGradNorm > 0)
       grads = clipGradNorm(b, grads, options.clipGradNorm);
@@ -388,10 +442,10 @@ TrainingSpec buildTraining(MLIRContext &ctx, const onnx::ModelProto &model,
     for (size_t p = 0; p < numParams; ++p) {
       paramValues.push_back(m.arg(p));
       for (size_t s : optState[p])
-        optValues[p].push_back(m.arg(s));
+        optValues[p].push_back(m.arg(argOf[s]));
     }
     OptimizerUpdate update = buildOptimizerUpdate(b, options, paramValues, grads, optValues,
-                                                  m.arg(stepState), m.arg(lr));
+                                                  m.arg(argOf[stepState]), m.arg(lr));
     SmallVector<Value> results;
     auto result = [&](Value v, size_t state) {
       results.push_back(v);
@@ -399,61 +453,51 @@ TrainingSpec buildTraining(MLIRContext &ctx, const onnx::ModelProto &model,
     };
     for (size_t p = 0; p < numParams; ++p)
       result(update.params[p], p);
+    for (size_t i = 0; i < numBuffers; ++i)
+      result(step.buffersNext[i], bufferState[i]);
     for (size_t p = 0; p < numParams; ++p)
       for (size_t s = 0; s < slots.size(); ++s)
         result(update.state[p][s], optState[p][s]);
     result(update.step, stepState);
-    for (size_t p = 0; p < numParams; ++p)
-      if (accumulate)
-        result(b.splatLike(grads[p], 0), accState[p]);
-    results.push_back(loss);
-    out.add(loss.getType(), "loss", BindingRole::Loss);
+    for (size_t p = 0; p < accState.size(); ++p)
+      result(b.splatLike(grads[p], 0), accState[p]);
+    results.push_back(step.loss);
+    out.add(step.loss.getType(), "loss", BindingRole::Loss);
     spec.entries.push_back(makeEntry("train_step", in, out, m.finish(results)));
   }
 
-  // ---- accumulate_step ----
+  // ---- accumulate_step: State(parameters, buffers, accumulators) ----
   if (accumulate) {
     Signature in, out;
-    std::vector<size_t> params;
-    for (size_t p = 0; p < numParams; ++p)
-      params.push_back(in.add(stateType(p), spec.state[p].name, BindingRole::State, p));
-    std::vector<size_t> accs;
-    for (size_t p = 0; p < numParams; ++p)
-      accs.push_back(in.add(stateType(accState[p]), spec.state[accState[p]].name,
-                            BindingRole::State, accState[p]));
-    size_t data = in.types.size();
-    addData(in);
+    stateArgs(in, accState);
+    size_t data = dataArgs(in);
     int64_t key = usesKey ? (int64_t)in.add(keyType, "rng_key", BindingRole::RngKey) : -1;
 
     MainBuilder m(ctx, in.types);
-    auto [loss, grads] = lossAndGradients(m, params, data, key);
+    Step step = trainForward(m, data, key);
     CoreBuilder b(m.builder, NameLoc::get(StringAttr::get(&ctx, "accumulate")));
     SmallVector<Value> results;
-    for (size_t p = 0; p < numParams; ++p) {
-      results.push_back(b.add(m.arg(accs[p]), grads[p]));
-      out.add(results.back().getType(), spec.state[accState[p]].name, BindingRole::State,
-              accState[p]);
-    }
-    results.push_back(loss);
-    out.add(loss.getType(), "loss", BindingRole::Loss);
+    auto result = [&](Value v, size_t state) {
+      results.push_back(v);
+      out.add(v.getType(), spec.state[state].name, BindingRole::State, state);
+    };
+    for (size_t i = 0; i < numBuffers; ++i)
+      result(step.buffersNext[i], bufferState[i]);
+    for (size_t p = 0; p < numParams; ++p)
+      result(b.add(m.arg(numParams + numBuffers + p), step.grads[p]), accState[p]);
+    results.push_back(step.loss);
+    out.add(step.loss.getType(), "loss", BindingRole::Loss);
     spec.entries.push_back(makeEntry("accumulate_step", in, out, m.finish(results)));
   }
 
   // ---- eval: per-sample loss and, for cross-entropy, the predicted class ----
   {
     Signature in, out;
-    for (size_t p = 0; p < numParams; ++p)
-      in.add(stateType(p), spec.state[p].name, BindingRole::State, p);
-    size_t data = in.types.size();
-    addData(in);
+    stateArgs(in, {});
+    size_t data = dataArgs(in);
 
     MainBuilder m(ctx, in.types);
-    SmallVector<Value> args;
-    for (size_t i = 0; i < numInputs; ++i)
-      args.push_back(m.arg(data + i));
-    for (size_t p = 0; p < numParams; ++p)
-      args.push_back(m.arg(p));
-    SmallVector<Value> outputs = inlineMain(m.builder, *eval.module, args);
+    SmallVector<Value> outputs = forward(m, eval, data, -1);
     CoreBuilder b(m.builder, NameLoc::get(StringAttr::get(&ctx, "loss")));
     LossValues loss = buildLoss(b, options, outputs[options.outputIndex], m.arg(data + numInputs));
     SmallVector<Value> results{loss.perSample};

@@ -83,9 +83,12 @@ LossValues buildLoss(CoreBuilder &b, const TrainingOptions &options, Value outpu
     Value logSum = b.unary(UnaryKind::Log,
                            b.reduce(ReduceKind::Sum, b.unary(UnaryKind::Exp, shifted), {1}, true));
     Value logProb = b.sub(shifted, logSum);
-    // -log p[label] as a one-hot dot product (differentiable as a multiply).
+    // -log p[label] as a one-hot dot product (differentiable as a multiply). The class index
+    // is [1, C, 1...], so that constant folding keeps it small.
+    SmallVector<int64_t> classShape(CoreBuilder::rankOf(x), 1);
+    classShape[1] = CoreBuilder::shapeOf(x)[1];
+    Value classIndex = b.iota(classShape, b.builder().getI64Type(), 1);
     SmallVector<int64_t> withClass(CoreBuilder::shapeOf(x));
-    Value classIndex = b.iota(withClass, b.builder().getI64Type(), 1);
     withClass[1] = 1;
     Value label = b.reshape(b.cast(labels, b.builder().getI64Type()), withClass);
     Value oneHot = b.cast(b.compare(CompareKind::Eq, classIndex, label), compute);

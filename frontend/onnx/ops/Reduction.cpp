@@ -434,9 +434,10 @@ Value normalize(CoreBuilder &b, Value x, Value mean, Value var, double epsilon, 
 
 /// BatchNormalization over [N, C, D...] with per-channel scale, bias, mean and var. Inference
 /// uses the given statistics. Training mode (training_mode since 14; before that, asking for
-/// the statistics outputs) normalizes with the batch statistics (population variance over all
-/// dims but C) and outputs running = given * momentum + batch * (1 - momentum); the legacy
-/// 4th/5th outputs are the batch mean and variance.
+/// the statistics outputs; or importing for training, ImportOptions::training) normalizes with
+/// the batch statistics (population variance over all dims but C) and outputs running = given *
+/// momentum + batch * (1 - momentum); the legacy 4th/5th outputs are the batch mean and
+/// variance. Importing for training, running statistics that are buffers take those values.
 void lowerBatchNormalization(NodeContext &n) {
   CoreBuilder &b = n.b();
   Value x = n.input(0);
@@ -456,8 +457,9 @@ void lowerBatchNormalization(NodeContext &n) {
   };
   Value scale = param(1), bias = param(2), mean = param(3), var = param(4);
   double epsilon = n.attrFloat("epsilon", 1e-5);
-  bool training = n.opset() >= 14 ? n.attrInt("training_mode", 0) != 0
-                                  : n.numOutputs() > 1 && (n.opset() >= 7 || !n.attrInt("is_test", 0));
+  bool training = n.training() ||
+                  (n.opset() >= 14 ? n.attrInt("training_mode", 0) != 0
+                                   : n.numOutputs() > 1 && (n.opset() >= 7 || !n.attrInt("is_test", 0)));
   if (!training) {
     n.setOutput(0, normalize(b, x, mean, var, epsilon, scale, bias));
     return;
@@ -471,14 +473,21 @@ void lowerBatchNormalization(NodeContext &n) {
   double momentum = n.attrFloat("momentum", 0.9);
   Value m = b.scalarLike(x, momentum), oneMinus = b.scalarLike(x, 1 - momentum);
   Shape64 channels{CoreBuilder::shapeOf(x)[1]};
-  auto running = [&](size_t i, Value given, Value batch) {
+  // Output `i` and buffer input `input` (when importing for training) take the running value.
+  auto running = [&](size_t i, size_t input, Value given, Value batch) {
+    bool buffer = n.training() && n.inputIsBuffer(input);
+    if (!n.hasOutput(i) && !buffer)
+      return;
+    Value next = b.cast(b.reshape(b.add(b.mul(given, m), b.mul(batch, oneMinus)),
+                                  CoreBuilder::shapeOf(n.input(input))),
+                        n.inputElementType(input));
     if (n.hasOutput(i))
-      n.setOutput(i, b.cast(b.reshape(b.add(b.mul(given, m), b.mul(batch, oneMinus)),
-                                      CoreBuilder::shapeOf(n.input(3))),
-                            n.inputElementType(3)));
+      n.setOutput(i, next);
+    if (buffer)
+      n.updateBuffer(input, next);
   };
-  running(1, mean, batchMean);
-  running(2, var, batchVar);
+  running(1, 3, mean, batchMean);
+  running(2, 4, var, batchVar);
   if (n.hasOutput(3))
     n.setOutput(3, b.reshape(batchMean, channels));
   if (n.hasOutput(4))

@@ -848,15 +848,27 @@ Value dropoutKeepMask(NodeContext &n, Value x, double ratio) {
   uint64_t stream = n.nextRngStream();
   Value seed = splitmixFinalize(
       n, b.binary(BinaryKind::Xor, n.rngKey(), u64(stream * 0xD1B54A32D192ED03ULL)));
-  int64_t count = product(CoreBuilder::shapeOf(x));
-  Value counter = b.add(b.iota({count}, u64Type, 0), u64(1));
+  // i + 1 as a sum of per-dim iotas times strides: each iota is a small constant of one dim,
+  // so constant folding cannot materialize the whole index tensor.
+  ArrayRef<int64_t> shape = CoreBuilder::shapeOf(x);
+  Value counter = u64(1);
+  int64_t stride = 1;
+  for (int64_t d = (int64_t)shape.size() - 1; d >= 0; --d) {
+    if (shape[d] != 1) {
+      SmallVector<int64_t> alongD(shape.size(), 1);
+      alongD[d] = shape[d];
+      Value index = b.iota(alongD, u64Type, d);
+      counter = b.add(counter, stride == 1 ? index : b.mul(index, u64((uint64_t)stride)));
+    }
+    stride *= shape[d];
+  }
+  counter = b.broadcastTo(counter, shape);
   Value bits = splitmixFinalize(n, b.add(seed, b.mul(counter, u64(0x9E3779B97F4A7C15ULL))));
   bits = b.binary(BinaryKind::ShiftRight, bits, u64(40));
   Value uniform = b.mul(b.cast(bits, b.builder().getF32Type()),
                         n.constant(Tensor::scalar<float>(std::ldexp(1.0f, -24))));
-  Value keep = b.compare(CompareKind::Ge, uniform,
-                         n.constant(Tensor::scalar<float>(static_cast<float>(ratio))));
-  return b.reshape(keep, CoreBuilder::shapeOf(x));
+  return b.compare(CompareKind::Ge, uniform,
+                   n.constant(Tensor::scalar<float>(static_cast<float>(ratio))));
 }
 
 /// Inference (and ratio 0): output = input, mask all true. Training mode (ImportOptions::training)

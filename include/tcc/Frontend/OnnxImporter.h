@@ -34,9 +34,16 @@ struct ImportOptions {
   /// One whose value the model needs at compile time (a Dropout ratio, a Reshape's shape) stays
   /// a constant and is left out of ImportedModel::parameterIndices.
   std::set<std::string> parameterInitializers;
+  /// Initializers imported as function arguments after the parameters, in initializer order:
+  /// state the model updates in training mode but that has no gradient (BatchNormalization's
+  /// running mean and variance). In training mode @main returns their next values after the
+  /// graph outputs.
+  std::set<std::string> bufferInitializers;
   /// Training mode: Dropout drops (scaled by 1/(1-ratio)) with a counter-based generator keyed by
   /// one more trailing argument, a 0-d ui64 (ImportedModel::rngKeyArgument), when the model has
   /// any Dropout with a nonzero ratio. Otherwise Dropout is the identity, as in inference.
+  /// BatchNormalization normalizes with the batch's statistics and moves its running statistics
+  /// (when they are buffers) towards them with the node's momentum, as ONNX's training mode.
   bool training = false;
 };
 
@@ -48,6 +55,10 @@ struct ImportedModel {
   /// ImportOptions::parameterInitializers present in the model, in argument order (they follow
   /// the graph inputs): their indices in graph.initializer.
   std::vector<int64_t> parameterIndices;
+  /// ImportOptions::bufferInitializers present in the model, in argument order (after the
+  /// parameters): their indices in graph.initializer. In training mode @main returns one more
+  /// result per buffer, its next value, after the graph outputs, in this order.
+  std::vector<int64_t> bufferIndices;
   /// Training mode: the argument number of the rng key (the last one), or -1 if none is needed.
   int64_t rngKeyArgument = -1;
 };
