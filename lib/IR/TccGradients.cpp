@@ -21,6 +21,7 @@
 //===----------------------------------------------------------------------===//
 #include "tcc/IR/CoreBuilder.h"
 #include "tcc/IR/TccDialect.h"
+#include "tcc/Support/Tensor.h"
 
 #include "llvm/ADT/STLExtras.h"
 
@@ -71,7 +72,7 @@ public:
   }
   void set(unsigned i, Value adjoint) {
     if (adjoint && adjoint.getType() != op->getOperand(i).getType())
-      adjoint = b.reshape(adjoint, CoreBuilder::shapeOf(op->getOperand(i)));
+      throw Error("the adjoint of operand " + std::to_string(i) + " has the wrong type");
     out[i] = adjoint;
   }
   /// Fails with a diagnostic at the op if operand i is wanted (its gradient has no rule).
@@ -86,7 +87,6 @@ public:
   Value zeros(RankedTensorType t) { return b.splat(t, 0.0); }
   Value scalar(Value like, double v) { return b.scalarLike(like, v); }
   Value neg(Value x) { return b.unary(UnaryKind::Neg, x); }
-  Value fsub(Value x, Value y) { return b.sub(x, y); }
 
   /// Sums `grad` (shaped like broadcast_in_dim's result) back onto its operand type.
   Value unbroadcast(Value grad, RankedTensorType xType, ArrayRef<int64_t> dims) {
@@ -133,14 +133,13 @@ public:
   /// `shape` (pads, and for strides a reshape that interleaves zeros).
   Value unslice(Value grad, ArrayRef<int64_t> shape, ArrayRef<int64_t> start,
                 ArrayRef<int64_t> stride) {
-    Type elem = CoreBuilder::elementTypeOf(grad);
-    ArrayRef<int64_t> gShape = CoreBuilder::shapeOf(grad);
+    SmallVector<int64_t> gShape(CoreBuilder::shapeOf(grad));
     if (llvm::is_contained(gShape, 0))
-      return zeros(b.tensorType(shape, elem));
+      return zeros(b.tensorType(shape, CoreBuilder::elementTypeOf(grad)));
     int64_t rank = shape.size();
     SmallVector<int64_t> low(rank), high(rank);
     for (int64_t d = 0; d < rank; ++d) {
-      int64_t n = CoreBuilder::shapeOf(grad)[d], s = stride[d];
+      int64_t n = gShape[d], s = stride[d];
       if (s > 1 && n > 1) {
         // [.., n, ..] -> [.., n, 1, ..] -> pad to [.., n, s, ..] -> [.., n*s, ..] -> first (n-1)s+1.
         SmallVector<int64_t> split(CoreBuilder::shapeOf(grad));
@@ -150,9 +149,8 @@ public:
         merged[d] = n * s;
         grad = b.sliceDim(b.reshape(v, merged), d, 0, (n - 1) * s + 1);
       }
-      int64_t span = n == 0 ? 0 : (n - 1) * s + 1;
       low[d] = start[d];
-      high[d] = shape[d] - start[d] - span;
+      high[d] = shape[d] - start[d] - ((n - 1) * s + 1);
     }
     return padZeros(grad, low, high);
   }
