@@ -989,8 +989,9 @@ void CudaKernelEmitter::emitGroupLoop(Block &block, ArrayRef<int64_t> bounds,
   if (plan.tail) {
     open("if (" + first + " + " + str(plan.vec) + " <= " + str(plan.inner) + ")");
     emitLanes(block, bounds, plan, uint, first, true, perLane);
-    close();
-    open("else");
+    --depth;
+    line("} else {");
+    ++depth;
     emitLanes(block, bounds, plan, uint, first, false, perLane);
     close();
   } else {
