@@ -12,6 +12,8 @@
 
 #include "tcc/Interp/Interpreter.h"
 
+#include "llvm/ADT/DenseMap.h"
+
 #include <numeric>
 
 using namespace mlir;
@@ -35,11 +37,24 @@ Value scalar(CoreBuilder &b, Type type, double value) {
   return b.splat(b.tensorType({}, type), value);
 }
 
-/// `x` (a 0-d f64 value computed from hyperparameters) in the parameter's type `like`, as
-/// PyTorch converts a Python scalar where it meets a tensor.
-Value toTypeOf(CoreBuilder &b, Value x, Value like) {
-  return b.cast(x, CoreBuilder::elementTypeOf(like));
-}
+/// 0-d f64 values computed from hyperparameters, converted to a parameter's element type as
+/// PyTorch converts a Python scalar where it meets a tensor; one conversion per (value, type),
+/// shared by every parameter of that type.
+class ScalarCasts {
+public:
+  explicit ScalarCasts(CoreBuilder &b) : b(b) {}
+  Value operator()(Value x, Value like) {
+    Type type = CoreBuilder::elementTypeOf(like);
+    Value &cast = casts[{x, type}];
+    if (!cast)
+      cast = b.cast(x, type);
+    return cast;
+  }
+
+private:
+  CoreBuilder &b;
+  llvm::DenseMap<std::pair<Value, Type>, Value> casts;
+};
 
 } // namespace
 
@@ -154,6 +169,7 @@ OptimizerUpdate buildOptimizerUpdate(CoreBuilder &b, const TrainingOptions &opti
   auto c64 = [&](double v) { return scalar(b, f64, v); };
   // A hyperparameter as PyTorch passes it to a tensor op: a double converted to the tensor's type.
   auto hyper = [&](Value like, double v) { return b.scalarLike(like, v); };
+  ScalarCasts toTypeOf(b);
   OptimizerUpdate out;
   out.step = b.add(step, b.scalarLike(step, 1));
   Value lr64 = b.cast(lr, f64);
@@ -161,6 +177,7 @@ OptimizerUpdate buildOptimizerUpdate(CoreBuilder &b, const TrainingOptions &opti
 
   if (options.optimizer == OptimizerKind::SGD) {
     double momentum = options.momentum;
+    Value negLr = b.unary(UnaryKind::Neg, lr64);
     for (size_t i = 0; i < params.size(); ++i) {
       Value p = params[i], g = grads[i];
       out.state.emplace_back();
@@ -175,7 +192,7 @@ OptimizerUpdate buildOptimizerUpdate(CoreBuilder &b, const TrainingOptions &opti
                              : buf;
       }
       // param.add_(grad, alpha=-lr)
-      out.params.push_back(b.add(p, b.mul(toTypeOf(b, b.unary(UnaryKind::Neg, lr64), p), g)));
+      out.params.push_back(b.add(p, b.mul(toTypeOf(negLr, p), g)));
     }
     return out;
   }
@@ -193,11 +210,12 @@ OptimizerUpdate buildOptimizerUpdate(CoreBuilder &b, const TrainingOptions &opti
   Value negStepSize = b.unary(UnaryKind::Neg, stepSize);
   // lerp's weight 1 - beta1, as PyTorch computes it in double.
   double w = 1 - beta1;
+  Value decay = b.sub(c64(1), b.mul(lr64, c64(wd))); // AdamW: 1 - lr * weight_decay
   for (size_t i = 0; i < params.size(); ++i) {
     Value p = params[i], g = grads[i], m = state[i][0], v = state[i][1];
     if (wd != 0) {
       if (decoupled) // param.mul_(1 - lr * weight_decay)
-        p = b.mul(p, toTypeOf(b, b.sub(c64(1), b.mul(lr64, c64(wd))), p));
+        p = b.mul(p, toTypeOf(decay, p));
       else // grad = grad.add(param, alpha=weight_decay)
         g = b.add(g, b.mul(hyper(p, wd), p));
     }
@@ -209,10 +227,10 @@ OptimizerUpdate buildOptimizerUpdate(CoreBuilder &b, const TrainingOptions &opti
     v = b.mul(v, hyper(p, beta2));
     v = b.add(v, b.mul(b.mul(hyper(p, 1 - beta2), g), g));
     // denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
-    Value denom = b.add(b.div(b.unary(UnaryKind::Sqrt, v), toTypeOf(b, correction2Sqrt, p)),
+    Value denom = b.add(b.div(b.unary(UnaryKind::Sqrt, v), toTypeOf(correction2Sqrt, p)),
                         hyper(p, options.epsilon));
     // param.addcdiv_(exp_avg, denom, value=-step_size)
-    p = b.add(p, b.div(b.mul(toTypeOf(b, negStepSize, p), m), denom));
+    p = b.add(p, b.div(b.mul(toTypeOf(negStepSize, p), m), denom));
     out.params.push_back(p);
     out.state.push_back({m, v});
   }

@@ -43,7 +43,9 @@ struct TrainingOptions {
   int64_t gradAccumulation = 1; // micro-batches per optimizer update (gradients averaged)
 
   /// Initializers to train; empty: every floating-point initializer. Names that are not
-  /// floating-point initializers are an error.
+  /// floating-point initializers are an error. BatchNormalization's running statistics are
+  /// Buffer state (updated from the batches, never trained), and initializers the model needs
+  /// at compile time (a Dropout ratio) stay constants: naming either here is an error.
   std::set<std::string> trainable;
   std::set<std::string> frozen; // never trained (applied after `trainable`)
 };

@@ -31,7 +31,8 @@ mlir::RankedTensorType labelTypeFor(mlir::MLIRContext *ctx, const TrainingOption
 
 /// Cross-entropy (log-softmax over dim 1, shifted by its max; label smoothing as in
 /// TrainingOptions) or mean squared error, computed in f32 (f64 for an f64 output); the
-/// results are f32.
+/// results are f32. A label outside [0, C) selects no class: its sample's loss is only the
+/// smoothing term (0 without smoothing); nothing checks labels at run time.
 LossValues buildLoss(CoreBuilder &b, const TrainingOptions &options, mlir::Value output,
                      mlir::Value labels);
 
