@@ -83,6 +83,19 @@ public:
   }
 
   // ---- helpers shared by several rules ----
+  /// A transpose, or a reshape when it only moves dims of size 1 (no data movement).
+  Value permute(Value x, ArrayRef<int64_t> perm) {
+    ArrayRef<int64_t> shape = CoreBuilder::shapeOf(x);
+    SmallVector<int64_t> moved, permuted;
+    for (int64_t p : perm) {
+      permuted.push_back(shape[p]);
+      if (shape[p] != 1)
+        moved.push_back(p);
+    }
+    if (llvm::is_sorted(moved))
+      return b.reshape(x, permuted);
+    return b.transpose(x, perm);
+  }
   Value zerosLike(Value v) { return b.splatLike(v, 0.0); }
   Value zeros(RankedTensorType t) { return b.splat(t, 0.0); }
   Value scalar(Value like, double v) { return b.scalarLike(like, v); }
@@ -331,7 +344,7 @@ LogicalResult TransposeOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultAd
                                     SmallVectorImpl<Value> &operandAdjoints) {
   Vjp v(builder, *this, resultAdjoints, wanted, operandAdjoints);
   if (v.want(0))
-    v.set(0, v.b.transpose(v.g(), inversePermutation(getPerm())));
+    v.set(0, v.permute(v.g(), inversePermutation(getPerm())));
   return success();
 }
 
@@ -495,18 +508,10 @@ LogicalResult GatherOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultAdjoi
           inner = product(xShape.drop_front(axis + 1)),
           I = product(CoreBuilder::shapeOf(getIndices()));
   Value idx = b.reshape(getIndices(), {I, 1});
-  Type elem = CoreBuilder::elementTypeOf(getX());
-  if (outer == 1) {
-    Value zeros = v.zeros(b.tensorType({A, inner}, elem));
-    Value gx = b.create<ScatterNDOp>(zeros, idx, b.reshape(v.g(), {I, inner}),
-                                     ScatterReduction::Add);
-    v.set(0, b.reshape(gx, xShape));
-    return success();
-  }
-  Value updates = b.transpose(b.reshape(v.g(), {outer, I, inner}), {1, 0, 2});
-  Value zeros = v.zeros(b.tensorType({A, outer, inner}, elem));
+  Value updates = v.permute(b.reshape(v.g(), {outer, I, inner}), {1, 0, 2});
+  Value zeros = v.zeros(b.tensorType({A, outer, inner}, CoreBuilder::elementTypeOf(getX())));
   Value gx = b.create<ScatterNDOp>(zeros, idx, updates, ScatterReduction::Add);
-  v.set(0, b.reshape(b.transpose(gx, {1, 0, 2}), xShape));
+  v.set(0, b.reshape(v.permute(gx, {1, 0, 2}), xShape));
   return success();
 }
 
@@ -746,9 +751,9 @@ LogicalResult MatmulOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultAdjoi
   std::swap(swap[rank - 1], swap[rank - 2]);
   Value g = v.g();
   if (v.want(0))
-    v.set(0, b.create<MatmulOp>(g, b.transpose(getRhs(), swap)));
+    v.set(0, b.create<MatmulOp>(g, v.permute(getRhs(), swap)));
   if (v.want(1))
-    v.set(1, b.create<MatmulOp>(b.transpose(getLhs(), swap), g));
+    v.set(1, b.create<MatmulOp>(v.permute(getLhs(), swap), g));
   return success();
 }
 
@@ -799,7 +804,7 @@ LogicalResult ConvOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultAdjoint
     }
     // Weight [O, C/g, K...] -> [C, O/g, K...] per group, kernel reversed.
     Value wt = b.reshape(w, withSpatial({groups, O / groups, C / groups}, wShape.drop_front(2)));
-    wt = b.transpose(wt, permWith({0, 2, 1}));
+    wt = v.permute(wt, permWith({0, 2, 1}));
     wt = b.reshape(wt, withSpatial({C, O / groups}, wShape.drop_front(2)));
     wt = b.createTyped<ReverseOp>(wt.getType(), wt, spatialDims);
     Value gx = b.create<ConvOp>(g, wt, /*strides=*/lhsDil, low, high, /*lhs_dilation=*/strides,
@@ -811,9 +816,9 @@ LogicalResult ConvOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultAdjoint
     // the batch as channels and the adjoint as kernel; output position k moves by rd (stride),
     // kernel taps q by s (rhs dilation). Groups: batch = C/g, channels = (group, n).
     Value in = b.reshape(x, withSpatial({N, groups, C / groups}, xShape.drop_front(2)));
-    in = b.transpose(in, permWith({2, 1, 0}));
+    in = v.permute(in, permWith({2, 1, 0}));
     in = b.reshape(in, withSpatial({C / groups, groups * N}, xShape.drop_front(2)));
-    Value kernel = b.transpose(g, permWith({1, 0}));
+    Value kernel = v.permute(g, permWith({1, 0}));
     SmallVector<int64_t> high(spatial);
     for (int64_t d = 0; d < spatial; ++d) {
       int64_t inSize = xShape[d + 2], k = wShape[d + 2], out = gShape[d + 2];
@@ -824,7 +829,7 @@ LogicalResult ConvOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultAdjoint
     }
     Value gw = b.create<ConvOp>(in, kernel, /*strides=*/rhsDil, padLow, high, lhsDil,
                                 /*rhs_dilation=*/strides, groups);
-    v.set(1, b.transpose(gw, permWith({1, 0})));
+    v.set(1, v.permute(gw, permWith({1, 0})));
   }
   return success();
 }
