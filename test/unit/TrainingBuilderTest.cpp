@@ -965,6 +965,38 @@ TEST_F(TrainingTest, BuildTrainingRejectsWhatItCannotTrain) {
                   "cannot build the loss on model output 'logits': cross-entropy needs logits");
 }
 
+TEST_F(TrainingTest, AnOpWithoutAGradientIsAnErrorNamingItsNode) {
+  // logits = ScatterElements(w, indices, x, reduction=max): no gradient for w through it.
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.add_opset_import()->set_version(18);
+  onnx::GraphProto *g = model.mutable_graph();
+  auto info = [](onnx::ValueInfoProto *vi, const std::string &name, std::vector<int64_t> dims) {
+    vi->set_name(name);
+    auto *tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims)
+      tt->mutable_shape()->add_dim()->set_dim_value(d);
+  };
+  info(g->add_input(), "x", {1, 3});
+  *g->add_initializer() = tensorToProto(randomTensor({2, 3}, 901), "w");
+  *g->add_initializer() = tensorToProto(Tensor::fromVector<int64_t>({1, 3}, {1, 0, 1}), "indices");
+  auto *n = g->add_node();
+  n->set_op_type("ScatterElements");
+  n->set_name("scatter_max");
+  for (const char *in : {"w", "indices", "x"})
+    n->add_input(in);
+  n->add_output("logits");
+  auto *reduction = n->add_attribute();
+  reduction->set_name("reduction");
+  reduction->set_type(onnx::AttributeProto::STRING);
+  reduction->set_s("max");
+  info(g->add_output(), "logits", {2, 3});
+  prepareOnnxModel(model, {});
+  std::string msg = errorOf([&] { buildTraining(ctx, model, {}); });
+  EXPECT_CONTAINS(msg, "cannot differentiate the model: node 'scatter_max'");
+}
+
 TEST_F(TrainingTest, GradientOfSumMatchesFiniteDifferences) {
   onnx::ModelProto model = mlpModel(3, 4, 5, 2, DType::F64);
   ImportedModel g = buildGradientOfSum(ctx, model, {});
