@@ -22,8 +22,8 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <set>
 #include <numeric>
+#include <set>
 #include <sstream>
 
 using namespace mlir;
