@@ -93,7 +93,9 @@ LossValues buildLoss(CoreBuilder &b, const TrainingOptions &options, Value outpu
     Value diff = b.sub(x, b.cast(labels, compute));
     result.perSample = b.mul(diff, diff);
   } else {
-    // log-softmax over the class dim, shifted by the max so that exp cannot overflow.
+    // log-softmax over the class dim, shifted by the max so that exp cannot overflow (as
+    // PyTorch computes it: a shift by floor(max) would skip the max's zero gradient, but rounds
+    // differently enough that training drifts measurably from PyTorch's within 100 steps).
     Value shifted = b.sub(x, b.reduce(ReduceKind::Max, x, {1}, /*keepDims=*/true));
     Value logSum = b.unary(UnaryKind::Log,
                            b.reduce(ReduceKind::Sum, b.unary(UnaryKind::Exp, shifted), {1}, true));
