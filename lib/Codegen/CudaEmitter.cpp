@@ -271,7 +271,8 @@ LoopPlan planLoop(Operation *scope, Block &block, ArrayRef<int64_t> bounds,
       ++storesTo[s.getMemref()];
   unsigned maxVec = 1;
   for (Operation &op : block.without_terminator()) {
-    if (!allowVectors || !isa<tk::LoadOp, tk::StoreOp>(op))
+    if (!allowVectors || !isa<tk::LoadOp, tk::StoreOp>(op) ||
+        (isa<tk::LoadOp>(op) && op.use_empty())) // unused loads are not emitted
       continue;
     auto [memref, indices] = accessOf(&op);
     // A buffer this kernel both reads and writes keeps scalar accesses: a lane's vector load

@@ -229,9 +229,17 @@ CudaModule tcc::codegen::compileCudaModule(const std::vector<KernelSource> &kern
       pool.async([&, job] { compileJob(job); });
     pool.wait();
   }
+  // All failures counted, the first few in full.
+  size_t failures = 0;
+  std::string message;
   for (const std::string &e : errors)
-    if (!e.empty())
-      throw Error(e);
+    if (!e.empty() && ++failures <= 3)
+      message += (message.empty() ? "" : "\n") + e;
+  if (failures > 1)
+    message = std::to_string(failures) + " of " + std::to_string(total) +
+              " CUDA compiles failed; the first:\n" + message;
+  if (failures)
+    throw Error(message);
   module.stats.compiles = total;
   module.stats.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
