@@ -826,7 +826,8 @@ void lowerUnique(NodeContext &n) {
 //   u_i  = f32(mix(seed + (i + 1) * 0x9E3779B97F4A7C15) >> 40) * 2^-24      (in [0, 1))
 //
 // (u_i is the (i+1)-th output of splitmix64 started at `seed`, its top 24 bits, converted exactly).
-// keep_i = u_i >= f32(ratio); y_i = keep_i ? x_i * (1 / (1 - ratio)) : 0; the mask output is keep.
+// keep_i = u_i >= f32(ratio); y_i = x_i * (keep_i ? 1 / (1 - ratio) : 0) (as PyTorch, a dropped
+// inf or NaN gives NaN); the mask output is keep.
 
 /// splitmix64's finaliser on a ui64 tensor (see above).
 Value splitmixFinalize(NodeContext &n, Value z) {
