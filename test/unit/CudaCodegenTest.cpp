@@ -671,6 +671,12 @@ TEST(CudaCodegenTest, AllKernelsCompileWithNvrtcWithoutSpills) {
       EXPECT_EQ(b.spillLoadBytes, 0);
       EXPECT_EQ(b.stackBytes, 0) << "local memory: a vector temporary left registers";
       maxRegisters = std::max(maxRegisters, b.registers);
+      // Vector accesses of 16 bytes reach the PTX as 16-byte loads and stores.
+      if (k.name.rfind("chain_f32", 0) == 0 || k.name.rfind("chain_bf16", 0) == 0 ||
+          k.name.rfind("softmax_1000", 0) == 0) {
+        EXPECT_NE(b.ptx.find("ld.global.nc.v4."), std::string::npos);
+        EXPECT_NE(b.ptx.find("st.global.v4."), std::string::npos);
+      }
     }
   }
   std::printf("[ nvrtc    ] %zu kernels x %zu archs, %zu cache hits, %.2f s wall, %.2f s NVRTC, "
