@@ -5,6 +5,9 @@
 // Arena at its planned offset, tk.view -> the source's base at an added offset), one Launch
 // per step, the constants' bytes (64-byte aligned) and the compiled kernels.
 //
+// One Writer builds one Program table; an inference artifact is that table as the root, a
+// training artifact a root holding the state and one such table per entry point.
+//
 // Assumes: -tcc-plan-memory has run (every tk.alloc has an offset).
 //
 //===----------------------------------------------------------------------===//
@@ -30,12 +33,21 @@ fb::DType dtypeOf(Type elementType) {
   return static_cast<fb::DType>(static_cast<uint8_t>(dtypeFromType(elementType)));
 }
 
+constexpr const char *kProducer = "tcc 0.1.0";
+
+/// Bytes of a builder's finished buffer.
+std::vector<uint8_t> bytesOf(const flatbuffers::FlatBufferBuilder &fbb) {
+  return std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+}
+
+/// Builds the Program table of one module's tk.program into a builder that may hold other
+/// programs (a training artifact's entries).
 class Writer {
 public:
-  Writer(ModuleOp module, const ArtifactContents &contents)
-      : module_(module), contents_(contents) {}
+  Writer(flatbuffers::FlatBufferBuilder &fbb, ModuleOp module, const ArtifactContents &contents)
+      : module_(module), contents_(contents), fbb_(fbb) {}
 
-  std::vector<uint8_t> write(ArtifactStats *stats);
+  flatbuffers::Offset<fb::Program> build(ArtifactStats *stats);
 
 private:
   uint32_t bufferFor(Value value);
@@ -52,7 +64,7 @@ private:
 
   ModuleOp module_;
   const ArtifactContents &contents_;
-  flatbuffers::FlatBufferBuilder fbb_{1 << 16};
+  flatbuffers::FlatBufferBuilder &fbb_;
   func::FuncOp program_;
   size_t numInputs_ = 0;
 
@@ -196,7 +208,7 @@ void Writer::addStep(Operation *op) {
   launches_.push_back(launch);
 }
 
-std::vector<uint8_t> Writer::write(ArtifactStats *stats) {
+flatbuffers::Offset<fb::Program> Writer::build(ArtifactStats *stats) {
   for (auto f : module_.getOps<func::FuncOp>())
     if (tk::isProgram(f)) {
       if (program_)
@@ -255,7 +267,7 @@ std::vector<uint8_t> Writer::write(ArtifactStats *stats) {
   else
     throw Error("artifact: device '" + contents_.device + "' is not known to the writer");
 
-  auto producer = fbb_.CreateString("tcc 0.1.0");
+  auto producer = fbb_.CreateString(kProducer);
   auto inputsVec = fbb_.CreateVector(inputs), outputsVec = fbb_.CreateVector(outputs);
   auto buffersVec = fbb_.CreateVector(buffers_);
   auto constantsVec = fbb_.CreateVector(constants_);
@@ -274,7 +286,7 @@ std::vector<uint8_t> Writer::write(ArtifactStats *stats) {
   pb.add_kernels(kernelsVec);
   pb.add_cpu_module(cpuModule);
   pb.add_launches(launchesVec);
-  fb::FinishProgramBuffer(fbb_, pb.Finish());
+  flatbuffers::Offset<fb::Program> program = pb.Finish();
 
   if (stats) {
     stats->kernels = kernels_.size();
@@ -283,14 +295,80 @@ std::vector<uint8_t> Writer::write(ArtifactStats *stats) {
     stats->arenaBytes = arenaAttr.getInt();
     stats->constantBytes = constantData_.size();
   }
-  return std::vector<uint8_t>(fbb_.GetBufferPointer(), fbb_.GetBufferPointer() + fbb_.GetSize());
+  return program;
 }
 
 } // namespace
 
 std::vector<uint8_t> writeArtifact(ModuleOp module, const ArtifactContents &contents,
                                    ArtifactStats *stats) {
-  return Writer(module, contents).write(stats);
+  flatbuffers::FlatBufferBuilder fbb(1 << 16);
+  fb::FinishProgramBuffer(fbb, Writer(fbb, module, contents).build(stats));
+  return bytesOf(fbb);
+}
+
+std::vector<uint8_t> writeTrainingArtifact(const TrainingSpec &spec,
+                                           const std::vector<ArtifactContents> &entryContents,
+                                           std::vector<ArtifactStats> *stats) {
+  if (entryContents.size() != spec.entries.size())
+    throw Error("artifact: " + std::to_string(spec.entries.size()) + " training entries but " +
+                std::to_string(entryContents.size()) + " compiled programs");
+  flatbuffers::FlatBufferBuilder fbb(1 << 16);
+
+  // State: initial values packed at 64-byte boundaries, like constants.
+  std::vector<uint8_t> initialData;
+  std::vector<flatbuffers::Offset<fb::StateTensor>> state;
+  for (const StateSpec &s : spec.state) {
+    const Tensor &t = s.initial;
+    if (!t.defined())
+      throw Error("artifact: training state '" + s.name + "' has no initial value");
+    size_t offset = (initialData.size() + tk::kBufferAlignment - 1) / tk::kBufferAlignment *
+                    tk::kBufferAlignment;
+    initialData.resize(offset + t.byteSize());
+    if (t.byteSize())
+      std::memcpy(initialData.data() + offset, t.raw(), t.byteSize());
+    auto name = fbb.CreateString(s.name);
+    auto shape = fbb.CreateVector(t.shape().data(), t.shape().size());
+    state.push_back(fb::CreateStateTensor(
+        fbb, name, static_cast<fb::StateKind>(static_cast<uint8_t>(s.kind)),
+        static_cast<fb::DType>(static_cast<uint8_t>(t.dtype())), shape, offset,
+        s.initializerIndex));
+  }
+
+  auto bindings = [&](const std::vector<Binding> &list) {
+    std::vector<flatbuffers::Offset<fb::Binding>> out;
+    for (const Binding &b : list)
+      out.push_back(fb::CreateBinding(fbb, static_cast<fb::BindingRole>(b.role),
+                                      b.role == BindingRole::State ? (uint32_t)b.state : 0));
+    return fbb.CreateVector(out);
+  };
+  std::vector<flatbuffers::Offset<fb::Entry>> entries;
+  for (size_t i = 0; i < spec.entries.size(); ++i) {
+    const EntrySpec &e = spec.entries[i];
+    ArtifactStats entryStats;
+    auto program = Writer(fbb, e.module.get(), entryContents[i]).build(&entryStats);
+    if (stats)
+      stats->push_back(entryStats);
+    auto name = fbb.CreateString(e.name);
+    auto inputs = bindings(e.inputs), outputs = bindings(e.outputs);
+    entries.push_back(fb::CreateEntry(fbb, name, program, inputs, outputs));
+  }
+
+  auto stateVec = fbb.CreateVector(state);
+  fbb.ForceVectorAlignment(initialData.size(), 1, tk::kBufferAlignment);
+  auto initialVec = fbb.CreateVector(initialData);
+  auto entriesVec = fbb.CreateVector(entries);
+  auto config = fbb.CreateString(spec.configJson);
+  auto training = fb::CreateTraining(fbb, stateVec, initialVec, entriesVec,
+                                     (uint32_t)spec.gradAccumulation, config);
+  auto producer = fbb.CreateString(kProducer);
+  fb::ProgramBuilder pb(fbb);
+  pb.add_version(static_cast<uint32_t>(fb::Version_Current));
+  pb.add_producer(producer);
+  pb.add_device(fb::Device_CPU);
+  pb.add_training(training);
+  fb::FinishProgramBuffer(fbb, pb.Finish());
+  return bytesOf(fbb);
 }
 
 } // namespace tcc

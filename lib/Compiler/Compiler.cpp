@@ -15,6 +15,7 @@
 #include "tcc/Codegen/KernelCompiler.h"
 #include "tcc/Compiler/ArtifactWriter.h"
 #include "tcc/IR/TkDialect.h"
+#include "tcc/Interp/Interpreter.h"
 #include "tcc/Passes/Passes.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -26,6 +27,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <set>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -99,15 +101,33 @@ std::string CompileReport::toJson() const {
      << ",\n  \"kernel_names\": [";
   for (size_t i = 0; i < kernelNames.size(); ++i)
     os << (i ? ", " : "") << "\"" << kernelNames[i] << "\"";
-  os << "]\n}\n";
+  os << "]";
+  if (!entries.empty()) {
+    os << ",\n  \"entries\": [";
+    for (size_t i = 0; i < entries.size(); ++i)
+      os << (i ? ",\n    " : "\n    ") << "{\"name\": \"" << entries[i].name
+         << "\", \"kernels\": " << entries[i].kernels << ", \"launches\": "
+         << entries[i].launches << ", \"arena_bytes\": " << entries[i].arenaBytes << "}";
+    os << "\n  ]";
+  }
+  os << "\n}\n";
   return os.str();
 }
 
-CompiledModel compileModule(ModuleOp module, const CompileOptions &options) {
-  auto start = std::chrono::steady_clock::now();
+namespace {
+
+void checkDevice(const CompileOptions &options) {
   if (options.device != "cpu")
     throw Error("cannot compile for device '" + options.device + "': this build of tcc "
                 "compiles for 'cpu' (run 'interp' models with tcc run --device interp)");
+}
+
+/// Stages 1-4 on one module (rewritten in place): fusion, lowering, memory planning and code
+/// generation. Returns what the artifact writer needs besides the module; adds the module's
+/// kernels (named `kernelPrefix` + name), cache hits, codegen time and unplanned bytes to
+/// `report`.
+ArtifactContents compileProgram(ModuleOp module, const CompileOptions &options,
+                                const std::string &kernelPrefix, CompileReport &report) {
   if (!options.dumpDir.empty()) {
     if (auto ec = llvm::sys::fs::create_directories(options.dumpDir))
       throw Error("cannot create '" + options.dumpDir + "': " + ec.message());
@@ -128,17 +148,13 @@ CompiledModel compileModule(ModuleOp module, const CompileOptions &options) {
   });
   dumpModule(options, module, "2-kernels.mlir");
 
-  CompiledModel out;
-  CompileReport &report = out.report;
-  report.device = options.device;
-
   // Code generation: every kernel function becomes a translation unit.
   std::vector<codegen::KernelSource> sources;
   for (auto f : module.getOps<func::FuncOp>()) {
     if (!tk::isKernel(f))
       continue;
     sources.push_back({f.getName().str(), codegen::emitCpuKernel(f)});
-    report.kernelNames.push_back(f.getName().str());
+    report.kernelNames.push_back(kernelPrefix + f.getName().str());
   }
   if (!options.dumpDir.empty()) {
     llvm::sys::fs::create_directories(options.dumpDir + "/kernels");
@@ -158,8 +174,12 @@ CompiledModel compileModule(ModuleOp module, const CompileOptions &options) {
       std::fflush(stderr);
     };
   codegen::CpuModule cpu = codegen::compileCpuModule(sources, cc);
-  report.cacheHits = cpu.stats.cacheHits;
-  report.codegenSeconds = cpu.stats.seconds;
+  report.kernels += sources.size();
+  report.cacheHits += cpu.stats.cacheHits;
+  report.codegenSeconds += cpu.stats.seconds;
+  for (auto f : module.getOps<func::FuncOp>())
+    if (tk::isProgram(f))
+      f.walk([&](tk::AllocOp a) { report.unplannedBytes += tk::bufferBytes(a.getType()); });
 
   ArtifactContents contents;
   contents.device = options.device;
@@ -169,18 +189,139 @@ CompiledModel compileModule(ModuleOp module, const CompileOptions &options) {
   contents.specializedInputs = options.specializedInputs;
   contents.inputNames = options.inputNames;
   contents.outputNames = options.outputNames;
+  return contents;
+}
+
+/// The written program's share of the report.
+void addStats(CompileReport &report, const ArtifactStats &stats) {
+  report.externCalls += stats.externCalls;
+  report.launches += stats.launches;
+  report.arenaBytes += stats.arenaBytes;
+  report.constantBytes += stats.constantBytes;
+}
+
+std::string typeString(DType dtype, const Shape &shape) {
+  std::string s = dtypeName(dtype);
+  s += "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+/// The spec's entries against their @main functions and the state: the writer records bindings
+/// as given, and a wrong one would only surface when the runtime rejects the artifact.
+void checkTrainingSpec(const TrainingSpec &spec) {
+  if (spec.gradAccumulation < 1)
+    throw Error("training: grad_accumulation must be >= 1, got " +
+                std::to_string(spec.gradAccumulation));
+  std::set<std::string> names;
+  for (const EntrySpec &e : spec.entries) {
+    std::string what = "training entry '" + e.name + "'";
+    if (!names.insert(e.name).second)
+      throw Error(what + " appears twice");
+    ModuleOp module = e.module.get();
+    auto main = module ? module.lookupSymbol<func::FuncOp>("main") : nullptr;
+    if (!main)
+      throw Error(what + " has no func.func @main");
+    FunctionType type = main.getFunctionType();
+    if (e.inputs.size() != type.getNumInputs() || e.outputs.size() != type.getNumResults())
+      throw Error(what + ": " + std::to_string(e.inputs.size()) + " input and " +
+                  std::to_string(e.outputs.size()) + " output bindings for @main with " +
+                  std::to_string(type.getNumInputs()) + " arguments and " +
+                  std::to_string(type.getNumResults()) + " results");
+    if ((!e.inputNames.empty() && e.inputNames.size() != e.inputs.size()) ||
+        (!e.outputNames.empty() && e.outputNames.size() != e.outputs.size()))
+      throw Error(what + ": inputNames/outputNames do not match @main's arguments/results");
+    auto check = [&](const Binding &b, Type t, bool isInput, size_t i) {
+      std::string where = what + " " + (isInput ? "input " : "output ") + std::to_string(i);
+      auto tensor = dyn_cast<RankedTensorType>(t);
+      if (!tensor || !tensor.hasStaticShape())
+        throw Error(where + " is not a statically shaped tensor");
+      DType dtype = dtypeFromType(tensor.getElementType());
+      Shape shape(tensor.getShape().begin(), tensor.getShape().end());
+      auto expect = [&](DType want, const Shape &wantShape, const std::string &role) {
+        if (dtype != want || shape != wantShape)
+          throw Error(where + " (" + role + ") is " + typeString(dtype, shape) + ", expected " +
+                      typeString(want, wantShape));
+      };
+      switch (b.role) {
+      case BindingRole::Data:
+        break;
+      case BindingRole::State:
+        if (b.state < 0 || (size_t)b.state >= spec.state.size())
+          throw Error(where + " is bound to state " + std::to_string(b.state) + "; there are " +
+                      std::to_string(spec.state.size()) + " state tensors");
+        expect(spec.state[b.state].initial.dtype(), spec.state[b.state].initial.shape(),
+               "state '" + spec.state[b.state].name + "'");
+        break;
+      case BindingRole::LearningRate:
+      case BindingRole::RngKey:
+        if (!isInput)
+          throw Error(where + " is bound to an input-only role");
+        expect(b.role == BindingRole::LearningRate ? DType::F32 : DType::U64, {},
+               b.role == BindingRole::LearningRate ? "learning rate" : "rng key");
+        break;
+      case BindingRole::Loss:
+        if (isInput)
+          throw Error(where + " is bound to Loss, an output-only role");
+        expect(DType::F32, {}, "loss");
+        break;
+      }
+    };
+    for (size_t i = 0; i < e.inputs.size(); ++i)
+      check(e.inputs[i], type.getInput(i), true, i);
+    for (size_t i = 0; i < e.outputs.size(); ++i)
+      check(e.outputs[i], type.getResult(i), false, i);
+  }
+}
+
+} // namespace
+
+CompiledModel compileModule(ModuleOp module, const CompileOptions &options) {
+  auto start = std::chrono::steady_clock::now();
+  checkDevice(options);
+  CompiledModel out;
+  out.report.device = options.device;
+  ArtifactContents contents = compileProgram(module, options, "", out.report);
   ArtifactStats stats;
   out.artifact = writeArtifact(module, contents, &stats);
+  addStats(out.report, stats);
+  out.report.artifactBytes = out.artifact.size();
+  out.report.compileSeconds = secondsSince(start);
+  return out;
+}
 
-  report.kernels = sources.size();
-  report.externCalls = stats.externCalls;
-  report.launches = stats.launches;
-  report.arenaBytes = stats.arenaBytes;
-  report.constantBytes = stats.constantBytes;
+CompiledModel compileTraining(TrainingSpec &spec, const CompileOptions &options) {
+  auto start = std::chrono::steady_clock::now();
+  checkDevice(options);
+  checkTrainingSpec(spec);
+  CompiledModel out;
+  CompileReport &report = out.report;
+  report.device = options.device;
+  std::vector<ArtifactContents> contents;
+  std::vector<size_t> kernelsBefore;
+  for (EntrySpec &e : spec.entries) {
+    CompileOptions entryOptions = options;
+    entryOptions.inputNames = e.inputNames;
+    entryOptions.outputNames = e.outputNames;
+    if (!options.dumpDir.empty())
+      entryOptions.dumpDir = options.dumpDir + "/" + e.name;
+    kernelsBefore.push_back(report.kernels);
+    try {
+      contents.push_back(compileProgram(*e.module, entryOptions, e.name + "/", report));
+    } catch (const Error &err) {
+      throw Error("training entry '" + e.name + "': " + err.what());
+    }
+  }
+  std::vector<ArtifactStats> stats;
+  out.artifact = writeTrainingArtifact(spec, contents, &stats);
+  for (size_t i = 0; i < stats.size(); ++i) {
+    addStats(report, stats[i]);
+    size_t kernelsAfter = i + 1 < kernelsBefore.size() ? kernelsBefore[i + 1] : report.kernels;
+    report.entries.push_back({spec.entries[i].name, kernelsAfter - kernelsBefore[i],
+                              stats[i].launches, stats[i].arenaBytes});
+  }
   report.artifactBytes = out.artifact.size();
-  for (auto f : module.getOps<func::FuncOp>())
-    if (tk::isProgram(f))
-      f.walk([&](tk::AllocOp a) { report.unplannedBytes += tk::bufferBytes(a.getType()); });
   report.compileSeconds = secondsSince(start);
   return out;
 }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "tcc/Support/Tensor.h"
+#include "tcc/Training/TrainingSpec.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
@@ -31,5 +32,14 @@ struct ArtifactStats {
 /// Throws tcc::Error on a program it cannot represent.
 std::vector<uint8_t> writeArtifact(mlir::ModuleOp module, const ArtifactContents &contents,
                                    ArtifactStats *stats = nullptr);
+
+/// Serialises a training artifact: a root program holding the spec's state (initial values,
+/// 64-byte aligned), grad_accumulation, config and one entry per spec entry, whose program is
+/// written exactly as writeArtifact writes a root program (from spec.entries[i].module, after
+/// -tcc-plan-memory, with entryContents[i]) and whose bindings are the spec's. `stats` (if
+/// given) receives one ArtifactStats per entry.
+std::vector<uint8_t> writeTrainingArtifact(const TrainingSpec &spec,
+                                           const std::vector<ArtifactContents> &entryContents,
+                                           std::vector<ArtifactStats> *stats = nullptr);
 
 } // namespace tcc

@@ -43,10 +43,18 @@ struct CompileReport {
   size_t cacheHits = 0;        // kernels whose object came from the disk cache
   double compileSeconds = 0;   // whole compile (set by the caller if it includes loading)
   double codegenSeconds = 0;   // host compiler time (incl. cache lookups)
-  std::vector<std::string> kernelNames;
+  std::vector<std::string> kernelNames; // training artifacts: "<entry>/<kernel>"
+  /// Training artifacts: each entry's share (the fields above are sums over the entries).
+  struct Entry {
+    std::string name;
+    size_t kernels = 0, launches = 0;
+    uint64_t arenaBytes = 0;
+  };
+  std::vector<Entry> entries;
   /// JSON object: kernels, extern_calls, launches, arena_bytes, unplanned_bytes,
   /// constant_bytes, artifact_bytes, cache_hits, compile_seconds, codegen_seconds, device,
-  /// kernel_names.
+  /// kernel_names, and for training artifacts entries ([{name, kernels, launches,
+  /// arena_bytes}]).
   std::string toJson() const;
 };
 
