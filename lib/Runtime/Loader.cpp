@@ -13,6 +13,7 @@
 #include "tcc/Runtime/ArtifactHash.h"
 #include "tcc/Runtime/artifact_generated.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -145,6 +146,8 @@ std::unique_ptr<Program> Program::load(const void *data, size_t size, int numThr
   p->decode(program, base);
   if (program->training())
     p->decodeTraining(program->training(), base);
+  else if (p->arenaBytes_ > 0)
+    p->arena_ = hostAllocate(p->arenaBytes_);
   return p;
 }
 
@@ -425,9 +428,7 @@ void Program::decode(const fb::Program *program, const uint8_t *base) {
       }
     }
 
-  // ---- Memory, allocated once and reused across runs ----------------------------------------
-  if (p->arenaBytes_ > 0)
-    p->arena_ = hostAllocate(p->arenaBytes_);
+  // ---- Memory, allocated once and reused across runs (the arena by load or decodeTraining) -----
   p->reserveWorkspace();
 }
 
@@ -662,11 +663,25 @@ void Program::decodeTraining(const fb::Training *t, const uint8_t *base) {
                 std::to_string(training->gradAccumulation) +
                 (training->accumulateStep ? " has an 'accumulate_step' entry (only > 1 uses one)"
                                           : " but no 'accumulate_step' entry"));
+
+  // One arena, owned by the root, serves every entry: entries run one at a time, and an
+  // entry's temporaries are dead when its run ends.
+  uint64_t arenaBytes = 0;
+  for (const EntryDesc &e : training->entries)
+    arenaBytes = std::max(arenaBytes, e.program->arenaBytes_);
+  arenaBytes_ = arenaBytes;
+  if (arenaBytes > 0)
+    arena_ = hostAllocate(arenaBytes);
+  for (EntryDesc &e : training->entries) {
+    e.program->arena_ = arena_;
+    e.program->ownsArena_ = false;
+  }
   training_ = std::move(training);
 }
 
 Program::~Program() {
-  hostFree(arena_);
+  if (ownsArena_)
+    hostFree(arena_);
   hostFree(workspace_);
 }
 

@@ -135,6 +135,7 @@ private:
   std::unique_ptr<CpuModule> module_;
   size_t workspaceBytes_ = 0; // the largest conv's im2col workspace per thread
   void *arena_ = nullptr;     // hostAllocate'd once, reused across runs
+  bool ownsArena_ = true;     // false in a training entry: the root's arena, shared by entries
   void *workspace_ = nullptr; // conv im2col workspaces (one per thread), reused across runs
   size_t workspaceCapacity_ = 0;
   void reserveWorkspace(); // for numThreads_

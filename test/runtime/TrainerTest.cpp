@@ -4,6 +4,7 @@
 // accumulate16 and eval16 (TestKernels.cpp: elementwise regression w * x ~ y over 16 features,
 // plain SGD with a gradient accumulator, a step counter and the last random key as state),
 // checked against a reference written here.
+#include "Program.h"
 #include "TestUtil.h"
 
 #include <cstdio>
@@ -45,8 +46,12 @@ TB trainingArtifact(uint32_t accumulation) {
         a.input(fb::DType_U64, {}, "key"),       a.output(fb::DType_F32, {16}, "w'"),
         a.output(fb::DType_F32, {16}, "w.acc'"), a.output(fb::DType_I64, {}, "step'"),
         a.output(fb::DType_U64, {}, "last_key'"), a.output(fb::DType_F32, {}, "loss")};
+    // w' goes through the arena (bytes 64..128) and a copy: entries share one arena.
+    uint32_t wOut = args[7];
+    args[7] = a.arena(64, fb::DType_F32, {16});
     a.launch(a.kernel("train16", {f16, f16, i64, f16, f16, f0, u64, f16, f16, i64, u64, f0}),
              args);
+    a.copy(args[7], wOut);
     e.inputs = {state(kW), state(kAcc), state(kStep), data(), data(),
                 role(fb::BindingRole_LearningRate), role(fb::BindingRole_RngKey)};
     e.outputs = {state(kW), state(kAcc), state(kStep), state(kKey), role(fb::BindingRole_Loss)};
@@ -72,7 +77,10 @@ TB trainingArtifact(uint32_t accumulation) {
         a.input(fb::DType_F32, {16}, "w"), a.input(fb::DType_F32, {16}, "x"),
         a.input(fb::DType_F32, {16}, "y"), a.output(fb::DType_F32, {16}, "loss"),
         a.output(fb::DType_I64, {16}, "above")};
+    uint32_t lossOut = args[3];
+    args[3] = a.arena(0, fb::DType_F32, {16}); // and eval's temporaries bytes 0..64
     a.launch(a.kernel("eval16", {f16, f16, f16, f16, l16}), args);
+    a.copy(args[3], lossOut);
     e.inputs = {state(kW), data(), data()};
     e.outputs = {data(), data()};
     t.entries.push_back(std::move(e));
@@ -205,6 +213,16 @@ TEST(Trainer, StepsMatchTheReference) {
       }
     }
   }
+}
+
+TEST(Trainer, EntriesShareOneArena) {
+  auto bytes = trainingArtifact(2).finish();
+  auto program = tcc::rt::Program::load(bytes.data(), bytes.size(), 1);
+  const tcc::rt::TrainingDesc *training = program->training();
+  ASSERT_TRUE(training);
+  EXPECT_EQ(training->trainStep->program->arenaBytes(), 128u);
+  EXPECT_EQ(training->eval->program->arenaBytes(), 64u);
+  EXPECT_EQ(program->arenaBytes(), 128u) << "the largest entry's";
 }
 
 TEST(Trainer, RandomKeysPerMicroStepReproducible) {
