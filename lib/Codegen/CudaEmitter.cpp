@@ -543,10 +543,9 @@ void CudaKernelEmitter::chooseLayout() {
       (rowish == 0 && colish == 0 && teams >= kManyColumns)) {
     strategy = Strategy::Thread;
     team = 1;
-    outerPlan = outer ? planLoop(outer, *teamBlock, outer.getBounds(), facts, false) : LoopPlan();
-    if (!outer) { // a whole-tensor reduction too short to share
-      outerPlan.groups = 1;
-    }
+    // Without an outer loop: a whole-tensor reduction too short to share, run by one thread.
+    if (outer)
+      outerPlan = planLoop(outer, *teamBlock, outer.getBounds(), facts, false);
     return;
   }
   if (outer && (colish > rowish || (rowish == 0 && colish == 0))) {

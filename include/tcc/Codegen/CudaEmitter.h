@@ -25,8 +25,8 @@
 //    shared memory.
 //  * thread: one thread per iteration, inner loops sequential (sequential tk.for such as
 //    cumsum and scatter, reductions too short to share).
-//  * serial: one thread runs the whole body (kernels with several top-level loops; the
-//    lowering does not make them).
+//  * serial: one thread runs the whole body: kernels over empty tensors (nothing to run) and
+//    kernels with several top-level loops (the lowering does not make those).
 // Loops nested deeper than the team level run sequentially in each thread. f16/bf16 are stored
 // as 16-bit bits and computed in f32 (hardware conversions), f64 in double; integer arithmetic,
 // casts and max/min follow the reference kernels exactly (see ScalarEmitter.h). Float sums are
