@@ -17,3 +17,9 @@ llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.tcc_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(["tcc-opt", "tcc"], [config.tcc_tools_dir])
+
+# `REQUIRES: onnxruntime`: the python3 on PATH (not Debian's) can import onnxruntime.
+import shutil, subprocess
+if shutil.which("python3") and subprocess.run(["python3", "-c", "import onnxruntime"],
+                                              capture_output=True).returncode == 0:
+    config.available_features.add("onnxruntime")

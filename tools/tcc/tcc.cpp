@@ -5,11 +5,14 @@
 //   tcc run MODEL.onnx|MODEL.tcc           run a model, write its outputs as TensorProto files
 //   tcc bench MODEL.onnx|MODEL.tcc         time compiled runs
 //   tcc check DIR...                       run ONNX backend-test cases and compare outputs
+//   tcc train MODEL.onnx|train.tcc --data DIR   train (compile --train makes train.tcc)
+//   tcc grad MODEL.onnx --out-dir DIR      gradients of sum(output 0) wrt the initializers
 //
 //===----------------------------------------------------------------------===//
 #include "Check.h"
 #include "Execute.h"
 #include "Pipeline.h"
+#include "Train.h"
 
 #include "tcc/Frontend/OnnxModel.h"
 
@@ -104,6 +107,55 @@ CompileOptions compileOptions(const CompileArgs &args, const std::string &device
   return c;
 }
 
+/// The loss/optimizer options shared by `compile --train` and `train`; `given` is filled after
+/// parsing by noteGiven.
+struct TrainingCli {
+  TrainingArgs args;
+  std::vector<std::pair<std::string, CLI::Option *>> options;
+};
+
+void addTrainingArgs(CLI::App *cmd, TrainingCli &cli) {
+  TrainingArgs &a = cli.args;
+  auto add = [&](CLI::Option *o, const std::string &name) { cli.options.push_back({name, o}); };
+  add(cmd->add_option("--loss", a.loss, "cross-entropy (integer class labels) or mse")
+          ->default_val("cross-entropy"),
+      "--loss");
+  add(cmd->add_option("--optimizer", a.optimizer, "sgd, adam or adamw")->default_val("adam"),
+      "--optimizer");
+  add(cmd->add_option("--batch-size", a.batchSize,
+                      "samples per step: fixes the first input's leading dimension"),
+      "--batch-size");
+  add(cmd->add_option("--momentum", a.momentum, "SGD momentum (PyTorch semantics)"), "--momentum");
+  add(cmd->add_flag("--nesterov", a.nesterov, "SGD: Nesterov momentum"), "--nesterov");
+  add(cmd->add_option("--weight-decay", a.weightDecay,
+                      "SGD/Adam: L2 added to the gradient; AdamW: decoupled decay"),
+      "--weight-decay");
+  add(cmd->add_option("--beta1", a.beta1, "Adam/AdamW beta1 (default 0.9)"), "--beta1");
+  add(cmd->add_option("--beta2", a.beta2, "Adam/AdamW beta2 (default 0.999)"), "--beta2");
+  add(cmd->add_option("--eps", a.eps, "Adam/AdamW epsilon (default 1e-8)"), "--eps");
+  add(cmd->add_option("--clip-grad-norm", a.clipGradNorm,
+                      "scale gradients so their global L2 norm is at most this (0: off)"),
+      "--clip-grad-norm");
+  add(cmd->add_option("--grad-accumulation", a.gradAccumulation,
+                      "micro-batches per optimizer update (gradients averaged)"),
+      "--grad-accumulation");
+  add(cmd->add_option("--label-smoothing", a.labelSmoothing, "cross-entropy label smoothing"),
+      "--label-smoothing");
+  add(cmd->add_option("--trainable", a.trainable,
+                      "initializer to train (repeatable; default: every floating-point one)")
+          ->allow_extra_args(false),
+      "--trainable");
+  add(cmd->add_option("--freeze", a.freeze, "initializer never trained (repeatable)")
+          ->allow_extra_args(false),
+      "--freeze");
+}
+
+void noteGiven(TrainingCli &cli) {
+  for (const auto &[name, option] : cli.options)
+    if (option->count() > 0)
+      cli.args.given.push_back(name);
+}
+
 double secondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -193,15 +245,26 @@ int runRun(const ModelArgs &args, const std::string &device, const CompileArgs &
 }
 
 int runCompile(const ModelArgs &args, const std::string &device, const CompileArgs &compile,
-               const std::string &out, const std::string &reportPath) {
+               const std::string &out, const std::string &reportPath, bool train,
+               const TrainingArgs &training) {
   if (device == "interp")
     throw Error("the interpreter runs models directly: compile for --device cpu");
   checkDevice(device);
   auto start = std::chrono::steady_clock::now();
-  LoadOptions load = loadOptions(args);
-  load.specializeOnRandomInputs = false; // the artifact must not bake in arbitrary values
-  LoadedModel model = loadModel(args.model, load);
-  CompiledModel compiled = compileLoaded(model, args.inputFiles.size(), compileOptions(compile, device));
+  CompiledModel compiled;
+  if (train) {
+    if (!args.inputFiles.empty() || !args.inputShapes.empty())
+      throw Error("--train takes no --inputs or --input-shape: --batch-size fixes the first "
+                  "input's leading dimension, the model fixes the rest");
+    compiled = compileTrainingModel(args.model, training, compileOptions(compile, device));
+  } else {
+    if (!training.given.empty())
+      throw Error(training.given.front() + " applies to training artifacts: add --train");
+    LoadOptions load = loadOptions(args);
+    load.specializeOnRandomInputs = false; // the artifact must not bake in arbitrary values
+    LoadedModel model = loadModel(args.model, load);
+    compiled = compileLoaded(model, args.inputFiles.size(), compileOptions(compile, device));
+  }
   compiled.report.compileSeconds = secondsSince(start);
   std::ofstream f(out, std::ios::binary);
   if (!f.write(reinterpret_cast<const char *>(compiled.artifact.data()), compiled.artifact.size()))
@@ -333,6 +396,67 @@ int main(int argc, char **argv) {
                          "write a JSON report (kernels, extern_calls, arena_bytes, "
                          "constant_bytes, compile_seconds, ...)");
   addCompileArgs(compileCmd, compileFlags);
+  bool compileTrain = false;
+  TrainingCli compileTraining;
+  compileCmd->add_flag("--train", compileTrain,
+                       "make a training artifact (train step, eval; see tcc train) with the "
+                       "loss and optimizer options below");
+  addTrainingArgs(compileCmd, compileTraining);
+
+  TrainRunArgs trainRun;
+  TrainingCli trainTraining;
+  CompileArgs trainCompile;
+  auto *trainCmd = app.add_subcommand(
+      "train",
+      "Train an ONNX model (or a training artifact from `tcc compile --train`) on a data folder. "
+      "Each epoch visits the training set in a seeded order (Fisher-Yates driven by splitmix64 "
+      "from (seed, epoch); --no-shuffle keeps file order) and drops the last incomplete batch; "
+      "the whole test set is evaluated after every epoch");
+  trainCmd->add_option("MODEL", trainRun.model, "ONNX model (.onnx) or training artifact (.tcc)")
+      ->required();
+  trainCmd->add_option("--data", trainRun.dataDir,
+                       "folder with IDX files (train-images-idx3-ubyte, train-labels-idx1-ubyte, "
+                       "t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte, each optionally .gz) or "
+                       ".npy files (train_images.npy, train_labels.npy, test_images.npy, "
+                       "test_labels.npy); uint8 images are scaled to [0, 1]")
+      ->required();
+  trainCmd->add_option("--lr", trainRun.lr, "learning rate")->required();
+  trainCmd->add_option("--epochs", trainRun.epochs, "epochs to train (in all, when resuming)")
+      ->default_val(1);
+  auto *trainSeed = trainCmd->add_option("--seed", trainRun.seed,
+                                         "seed for shuffling and dropout")->default_val(0);
+  trainCmd->add_option("--threads", trainRun.threads, "CPU threads (0: all cores)")->default_val(0);
+  trainCmd->add_option("--max-steps", trainRun.maxSteps,
+                       "stop after this many optimizer steps (0: no limit)")->default_val(0);
+  bool noShuffle = false;
+  trainCmd->add_flag("--no-shuffle", noShuffle, "visit the training samples in file order");
+  trainCmd->add_option("--metrics", trainRun.metricsPath,
+                       "write a JSON list, one object per epoch: epoch, train_loss, test_loss, "
+                       "test_accuracy (0..1, null for mse), seconds, steps");
+  trainCmd->add_option("--step-log", trainRun.stepLogPath,
+                       "write every micro-batch's training loss as a JSON list");
+  trainCmd->add_option("--save-model", trainRun.saveModelPath,
+                       "write the ONNX model with its trained initializers");
+  trainCmd->add_option("--checkpoint", trainRun.checkpointDir,
+                       "save the trainer state and position here after every epoch (and when "
+                       "--max-steps stops)");
+  trainCmd->add_option("--resume", trainRun.resumeDir,
+                       "continue from a --checkpoint folder; with the same --threads the run "
+                       "continues bit-identically");
+  addTrainingArgs(trainCmd, trainTraining);
+  addCompileArgs(trainCmd, trainCompile);
+
+  ModelArgs gradArgs;
+  CompileArgs gradCompile;
+  std::string gradDevice = "cpu", gradOut;
+  int gradThreads = 0;
+  auto *gradCmd = app.add_subcommand(
+      "grad", "Write the gradient of sum(output 0) with respect to each floating-point "
+              "initializer as DIR/grad_<initializer index>.pb");
+  addModelArgs(gradCmd, gradArgs);
+  addDeviceArgs(gradCmd, gradDevice, gradThreads);
+  gradCmd->add_option("--out-dir", gradOut, "where to write grad_<i>.pb (TensorProto)");
+  addCompileArgs(gradCmd, gradCompile);
 
   ModelArgs benchArgs;
   CompileArgs benchCompile;
@@ -377,8 +501,28 @@ int main(int argc, char **argv) {
       return runImport(importArgs, importOut, elide);
     if (*runCmd)
       return runRun(runArgs, runDevice, runCompileArgs, runThreads, outDir);
-    if (*compileCmd)
-      return runCompile(compileArgs, compileDevice, compileFlags, compileOut, reportPath);
+    if (*compileCmd) {
+      noteGiven(compileTraining);
+      return runCompile(compileArgs, compileDevice, compileFlags, compileOut, reportPath,
+                        compileTrain, compileTraining.args);
+    }
+    if (*trainCmd) {
+      noteGiven(trainTraining);
+      trainRun.seedGiven = trainSeed->count() > 0;
+      trainRun.shuffle = !noShuffle;
+      return runTrain(trainRun, trainTraining.args, compileOptions(trainCompile, "cpu"));
+    }
+    if (*gradCmd) {
+      checkDevice(gradDevice);
+      GradArgs grad;
+      grad.model = gradArgs.model;
+      grad.device = gradDevice;
+      grad.outDir = gradOut;
+      grad.load = loadOptions(gradArgs);
+      grad.givenInputs = gradArgs.inputFiles.size();
+      grad.threads = gradThreads;
+      return runGrad(grad, compileOptions(gradCompile, gradDevice));
+    }
     if (*benchCmd)
       return runBench(benchArgs, benchDevice, benchCompile, benchThreads, bench);
     if (*checkCmd) {

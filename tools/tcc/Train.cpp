@@ -1,0 +1,598 @@
+//===- Train.cpp - `tcc compile --train`, `tcc train` ---------------------===//
+//
+// `tcc train` drives a training artifact through libtccrt's trainer API (tccrt.h, section
+// "Training"): batches in a documented order (Data.h: epochOrder), the test set evaluated after
+// every epoch, checkpoints that carry the trainer's state plus this driver's position, and the
+// trained parameters written back into the ONNX model.
+//
+//===----------------------------------------------------------------------===//
+#include "Train.h"
+
+#include "Data.h"
+#include "Execute.h"
+#include "Progress.h"
+
+#include "tcc/Runtime/tccrt.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <unistd.h>
+
+namespace fs = std::filesystem;
+
+namespace tcc {
+
+namespace {
+
+bool given(const TrainingArgs &args, const std::string &option) {
+  return std::find(args.given.begin(), args.given.end(), option) != args.given.end();
+}
+
+/// Runs `f`, prefixing a runtime failure's message with `what`.
+template <class F> auto withContext(const std::string &what, F &&f) {
+  try {
+    return f();
+  } catch (const tccrt::Error &e) {
+    throw Error(what + ": " + e.what());
+  }
+}
+
+/// JSON for a double: shortest round-trip-safe text for floats, null for NaN/inf (JSON has none).
+std::string jsonNumber(double v) {
+  if (!std::isfinite(v))
+    return "null";
+  char buf[40];
+  snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+void writeTextFile(const std::string &path, const std::string &text) {
+  std::ofstream f(path, std::ios::binary);
+  if (!(f << text) || !(f.close(), f))
+    throw Error("cannot write '" + path + "'");
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Options
+//===----------------------------------------------------------------------===//
+
+TrainingOptions trainingOptions(const TrainingArgs &args) {
+  TrainingOptions o;
+  if (args.loss == "cross-entropy")
+    o.loss = LossKind::CrossEntropy;
+  else if (args.loss == "mse")
+    o.loss = LossKind::MSE;
+  else
+    throw Error("unknown --loss '" + args.loss + "': expected cross-entropy or mse");
+  if (args.optimizer == "sgd")
+    o.optimizer = OptimizerKind::SGD;
+  else if (args.optimizer == "adam")
+    o.optimizer = OptimizerKind::Adam;
+  else if (args.optimizer == "adamw")
+    o.optimizer = OptimizerKind::AdamW;
+  else
+    throw Error("unknown --optimizer '" + args.optimizer + "': expected sgd, adam or adamw");
+
+  bool sgd = o.optimizer == OptimizerKind::SGD;
+  for (const char *opt : {"--momentum", "--nesterov"})
+    if (given(args, opt) && !sgd)
+      throw Error(std::string(opt) + " applies to --optimizer sgd, not " + args.optimizer);
+  for (const char *opt : {"--beta1", "--beta2", "--eps"})
+    if (given(args, opt) && sgd)
+      throw Error(std::string(opt) + " applies to --optimizer adam and adamw, not sgd");
+  if (given(args, "--label-smoothing") && o.loss != LossKind::CrossEntropy)
+    throw Error("--label-smoothing applies to --loss cross-entropy, not " + args.loss);
+
+  auto check = [](bool ok, const std::string &what) {
+    if (!ok)
+      throw Error(what);
+  };
+  check(args.momentum >= 0 && args.momentum < 1, "--momentum must be in [0, 1)");
+  check(!args.nesterov || args.momentum > 0, "--nesterov needs --momentum > 0");
+  check(args.weightDecay >= 0, "--weight-decay must be non-negative");
+  check(args.beta1 >= 0 && args.beta1 < 1, "--beta1 must be in [0, 1)");
+  check(args.beta2 >= 0 && args.beta2 < 1, "--beta2 must be in [0, 1)");
+  check(args.eps > 0, "--eps must be positive");
+  check(args.clipGradNorm >= 0, "--clip-grad-norm must be non-negative (0: no clipping)");
+  check(args.labelSmoothing >= 0 && args.labelSmoothing < 1, "--label-smoothing must be in [0, 1)");
+  check(args.gradAccumulation >= 1, "--grad-accumulation must be at least 1");
+
+  o.momentum = args.momentum;
+  o.nesterov = args.nesterov;
+  o.weightDecay = args.weightDecay;
+  o.beta1 = args.beta1;
+  o.beta2 = args.beta2;
+  o.epsilon = args.eps;
+  o.clipGradNorm = args.clipGradNorm;
+  o.labelSmoothing = args.labelSmoothing;
+  o.gradAccumulation = args.gradAccumulation;
+  o.trainable.insert(args.trainable.begin(), args.trainable.end());
+  o.frozen.insert(args.freeze.begin(), args.freeze.end());
+  return o;
+}
+
+CompiledModel compileTrainingModel(const std::string &path, const TrainingArgs &args,
+                                   const CompileOptions &compile) {
+  TrainingOptions options = trainingOptions(args);
+  if (args.batchSize < 1)
+    throw Error("--batch-size must be given and at least 1 (it fixes the first input's leading "
+                "dimension)");
+  onnx::ModelProto model = loadOnnxModel(path);
+  std::vector<GraphInput> inputs = graphInputs(model);
+  if (inputs.empty())
+    throw Error("the model has no graph inputs: there is nothing to feed training data to");
+  PrepareOptions prepare;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const GraphInput &in = inputs[i];
+    if (i == 0 && in.dims.empty())
+      throw Error("input '" + in.name + "' is a scalar: the first input needs a leading batch "
+                  "dimension");
+    Shape shape;
+    for (size_t d = 0; d < in.dims.size(); ++d) {
+      if (i == 0 && d == 0) {
+        shape.push_back(args.batchSize);
+        continue;
+      }
+      if (in.dims[d] < 0)
+        throw Error("input '" + in.name + "' has a dynamic dimension " + std::to_string(d) +
+                    ": training needs every dimension but the first input's leading (batch) "
+                    "one fixed in the model");
+      shape.push_back(in.dims[d]);
+    }
+    prepare.inputShapes[in.name] = shape;
+  }
+  prepareOnnxModel(model, prepare);
+  mlir::MLIRContext context;
+  context.disableMultithreading();
+  TrainingSpec spec = buildTraining(context, model, options);
+  return compileTraining(spec, compile);
+}
+
+//===----------------------------------------------------------------------===//
+// The trainer
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Where a run stands: what a checkpoint stores beside the trainer's own state (user_data).
+struct Position {
+  int64_t epoch = 0;  // 0-based epoch to run next (or the one in progress)
+  int64_t batch = 0;  // batches of that epoch already trained
+  uint64_t seed = 0;
+  int64_t batchSize = 0, trainSamples = 0;
+  bool shuffle = true;
+  std::vector<float> stepLosses; // every micro-batch's loss so far
+  struct Epoch {
+    int64_t epoch;
+    double trainLoss, testLoss, testAccuracy, seconds;
+    uint64_t steps;
+  };
+  std::vector<Epoch> history; // completed epochs
+
+  /// Plain text with hex floats (exact round trip).
+  std::string serialize() const {
+    std::ostringstream os;
+    char buf[64];
+    os << "tcc-train-position 1\n"
+       << "epoch " << epoch << "\nbatch " << batch << "\nseed " << seed << "\nbatch_size "
+       << batchSize << "\ntrain_samples " << trainSamples << "\nshuffle " << shuffle
+       << "\nlosses " << stepLosses.size() << "\n";
+    for (float l : stepLosses) {
+      snprintf(buf, sizeof buf, "%a\n", (double)l);
+      os << buf;
+    }
+    os << "history " << history.size() << "\n";
+    for (const Epoch &e : history) {
+      os << e.epoch;
+      for (double v : {e.trainLoss, e.testLoss, e.testAccuracy, e.seconds}) {
+        snprintf(buf, sizeof buf, " %a", v);
+        os << buf;
+      }
+      os << " " << e.steps << "\n";
+    }
+    return os.str();
+  }
+
+  static Position parse(const std::string &text, const std::string &what) {
+    std::istringstream is(text);
+    std::string word;
+    int version = 0;
+    Position p;
+    auto expect = [&](const char *key) {
+      if (!(is >> word) || word != key)
+        throw Error(what + ": not a checkpoint written by `tcc train` (expected '" + key + "')");
+    };
+    auto number = [&](auto &v) {
+      if (!(is >> v))
+        throw Error(what + ": damaged position record");
+    };
+    auto real = [&]() {
+      if (!(is >> word))
+        throw Error(what + ": damaged position record");
+      return std::strtod(word.c_str(), nullptr);
+    };
+    expect("tcc-train-position");
+    number(version);
+    if (version != 1)
+      throw Error(what + ": position record version " + std::to_string(version) + " (this tcc "
+                  "reads version 1)");
+    size_t count = 0;
+    expect("epoch"); number(p.epoch);
+    expect("batch"); number(p.batch);
+    expect("seed"); number(p.seed);
+    expect("batch_size"); number(p.batchSize);
+    expect("train_samples"); number(p.trainSamples);
+    expect("shuffle"); number(p.shuffle);
+    expect("losses"); number(count);
+    for (size_t i = 0; i < count; ++i)
+      p.stepLosses.push_back((float)real());
+    expect("history"); number(count);
+    for (size_t i = 0; i < count; ++i) {
+      Epoch e;
+      number(e.epoch);
+      e.trainLoss = real();
+      e.testLoss = real();
+      e.testAccuracy = real();
+      e.seconds = real();
+      number(e.steps);
+      p.history.push_back(e);
+    }
+    return p;
+  }
+};
+
+std::string metricsJson(const std::vector<Position::Epoch> &history) {
+  std::string s = "[";
+  for (size_t i = 0; i < history.size(); ++i) {
+    const Position::Epoch &e = history[i];
+    s += std::string(i ? ",\n " : "\n ") + "{\"epoch\": " + std::to_string(e.epoch) +
+         ", \"train_loss\": " + jsonNumber(e.trainLoss) + ", \"test_loss\": " +
+         jsonNumber(e.testLoss) + ", \"test_accuracy\": " + jsonNumber(e.testAccuracy) +
+         ", \"seconds\": " + jsonNumber(e.seconds) + ", \"steps\": " + std::to_string(e.steps) +
+         "}";
+  }
+  return s + "\n]\n";
+}
+
+std::string stepLogJson(const std::vector<float> &losses) {
+  std::string s = "[";
+  for (size_t i = 0; i < losses.size(); ++i)
+    s += (i ? (i % 8 ? ", " : ",\n ") : "") + jsonNumber(losses[i]);
+  return s + "]\n";
+}
+
+/// Copies the samples `rows` of `source` ([N, ...], row-major) into `dst` (same dtype).
+void gatherRows(const Tensor &source, const int64_t *rows, int64_t count, void *dst) {
+  size_t rowBytes = source.byteSize() / std::max<int64_t>(source.dim(0), 1);
+  auto *out = static_cast<uint8_t *>(dst);
+  const auto *src = static_cast<const uint8_t *>(source.raw());
+  for (int64_t r = 0; r < count; ++r)
+    std::memcpy(out + r * rowBytes, src + rows[r] * rowBytes, rowBytes);
+}
+
+DType dtypeOf(tccrt_dtype d) { return static_cast<DType>(d); } // same numbering
+
+std::string describe(const tccrt::TensorInfo &info) {
+  return shapeToString(info.shape) + "x" + dtypeName(dtypeOf(info.dtype));
+}
+
+/// The mean per-sample loss and accuracy (NaN without class predictions) over the whole test
+/// set. The last batch is padded with copies of the first sample; the padding's outputs are
+/// ignored.
+std::pair<double, double> evaluate(tccrt::Trainer &trainer, const Dataset &test,
+                                   const Tensor &labels, int64_t batchSize) {
+  std::vector<tccrt::Tensor> batch = trainer.makeBatch();
+  int64_t labelsPer = (int64_t)batch[1].numElements() / batchSize;
+  bool classification = trainer.numEvalOutputs() >= 2;
+  double lossSum = 0;
+  int64_t correct = 0, counted = 0;
+  std::vector<int64_t> rows(batchSize);
+  for (int64_t start = 0; start < test.size(); start += batchSize) {
+    int64_t valid = std::min(batchSize, test.size() - start);
+    for (int64_t r = 0; r < batchSize; ++r)
+      rows[r] = r < valid ? start + r : 0;
+    gatherRows(test.images, rows.data(), batchSize, batch[0].data());
+    gatherRows(labels, rows.data(), batchSize, batch[1].data());
+    std::vector<tccrt::Tensor> out = withContext("evaluation", [&] { return trainer.eval(batch); });
+    if (out[0].dtype() != TCCRT_F32 || out[0].numElements() != batch[1].numElements())
+      throw Error("the artifact's eval loss output is not f32 of the labels' shape");
+    const float *loss = out[0].data<float>();
+    for (int64_t k = 0; k < valid * labelsPer; ++k)
+      lossSum += loss[k];
+    if (classification) {
+      const int64_t *pred = out[1].data<int64_t>();
+      for (int64_t k = 0; k < valid * labelsPer; ++k)
+        correct += pred[k] == labels.getInt(rows[k / labelsPer] * labelsPer + k % labelsPer);
+    }
+    counted += valid * labelsPer;
+  }
+  return {counted ? lossSum / counted : NAN,
+          classification && counted ? (double)correct / counted : NAN};
+}
+
+/// Checks that `data` fits the trainer's batch tensors; returns the labels converted to the
+/// trainer's label dtype.
+Tensor checkData(const tccrt::Trainer &trainer, const Dataset &data, const std::string &split) {
+  tccrt::TensorInfo img = trainer.batchInfo(0), lab = trainer.batchInfo(1);
+  if (img.shape.empty())
+    throw Error("the model's first input '" + img.name + "' has no batch dimension");
+  int64_t batch = img.shape[0];
+  if (img.dtype != TCCRT_F32)
+    throw Error("the model's first input '" + img.name + "' is " + describe(img) +
+                ": tcc train feeds images as f32");
+  Shape sample(img.shape.begin() + 1, img.shape.end());
+  Shape have(data.images.shape().begin() + 1, data.images.shape().end());
+  if (numElements(sample) != numElements(have))
+    throw Error("the model's input '" + img.name + "' takes " + shapeToString(sample) +
+                " per sample (" + std::to_string(numElements(sample)) + " values), but the " +
+                split + " images are " + shapeToString(have) + " (" +
+                std::to_string(numElements(have)) + " values)");
+  if (lab.shape.empty() || lab.shape[0] != batch)
+    throw Error("the artifact's labels '" + lab.name + "' are " + describe(lab) +
+                ", expected a leading batch dimension of " + std::to_string(batch));
+  Shape labSample(lab.shape.begin() + 1, lab.shape.end());
+  Shape haveLab(data.labels.shape().begin() + 1, data.labels.shape().end());
+  if (numElements(labSample) != numElements(haveLab))
+    throw Error("the model's labels take " + shapeToString(labSample) + " per sample, but the " +
+                split + " labels are " + shapeToString(haveLab) +
+                (labSample.empty() ? "" : " (MSE targets have the model output's shape)"));
+  DType want = dtypeOf(lab.dtype);
+  if (isInteger(want) != isInteger(data.labels.dtype()))
+    throw Error(std::string("the model takes ") + (isInteger(want) ? "integer class" : "float") +
+                " labels, but the " + split + " labels are " + dtypeName(data.labels.dtype()));
+  if (isInteger(want))
+    for (int64_t i = 0; i < data.labels.numElements(); ++i)
+      if (data.labels.getInt(i) < 0)
+        throw Error("the " + split + " labels hold the negative class " +
+                    std::to_string(data.labels.getInt(i)) + " (sample " +
+                    std::to_string(i / std::max<int64_t>(numElements(haveLab), 1)) + ")");
+  if (want == data.labels.dtype())
+    return data.labels;
+  Tensor out(want, data.labels.shape());
+  visitDType(want, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_arithmetic_v<T>) {
+      for (int64_t i = 0; i < out.numElements(); ++i)
+        out.data<T>()[i] = static_cast<T>(data.labels.getDouble(i));
+    } else {
+      throw Error(std::string("labels of type ") + dtypeName(want) + " are not supported");
+    }
+  });
+  return out;
+}
+
+void saveModel(const std::string &modelPath, const std::string &outPath,
+               const tccrt::Trainer &trainer) {
+  onnx::ModelProto model = loadOnnxModel(modelPath);
+  auto *inits = model.mutable_graph()->mutable_initializer();
+  size_t replaced = 0;
+  for (size_t i = 0; i < trainer.numState(); ++i) {
+    tccrt_state_kind kind;
+    tccrt::TensorInfo info = trainer.stateInfo(i, &kind);
+    if (kind != TCCRT_STATE_PARAMETER && kind != TCCRT_STATE_BUFFER)
+      continue;
+    int index = -1;
+    for (int k = 0; k < inits->size(); ++k)
+      if (inits->Get(k).name() == info.name)
+        index = k;
+    if (index < 0)
+      throw Error("--save-model: the trained parameter '" + info.name + "' is not an "
+                  "initializer of '" + modelPath + "'");
+    Tensor original = tensorFromProto(inits->Get(index));
+    if (original.shape() != info.shape || original.dtype() != dtypeOf(info.dtype))
+      throw Error("--save-model: initializer '" + info.name + "' is " + original.typeString() +
+                  " in '" + modelPath + "' but " + describe(info) + " in the trainer");
+    tccrt::Tensor value = trainer.getState(i);
+    onnx::TensorProto proto =
+        tensorToProto(Tensor(original.dtype(), original.shape(), value.data()), info.name);
+    proto.set_doc_string(inits->Get(index).doc_string());
+    *inits->Mutable(index) = std::move(proto);
+    ++replaced;
+  }
+  std::ofstream f(outPath, std::ios::binary);
+  if (!model.SerializeToOstream(&f) || !(f.close(), f))
+    throw Error("cannot write '" + outPath + "'");
+  std::cerr << "tcc: wrote " << outPath << " (" << replaced << " trained initializers)\n";
+}
+
+const char *kCheckpointFile = "trainer.ckpt";
+
+} // namespace
+
+int runTrain(const TrainRunArgs &run, const TrainingArgs &training, const CompileOptions &compile) {
+  if (run.lr <= 0 || !std::isfinite(run.lr))
+    throw Error("--lr must be a positive learning rate");
+  if (run.epochs < 1)
+    throw Error("--epochs must be at least 1");
+  if (run.maxSteps < 0)
+    throw Error("--max-steps must be non-negative (0: no limit)");
+  bool artifact = isArtifactFile(run.model);
+  if (artifact) {
+    std::string list;
+    for (const auto &g : training.given)
+      if (g != "--batch-size")
+        list += (list.empty() ? "" : ", ") + g;
+    if (!list.empty())
+      throw Error("'" + run.model + "' is a training artifact: its loss and optimizer were fixed "
+                  "by `tcc compile --train`; do not give " + list + " again");
+    if (!run.saveModelPath.empty())
+      throw Error("--save-model writes the trained ONNX model: train from the .onnx model, not "
+                  "the artifact '" + run.model + "'");
+  }
+
+  // Load the data first: a bad data folder should not cost a compile.
+  DataSplits data = loadDataDir(run.dataDir);
+
+  std::optional<tccrt::Program> program;
+  if (artifact) {
+    program.emplace(withContext("cannot load '" + run.model + "'",
+                                [&] { return tccrt::Program::fromFile(run.model, run.threads); }));
+    if (!program->isTraining())
+      throw Error("'" + run.model + "' is an inference artifact: make a training artifact with "
+                  "`tcc compile --train`, or train the .onnx model");
+  } else {
+    auto start = std::chrono::steady_clock::now();
+    CompiledModel compiled = compileTrainingModel(run.model, training, compile);
+    program.emplace(withContext("cannot load the compiled training program", [&] {
+      return tccrt::Program::fromBuffer(compiled.artifact.data(), compiled.artifact.size(),
+                                        run.threads);
+    }));
+    std::cerr << "tcc: compiled the training program in "
+              << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()
+              << " s (" << compiled.report.kernels << " kernels, " << compiled.report.cacheHits
+              << " cached)\n";
+  }
+
+  tccrt::Trainer trainer(*program, run.seed);
+  if (trainer.numBatchTensors() != 2)
+    throw Error("the model takes " + std::to_string(trainer.numBatchTensors() - 1) +
+                " inputs: tcc train feeds images to a model with exactly one input");
+  Tensor trainLabels = checkData(trainer, data.train, "training");
+  Tensor testLabels = checkData(trainer, data.test, "test");
+  int64_t batchSize = trainer.batchInfo(0).shape[0];
+  if (artifact && training.batchSize > 0 && training.batchSize != batchSize)
+    throw Error("--batch-size " + std::to_string(training.batchSize) + " differs from the "
+                "artifact's batch size " + std::to_string(batchSize));
+  bool classification = trainer.numEvalOutputs() >= 2;
+  int64_t stepsPerEpoch = data.train.size() / batchSize;
+  if (stepsPerEpoch == 0)
+    throw Error("the training set has " + std::to_string(data.train.size()) +
+                " samples, fewer than one batch of " + std::to_string(batchSize));
+
+  Position pos;
+  pos.seed = run.seed;
+  pos.batchSize = batchSize;
+  pos.trainSamples = data.train.size();
+  pos.shuffle = run.shuffle;
+  if (!run.resumeDir.empty()) {
+    std::string file = (fs::path(run.resumeDir) / kCheckpointFile).string();
+    withContext("--resume: cannot load '" + file + "'", [&] { trainer.load(file); });
+    std::vector<uint8_t> user = trainer.userData();
+    Position saved = Position::parse(std::string(user.begin(), user.end()), "'" + file + "'");
+    auto mismatch = [&](const std::string &what, const std::string &was, const std::string &now) {
+      throw Error("--resume: the checkpoint was made with " + what + " " + was + ", this run "
+                  "has " + now + ": a resumed run must continue the same run");
+    };
+    if (run.seedGiven && saved.seed != run.seed)
+      mismatch("--seed", std::to_string(saved.seed), std::to_string(run.seed));
+    if (saved.batchSize != batchSize)
+      mismatch("batch size", std::to_string(saved.batchSize), std::to_string(batchSize));
+    if (saved.trainSamples != data.train.size())
+      mismatch("a training set of", std::to_string(saved.trainSamples) + " samples",
+               std::to_string(data.train.size()));
+    if (saved.shuffle != run.shuffle)
+      mismatch("shuffling", saved.shuffle ? "on" : "off", run.shuffle ? "on" : "off");
+    if (saved.epoch < 0 || saved.batch < 0 || saved.batch >= stepsPerEpoch ||
+        saved.stepLosses.size() != trainer.microSteps() ||
+        saved.stepLosses.size() < (size_t)saved.batch)
+      throw Error("--resume: '" + file + "': its position (epoch " +
+                  std::to_string(saved.epoch + 1) + ", batch " + std::to_string(saved.batch) +
+                  ", " + std::to_string(saved.stepLosses.size()) + " losses) does not fit its "
+                  "trainer state (" + std::to_string(trainer.microSteps()) + " micro-steps)");
+    pos = saved;
+    std::cerr << "tcc: resumed from " << file << " at epoch " << pos.epoch + 1 << ", batch "
+              << pos.batch << " (" << trainer.steps() << " optimizer steps)\n";
+  }
+  if (!run.checkpointDir.empty()) {
+    std::error_code ec;
+    fs::create_directories(run.checkpointDir, ec);
+    if (ec)
+      throw Error("cannot create checkpoint directory '" + run.checkpointDir + "': " + ec.message());
+  }
+
+  std::vector<tccrt::Tensor> batch = trainer.makeBatch();
+  ProgressBar progress(stderr, isatty(fileno(stderr)));
+  std::vector<Position::Epoch> partial; // an epoch cut short by --max-steps (not checkpointed)
+  auto writeLogs = [&] {
+    std::vector<Position::Epoch> all = pos.history;
+    all.insert(all.end(), partial.begin(), partial.end());
+    if (!run.metricsPath.empty())
+      writeTextFile(run.metricsPath, metricsJson(all));
+    if (!run.stepLogPath.empty())
+      writeTextFile(run.stepLogPath, stepLogJson(pos.stepLosses));
+  };
+  auto checkpoint = [&] {
+    if (run.checkpointDir.empty())
+      return;
+    std::string file = (fs::path(run.checkpointDir) / kCheckpointFile).string();
+    std::string user = pos.serialize();
+    withContext("cannot save the checkpoint '" + file + "'",
+                [&] { trainer.save(file, std::vector<uint8_t>(user.begin(), user.end())); });
+  };
+  auto reachedMaxSteps = [&] {
+    return run.maxSteps > 0 && trainer.steps() >= (uint64_t)run.maxSteps;
+  };
+
+  bool stopped = reachedMaxSteps();
+  while (pos.epoch < run.epochs && !stopped) {
+    auto start = std::chrono::steady_clock::now();
+    std::vector<int64_t> order(data.train.size());
+    if (run.shuffle)
+      order = epochOrder(data.train.size(), pos.seed, pos.epoch);
+    else
+      for (int64_t i = 0; i < (int64_t)order.size(); ++i)
+        order[i] = i;
+    // The epoch's losses so far (a resumed epoch continues its running mean).
+    size_t epochFirstLoss = pos.stepLosses.size() - pos.batch;
+    double lossSum = 0;
+    for (size_t i = epochFirstLoss; i < pos.stepLosses.size(); ++i)
+      lossSum += pos.stepLosses[i];
+    progress.startEpoch(pos.epoch + 1, run.epochs, stepsPerEpoch, pos.batch);
+    int64_t samples = 0;
+    while (pos.batch < stepsPerEpoch) {
+      const int64_t *rows = order.data() + pos.batch * batchSize;
+      gatherRows(data.train.images, rows, batchSize, batch[0].data());
+      gatherRows(trainLabels, rows, batchSize, batch[1].data());
+      float loss = withContext("training step " + std::to_string(pos.stepLosses.size() + 1),
+                               [&] { return trainer.step(batch, (float)run.lr); });
+      pos.stepLosses.push_back(loss);
+      lossSum += loss;
+      ++pos.batch;
+      samples += batchSize;
+      progress.update(pos.batch, lossSum / (pos.stepLosses.size() - epochFirstLoss), samples);
+      if (reachedMaxSteps()) {
+        stopped = true;
+        break;
+      }
+    }
+    auto [testLoss, testAccuracy] = evaluate(trainer, data.test, testLabels, batchSize);
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    Position::Epoch e{pos.epoch + 1,
+                      lossSum / std::max<size_t>(pos.stepLosses.size() - epochFirstLoss, 1),
+                      testLoss, testAccuracy, seconds, trainer.steps()};
+    char summary[160];
+    if (classification)
+      snprintf(summary, sizeof summary, "test loss %.4f  accuracy %.2f%%", testLoss,
+               100 * testAccuracy);
+    else
+      snprintf(summary, sizeof summary, "test loss %.4f", testLoss);
+    progress.finishEpoch(summary);
+    if (pos.batch == stepsPerEpoch) {
+      pos.history.push_back(e);
+      ++pos.epoch;
+      pos.batch = 0;
+    } else {
+      partial.push_back(e);
+    }
+    checkpoint();
+    writeLogs();
+  }
+  if (stopped)
+    std::cerr << "tcc: stopped after " << trainer.steps() << " optimizer steps (--max-steps)\n";
+  if (!run.saveModelPath.empty())
+    saveModel(run.model, run.saveModelPath, trainer);
+  return 0;
+}
+
+} // namespace tcc

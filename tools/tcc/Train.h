@@ -1,0 +1,65 @@
+//===- Train.h - `tcc compile --train`, `tcc train` and `tcc grad` --------===//
+#pragma once
+
+#include "Pipeline.h"
+
+#include "tcc/Compiler/Compiler.h"
+#include "tcc/Training/TrainingBuilder.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tcc {
+
+/// The loss/optimizer options of `tcc compile --train` and `tcc train`, as given.
+struct TrainingArgs {
+  std::string loss = "cross-entropy";
+  std::string optimizer = "adam";
+  int64_t batchSize = 0; // 0: not given
+  double momentum = 0, weightDecay = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  bool nesterov = false;
+  double clipGradNorm = 0, labelSmoothing = 0;
+  int64_t gradAccumulation = 1;
+  std::vector<std::string> trainable, freeze;
+  /// The options above that were given on the command line ("--loss", "--momentum", ...):
+  /// with an artifact none may be, and optimizer-specific ones must fit the optimizer.
+  std::vector<std::string> given;
+};
+
+/// Checks the combination (names, ranges, options that do not apply to the chosen loss or
+/// optimizer) and converts it. Throws tcc::Error naming the option.
+TrainingOptions trainingOptions(const TrainingArgs &args);
+
+/// Loads `path`, fixes the first input's leading dimension to the batch size, builds the loss,
+/// gradients and optimizer update, and compiles them into a training artifact.
+CompiledModel compileTrainingModel(const std::string &path, const TrainingArgs &args,
+                                   const CompileOptions &compile);
+
+struct TrainRunArgs {
+  std::string model;  // .onnx, or a training artifact (.tcc)
+  std::string dataDir;
+  double lr = 0;
+  int64_t epochs = 1;
+  uint64_t seed = 0;
+  bool seedGiven = false;
+  int threads = 0;
+  int64_t maxSteps = 0; // 0: no limit
+  bool shuffle = true;
+  std::string metricsPath, stepLogPath, saveModelPath, checkpointDir, resumeDir;
+};
+
+int runTrain(const TrainRunArgs &run, const TrainingArgs &training, const CompileOptions &compile);
+
+struct GradArgs {
+  std::string model, device = "cpu", outDir;
+  LoadOptions load;
+  size_t givenInputs = 0;
+  int threads = 0;
+};
+
+/// `tcc grad`: the gradient of sum(output 0) with respect to every floating-point initializer,
+/// written as OUT/grad_<initializer index>.pb.
+int runGrad(const GradArgs &args, const CompileOptions &compile);
+
+} // namespace tcc
