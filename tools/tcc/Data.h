@@ -6,7 +6,8 @@
 //     train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte,
 //     t10k-labels-idx1-ubyte, each optionally gzipped (NAME.gz)
 //   NumPy: train_images.npy, train_labels.npy, test_images.npy, test_labels.npy
-// Any file may be gzip-compressed (recognised by its magic bytes). Images become float32:
+// A folder holding both layouts is read as NumPy. Any file may be gzip-compressed (recognised
+// by its magic bytes). Images become float32:
 // uint8 images are scaled to [0, 1] (divided by 255), float images are taken as given; labels
 // become int64 (integer files) or float32 (float files, e.g. regression targets).
 //
