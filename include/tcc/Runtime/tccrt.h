@@ -29,8 +29,20 @@ typedef enum tccrt_device { TCCRT_DEVICE_CPU = 0, TCCRT_DEVICE_CUDA = 1 } tccrt_
 typedef struct tccrt_program tccrt_program;
 
 typedef struct tccrt_options {
-  int num_threads; /* CPU threads for kernels and library calls; 0 = all cores */
+  int num_threads;    /* CPU threads for kernels and library calls; 0 = all cores */
+  int cuda_graph;     /* CUDA artifacts: non-zero captures the whole launch list into a CUDA
+                         graph at the first run and replays it on later runs */
+  int device_ordinal; /* CUDA artifacts: which GPU (0 = the first) */
 } tccrt_options;
+
+/* Whether artifacts for `device` can run in this process. If not and `reason` is non-NULL,
+ * *reason says why (e.g. "no usable CUDA GPU/driver: libcuda.so.1 not found"; owned by the
+ * library, valid until the next call on this thread). The CPU is always available. */
+int tccrt_device_available(tccrt_device device, const char **reason);
+
+/* A one-line description of the device a loaded program runs on, e.g. "cpu (16 threads)" or
+ * "cuda:0 NVIDIA H100 80GB HBM3 (sm_90, cubin)" (owned by the program). */
+const char *tccrt_program_device_name(const tccrt_program *program);
 
 typedef struct tccrt_tensor_info {
   const char *name;     /* owned by the program */
@@ -153,6 +165,13 @@ tccrt_status tccrt_trainer_save(const tccrt_trainer *trainer, const char *path,
 tccrt_status tccrt_trainer_load(tccrt_trainer *trainer, const char *path);
 /* The user_data of the last loaded checkpoint (NULL, 0 if none); owned by the trainer. */
 void tccrt_trainer_user_data(const tccrt_trainer *trainer, const void **data, size_t *size);
+
+/* CUDA device memory: the caching allocator of the GPU a CUDA program runs on. Statistics,
+ * and a JSON snapshot of its segments and blocks (owned by the library, valid until the next
+ * call on this thread). Errors for a CPU program. */
+tccrt_status tccrt_device_allocator_stats(const tccrt_program *program,
+                                          tccrt_allocator_stats *stats);
+tccrt_status tccrt_device_allocator_snapshot(const tccrt_program *program, const char **json);
 
 /* Host memory through the runtime's caching allocator (64-byte aligned). */
 void *tccrt_alloc(size_t bytes);
