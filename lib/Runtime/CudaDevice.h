@@ -9,9 +9,9 @@
 //  * CudaStream / CudaEvent: RAII owners.
 //  * PinnedBuffer: page-locked host staging memory (cuMemAllocHost) that grows on demand;
 //    host<->device copies of caller tensors go through it so they are true async DMA.
-//  * CudaModule: the artifact's kernels loaded for this device: the cubin whose arch equals the
-//    device's compute capability (sm_XY), else the PTX of the newest compute_XY not above it
-//    (JIT by the driver; `jitFromPtx()` says so), else an Error naming the device's
+//  * CudaModule: the artifact's kernels loaded for this device: the cubins whose arch equals
+//    the device's compute capability (sm_XY), else the PTX of the newest compute_XY not above
+//    it (JIT by the driver; `jitFromPtx()` says so), else an Error naming the device's
 //    capability and the archs the artifact holds.
 //  * CudaGraph: a captured launch sequence (cuStreamBeginCapture .. cuGraphInstantiate) replayed
 //    with one cuGraphLaunch.
@@ -114,40 +114,47 @@ private:
   size_t capacity_ = 0;
 };
 
-/// One architecture's code in an artifact (decoded by the loader).
+/// One image of an artifact's CudaModule (decoded by the loader).
 struct CudaCode {
-  std::string arch;           // "sm_80" (cubin) or "compute_80" (PTX)
+  std::string arch;              // "sm_80" (cubin) or "compute_80" (PTX)
   const uint8_t *data = nullptr; // into the artifact copy; PTX is NUL-terminated by the loader
   size_t size = 0;
 };
 
+/// The artifact's kernels loaded for one device. An artifact may hold several images per
+/// architecture (the compiler batches kernels into NVRTC programs); every image of the chosen
+/// architecture is loaded as a driver module and each kernel is looked up in all of them.
 class CudaModule {
 public:
-  /// Picks and loads the code for `device` (see the file comment). `cubins` by "sm_XY[a]",
-  /// `ptx` by "compute_XY[a]". Throws Error naming the device and the archs available.
+  /// Picks the architecture for `device` (selectCudaArch) and loads its images. Throws Error
+  /// naming the device, its capability and the archs available.
   CudaModule(CudaDevice &device, const std::vector<CudaCode> &cubins,
              const std::vector<CudaCode> &ptx);
   ~CudaModule();
   CudaModule(const CudaModule &) = delete;
   CudaModule &operator=(const CudaModule &) = delete;
-  /// Throws Error naming the kernel if the module lacks it.
+  /// Throws Error naming the kernel if no loaded image has it.
   CUfunction function(const std::string &name) const;
   const std::string &loadedArch() const { return arch_; } // "sm_90" or "compute_80"
   bool jitFromPtx() const { return jit_; }
 
 private:
   CudaDevice &device_;
-  CUmodule module_ = nullptr;
+  std::vector<CUmodule> modules_;
   std::string arch_;
   bool jit_ = false;
 };
 
-/// Which code `device` with compute capability `cc` (e.g. 86) runs, by the rule above: the
-/// index into cubins of an exact match, else (-1, index into ptx of the newest not above cc),
-/// else (-1, -1). Archs with a suffix ("sm_90a") match only that exact capability. Pure, for
-/// tests.
-std::pair<int, int> selectCudaCode(int cc, const std::vector<std::string> &cubinArchs,
-                                   const std::vector<std::string> &ptxArchs);
+/// Which code a device of compute capability `cc` (e.g. 86) runs: the cubins of arch
+/// "sm_<cc>" if any, else the PTX of the newest "compute_XY" with XY <= cc, else none (empty
+/// arch). Archs with a suffix ("sm_90a", "compute_90a") match only that exact capability.
+/// Pure, for tests.
+struct CudaArchChoice {
+  std::string arch; // "" if nothing fits
+  bool ptx = false; // true: JIT from PTX
+};
+CudaArchChoice selectCudaArch(int cc, const std::vector<std::string> &cubinArchs,
+                              const std::vector<std::string> &ptxArchs);
 
 class CudaGraph {
 public:
