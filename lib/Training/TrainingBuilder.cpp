@@ -188,13 +188,16 @@ void checkOptions(const TrainingOptions &o) {
   require(o.gradAccumulation >= 1, "grad accumulation must be >= 1");
 }
 
-std::string configJson(const TrainingOptions &o, const std::vector<std::string> &trained) {
+/// `classes`: cross-entropy's class count (the logits' dim 1), so that users of the artifact
+/// can check labels before training on them.
+std::string configJson(const TrainingOptions &o, const std::vector<std::string> &trained,
+                       int64_t classes) {
   std::ostringstream os;
   os.precision(17);
   os << "{\"loss\": \"" << lossName(o.loss) << "\", \"output_index\": " << o.outputIndex;
   if (o.loss == LossKind::CrossEntropy)
     os << ", \"label_smoothing\": " << o.labelSmoothing << ", \"label_type\": \""
-       << dtypeName(o.labelType) << "\"";
+       << dtypeName(o.labelType) << "\", \"classes\": " << classes;
   os << ", \"optimizer\": \"" << optimizerName(o.optimizer) << "\"";
   if (o.optimizer == OptimizerKind::SGD)
     os << ", \"momentum\": " << o.momentum << ", \"nesterov\": " << (o.nesterov ? "true" : "false");
@@ -491,6 +494,7 @@ TrainingSpec buildTraining(MLIRContext &ctx, const onnx::ModelProto &model,
   }
 
   // ---- eval: per-sample loss and, for cross-entropy, the predicted class ----
+  int64_t classes = 0;
   {
     Signature in, out;
     stateArgs(in, {});
@@ -499,7 +503,10 @@ TrainingSpec buildTraining(MLIRContext &ctx, const onnx::ModelProto &model,
     MainBuilder m(ctx, in.types);
     SmallVector<Value> outputs = forward(m, eval, data, -1);
     CoreBuilder b(m.builder, NameLoc::get(StringAttr::get(&ctx, "loss")));
-    LossValues loss = buildLoss(b, options, outputs[options.outputIndex], m.arg(data + numInputs));
+    Value logits = outputs[options.outputIndex];
+    if (CoreBuilder::shapeOf(logits).size() >= 2)
+      classes = CoreBuilder::shapeOf(logits)[1];
+    LossValues loss = buildLoss(b, options, logits, m.arg(data + numInputs));
     SmallVector<Value> results{loss.perSample};
     out.add(loss.perSample.getType(), "loss", BindingRole::Data);
     if (loss.prediction) {
@@ -509,7 +516,7 @@ TrainingSpec buildTraining(MLIRContext &ctx, const onnx::ModelProto &model,
     spec.entries.push_back(makeEntry("eval", in, out, m.finish(results)));
   }
 
-  spec.configJson = configJson(options, trainedNames);
+  spec.configJson = configJson(options, trainedNames, classes);
   return spec;
 }
 

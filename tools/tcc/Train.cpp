@@ -14,6 +14,8 @@
 
 #include "tcc/Runtime/tccrt.hpp"
 
+#include "llvm/Support/JSON.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -320,9 +322,24 @@ std::pair<double, double> evaluate(tccrt::Trainer &trainer, const Dataset &test,
           classification && counted ? (double)correct / counted : NAN};
 }
 
-/// Checks that `data` fits the trainer's batch tensors; returns the labels converted to the
-/// trainer's label dtype.
-Tensor checkData(const tccrt::Trainer &trainer, const Dataset &data, const std::string &split) {
+/// Cross-entropy's class count from the artifact's training config (0 if it does not say:
+/// artifacts from before the field existed, or other losses).
+int64_t configClasses(const tccrt::Program &program) {
+  llvm::Expected<llvm::json::Value> config = llvm::json::parse(program.trainingConfig());
+  if (!config) {
+    llvm::consumeError(config.takeError());
+    return 0;
+  }
+  const llvm::json::Object *object = config->getAsObject();
+  std::optional<int64_t> classes = object ? object->getInteger("classes") : std::nullopt;
+  return classes.value_or(0);
+}
+
+/// Checks that `data` fits the trainer's batch tensors and that class labels lie in
+/// [0, classes) (`classes` 0: unknown, only negatives are caught); returns the labels converted
+/// to the trainer's label dtype.
+Tensor checkData(const tccrt::Trainer &trainer, const Dataset &data, const std::string &split,
+                 int64_t classes) {
   tccrt::TensorInfo img = trainer.batchInfo(0), lab = trainer.batchInfo(1);
   if (img.shape.empty())
     throw Error("the model's first input '" + img.name + "' has no batch dimension");
@@ -351,11 +368,16 @@ Tensor checkData(const tccrt::Trainer &trainer, const Dataset &data, const std::
     throw Error(std::string("the model takes ") + (isInteger(want) ? "integer class" : "float") +
                 " labels, but the " + split + " labels are " + dtypeName(data.labels.dtype()));
   if (isInteger(want))
-    for (int64_t i = 0; i < data.labels.numElements(); ++i)
-      if (data.labels.getInt(i) < 0)
-        throw Error("the " + split + " labels hold the negative class " +
-                    std::to_string(data.labels.getInt(i)) + " (sample " +
-                    std::to_string(i / std::max<int64_t>(numElements(haveLab), 1)) + ")");
+    for (int64_t i = 0; i < data.labels.numElements(); ++i) {
+      int64_t label = data.labels.getInt(i);
+      if (label < 0 || (classes > 0 && label >= classes))
+        throw Error("the " + split + " labels hold class " + std::to_string(label) +
+                    " (sample " + std::to_string(i / std::max<int64_t>(numElements(haveLab), 1)) +
+                    "), outside the model's " +
+                    (classes > 0 ? std::to_string(classes) + " classes [0, " +
+                                       std::to_string(classes) + ")"
+                                 : std::string("classes (negative)")));
+    }
   if (want == data.labels.dtype())
     return data.labels;
   Tensor out(want, data.labels.shape());
@@ -457,8 +479,9 @@ int runTrain(const TrainRunArgs &run, const TrainingArgs &training, const Compil
   if (trainer.numBatchTensors() != 2)
     throw Error("the model takes " + std::to_string(trainer.numBatchTensors() - 1) +
                 " inputs: tcc train feeds images to a model with exactly one input");
-  Tensor trainLabels = checkData(trainer, data.train, "training");
-  Tensor testLabels = checkData(trainer, data.test, "test");
+  int64_t classes = configClasses(*program);
+  Tensor trainLabels = checkData(trainer, data.train, "training", classes);
+  Tensor testLabels = checkData(trainer, data.test, "test", classes);
   int64_t batchSize = trainer.batchInfo(0).shape[0];
   if (artifact && training.batchSize > 0 && training.batchSize != batchSize)
     throw Error("--batch-size " + std::to_string(training.batchSize) + " differs from the "

@@ -10,6 +10,7 @@ OUT/npy/          train/test images (uint8, 2x3) and labels (int64) as .npy pair
 OUT/idx/          the same data as IDX files, the training ones gzipped
 OUT/mse/          the npy images with float32 targets [N,6] (the flattened image, scaled)
 OUT/bad/          an IDX folder whose t10k labels are truncated
+OUT/badclass/     the npy data whose test labels hold class 3 (the mlp has 3 classes: 0..2)
 All data is seeded random; classes follow a simple rule of the pixels so training can learn.
 """
 import gzip
@@ -98,6 +99,13 @@ os.makedirs(os.path.join(out, "npy"), exist_ok=True)
 for name, arr in [("train_images", train_x), ("train_labels", train_y),
                   ("test_images", test_x), ("test_labels", test_y)]:
     np.save(os.path.join(out, "npy", name + ".npy"), arr)
+
+os.makedirs(os.path.join(out, "badclass"), exist_ok=True)
+bad_test_y = test_y.copy()
+bad_test_y[5] = 3
+for name, arr in [("train_images", train_x), ("train_labels", train_y),
+                  ("test_images", test_x), ("test_labels", bad_test_y)]:
+    np.save(os.path.join(out, "badclass", name + ".npy"), arr)
 
 os.makedirs(os.path.join(out, "mse"), exist_ok=True)
 for name, arr in [("train_images", train_x), ("test_images", test_x)]:
