@@ -1,6 +1,8 @@
 //===- DataTest.cpp - IDX / .npy / gzip loaders and the epoch shuffle of `tcc train` -===//
 #include "../../tools/tcc/Data.h"
 
+#include "TestSupport.h"
+
 #include <gtest/gtest.h>
 #include <zlib.h>
 
@@ -68,14 +70,7 @@ void writeFile(const fs::path &p, const std::vector<uint8_t> &bytes) {
   f.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
 }
 
-std::string errorOf(const std::function<void()> &f) {
-  try {
-    f();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  return "";
-}
+using tcc::test::errorOf;
 
 struct TempDir {
   fs::path path;

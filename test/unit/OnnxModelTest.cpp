@@ -2,6 +2,8 @@
 
 #include "tcc/Frontend/OnnxModel.h"
 
+#include "TestSupport.h"
+
 #include <gtest/gtest.h>
 #include <onnx/onnx-data_pb.h>
 
@@ -46,20 +48,7 @@ std::string serialized(const google::protobuf::Message &msg) {
   return bytes;
 }
 
-/// Runs `f`, expects it to throw tcc::Error, and returns the message.
-template <class F> std::string errorOf(F &&f) {
-  try {
-    f();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a tcc::Error";
-  return "";
-}
-
-#define EXPECT_CONTAINS(haystack, needle)                                                          \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos)                                 \
-      << "message: " << (haystack) << "\nexpected to contain: " << (needle)
+using tcc::test::errorOf;
 
 /// A tensor type; dimension names in `dims` that are numbers become dim_value, others dim_param.
 onnx::ValueInfoProto tensorInfo(const std::string &name, int32_t elemType,

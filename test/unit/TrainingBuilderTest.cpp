@@ -15,6 +15,8 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 
+#include "TestSupport.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -49,19 +51,7 @@ Tensor randomLabels(const Shape &shape, int64_t classes, uint32_t seed) {
   return t;
 }
 
-template <class F> std::string errorOf(F &&f) {
-  try {
-    f();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a tcc::Error";
-  return "";
-}
-
-#define EXPECT_CONTAINS(haystack, needle)                                                          \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos)                                 \
-      << "message: " << (haystack) << "\nexpected to contain: " << (needle)
+using tcc::test::errorOf;
 
 /// |got - want| <= rtol * |want| + atol, elementwise, with the first mismatch reported.
 void expectClose(const Tensor &got, const std::vector<double> &want, double rtol, double atol,
