@@ -7,11 +7,12 @@
 // emitted for CUDA. Without a GPU, the emitted CUDA is checked two ways:
 //
 //  * Semantics: each kernel's CUDA source is compiled for the host against a small emulation
-//    of the CUDA programming model (one pthread per CUDA thread, blocks one after another,
-//    __syncthreads and __shfl_xor_sync as barriers over shared slots, the CPU prelude's
-//    helpers; the grid shrunk to at most 3 blocks so the grid-stride loops wrap) and run on
-//    seeded random data, against the CPU emitter's kernel on the same data. This exercises the
-//    strategies (teams, their combines, vector lanes and tails, clamped teams) for real.
+//    of the CUDA programming model (test/support/CudaHostEmulation.h: one pthread per CUDA
+//    thread, blocks one after another, __syncthreads and shuffles as barriers over shared
+//    slots, the CPU prelude's helpers; the grid shrunk to at most 3 blocks so the grid-stride
+//    loops wrap) and run on seeded random data, against the CPU emitter's kernel on the same
+//    data. This exercises the strategies (teams, their combines, vector lanes and tails,
+//    clamped teams) for real.
 //  * Compilation: every kernel compiles with NVRTC to PTX and sm_80 + sm_90 cubins with no
 //    warnings, no spills and no stack frame (the vector temporaries stay in registers);
 //    registers are reported. Skipped, visibly, when this build has no NVRTC.
@@ -30,17 +31,16 @@
 #include "tcc/Runtime/KernelAbi.h"
 #include "tcc/Support/Tensor.h"
 
+#include "CudaHostEmulation.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <gtest/gtest.h>
-
-#include <dlfcn.h>
 
 #include <cmath>
 #include <cstring>
@@ -302,173 +302,19 @@ Corpus &corpus() {
   return *c;
 }
 
-std::string testCacheDir(const char *leaf) {
-  llvm::SmallString<128> dir;
-  llvm::sys::path::system_temp_directory(true, dir);
-  llvm::sys::path::append(dir, leaf);
-  return dir.str().str();
-}
+// ---- CUDA on the host (test/support/CudaHostEmulation.h) --------------------------------------
 
-// ---- CUDA on the host --------------------------------------------------------------------------
-
-/// Just enough of CUDA to run the emitted kernels on the host. The kernel source is appended
-/// after the CPU prelude (the same helpers, with libm math: the reference's functions).
-const char *const kEmulation = R"cpp(
-#include <pthread.h>
-#include <condition_variable>
-#include <chrono>
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <math.h>
-#include <mutex>
-
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __restrict__ __restrict
-#define __launch_bounds__(n)
-#define __shared__
-#define __align__(n) __attribute__((aligned(n)))
-
-struct tcc_dim3 { unsigned x, y, z; };
-static thread_local tcc_dim3 threadIdx, blockIdx;
-static tcc_dim3 blockDim, gridDim;
-alignas(16) static unsigned char tcc_smem[65536];
-
-namespace tcc_emu {
-// A reusable barrier; a thread stuck for a minute means the kernel's threads diverged at a
-// barrier or shuffle (which deadlocks a GPU too).
-struct Barrier {
-  std::mutex m;
-  std::condition_variable cv;
-  unsigned total = 0, waiting = 0, generation = 0;
-  void wait() {
-    std::unique_lock<std::mutex> lock(m);
-    unsigned gen = generation;
-    if (++waiting == total) {
-      waiting = 0;
-      ++generation;
-      cv.notify_all();
-      return;
-    }
-    if (!cv.wait_for(lock, std::chrono::seconds(60), [&] { return generation != gen; })) {
-      std::fprintf(stderr, "emulated CUDA: barrier timeout (threads diverge)\n");
-      std::abort();
-    }
-  }
-};
-static Barrier block, warps[32];
-static unsigned long long slots[32][32];
-static thread_local unsigned linear;
-
-struct Launch {
-  void (*kernel)(void **);
-  void **args;
-  unsigned thread;
-};
-static void *run(void *p) {
-  Launch *l = (Launch *)p;
-  linear = l->thread;
-  threadIdx = {l->thread % blockDim.x, l->thread / blockDim.x, 0};
-  for (unsigned b = 0; b < gridDim.x; ++b) {
-    blockIdx = {b, 0, 0};
-    l->kernel(l->args);
-    block.wait(); // the next block reuses the shared memory
-  }
-  return nullptr;
-}
-} // namespace tcc_emu
-
-static inline void __syncthreads() { tcc_emu::block.wait(); }
-
-template <class T> static inline T __shfl_xor_sync(unsigned, T value, int laneMask, int) {
-  unsigned warp = tcc_emu::linear / 32, lane = tcc_emu::linear % 32;
-  std::memcpy(&tcc_emu::slots[warp][lane], &value, sizeof(T));
-  tcc_emu::warps[warp].wait();
-  T result;
-  std::memcpy(&result, &tcc_emu::slots[warp][lane ^ (unsigned)laneMask], sizeof(T));
-  tcc_emu::warps[warp].wait();
-  return result;
-}
-
-template <class T, int N> struct alignas(sizeof(T) * N) tcc_vec { T v[N]; };
-
-extern "C" __attribute__((visibility("default"))) int
-tcc_emu_launch(void (*kernel)(void **), void **args, unsigned grid, unsigned bx, unsigned by) {
-  unsigned threads = bx * by;
-  blockDim = {bx, by, 1};
-  gridDim = {grid, 1, 1};
-  tcc_emu::block.total = threads;
-  for (unsigned w = 0; w < 32; ++w)
-    tcc_emu::warps[w].total = threads > 32 * w ? (threads - 32 * w < 32 ? threads - 32 * w : 32) : 0;
-  static tcc_emu::Launch launches[1024];
-  pthread_t ids[1024];
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setstacksize(&attr, 256 * 1024);
-  for (unsigned t = 0; t < threads; ++t) {
-    launches[t] = {kernel, args, t};
-    if (pthread_create(&ids[t], &attr, tcc_emu::run, &launches[t]) != 0)
-      return -1;
-  }
-  for (unsigned t = 0; t < threads; ++t)
-    pthread_join(ids[t], nullptr);
-  pthread_attr_destroy(&attr);
-  return 0;
-}
-)cpp";
-
-/// The emulation translation unit for `kernels`: each CUDA kernel plus a wrapper
-/// `tcc_emu_<name>(void **args)`.
-std::string emulationSource(const std::vector<Kernel> &kernels) {
-  std::string cudaPrelude = cg::ScalarEmitter(cg::Target::Cuda).prelude();
-  std::string text = std::string(kEmulation) + cg::ScalarEmitter(cg::Target::Cpu).prelude();
+std::vector<tcc::testsupport::EmulatedKernel> emulatedKernels(const std::vector<Kernel> &kernels) {
+  std::vector<tcc::testsupport::EmulatedKernel> out;
   for (const Kernel &k : kernels) {
-    if (k.cuda.source.compare(0, cudaPrelude.size(), cudaPrelude) != 0)
-      throw tcc::Error("kernel " + k.cuda.name + " does not start with the CUDA prelude");
-    text += k.cuda.source.substr(cudaPrelude.size());
-    text += "extern \"C\" __attribute__((visibility(\"default\"))) void tcc_emu_" + k.cuda.name +
-            "(void **a) {\n  " + k.cuda.name + "(";
-    for (auto [i, arg] : llvm::enumerate(k.fn.getArguments())) {
-      Type e = cast<MemRefType>(arg.getType()).getElementType();
-      text += std::string(i ? ", " : "") + "(" +
-              cg::ScalarEmitter(cg::Target::Cpu).storageType(e) + " *)a[" + std::to_string(i) +
-              "]";
-    }
-    text += ");\n}\n";
+    tcc::testsupport::EmulatedKernel e{k.cuda.name, k.cuda.source, {}};
+    for (BlockArgument arg : k.fn.getArguments())
+      e.paramTypes.push_back(cg::ScalarEmitter(cg::Target::Cpu)
+                                 .storageType(cast<MemRefType>(arg.getType()).getElementType()));
+    out.push_back(std::move(e));
   }
-  return text;
+  return out;
 }
-
-class Library {
-public:
-  explicit Library(const std::vector<uint8_t> &bytes) {
-    llvm::SmallString<128> path;
-    if (llvm::sys::fs::createTemporaryFile("tcc-cuda-test", "so", path))
-      throw tcc::Error("cannot create a temporary file");
-    {
-      std::error_code ec;
-      llvm::raw_fd_ostream os(path, ec);
-      os.write((const char *)bytes.data(), bytes.size());
-    }
-    handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    llvm::sys::fs::remove(path);
-    if (!handle)
-      throw tcc::Error(std::string("dlopen: ") + dlerror());
-  }
-  ~Library() { dlclose(handle); }
-  void *get(const std::string &name) const {
-    void *sym = dlsym(handle, name.c_str());
-    if (!sym)
-      throw tcc::Error("symbol " + name + " not found");
-    return sym;
-  }
-
-private:
-  void *handle = nullptr;
-};
 
 /// Random contents for a buffer of `type`: floats uniform in [-2, 2] (with NaN, +-inf and
 /// zeros when `specials`), integers small and of both signs, bools fair.
@@ -573,11 +419,12 @@ TEST(CudaCodegenTest, EmulatedKernelsMatchTheCpuKernels) {
   std::vector<cg::KernelSource> sources;
   for (const Kernel &k : c.kernels)
     sources.push_back({"cpu_" + k.cuda.name, k.cpu});
-  sources.push_back({"cuda_emulation", emulationSource(c.kernels)});
+  sources.push_back(
+      {"cuda_emulation", tcc::testsupport::cudaEmulationSource(emulatedKernels(c.kernels))});
   cg::CpuCompileOptions options;
-  options.cacheDir = testCacheDir("tcc-cuda-codegen-test-cache");
+  options.cacheDir = tcc::testsupport::testKernelCacheDir("tcc-cuda-codegen-test-cache");
   cg::CpuModule module = cg::compileCpuModule(sources, options);
-  Library lib(module.sharedObject);
+  tcc::testsupport::HostLibrary lib(module.sharedObject);
   auto launch = reinterpret_cast<int (*)(void (*)(void **), void **, unsigned, unsigned, unsigned)>(
       lib.get("tcc_emu_launch"));
 
@@ -653,7 +500,7 @@ TEST(CudaCodegenTest, AllKernelsCompileWithNvrtcWithoutSpills) {
   for (const Kernel &k : c.kernels)
     sources.push_back({k.cuda.name, k.cuda.source});
   cg::CudaCompileOptions options;
-  options.cacheDir = testCacheDir("tcc-cuda-codegen-test-cache");
+  options.cacheDir = tcc::testsupport::testKernelCacheDir("tcc-cuda-codegen-test-cache");
   cg::CudaModule module = cg::compileCudaModule(sources, options);
   ASSERT_EQ(module.kernels.size(), c.kernels.size());
   int maxRegisters = 0;
