@@ -129,6 +129,9 @@ template <class T> static inline T __shfl_up_sync(unsigned, T value, unsigned de
   return tcc_emu::exchange(value, inside ? self - delta : self);
 }
 
+// The CUDA prelude's vector type (the CPU prelude has none).
+template <class T, int N> struct alignas(sizeof(T) * N) tcc_vec { T v[N]; };
+
 template <class T> static inline T __ldg(const T *p) { return *p; }
 static inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
 static inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
