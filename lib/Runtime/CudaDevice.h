@@ -72,6 +72,7 @@ public:
   CudaStream(const CudaStream &) = delete;
   CudaStream &operator=(const CudaStream &) = delete;
   CUstream get() const { return stream_; }
+  CudaDevice &device() const { return device_; }
   Stream id() const { return reinterpret_cast<Stream>(stream_); } // for the allocator
   void synchronize() const;
 

@@ -45,8 +45,18 @@ using CUgraphExec = CUgraphExec_st *;
 using CUjit_option = int;
 
 constexpr CUresult CUDA_SUCCESS = 0;
+constexpr CUresult CUDA_ERROR_INVALID_VALUE = 1;
 constexpr CUresult CUDA_ERROR_OUT_OF_MEMORY = 2;
+constexpr CUresult CUDA_ERROR_NO_DEVICE = 100;
+constexpr CUresult CUDA_ERROR_INVALID_PTX = 218;
+constexpr CUresult CUDA_ERROR_NOT_FOUND = 500;
 constexpr CUresult CUDA_ERROR_NOT_READY = 600;
+constexpr CUresult CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900;
+constexpr CUresult CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901;
+// CUjit_option values (cuModuleLoadDataEx): the error log buffer and its size in bytes
+// (in: capacity, out: bytes written).
+constexpr CUjit_option CU_JIT_ERROR_LOG_BUFFER = 5;
+constexpr CUjit_option CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6;
 // CUdevice_attribute values.
 constexpr int CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
 constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
@@ -107,7 +117,8 @@ struct CudaDriver {
   CUresult (*cuEventRecord)(CUevent event, CUstream stream);
   CUresult (*cuEventQuery)(CUevent event);
   CUresult (*cuEventSynchronize)(CUevent event);
-  CUresult (*cuEventElapsedTime)(float *ms, CUevent start, CUevent end);
+  CUresult (*cuEventElapsedTime)(float *ms, CUevent start, CUevent end);   // _v2 (12.8+), else
+                                                                           // the unversioned one
   CUresult (*cuStreamBeginCapture)(CUstream stream, int mode);             // _v2
   CUresult (*cuStreamEndCapture)(CUstream stream, CUgraph *graph);
   CUresult (*cuGraphInstantiate)(CUgraphExec *exec, CUgraph graph,
