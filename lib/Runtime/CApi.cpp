@@ -2,6 +2,7 @@
 //
 // Every entry point catches all exceptions (verification errors, bad_alloc, ...) and turns
 // them into TCCRT_ERROR plus a thread-local message.
+#include "CudaDriver.h"
 #include "HostMemory.h"
 #include "Program.h"
 #include "Trainer.h"
@@ -14,6 +15,7 @@
 
 struct tccrt_program {
   std::unique_ptr<tcc::rt::Program> program;
+  mutable std::string deviceName; // tccrt_program_device_name's storage
 };
 
 struct tccrt_trainer {
@@ -43,7 +45,29 @@ template <class F> tccrt_status guarded(const char *function, F &&f) {
   }
 }
 
-int optionThreads(const tccrt_options *options) { return options ? options->num_threads : 0; }
+tcc::rt::LoadOptions loadOptions(const tccrt_options *options) {
+  tcc::rt::LoadOptions out;
+  if (options) {
+    out.numThreads = options->num_threads;
+    out.cudaGraph = options->cuda_graph != 0;
+    out.deviceOrdinal = options->device_ordinal;
+  }
+  return out;
+}
+
+tccrt_allocator_stats convertStats(const tcc::rt::CachingAllocatorStats &s) {
+  tccrt_allocator_stats out{};
+  out.allocated_bytes = s.allocatedBytes;
+  out.reserved_bytes = s.reservedBytes;
+  out.peak_allocated_bytes = s.peakAllocatedBytes;
+  out.num_allocs = s.numAllocs;
+  out.num_cache_hits = s.numCacheHits;
+  out.num_system_allocs = s.numRawAllocs;
+  out.num_system_frees = s.numRawFrees;
+  return out;
+}
+
+thread_local std::string lastReason, lastSnapshot;
 
 void fillInfo(const tcc::rt::TensorDesc &t, tccrt_tensor_info *info) {
   info->name = t.name.c_str();
@@ -59,7 +83,67 @@ extern "C" {
 
 const char *tccrt_last_error(void) { return lastError.c_str(); }
 
-const char *tccrt_version(void) { return "tccrt 0.1 (artifact version 1)"; }
+// 0.2: tccrt_options gained cuda_graph and device_ordinal (CUDA artifacts), and the device
+// queries below.
+const char *tccrt_version(void) { return "tccrt 0.2 (artifact version 1)"; }
+
+int tccrt_device_available(tccrt_device device, const char **reason) {
+  if (device == TCCRT_DEVICE_CPU)
+    return 1;
+  std::string why;
+  bool ok = false;
+  if (device == TCCRT_DEVICE_CUDA) {
+    try {
+      ok = tcc::rt::cuda::cudaAvailable(&why);
+    } catch (const std::exception &e) {
+      why = e.what();
+    }
+  } else {
+    why = "unknown device " + std::to_string((int)device);
+  }
+  if (!ok && reason) {
+    lastReason = why;
+    *reason = lastReason.c_str();
+  }
+  return ok ? 1 : 0;
+}
+
+const char *tccrt_program_device_name(const tccrt_program *program) {
+  if (!program)
+    return "";
+  try {
+    program->deviceName = program->program->deviceName();
+  } catch (...) {
+    program->deviceName = "?";
+  }
+  return program->deviceName.c_str();
+}
+
+tccrt_status tccrt_device_allocator_stats(const tccrt_program *program,
+                                          tccrt_allocator_stats *stats) {
+  if (!program || !stats)
+    return fail(std::string("tccrt_device_allocator_stats: ") + (program ? "stats" : "program") +
+                " is null");
+  tcc::rt::cuda::CudaDevice *device = program->program->cudaDevice();
+  if (!device)
+    return fail("tccrt_device_allocator_stats: the program runs on the CPU (host memory: "
+                "tccrt_allocator_get_stats)");
+  return guarded("tccrt_device_allocator_stats",
+                 [&] { *stats = convertStats(device->allocator().stats()); });
+}
+
+tccrt_status tccrt_device_allocator_snapshot(const tccrt_program *program, const char **json) {
+  if (!program || !json)
+    return fail(std::string("tccrt_device_allocator_snapshot: ") + (program ? "json" : "program") +
+                " is null");
+  tcc::rt::cuda::CudaDevice *device = program->program->cudaDevice();
+  if (!device)
+    return fail("tccrt_device_allocator_snapshot: the program runs on the CPU");
+  return guarded("tccrt_device_allocator_snapshot", [&] {
+    lastSnapshot = device->allocator().snapshotJson();
+    *json = lastSnapshot.c_str();
+  });
+}
 
 tccrt_status tccrt_load_buffer(const void *data, size_t size, const tccrt_options *options,
                                tccrt_program **out) {
@@ -69,8 +153,8 @@ tccrt_status tccrt_load_buffer(const void *data, size_t size, const tccrt_option
   if (!data)
     return fail("tccrt_load_buffer: data is null");
   return guarded("tccrt_load_buffer", [&] {
-    auto program = tcc::rt::Program::load(data, size, optionThreads(options));
-    *out = new tccrt_program{std::move(program)};
+    auto program = tcc::rt::Program::load(data, size, loadOptions(options));
+    *out = new tccrt_program{std::move(program), {}};
   });
 }
 
@@ -93,8 +177,8 @@ tccrt_status tccrt_load_file(const char *path, const tccrt_options *options,
     if (!file.read(bytes.data(), size))
       throw tcc::rt::Error(std::string("cannot read '") + path + "'");
     try {
-      auto program = tcc::rt::Program::load(bytes.data(), bytes.size(), optionThreads(options));
-      *out = new tccrt_program{std::move(program)};
+      auto program = tcc::rt::Program::load(bytes.data(), bytes.size(), loadOptions(options));
+      *out = new tccrt_program{std::move(program), {}};
     } catch (const tcc::rt::Error &e) {
       throw tcc::rt::Error(std::string(path) + ": " + e.what());
     }

@@ -1,4 +1,7 @@
 //===- Executor.cpp - Running a loaded program's launch list on the CPU ---===//
+//
+// CUDA programs are checked here like CPU ones and then run by their CudaExecutor.
+#include "CudaExecutor.h"
 #include "DType.h"
 #include "HostMemory.h"
 #include "Program.h"
@@ -14,6 +17,14 @@ void Program::setNumThreads(int numThreads) {
     for (EntryDesc &e : training_->entries)
       e.program->setNumThreads(numThreads);
 }
+
+std::string Program::deviceName() const {
+  if (cuda_)
+    return cuda_->deviceName();
+  return "cpu (" + std::to_string(numThreads_) + (numThreads_ == 1 ? " thread)" : " threads)");
+}
+
+cuda::CudaDevice *Program::cudaDevice() const { return cuda_ ? &cuda_->device() : nullptr; }
 
 void Program::reserveWorkspace() {
   size_t need = workspaceBytes_ * (size_t)numThreads_;
@@ -72,6 +83,10 @@ void Program::run(const void *const *inputs, void *const *outputs) {
   for (size_t i = 0; i < outputs_.size(); ++i)
     if (!outputs[i] && outputs_[i].bytes > 0)
       throw Error("output " + std::to_string(i) + " ('" + outputs_[i].name + "') is null");
+  if (cuda_) {
+    cuda_->run(inputs, outputs);
+    return;
+  }
 
   addresses_.resize(buffers_.size());
   for (size_t i = 0; i < buffers_.size(); ++i)

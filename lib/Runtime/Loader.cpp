@@ -5,7 +5,10 @@
 // device, dtypes, every index (buffers, kernels, constants, inputs, outputs) in range, every
 // buffer's extent inside its base, constants inside constant_data and 64-byte aligned, operand
 // shapes of the library calls (as the tk verifiers), and every kernel present in the CPU module,
-// whose bytes must match the recorded hash before they reach the dynamic loader.
+// whose bytes must match the recorded hash before they reach the dynamic loader. CUDA programs:
+// the module's architectures and code, every launch's grid/block/shared memory, only
+// KernelLaunch/Gemm/Copy steps, Gemm epilogues; all of it before the driver is touched.
+#include "CudaExecutor.h"
 #include "DType.h"
 #include "HostMemory.h"
 #include "Program.h"
@@ -123,11 +126,14 @@ Shape readAttr(const flatbuffers::Vector<int64_t> *v) { return readShape(v); }
 
 } // namespace
 
-std::unique_ptr<Program> Program::load(const void *data, size_t size, int numThreads) {
+std::unique_ptr<Program> Program::load(const void *data, size_t size,
+                                       const LoadOptions &options) {
   if (!data && size > 0)
     throw Error("artifact data is null");
   std::unique_ptr<Program> p(new Program());
-  p->numThreads_ = resolveNumThreads(numThreads);
+  p->numThreads_ = resolveNumThreads(options.numThreads);
+  if (options.deviceOrdinal < 0)
+    throw Error("device_ordinal must be >= 0, got " + std::to_string(options.deviceOrdinal));
   p->file_.allocate(size);
   if (size > 0)
     std::memcpy(p->file_.data, data, size);
@@ -146,9 +152,117 @@ std::unique_ptr<Program> Program::load(const void *data, size_t size, int numThr
   p->decode(program, base);
   if (program->training())
     p->decodeTraining(program->training(), base);
-  else if (p->arenaBytes_ > 0)
+  if (p->device_ == TCCRT_DEVICE_CUDA)
+    p->startCuda(options); // everything verified: now the driver
+  else if (!program->training() && p->arenaBytes_ > 0)
     p->arena_ = hostAllocate(p->arenaBytes_);
   return p;
+}
+
+void Program::startCuda(const LoadOptions &options) {
+  cuda_ = std::make_unique<cuda::CudaExecutor>(*this, options, 0);
+  if (training_)
+    for (EntryDesc &e : training_->entries)
+      e.program->cuda_ = std::make_unique<cuda::CudaExecutor>(*e.program, options, cuda_->arena());
+}
+
+namespace {
+
+/// "sm_<digits>[a]" / "compute_<digits>[a]".
+bool wellFormedArch(const std::string &arch, const std::string &prefix) {
+  if (arch.compare(0, prefix.size(), prefix) != 0)
+    return false;
+  std::string rest = arch.substr(prefix.size());
+  if (!rest.empty() && rest.back() == 'a')
+    rest.pop_back();
+  return !rest.empty() && rest.size() <= 4 &&
+         std::all_of(rest.begin(), rest.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+/// The largest dynamic shared memory any CUDA GPU grants one block (227 KiB opt-in on sm_90
+/// and sm_100); the executor checks the actual device's limit.
+constexpr uint32_t kMaxSharedBytes = 227 * 1024;
+
+} // namespace
+
+namespace {
+
+/// A CUDA launch's grid, block and dynamic shared memory, checked against the limits every
+/// CUDA GPU has (the executor checks the shared memory against the actual device).
+void readCudaGeometry(const fb::KernelLaunch *s, KernelStep &step, const std::string &what) {
+  auto dims = [&](const flatbuffers::Vector<uint32_t> *v, const char *name, uint32_t *out) {
+    if (!v || v->size() != 3)
+      throw Error(what + ": a CUDA launch needs a " + name + " of 3 dims (x, y, z), got " +
+                  std::to_string(v ? v->size() : 0));
+    for (unsigned j = 0; j < 3; ++j) {
+      out[j] = v->Get(j);
+      if (out[j] < 1)
+        throw Error(what + ": " + name + " dim " + "xyz"[j] + " is 0 (every dim must be >= 1)");
+    }
+  };
+  dims(s->grid(), "grid", step.grid);
+  dims(s->block(), "block", step.block);
+  auto triple = [](const uint32_t *d) {
+    return "(" + std::to_string(d[0]) + ", " + std::to_string(d[1]) + ", " +
+           std::to_string(d[2]) + ")";
+  };
+  if (step.grid[0] > 0x7fffffffu || step.grid[1] > 65535 || step.grid[2] > 65535)
+    throw Error(what + ": grid " + triple(step.grid) +
+                " exceeds CUDA's limits (2^31 - 1, 65535, 65535)");
+  uint64_t threads = (uint64_t)step.block[0] * step.block[1] * step.block[2];
+  if (threads > 1024 || step.block[2] > 64)
+    throw Error(what + ": block " + triple(step.block) + " has " + std::to_string(threads) +
+                " threads; CUDA allows at most 1024 a block (and z <= 64)");
+  step.sharedBytes = s->shared_bytes();
+  if (step.sharedBytes > kMaxSharedBytes)
+    throw Error(what + ": " + std::to_string(step.sharedBytes) +
+                " bytes of dynamic shared memory exceed any CUDA GPU's " +
+                std::to_string(kMaxSharedBytes) + " bytes a block");
+}
+
+} // namespace
+
+void Program::decodeCudaModule(const fb::CudaModule *module, size_t numKernels) {
+  size_t images = module && module->images() ? module->images()->size() : 0;
+  size_t ptxs = module && module->ptx() ? module->ptx()->size() : 0;
+  if (numKernels > 0 && !module)
+    throw Error("the artifact has " + std::to_string(numKernels) + " kernels but no CUDA module");
+  if (numKernels > 0 && images == 0 && ptxs == 0)
+    throw Error("the artifact has " + std::to_string(numKernels) +
+                " kernels but its CUDA module holds no cubin and no PTX");
+  if (!module)
+    return;
+  cudaCompiler_ = module->compiler() ? module->compiler()->str() : "";
+  for (size_t i = 0; i < images; ++i) {
+    const fb::CudaImage *image = module->images()->Get((unsigned)i);
+    std::string what = "CUDA image " + std::to_string(i);
+    if (!image)
+      throw Error(what + " is missing");
+    std::string arch = image->arch() ? image->arch()->str() : "";
+    if (!wellFormedArch(arch, "sm_"))
+      throw Error(what + " has arch '" + arch + "', expected sm_<digits>[a] (e.g. sm_90)");
+    if (!image->cubin() || image->cubin()->size() == 0)
+      throw Error(what + " (" + arch + ") has no cubin bytes");
+    cubins_.push_back(cuda::CudaCode{arch, image->cubin()->Data(), image->cubin()->size()});
+  }
+  ptxText_.reserve(ptxs); // c_str() pointers below must stay put
+  for (size_t i = 0; i < ptxs; ++i) {
+    const fb::CudaPtx *ptx = module->ptx()->Get((unsigned)i);
+    std::string what = "CUDA PTX " + std::to_string(i);
+    if (!ptx)
+      throw Error(what + " is missing");
+    std::string arch = ptx->arch() ? ptx->arch()->str() : "";
+    if (!wellFormedArch(arch, "compute_"))
+      throw Error(what + " has arch '" + arch + "', expected compute_<digits>[a] (e.g. compute_80)");
+    if (!ptx->ptx() || ptx->ptx()->size() == 0)
+      throw Error(what + " (" + arch + ") is empty");
+    std::string text = ptx->ptx()->str();
+    if (text.find('\0') != std::string::npos)
+      throw Error(what + " (" + arch + ") contains a NUL byte");
+    ptxText_.push_back(std::move(text)); // NUL-terminated for the driver
+    ptx_.push_back(cuda::CudaCode{arch, reinterpret_cast<const uint8_t *>(ptxText_.back().c_str()),
+                                  ptxText_.back().size()});
+  }
 }
 
 void Program::decode(const fb::Program *program, const uint8_t *base) {
@@ -158,11 +272,11 @@ void Program::decode(const fb::Program *program, const uint8_t *base) {
   if (program->version() != fb::Version_Current)
     throw Error("artifact version " + std::to_string(program->version()) +
                 ", this runtime reads " + std::to_string((unsigned)fb::Version_Current));
-  if (program->device() == fb::Device_CUDA)
-    throw Error("the artifact is for CUDA; this runtime runs CPU artifacts only");
-  if (program->device() != fb::Device_CPU)
+  if (program->device() != fb::Device_CPU && program->device() != fb::Device_CUDA)
     throw Error("the artifact names an unknown device (" +
                 std::to_string((unsigned)program->device()) + ")");
+  p->device_ = program->device() == fb::Device_CUDA ? TCCRT_DEVICE_CUDA : TCCRT_DEVICE_CPU;
+  const bool onCuda = p->device_ == TCCRT_DEVICE_CUDA;
   p->producer_ = program->producer() ? program->producer()->str() : "";
 
   if (auto *inputs = program->inputs())
@@ -187,6 +301,8 @@ void Program::decode(const fb::Program *program, const uint8_t *base) {
   if (constantData && constantBytes > 0 && (constantData->Data() - base) % 64 != 0)
     throw Error("damaged artifact: constant_data is not 64-byte aligned in the file (offset " +
                 std::to_string(constantData->Data() - base) + ")");
+  p->constantData_ = constantBytes > 0 ? constantData->Data() : nullptr;
+  p->constantDataBytes_ = constantBytes;
   if (auto *constants = program->constants())
     for (unsigned i = 0; i < constants->size(); ++i) {
       const fb::Constant *c = constants->Get(i);
@@ -282,7 +398,10 @@ void Program::decode(const fb::Program *program, const uint8_t *base) {
                                                              kernelNames.back() + "'"));
       kernelParams.push_back(std::move(params));
     }
-  if (!kernelNames.empty()) {
+  p->kernelNames_ = kernelNames;
+  if (onCuda) {
+    decodeCudaModule(program->cuda_module(), kernelNames.size());
+  } else if (!kernelNames.empty()) {
     const fb::CpuModule *module = program->cpu_module();
     if (!module || !module->shared_object() || module->shared_object()->size() == 0)
       throw Error("the artifact has " + std::to_string(kernelNames.size()) +
@@ -335,9 +454,9 @@ void Program::decode(const fb::Program *program, const uint8_t *base) {
       switch (launch->step_type()) {
       case fb::Step_KernelLaunch: {
         const fb::KernelLaunch *s = launch->step_as_KernelLaunch();
-        if (s->kernel() >= p->kernels_.size())
+        if (s->kernel() >= kernelNames.size())
           throw Error(what + " runs kernel " + std::to_string(s->kernel()) + "; there are " +
-                      std::to_string(p->kernels_.size()));
+                      std::to_string(kernelNames.size()));
         what += " (kernel '" + kernelNames[s->kernel()] + "')";
         KernelStep step{s->kernel(), {}};
         const std::vector<TensorDesc> &params = kernelParams[s->kernel()];
@@ -354,6 +473,8 @@ void Program::decode(const fb::Program *program, const uint8_t *base) {
                         ", which is " + shapeString(params[j].dtype, params[j].shape));
           step.args.push_back(a);
         }
+        if (onCuda)
+          readCudaGeometry(s, step, what);
         p->steps_.push_back(std::move(step));
         break;
       }
@@ -362,23 +483,57 @@ void Program::decode(const fb::Program *program, const uint8_t *base) {
         what += " (gemm)";
         const BufferDesc &a = buffer(s->a(), what), &b = buffer(s->b(), what),
                          &c = writable(s->c(), what);
-        if (a.dtype != c.dtype || b.dtype != c.dtype)
-          throw Error(what + ": operands must all be f32 or all f64, got " +
-                      shapeString(a.dtype, a.shape) + ", " + shapeString(b.dtype, b.shape) +
-                      ", " + shapeString(c.dtype, c.shape));
+        bool halfTypes = c.dtype == TCCRT_F16 || c.dtype == TCCRT_BF16;
+        bool cudaTypes = halfTypes || c.dtype == TCCRT_F32 || c.dtype == TCCRT_F64;
+        if (a.dtype != c.dtype || b.dtype != c.dtype || (onCuda && !cudaTypes))
+          throw Error(what + ": operands must all be " +
+                      (onCuda ? "f16, all bf16, all f32 or all f64" : "f32 or all f64") +
+                      ", got " + shapeString(a.dtype, a.shape) + ", " +
+                      shapeString(b.dtype, b.shape) + ", " + shapeString(c.dtype, c.shape));
+        halfTypes = halfTypes && onCuda;
+        GemmStep step{s->a(), s->b(), s->c(), {}};
         try {
-          p->steps_.push_back(GemmStep{s->a(), s->b(), s->c(),
-                                       makeGemmGeometry(c.dtype, a.shape, b.shape, c.shape,
-                                                        s->trans_a(), s->trans_b(), s->alpha(),
-                                                        s->beta())});
+          // f16/bf16 (CUDA only) share f32's shape rules.
+          step.geometry = makeGemmGeometry(halfTypes ? TCCRT_F32 : c.dtype, a.shape, b.shape,
+                                           c.shape, s->trans_a(), s->trans_b(), s->alpha(),
+                                           s->beta());
+          step.geometry.dtype = c.dtype;
         } catch (const Error &e) {
           throw Error(what + ": " + e.what());
         }
+        if (s->activation() > fb::GemmActivation_MAX)
+          throw Error(what + " has an invalid activation (" +
+                      std::to_string((unsigned)s->activation()) + ")");
+        step.activation = (GemmActivation)s->activation();
+        step.hasBias = s->has_bias();
+        if (!onCuda && (step.hasBias || step.activation != GemmActivation::None))
+          throw Error(what + " has an epilogue (" + (step.hasBias ? "bias, " : "") +
+                      fb::EnumNameGemmActivation(s->activation()) +
+                      "): GEMM epilogues are for CUDA programs; the CPU runtime does not "
+                      "apply them");
+        if (step.hasBias) {
+          step.bias = s->bias();
+          const BufferDesc &bias = buffer(step.bias, what + "'s bias");
+          Shape want{step.geometry.n};
+          if (bias.dtype != c.dtype || bias.shape != want)
+            throw Error(what + ": its bias (buffer " + std::to_string(step.bias) + ", " +
+                        shapeString(bias.dtype, bias.shape) + ") must be " +
+                        shapeString(c.dtype, want) + ", one value per column of c " +
+                        shapeString(c.dtype, c.shape));
+        }
+        if (onCuda && step.geometry.k == 0 && step.geometry.m > 0 && step.geometry.n > 0 &&
+            step.geometry.numBatches > 0 && (step.geometry.beta != 0 || step.hasBias))
+          throw Error(what + ": K = 0 with beta != 0 or a bias is an elementwise update of c, "
+                      "not a GEMM; the compiler must emit it as a kernel");
+        p->steps_.push_back(std::move(step));
         break;
       }
       case fb::Step_Conv: {
         const fb::Conv *s = launch->step_as_Conv();
         what += " (conv)";
+        if (onCuda)
+          throw Error(what + ": a CUDA program cannot have library conv steps (the compiler "
+                      "generates convolution kernels for CUDA)");
         const BufferDesc &x = buffer(s->input(), what), &w = buffer(s->weight(), what),
                          &y = writable(s->output(), what);
         if (x.dtype != TCCRT_F32 || w.dtype != TCCRT_F32 || y.dtype != TCCRT_F32)
@@ -400,6 +555,9 @@ void Program::decode(const fb::Program *program, const uint8_t *base) {
       case fb::Step_TopK: {
         const fb::TopK *s = launch->step_as_TopK();
         what += " (topk)";
+        if (onCuda)
+          throw Error(what + ": a CUDA program cannot have library top-k steps (the compiler "
+                      "generates top-k kernels for CUDA)");
         const BufferDesc &x = buffer(s->input(), what), &v = writable(s->values(), what),
                          &ix = writable(s->indices(), what);
         try {
@@ -545,6 +703,11 @@ void Program::decodeTraining(const fb::Training *t, const uint8_t *base) {
         throw Error(what + ": " + err.what());
       }
       const Program &prog = *entry.program;
+      if (prog.device_ != device_)
+        throw Error(what + ": its program is for " +
+                    (prog.device_ == TCCRT_DEVICE_CUDA ? "CUDA" : "the CPU") +
+                    ", the artifact's root for " +
+                    (device_ == TCCRT_DEVICE_CUDA ? "CUDA" : "the CPU"));
       bool isEval = entry.name == "eval";
 
       auto readBindings = [&](const flatbuffers::Vector<flatbuffers::Offset<fb::Binding>> *list,
@@ -665,12 +828,13 @@ void Program::decodeTraining(const fb::Training *t, const uint8_t *base) {
                                           : " but no 'accumulate_step' entry"));
 
   // One arena, owned by the root, serves every entry: entries run one at a time, and an
-  // entry's temporaries are dead when its run ends.
+  // entry's temporaries are dead when its run ends. (On CUDA the root's executor allocates it
+  // on the device and hands it to the entries' executors, see startCuda.)
   uint64_t arenaBytes = 0;
   for (const EntryDesc &e : training->entries)
     arenaBytes = std::max(arenaBytes, e.program->arenaBytes_);
   arenaBytes_ = arenaBytes;
-  if (arenaBytes > 0)
+  if (arenaBytes > 0 && device_ == TCCRT_DEVICE_CPU)
     arena_ = hostAllocate(arenaBytes);
   for (EntryDesc &e : training->entries) {
     e.program->arena_ = arena_;

@@ -1,17 +1,20 @@
-//===- Program.h - A loaded, verified artifact and its CPU executor -------===//
+//===- Program.h - A loaded, verified artifact and its executors ----------===//
 //
 // Program::load copies an artifact into 64-byte aligned memory, verifies it (FlatBuffers
-// structure, then everything the executor relies on: indices, extents, operand shapes, kernels)
-// and decodes it into the plain structures below; nothing reads the FlatBuffer after loading
-// except constants and initial state, which point into the copy. Program::run executes the
-// launch list. A training artifact's root program runs nothing itself: its TrainingDesc holds
-// the state and the entry points, each a Program decoded and verified like a root program
-// (Trainer.h runs them). Every failure throws tcc::rt::Error with a message naming what is
-// wrong.
+// structure, then everything the executors rely on: indices, extents, operand shapes, kernels,
+// CUDA launch geometry and code) and decodes it into the plain structures below; nothing reads
+// the FlatBuffer after loading except constants, CUDA code and initial state, which point into
+// the copy. A CUDA artifact is verified completely before the driver is touched, so a damaged
+// one gets the same error with or without a GPU. Program::run executes the launch list: on the
+// CPU here (Executor.cpp), on a GPU through a CudaExecutor (CudaExecutor.h). A training
+// artifact's root program runs nothing itself: its TrainingDesc holds the state and the entry
+// points, each a Program decoded and verified like a root program (Trainer.h runs them). Every
+// failure throws tcc::rt::Error with a message naming what is wrong.
 #pragma once
 
 #include "CpuLibrary.h"
 #include "CpuModule.h"
+#include "CudaDevice.h"
 #include "tcc/Runtime/tccrt.h"
 
 #include "flatbuffers/flatbuffers.h"
@@ -26,11 +29,15 @@
 namespace tcc::artifact {
 struct Program;
 struct Training;
+struct CudaModule;
 } // namespace tcc::artifact
 
 namespace tcc::rt {
 
 struct TrainingDesc;
+namespace cuda {
+class CudaExecutor;
+}
 
 struct Error : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -59,10 +66,19 @@ struct BufferDesc {
 struct KernelStep {
   uint32_t kernel;
   std::vector<uint32_t> args;
+  // CUDA only (verified: every dim >= 1, the block at most 1024 threads).
+  uint32_t grid[3] = {1, 1, 1}, block[3] = {1, 1, 1};
+  uint32_t sharedBytes = 0;
 };
+/// Same numbering as artifact.fbs GemmActivation.
+enum class GemmActivation : uint8_t { None, Relu, GeluTanh };
 struct GemmStep {
   uint32_t a, b, c;
-  GemmGeometry geometry;
+  GemmGeometry geometry; // on CUDA, geometry.dtype may also be f16 or bf16
+  // Epilogue (CUDA only): c = act(alpha op(a) op(b) + beta c + bias), bias[n] when hasBias.
+  bool hasBias = false;
+  uint32_t bias = 0;
+  GemmActivation activation = GemmActivation::None;
 };
 struct ConvStep {
   uint32_t input, weight, output;
@@ -89,15 +105,33 @@ struct AlignedBytes {
   ~AlignedBytes();
 };
 
+/// What tccrt_options carries.
+struct LoadOptions {
+  int numThreads = 0;      // CPU threads; 0 = all cores
+  bool cudaGraph = false;  // CUDA: capture the launch list into a graph at the first run
+  int deviceOrdinal = 0;   // CUDA: which GPU
+};
+
 class Program {
 public:
-  /// Copies, verifies and decodes an artifact; loads its CPU module. numThreads: 0 = all cores.
-  static std::unique_ptr<Program> load(const void *data, size_t size, int numThreads);
+  /// Copies, verifies and decodes an artifact; loads its CPU module, or (CUDA artifacts) sets
+  /// up its executor on the GPU: a GPU/driver that is not usable is an error then.
+  static std::unique_ptr<Program> load(const void *data, size_t size, const LoadOptions &options);
+  /// numThreads: 0 = all cores.
+  static std::unique_ptr<Program> load(const void *data, size_t size, int numThreads) {
+    LoadOptions options;
+    options.numThreads = numThreads;
+    return load(data, size, options);
+  }
   ~Program();
   Program(const Program &) = delete;
   Program &operator=(const Program &) = delete;
 
-  tccrt_device device() const { return TCCRT_DEVICE_CPU; }
+  tccrt_device device() const { return device_; }
+  /// "cpu (16 threads)" or "cuda:0 NVIDIA H100 80GB HBM3 (sm_90, cubin)".
+  std::string deviceName() const;
+  /// CUDA programs: the GPU they run on (null on the CPU).
+  cuda::CudaDevice *cudaDevice() const;
   const std::vector<TensorDesc> &inputs() const { return inputs_; }
   const std::vector<TensorDesc> &outputs() const { return outputs_; }
   const std::vector<BufferDesc> &buffers() const { return buffers_; }
@@ -117,18 +151,32 @@ public:
   void run(const void *const *inputs, void *const *outputs);
 
 private:
+  friend class cuda::CudaExecutor;
   Program() = default;
   /// Verifies and decodes one Program table of the file at `base` (the root, or an entry).
   void decode(const tcc::artifact::Program *program, const uint8_t *base);
   void decodeTraining(const tcc::artifact::Training *training, const uint8_t *base);
+  /// CUDA programs: the module's archs and code (no driver involved).
+  void decodeCudaModule(const tcc::artifact::CudaModule *module, size_t numKernels);
   void *bufferAddress(const BufferDesc &b, const void *const *inputs, void *const *outputs) const;
 
+  /// CUDA: creates the executors (the root's, then each training entry's on the root's arena).
+  void startCuda(const LoadOptions &options);
+
   AlignedBytes file_;
+  tccrt_device device_ = TCCRT_DEVICE_CPU;
   std::string producer_;
   std::vector<TensorDesc> inputs_, outputs_;
   std::vector<BufferDesc> buffers_;
   std::vector<const uint8_t *> constants_; // into file_
   std::vector<uint64_t> constantSizes_;
+  const uint8_t *constantData_ = nullptr; // constant_data, into file_ (uploaded whole on CUDA)
+  uint64_t constantDataBytes_ = 0;
+  std::vector<std::string> kernelNames_;
+  // CUDA code (verified archs; PTX copied NUL-terminated into ptxText_).
+  std::vector<cuda::CudaCode> cubins_, ptx_;
+  std::vector<std::string> ptxText_;
+  std::string cudaCompiler_;
   uint64_t arenaBytes_ = 0;
   std::vector<Step> steps_;
   std::vector<CpuKernelFn> kernels_;
@@ -142,6 +190,9 @@ private:
   int numThreads_ = 1;
   std::vector<void *> addresses_; // per run: every buffer's address
   std::vector<void *> args_;      // per launch: kernel arguments
+  // CUDA programs (declared before training_: a training root's executor owns the arena its
+  // entries' executors use, so it must outlive them).
+  std::unique_ptr<cuda::CudaExecutor> cuda_;
   std::unique_ptr<TrainingDesc> training_;
 };
 

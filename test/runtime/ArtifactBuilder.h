@@ -2,7 +2,8 @@
 //
 // A small description of a program (inputs, outputs, constants, buffers, kernels, launches) that
 // finish() serialises with the FlatBuffers builder, the way the compiler's writer does. The CPU
-// module is the test kernel library (TCCRT_TEST_KERNELS). Fields left alone get sensible values
+// module is the test kernel library (TCCRT_TEST_KERNELS); a CUDA program (ArtifactBuilder::cuda())
+// carries the CUDA images and PTX tests give it instead. Fields left alone get sensible values
 // (arena_bytes: the end of the last arena buffer; the module hash: correct); tests override them
 // to make broken artifacts.
 #pragma once
@@ -76,6 +77,20 @@ public:
     double alpha = 1, beta = 0;
     std::vector<int64_t> strides, padLow, padHigh, dilations;
     int64_t groups = 1, dim = 0;
+    // CUDA kernel launches (empty on the CPU).
+    std::vector<uint32_t> grid, block;
+    uint32_t sharedBytes = 0;
+    // Gemm epilogue.
+    bool hasBias = false;
+    uint32_t bias = 0;
+    fb::GemmActivation activation = fb::GemmActivation_None;
+  };
+  struct CudaImageEntry {
+    std::string arch;
+    std::vector<uint8_t> cubin;
+  };
+  struct CudaPtxEntry {
+    std::string arch, ptx;
   };
 
   // Overrides for broken artifacts.
@@ -85,6 +100,20 @@ public:
   std::optional<uint64_t> moduleHash;
   std::vector<std::string> isa; // CpuModule.isa
   bool withModule = true;
+  // CUDA programs: the CudaModule (written when withCudaModule).
+  bool withCudaModule = false;
+  std::vector<CudaImageEntry> cudaImages;
+  std::vector<CudaPtxEntry> cudaPtx;
+
+  /// A CUDA program: no CPU module, a CUDA module without code yet (tests add cudaImages /
+  /// cudaPtx for their kernels).
+  static ArtifactBuilder cuda() {
+    ArtifactBuilder a;
+    a.device = fb::Device_CUDA;
+    a.withModule = false;
+    a.withCudaModule = true;
+    return a;
+  }
 
   std::vector<Tensor> inputs, outputs;
   std::vector<Buf> buffers;
@@ -130,10 +159,26 @@ public:
     s.ops.insert(s.ops.end(), args.begin(), args.end());
     steps.push_back(s);
   }
+  /// A CUDA kernel launch.
+  void launch(uint32_t kernel, std::vector<uint32_t> args, std::vector<uint32_t> grid,
+              std::vector<uint32_t> block, uint32_t sharedBytes = 0) {
+    launch(kernel, std::move(args));
+    steps.back().grid = std::move(grid);
+    steps.back().block = std::move(block);
+    steps.back().sharedBytes = sharedBytes;
+  }
   void gemm(uint32_t a, uint32_t b, uint32_t c, bool transA = false, bool transB = false,
             double alpha = 1, double beta = 0) {
     Step s{fb::Step_Gemm, {a, b, c}, transA, transB, alpha, beta};
     steps.push_back(s);
+  }
+  /// A GEMM with an epilogue (bias: a buffer index, or -1 for none).
+  void gemm(uint32_t a, uint32_t b, uint32_t c, bool transA, bool transB, double alpha,
+            double beta, int64_t bias, fb::GemmActivation activation) {
+    gemm(a, b, c, transA, transB, alpha, beta);
+    steps.back().hasBias = bias >= 0;
+    steps.back().bias = bias >= 0 ? (uint32_t)bias : 0;
+    steps.back().activation = activation;
   }
   void conv(uint32_t x, uint32_t w, uint32_t y, std::vector<int64_t> strides,
             std::vector<int64_t> padLow, std::vector<int64_t> padHigh,
@@ -200,17 +245,30 @@ public:
           b, &so, "c++ (test kernels)",
           moduleHash ? *moduleHash : tcc::rt::artifactHash(so.data(), so.size()), &isaNames);
     }
+    flatbuffers::Offset<fb::CudaModule> cudaModule = 0;
+    if (withCudaModule) {
+      std::vector<flatbuffers::Offset<fb::CudaPtx>> ptx;
+      for (const CudaPtxEntry &p : cudaPtx)
+        ptx.push_back(fb::CreateCudaPtxDirect(b, p.arch.c_str(), p.ptx.c_str()));
+      std::vector<flatbuffers::Offset<fb::CudaImage>> images;
+      for (const CudaImageEntry &i : cudaImages)
+        images.push_back(fb::CreateCudaImageDirect(b, i.arch.c_str(), &i.cubin));
+      cudaModule = fb::CreateCudaModuleDirect(b, &ptx, &images, "test (hand-written)");
+    }
     std::vector<flatbuffers::Offset<fb::Launch>> launches;
     for (const Step &s : steps) {
       flatbuffers::Offset<void> step;
       switch (s.type) {
       case fb::Step_KernelLaunch: {
         std::vector<uint32_t> args(s.ops.begin() + 1, s.ops.end());
-        step = fb::CreateKernelLaunchDirect(b, s.ops[0], &args).Union();
+        step = fb::CreateKernelLaunchDirect(b, s.ops[0], &args, s.grid.empty() ? nullptr : &s.grid,
+                                            s.block.empty() ? nullptr : &s.block, s.sharedBytes)
+                   .Union();
         break;
       }
       case fb::Step_Gemm:
-        step = fb::CreateGemm(b, s.ops[0], s.ops[1], s.ops[2], s.flagA, s.flagB, s.alpha, s.beta)
+        step = fb::CreateGemm(b, s.ops[0], s.ops[1], s.ops[2], s.flagA, s.flagB, s.alpha, s.beta,
+                              s.hasBias, s.bias, s.activation)
                    .Union();
         break;
       case fb::Step_Conv:
@@ -232,7 +290,7 @@ public:
     auto launchVec = b.CreateVector(launches);
     return fb::CreateProgram(b, version, b.CreateString("tcc test"), device, in, out, bufVec,
                              arenaBytes ? *arenaBytes : arenaEnd, constVec, data, kernelVec,
-                             module, 0, launchVec, training);
+                             module, cudaModule, launchVec, training);
   }
 };
 

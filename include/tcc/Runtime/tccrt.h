@@ -65,7 +65,7 @@ typedef struct tccrt_allocator_stats {
 /* The message of the last failed call on this thread ("" if none). */
 const char *tccrt_last_error(void);
 
-/* The runtime's version string, e.g. "tccrt 0.1 (artifact version 1)". */
+/* The runtime's version string, e.g. "tccrt 0.2 (artifact version 1)". */
 const char *tccrt_version(void);
 
 /* Loads an artifact from a file or from memory (copied). `options` may be NULL. */

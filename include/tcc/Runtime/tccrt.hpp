@@ -5,6 +5,11 @@
 //   inputs[0].data<float>()[0] = 1.0f;
 //   std::vector<tccrt::Tensor> outputs = program.run(inputs);
 //
+//   tccrt_options options{};                                 // a CUDA artifact, graphs on
+//   options.cuda_graph = 1;
+//   tccrt::Program gpu = tccrt::Program::fromFile("model-cuda.tcc", options);
+//   std::string where = gpu.deviceName();                    // "cuda:0 NVIDIA H100 ... (sm_90, cubin)"
+//
 //   tccrt::Trainer trainer(training_program, /*seed=*/1);    // a `tcc compile --train` artifact
 //   std::vector<tccrt::Tensor> batch = trainer.makeBatch();  // fill, then
 //   float loss = trainer.step(batch, /*learning_rate=*/0.01f);
@@ -36,6 +41,15 @@ inline void check(tccrt_status status) {
 inline size_t dtypeSize(tccrt_dtype d) {
   static constexpr size_t sizes[] = {1, 1, 2, 4, 8, 1, 2, 4, 8, 2, 2, 4, 8};
   return (unsigned)d < sizeof(sizes) / sizeof(sizes[0]) ? sizes[d] : 0;
+}
+
+/// Whether artifacts for `device` can run in this process; if not, *reason (when given) says why.
+inline bool deviceAvailable(tccrt_device device, std::string *reason = nullptr) {
+  const char *why = nullptr;
+  bool ok = tccrt_device_available(device, &why) != 0;
+  if (!ok && reason)
+    *reason = why ? why : "";
+  return ok;
 }
 
 struct TensorInfo {
@@ -120,13 +134,22 @@ class Program {
 public:
   /// numThreads: CPU threads for kernels and library calls; 0 = all cores.
   static Program fromFile(const std::string &path, int numThreads = 0) {
-    tccrt_options options{numThreads};
+    tccrt_options options{};
+    options.num_threads = numThreads;
+    return fromFile(path, options);
+  }
+  static Program fromBuffer(const void *data, size_t size, int numThreads = 0) {
+    tccrt_options options{};
+    options.num_threads = numThreads;
+    return fromBuffer(data, size, options);
+  }
+  /// With every option (CUDA artifacts: cuda_graph, device_ordinal).
+  static Program fromFile(const std::string &path, const tccrt_options &options) {
     tccrt_program *p = nullptr;
     check(tccrt_load_file(path.c_str(), &options, &p));
     return Program(p);
   }
-  static Program fromBuffer(const void *data, size_t size, int numThreads = 0) {
-    tccrt_options options{numThreads};
+  static Program fromBuffer(const void *data, size_t size, const tccrt_options &options) {
     tccrt_program *p = nullptr;
     check(tccrt_load_buffer(data, size, &options, &p));
     return Program(p);
@@ -146,6 +169,19 @@ public:
 
   tccrt_program *get() const { return program_; }
   tccrt_device device() const { return tccrt_program_device(program_); }
+  /// "cpu (16 threads)", "cuda:0 NVIDIA H100 80GB HBM3 (sm_90, cubin)", ...
+  std::string deviceName() const { return tccrt_program_device_name(program_); }
+  /// CUDA programs: their GPU's caching allocator (throws for a CPU program).
+  tccrt_allocator_stats deviceAllocatorStats() const {
+    tccrt_allocator_stats stats{};
+    check(tccrt_device_allocator_stats(program_, &stats));
+    return stats;
+  }
+  std::string deviceAllocatorSnapshot() const {
+    const char *json = nullptr;
+    check(tccrt_device_allocator_snapshot(program_, &json));
+    return json ? json : "";
+  }
   size_t numInputs() const { return tccrt_num_inputs(program_); }
   size_t numOutputs() const { return tccrt_num_outputs(program_); }
   TensorInfo input(size_t i) const {

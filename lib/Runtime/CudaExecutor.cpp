@@ -1,0 +1,280 @@
+//===- CudaExecutor.cpp - Running a loaded CUDA program on a GPU ----------===//
+#include "CudaExecutor.h"
+
+#include "DType.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace tcc::rt::cuda {
+
+namespace {
+
+constexpr size_t kStagingAlignment = 256;
+
+size_t alignUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+/// Dynamic shared memory a block may use without opting in.
+constexpr uint32_t kDefaultSharedBytes = 48 * 1024;
+
+} // namespace
+
+CUdeviceptr CudaExecutor::allocate(size_t bytes) {
+  void *p = device_.allocator().allocate(bytes, stream_->id());
+  blocks_.push_back(p);
+  return reinterpret_cast<CUdeviceptr>(p);
+}
+
+CudaExecutor::CudaExecutor(const Program &program, const LoadOptions &options,
+                           CUdeviceptr sharedArena)
+    : program_(program), device_(CudaDevice::get(options.deviceOrdinal)),
+      useGraph_(options.cudaGraph) {
+  const CudaDriver &driver = device_.driver();
+  device_.makeCurrent();
+  stream_ = std::make_unique<CudaStream>(device_);
+  pinned_ = std::make_unique<PinnedBuffer>(device_);
+  try {
+    // ---- Code ------------------------------------------------------------------------------
+    std::vector<CUfunction> functions;
+    if (!program.kernelNames_.empty()) {
+      module_ = std::make_unique<CudaModule>(device_, program.cubins_, program.ptx_);
+      for (const std::string &name : program.kernelNames_)
+        functions.push_back(module_->function(name));
+    }
+
+    // ---- Memory ----------------------------------------------------------------------------
+    if (program.constantDataBytes_ > 0) {
+      constants_ = allocate(program.constantDataBytes_);
+      driver.check(driver.cuMemcpyHtoDAsync(constants_, program.constantData_,
+                                            program.constantDataBytes_, stream_->get()),
+                   "uploading the program's constants (" +
+                       std::to_string(program.constantDataBytes_) + " bytes)");
+    }
+    if (sharedArena)
+      arena_ = sharedArena;
+    else if (program.arenaBytes_ > 0)
+      arena_ = allocate(program.arenaBytes_);
+    for (const TensorDesc &t : program.inputs_) {
+      inputs_.push_back(t.bytes ? allocate(t.bytes) : 0);
+      inputStaging_.push_back(stagingBytes_);
+      stagingBytes_ = alignUp(stagingBytes_ + t.bytes, kStagingAlignment);
+    }
+    for (const TensorDesc &t : program.outputs_) {
+      outputs_.push_back(t.bytes ? allocate(t.bytes) : 0);
+      outputStaging_.push_back(stagingBytes_);
+      stagingBytes_ = alignUp(stagingBytes_ + t.bytes, kStagingAlignment);
+    }
+    std::vector<CUdeviceptr> addresses;
+    for (const BufferDesc &b : program.buffers_) {
+      CUdeviceptr base = 0;
+      switch (b.kind) {
+      case BufferKind::Input:
+        base = inputs_[b.index];
+        break;
+      case BufferKind::Output:
+        base = outputs_[b.index];
+        break;
+      case BufferKind::Constant:
+        base = program.constants_[b.index] ? constants_ + (CUdeviceptr)(program.constants_[b.index] -
+                                                                        program.constantData_)
+                                           : 0;
+        break;
+      case BufferKind::Arena:
+        base = arena_;
+        break;
+      }
+      // Empty buffers may sit on an empty base: their address is never dereferenced.
+      addresses.push_back(base ? base + b.offset : 0);
+    }
+
+    // ---- The launch list -------------------------------------------------------------------
+    bool hasGemm = false;
+    for (const Step &step : program.steps_)
+      hasGemm |= std::holds_alternative<GemmStep>(step);
+    if (hasGemm) {
+      blas_ = std::make_unique<CublasLtHandle>(loadCublasLt());
+      workspace_ = allocate(kCublasLtWorkspaceBytes);
+    }
+    std::vector<uint32_t> maxShared(functions.size(), 0);
+    size_t scratchBytes = 0;
+    int sharedOptIn = -1; // the device's opt-in limit, queried when a launch needs it
+    for (size_t i = 0; i < program.steps_.size(); ++i) {
+      const Step &step = program.steps_[i];
+      std::string what = "launch " + std::to_string(i);
+      if (auto *s = std::get_if<KernelStep>(&step)) {
+        what += " (kernel '" + program.kernelNames_[s->kernel] + "')";
+        Launch l;
+        l.function = functions[s->kernel];
+        std::copy(s->grid, s->grid + 3, l.grid);
+        std::copy(s->block, s->block + 3, l.block);
+        l.sharedBytes = s->sharedBytes;
+        for (uint32_t a : s->args)
+          l.values.push_back(addresses[a]);
+        if (l.sharedBytes > kDefaultSharedBytes) {
+          if (sharedOptIn < 0) {
+            CUdevice dev = 0;
+            driver.check(driver.cuDeviceGet(&dev, device_.ordinal()), "cuDeviceGet");
+            driver.check(driver.cuDeviceGetAttribute(
+                             &sharedOptIn, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                             dev),
+                         "querying the device's shared memory per block");
+          }
+          if (l.sharedBytes > (uint32_t)sharedOptIn)
+            throw Error(what + ": " + std::to_string(l.sharedBytes) +
+                        " bytes of dynamic shared memory exceed this GPU's " +
+                        std::to_string(sharedOptIn) + " bytes a block");
+          maxShared[s->kernel] = std::max(maxShared[s->kernel], l.sharedBytes);
+        }
+        ops_.emplace_back(std::move(l));
+      } else if (auto *s = std::get_if<GemmStep>(&step)) {
+        what += " (gemm)";
+        const GemmGeometry &g = s->geometry;
+        if (g.m == 0 || g.n == 0 || g.numBatches == 0)
+          continue; // c is empty
+        if (g.k == 0) { // the loader allows this only with beta = 0 and no bias: c = act(0) = 0
+          ops_.emplace_back(Fill{addresses[s->c], program.buffers_[s->c].bytes});
+          continue;
+        }
+        ops_.emplace_back(std::make_unique<CublasLtGemm>(
+            *blas_, g, s->activation, addresses[s->a], addresses[s->b], addresses[s->c],
+            s->hasBias ? addresses[s->bias] : 0, kCublasLtWorkspaceBytes, what));
+      } else if (auto *s = std::get_if<CopyStep>(&step)) {
+        size_t bytes = program.buffers_[s->source].bytes;
+        CUdeviceptr source = addresses[s->source], target = addresses[s->target];
+        if (bytes == 0 || source == target)
+          continue;
+        bool overlap = source < target + bytes && target < source + bytes;
+        if (overlap)
+          scratchBytes = std::max(scratchBytes, bytes);
+        ops_.emplace_back(Copy{source, target, overlap ? CUdeviceptr(1) : 0, bytes});
+      } else {
+        // The loader refuses conv and top-k steps in CUDA programs.
+        throw Error(what + ": not a step a CUDA program can run");
+      }
+    }
+    for (size_t k = 0; k < functions.size(); ++k)
+      if (maxShared[k] > 0)
+        driver.check(driver.cuFuncSetAttribute(functions[k],
+                                               CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                               (int)maxShared[k]),
+                     "allowing kernel '" + program.kernelNames_[k] + "' " +
+                         std::to_string(maxShared[k]) + " bytes of dynamic shared memory");
+    if (scratchBytes > 0) {
+      scratch_ = allocate(scratchBytes);
+      for (Op &op : ops_)
+        if (auto *c = std::get_if<Copy>(&op); c && c->via)
+          c->via = scratch_;
+    }
+    for (Op &op : ops_) // pointers into each launch's own values (they no longer move)
+      if (auto *l = std::get_if<Launch>(&op))
+        for (CUdeviceptr &v : l->values)
+          l->params.push_back(&v);
+    if (stagingBytes_ > 0)
+      pinned_->reserve(stagingBytes_);
+    stream_->synchronize(); // the constants are on the device
+  } catch (...) {
+    try { // the constants' upload may still be running
+      stream_->synchronize();
+    } catch (...) {
+    }
+    ops_.clear();
+    for (void *p : blocks_)
+      device_.allocator().deallocate(p);
+    blocks_.clear();
+    throw;
+  }
+}
+
+CudaExecutor::~CudaExecutor() {
+  try {
+    device_.makeCurrent();
+    stream_->synchronize();
+  } catch (...) {
+  }
+  graph_.reset();
+  ops_.clear();
+  for (void *p : blocks_) {
+    try {
+      device_.allocator().deallocate(p);
+    } catch (...) {
+    }
+  }
+}
+
+void CudaExecutor::enqueueLaunchList() {
+  const CudaDriver &driver = device_.driver();
+  CUstream stream = stream_->get();
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    const Op &op = ops_[i];
+    if (auto *l = std::get_if<Launch>(&op)) {
+      driver.check(driver.cuLaunchKernel(l->function, l->grid[0], l->grid[1], l->grid[2],
+                                         l->block[0], l->block[1], l->block[2], l->sharedBytes,
+                                         stream, const_cast<void **>(l->params.data()), nullptr),
+                   "launching kernel " + std::to_string(i) + " of the launch list");
+    } else if (auto *c = std::get_if<Copy>(&op)) {
+      if (c->via) {
+        driver.check(driver.cuMemcpyDtoDAsync(c->via, c->source, c->bytes, stream), "copy");
+        driver.check(driver.cuMemcpyDtoDAsync(c->target, c->via, c->bytes, stream), "copy");
+      } else {
+        driver.check(driver.cuMemcpyDtoDAsync(c->target, c->source, c->bytes, stream), "copy");
+      }
+    } else if (auto *f = std::get_if<Fill>(&op)) {
+      driver.check(driver.cuMemsetD8Async(f->target, 0, f->bytes, stream), "zeroing a GEMM's c");
+    } else if (auto *g = std::get_if<std::unique_ptr<CublasLtGemm>>(&op)) {
+      (*g)->enqueue(stream, workspace_);
+    }
+  }
+}
+
+void CudaExecutor::run(const void *const *inputs, void *const *outputs) {
+  const CudaDriver &driver = device_.driver();
+  device_.makeCurrent();
+  CUstream stream = stream_->get();
+  uint8_t *staging = stagingBytes_ > 0 ? pinned_->reserve(stagingBytes_) : nullptr;
+  try {
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      size_t bytes = program_.inputs_[i].bytes;
+      if (bytes == 0)
+        continue;
+      std::memcpy(staging + inputStaging_[i], inputs[i], bytes);
+      driver.check(driver.cuMemcpyHtoDAsync(inputs_[i], staging + inputStaging_[i], bytes, stream),
+                   "copying input " + std::to_string(i) + " to the device");
+    }
+    if (useGraph_ && !ops_.empty()) {
+      if (!graph_)
+        graph_ = CudaGraph::capture(*stream_, [&] { enqueueLaunchList(); });
+      graph_->launch(*stream_);
+    } else {
+      enqueueLaunchList();
+    }
+    for (size_t i = 0; i < outputs_.size(); ++i) {
+      size_t bytes = program_.outputs_[i].bytes;
+      if (bytes == 0)
+        continue;
+      driver.check(
+          driver.cuMemcpyDtoHAsync(staging + outputStaging_[i], outputs_[i], bytes, stream),
+          "copying output " + std::to_string(i) + " from the device");
+    }
+    stream_->synchronize();
+  } catch (...) {
+    try { // nothing may still be using the staging buffer when the next run fills it
+      stream_->synchronize();
+    } catch (...) {
+    }
+    throw;
+  }
+  for (size_t i = 0; i < outputs_.size(); ++i)
+    if (size_t bytes = program_.outputs_[i].bytes)
+      std::memcpy(outputs[i], staging + outputStaging_[i], bytes);
+}
+
+std::string CudaExecutor::deviceName() const {
+  std::string out = "cuda:" + std::to_string(device_.ordinal()) + " " + device_.name() + " (";
+  if (!module_)
+    return out + "sm_" + std::to_string(device_.computeCapability()) + ", no kernels)";
+  if (module_->jitFromPtx())
+    return out + module_->loadedArch() + " PTX, JIT)";
+  return out + module_->loadedArch() + ", cubin)";
+}
+
+} // namespace tcc::rt::cuda

@@ -1,0 +1,94 @@
+//===- CudaExecutor.h - Running a loaded CUDA program on a GPU ------------===//
+//
+// One per CUDA program (and per training entry), made at load once the whole artifact has been
+// verified. At load it sets up everything a run needs, so that every device address is fixed
+// for the program's life:
+//  * the device (CudaDevice::get(device_ordinal)), the module (the cubins of the GPU's
+//    architecture, else PTX JIT-compiled by the driver) and every kernel's function;
+//  * device memory from the device's caching allocator, allocated on the program's stream: the
+//    constants (constant_data uploaded once, one allocation), the arena (a training entry uses
+//    its root's), one buffer per input and output, and for programs with GEMMs a 32 MiB cuBLASLt
+//    workspace;
+//  * a stream, a pinned staging buffer sized for all inputs and outputs, and each Gemm step
+//    planned on cuBLASLt (CublasLt.h: descriptors and the heuristic's algorithm, chosen once).
+// A run copies the caller's inputs into the pinned buffer, enqueues the host-to-device copies,
+// the launch list (kernels with one CUdeviceptr parameter per argument, buffer = base +
+// offset; copies as cuMemcpyDtoDAsync; GEMMs through cuBLASLt), the device-to-host copies into
+// the pinned buffer, synchronises the stream once and copies the outputs out.
+//
+// With the cuda_graph option the launch list (everything between the input copies and the
+// output copies) is captured into a CUDA graph at the first run and replayed with one
+// cuGraphLaunch on every run, the first included; addresses being fixed, the graph stays valid
+// and the results are identical to plain launches.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "CublasLt.h"
+#include "CudaDevice.h"
+#include "Program.h"
+
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace tcc::rt::cuda {
+
+class CudaExecutor {
+public:
+  /// `sharedArena`: a training entry's arena (its root's, at least program.arenaBytes()); 0:
+  /// the executor allocates the program's own. Throws Error (no usable GPU, no code for this
+  /// GPU, a kernel missing from the module, a GEMM cuBLASLt cannot run, out of memory, ...).
+  CudaExecutor(const Program &program, const LoadOptions &options, CUdeviceptr sharedArena);
+  ~CudaExecutor();
+  CudaExecutor(const CudaExecutor &) = delete;
+  CudaExecutor &operator=(const CudaExecutor &) = delete;
+
+  /// Caller tensors on the host (already checked by Program::run).
+  void run(const void *const *inputs, void *const *outputs);
+
+  CudaDevice &device() const { return device_; }
+  CUdeviceptr arena() const { return arena_; }
+  /// "cuda:0 NVIDIA H100 80GB HBM3 (sm_90, cubin)" / "(compute_80 PTX, JIT)" / "(no kernels)".
+  std::string deviceName() const;
+  /// Whether runs replay a captured graph (the option was given and the first run captured it).
+  bool graphCaptured() const { return graph_ != nullptr; }
+
+private:
+  struct Launch {
+    CUfunction function = nullptr;
+    uint32_t grid[3], block[3], sharedBytes;
+    std::vector<CUdeviceptr> values; // one per argument
+    std::vector<void *> params;      // &values[i]
+  };
+  struct Copy {
+    CUdeviceptr source, target, via; // via: a scratch buffer when source and target overlap
+    size_t bytes;
+  };
+  struct Fill { // c = 0 (a GEMM with K = 0, beta = 0, no bias)
+    CUdeviceptr target;
+    size_t bytes;
+  };
+  using Op = std::variant<Launch, Copy, Fill, std::unique_ptr<CublasLtGemm>>;
+
+  CUdeviceptr allocate(size_t bytes); // from the caching allocator on stream_, freed at the end
+  void enqueueLaunchList();
+
+  const Program &program_;
+  CudaDevice &device_;
+  bool useGraph_ = false;
+  std::unique_ptr<CudaStream> stream_;
+  std::unique_ptr<PinnedBuffer> pinned_;
+  std::unique_ptr<CudaModule> module_;
+  std::unique_ptr<CublasLtHandle> blas_;
+  std::vector<void *> blocks_; // device allocations owned here
+  CUdeviceptr constants_ = 0, arena_ = 0, workspace_ = 0, scratch_ = 0;
+  std::vector<CUdeviceptr> inputs_, outputs_;
+  std::vector<size_t> inputStaging_, outputStaging_; // offsets into the pinned buffer
+  size_t stagingBytes_ = 0;
+  std::vector<Op> ops_;
+  std::unique_ptr<CudaGraph> graph_;
+};
+
+} // namespace tcc::rt::cuda

@@ -1,0 +1,743 @@
+//===- CudaRuntimeTest.cpp - CUDA programs through the loader and executor -===//
+//
+// Hand-built CUDA artifacts run through the real loader, CudaExecutor and cuBLASLt planning.
+// Three ways to run these tests (test/runtime/CMakeLists.txt):
+//  * tccrt-cuda-fake: on the fake CUDA driver (fakecuda/FakeCuda.cpp, kernels from
+//    CudaTestKernels.cpp) and the fake cuBLASLt (fakecuda/FakeCublasLt.cpp), which computes
+//    the products from exactly the descriptors the runtime set: every test runs.
+//  * the plain tccrt-tests entries: the real driver and cuBLASLt when a GPU is present (the
+//    kernels are CudaTestKernels.cu, compiled by nvcc at build time); without one, every test
+//    that needs a GPU skips naming the reason, the structural ones run.
+//  * tccrt-cuda-no-driver: TCC_CUDA_DRIVER=/nonexistent: a valid CUDA artifact fails with the
+//    no-GPU message, a damaged one with its structural message.
+#include "TestUtil.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <string>
+
+using namespace tcc::rt::test;
+
+namespace {
+
+using T = ArtifactBuilder::Tensor;
+using Shape = std::vector<int64_t>;
+
+bool onFakeDriver() {
+  const char *k = std::getenv("TCC_FAKE_CUDA_KERNELS");
+  return k && *k;
+}
+
+/// Why CUDA cannot run here ("" if it can).
+std::string cudaUnavailable() {
+  std::string reason;
+  return tccrt::deviceAvailable(TCCRT_DEVICE_CUDA, &reason) ? "" : reason;
+}
+
+#define REQUIRE_CUDA()                                                                             \
+  do {                                                                                             \
+    std::string why_ = cudaUnavailable();                                                          \
+    if (!why_.empty())                                                                             \
+      GTEST_SKIP() << why_;                                                                        \
+  } while (0)
+#define REQUIRE_FAKE()                                                                             \
+  do {                                                                                             \
+    REQUIRE_CUDA();                                                                                \
+    if (!onFakeDriver())                                                                           \
+      GTEST_SKIP() << "this test needs the fake CUDA driver and cuBLASLt (ctest tccrt-cuda-fake)"; \
+  } while (0)
+
+// ---- Kernel code --------------------------------------------------------------------------
+
+struct KernelDecl {
+  const char *name;
+  int params;
+};
+const KernelDecl kKernels[] = {{"add64", 3},   {"relu64", 2}, {"scale16", 2}, {"increment", 1},
+                               {"shared64", 2}, {"sgd16", 5},  {"mul16", 3}};
+
+/// PTX of the test kernels: nvcc's (CudaTestKernels.cu) when the toolkit was there at build
+/// time, else declarations only (enough for the fake driver, which runs host code).
+std::string testPtx() {
+#ifdef TCCRT_CUDA_TEST_PTX
+  std::vector<uint8_t> bytes = readFile(TCCRT_CUDA_TEST_PTX);
+  return std::string(bytes.begin(), bytes.end());
+#else
+  std::string ptx = ".version 8.0\n.target sm_80\n.address_size 64\n";
+  for (const KernelDecl &k : kKernels) {
+    ptx += ".visible .entry " + std::string(k.name) + "(\n";
+    for (int i = 0; i < k.params; ++i)
+      ptx += "\t.param .u64 " + std::string(k.name) + "_param_" + std::to_string(i) +
+             (i + 1 < k.params ? ",\n" : "\n");
+    ptx += ")\n{\n\tret;\n}\n";
+  }
+  return ptx;
+#endif
+}
+
+/// nvcc's sm_90 cubin of the test kernels, or nothing without the toolkit.
+std::vector<uint8_t> testCubin() {
+#ifdef TCCRT_CUDA_TEST_CUBIN
+  return readFile(TCCRT_CUDA_TEST_CUBIN);
+#else
+  return {};
+#endif
+}
+
+bool onRealGpuWithoutPtx() {
+#ifdef TCCRT_CUDA_TEST_PTX
+  return false;
+#else
+  return !onFakeDriver();
+#endif
+}
+
+/// A CUDA program carrying the test kernels: the sm_90 cubin (if built) and compute_80 PTX.
+ArtifactBuilder cudaProgram(bool withCubin = true) {
+  ArtifactBuilder a = ArtifactBuilder::cuda();
+  std::vector<uint8_t> cubin = testCubin();
+  if (withCubin && !cubin.empty())
+    a.cudaImages.push_back({"sm_90", cubin});
+  a.cudaPtx.push_back({"compute_80", testPtx()});
+  return a;
+}
+
+#define REQUIRE_KERNELS()                                                                          \
+  do {                                                                                             \
+    REQUIRE_CUDA();                                                                                \
+    if (onRealGpuWithoutPtx())                                                                     \
+      GTEST_SKIP() << "the test kernels were not compiled (nvcc was not found at build time)";     \
+  } while (0)
+
+tccrt::Program load(const std::vector<uint8_t> &bytes, bool graph = false) {
+  tccrt_options options{};
+  options.num_threads = 1;
+  options.cuda_graph = graph ? 1 : 0;
+  return tccrt::Program::fromBuffer(bytes.data(), bytes.size(), options);
+}
+
+std::string loadError(const std::vector<uint8_t> &bytes, const tccrt_options *options = nullptr) {
+  tccrt_program *p = reinterpret_cast<tccrt_program *>(0x1);
+  tccrt_status status = tccrt_load_buffer(bytes.data(), bytes.size(), options, &p);
+  EXPECT_EQ(status, TCCRT_ERROR);
+  EXPECT_EQ(p, nullptr);
+  tccrt_program_free(p);
+  return status == TCCRT_ERROR ? tccrt_last_error() : "(loaded)";
+}
+
+#define EXPECT_REJECTED(bytes, expected)                                                           \
+  do {                                                                                             \
+    std::string message_ = loadError(bytes);                                                       \
+    EXPECT_NE(message_.find(expected), std::string::npos)                                          \
+        << "message: " << message_ << "\nexpected to contain: " << (expected);                    \
+  } while (0)
+
+const T f64v{"", fb::DType_F32, {64}}, f16v{"", fb::DType_F32, {16}}, i1{"", fb::DType_I32, {1}},
+    f0{"", fb::DType_F32, {}};
+
+// ---- Kernels, views, copies ---------------------------------------------------------------------
+
+/// Inputs x f32[64]; constants c0 f32[64], c1 f32[16]; outputs y = relu(x + c0) f32[64],
+/// z f32[32] = (2 (x + c0)[16..32), 2 x[32..48)), w f32[16] = c0[48..64), v f32[16] = 2 c1.
+struct ViewsProgram {
+  std::vector<float> c0 = randomFloats(64, 11), c1 = randomFloats(16, 12);
+  ArtifactBuilder a = cudaProgram();
+  ViewsProgram() {
+    uint32_t x = a.input(fb::DType_F32, {64}, "x");
+    uint32_t c0b = a.constant(fb::DType_F32, {64}, c0.data());
+    uint32_t c1b = a.constant(fb::DType_F32, {16}, c1.data()); // at offset 256 of the data
+    uint32_t y = a.output(fb::DType_F32, {64}, "y");
+    a.output(fb::DType_F32, {32}, "z");
+    uint32_t w = a.output(fb::DType_F32, {16}, "w");
+    uint32_t v = a.output(fb::DType_F32, {16}, "v");
+    uint32_t tmp = a.arena(0, fb::DType_F32, {64});
+    uint32_t tmpView = a.arena(64, fb::DType_F32, {16});
+    uint32_t zLo = a.buffer(fb::BufferKind_Output, 1, 0, fb::DType_F32, {16});
+    uint32_t zHi = a.buffer(fb::BufferKind_Output, 1, 64, fb::DType_F32, {16});
+    uint32_t xView = a.buffer(fb::BufferKind_Input, 0, 128, fb::DType_F32, {16});
+    uint32_t c0View = a.buffer(fb::BufferKind_Constant, 0, 192, fb::DType_F32, {16});
+    uint32_t add = a.kernel("add64", {f64v, f64v, f64v});
+    uint32_t relu = a.kernel("relu64", {f64v, f64v});
+    uint32_t scale = a.kernel("scale16", {f16v, f16v});
+    a.launch(add, {x, c0b, tmp}, {2, 1, 1}, {32, 1, 1});
+    a.launch(relu, {tmp, y}, {1, 1, 1}, {64, 1, 1});
+    a.launch(scale, {tmpView, zLo}, {1, 1, 1}, {16, 1, 1});
+    a.launch(scale, {xView, zHi}, {1, 1, 1}, {16, 1, 1});
+    a.copy(c0View, w);
+    a.launch(scale, {c1b, v}, {1, 1, 1}, {16, 1, 1});
+  }
+  void check(const std::vector<float> &x, const std::vector<tccrt::Tensor> &out) const {
+    std::vector<float> y(64), z(32), w(16), v(16);
+    for (int i = 0; i < 64; ++i)
+      y[i] = std::max(x[i] + c0[i], 0.0f);
+    for (int i = 0; i < 16; ++i) {
+      z[i] = 2 * (x[16 + i] + c0[16 + i]);
+      z[16 + i] = 2 * x[32 + i];
+      w[i] = c0[48 + i];
+      v[i] = 2 * c1[i];
+    }
+    ASSERT_EQ(out.size(), 4u);
+    expectClose(out[0].data<float>(), y, 0, 0, "y");
+    expectClose(out[1].data<float>(), z, 0, 0, "z");
+    expectClose(out[2].data<float>(), w, 0, 0, "w");
+    expectClose(out[3].data<float>(), v, 0, 0, "v");
+  }
+};
+
+std::vector<tccrt::Tensor> runWith(tccrt::Program &program, const std::vector<float> &x) {
+  std::vector<tccrt::Tensor> in = program.makeInputs();
+  std::memcpy(in[0].data(), x.data(), x.size() * sizeof(float));
+  return program.run(in);
+}
+
+TEST(CudaRuntime, KernelsCopiesAndViewsIntoEveryKindOfBuffer) {
+  REQUIRE_KERNELS();
+  ViewsProgram p;
+  tccrt::Program program = load(p.a.finish());
+  EXPECT_EQ(program.device(), TCCRT_DEVICE_CUDA);
+  for (unsigned seed : {1u, 2u}) { // runs reuse the device buffers
+    std::vector<float> x = randomFloats(64, seed);
+    p.check(x, runWith(program, x));
+  }
+}
+
+TEST(CudaRuntime, DeviceNameSaysWhichCodeRuns) {
+  REQUIRE_KERNELS();
+  ViewsProgram p;
+  tccrt::Program program = load(p.a.finish());
+  std::string name = program.deviceName();
+  EXPECT_EQ(name.rfind("cuda:0 ", 0), 0u) << name;
+  ArtifactBuilder ptxOnly = cudaProgram(/*withCubin=*/false);
+  ptxOnly.kernel("add64", {f64v, f64v, f64v});
+  tccrt::Program jit = load(ptxOnly.finish());
+  if (!onFakeDriver())
+    return;
+  // The fake device: "tcc fake CUDA device", compute capability 9.0.
+  if (!testCubin().empty())
+    EXPECT_EQ(name, "cuda:0 tcc fake CUDA device (sm_90, cubin)");
+  else
+    EXPECT_EQ(name, "cuda:0 tcc fake CUDA device (compute_80 PTX, JIT)");
+  EXPECT_EQ(jit.deviceName(), "cuda:0 tcc fake CUDA device (compute_80 PTX, JIT)");
+  // A program without kernels (a GEMM only) loads no module.
+  ArtifactBuilder gemmOnly = ArtifactBuilder::cuda();
+  uint32_t a = gemmOnly.input(fb::DType_F32, {2, 3}), b = gemmOnly.input(fb::DType_F32, {3, 2}),
+           c = gemmOnly.output(fb::DType_F32, {2, 2});
+  gemmOnly.gemm(a, b, c);
+  EXPECT_EQ(load(gemmOnly.finish()).deviceName(), "cuda:0 tcc fake CUDA device (sm_90, no kernels)");
+}
+
+TEST(CudaRuntime, CpuProgramsNameTheirThreadsAndHaveNoDeviceAllocator) {
+  ArtifactBuilder a;
+  uint32_t x = a.input(fb::DType_F32, {16}), y = a.output(fb::DType_F32, {16});
+  a.launch(a.kernel("double16", {f16v, f16v}), {x, y});
+  tccrt::Program program = tccrt::Program::fromBuffer(a.finish().data(), a.finish().size(), 3);
+  EXPECT_EQ(program.deviceName(), "cpu (3 threads)");
+  tccrt_allocator_stats stats;
+  EXPECT_EQ(tccrt_device_allocator_stats(program.get(), &stats), TCCRT_ERROR);
+  EXPECT_NE(std::string(tccrt_last_error()).find("the program runs on the CPU"), std::string::npos)
+      << tccrt_last_error();
+  const char *json = nullptr;
+  EXPECT_EQ(tccrt_device_allocator_snapshot(program.get(), &json), TCCRT_ERROR);
+  EXPECT_EQ(tccrt_device_available(TCCRT_DEVICE_CPU, nullptr), 1);
+}
+
+TEST(CudaRuntime, DynamicSharedMemoryAboveTheDefaultIsOptedInto) {
+  REQUIRE_KERNELS();
+  ArtifactBuilder a = cudaProgram();
+  uint32_t x = a.input(fb::DType_F32, {64}), y = a.output(fb::DType_F32, {64});
+  uint32_t k = a.kernel("shared64", {f64v, f64v});
+  a.launch(k, {x, y}, {1, 1, 1}, {128, 1, 1}, 96 * 1024); // above 48 KiB: needs the opt-in
+  a.launch(k, {x, y}, {1, 1, 1}, {128, 1, 1}, 4096);
+  tccrt::Program program = load(a.finish());
+  std::vector<float> in = randomFloats(64, 5);
+  std::vector<tccrt::Tensor> out = runWith(program, in);
+  expectClose(out[0].data<float>(), in, 0, 0, "y");
+}
+
+TEST(CudaRuntime, BadDeviceOrdinals) {
+  REQUIRE_KERNELS();
+  ViewsProgram p;
+  std::vector<uint8_t> bytes = p.a.finish();
+  tccrt_options options{};
+  options.device_ordinal = -1;
+  EXPECT_NE(loadError(bytes, &options).find("device_ordinal must be >= 0, got -1"),
+            std::string::npos);
+  options.device_ordinal = 64;
+  EXPECT_NE(loadError(bytes, &options), "");
+}
+
+// ---- CUDA graphs --------------------------------------------------------------------------------
+
+/// Kernels, a GEMM with a bias and ReLU, copies and a run counter in the arena (device memory
+/// that lives across runs): inputs x f32[64], m f32[8, 8]; outputs y f32[64], z f32[8, 8],
+/// runs i32[1].
+ArtifactBuilder graphProgram(const std::vector<float> &c, const std::vector<float> &bias) {
+  ArtifactBuilder a = cudaProgram();
+  uint32_t x = a.input(fb::DType_F32, {64}, "x"), m = a.input(fb::DType_F32, {8, 8}, "m");
+  uint32_t y = a.output(fb::DType_F32, {64}, "y"), z = a.output(fb::DType_F32, {8, 8}, "z");
+  uint32_t runs = a.output(fb::DType_I32, {1}, "runs");
+  uint32_t cb = a.constant(fb::DType_F32, {64}, c.data());
+  uint32_t bb = a.constant(fb::DType_F32, {8}, bias.data());
+  uint32_t tmp = a.arena(0, fb::DType_F32, {64}), tmpMatrix = a.arena(0, fb::DType_F32, {8, 8});
+  uint32_t counter = a.arena(256, fb::DType_I32, {1});
+  a.launch(a.kernel("add64", {f64v, f64v, f64v}), {x, cb, tmp}, {3, 1, 1}, {32, 1, 1});
+  a.gemm(tmpMatrix, m, z, false, true, 1.0, 0.0, bb, fb::GemmActivation_Relu);
+  a.launch(a.kernel("relu64", {f64v, f64v}), {tmp, y}, {1, 1, 1}, {64, 1, 1});
+  a.launch(a.kernel("increment", {i1}), {counter}, {1, 1, 1}, {1, 1, 1});
+  a.copy(counter, runs);
+  return a;
+}
+
+TEST(CudaRuntime, GraphReplayMatchesPlainLaunches) {
+  REQUIRE_KERNELS();
+  std::vector<float> c = randomFloats(64, 21), bias = randomFloats(8, 22);
+  std::vector<uint8_t> bytes = graphProgram(c, bias).finish();
+  tccrt::Program plain = load(bytes, false), graph = load(bytes, true);
+  int32_t lastPlain = 0, lastGraph = 0;
+  for (unsigned run = 0; run < 4; ++run) {
+    std::vector<tccrt::Tensor> in = plain.makeInputs();
+    std::vector<float> x = randomFloats(64, 100 + run), m = randomFloats(64, 200 + run);
+    std::memcpy(in[0].data(), x.data(), 256);
+    std::memcpy(in[1].data(), m.data(), 256);
+    std::vector<tccrt::Tensor> a = plain.run(in), b = graph.run(in);
+    for (size_t o = 0; o < 2; ++o)
+      EXPECT_EQ(std::memcmp(a[o].data(), b[o].data(), a[o].bytes()), 0)
+          << "output " << o << " differs with the graph at run " << run;
+    // Reference: z = relu((x + c)[8, 8] m^T + bias).
+    std::vector<float> z(64);
+    for (int i = 0; i < 8; ++i)
+      for (int j = 0; j < 8; ++j) {
+        double s = bias[j];
+        for (int k = 0; k < 8; ++k)
+          s += (double)(x[i * 8 + k] + c[i * 8 + k]) * m[j * 8 + k];
+        z[i * 8 + j] = (float)std::max(s, 0.0);
+      }
+    expectClose(b[1].data<float>(), z, 1e-5, 1e-5, "z (graph)");
+    // The counter in device memory advanced once per run in both modes: the graph replays
+    // the whole launch list every run, the first included.
+    int32_t np = a[2].data<int32_t>()[0], ng = b[2].data<int32_t>()[0];
+    if (run > 0) {
+      EXPECT_EQ(np - lastPlain, 1) << "run " << run;
+      EXPECT_EQ(ng - lastGraph, 1) << "run " << run;
+    }
+    lastPlain = np, lastGraph = ng;
+  }
+}
+
+// ---- GEMMs through cuBLASLt ---------------------------------------------------------------------
+
+struct GemmCase {
+  std::string name;
+  fb::DType dtype;
+  Shape a, b, c;
+  bool transA = false, transB = false;
+  double alpha = 1, beta = 0;
+  bool bias = false;
+  fb::GemmActivation act = fb::GemmActivation_None;
+  uint64_t aOffset = 0; // bytes: a is a view into a larger input (misaligned views)
+};
+
+void PrintTo(const GemmCase &g, std::ostream *os) { *os << g.name; }
+
+template <class E> std::vector<E> values(size_t n, unsigned seed) {
+  std::vector<float> f = randomFloats(n, seed);
+  return std::vector<E>(f.begin(), f.end());
+}
+
+double gelu(double v) {
+  return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+}
+
+template <class E> void runGemmCase(const GemmCase &g, bool graph) {
+  size_t r = g.c.size();
+  int64_t m = g.c[r - 2], n = g.c[r - 1], k = g.a[r - (g.transA ? 2 : 1)];
+  size_t aCount = (size_t)numElements(g.a), bCount = (size_t)numElements(g.b),
+         cCount = (size_t)numElements(g.c);
+  std::vector<E> av = values<E>(aCount, 1), bv = values<E>(bCount, 2), c0 = values<E>(cCount, 3),
+                 biasv = values<E>((size_t)n, 4);
+  ArtifactBuilder a = ArtifactBuilder::cuda();
+  size_t elem = sizeof(E);
+  uint32_t aIn = a.input(g.dtype, {(int64_t)(aCount + g.aOffset / elem)}, "a");
+  uint32_t aBuf = a.buffer(fb::BufferKind_Input, 0, g.aOffset, g.dtype, g.a);
+  (void)aIn;
+  uint32_t bIn = a.input(g.dtype, g.b, "b");
+  uint32_t cIn = g.beta != 0 ? a.input(g.dtype, g.c, "c") : 0;
+  uint32_t cOut = a.output(g.dtype, g.c, "out");
+  int64_t bias = g.bias ? (int64_t)a.constant(g.dtype, {n}, biasv.data()) : -1;
+  if (g.beta != 0)
+    a.copy(cIn, cOut); // beta reads c in place
+  a.gemm(aBuf, bIn, cOut, g.transA, g.transB, g.alpha, g.beta, bias, g.act);
+  std::vector<uint8_t> bytes = a.finish();
+  tccrt::Program program = load(bytes, graph);
+  std::vector<tccrt::Tensor> in = program.makeInputs();
+  auto fill = [](tccrt::Tensor &t, size_t offset, const void *data, size_t bytes) {
+    if (t.bytes() == 0)
+      return;
+    std::memset(t.data(), 0, t.bytes());
+    std::memcpy(static_cast<uint8_t *>(t.data()) + offset, data, bytes);
+  };
+  fill(in[0], g.aOffset, av.data(), aCount * elem);
+  fill(in[1], 0, bv.data(), bCount * elem);
+  if (g.beta != 0)
+    fill(in[2], 0, c0.data(), cCount * elem);
+  std::vector<tccrt::Tensor> out = program.run(in);
+
+  // Reference in double, broadcasting batch dims of size 1.
+  std::vector<E> want(cCount);
+  int64_t batches = (int64_t)(cCount / (size_t)(m * n));
+  for (int64_t bi = 0; bi < batches; ++bi) {
+    int64_t aOff = 0, bOff = 0, rest = bi, aStride = 1, bStride = 1;
+    for (size_t d = r - 2; d-- > 0;) {
+      int64_t idx = rest % g.c[d];
+      rest /= g.c[d];
+      aOff += (g.a[d] == 1 ? 0 : idx) * aStride;
+      bOff += (g.b[d] == 1 ? 0 : idx) * bStride;
+      aStride *= g.a[d];
+      bStride *= g.b[d];
+    }
+    const E *A = av.data() + aOff * m * k, *B = bv.data() + bOff * k * n;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t p = 0; p < k; ++p)
+          s += (double)(g.transA ? A[p * m + i] : A[i * k + p]) *
+               (double)(g.transB ? B[j * k + p] : B[p * n + j]);
+        double v = g.alpha * s;
+        if (g.beta != 0)
+          v += g.beta * (double)c0[(size_t)(bi * m * n + i * n + j)];
+        if (g.bias)
+          v += (double)biasv[(size_t)j];
+        if (g.act == fb::GemmActivation_Relu)
+          v = std::max(v, 0.0);
+        else if (g.act == fb::GemmActivation_GeluTanh)
+          v = gelu(v);
+        want[(size_t)(bi * m * n + i * n + j)] = (E)v;
+      }
+  }
+  double tol = sizeof(E) == 8 ? 1e-12 : 2e-6;
+  expectClose(out[0].data<E>(), want, tol, tol, g.name + (graph ? " (graph)" : ""));
+}
+
+class CudaGemm : public ::testing::TestWithParam<GemmCase> {};
+
+TEST_P(CudaGemm, MatchesHostReference) {
+  REQUIRE_CUDA();
+  const GemmCase &g = GetParam();
+  for (bool graph : {false, true}) {
+    if (g.dtype == fb::DType_F64)
+      runGemmCase<double>(g, graph);
+    else
+      runGemmCase<float>(g, graph);
+  }
+}
+
+const fb::DType F32 = fb::DType_F32, F64 = fb::DType_F64;
+const fb::GemmActivation None = fb::GemmActivation_None, Relu = fb::GemmActivation_Relu,
+                         Gelu = fb::GemmActivation_GeluTanh;
+
+GemmCase gc(std::string name, fb::DType d, Shape a, Shape b, Shape c, bool ta = false,
+            bool tb = false) {
+  GemmCase g;
+  g.name = std::move(name), g.dtype = d, g.a = a, g.b = b, g.c = c, g.transA = ta, g.transB = tb;
+  return g;
+}
+GemmCase epilogue(GemmCase g, bool bias, fb::GemmActivation act, double beta = 0) {
+  g.name += std::string(bias ? "_bias" : "") + (act == Relu ? "_relu" : act == Gelu ? "_gelu" : "") +
+            (beta != 0 ? "_beta" : "");
+  g.bias = bias, g.act = act, g.beta = beta;
+  return g;
+}
+
+std::vector<GemmCase> gemmCases() {
+  std::vector<GemmCase> cases = {
+      gc("plain", F32, {5, 7}, {7, 3}, {5, 3}),
+      gc("transA", F32, {7, 5}, {7, 3}, {5, 3}, true),
+      gc("transB", F32, {5, 7}, {3, 7}, {5, 3}, false, true),
+      gc("transAB", F32, {7, 5}, {3, 7}, {5, 3}, true, true),
+      // One strided batch with b broadcast (batch stride 0).
+      gc("batchBroadcastB", F32, {4, 5, 6}, {1, 6, 3}, {4, 5, 3}),
+      // b broadcast along the outer batch dim: a loop of two strided batches.
+      gc("batchLoopB", F32, {2, 3, 4, 5}, {1, 3, 5, 6}, {2, 3, 4, 6}),
+      // a broadcast along the inner batch dim: a loop as well.
+      gc("batchLoopA", F32, {2, 1, 4, 5}, {2, 3, 5, 6}, {2, 3, 4, 6}, false, false),
+      gc("batchTransposed", F32, {2, 3, 5, 4}, {2, 3, 2, 5}, {2, 3, 4, 2}, true, true),
+      gc("f64", F64, {6, 4}, {4, 5}, {6, 5}),
+      gc("f64BatchTransA", F64, {3, 5, 4}, {3, 5, 2}, {3, 4, 2}, true),
+      gc("emptyK", F32, {3, 0}, {0, 4}, {3, 4}),
+  };
+  GemmCase scaled = gc("alphaBeta", F32, {4, 6}, {6, 5}, {4, 5});
+  scaled.alpha = 0.5, scaled.beta = 2;
+  cases.push_back(scaled);
+  GemmCase view = gc("misalignedView", F32, {5, 7}, {7, 3}, {5, 3});
+  view.aOffset = 4; // a starts one element into its input
+  cases.push_back(view);
+  GemmCase base = gc("epi", F32, {2, 4, 5}, {2, 5, 3}, {2, 4, 3});
+  for (bool bias : {false, true})
+    for (fb::GemmActivation act : {None, Relu, Gelu})
+      if (bias || act != None)
+        cases.push_back(epilogue(base, bias, act));
+  cases.push_back(epilogue(base, true, Relu, -1.5));
+  cases.push_back(epilogue(gc("epiF64", F64, {3, 4}, {4, 6}, {3, 6}), true, Gelu, 0.25));
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaGemm, ::testing::ValuesIn(gemmCases()),
+                         [](const ::testing::TestParamInfo<GemmCase> &info) {
+                           return info.param.name;
+                         });
+
+TEST(CudaRuntime, GemmWithoutAnAlgorithmIsALoadErrorNamingTheStep) {
+  REQUIRE_FAKE();
+  ArtifactBuilder a = ArtifactBuilder::cuda();
+  uint32_t x = a.input(F32, {5, 7}), y = a.input(F32, {7, 3}), z = a.output(F32, {5, 3});
+  a.gemm(x, y, z);
+  std::vector<uint8_t> bytes = a.finish();
+  setenv("TCC_FAKE_CUBLASLT_NO_ALGO", "1", 1);
+  std::string message = loadError(bytes);
+  unsetenv("TCC_FAKE_CUBLASLT_NO_ALGO");
+  EXPECT_NE(message.find("launch 0 (gemm): cuBLASLt has no algorithm for this GEMM (f32 M=5 N=3 "
+                         "K=7"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("CUBLAS_STATUS_NOT_SUPPORTED"), std::string::npos) << message;
+  EXPECT_NO_THROW(load(bytes));
+}
+
+// ---- Device memory ------------------------------------------------------------------------------
+
+TEST(CudaRuntime, DeviceAllocatorStatsAndSnapshot) {
+  REQUIRE_KERNELS();
+  std::vector<float> c = randomFloats(64, 21), bias = randomFloats(8, 22);
+  std::vector<uint8_t> bytes = graphProgram(c, bias).finish();
+  auto program = std::make_unique<tccrt::Program>(load(bytes));
+  tccrt_allocator_stats loaded = program->deviceAllocatorStats();
+  // Inputs 512 + outputs 516 bytes, constants, the arena and the 32 MiB cuBLASLt workspace.
+  EXPECT_GE(loaded.allocated_bytes, (uint64_t(32) << 20) + 1028);
+  EXPECT_GE(loaded.reserved_bytes, loaded.allocated_bytes);
+  EXPECT_GE(loaded.num_allocs, 7u);
+  EXPECT_GE(loaded.num_system_allocs, 1u);
+  std::string json = program->deviceAllocatorSnapshot();
+  EXPECT_NE(json.find("\"allocated_bytes\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"segments\""), std::string::npos) << json;
+  // Runs allocate nothing.
+  std::vector<tccrt::Tensor> in = program->makeInputs();
+  std::memset(in[0].data(), 0, in[0].bytes());
+  std::memset(in[1].data(), 0, in[1].bytes());
+  program->run(in);
+  program->run(in);
+  EXPECT_EQ(program->deviceAllocatorStats().num_allocs, loaded.num_allocs);
+  // A second program is served from the cache where it can; freeing returns the blocks.
+  auto second = std::make_unique<tccrt::Program>(load(bytes));
+  tccrt_allocator_stats both = second->deviceAllocatorStats();
+  EXPECT_GT(both.allocated_bytes, loaded.allocated_bytes);
+  second.reset();
+  program.reset();
+  tccrt::Program third = load(bytes);
+  tccrt_allocator_stats after = third.deviceAllocatorStats();
+  EXPECT_EQ(after.allocated_bytes, loaded.allocated_bytes);
+}
+
+// ---- Training on CUDA ---------------------------------------------------------------------------
+
+using TB = TrainingArtifactBuilder;
+
+TEST(CudaRuntime, TrainingEntriesRunOnTheRootsArena) {
+  REQUIRE_KERNELS();
+  TB t;
+  t.root.device = fb::Device_CUDA;
+  std::vector<float> w0 = randomFloats(16, 31);
+  t.addState("w", fb::StateKind_Parameter, F32, {16}, w0);
+  {
+    TB::Entry e{"train_step", cudaProgram(), {}, {}};
+    ArtifactBuilder &a = e.program;
+    uint32_t w = a.input(F32, {16}, "w"), x = a.input(F32, {16}, "x"), lr = a.input(F32, {}, "lr");
+    uint32_t wOut = a.output(F32, {16}, "w'"), loss = a.output(F32, {}, "loss");
+    uint32_t tmp = a.arena(64, F32, {16}); // w' through the shared arena
+    a.launch(a.kernel("sgd16", {f16v, f16v, f0, f16v, f0}), {w, x, lr, tmp, loss}, {1, 1, 1},
+             {16, 1, 1});
+    a.copy(tmp, wOut);
+    e.inputs = {{fb::BindingRole_State, 0}, {fb::BindingRole_Data}, {fb::BindingRole_LearningRate}};
+    e.outputs = {{fb::BindingRole_State, 0}, {fb::BindingRole_Loss}};
+    t.entries.push_back(std::move(e));
+  }
+  {
+    TB::Entry e{"eval", cudaProgram(), {}, {}};
+    ArtifactBuilder &a = e.program;
+    uint32_t w = a.input(F32, {16}, "w"), x = a.input(F32, {16}, "x");
+    uint32_t y = a.output(F32, {16}, "y"), tmp = a.arena(0, F32, {16});
+    a.launch(a.kernel("mul16", {f16v, f16v, f16v}), {w, x, tmp}, {1, 1, 1}, {16, 1, 1});
+    a.copy(tmp, y);
+    e.inputs = {{fb::BindingRole_State, 0}, {fb::BindingRole_Data}};
+    e.outputs = {{fb::BindingRole_Data}};
+    t.entries.push_back(std::move(e));
+  }
+  std::vector<uint8_t> bytes = t.finish();
+  tccrt::Program program = load(bytes);
+  EXPECT_TRUE(program.isTraining());
+  EXPECT_EQ(program.device(), TCCRT_DEVICE_CUDA);
+  tccrt::Trainer trainer(program, 7);
+  std::vector<float> w = w0;
+  for (unsigned step = 0; step < 3; ++step) {
+    std::vector<float> x = randomFloats(16, 40 + step);
+    std::vector<tccrt::Tensor> batch = trainer.makeBatch();
+    std::memcpy(batch[0].data(), x.data(), 64);
+    float loss = trainer.step(batch, 0.25f);
+    float want = 0;
+    for (int i = 0; i < 16; ++i)
+      want += w[i] * x[i];
+    EXPECT_NEAR(loss, want / 16, 1e-6);
+    for (int i = 0; i < 16; ++i)
+      w[i] -= 0.25f * x[i];
+    tccrt::Tensor state = trainer.getState(0); // (a GPU may contract w - lr x into an FMA)
+    expectClose(state.data<float>(), w, 1e-6, 1e-6, "w after step " + std::to_string(step));
+    std::vector<tccrt::Tensor> y = trainer.eval(batch);
+    std::vector<float> wantY(16);
+    for (int i = 0; i < 16; ++i)
+      wantY[i] = w[i] * x[i];
+    expectClose(y[0].data<float>(), wantY, 0, 0, "eval");
+  }
+}
+
+// ---- Structural verification (no GPU involved) --------------------------------------------------
+
+/// A valid CUDA program to damage: one launch of add64, a GEMM, a copy.
+ArtifactBuilder validCuda() {
+  ArtifactBuilder a = cudaProgram();
+  uint32_t x = a.input(F32, {64}), m = a.input(F32, {8, 8});
+  uint32_t y = a.output(F32, {64}), z = a.output(F32, {8, 8});
+  uint32_t c = a.constant(F32, {64}, randomFloats(64, 1).data());
+  uint32_t bias = a.constant(F32, {8}, randomFloats(8, 2).data());
+  uint32_t tmp = a.arena(0, F32, {8, 8});
+  a.launch(a.kernel("add64", {f64v, f64v, f64v}), {x, c, y}, {2, 1, 1}, {32, 1, 1});
+  a.copy(m, tmp);
+  a.gemm(tmp, m, z, false, false, 1, 0, bias, fb::GemmActivation_Relu);
+  return a;
+}
+
+TEST(CudaVerify, RejectsDamagedCudaProgramsBeforeTouchingTheDriver) {
+  auto damaged = [](const std::function<void(ArtifactBuilder &)> &damage) {
+    ArtifactBuilder a = validCuda();
+    damage(a);
+    return a.finish();
+  };
+  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) { a.cudaImages = {{"sm90", {1, 2, 3}}}; }),
+                  "CUDA image 0 has arch 'sm90', expected sm_<digits>[a] (e.g. sm_90)");
+  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) { a.cudaImages = {{"sm_9x", {1}}}; }),
+                  "has arch 'sm_9x'");
+  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) { a.cudaImages = {{"compute_90", {1}}}; }),
+                  "has arch 'compute_90', expected sm_");
+  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) { a.cudaPtx = {{"sm_80", ".version 8.0"}}; }),
+                  "CUDA PTX 0 has arch 'sm_80', expected compute_<digits>[a]");
+  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) { a.cudaPtx = {{"compute_", ".version"}}; }),
+                  "has arch 'compute_'");
+  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) { a.cudaImages = {{"sm_90", {}}}; }),
+                  "CUDA image 0 (sm_90) has no cubin bytes");
+  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) { a.cudaPtx = {{"compute_80", ""}}; }),
+                  "CUDA PTX 0 (compute_80) is empty");
+  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) {
+                    a.cudaImages.clear();
+                    a.cudaPtx.clear();
+                  }),
+                  "the artifact has 1 kernels but its CUDA module holds no cubin and no PTX");
+  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) { a.withCudaModule = false; }),
+                  "the artifact has 1 kernels but no CUDA module");
+  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) { a.steps[0].block = {32, 32, 2}; }),
+                  "launch 0 (kernel 'add64'): block (32, 32, 2) has 2048 threads; CUDA allows at "
+                  "most 1024 a block");
+  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) { a.steps[0].grid = {2, 1}; }),
+                  "launch 0 (kernel 'add64'): a CUDA launch needs a grid of 3 dims (x, y, z), "
+                  "got 2");
+  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) { a.steps[0].block.clear(); }),
+                  "needs a block of 3 dims (x, y, z), got 0");
+  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) { a.steps[0].grid = {0, 1, 1}; }),
+                  "grid dim x is 0 (every dim must be >= 1)");
+  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) { a.steps[0].grid = {1, 70000, 1}; }),
+                  "grid (1, 70000, 1) exceeds CUDA's limits");
+  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) { a.steps[0].sharedBytes = 300000; }),
+                  "300000 bytes of dynamic shared memory exceed any CUDA GPU's 232448 bytes");
+  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) {
+                    uint32_t x = a.arena(0, F32, {1, 1, 8, 8}), w = a.constant(F32, {1, 1, 1, 1},
+                                                                                 std::vector<float>{1}.data());
+                    uint32_t y = a.arena(512, F32, {1, 1, 8, 8});
+                    a.conv(x, w, y, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 1);
+                  }),
+                  "launch 3 (conv): a CUDA program cannot have library conv steps");
+  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) {
+                    uint32_t x = a.arena(0, F32, {8, 8}), v = a.arena(512, F32, {8, 2});
+                    uint32_t i = a.arena(1024, fb::DType_I64, {8, 2});
+                    a.topk(x, v, i, 1, true);
+                  }),
+                  "launch 3 (topk): a CUDA program cannot have library top-k steps");
+  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) { a.buffers[a.steps[2].bias].shape = {4, 2}; }),
+                  "launch 2 (gemm): its bias (buffer 5, f32[4, 2]) must be f32[8], one value per "
+                  "column of c f32[8, 8]");
+  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) { a.buffers[a.steps[2].bias].dtype = fb::DType_I32; }),
+                  "must be f32[8]");
+  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) { a.steps[2].bias = 99; }),
+                  "launch 2 (gemm)'s bias names buffer 99");
+  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) { a.steps[2].activation = (fb::GemmActivation)7; }),
+                  "launch 2 (gemm) has an invalid activation (7)");
+  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) {
+                    uint32_t p = a.input(fb::DType_I32, {2, 2}), q = a.input(fb::DType_I32, {2, 2});
+                    a.gemm(p, q, a.arena(0, fb::DType_I32, {2, 2}));
+                  }),
+                  "launch 3 (gemm): operands must all be f16, all bf16, all f32 or all f64, got "
+                  "i32[2, 2]");
+}
+
+TEST(CudaVerify, CpuProgramsRefuseGemmEpiloguesAndCudaOnlySteps) {
+  ArtifactBuilder a;
+  uint32_t x = a.input(F32, {4, 5}), y = a.input(F32, {5, 3}), z = a.output(F32, {4, 3});
+  uint32_t bias = a.constant(F32, {3}, randomFloats(3, 1).data());
+  a.gemm(x, y, z, false, false, 1, 0, bias, fb::GemmActivation_GeluTanh);
+  EXPECT_REJECTED(a.finish(), "launch 0 (gemm) has an epilogue (bias, GeluTanh): GEMM epilogues "
+                              "are for CUDA programs; the CPU runtime does not apply them");
+  a.steps[0].hasBias = false;
+  EXPECT_REJECTED(a.finish(), "has an epilogue (GeluTanh)");
+  a.steps[0].activation = fb::GemmActivation_None;
+  a.steps[0].hasBias = true;
+  EXPECT_REJECTED(a.finish(), "has an epilogue (bias, None)");
+  a.steps[0].hasBias = false;
+  EXPECT_NO_THROW(tccrt::Program::fromBuffer(a.finish().data(), a.finish().size(), 1));
+}
+
+TEST(CudaVerify, TrainingEntriesMustMatchTheRootsDevice) {
+  TB t;
+  t.root.device = fb::Device_CUDA;
+  t.addState("w", fb::StateKind_Parameter, F32, {16}, randomFloats(16, 1));
+  TB::Entry e{"train_step", {}, {}, {}};
+  uint32_t w = e.program.input(F32, {16}), wOut = e.program.output(F32, {16});
+  uint32_t loss = e.program.output(F32, {});
+  (void)loss;
+  e.program.launch(e.program.kernel("double16", {f16v, f16v}), {w, wOut});
+  e.inputs = {{fb::BindingRole_State, 0}};
+  e.outputs = {{fb::BindingRole_State, 0}, {fb::BindingRole_Loss}};
+  t.entries.push_back(std::move(e));
+  EXPECT_REJECTED(t.finish(), "training entry 'train_step': its program is for the CPU, the "
+                              "artifact's root for CUDA");
+}
+
+// ---- Without a usable driver --------------------------------------------------------------------
+
+TEST(CudaNoDriver, ValidArtifactsNeedAGpuDamagedOnesFailAsDamaged) {
+  std::string why = cudaUnavailable();
+  if (why.empty())
+    GTEST_SKIP() << "a CUDA driver is usable here (the no-driver behaviour is tested where none is)";
+  EXPECT_NE(why.find("no usable CUDA GPU/driver"), std::string::npos) << why;
+  const char *reason = nullptr;
+  EXPECT_EQ(tccrt_device_available(TCCRT_DEVICE_CUDA, &reason), 0);
+  ASSERT_NE(reason, nullptr);
+  EXPECT_EQ(std::string(reason), why);
+  EXPECT_REJECTED(validCuda().finish(), "no usable CUDA GPU/driver");
+  ArtifactBuilder damaged = validCuda();
+  damaged.steps[0].block = {2048, 1, 1};
+  std::string message = loadError(damaged.finish());
+  EXPECT_NE(message.find("block (2048, 1, 1) has 2048 threads"), std::string::npos) << message;
+  EXPECT_EQ(message.find("no usable CUDA"), std::string::npos) << message;
+}
+
+} // namespace
