@@ -9,6 +9,7 @@ using namespace tcc::tk;
 using tcc::ReduceKind;
 
 #include "tcc/IR/TkDialect.cpp.inc"
+#include "tcc/IR/TkEnums.cpp.inc"
 
 void TkDialect::initialize() {
   addOperations<
@@ -172,6 +173,12 @@ LogicalResult GemmOp::verify() {
     int64_t da = a.getDimSize(i), db = b.getDimSize(i), dc = c.getDimSize(i);
     if ((da != dc && da != 1) || (db != dc && db != 1))
       return emitOpError("batch dim ") << i << " does not broadcast to the result";
+  }
+  if (Value bias = getBias()) {
+    auto t = cast<MemRefType>(bias.getType());
+    if (t.getElementType() != e || t.getRank() != 1 || t.getDimSize(0) != n)
+      return emitOpError("bias must be a buffer of the result's element type and shape [")
+             << n << "] (one value per column), got " << t;
   }
   return success();
 }

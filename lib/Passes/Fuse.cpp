@@ -14,7 +14,10 @@
 //     A materialised reshape is a free view instead. Transposes of the last two dims and batch
 //     broadcasts of a GEMM operand are absorbed by the GEMM.
 //  2. Every other op roots a group: reductions (loop), f32/f64 matmul and f32 conv (extern),
-//     topk (extern), loop forms of matmul/conv/reduce_window, and sequential ops (loop).
+//     topk (extern), loop forms of matmul/conv/reduce_window, and sequential ops (loop). The
+//     part of a matmul's epilogue that the target's GEMM library computes (a bias vector, then
+//     ReLU or tanh GELU on CUDA: GemmEpilogue.h) is decided first and belongs to the matmul's
+//     group; its last value is what the group's consumers read.
 //  3. Merging, on groups with the legality checks in FusionPolicy:
 //     - epilogues: pointwise groups over a library call's output reading it at the same element
 //       join its extern group;
@@ -31,6 +34,7 @@
 //===----------------------------------------------------------------------===//
 #include "FusionUtils.h"
 
+#include "tcc/Passes/GemmEpilogue.h"
 #include "tcc/Passes/Passes.h"
 
 #include "mlir/IR/IRMapping.h"
@@ -179,7 +183,11 @@ LogicalResult convertIfs(func::FuncOp func) {
 
 //===--- Groups -----------------------------------------------------------------===//
 
-enum class Status { Dead, Constant, Inline, Absorbed, View, Root };
+enum class Status { Dead, Constant, Inline, Absorbed, View, Root, LibraryEpilogue };
+
+/// Ops that are computed by a group's root: the root itself, or an op the GEMM library computes
+/// in the root matmul's epilogue.
+bool computedByGroup(Status s) { return s == Status::Root || s == Status::LibraryEpilogue; }
 
 struct Group {
   int id = 0;
@@ -188,6 +196,8 @@ struct Group {
   bool sequential = false; // cumsum / scatter / dynamic_update_slice / loop forms: no merging
   SmallVector<Operation *> roots;
   llvm::SetVector<Operation *> members;
+  Operation *library = nullptr; // extern groups: the library call
+  Value libraryResult;          // what the library writes (after its own epilogue, if any)
   SmallVector<int64_t> rows; // row shape when the group has reductions
   bool hasReduction = false;
   std::set<int> deps; // producer groups (ids, resolve with find)
@@ -204,12 +214,14 @@ constexpr int kCheapOps = 8;
 
 class FusionPolicy {
 public:
-  FusionPolicy(func::FuncOp func, bool explain) : func_(func), explain_(explain) {}
+  FusionPolicy(func::FuncOp func, bool explain, Target target)
+      : func_(func), explain_(explain), target_(target) {}
 
   LogicalResult run();
 
 private:
   // ---- Step 1-2 ----
+  void decideLibraryEpilogues();
   void decide();
   int costOf(Operation *op);
   bool needsBuffer(Operation *user, Value operand);
@@ -252,12 +264,14 @@ private:
 
   func::FuncOp func_;
   bool explain_;
+  Target target_;
   SmallVector<Operation *> ops_;
   DenseMap<Operation *, int> position_;
   DenseMap<Operation *, Status> status_;
   DenseMap<Operation *, SmallVector<Operation *, 2>> consumerRoots_;
   DenseMap<Operation *, int> cost_;
   DenseMap<Operation *, int> rootGroup_;
+  DenseMap<Operation *, GemmEpilogue> libraryEpilogues_; // matmul -> its library epilogue
   SmallVector<Group> groups_;
   SmallVector<int> parent_;
   std::set<std::pair<Operation *, std::string>> remarked_;
@@ -279,7 +293,8 @@ int FusionPolicy::costOf(Operation *op) {
       ++cost;
     for (Value v : o->getOperands())
       if (Operation *d = v.getDefiningOp())
-        if (classify(d) == OpClass::Pointwise && status_.lookup(d) != Status::View)
+        if (classify(d) == OpClass::Pointwise && status_.lookup(d) != Status::View &&
+            status_.lookup(d) != Status::LibraryEpilogue)
           work.push_back(d);
   }
   return cost_[op] = cost;
@@ -305,12 +320,40 @@ bool FusionPolicy::needsBuffer(Operation *user, Value operand) {
   }
 }
 
+void FusionPolicy::decideLibraryEpilogues() {
+  Block *block = &func_.getBody().front();
+  for (Operation *op : ops_) {
+    auto matmul = dyn_cast<MatmulOp>(op);
+    if (!matmul || classify(op) != OpClass::Library)
+      continue;
+    // Any pointwise op of the function can join the matmul's group.
+    GemmEpilogue ep = matchGemmEpilogue(matmul, target_, [&](Operation *o) {
+      return o->getBlock() == block && classify(o) == OpClass::Pointwise && !status_.count(o);
+    });
+    StringRef library = gemmEpilogueSupport(target_, tensorType(matmul.getResult()).getElementType()).library;
+    if (!ep.empty() && !ep.result.use_empty()) {
+      for (Operation *o : ep.ops) {
+        status_[o] = Status::LibraryEpilogue;
+        consumerRoots_[o] = {matmul};
+      }
+      remark(matmul, ep.describe() + " fused into the " + library + " epilogue" +
+                         (ep.stop.empty() ? "" : "; not what follows: " + ep.stop));
+      libraryEpilogues_[matmul] = std::move(ep);
+    } else if (!ep.stop.empty()) {
+      remark(matmul, "nothing fused into the " + library + " epilogue: " + ep.stop);
+    }
+  }
+}
+
 void FusionPolicy::decide() {
   for (Operation &op : func_.getBody().front().without_terminator()) {
     position_[&op] = ops_.size();
     ops_.push_back(&op);
   }
+  decideLibraryEpilogues();
   for (Operation *op : llvm::reverse(ops_)) {
+    if (status_.lookup(op) == Status::LibraryEpilogue)
+      continue;
     OpClass cls = classify(op);
     if (cls == OpClass::Constant) {
       status_[op] = Status::Constant;
@@ -393,6 +436,19 @@ void FusionPolicy::buildGroups() {
       g.rows.assign(shapeOf(op->getResult(0)).begin(), shapeOf(op->getResult(0)).end());
     }
     SmallVector<Operation *> work{op};
+    if (cls == OpClass::Library) {
+      g.library = op;
+      g.libraryResult = op->getResult(0);
+    }
+    if (auto it = libraryEpilogues_.find(op); it != libraryEpilogues_.end()) {
+      // The library computes these: members of its group, its last value read by consumers.
+      const GemmEpilogue &ep = it->second;
+      llvm::append_range(work, ep.ops);
+      for (Operation *o : ep.ops)
+        rootGroup_[o] = g.id;
+      g.roots.push_back(ep.result.getDefiningOp());
+      g.libraryResult = ep.result;
+    }
     llvm::SmallPtrSet<Operation *, 16> seen;
     while (!work.empty()) {
       Operation *o = work.pop_back_val();
@@ -424,7 +480,7 @@ int FusionPolicy::producerGroup(Value v) {
       v = d->getOperand(0);
       continue;
     }
-    if (s != Status::Root)
+    if (!computedByGroup(s))
       return -1;
     return find(rootGroup_.lookup(d));
   }
@@ -448,7 +504,7 @@ SmallVector<Operation *> FusionPolicy::consumerRootsOf(Operation *op) {
     Status s = status_.lookup(user);
     if (s == Status::Root)
       roots.push_back(user);
-    else if (s == Status::Inline)
+    else if (s == Status::Inline || s == Status::LibraryEpilogue)
       llvm::append_range(roots, consumerRoots_.lookup(user));
   }
   llvm::erase_if(roots, [&](Operation *r) { return !rootGroup_.count(r); });
@@ -505,7 +561,7 @@ void FusionPolicy::merge(int into, int from) {
 std::string FusionPolicy::epilogueIllegality(Group &lib, Group &c) {
   if (c.external || c.sequential || c.hasReduction)
     return "not an elementwise consumer";
-  Value result = lib.roots.front()->getResult(0);
+  Value result = lib.libraryResult;
   ArrayRef<int64_t> shape = shapeOf(result);
   for (Operation *r : c.roots)
     for (Value v : r->getResults())
@@ -669,11 +725,11 @@ std::string FusionPolicy::rowIllegality(Group &p, Group &c) {
 void FusionPolicy::fuseEpilogues() {
   for (size_t i = 0; i < groups_.size(); ++i) {
     Group &lib = groups_[i];
-    if (!lib.alive || lib.roots.size() != 1 || classify(lib.roots[0]) != OpClass::Library)
+    if (!lib.alive || !lib.library)
       continue;
-    Operation *libOp = lib.roots[0];
+    Operation *libOp = lib.library;
     SmallVector<int> consumers;
-    for (Operation *r : consumerRootsOf(libOp))
+    for (Operation *r : consumerRootsOf(lib.libraryResult.getDefiningOp()))
       consumers.push_back(find(rootGroup_[r]));
     llvm::sort(consumers);
     consumers.erase(std::unique(consumers.begin(), consumers.end()), consumers.end());
@@ -819,7 +875,7 @@ void FusionPolicy::materialize() {
     Status s = status_.lookup(d);
     if (s == Status::View)
       return viewNode[d];
-    if (s == Status::Root)
+    if (computedByGroup(s))
       return groupNode[find(rootGroup_[d])];
     return -1;
   };
@@ -972,7 +1028,12 @@ struct FusePass : impl::FuseBase<FusePass> {
         op.emitError("the function is already fused");
         return signalPassFailure();
       }
-    if (failed(FusionPolicy(func, explain).run()))
+    std::optional<Target> t = parseTarget(target);
+    if (!t) {
+      func.emitError("-tcc-fuse: unknown target '") << target << "' (expected cpu or cuda)";
+      return signalPassFailure();
+    }
+    if (failed(FusionPolicy(func, explain, *t).run()))
       signalPassFailure();
   }
 };

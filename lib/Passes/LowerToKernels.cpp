@@ -10,7 +10,9 @@
 //    tk.conv, tk.topk) and copies (tk.copy) where an output is an input, a constant, a second
 //    return of one value, or the base of a scatter.
 // A fusion result that is a graph output is written directly into the output argument (through
-// a tk.view when the output is a reshape of it). Program metadata: `tk.num_inputs` and
+// a tk.view when the output is a reshape of it). With target=cuda, what cuBLASLt computes of a
+// GEMM's epilogue (matchGemmEpilogue: a bias vector, then ReLU or tanh GELU) becomes tk.gemm's
+// `bias` and `activation`, and the epilogue kernel starts from that value. Program metadata: `tk.num_inputs` and
 // `tk.arg_names` (taken from @main's `tk.arg_names`, else `tcc.input_names`/`tcc.output_names`,
 // else input<i>/output<i>).
 //
@@ -19,6 +21,7 @@
 #include "KernelEmitter.h"
 
 #include "tcc/IR/TkDialect.h"
+#include "tcc/Passes/GemmEpilogue.h"
 #include "tcc/Passes/Passes.h"
 
 #include "mlir/IR/Dominance.h"
@@ -71,14 +74,19 @@ SmallVector<BlockArgument> readArguments(Block &body, ValueRange roots, Value st
 
 class ProgramBuilder {
 public:
-  ProgramBuilder(ModuleOp module, func::FuncOp graph)
-      : module_(module), graph_(graph), symbols_(module), b_(module.getContext()) {}
+  ProgramBuilder(ModuleOp module, func::FuncOp graph, Target target)
+      : module_(module), graph_(graph), target_(target), symbols_(module),
+        b_(module.getContext()) {}
 
   LogicalResult run();
 
 private:
   Value bufferOf(Value tensor);
-  Value constantBuffer(ConstantOp c);
+  Value constantBuffer(ConstantOp c) { return constantBuffer(c.getLoc(), c.getValue()); }
+  /// A private constant global holding `value` (its shape and element type).
+  Value constantBuffer(Location loc, ElementsAttr value);
+  /// The [N] buffer of a GEMM's bias: `source` as matchGemmEpilogue found it in fusion `f`.
+  Value gemmBias(FusionOp f, Value source, int64_t n);
   Value alloc(Value tensor) { return b_.create<tk::AllocOp>(loc(tensor), memrefOf(tensor), nullptr); }
   Location loc(Value v) { return v.getDefiningOp() ? v.getDefiningOp()->getLoc() : graph_.getLoc(); }
 
@@ -94,6 +102,7 @@ private:
 
   ModuleOp module_;
   func::FuncOp graph_, program_;
+  Target target_;
   SymbolTable symbols_;
   OpBuilder b_;
   DenseMap<Value, Value> buffers_;           // graph tensor -> program memref
@@ -102,18 +111,36 @@ private:
   int kernels_ = 0, constants_ = 0;
 };
 
-Value ProgramBuilder::constantBuffer(ConstantOp c) {
+Value ProgramBuilder::constantBuffer(Location loc, ElementsAttr value) {
   OpBuilder mb(module_.getContext());
   mb.setInsertionPointToStart(module_.getBody());
   std::string name = "__tcc_constant_" + std::to_string(constants_++);
   while (symbols_.lookup(name))
     name = "__tcc_constant_" + std::to_string(constants_++);
-  auto type = memrefOf(c.getResult());
-  auto global = mb.create<memref::GlobalOp>(c.getLoc(), name, mb.getStringAttr("private"), type,
-                                            c.getValue(), /*constant=*/true,
+  auto shaped = cast<ShapedType>(value.getType());
+  auto type = MemRefType::get(shaped.getShape(), shaped.getElementType());
+  auto global = mb.create<memref::GlobalOp>(loc, name, mb.getStringAttr("private"), type, value,
+                                            /*constant=*/true,
                                             mb.getI64IntegerAttr(tk::kBufferAlignment));
   symbols_.insert(global);
-  return b_.create<memref::GetGlobalOp>(c.getLoc(), type, global.getSymName());
+  return b_.create<memref::GetGlobalOp>(loc, type, global.getSymName());
+}
+
+Value ProgramBuilder::gemmBias(FusionOp f, Value source, int64_t n) {
+  Type e = tensorType(source).getElementType();
+  auto type = MemRefType::get({n}, e);
+  if (auto a = dyn_cast<BlockArgument>(source); a && a.getOwner() == &f.getBody().front()) {
+    // N elements in row-major order (matchGemmEpilogue checked): the same bytes seen as [N].
+    Value buffer = fusionArgBuffers_.lookup(a);
+    return buffer.getType() == type ? buffer : b_.create<tk::ViewOp>(f.getLoc(), type, buffer);
+  }
+  // A splat constant cloned into the fusion: every column gets its value.
+  std::optional<double> value = splatFloatValue(source);
+  if (!value)
+    throw LoweringError{source.getDefiningOp() ? source.getDefiningOp() : f.getOperation(),
+                        "a GEMM bias must be a fusion input or a splat constant"};
+  auto tensor = RankedTensorType::get({n}, e);
+  return constantBuffer(f.getLoc(), DenseElementsAttr::get(tensor, FloatAttr::get(e, *value)));
 }
 
 Value ProgramBuilder::bufferOf(Value tensor) {
@@ -256,7 +283,14 @@ void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
     return;
   }
 
+  // What the library computes: its result, or for a GEMM the end of the part of its epilogue
+  // the target's library computes (the same matcher -tcc-fuse used to build the fusion).
   Value result = lib->getResult(0);
+  GemmEpilogue gemmEpilogue;
+  if (auto m = dyn_cast<MatmulOp>(lib)) {
+    gemmEpilogue = matchGemmEpilogue(m, target_, [&](Operation *op) { return op->getBlock() == &body; });
+    result = gemmEpilogue.result;
+  }
   // Where the library writes: its own yield, else in place in an epilogue result of its type.
   Value target;
   if (auto it = llvm::find(yields, result); it != yields.end())
@@ -272,7 +306,11 @@ void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
       throw LoweringError{m, "a library GEMM must be f32 or f64"};
     bool ta, tb;
     Value a = gemmOperand(f, m.getLhs(), ta), bb = gemmOperand(f, m.getRhs(), tb);
-    b_.create<tk::GemmOp>(m.getLoc(), a, bb, target, ta, tb, APFloat(1.0), APFloat(0.0));
+    Value bias;
+    if (gemmEpilogue.bias)
+      bias = gemmBias(f, gemmEpilogue.bias, tensorType(m.getResult()).getShape().back());
+    b_.create<tk::GemmOp>(m.getLoc(), a, bb, target, bias, ta, tb, APFloat(1.0), APFloat(0.0),
+                          gemmEpilogue.activation);
   } else {
     auto c = cast<ConvOp>(lib);
     if (!isLibraryConv(c))
@@ -464,7 +502,13 @@ struct LowerToKernelsPass : impl::LowerToKernelsBase<LowerToKernelsPass> {
           << graphs.size();
       return signalPassFailure();
     }
-    if (failed(ProgramBuilder(module, graphs[0]).run()))
+    std::optional<Target> t = parseTarget(target);
+    if (!t) {
+      module.emitError("-tcc-lower-to-kernels: unknown target '") << target
+                                                                  << "' (expected cpu or cuda)";
+      return signalPassFailure();
+    }
+    if (failed(ProgramBuilder(module, graphs[0], *t).run()))
       signalPassFailure();
   }
 };

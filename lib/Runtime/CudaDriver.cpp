@@ -144,8 +144,30 @@ const Outcome &outcome() {
 
 std::string CudaDriver::describe(CUresult result) const {
   const char *name = nullptr, *text = nullptr;
-  if (!cuGetErrorName || cuGetErrorName(result, &name) != CUDA_SUCCESS || !name)
+  if (!cuGetErrorName || cuGetErrorName(result, &name) != CUDA_SUCCESS || !name) {
+    // Drivers that cannot start cannot name their errors either (a stub libcuda answers every
+    // call, cuGetErrorName included, with CUDA_ERROR_STUB_LIBRARY): name the ones that say why
+    // CUDA is unusable (cuda.h's values; the texts paraphrase its descriptions).
+    struct Known {
+      CUresult code;
+      const char *text;
+    };
+    static const Known known[] = {
+        {3, "CUDA_ERROR_NOT_INITIALIZED (initialization error)"},
+        {34, "CUDA_ERROR_STUB_LIBRARY (the loaded CUDA driver is a stub library)"},
+        {46, "CUDA_ERROR_DEVICE_UNAVAILABLE (CUDA-capable device(s) unavailable)"},
+        {100, "CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected)"},
+        {802, "CUDA_ERROR_SYSTEM_NOT_READY (system not yet initialized)"},
+        {803, "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH (system has unsupported display driver / cuda "
+              "driver combination)"},
+        {804, "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE (forward compatibility was attempted "
+              "on non supported HW)"},
+    };
+    for (const Known &k : known)
+      if (k.code == result)
+        return k.text;
     return "CUDA error " + std::to_string(result);
+  }
   std::string out = name;
   if (cuGetErrorString && cuGetErrorString(result, &text) == CUDA_SUCCESS && text)
     out += std::string(" (") + text + ")";

@@ -28,6 +28,7 @@
 #include <functional>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace tcc::rt;
@@ -608,6 +609,32 @@ TEST_F(OnDevice, Properties) {
   EXPECT_NO_THROW(device->makeCurrent());
 }
 
+TEST_F(OnDevice, EveryEntryPointMakesTheContextCurrent) {
+  // A fresh thread has no current context: each entry point, first on its thread, sets it.
+  auto onFreshThread = [](const std::function<void()> &work) {
+    std::string error;
+    std::thread worker([&] {
+      try {
+        work();
+      } catch (const std::exception &e) {
+        error = e.what();
+      }
+    });
+    worker.join();
+    return error;
+  };
+  EXPECT_EQ(
+      onFreshThread([&] { device->allocator().deallocate(device->allocator().allocate(64)); }), "");
+  EXPECT_EQ(onFreshThread([&] { PinnedBuffer(*device).reserve(64); }), "");
+  EXPECT_EQ(onFreshThread([&] { CudaStream(*device).synchronize(); }), "");
+  EXPECT_EQ(onFreshThread([&] { CudaEvent(*device).synchronize(); }), "");
+  EXPECT_EQ(onFreshThread([&] {
+              CudaModule module(*device, {}, {code("compute_80", std::string(kAxpyPtx))});
+              module.function("tcc_test_axpy");
+            }),
+            "");
+}
+
 TEST_F(OnDevice, CopiesRoundTrip) {
   CudaStream stream(*device);
   CachingAllocator &alloc = device->allocator();
@@ -962,6 +989,20 @@ TEST(CudaDriverLoad, LibraryWithoutTheDriverApi) {
   EXPECT_FALSE(cudaAvailable(&reason));
   EXPECT_EQ(reason, std::string("no usable CUDA GPU/driver: ") + TCC_FAKE_CUDA_TEST_KERNELS +
                         " ($TCC_CUDA_DRIVER) lacks cuInit");
+}
+
+TEST(CudaDriverLoad, StubDriver) {
+#ifdef TCC_CUDA_STUB_DRIVER
+  std::string why = configure("stub", [] { setenv("TCC_CUDA_DRIVER", TCC_CUDA_STUB_DRIVER, 1); });
+  if (!why.empty())
+    GTEST_SKIP() << why;
+  std::string reason;
+  EXPECT_FALSE(cudaAvailable(&reason));
+  EXPECT_EQ(reason, "no usable CUDA GPU/driver: cuInit failed: CUDA_ERROR_STUB_LIBRARY (the "
+                    "loaded CUDA driver is a stub library)");
+#else
+  GTEST_SKIP() << "no CUDA toolkit stub libcuda was found at configure time";
+#endif
 }
 
 TEST(CudaDriverLoad, NoDevice) {

@@ -10,6 +10,7 @@
 #include "mlir/Interfaces/ViewLikeInterface.h"
 
 #include "tcc/IR/TkDialect.h.inc"
+#include "tcc/IR/TkEnums.h.inc"
 
 #define GET_OP_CLASSES
 #include "tcc/IR/TkOps.h.inc"

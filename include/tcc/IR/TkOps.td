@@ -20,6 +20,7 @@
 #define TCC_TK_OPS_TD
 
 include "tcc/IR/TccBase.td"
+include "tcc/IR/TkEnums.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/BuiltinAttributes.td"
 include "mlir/Interfaces/ViewLikeInterface.td"
@@ -218,18 +219,29 @@ def Tk_LaunchOp : Tk_Op<"launch", [DeclareOpInterfaceMethods<SymbolUserOpInterfa
 }
 
 def Tk_GemmOp : Tk_Op<"gemm"> {
-  let summary = "library GEMM: c = alpha * op(a) x op(b) + beta * c, batched";
+  let summary = "library GEMM: c = act(alpha * op(a) x op(b) + beta * c + bias), batched";
   let description = [{
     Shapes [batch..., M, K] x [batch..., K, N] -> [batch..., M, N] (before transposition when
     `trans_a`/`trans_b` say the operand is stored [.., K, M] / [.., N, K]). Every operand has the
     same rank; a batch dim of size 1 in `a` or `b` broadcasts. Element type f32 or f64.
+
+    The epilogue: `bias` (optional, c's element type, shape [N]) is added to every row of every
+    batch (bias[n] to c[..., m, n]), then `activation` is applied to each element (none;
+    relu: max(x, 0); gelu_tanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))). Only targets
+    whose GEMM library computes these get them (tcc/Passes/GemmEpilogue.h); the CPU runtime
+    refuses a GEMM with an epilogue.
   }];
   let arguments = (ins Arg<Tk_Buffer, "", [MemRead]>:$a, Arg<Tk_Buffer, "", [MemRead]>:$b,
                    Arg<Tk_Buffer, "", [MemRead, MemWrite]>:$c,
+                   Arg<Optional<Tk_Buffer>, "", [MemRead]>:$bias,
                    UnitAttr:$trans_a, UnitAttr:$trans_b,
                    DefaultValuedAttr<F64Attr, "1.0">:$alpha,
-                   DefaultValuedAttr<F64Attr, "0.0">:$beta);
-  let assemblyFormat = "$a `,` $b `,` $c attr-dict `:` type($a) `,` type($b) `,` type($c)";
+                   DefaultValuedAttr<F64Attr, "0.0">:$beta,
+                   DefaultValuedAttr<Tk_GemmActivation, "::tcc::tk::GemmActivation::None">:$activation);
+  let assemblyFormat = [{
+    $a `,` $b `,` $c (`bias` `(` $bias^ `:` type($bias) `)`)? (`activation` $activation^)?
+    attr-dict `:` type($a) `,` type($b) `,` type($c)
+  }];
   let hasVerifier = 1;
 }
 

@@ -31,11 +31,15 @@ def Fuse : Pass<"tcc-fuse", "mlir::func::FuncOp"> {
   let description = [{
     See lib/Passes/Fuse.cpp: vertical and horizontal fusion of pointwise ops and reductions,
     epilogues kept with GEMMs and convolutions. Legality and profitability are decided in one
-    place; with `explain`, every decision is reported as a remark with its reason.
+    place; with `explain`, every decision is reported as a remark with its reason. `target`
+    says which GEMM epilogues the library computes itself (tcc/Passes/GemmEpilogue.h).
   }];
   let options = [
     Option<"explain", "explain", "bool", /*default=*/"false",
-           "report every fusion decision and its reason as a remark">
+           "report every fusion decision and its reason as a remark">,
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
+           "the device compiled for (cpu, cuda): which GEMM epilogues its library computes "
+           "(tcc/Passes/GemmEpilogue.h)">
   ];
 }
 
@@ -45,8 +49,15 @@ def LowerToKernels : Pass<"tcc-lower-to-kernels", "mlir::ModuleOp"> {
     Each tcc.fusion becomes a `tk.kernel` function (a loop nest) launched by the program, or a
     library call (tk.gemm, tk.conv, tk.topk) followed by its epilogue kernel. Tensors become
     buffers: graph inputs/outputs are program arguments, constants memref.globals, temporaries
-    tk.alloc, reshapes tk.view.
+    tk.alloc, reshapes tk.view. With `target=cuda`, the part of a GEMM's epilogue that cuBLASLt
+    computes (a bias vector, then ReLU or tanh GELU: tcc/Passes/GemmEpilogue.h) goes into
+    tk.gemm's `bias` and `activation`; only the rest is a generated kernel.
   }];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
+           "the device compiled for (cpu, cuda): which GEMM epilogues its library computes "
+           "(tcc/Passes/GemmEpilogue.h)">
+  ];
   let dependentDialects = ["tcc::tk::TkDialect", "mlir::memref::MemRefDialect"];
 }
 

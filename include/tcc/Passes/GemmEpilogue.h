@@ -1,0 +1,103 @@
+//===- GemmEpilogue.h - What each target's GEMM library computes after the product -===//
+//
+// THE one table of GEMM epilogues: which element-wise work after a matrix product the GEMM
+// library of a target computes itself (tk.gemm's `bias` and `activation`), and the matcher that
+// finds that work in the graph. -tcc-fuse consults it to build its groups (and to explain them),
+// -tcc-lower-to-kernels to fill tk.gemm; both call matchGemmEpilogue, so they cannot disagree.
+//
+// A library GEMM computes  c = act(alpha * op(a) x op(b) + beta * c + bias)  where bias is a
+// vector with one value per column of c (the same for every row and every batch). What fuses:
+//
+//   target  library   element types  bias  relu  gelu_tanh
+//   cpu     OpenBLAS  f32, f64       -     -     -
+//   cuda    cuBLASLt  f32, f64       yes   yes   yes
+//
+// In the graph (the importer's decompositions, frontend/onnx/ops/):
+//   bias      y + B or B + y, B read at [col] only: an [N] vector (ONNX Gemm's C of shape [N] or
+//             [1, N], PyTorch's Linear bias) broadcast over rows and batch dims, of y's element
+//             type, held in its own buffer (a fusion input) or a splat constant;
+//   relu      max(x, 0) or max(0, x) (ONNX Relu);
+//   gelu_tanh 0.5 * x * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x^3))) with the products
+//             and sums in any order (ONNX Gelu approximate="tanh", PyTorch's decomposed
+//             gelu(approximate="tanh"); x^3 may be pow(x, 3)); constants within 1e-6 relative.
+// in this order: bias, then at most one activation (cuBLASLt's RELU, GELU, RELU_BIAS, GELU_BIAS
+// epilogues). The rest of an epilogue stays in a generated kernel that reads what the GEMM wrote.
+//
+// Deliberately not fused:
+//  * erf GELU (ONNX Gelu's default, PyTorch's nn.GELU()): CUBLASLT_EPILOGUE_GELU is the tanh
+//    approximation. NVIDIA's cuBLASLt documentation only says "x := GELU(x)"; the PyTorch op that
+//    dispatches to it (aten._addmm_activation with use_gelu, CUBLASLT_EPILOGUE_GELU_BIAS) is
+//    defined by its decomposition as gelu(approximate="tanh") on CUDA, and XLA names the same
+//    epilogue "BiasThenGeLUApproximate". The two GELUs differ by up to ~4.7e-4, too much to swap.
+//  * A bias that varies along rows or batches ([M, N], [B, 1, N]): cuBLASLt's bias is one vector
+//    per column (a batch stride exists, but the artifact's Gemm has no field for it), so batched
+//    GEMMs fuse a bias only when it is the same for every batch.
+//  * A bias of another element type or reached through any computation (a cast, a scale: ONNX
+//    Gemm's beta != 1): cuBLASLt takes the bias as a plain vector of the output's type.
+//  * Any value of the chain that is also read elsewhere (the product before its bias, say): the
+//    library overwrites it, so the chain stops before it.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "tcc/IR/TccDialect.h"
+#include "tcc/IR/TkDialect.h"
+
+#include "llvm/ADT/STLFunctionalExtras.h"
+
+#include <optional>
+#include <string>
+
+namespace tcc {
+
+/// The device the passes compile for (their `target` option).
+enum class Target { Cpu, Cuda };
+
+/// "cpu" / "cuda"; std::nullopt for anything else.
+std::optional<Target> parseTarget(llvm::StringRef name);
+llvm::StringRef targetName(Target target);
+
+/// One row of the table above.
+struct GemmEpilogueSupport {
+  llvm::StringRef library; // "OpenBLAS", "cuBLASLt"
+  bool bias = false;
+  bool relu = false;
+  bool geluTanh = false;
+  bool any() const { return bias || relu || geluTanh; }
+};
+
+/// What `target`'s GEMM library fuses for products of `elementType`.
+GemmEpilogueSupport gemmEpilogueSupport(Target target, mlir::Type elementType);
+
+/// The part of a matmul's consumers that the library computes.
+struct GemmEpilogue {
+  /// The value holding the bias (null: none). Not one of `ops`: a fusion input, a function
+  /// argument, another kernel's result or a constant; when it is not a splat constant, its N
+  /// elements in row-major order are the bias (view it as [N]).
+  mlir::Value bias;
+  tk::GemmActivation activation = tk::GemmActivation::None;
+  /// What the GEMM computes with this epilogue: the last value of the chain (the matmul's own
+  /// result when nothing fused). Only this value of the chain may be read by other ops.
+  mlir::Value result;
+  /// The ops the library computes (the bias add, the activation's ops), in chain order.
+  llvm::SmallVector<mlir::Operation *> ops;
+  /// Why the chain stops where it does, when something follows it that looks like an epilogue
+  /// (a bias of the wrong shape, an erf GELU, ...); empty otherwise.
+  std::string stop;
+
+  bool empty() const { return ops.empty(); }
+  /// "bias", "relu", "bias+gelu_tanh", ...
+  std::string describe() const;
+};
+
+/// The longest prefix of the element-wise work on `matmul`'s result that `target`'s library
+/// computes (see the table above). `inKernel(op)` says whether an op may be computed with the
+/// GEMM: fusion looks at the graph (any pointwise op), the lowering at one fusion's body. Every
+/// value of the chain but its result must be read only by the chain's own ops.
+GemmEpilogue matchGemmEpilogue(MatmulOp matmul, Target target,
+                               llvm::function_ref<bool(mlir::Operation *)> inKernel);
+
+/// The splat value of `v` when it is a splat float constant (possibly broadcast).
+std::optional<double> splatFloatValue(mlir::Value v);
+
+} // namespace tcc

@@ -1,0 +1,315 @@
+//===- GemmEpilogue.cpp - What each target's GEMM library computes after the product -===//
+//
+// See tcc/Passes/GemmEpilogue.h (the table, and what deliberately does not fuse).
+//
+//===----------------------------------------------------------------------===//
+#include "tcc/Passes/GemmEpilogue.h"
+
+#include "FusionUtils.h"
+
+#include "mlir/IR/Matchers.h"
+#include "llvm/ADT/SetVector.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace tcc::fusion;
+
+namespace tcc {
+
+std::optional<Target> parseTarget(StringRef name) {
+  if (name == "cpu")
+    return Target::Cpu;
+  if (name == "cuda")
+    return Target::Cuda;
+  return std::nullopt;
+}
+
+StringRef targetName(Target target) { return target == Target::Cpu ? "cpu" : "cuda"; }
+
+GemmEpilogueSupport gemmEpilogueSupport(Target target, Type elementType) {
+  bool gemmType = elementType.isF32() || elementType.isF64();
+  switch (target) {
+  case Target::Cpu:
+    return {"OpenBLAS"};
+  case Target::Cuda:
+    if (!gemmType)
+      return {"cuBLASLt"};
+    return {"cuBLASLt", /*bias=*/true, /*relu=*/true, /*geluTanh=*/true};
+  }
+  return {};
+}
+
+std::string GemmEpilogue::describe() const {
+  std::string s = bias ? "bias" : "";
+  if (activation != tk::GemmActivation::None)
+    s += (s.empty() ? "" : "+") + tk::stringifyGemmActivation(activation).str();
+  return s;
+}
+
+std::optional<double> splatFloatValue(Value v) {
+  while (true) {
+    if (auto b = v.getDefiningOp<BroadcastInDimOp>())
+      v = b.getX();
+    else if (auto r = v.getDefiningOp<ReshapeOp>())
+      v = r.getX();
+    else
+      break;
+  }
+  DenseElementsAttr attr;
+  if (!matchPattern(v, m_Constant(&attr)) || !attr.isSplat() ||
+      !isa<FloatType>(attr.getElementType()))
+    return std::nullopt;
+  APFloat value = attr.getSplatValue<APFloat>();
+  bool losesInfo;
+  value.convert(APFloat::IEEEdouble(), APFloat::rmNearestTiesToEven, &losesInfo);
+  return value.convertToDouble();
+}
+
+namespace {
+
+/// Is `v` a splat float constant within 1e-6 (relative) of `expected`?
+bool isSplatOf(Value v, double expected) {
+  std::optional<double> s = splatFloatValue(v);
+  return s && std::abs(*s - expected) <= 1e-6 * std::abs(expected);
+}
+
+class Matcher {
+public:
+  Matcher(function_ref<bool(Operation *)> inKernel) : inKernel_(inKernel) {}
+
+  /// If `b`, added to a product of shape `shape`, is a bias vector: the value holding it.
+  Value biasSource(Value b, ArrayRef<int64_t> shape, Type elementType, std::string &why);
+  /// If `out` is the tanh GELU of `x`: adds its ops to `ops`.
+  bool matchGeluTanh(Value out, Value x, llvm::SetVector<Operation *> &ops);
+  /// Is every user of `v` one of `ops`?
+  static bool usedOnlyBy(Value v, const llvm::SetVector<Operation *> &ops) {
+    return llvm::all_of(v.getUsers(), [&](Operation *u) { return ops.contains(u); });
+  }
+  template <typename OpT> OpT opInKernel(Value v) {
+    auto op = v.getDefiningOp<OpT>();
+    return op && inKernel_(op) ? op : OpT();
+  }
+  bool reachesErf(Value x, int depth);
+
+private:
+  /// The factors of a product tree of tcc.binary mul ops (in the kernel), not looking into `x`.
+  void factors(Value v, Value x, SmallVectorImpl<Value> &out, llvm::SetVector<Operation *> &ops);
+
+  function_ref<bool(Operation *)> inKernel_;
+};
+
+Value Matcher::biasSource(Value b, ArrayRef<int64_t> shape, Type elementType, std::string &why) {
+  // Follow the index remaps that broadcast the vector (the same function the kernels use).
+  Index idx = spaceIndex(b.getContext(), shape);
+  Value v = b;
+  while (Operation *op = v.getDefiningOp()) {
+    if (!inKernel_(op) || !isa<BroadcastInDimOp, ReshapeOp, TransposeOp>(op))
+      break;
+    std::optional<Index> sub = affineOperandIndex(op, 0, idx);
+    if (!sub)
+      break;
+    idx = simplify(*sub, shape.size());
+    v = op->getOperand(0);
+  }
+  (void)elementType; // index remaps keep it: the vector has the product's element type
+  if (splatFloatValue(v))
+    return v; // every column gets the same value: the lowering makes an [N] constant of it
+  if (Operation *d = v.getDefiningOp(); d && inKernel_(d)) {
+    why = "the added vector is computed in the kernel (" + d->getName().getStringRef().str() +
+          "): the library takes a plain vector of the output's type";
+    return {};
+  }
+  int64_t rank = shape.size(), n = shape.back();
+  std::optional<SmallVector<int64_t>> dims = asProjection(idx, shape, shapeOf(v));
+  if (!dims) {
+    why = "the added tensor is not read at the column alone";
+    return {};
+  }
+  for (int64_t d : *dims)
+    if (d != -1 && d != rank - 1) {
+      why = "the added tensor varies along " +
+            std::string(d == rank - 2 ? "rows" : "batches") +
+            " (the library adds one vector per column, the same for every row and batch)";
+      return {};
+    }
+  if (tensorType(v).getNumElements() != n) { // one value for every column, not a constant
+    why = "the added value is one scalar, not a vector of one value per column";
+    return {};
+  }
+  return v; // a projection onto the column dim alone: its N elements in order
+
+}
+
+void Matcher::factors(Value v, Value x, SmallVectorImpl<Value> &out,
+                      llvm::SetVector<Operation *> &ops) {
+  auto mul = v == x ? BinaryOp() : opInKernel<BinaryOp>(v);
+  if (!mul || mul.getKind() != BinaryKind::Mul) {
+    out.push_back(v);
+    return;
+  }
+  ops.insert(mul);
+  factors(mul.getLhs(), x, out, ops);
+  factors(mul.getRhs(), x, out, ops);
+}
+
+bool Matcher::matchGeluTanh(Value out, Value x, llvm::SetVector<Operation *> &ops) {
+  // out = 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))), any order of the factors.
+  constexpr double kHalf = 0.5, kOne = 1.0, kSqrt2OverPi = 0.7978845608028654, kCubic = 0.044715;
+  SmallVector<Value> outer;
+  factors(out, x, outer, ops);
+  if (outer.size() != 3)
+    return false;
+  auto take = [](SmallVectorImpl<Value> &list, function_ref<bool(Value)> pred) {
+    auto it = llvm::find_if(list, pred);
+    if (it == list.end())
+      return Value();
+    Value v = *it;
+    list.erase(it);
+    return v;
+  };
+  auto isX = [&](Value v) { return v == x; };
+  if (!take(outer, isX) || !take(outer, [&](Value v) { return isSplatOf(v, kHalf); }))
+    return false;
+  // 1 + tanh(inner)
+  auto onePlus = opInKernel<BinaryOp>(outer[0]);
+  if (!onePlus || onePlus.getKind() != BinaryKind::Add)
+    return false;
+  ops.insert(onePlus);
+  Value t = isSplatOf(onePlus.getLhs(), kOne) ? onePlus.getRhs() : onePlus.getLhs();
+  if (!isSplatOf(t == onePlus.getLhs() ? onePlus.getRhs() : onePlus.getLhs(), kOne))
+    return false;
+  auto tanh = opInKernel<UnaryOp>(t);
+  if (!tanh || tanh.getKind() != UnaryKind::Tanh)
+    return false;
+  ops.insert(tanh);
+  // inner = sqrt(2/pi) * (x + 0.044715 * x^3)
+  SmallVector<Value> inner;
+  factors(tanh.getX(), x, inner, ops);
+  if (inner.size() != 2 || !take(inner, [&](Value v) { return isSplatOf(v, kSqrt2OverPi); }))
+    return false;
+  auto sum = opInKernel<BinaryOp>(inner[0]);
+  if (!sum || sum.getKind() != BinaryKind::Add)
+    return false;
+  ops.insert(sum);
+  Value cubic = sum.getLhs() == x ? sum.getRhs() : sum.getLhs();
+  if ((sum.getLhs() == x) == (sum.getRhs() == x))
+    return false;
+  // 0.044715 * x * x * x, where x^3 may be pow(x, 3)
+  SmallVector<Value> terms;
+  factors(cubic, x, terms, ops);
+  if (!take(terms, [&](Value v) { return isSplatOf(v, kCubic); }))
+    return false;
+  int xs = 0;
+  for (Value v : terms) {
+    if (v == x) {
+      ++xs;
+      continue;
+    }
+    auto pow = opInKernel<BinaryOp>(v);
+    if (!pow || pow.getKind() != BinaryKind::Pow || pow.getLhs() != x ||
+        !isSplatOf(pow.getRhs(), 3.0))
+      return false;
+    ops.insert(pow);
+    xs += 3;
+  }
+  return xs == 3;
+}
+
+bool Matcher::reachesErf(Value x, int depth) {
+  if (depth == 0)
+    return false;
+  for (Operation *u : x.getUsers()) {
+    if (!inKernel_(u) || u->getNumResults() != 1)
+      continue;
+    if (auto un = dyn_cast<UnaryOp>(u); un && un.getKind() == UnaryKind::Erf)
+      return true;
+    if (reachesErf(u->getResult(0), depth - 1))
+      return true;
+  }
+  return false;
+}
+
+} // namespace
+
+GemmEpilogue matchGemmEpilogue(MatmulOp matmul, Target target,
+                               function_ref<bool(Operation *)> inKernel) {
+  GemmEpilogue ep;
+  Value y = matmul.getResult();
+  ep.result = y;
+  auto type = tensorType(y);
+  GemmEpilogueSupport support = gemmEpilogueSupport(target, type.getElementType());
+  if (!support.any())
+    return ep;
+  Matcher m(inKernel);
+  Value x = y;
+
+  // The bias: y + B or B + y, y read by nothing else.
+  if (support.bias && y.hasOneUse()) {
+    auto add = dyn_cast<BinaryOp>(*y.getUsers().begin());
+    if (add && inKernel(add) && add.getKind() == BinaryKind::Add && add.getLhs() != add.getRhs()) {
+      Value other = add.getLhs() == y ? add.getRhs() : add.getLhs();
+      if (Value source = m.biasSource(other, type.getShape(), type.getElementType(), ep.stop)) {
+        ep.bias = source;
+        ep.ops.push_back(add);
+        x = add.getResult();
+      } else {
+        return ep; // the activation would come after an add the library cannot do
+      }
+    }
+  }
+
+  // The activation, on x read by nothing else.
+  if (support.relu && x.hasOneUse()) {
+    auto max = dyn_cast<BinaryOp>(*x.getUsers().begin());
+    if (max && inKernel(max) && max.getKind() == BinaryKind::Max) {
+      Value other = max.getLhs() == x ? max.getRhs() : max.getLhs();
+      if (other != x && isSplatOf(other, 0.0)) {
+        ep.activation = tk::GemmActivation::Relu;
+        ep.ops.push_back(max);
+        ep.result = max.getResult();
+        return ep;
+      }
+    }
+  }
+  if (support.geluTanh && !x.use_empty()) {
+    // The GELU's output is a product at most 7 ops below x (through the cube's products).
+    llvm::SetVector<Operation *> reached;
+    SmallVector<std::pair<Value, int>> work{{x, 0}};
+    while (!work.empty()) {
+      auto [v, depth] = work.pop_back_val();
+      if (depth == 8)
+        continue;
+      for (Operation *u : v.getUsers())
+        if (inKernel(u) && u->getNumResults() == 1 && reached.insert(u))
+          work.push_back({u->getResult(0), depth + 1});
+    }
+    for (Operation *candidate : reached) {
+      auto mul = dyn_cast<BinaryOp>(candidate);
+      if (!mul || mul.getKind() != BinaryKind::Mul)
+        continue;
+      llvm::SetVector<Operation *> ops;
+      if (!m.matchGeluTanh(mul.getResult(), x, ops))
+        continue;
+      // Only the GELU's output may be read outside it.
+      bool closed = Matcher::usedOnlyBy(x, ops) && llvm::all_of(ops, [&](Operation *op) {
+                      return op == mul || Matcher::usedOnlyBy(op->getResult(0), ops);
+                    });
+      if (!closed)
+        continue;
+      ep.activation = tk::GemmActivation::GeluTanh;
+      // Chain order: the GELU's output last.
+      ops.remove(mul);
+      ep.ops.append(ops.begin(), ops.end());
+      ep.ops.push_back(mul);
+      ep.result = mul.getResult();
+      return ep;
+    }
+  }
+  if (m.reachesErf(x, 3))
+    ep.stop = "an erf GELU follows: the library's GELU is the tanh approximation";
+  ep.result = x;
+  return ep;
+}
+
+} // namespace tcc
