@@ -174,9 +174,27 @@ void Writer::addStep(Operation *op) {
     auto step = fb::CreateKernelLaunch(fbb_, kernelFor(l.getCallee()), argsVec);
     launch = fb::CreateLaunch(fbb_, fb::Step_KernelLaunch, step.Union());
   } else if (auto g = dyn_cast<tk::GemmOp>(op)) {
+    // The epilogue (bias, activation) is computed by cuBLASLt; the CPU lowering never makes one
+    // (tcc/Passes/GemmEpilogue.h) and the CPU runtime refuses it.
+    bool hasBias = static_cast<bool>(g.getBias());
+    if ((hasBias || g.getActivation() != tk::GemmActivation::None) && contents_.device != "cuda")
+      throw Error("artifact: a tk.gemm with a bias or activation epilogue in a '" +
+                  contents_.device + "' program (only CUDA's cuBLASLt computes them)");
+    fb::GemmActivation activation = fb::GemmActivation_None;
+    switch (g.getActivation()) {
+    case tk::GemmActivation::None:
+      break;
+    case tk::GemmActivation::Relu:
+      activation = fb::GemmActivation_Relu;
+      break;
+    case tk::GemmActivation::GeluTanh:
+      activation = fb::GemmActivation_GeluTanh;
+      break;
+    }
+    uint32_t bias = hasBias ? bufferFor(g.getBias()) : 0;
     auto step = fb::CreateGemm(fbb_, bufferFor(g.getA()), bufferFor(g.getB()), bufferFor(g.getC()),
                                g.getTransA(), g.getTransB(), g.getAlpha().convertToDouble(),
-                               g.getBeta().convertToDouble());
+                               g.getBeta().convertToDouble(), hasBias, bias, activation);
     launch = fb::CreateLaunch(fbb_, fb::Step_Gemm, step.Union());
     ++externCalls_;
   } else if (auto c = dyn_cast<tk::ConvOp>(op)) {
