@@ -129,9 +129,9 @@ uint32_t alignmentOf(uint64_t x) {
 
 } // namespace
 
-CublasLtGemm::CublasLtGemm(const CublasLtHandle &handle, const GemmGeometry &g,
-                           GemmActivation act, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
-                           CUdeviceptr bias, size_t workspaceBytes, const std::string &what)
+CublasLtGemm::CublasLtGemm(const CublasLtHandle &handle, const GemmGeometry &g, GemmActivation act,
+                           CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, CUdeviceptr bias,
+                           size_t workspaceBytes, const std::string &what)
     : handle_(handle), what_(what), workspaceBytes_(workspaceBytes) {
   const CublasLt &lt = handle.library();
   int dataType, computeType, scaleType;
@@ -155,8 +155,8 @@ CublasLtGemm::CublasLtGemm(const CublasLtHandle &handle, const GemmGeometry &g,
   scale64_ = scaleType == CUDA_R_64F;
   alpha64_ = g.alpha, beta64_ = g.beta;
   alpha32_ = (float)g.alpha, beta32_ = (float)g.beta;
-  for (auto [name, v] : std::initializer_list<std::pair<const char *, int64_t>>{
-           {"M", g.m}, {"N", g.n}, {"K", g.k}})
+  for (auto [name, v] :
+       std::initializer_list<std::pair<const char *, int64_t>>{{"M", g.m}, {"N", g.n}, {"K", g.k}})
     if (v > INT32_MAX)
       throw Error(what + ": " + name + " = " + std::to_string(v) +
                   " exceeds cuBLASLt's 32-bit dimensions");
@@ -218,11 +218,9 @@ CublasLtGemm::CublasLtGemm(const CublasLtHandle &handle, const GemmGeometry &g,
            what + ": cublasLtMatmulDescCreate");
   int32_t transA = g.transB ? CUBLAS_OP_T : CUBLAS_OP_N; // cuBLASLt's A is tcc's b
   int32_t transB = g.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
-  set(lt.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &transA,
-                                        sizeof transA),
+  set(lt.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &transA, sizeof transA),
       "TRANSA");
-  set(lt.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &transB,
-                                        sizeof transB),
+  set(lt.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &transB, sizeof transB),
       "TRANSB");
   uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   switch (act) {
@@ -290,9 +288,9 @@ CublasLtGemm::CublasLtGemm(const CublasLtHandle &handle, const GemmGeometry &g,
       "MAX_WORKSPACE_BYTES");
   for (auto [attribute, bits] : std::initializer_list<std::pair<int, uint64_t>>{
            {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, aBits},
-                                 {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, bBits},
-                                 {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, cBits},
-                                 {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, cBits}}) {
+           {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, bBits},
+           {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, cBits},
+           {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, cBits}}) {
     uint32_t alignment = alignmentOf(bits);
     set(lt.cublasLtMatmulPreferenceSetAttribute(pref, attribute, &alignment, sizeof alignment),
         "MIN_ALIGNMENT");
@@ -307,8 +305,8 @@ CublasLtGemm::CublasLtGemm(const CublasLtHandle &handle, const GemmGeometry &g,
     std::string shape = std::string(dtypeName(g.dtype)) + " M=" + std::to_string(g.m) +
                         " N=" + std::to_string(g.n) + " K=" + std::to_string(g.k) +
                         (count > 1 ? " batch=" + std::to_string(count) : "") +
-                        (g.transA ? " a^T" : "") + (g.transB ? " b^T" : "") +
-                        " epilogue " + std::to_string(epilogue);
+                        (g.transA ? " a^T" : "") + (g.transB ? " b^T" : "") + " epilogue " +
+                        std::to_string(epilogue);
     throw Error(what + ": cuBLASLt has no algorithm for this GEMM (" + shape + ", workspace " +
                 std::to_string(workspaceBytes) + " bytes): " +
                 (status != CUBLAS_STATUS_SUCCESS ? lt.describe(status)

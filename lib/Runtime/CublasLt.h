@@ -118,9 +118,8 @@ struct CublasLt {
   cublasStatus_t (*cublasLtMatrixLayoutCreate)(cublasLtMatrixLayout_t *layout, int type,
                                                uint64_t rows, uint64_t cols, int64_t ld);
   cublasStatus_t (*cublasLtMatrixLayoutDestroy)(cublasLtMatrixLayout_t layout);
-  cublasStatus_t (*cublasLtMatrixLayoutSetAttribute)(cublasLtMatrixLayout_t layout,
-                                                     int attribute, const void *value,
-                                                     size_t bytes);
+  cublasStatus_t (*cublasLtMatrixLayoutSetAttribute)(cublasLtMatrixLayout_t layout, int attribute,
+                                                     const void *value, size_t bytes);
   cublasStatus_t (*cublasLtMatmulPreferenceCreate)(cublasLtMatmulPreference_t *pref);
   cublasStatus_t (*cublasLtMatmulPreferenceDestroy)(cublasLtMatmulPreference_t pref);
   cublasStatus_t (*cublasLtMatmulPreferenceSetAttribute)(cublasLtMatmulPreference_t pref,
@@ -175,8 +174,8 @@ public:
   /// `geometry` is the checked shape of the step (makeGemmGeometry; its dtype may also be f16
   /// or bf16 here). `bias` is 0 without a bias. `what` names the step in errors.
   CublasLtGemm(const CublasLtHandle &handle, const GemmGeometry &geometry, GemmActivation act,
-               CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, CUdeviceptr bias,
-               size_t workspaceBytes, const std::string &what);
+               CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, CUdeviceptr bias, size_t workspaceBytes,
+               const std::string &what);
   ~CublasLtGemm();
   CublasLtGemm(const CublasLtGemm &) = delete;
   CublasLtGemm &operator=(const CublasLtGemm &) = delete;

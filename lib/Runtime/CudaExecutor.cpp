@@ -75,9 +75,9 @@ CudaExecutor::CudaExecutor(const Program &program, const LoadOptions &options,
         base = outputs_[b.index];
         break;
       case BufferKind::Constant:
-        base = program.constants_[b.index] ? constants_ + (CUdeviceptr)(program.constants_[b.index] -
-                                                                        program.constantData_)
-                                           : 0;
+        base = program.constants_[b.index]
+                   ? constants_ + (CUdeviceptr)(program.constants_[b.index] - program.constantData_)
+                   : 0;
         break;
       case BufferKind::Arena:
         base = arena_;
@@ -114,10 +114,10 @@ CudaExecutor::CudaExecutor(const Program &program, const LoadOptions &options,
           if (sharedOptIn < 0) {
             CUdevice dev = 0;
             driver.check(driver.cuDeviceGet(&dev, device_.ordinal()), "cuDeviceGet");
-            driver.check(driver.cuDeviceGetAttribute(
-                             &sharedOptIn, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-                             dev),
-                         "querying the device's shared memory per block");
+            driver.check(
+                driver.cuDeviceGetAttribute(
+                    &sharedOptIn, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev),
+                "querying the device's shared memory per block");
           }
           if (l.sharedBytes > (uint32_t)sharedOptIn)
             throw Error(what + ": " + std::to_string(l.sharedBytes) +
@@ -130,7 +130,7 @@ CudaExecutor::CudaExecutor(const Program &program, const LoadOptions &options,
         what += " (gemm)";
         const GemmGeometry &g = s->geometry;
         if (g.m == 0 || g.n == 0 || g.numBatches == 0)
-          continue; // c is empty
+          continue;     // c is empty
         if (g.k == 0) { // the loader allows this only with beta = 0 and no bias: c = act(0) = 0
           ops_.emplace_back(Fill{addresses[s->c], program.buffers_[s->c].bytes});
           continue;
@@ -240,12 +240,13 @@ void CudaExecutor::run(const void *const *inputs, void *const *outputs) {
       driver.check(driver.cuMemcpyHtoDAsync(inputs_[i], staging + inputStaging_[i], bytes, stream),
                    "copying input " + std::to_string(i) + " to the device");
     }
-    if (useGraph_ && !ops_.empty()) {
+    if (useGraph_ && !ops_.empty() && (graph_ || warmedUp_)) {
       if (!graph_)
         graph_ = CudaGraph::capture(*stream_, [&] { enqueueLaunchList(); });
       graph_->launch(*stream_);
     } else {
       enqueueLaunchList();
+      warmedUp_ = true;
     }
     for (size_t i = 0; i < outputs_.size(); ++i) {
       size_t bytes = program_.outputs_[i].bytes;

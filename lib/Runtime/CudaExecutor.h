@@ -17,9 +17,11 @@
 // the pinned buffer, synchronises the stream once and copies the outputs out.
 //
 // With the cuda_graph option the launch list (everything between the input copies and the
-// output copies) is captured into a CUDA graph at the first run and replayed with one
-// cuGraphLaunch on every run, the first included; addresses being fixed, the graph stays valid
-// and the results are identical to plain launches.
+// output copies) is captured into a CUDA graph at the second run and replayed with one
+// cuGraphLaunch on that run and every later one; addresses being fixed, the graph stays valid
+// and the results are identical to plain launches. The first run launches plainly: it warms up
+// what stream capture must not do (the driver's lazy loading of kernels, cuBLASLt's first-call
+// setup), as PyTorch warms up before capturing.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -52,7 +54,7 @@ public:
   CUdeviceptr arena() const { return arena_; }
   /// "cuda:0 NVIDIA H100 80GB HBM3 (sm_90, cubin)" / "(compute_80 PTX, JIT)" / "(no kernels)".
   std::string deviceName() const;
-  /// Whether runs replay a captured graph (the option was given and the first run captured it).
+  /// Whether runs replay a captured graph (the option was given and the second run captured it).
   bool graphCaptured() const { return graph_ != nullptr; }
 
 private:
@@ -78,6 +80,7 @@ private:
   const Program &program_;
   CudaDevice &device_;
   bool useGraph_ = false;
+  bool warmedUp_ = false; // a plain run happened (the graph is captured at the next one)
   std::unique_ptr<CudaStream> stream_;
   std::unique_ptr<PinnedBuffer> pinned_;
   std::unique_ptr<CudaModule> module_;

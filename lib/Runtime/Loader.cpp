@@ -253,7 +253,8 @@ void Program::decodeCudaModule(const fb::CudaModule *module, size_t numKernels) 
       throw Error(what + " is missing");
     std::string arch = ptx->arch() ? ptx->arch()->str() : "";
     if (!wellFormedArch(arch, "compute_"))
-      throw Error(what + " has arch '" + arch + "', expected compute_<digits>[a] (e.g. compute_80)");
+      throw Error(what + " has arch '" + arch +
+                  "', expected compute_<digits>[a] (e.g. compute_80)");
     if (!ptx->ptx() || ptx->ptx()->size() == 0)
       throw Error(what + " (" + arch + ") is empty");
     std::string text = ptx->ptx()->str();

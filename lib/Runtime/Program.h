@@ -108,7 +108,7 @@ struct AlignedBytes {
 /// What tccrt_options carries.
 struct LoadOptions {
   int numThreads = 0;      // CPU threads; 0 = all cores
-  bool cudaGraph = false;  // CUDA: capture the launch list into a graph at the first run
+  bool cudaGraph = false;  // CUDA: replay the launch list as a graph (see CudaExecutor.h)
   int deviceOrdinal = 0;   // CUDA: which GPU
 };
 

@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <type_traits>
 
 using namespace tcc::rt::test;
 
@@ -57,7 +58,7 @@ struct KernelDecl {
   const char *name;
   int params;
 };
-const KernelDecl kKernels[] = {{"add64", 3},   {"relu64", 2}, {"scale16", 2}, {"increment", 1},
+const KernelDecl kKernels[] = {{"add64", 3},    {"relu64", 2}, {"scale16", 2}, {"increment", 1},
                                {"shared64", 2}, {"sgd16", 5},  {"mul16", 3}};
 
 /// PTX of the test kernels: nvcc's (CudaTestKernels.cu) when the toolkit was there at build
@@ -133,7 +134,7 @@ std::string loadError(const std::vector<uint8_t> &bytes, const tccrt_options *op
   do {                                                                                             \
     std::string message_ = loadError(bytes);                                                       \
     EXPECT_NE(message_.find(expected), std::string::npos)                                          \
-        << "message: " << message_ << "\nexpected to contain: " << (expected);                    \
+        << "message: " << message_ << "\nexpected to contain: " << (expected);                     \
   } while (0)
 
 const T f64v{"", fb::DType_F32, {64}}, f16v{"", fb::DType_F32, {16}}, i1{"", fb::DType_I32, {1}},
@@ -227,7 +228,8 @@ TEST(CudaRuntime, DeviceNameSaysWhichCodeRuns) {
   uint32_t a = gemmOnly.input(fb::DType_F32, {2, 3}), b = gemmOnly.input(fb::DType_F32, {3, 2}),
            c = gemmOnly.output(fb::DType_F32, {2, 2});
   gemmOnly.gemm(a, b, c);
-  EXPECT_EQ(load(gemmOnly.finish()).deviceName(), "cuda:0 tcc fake CUDA device (sm_90, no kernels)");
+  EXPECT_EQ(load(gemmOnly.finish()).deviceName(),
+            "cuda:0 tcc fake CUDA device (sm_90, no kernels)");
 }
 
 TEST(CudaRuntime, CpuProgramsNameTheirThreadsAndHaveNoDeviceAllocator) {
@@ -343,6 +345,50 @@ struct GemmCase {
 
 void PrintTo(const GemmCase &g, std::ostream *os) { *os << g.name; }
 
+/// 16-bit floats for the f16/bf16 GEMMs (round to nearest even; the reference reads the
+/// rounded values).
+struct F16 {
+  uint16_t bits = 0;
+  F16() = default;
+  F16(double v) {
+    float f = (float)v, a = std::fabs(f);
+    uint16_t sign = std::signbit(f) ? 0x8000 : 0;
+    if (a >= 65520.0f) {
+      bits = sign | 0x7c00;
+    } else if (a < std::ldexp(1.0f, -14)) {
+      bits = sign | (uint16_t)std::nearbyint(a * std::ldexp(1.0f, 24));
+    } else {
+      int e;
+      float q = std::nearbyint(std::frexp(a, &e) * 2048.0f);
+      if (q >= 2048.0f)
+        q /= 2, ++e;
+      bits = sign | (uint16_t)(((e + 14) << 10) | ((uint32_t)q & 0x3ff));
+    }
+  }
+  operator double() const {
+    int exponent = (bits >> 10) & 0x1f, mantissa = bits & 0x3ff;
+    double v = exponent == 0 ? std::ldexp((double)mantissa, -24)
+                             : std::ldexp((double)(mantissa | 0x400), exponent - 25);
+    return bits & 0x8000 ? -v : v;
+  }
+};
+struct BF16 {
+  uint16_t bits = 0;
+  BF16() = default;
+  BF16(double v) {
+    float f = (float)v;
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    bits = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  }
+  operator double() const {
+    uint32_t u = (uint32_t)bits << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
+};
+
 template <class E> std::vector<E> values(size_t n, unsigned seed) {
   std::vector<float> f = randomFloats(n, seed);
   return std::vector<E>(f.begin(), f.end());
@@ -384,7 +430,13 @@ template <class E> void runGemmCase(const GemmCase &g, bool graph) {
   fill(in[1], 0, bv.data(), bCount * elem);
   if (g.beta != 0)
     fill(in[2], 0, c0.data(), cCount * elem);
+  // Graphs: the first run launches plainly, the second captures, the third replays.
   std::vector<tccrt::Tensor> out = program.run(in);
+  for (int again = 0; again < (graph ? 2 : 0); ++again) {
+    std::vector<tccrt::Tensor> next = program.run(in);
+    ASSERT_EQ(std::memcmp(next[0].data(), out[0].data(), out[0].bytes()), 0)
+        << g.name << ": run " << again + 2 << " differs";
+  }
 
   // Reference in double, broadcasting batch dims of size 1.
   std::vector<E> want(cCount);
@@ -418,7 +470,13 @@ template <class E> void runGemmCase(const GemmCase &g, bool graph) {
         want[(size_t)(bi * m * n + i * n + j)] = (E)v;
       }
   }
-  double tol = sizeof(E) == 8 ? 1e-12 : 2e-6;
+  // f16/bf16: one rounding of the f32 result (half an ulp: 2^-11, 2^-8); f32: a few ulps (a
+  // real GPU's GELU may differ a little more than the fake's).
+  double tol = sizeof(E) == 8                                       ? 1e-12
+               : std::is_same_v<E, F16>                             ? 1e-3
+               : std::is_same_v<E, BF16>                            ? 8e-3
+               : onFakeDriver() || g.act == fb::GemmActivation_None ? 2e-6
+                                                                    : 1e-5;
   expectClose(out[0].data<E>(), want, tol, tol, g.name + (graph ? " (graph)" : ""));
 }
 
@@ -430,6 +488,10 @@ TEST_P(CudaGemm, MatchesHostReference) {
   for (bool graph : {false, true}) {
     if (g.dtype == fb::DType_F64)
       runGemmCase<double>(g, graph);
+    else if (g.dtype == fb::DType_F16)
+      runGemmCase<F16>(g, graph);
+    else if (g.dtype == fb::DType_BF16)
+      runGemmCase<BF16>(g, graph);
     else
       runGemmCase<float>(g, graph);
   }
@@ -446,7 +508,10 @@ GemmCase gc(std::string name, fb::DType d, Shape a, Shape b, Shape c, bool ta = 
   return g;
 }
 GemmCase epilogue(GemmCase g, bool bias, fb::GemmActivation act, double beta = 0) {
-  g.name += std::string(bias ? "_bias" : "") + (act == Relu ? "_relu" : act == Gelu ? "_gelu" : "") +
+  g.name += std::string(bias ? "_bias" : "") +
+            (act == Relu   ? "_relu"
+             : act == Gelu ? "_gelu"
+                           : "") +
             (beta != 0 ? "_beta" : "");
   g.bias = bias, g.act = act, g.beta = beta;
   return g;
@@ -482,6 +547,10 @@ std::vector<GemmCase> gemmCases() {
         cases.push_back(epilogue(base, bias, act));
   cases.push_back(epilogue(base, true, Relu, -1.5));
   cases.push_back(epilogue(gc("epiF64", F64, {3, 4}, {4, 6}, {3, 6}), true, Gelu, 0.25));
+  // 16-bit data: f32 compute and scale.
+  cases.push_back(epilogue(gc("f16", fb::DType_F16, {2, 6, 5}, {1, 4, 5}, {2, 6, 4}, false, true),
+                           true, Relu, 0.5));
+  cases.push_back(gc("bf16", fb::DType_BF16, {8, 5}, {8, 3}, {5, 3}, true, false));
   return cases;
 }
 
@@ -624,19 +693,33 @@ TEST(CudaVerify, RejectsDamagedCudaProgramsBeforeTouchingTheDriver) {
     damage(a);
     return a.finish();
   };
-  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) { a.cudaImages = {{"sm90", {1, 2, 3}}}; }),
+  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) {
+                    a.cudaImages = {{"sm90", {1, 2, 3}}};
+                  }),
                   "CUDA image 0 has arch 'sm90', expected sm_<digits>[a] (e.g. sm_90)");
-  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) { a.cudaImages = {{"sm_9x", {1}}}; }),
+  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) {
+                    a.cudaImages = {{"sm_9x", {1}}};
+                  }),
                   "has arch 'sm_9x'");
-  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) { a.cudaImages = {{"compute_90", {1}}}; }),
+  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) {
+                    a.cudaImages = {{"compute_90", {1}}};
+                  }),
                   "has arch 'compute_90', expected sm_");
-  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) { a.cudaPtx = {{"sm_80", ".version 8.0"}}; }),
+  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) {
+                    a.cudaPtx = {{"sm_80", ".version 8.0"}};
+                  }),
                   "CUDA PTX 0 has arch 'sm_80', expected compute_<digits>[a]");
-  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) { a.cudaPtx = {{"compute_", ".version"}}; }),
+  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) {
+                    a.cudaPtx = {{"compute_", ".version"}};
+                  }),
                   "has arch 'compute_'");
-  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) { a.cudaImages = {{"sm_90", {}}}; }),
+  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) {
+                    a.cudaImages = {{"sm_90", {}}};
+                  }),
                   "CUDA image 0 (sm_90) has no cubin bytes");
-  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) { a.cudaPtx = {{"compute_80", ""}}; }),
+  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) {
+                    a.cudaPtx = {{"compute_80", ""}};
+                  }),
                   "CUDA PTX 0 (compute_80) is empty");
   EXPECT_REJECTED(damaged([](ArtifactBuilder &a) {
                     a.cudaImages.clear();
@@ -645,23 +728,31 @@ TEST(CudaVerify, RejectsDamagedCudaProgramsBeforeTouchingTheDriver) {
                   "the artifact has 1 kernels but its CUDA module holds no cubin and no PTX");
   EXPECT_REJECTED(damaged([](ArtifactBuilder &a) { a.withCudaModule = false; }),
                   "the artifact has 1 kernels but no CUDA module");
-  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) { a.steps[0].block = {32, 32, 2}; }),
+  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) {
+                    a.steps[0].block = {32, 32, 2};
+                  }),
                   "launch 0 (kernel 'add64'): block (32, 32, 2) has 2048 threads; CUDA allows at "
                   "most 1024 a block");
-  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) { a.steps[0].grid = {2, 1}; }),
+  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) {
+                    a.steps[0].grid = {2, 1};
+                  }),
                   "launch 0 (kernel 'add64'): a CUDA launch needs a grid of 3 dims (x, y, z), "
                   "got 2");
   EXPECT_REJECTED(damaged([](ArtifactBuilder &a) { a.steps[0].block.clear(); }),
                   "needs a block of 3 dims (x, y, z), got 0");
-  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) { a.steps[0].grid = {0, 1, 1}; }),
+  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) {
+                    a.steps[0].grid = {0, 1, 1};
+                  }),
                   "grid dim x is 0 (every dim must be >= 1)");
-  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) { a.steps[0].grid = {1, 70000, 1}; }),
+  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) {
+                    a.steps[0].grid = {1, 70000, 1};
+                  }),
                   "grid (1, 70000, 1) exceeds CUDA's limits");
   EXPECT_REJECTED(damaged([](ArtifactBuilder &a) { a.steps[0].sharedBytes = 300000; }),
                   "300000 bytes of dynamic shared memory exceed any CUDA GPU's 232448 bytes");
   EXPECT_REJECTED(damaged([](ArtifactBuilder &a) {
-                    uint32_t x = a.arena(0, F32, {1, 1, 8, 8}), w = a.constant(F32, {1, 1, 1, 1},
-                                                                                 std::vector<float>{1}.data());
+                    uint32_t x = a.arena(0, F32, {1, 1, 8, 8}),
+                             w = a.constant(F32, {1, 1, 1, 1}, std::vector<float>{1}.data());
                     uint32_t y = a.arena(512, F32, {1, 1, 8, 8});
                     a.conv(x, w, y, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 1);
                   }),
@@ -672,15 +763,19 @@ TEST(CudaVerify, RejectsDamagedCudaProgramsBeforeTouchingTheDriver) {
                     a.topk(x, v, i, 1, true);
                   }),
                   "launch 3 (topk): a CUDA program cannot have library top-k steps");
-  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) { a.buffers[a.steps[2].bias].shape = {4, 2}; }),
+  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) {
+                    a.buffers[a.steps[2].bias].shape = {4, 2};
+                  }),
                   "launch 2 (gemm): its bias (buffer 5, f32[4, 2]) must be f32[8], one value per "
                   "column of c f32[8, 8]");
-  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) { a.buffers[a.steps[2].bias].dtype = fb::DType_I32; }),
-                  "must be f32[8]");
+  EXPECT_REJECTED(
+      damaged([](ArtifactBuilder &a) { a.buffers[a.steps[2].bias].dtype = fb::DType_I32; }),
+      "must be f32[8]");
   EXPECT_REJECTED(damaged([](ArtifactBuilder &a) { a.steps[2].bias = 99; }),
                   "launch 2 (gemm)'s bias names buffer 99");
-  EXPECT_REJECTED(damaged([](ArtifactBuilder &a) { a.steps[2].activation = (fb::GemmActivation)7; }),
-                  "launch 2 (gemm) has an invalid activation (7)");
+  EXPECT_REJECTED(
+      damaged([](ArtifactBuilder &a) { a.steps[2].activation = (fb::GemmActivation)7; }),
+      "launch 2 (gemm) has an invalid activation (7)");
   EXPECT_REJECTED(damaged([](ArtifactBuilder &a) {
                     uint32_t p = a.input(fb::DType_I32, {2, 2}), q = a.input(fb::DType_I32, {2, 2});
                     a.gemm(p, q, a.arena(0, fb::DType_I32, {2, 2}));
@@ -726,7 +821,8 @@ TEST(CudaVerify, TrainingEntriesMustMatchTheRootsDevice) {
 TEST(CudaNoDriver, ValidArtifactsNeedAGpuDamagedOnesFailAsDamaged) {
   std::string why = cudaUnavailable();
   if (why.empty())
-    GTEST_SKIP() << "a CUDA driver is usable here (the no-driver behaviour is tested where none is)";
+    GTEST_SKIP()
+        << "a CUDA driver is usable here (the no-driver behaviour is tested where none is)";
   EXPECT_NE(why.find("no usable CUDA GPU/driver"), std::string::npos) << why;
   const char *reason = nullptr;
   EXPECT_EQ(tccrt_device_available(TCCRT_DEVICE_CUDA, &reason), 0);

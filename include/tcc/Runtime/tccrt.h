@@ -31,7 +31,8 @@ typedef struct tccrt_program tccrt_program;
 typedef struct tccrt_options {
   int num_threads;    /* CPU threads for kernels and library calls; 0 = all cores */
   int cuda_graph;     /* CUDA artifacts: non-zero captures the whole launch list into a CUDA
-                         graph at the first run and replays it on later runs */
+                         graph and replays it with one launch per run (the first run launches
+                         plainly as a warm-up, the second captures; results are identical) */
   int device_ordinal; /* CUDA artifacts: which GPU (0 = the first) */
 } tccrt_options;
 

@@ -8,7 +8,7 @@
 //   tccrt_options options{};                                 // a CUDA artifact, graphs on
 //   options.cuda_graph = 1;
 //   tccrt::Program gpu = tccrt::Program::fromFile("model-cuda.tcc", options);
-//   std::string where = gpu.deviceName();                    // "cuda:0 NVIDIA H100 ... (sm_90, cubin)"
+//   std::string where = gpu.deviceName();          // "cuda:0 NVIDIA H100 ... (sm_90, cubin)"
 //
 //   tccrt::Trainer trainer(training_program, /*seed=*/1);    // a `tcc compile --train` artifact
 //   std::vector<tccrt::Tensor> batch = trainer.makeBatch();  // fill, then

@@ -60,7 +60,6 @@ namespace {
 
 constexpr uint64_t kMagic = 0x7463632d666b6c74; // "tcc-fklt"
 
-
 struct MatmulDesc {
   uint64_t magic = kMagic;
   int computeType, scaleType;
@@ -99,7 +98,8 @@ template <class T> cublasStatus_t setValue(T &out, const void *buf, size_t bytes
 // ---- Element types ------------------------------------------------------------------------
 
 float halfToFloat(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exponent = (h >> 10) & 0x1fu,
+           mantissa = h & 0x3ffu;
   float value;
   if (exponent == 0)
     value = std::ldexp((float)mantissa, -24);
@@ -124,7 +124,7 @@ uint16_t floatToHalf(float f) { // round to nearest even
     return sign | (uint16_t)q;
   }
   int e;
-  float m = std::frexp(a, &e); // a = m 2^e, m in [0.5, 1)
+  float m = std::frexp(a, &e);           // a = m 2^e, m in [0.5, 1)
   float q = std::nearbyint(m * 2048.0f); // 11 significant bits
   if (q >= 2048.0f) {
     q /= 2;
@@ -252,9 +252,9 @@ cublasStatus_t validate(const MatmulDesc &d, const Layout &a, const Layout &b, c
   if (a.batchCount != c.batchCount || b.batchCount != c.batchCount ||
       dl.batchCount != c.batchCount || c.batchStride != dl.batchStride)
     return CUBLAS_STATUS_INVALID_VALUE;
-  if (c.batchCount > 1 && dl.batchStride < (int64_t)(dl.order == CUBLASLT_ORDER_COL
-                                                         ? dl.ld * (int64_t)dl.cols
-                                                         : dl.ld * (int64_t)dl.rows))
+  if (c.batchCount > 1 &&
+      dl.batchStride < (int64_t)(dl.order == CUBLASLT_ORDER_COL ? dl.ld * (int64_t)dl.cols
+                                                                : dl.ld * (int64_t)dl.rows))
     return CUBLAS_STATUS_INVALID_VALUE; // output matrices would overlap
   out = Shape{m, n, k, c.batchCount};
   return CUBLAS_STATUS_SUCCESS;
@@ -525,10 +525,9 @@ FAKE_API cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference
   return CUBLAS_STATUS_SUCCESS;
 }
 
-FAKE_API cublasStatus_t
-cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref,
-                                     cublasLtMatmulPreferenceAttributes_t attribute,
-                                     const void *buf, size_t bytes) {
+FAKE_API cublasStatus_t cublasLtMatmulPreferenceSetAttribute(
+    cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attribute,
+    const void *buf, size_t bytes) {
   Preference *p = checked(reinterpret_cast<Preference *>(pref));
   if (!p)
     return CUBLAS_STATUS_INVALID_VALUE;
@@ -554,8 +553,10 @@ FAKE_API cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
     cublasLtMatmulPreference_t pref, int requested, cublasLtMatmulHeuristicResult_t results[],
     int *returned) {
   const MatmulDesc *md = checked(reinterpret_cast<MatmulDesc *>(desc));
-  const Layout *la = checked(reinterpret_cast<Layout *>(a)), *lb = checked(reinterpret_cast<Layout *>(b)),
-               *lc = checked(reinterpret_cast<Layout *>(c)), *ld = checked(reinterpret_cast<Layout *>(d));
+  const Layout *la = checked(reinterpret_cast<Layout *>(a)),
+               *lb = checked(reinterpret_cast<Layout *>(b)),
+               *lc = checked(reinterpret_cast<Layout *>(c)),
+               *ld = checked(reinterpret_cast<Layout *>(d));
   const Preference *p = checked(reinterpret_cast<Preference *>(pref));
   if (!checked(reinterpret_cast<Context *>(handle)))
     return CUBLAS_STATUS_NOT_INITIALIZED;
@@ -581,14 +582,11 @@ FAKE_API cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
   return CUBLAS_STATUS_SUCCESS;
 }
 
-FAKE_API cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
-                                       const void *alpha, const void *A,
-                                       cublasLtMatrixLayout_t aDesc, const void *B,
-                                       cublasLtMatrixLayout_t bDesc, const void *beta,
-                                       const void *C, cublasLtMatrixLayout_t cDesc, void *D,
-                                       cublasLtMatrixLayout_t dDesc,
-                                       const cublasLtMatmulAlgo_t *algo, void *workspace,
-                                       size_t workspaceBytes, CUstreamArg stream) {
+FAKE_API cublasStatus_t cublasLtMatmul(
+    cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const void *alpha, const void *A,
+    cublasLtMatrixLayout_t aDesc, const void *B, cublasLtMatrixLayout_t bDesc, const void *beta,
+    const void *C, cublasLtMatrixLayout_t cDesc, void *D, cublasLtMatrixLayout_t dDesc,
+    const cublasLtMatmulAlgo_t *algo, void *workspace, size_t workspaceBytes, CUstreamArg stream) {
   const MatmulDesc *md = checked(reinterpret_cast<MatmulDesc *>(desc));
   const Layout *la = checked(reinterpret_cast<Layout *>(aDesc)),
                *lb = checked(reinterpret_cast<Layout *>(bDesc)),
