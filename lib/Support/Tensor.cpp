@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <new>
+#include <random>
 
 namespace tcc {
 
@@ -284,6 +285,24 @@ std::string Tensor::typeString() const {
   if (shape_.empty())
     return dtypeName(dtype_);
   return shapeToString(shape_) + "x" + dtypeName(dtype_);
+}
+
+Tensor randomTensor(DType dtype, const Shape &shape, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Tensor t(dtype, shape);
+  visitDType(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T *p = t.data<T>();
+    for (int64_t i = 0; i < t.numElements(); ++i) {
+      if constexpr (std::is_same_v<T, bool>)
+        p[i] = rng() & 1;
+      else if constexpr (std::is_integral_v<T>)
+        p[i] = static_cast<T>(rng() % 8);
+      else
+        p[i] = T(static_cast<float>(std::uniform_real_distribution<double>(-1.0, 1.0)(rng)));
+    }
+  });
+  return t;
 }
 
 } // namespace tcc

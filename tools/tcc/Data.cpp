@@ -91,34 +91,6 @@ int64_t checkedCount(const Shape &shape, size_t elemSize, size_t available,
   return (int64_t)n;
 }
 
-/// Parses the value of `key` in a .npy header dict (a Python literal), e.g. 'descr': '<f4'.
-std::string npyField(const std::string &header, const std::string &key, const std::string &what) {
-  size_t k = header.find("'" + key + "'");
-  if (k == std::string::npos)
-    fail(what, "the .npy header has no '" + key + "' field");
-  size_t colon = header.find(':', k);
-  if (colon == std::string::npos)
-    fail(what, "malformed .npy header");
-  size_t start = header.find_first_not_of(" ", colon + 1);
-  if (start == std::string::npos)
-    fail(what, "malformed .npy header");
-  char open = header[start];
-  if (open == '\'' || open == '"') {
-    size_t end = header.find(open, start + 1);
-    if (end == std::string::npos)
-      fail(what, "malformed .npy header");
-    return header.substr(start + 1, end - start - 1);
-  }
-  if (open == '(') {
-    size_t end = header.find(')', start);
-    if (end == std::string::npos)
-      fail(what, "malformed .npy header");
-    return header.substr(start + 1, end - start - 1);
-  }
-  size_t end = header.find_first_of(",}", start);
-  return header.substr(start, end == std::string::npos ? std::string::npos : end - start);
-}
-
 std::optional<std::string> findFile(const std::string &dir, const std::string &name) {
   for (const std::string &candidate : {name, name + ".gz"}) {
     fs::path p = fs::path(dir) / candidate;
@@ -188,82 +160,6 @@ Tensor parseIdx(const std::vector<uint8_t> &bytes, const std::string &what) {
   Tensor t(dtype, shape);
   copyElements(static_cast<uint8_t *>(t.raw()), bytes.data() + headerBytes, count,
                dtypeSize(dtype), kLittleEndianHost);
-  return t;
-}
-
-Tensor parseNpy(const std::vector<uint8_t> &bytes, const std::string &what) {
-  static const uint8_t magic[] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
-  if (bytes.size() < 10 || std::memcmp(bytes.data(), magic, sizeof magic) != 0)
-    fail(what, "not a .npy file (no \\x93NUMPY magic)");
-  uint8_t major = bytes[6];
-  size_t lenBytes = major == 1 ? 2 : (major == 2 || major == 3) ? 4 : 0;
-  if (lenBytes == 0)
-    fail(what, "unsupported .npy format version " + std::to_string(major));
-  if (bytes.size() < 8 + lenBytes)
-    fail(what, "truncated .npy header");
-  size_t headerLen = 0;
-  for (size_t i = 0; i < lenBytes; ++i) // little-endian length
-    headerLen |= (size_t)bytes[8 + i] << (8 * i);
-  size_t dataStart = 8 + lenBytes + headerLen;
-  if (bytes.size() < dataStart)
-    fail(what, "truncated .npy header");
-  std::string header(bytes.begin() + 8 + lenBytes, bytes.begin() + dataStart);
-
-  std::string descr = npyField(header, "descr", what);
-  if (descr.size() < 3)
-    fail(what, "unsupported .npy dtype '" + descr + "'");
-  char order = descr[0];
-  std::string code = descr.substr(1);
-  struct Known { const char *code; DType dtype; };
-  static const Known known[] = {{"b1", DType::Bool}, {"u1", DType::U8}, {"i1", DType::I8},
-                                {"u2", DType::U16},  {"i2", DType::I16}, {"u4", DType::U32},
-                                {"i4", DType::I32},  {"u8", DType::U64}, {"i8", DType::I64},
-                                {"f4", DType::F32},  {"f8", DType::F64}};
-  std::optional<DType> dtype;
-  for (const Known &k : known)
-    if (code == k.code)
-      dtype = k.dtype;
-  if (!dtype)
-    fail(what, "unsupported .npy dtype '" + descr +
-                   "' (supported: bool, (u)int8/16/32/64, float32, float64)");
-  bool swap;
-  if (order == '|' || dtypeSize(*dtype) == 1)
-    swap = false;
-  else if (order == '<' || order == '>')
-    swap = (order == '<') != kLittleEndianHost;
-  else
-    fail(what, "unsupported .npy byte order in '" + descr + "'");
-
-  if (npyField(header, "fortran_order", what).find("True") != std::string::npos)
-    fail(what, "Fortran-ordered arrays are not supported (save with np.ascontiguousarray)");
-
-  Shape shape;
-  std::string dims = npyField(header, "shape", what);
-  size_t pos = 0;
-  while (pos < dims.size()) {
-    size_t comma = dims.find(',', pos);
-    std::string part = dims.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    part.erase(0, part.find_first_not_of(" L"));
-    part.erase(part.find_last_not_of(" L") + 1);
-    if (!part.empty()) {
-      try {
-        size_t used = 0;
-        long long v = std::stoll(part, &used);
-        if (used != part.size() || v < 0)
-          throw std::invalid_argument(part);
-        shape.push_back(v);
-      } catch (const std::exception &) {
-        fail(what, "malformed .npy shape '(" + dims + ")'");
-      }
-    }
-    if (comma == std::string::npos)
-      break;
-    pos = comma + 1;
-  }
-  int64_t count = checkedCount(shape, dtypeSize(*dtype), bytes.size() - dataStart, what);
-  Tensor t(*dtype, shape);
-  copyElements(static_cast<uint8_t *>(t.raw()), bytes.data() + dataStart, count,
-               dtypeSize(*dtype), swap);
   return t;
 }
 

@@ -15,6 +15,7 @@
 #pragma once
 
 #include "tcc/Support/Tensor.h"
+#include "tcc/Support/TensorFiles.h" // parseNpy
 
 #include <cstdint>
 #include <string>
@@ -28,9 +29,6 @@ std::vector<uint8_t> readFileMaybeGzip(const std::string &path);
 /// An IDX file (magic 0 0 TYPE RANK, big-endian u32 dims, big-endian data) as a tensor of its
 /// element type (u8, i8, i16, i32, f32, f64). `what` names the file in errors.
 Tensor parseIdx(const std::vector<uint8_t> &bytes, const std::string &what);
-/// A .npy file (format versions 1-3, C order, little-endian or single-byte types: b1, u1, i1,
-/// u2, i2, u4, i4, u8, i8, f4, f8).
-Tensor parseNpy(const std::vector<uint8_t> &bytes, const std::string &what);
 
 /// Images as float32 in the shape [N, ...] (see the file comment for the scaling).
 Tensor imagesToFloat(const Tensor &images, const std::string &what);

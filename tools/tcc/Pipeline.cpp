@@ -59,21 +59,7 @@ std::pair<std::string, Shape> parseInputShape(const std::string &spec) {
 }
 
 Tensor randomInput(DType dtype, const Shape &shape, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  Tensor t(dtype, shape);
-  visitDType(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    T *p = t.data<T>();
-    for (int64_t i = 0; i < t.numElements(); ++i) {
-      if constexpr (std::is_same_v<T, bool>)
-        p[i] = rng() & 1;
-      else if constexpr (std::is_integral_v<T>)
-        p[i] = static_cast<T>(rng() % 8);
-      else
-        p[i] = T(static_cast<float>(std::uniform_real_distribution<double>(-1.0, 1.0)(rng)));
-    }
-  });
-  return t;
+  return randomTensor(dtype, shape, seed);
 }
 
 PreparedModel prepareModel(const std::string &path, const LoadOptions &options) {

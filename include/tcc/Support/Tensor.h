@@ -153,4 +153,9 @@ private:
   std::shared_ptr<uint8_t> storage_;
 };
 
+/// Seeded random data (std::mt19937_64 seeded with `seed`, one draw per element in order):
+/// floats uniform in [-1, 1), integers in [0, 8), bools fair coins. The same values on every
+/// machine for a seed: `tcc run --seed S` and `tccrt-run --random S` give input i seed S + i.
+Tensor randomTensor(DType dtype, const Shape &shape, uint64_t seed);
+
 } // namespace tcc
