@@ -1,0 +1,673 @@
+//===- CudaLibraryKernels.cpp - CUDA kernels for tk.conv and tk.topk ------===//
+//
+// Generated, shape-specialised CUDA for the ops the CPU backend hands to libtccrt's library
+// (see CudaLibraryKernels.h and lib/Codegen/README.md, "Convolution and top-k on CUDA").
+//
+// Convolution, per group g (GEMM M = out channels per group, N = batch * output pixels,
+// K = in channels per group * kernel taps):
+//   y[b, g*OCg + m, p] = sum_k w[g*OCg + m, k] * B[k, (b, p)],
+//   B[(c, t), (b, p)] = x[b, g*ICg + c, p * stride - pad_low + t * dilation] (0 outside).
+//  * implicit GEMM: BM x BN output tiles (blocks of 256 threads, a TM x TN register micro-tile
+//    each), K in steps of BK = 8 through shared memory; the next step's A (weights) and B
+//    (gathered from the input, padding as zeros) are loaded into registers while the current
+//    step is multiplied. A is stored transposed (As[k][m], rows padded by 4 floats so the
+//    transposing stores hit 32 different banks), B as Bs[k][n]; the micro-tile reads them as
+//    16-byte vectors, each thread's 4-float groups 16 bytes apart from its neighbours' (a
+//    thread with TM/TN = 8 takes two groups half a tile apart), so the vector reads are
+//    conflict-free. Tiles are dealt out grid-stride, M tiles fastest (consecutive blocks
+//    gather the same input columns while they are in L2).
+//  * direct (depthwise: one input channel per group, more than one group): one thread per
+//    output element, looping over the taps; the GEMM would be M = out channels per group
+//    (usually 1) by K = taps (9 for 3x3), a tile at most 1/16 full with nothing to reuse.
+// Top-k: one block per (outer, inner) line, grid-stride over lines. The line is read in
+// chunks of up to 2048 elements; each chunk is bitonic-sorted in shared memory on an
+// order-preserving unsigned key (NaN above +inf, -0 == +0, inverted for smallest) with the
+// index as tie-break, and merged with the best so far, which live sorted in the outputs
+// themselves (a merge-path merge written from the last position down, so it can run in
+// place). A line that fits one chunk is sorted once and its first k written.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tcc/Codegen/CudaLibraryKernels.h"
+
+#include "tcc/Codegen/ScalarEmitter.h"
+#include "tcc/IR/TkDialect.h"
+#include "tcc/Support/Tensor.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Support/xxhash.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace tcc;
+using namespace tcc::codegen;
+
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+std::string list(llvm::ArrayRef<int64_t> v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i)
+    s += (i ? "," : "") + str(v[i]);
+  return s + "]";
+}
+
+int64_t product(llvm::ArrayRef<int64_t> v) {
+  int64_t p = 1;
+  for (int64_t x : v)
+    p *= x;
+  return p;
+}
+
+std::string typeString(Type type) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << type;
+  return s;
+}
+
+std::string hashName(const char *prefix, const std::string &description) {
+  std::string name;
+  llvm::raw_string_ostream os(name);
+  os << prefix << "_" << llvm::format_hex_no_prefix(llvm::xxh3_64bits(description), 16);
+  return name;
+}
+
+/// A static, contiguous buffer's shape; throws naming the op and operand otherwise.
+std::vector<int64_t> shapeOf(const std::string &op, Value buffer, const char *what) {
+  auto type = cast<MemRefType>(buffer.getType());
+  if (!type.hasStaticShape())
+    throw Error(op + ": the " + what + " has a dynamic shape; CUDA kernels need static shapes");
+  if (!type.getLayout().isIdentity())
+    throw Error(op + ": the " + what + " is not a contiguous row-major buffer");
+  return std::vector<int64_t>(type.getShape().begin(), type.getShape().end());
+}
+
+constexpr int64_t kInt32Limit = (int64_t(1) << 31) - 1;
+constexpr uint32_t kMaxGrid = 4096;
+
+//===--- Convolution ------------------------------------------------------===//
+
+struct ConvShape {
+  int64_t batch, inChannels, outChannels, groups, groupIn, groupOut;
+  std::vector<int64_t> in, kernel, out, strides, padLow, padHigh, dilations;
+  int64_t inSize, kernelSize, outSize;
+};
+
+ConvShape convShape(tk::ConvOp op) {
+  const std::string name = "tk.conv";
+  std::vector<int64_t> x = shapeOf(name, op.getInput(), "input"),
+                       w = shapeOf(name, op.getWeight(), "weight"),
+                       y = shapeOf(name, op.getOutput(), "output");
+  size_t rank = x.size();
+  if (rank < 3 || w.size() != rank || y.size() != rank)
+    throw Error(name + ": input" + list(x) + ", weight" + list(w) + " and output" + list(y) +
+                " must have the same rank, at least 3");
+  for (Value v : {op.getInput(), op.getWeight(), op.getOutput()})
+    if (!cast<MemRefType>(v.getType()).getElementType().isF32())
+      throw Error(name + ": CUDA convolutions are f32; got " +
+                  typeString(cast<MemRefType>(v.getType()).getElementType()));
+  ConvShape s;
+  size_t spatial = rank - 2;
+  s.strides.assign(op.getStrides().begin(), op.getStrides().end());
+  s.padLow.assign(op.getPadLow().begin(), op.getPadLow().end());
+  s.padHigh.assign(op.getPadHigh().begin(), op.getPadHigh().end());
+  s.dilations.assign(op.getDilations().begin(), op.getDilations().end());
+  if (s.strides.size() != spatial || s.padLow.size() != spatial ||
+      s.padHigh.size() != spatial || s.dilations.size() != spatial)
+    throw Error(name + ": strides, pad_low, pad_high and dilations need one entry per spatial "
+                "dim (" + str(spatial) + ")");
+  s.batch = x[0];
+  s.inChannels = x[1];
+  s.outChannels = w[0];
+  s.groups = (int64_t)op.getGroups();
+  if (s.groups < 1 || s.inChannels != w[1] * s.groups || s.outChannels % s.groups != 0 ||
+      y[1] != s.outChannels || y[0] != s.batch)
+    throw Error(name + ": channel counts do not agree with groups = " + str(s.groups) +
+                ": input" + list(x) + ", weight" + list(w) + ", output" + list(y));
+  for (size_t d = 0; d < spatial; ++d) {
+    int64_t k = w[d + 2], st = s.strides[d], dil = s.dilations[d];
+    if (k < 1 || st < 1 || dil < 1)
+      throw Error(name + ": kernel dims, strides and dilations must be >= 1; got weight" +
+                  list(w) + ", strides" + list(s.strides) + ", dilations" + list(s.dilations));
+    __int128 padded = (__int128)x[d + 2] + s.padLow[d] + s.padHigh[d];
+    __int128 span = (__int128)(k - 1) * dil + 1;
+    int64_t expected = padded < span ? 0 : (int64_t)((padded - span) / st + 1);
+    if (y[d + 2] != expected)
+      throw Error(name + ": output spatial dim " + str(d) + " is " + str(y[d + 2]) +
+                  ", the convolution of input" + list(x) + " with weight" + list(w) +
+                  " gives " + str(expected));
+  }
+  s.in.assign(x.begin() + 2, x.end());
+  s.kernel.assign(w.begin() + 2, w.end());
+  s.out.assign(y.begin() + 2, y.end());
+  s.inSize = product(s.in);
+  s.kernelSize = product(s.kernel);
+  s.outSize = product(s.out);
+  s.groupIn = s.inChannels / s.groups;
+  s.groupOut = s.outChannels / s.groups;
+  return s;
+}
+
+std::string describe(const ConvShape &s) {
+  return "x=[" + str(s.batch) + "," + str(s.inChannels) + "]" + list(s.in) + " w=[" +
+         str(s.outChannels) + "," + str(s.groupIn) + "]" + list(s.kernel) + " y=" +
+         list(s.out) + " strides=" + list(s.strides) + " pad_low=" + list(s.padLow) +
+         " pad_high=" + list(s.padHigh) + " dilations=" + list(s.dilations) +
+         " groups=" + str(s.groups);
+}
+
+/// Lines that split the output pixel `p` (an expression) into coordinates and set
+/// `<prefix>o<d>` = the first input coordinate of each spatial dim.
+std::string originCode(const ConvShape &s, const std::string &p, const std::string &prefix,
+                       const std::string &indent, const std::string &I) {
+  std::string code;
+  size_t spatial = s.out.size();
+  std::string rest = p;
+  for (size_t d = spatial; d-- > 0;) {
+    std::string coord = d == 0 ? rest : "(" + rest + " % " + str(s.out[d]) + ")";
+    code += indent + "const " + I + " " + prefix + "o" + str(d) + " = " + coord + " * " +
+            str(s.strides[d]) + " - (" + str(s.padLow[d]) + ");\n";
+    if (d > 0) {
+      std::string next = prefix + "q" + str(d);
+      code += indent + "const " + I + " " + next + " = " + rest + " / " + str(s.out[d]) + ";\n";
+      rest = next;
+    }
+  }
+  return code;
+}
+
+/// Input strides of the spatial dims (elements).
+std::vector<int64_t> inStrides(const ConvShape &s) {
+  std::vector<int64_t> st(s.in.size(), 1);
+  for (size_t d = s.in.size(); d-- > 1;)
+    st[d - 1] = st[d] * s.in[d];
+  return st;
+}
+
+/// "int" when every offset and coordinate the kernels compute fits in 31 bits, else
+/// "long long".
+std::string indexType(const ConvShape &s) {
+  __int128 biggest = std::max({s.batch * s.inChannels * s.inSize,
+                               s.batch * s.outChannels * s.outSize,
+                               s.outChannels * s.groupIn * s.kernelSize,
+                               s.batch * s.outSize});
+  for (size_t d = 0; d < s.in.size(); ++d) {
+    __int128 reach = (__int128)s.strides[d] * s.out[d] + std::abs(s.padLow[d]) +
+                     std::abs(s.padHigh[d]) + (__int128)s.dilations[d] * s.kernel[d] + s.in[d];
+    biggest = std::max(biggest, reach);
+  }
+  return biggest < kInt32Limit ? "int" : "long long";
+}
+
+/// A kernel that does nothing (its output has no elements).
+CudaKernel emptyConv(const std::string &name, const std::string &desc) {
+  CudaKernel k;
+  k.name = name;
+  k.strategy = "empty";
+  k.source = ScalarEmitter(Target::Cuda).prelude() + "\n// tk.conv " + desc +
+             "\nTCC_EXPORT void " + name +
+             "(const float *__restrict__ x, const float *__restrict__ w, float *__restrict__ y) {\n"
+             "  // nothing to compute: the output has no elements\n}\n";
+  k.launch.block = {32, 1, 1};
+  return k;
+}
+
+struct GemmTiles {
+  int bm, bn, tm, tn;
+  static constexpr int bk = 8, threads = 256;
+};
+
+GemmTiles chooseTiles(const ConvShape &s) {
+  int64_t m = s.groupOut, n = s.batch * s.outSize;
+  // 128 x 128 tiles with 8 x 8 micro-tiles do twice the FMAs per shared-memory read of
+  // 64 x 64 with 4 x 4; worth it when the channels fill the tile and there are still tiles
+  // enough for a full wave of a large GPU (132 SMs, 2 blocks each).
+  auto tiles = [&](int64_t bm, int64_t bn) {
+    return s.groups * ((m + bm - 1) / bm) * ((n + bn - 1) / bn);
+  };
+  if (m >= 96 && tiles(128, 128) >= 264)
+    return {128, 128, 8, 8};
+  // Otherwise 4096-element tiles as tall as the group's channels need.
+  if (m > 32)
+    return {64, 64, 4, 4};
+  if (m > 16)
+    return {32, 128, 4, 4};
+  return {16, 256, 4, 4};
+}
+
+/// Row (or column) of micro-tile element `i` of thread `t` in a tile of extent `tile` with
+/// `per` elements per thread: groups of 4 consecutive elements, a thread's groups half a tile
+/// apart.
+std::string microIndex(int per, int tile, const std::string &t, int i) {
+  if (per == 4)
+    return t + " * 4 + " + str(i);
+  return str((i / 4) * (tile / 2)) + " + " + t + " * 4 + " + str(i % 4);
+}
+
+CudaKernel emitGemmConv(const ConvShape &s, const std::string &name, const std::string &desc) {
+  GemmTiles t = chooseTiles(s);
+  const int bk = GemmTiles::bk, threads = GemmTiles::threads;
+  int64_t M = s.groupOut, NC = s.batch * s.outSize, K = s.groupIn * s.kernelSize;
+  int64_t tilesM = (M + t.bm - 1) / t.bm, tilesN = (NC + t.bn - 1) / t.bn;
+  int64_t tiles = s.groups * tilesM * tilesN;
+  std::string I = indexType(s);
+  int aPer = std::max(1, t.bm * bk / threads), bPer = bk * t.bn / threads;
+  bool aGuard = t.bm * bk < threads; // fewer A elements than threads
+  int rowStep = threads / t.bn;      // rows of Bs one pass of the block loads
+  std::vector<int64_t> inSt = inStrides(s);
+  size_t spatial = s.in.size();
+
+  std::string src = ScalarEmitter(Target::Cuda).prelude();
+  std::string strategy = "implicit-gemm " + str(t.bm) + "x" + str(t.bn) + "x" + str(bk) +
+                         " micro " + str(t.tm) + "x" + str(t.tn);
+  src += "\n// tk.conv " + desc + "\n// " + strategy + ": GEMM M=" + str(M) + " N=" + str(NC) +
+         " K=" + str(K) + " per group, " + str(tiles) + " tiles\n";
+  // At least 2 blocks per SM (<= 128 registers) for the 4 x 4 micro-tiles: without the
+  // minimum, ptxas for sm_90 picks 80 registers and spills some of the 16 x 256 tiles'
+  // gathers. The 8 x 8 micro-tiles need more than 128.
+  src += "TCC_EXPORT void __launch_bounds__(" + str(threads) + ", " + (t.tm == 8 ? "1" : "2") +
+         ") " + name +
+         "(const float *__restrict__ x, const float *__restrict__ w, float *__restrict__ y) {\n";
+  src += "  typedef " + I + " I;\n";
+  src += "  constexpr int BM = " + str(t.bm) + ", BN = " + str(t.bn) + ", BK = " + str(bk) +
+         ", TM = " + str(t.tm) + ", TN = " + str(t.tn) + ", THREADS = " + str(threads) + ";\n";
+  src += "  constexpr I M = " + str(M) + ", NC = " + str(NC) + ", K = " + str(K) +
+         ", TILES_M = " + str(tilesM) + ", TILES_N = " + str(tilesN) + ";\n";
+  src += "  constexpr long long TILES = " + str(tiles) + "LL;\n";
+  src += "  __shared__ __align__(16) float As[BK][BM + 4]; // A transposed, rows padded\n";
+  src += "  __shared__ __align__(16) float Bs[BK][BN];\n";
+  src += "  const int tid = threadIdx.x;\n";
+  src += "  const int tx = tid % (BN / TN), ty = tid / (BN / TN);\n";
+  src += "  const int bcol = tid % BN, brow = tid / BN; // this thread's B loads\n";
+  src += "  for (long long tile = blockIdx.x; tile < TILES; tile += gridDim.x) {\n";
+  src += "    const I mt = (I)(tile % TILES_M);\n";
+  src += "    const I nt = (I)((tile / TILES_M) % TILES_N);\n";
+  src += "    const I g = (I)(tile / (TILES_M * TILES_N));\n";
+  src += "    const I m0 = mt * BM, n0 = nt * BN;\n";
+  src += "    const float *wg = w + g * (M * K);\n";
+  // The B column this thread gathers: its image and the first input coordinate of each dim.
+  src += "    const I bn = n0 + bcol;\n";
+  src += "    const bool bnOk = bn < NC;\n";
+  src += "    const I bnc = bnOk ? bn : 0;\n";
+  src += "    const I bimg = bnc / " + str(s.outSize) + ", bpix = bnc % " + str(s.outSize) + ";\n";
+  src += originCode(s, "bpix", "b", "    ", I);
+  src += "    const float *xg = x + (bimg * " + str(s.inChannels) + " + g * " + str(s.groupIn) +
+         ") * (I)" + str(s.inSize) + ";\n";
+  src += "    float ra[" + str(aPer) + "], rb[" + str(bPer) + "];\n";
+  src += "    float acc[TM][TN];\n";
+  src += "#pragma unroll\n    for (int i = 0; i < TM; ++i)\n#pragma unroll\n"
+         "      for (int j = 0; j < TN; ++j)\n        acc[i][j] = 0.0f;\n";
+
+  // Loads of one K step starting at `k0` into ra/rb.
+  auto loads = [&](const std::string &k0, const std::string &ind) {
+    std::string c;
+    c += ind + "#pragma unroll\n";
+    c += ind + "for (int e = 0; e < " + str(aPer) + "; ++e) {\n";
+    c += ind + "  const int lin = tid + e * THREADS;\n";
+    c += ind + "  const I am = m0 + lin / BK, ak = " + k0 + " + lin % BK;\n";
+    c += ind + "  ra[e] = " + (aGuard ? "lin < BM * BK && " : "") +
+         "am < M && ak < K ? wg[am * K + ak] : 0.0f;\n";
+    c += ind + "}\n";
+    c += ind + "#pragma unroll\n";
+    c += ind + "for (int e = 0; e < " + str(bPer) + "; ++e) {\n";
+    c += ind + "  const I bk = " + k0 + " + brow + e * " + str(rowStep) + ";\n";
+    c += ind + "  const I tap = bk % " + str(s.kernelSize) + ", ch = bk / " +
+         str(s.kernelSize) + ";\n";
+    std::string inside = "bnOk && bk < K", offset = "ch * (I)" + str(s.inSize);
+    std::string rest = "tap";
+    for (size_t d = spatial; d-- > 0;) {
+      std::string kd = d == 0 ? rest : "(" + rest + " % " + str(s.kernel[d]) + ")";
+      c += ind + "  const I i" + str(d) + " = bo" + str(d) + " + " + kd + " * " +
+           str(s.dilations[d]) + ";\n";
+      if (d > 0) {
+        c += ind + "  const I tq" + str(d) + " = " + rest + " / " + str(s.kernel[d]) + ";\n";
+        rest = "tq" + str(d);
+      }
+      inside += " && (unsigned long long)i" + str(d) + " < " + str(s.in[d]) + "ull";
+      offset += " + i" + str(d) + (inSt[d] == 1 ? "" : " * " + str(inSt[d]));
+    }
+    c += ind + "  rb[e] = " + inside + " ? xg[" + offset + "] : 0.0f;\n";
+    c += ind + "}\n";
+    return c;
+  };
+
+  src += loads("0", "    ");
+  src += "    for (I k0 = 0; k0 < K; k0 += BK) {\n";
+  src += "#pragma unroll\n";
+  src += "      for (int e = 0; e < " + str(aPer) + "; ++e) {\n";
+  src += "        const int lin = tid + e * THREADS;\n";
+  if (aGuard)
+    src += "        if (lin < BM * BK)\n  ";
+  src += "        As[lin % BK][lin / BK] = ra[e];\n";
+  src += "      }\n";
+  src += "#pragma unroll\n";
+  src += "      for (int e = 0; e < " + str(bPer) + "; ++e)\n";
+  src += "        Bs[brow + e * " + str(rowStep) + "][bcol] = rb[e];\n";
+  src += "      __syncthreads();\n";
+  src += "      if (k0 + BK < K) {\n";
+  src += loads("(k0 + BK)", "        ");
+  src += "      }\n";
+  src += "#pragma unroll\n";
+  src += "      for (int kk = 0; kk < BK; ++kk) {\n";
+  src += "        float a[TM], b[TN];\n";
+  for (int i = 0; i < t.tm; i += 4) {
+    std::string at = microIndex(t.tm, t.bm, "ty", i);
+    src += "        {\n          const tcc_vec<float, 4> v = *(const tcc_vec<float, 4> *)&As[kk][" +
+           at + "];\n";
+    for (int q = 0; q < 4; ++q)
+      src += "          a[" + str(i + q) + "] = v.v[" + str(q) + "];\n";
+    src += "        }\n";
+  }
+  for (int j = 0; j < t.tn; j += 4) {
+    std::string at = microIndex(t.tn, t.bn, "tx", j);
+    src += "        {\n          const tcc_vec<float, 4> v = *(const tcc_vec<float, 4> *)&Bs[kk][" +
+           at + "];\n";
+    for (int q = 0; q < 4; ++q)
+      src += "          b[" + str(j + q) + "] = v.v[" + str(q) + "];\n";
+    src += "        }\n";
+  }
+  src += "#pragma unroll\n        for (int i = 0; i < TM; ++i)\n#pragma unroll\n"
+         "          for (int j = 0; j < TN; ++j)\n"
+         "            acc[i][j] = fmaf(a[i], b[j], acc[i][j]);\n";
+  src += "      }\n";
+  src += "      __syncthreads();\n";
+  src += "    }\n";
+  // Stores: y[b, g*OCg + m, p].
+  src += "#pragma unroll\n";
+  src += "    for (int j = 0; j < TN; ++j) {\n";
+  src += "      const I n = n0 + " +
+         (t.tn == 4 ? std::string("tx * 4 + j")
+                    : "(j / 4) * (BN / 2) + tx * 4 + (j % 4)") + ";\n";
+  src += "      if (n >= NC)\n        continue;\n";
+  src += "      const I img = n / " + str(s.outSize) + ", pix = n % " + str(s.outSize) + ";\n";
+  src += "      float *yc = y + (img * " + str(s.outChannels) + " + g * M) * (I)" +
+         str(s.outSize) + " + pix;\n";
+  src += "#pragma unroll\n";
+  src += "      for (int i = 0; i < TM; ++i) {\n";
+  src += "        const I m = m0 + " +
+         (t.tm == 4 ? std::string("ty * 4 + i")
+                    : "(i / 4) * (BM / 2) + ty * 4 + (i % 4)") + ";\n";
+  src += "        if (m < M)\n";
+  src += "          yc[m * (I)" + str(s.outSize) + "] = acc[i][j];\n";
+  src += "      }\n";
+  src += "    }\n";
+  src += "  }\n";
+  src += "}\n";
+
+  CudaKernel k;
+  k.name = name;
+  k.source = std::move(src);
+  k.strategy = strategy;
+  k.launch.grid = {(uint32_t)std::clamp<int64_t>(tiles, 1, kMaxGrid), 1, 1};
+  k.launch.block = {(uint32_t)threads, 1, 1};
+  return k;
+}
+
+CudaKernel emitDirectConv(const ConvShape &s, const std::string &name, const std::string &desc) {
+  const int threads = 256;
+  int64_t total = s.batch * s.outChannels * s.outSize;
+  std::string I = indexType(s);
+  std::vector<int64_t> inSt = inStrides(s);
+  size_t spatial = s.in.size();
+
+  std::string src = ScalarEmitter(Target::Cuda).prelude();
+  std::string strategy = "direct (depthwise)";
+  src += "\n// tk.conv " + desc + "\n// " + strategy +
+         ": one thread per output element, the taps in registers' reach\n";
+  src += "TCC_EXPORT void __launch_bounds__(" + str(threads) + ") " + name +
+         "(const float *__restrict__ x, const float *__restrict__ w, float *__restrict__ y) {\n";
+  src += "  typedef " + I + " I;\n";
+  src += "  constexpr long long TOTAL = " + str(total) + "LL;\n";
+  src += "  for (long long e = (long long)blockIdx.x * " + str(threads) +
+         " + threadIdx.x; e < TOTAL; e += (long long)gridDim.x * " + str(threads) + ") {\n";
+  src += "    const I pix = (I)(e % " + str(s.outSize) + ");\n";
+  src += "    const I oc = (I)((e / " + str(s.outSize) + ") % " + str(s.outChannels) + ");\n";
+  src += "    const I img = (I)(e / " + str(s.outSize * s.outChannels) + "LL);\n";
+  src += originCode(s, "pix", "", "    ", I);
+  // groupIn == 1: the input channel is the group's.
+  src += "    const float *xc = x + (img * " + str(s.inChannels) + " + oc / " +
+         str(s.groupOut) + ") * (I)" + str(s.inSize) + ";\n";
+  src += "    const float *wc = w + oc * " + str(s.kernelSize) + ";\n";
+  src += "    float acc = 0.0f;\n";
+  std::string ind = "    ", offset, tap;
+  for (size_t d = 0; d < spatial; ++d) {
+    std::string k = "k" + str(d), i = "i" + str(d);
+    src += ind + "#pragma unroll\n";
+    src += ind + "for (int " + k + " = 0; " + k + " < " + str(s.kernel[d]) + "; ++" + k +
+           ") {\n";
+    ind += "  ";
+    src += ind + "const I " + i + " = o" + str(d) + " + " + k + " * " + str(s.dilations[d]) +
+           ";\n";
+    src += ind + "if ((unsigned long long)" + i + " >= " + str(s.in[d]) + "ull)\n" + ind +
+           "  continue;\n";
+    offset += (d ? " + " : "") + i + (inSt[d] == 1 ? "" : " * " + str(inSt[d]));
+    tap = d == 0 ? k : "(" + tap + ") * " + str(s.kernel[d]) + " + " + k;
+  }
+  src += ind + "acc = fmaf(__ldg(wc + " + tap + "), __ldg(xc + " + offset + "), acc);\n";
+  for (size_t d = spatial; d-- > 0;) {
+    ind.resize(ind.size() - 2);
+    src += ind + "}\n";
+  }
+  src += "    y[e] = acc;\n";
+  src += "  }\n";
+  src += "}\n";
+
+  CudaKernel k;
+  k.name = name;
+  k.source = std::move(src);
+  k.strategy = strategy;
+  k.launch.grid = {(uint32_t)std::clamp<int64_t>((total + threads - 1) / threads, 1, kMaxGrid),
+                   1, 1};
+  k.launch.block = {(uint32_t)threads, 1, 1};
+  return k;
+}
+
+//===--- Top-k ------------------------------------------------------------===//
+
+/// The body of `tcc_topk_key`: maps an element (`v`, storage type) to an unsigned key whose
+/// order is the top-k order for `largest` (NaN above +inf, -0 equal to +0).
+std::string keyBody(Type e, bool largest, std::string &keyType) {
+  std::string k;
+  auto floatKey = [&](const std::string &bits, const std::string &width) {
+    std::string sign = width == "32" ? "0x80000000u" : "0x8000000000000000ull";
+    std::string mag = width == "32" ? "0x7FFFFFFFu" : "0x7FFFFFFFFFFFFFFFull";
+    std::string inf = width == "32" ? "0x7F800000u" : "0x7FF0000000000000ull";
+    return "  const " + keyType + " b = " + bits + ";\n" +
+           "  // NaN: the largest key; -0 and +0: one key; negatives: bits inverted.\n"
+           "  const " + keyType + " k = (b & " + mag + ") > " + inf + " ? ~(" + keyType +
+           ")0 : (b & " + mag + ") == 0 ? " + sign + " : (b & " + sign + ") ? ~b : (b | " +
+           sign + ");\n";
+  };
+  if (e.isF16() || e.isBF16() || e.isF32()) {
+    keyType = "uint32_t";
+    std::string f = e.isF32() ? "v" : e.isF16() ? "tcc_f16_to_f32(v)" : "tcc_bf16_to_f32(v)";
+    k = floatKey("tcc_bits_f32(" + f + ")", "32");
+  } else if (e.isF64()) {
+    keyType = "uint64_t";
+    k = floatKey("tcc_bits_f64(v)", "64");
+  } else if (auto i = dyn_cast<IntegerType>(e)) {
+    unsigned width = i.getWidth();
+    if (width != 1 && width != 8 && width != 16 && width != 32 && width != 64)
+      throw Error("tk.topk: unsupported element type " + typeString(e));
+    keyType = width == 64 ? "uint64_t" : "uint32_t";
+    if (width == 1 || i.isUnsigned())
+      k = "  const " + keyType + " k = (" + keyType + ")v;\n";
+    else if (width == 64)
+      k = "  const uint64_t k = (uint64_t)v ^ 0x8000000000000000ull;\n";
+    else
+      k = "  const uint32_t k = (uint32_t)(int32_t)v ^ 0x80000000u;\n";
+  } else {
+    throw Error("tk.topk: unsupported element type " + typeString(e));
+  }
+  return k + (largest ? "  return k;\n" : "  return ~k; // smallest first\n");
+}
+
+} // namespace
+
+CudaKernel tcc::codegen::emitCudaConv(tk::ConvOp op) {
+  ConvShape s = convShape(op);
+  // Depthwise (one input channel per group): the direct kernel (see the file comment).
+  bool direct = s.groupIn == 1 && s.groups > 1;
+  std::string desc = describe(s);
+  std::string name = hashName("conv", std::string(direct ? "direct " : "gemm ") + desc);
+  if (s.batch * s.outChannels * s.outSize == 0)
+    return emptyConv(name, desc);
+  return direct ? emitDirectConv(s, name, desc) : emitGemmConv(s, name, desc);
+}
+
+CudaKernel tcc::codegen::emitCudaTopK(tk::TopKOp op) {
+  const std::string opName = "tk.topk";
+  std::vector<int64_t> x = shapeOf(opName, op.getInput(), "input"),
+                       v = shapeOf(opName, op.getValues(), "values"),
+                       ix = shapeOf(opName, op.getIndices(), "indices");
+  Type e = cast<MemRefType>(op.getInput().getType()).getElementType();
+  int64_t dim = (int64_t)op.getDim(), rank = (int64_t)x.size();
+  if (dim < 0 || dim >= rank)
+    throw Error(opName + ": dim " + str(dim) + " is out of range for input" + list(x));
+  bool shapeOk = (int64_t)v.size() == rank && v == ix && v[dim] <= x[dim] &&
+                 cast<MemRefType>(op.getValues().getType()).getElementType() == e &&
+                 cast<MemRefType>(op.getIndices().getType()).getElementType().isInteger(64);
+  for (int64_t d = 0; shapeOk && d < rank; ++d)
+    shapeOk = d == dim || v[d] == x[d];
+  if (!shapeOk)
+    throw Error(opName + ": values" + list(v) + " and i64 indices" + list(ix) +
+                " must be the input's type and shape" + list(x) + " with k <= " +
+                str(x[dim]) + " along dim " + str(dim));
+  bool largest = op.getLargest();
+  int64_t outer = product(llvm::ArrayRef(x).take_front(dim)), size = x[dim],
+          inner = product(llvm::ArrayRef(x).drop_front(dim + 1)), k = v[dim];
+  int64_t rows = outer * inner;
+
+  ScalarEmitter scalars(Target::Cuda);
+  std::string T = scalars.storageType(e);
+  std::string keyType;
+  std::string keyCode = keyBody(e, largest, keyType);
+  std::string idxType = size < (int64_t(1) << 32) - 1 ? "uint32_t" : "uint64_t";
+  constexpr int64_t kMaxChunk = 2048;
+  int64_t chunk = 1;
+  while (chunk < std::min(size, kMaxChunk))
+    chunk *= 2;
+  int64_t threads = std::clamp<int64_t>(chunk / 2, 32, 512);
+  bool oneChunk = size <= chunk;
+
+  std::string desc = "input " + typeString(e) + list(x) + " dim=" + str(dim) + " k=" + str(k) +
+                     (largest ? " largest" : " smallest");
+  std::string name = hashName("topk", desc);
+  std::string strategy = "block per line, bitonic chunks of " + str(chunk) +
+                         (oneChunk ? "" : " merged in place");
+  std::string src = scalars.prelude();
+  src += "\n// tk.topk " + desc + "\n// " + strategy + "\n";
+  src += "TCC_FN " + keyType + " " + name + "_key(" + T + " v) {\n" + keyCode + "}\n";
+  src += "TCC_EXPORT void __launch_bounds__(" + str(threads) + ") " + name + "(const " + T +
+         " *__restrict__ x, " + T + " *__restrict__ values, int64_t *__restrict__ indices) {\n";
+  if (rows == 0 || k == 0) {
+    src += "  // nothing to compute: no lines, or k = 0\n}\n";
+  } else {
+    src += "  typedef " + keyType + " Key;\n";
+    src += "  typedef " + idxType + " Idx;\n";
+    src += "  constexpr long long ROWS = " + str(rows) + "LL, SIZE = " + str(size) +
+           "LL, INNER = " + str(inner) + "LL, K = " + str(k) + "LL;\n";
+    src += "  constexpr unsigned S = " + str(chunk) + ", THREADS = " + str(threads) + ";\n";
+    src += "  __shared__ Key keys[S];\n";
+    src += "  __shared__ Idx ids[S];\n";
+    src += "  const unsigned tid = threadIdx.x;\n";
+    src += "  for (long long row = blockIdx.x; row < ROWS; row += gridDim.x) {\n";
+    src += "    const long long o = row / INNER, i = row % INNER;\n";
+    src += "    const " + T + " *xr = x + o * SIZE * INNER + i; // element j at xr[j * INNER]\n";
+    src += "    " + T + " *vr = values + o * K * INNER + i;\n";
+    src += "    int64_t *ir = indices + o * K * INNER + i;\n";
+    if (!oneChunk)
+      src += "    long long cur = 0; // the best so far, sorted, in vr/ir[0, cur)\n";
+    src += "    for (long long c0 = 0; c0 < SIZE; c0 += S) {\n";
+    src += "      const long long len = SIZE - c0 < (long long)S ? SIZE - c0 : (long long)S;\n";
+    src += "      for (unsigned e = tid; e < S; e += THREADS) {\n";
+    src += "        const bool real = e < len;\n";
+    src += "        keys[e] = real ? " + name + "_key(xr[(c0 + e) * INNER]) : (Key)0;\n";
+    src += "        ids[e] = real ? (Idx)(c0 + e) : ~(Idx)0; // padding sorts last\n";
+    src += "      }\n";
+    src += "      __syncthreads();\n";
+    // Bitonic sort, best first: (key descending, index ascending).
+    src += "      for (unsigned span = 2; span <= S; span <<= 1)\n";
+    src += "        for (unsigned half = span >> 1; half > 0; half >>= 1) {\n";
+    src += "          for (unsigned q = tid; q < S / 2; q += THREADS) {\n";
+    src += "            const unsigned a = 2 * half * (q / half) + q % half, b = a + half;\n";
+    src += "            const Key ka = keys[a], kb = keys[b];\n";
+    src += "            const Idx ia = ids[a], ib = ids[b];\n";
+    src += "            const bool bFirst = kb > ka || (kb == ka && ib < ia);\n";
+    src += "            if (bFirst == ((a & span) == 0)) {\n";
+    src += "              keys[a] = kb, keys[b] = ka;\n";
+    src += "              ids[a] = ib, ids[b] = ia;\n";
+    src += "            }\n";
+    src += "          }\n";
+    src += "          __syncthreads();\n";
+    src += "        }\n";
+    if (oneChunk) {
+      src += "      for (long long j = tid; j < K; j += THREADS) {\n";
+      src += "        vr[j * INNER] = xr[(long long)ids[j] * INNER];\n";
+      src += "        ir[j * INNER] = (int64_t)ids[j];\n";
+      src += "      }\n";
+    } else {
+      // Merge path: result[j] = the j-th of (vr/ir[0, cur)) merged with (keys/ids[0, lenB));
+      // every read of the old best is at a position <= j, so rounds from the top down, each
+      // reading before it writes, merge in place.
+      src += "      const long long lenB = len < K ? len : K;\n";
+      src += "      const long long total = cur + lenB < K ? cur + lenB : K;\n";
+      src += "      for (long long hi = total; hi > 0; hi -= THREADS) {\n";
+      src += "        const long long j = hi - 1 - (long long)tid;\n";
+      src += "        " + T + " val = 0;\n";
+      src += "        long long id = 0;\n";
+      src += "        if (j >= 0) {\n";
+      src += "          long long lo = j - lenB > 0 ? j - lenB : 0, up = j < cur ? j : cur;\n";
+      src += "          while (lo < up) {\n";
+      src += "            const long long mid = (lo + up) / 2;\n";
+      src += "            const Key ka = " + name + "_key(vr[mid * INNER]);\n";
+      src += "            const long long ia = ir[mid * INNER];\n";
+      src += "            const Key kb = keys[j - 1 - mid];\n";
+      src += "            const long long ib = (long long)ids[j - 1 - mid];\n";
+      src += "            if (ka > kb || (ka == kb && ia < ib))\n";
+      src += "              lo = mid + 1;\n";
+      src += "            else\n";
+      src += "              up = mid;\n";
+      src += "          }\n";
+      src += "          const long long fromB = j - lo;\n";
+      src += "          bool takeA = lo < cur;\n";
+      src += "          if (takeA && fromB < lenB) {\n";
+      src += "            const Key ka = " + name + "_key(vr[lo * INNER]);\n";
+      src += "            const long long ia = ir[lo * INNER];\n";
+      src += "            takeA = ka > keys[fromB] || (ka == keys[fromB] && ia < (long long)ids[fromB]);\n";
+      src += "          }\n";
+      src += "          if (takeA) {\n";
+      src += "            val = vr[lo * INNER];\n";
+      src += "            id = ir[lo * INNER];\n";
+      src += "          } else {\n";
+      src += "            id = (long long)ids[fromB];\n";
+      src += "            val = xr[id * INNER];\n";
+      src += "          }\n";
+      src += "        }\n";
+      src += "        __syncthreads();\n";
+      src += "        if (j >= 0) {\n";
+      src += "          vr[j * INNER] = val;\n";
+      src += "          ir[j * INNER] = (int64_t)id;\n";
+      src += "        }\n";
+      src += "      }\n";
+      src += "      cur = total;\n";
+    }
+    src += "      __syncthreads(); // the next chunk reuses keys/ids; its merge reads vr/ir\n";
+    src += "    }\n";
+    src += "  }\n";
+    src += "}\n";
+  }
+
+  CudaKernel kernel;
+  kernel.name = name;
+  kernel.source = std::move(src);
+  kernel.strategy = strategy;
+  kernel.launch.grid = {(uint32_t)std::clamp<int64_t>(rows, 1, kMaxGrid), 1, 1};
+  kernel.launch.block = {(uint32_t)threads, 1, 1};
+  return kernel;
+}

@@ -1,0 +1,447 @@
+//===- CudaLibraryKernelsTest.cpp - Generated CUDA conv and top-k, on the host -===//
+//
+// emitCudaConv and emitCudaTopK (CudaLibraryKernels.h) on many geometries, checked without a
+// GPU two ways, like CudaCodegenTest:
+//  * Semantics: every kernel runs through the host emulation of CUDA
+//    (test/support/CudaHostEmulation.h) on seeded random data, with its grid shrunk to at most
+//    3 blocks so the grid-stride loops wrap, against the reference kernels (tcc::kernels::conv
+//    and topk, the interpreter's, whose semantics libtccrt's runConv/runTopK share).
+//    Convolutions sum in another order than the reference, so each output element may differ
+//    by the rounding of two f32 dot products of length K = in channels per group * taps: both
+//    are within (K - 1) * 2^-24 * sum |w * x| of the exact sum, so the test allows
+//    2 * K * 2^-24 * sum |w * x| (the sum of magnitudes computed by the same reference on |x|
+//    and |w|). Top-k must match exactly: values bit for bit, indices equal.
+//  * Compilation: every kernel compiles with NVRTC for sm_80 and sm_90 without spills or a
+//    stack frame; registers are printed. Skipped, visibly, without NVRTC.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tcc/Codegen/CudaLibraryKernels.h"
+#include "tcc/Codegen/NvrtcCompiler.h"
+#include "tcc/Codegen/ScalarEmitter.h"
+#include "tcc/IR/TkDialect.h"
+#include "tcc/Interp/Interpreter.h"
+#include "tcc/Interp/Kernels.h"
+#include "tcc/Support/Tensor.h"
+
+#include "CudaHostEmulation.h"
+#include "TestSupport.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <regex>
+#include <set>
+
+using namespace mlir;
+using namespace tcc;
+namespace cg = tcc::codegen;
+namespace ts = tcc::testsupport;
+
+namespace {
+
+struct ConvCase {
+  std::string name;
+  Shape x, w;
+  std::vector<int64_t> strides, padLow, padHigh, dilations;
+  int64_t groups;
+  std::string strategy; // expected substring of the kernel's strategy
+};
+
+struct TopKCase {
+  std::string name;
+  DType dtype;
+  Shape x;
+  int64_t dim, k;
+  bool largest;
+};
+
+std::vector<ConvCase> convCases() {
+  std::vector<int64_t> one2 = {1, 1}, zero2 = {0, 0};
+  return {
+      {"pointwise_1x1", {2, 16, 7, 9}, {24, 16, 1, 1}, one2, zero2, zero2, one2, 1, "32x128"},
+      {"3x3_pad1", {1, 8, 10, 11}, {40, 8, 3, 3}, one2, one2, one2, one2, 1, "64x64"},
+      {"3x3_pad1_stride2", {2, 5, 13, 9}, {7, 5, 3, 3}, {2, 2}, one2, one2, one2, 1, "16x256"},
+      {"5x5_dilation2", {1, 3, 17, 15}, {20, 3, 5, 5}, one2, {4, 4}, {4, 4}, {2, 2}, 1,
+       "32x128"},
+      {"asymmetric_pad", {1, 4, 9, 8}, {6, 4, 3, 2}, one2, {0, 2}, {1, 0}, one2, 1, "16x256"},
+      {"negative_pad", {2, 3, 9, 10}, {5, 3, 2, 3}, {1, 2}, {-1, 0}, {0, -2}, one2, 1, "16x256"},
+      {"groups2", {2, 8, 9, 9}, {10, 4, 3, 3}, one2, one2, one2, one2, 2, "16x256"},
+      {"depthwise", {2, 6, 11, 10}, {6, 1, 3, 3}, one2, one2, one2, one2, 6, "direct"},
+      {"depthwise_x2_stride2", {1, 4, 8, 9}, {8, 1, 3, 3}, {2, 2}, one2, {0, 1}, one2, 4,
+       "direct"},
+      {"conv1d", {3, 5, 40}, {7, 5, 4}, {3}, {2}, {1}, {2}, 1, "16x256"},
+      {"depthwise1d", {2, 3, 20}, {3, 1, 5}, {1}, {2}, {2}, {1}, 3, "direct"},
+      {"conv3d", {1, 3, 6, 7, 5}, {4, 3, 3, 2, 3}, {1, 2, 1}, {1, 1, 1}, {1, 0, 1}, {1, 1, 1}, 1,
+       "16x256"},
+      {"single_in_channel", {3, 1, 12, 12}, {33, 1, 3, 3}, one2, zero2, zero2, one2, 1, "64x64"},
+      // Wide and tall enough for 128 x 128 tiles (M = 128, N = 184 * 184 = 264 tiles).
+      {"big_tiles", {1, 4, 184, 184}, {128, 4, 3, 3}, one2, one2, one2, one2, 1, "128x128"},
+      {"empty_output", {1, 2, 2, 2}, {3, 2, 3, 3}, one2, zero2, zero2, one2, 1, "empty"},
+  };
+}
+
+std::vector<TopKCase> topkCases() {
+  return {
+      {"f32_largest", DType::F32, {4, 37}, 1, 5, true},
+      {"f32_smallest", DType::F32, {4, 37}, 1, 5, false},
+      {"f32_middle_k_eq_size", DType::F32, {3, 50, 4}, 1, 50, false},
+      {"f32_dim0", DType::F32, {33, 5}, 0, 3, true},
+      {"f32_k1", DType::F32, {6, 100}, 1, 1, true},
+      {"f32_1d", DType::F32, {10}, 0, 10, true},
+      {"f32_long_rows", DType::F32, {2, 3000}, 1, 7, true},
+      {"f32_long_rows_all", DType::F32, {1, 4500}, 1, 4500, false},
+      {"f32_long_middle", DType::F32, {2, 2100, 3}, 1, 2100, true},
+      {"f16", DType::F16, {6, 100}, 1, 10, true},
+      {"bf16_smallest", DType::BF16, {5, 33, 2}, 1, 7, false},
+      {"f64_k1_smallest", DType::F64, {3, 200}, 1, 1, false},
+      {"i32_all", DType::I32, {7, 64}, 1, 64, true},
+      {"i8_smallest", DType::I8, {5, 40}, 1, 9, false},
+      {"i16", DType::I16, {3, 41}, 1, 6, true},
+      {"i64", DType::I64, {4, 100}, 1, 20, true},
+      {"u8", DType::U8, {3, 70}, 1, 10, true},
+      {"u16_smallest", DType::U16, {2, 30}, 1, 4, false},
+      {"u32", DType::U32, {2, 30}, 1, 4, true},
+      {"u64_smallest", DType::U64, {2, 30}, 1, 4, false},
+      {"bool", DType::Bool, {3, 70}, 1, 10, true},
+      {"k0", DType::F32, {3, 8}, 1, 0, true},
+  };
+}
+
+/// Floats uniform in [-1, 1].
+Tensor randomFloats(const Shape &shape, std::mt19937_64 &rng) {
+  Tensor t(DType::F32, shape);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (int64_t i = 0; i < t.numElements(); ++i)
+    t.data<float>()[i] = u(rng);
+  return t;
+}
+
+/// Values with many ties (small integers) and, for floats, NaN, +-inf and +-0.
+Tensor topkInput(DType dtype, const Shape &shape, std::mt19937_64 &rng) {
+  Tensor t(dtype, shape);
+  int64_t n = t.numElements();
+  visitDType(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T *p = t.data<T>();
+    for (int64_t i = 0; i < n; ++i) {
+      double v = (double)(int64_t)(rng() % 15) - 7;
+      if constexpr (std::is_same_v<T, bool>) {
+        p[i] = rng() & 1;
+        continue;
+      } else if constexpr (std::is_floating_point_v<T>) {
+        static const double specials[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0, -0.0, 0.5};
+        if (rng() % 6 == 0)
+          v = specials[rng() % 7];
+        else if (rng() % 2)
+          v += std::ldexp((double)(rng() % 1024), -10); // distinct values too
+        p[i] = (T)v;
+      } else if constexpr (std::is_unsigned_v<T>) {
+        p[i] = (T)(rng() % 12);
+        if (rng() % 9 == 0)
+          p[i] = (T)~(T)0; // the type's maximum
+      } else if constexpr (std::is_integral_v<T>) {
+        p[i] = (T)v;
+        if (rng() % 9 == 0)
+          p[i] = rng() % 2 ? std::numeric_limits<T>::max() : std::numeric_limits<T>::min();
+      } else { // Half, BFloat16
+        static const float specials[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f};
+        float f = (float)v + (rng() % 2 ? 0.25f : 0.0f);
+        if (rng() % 6 == 0)
+          f = specials[rng() % 6];
+        p[i] = T(f);
+      }
+    }
+  });
+  return t;
+}
+
+/// Builds tk ops on memref arguments of a function in `module`.
+struct OpFactory {
+  MLIRContext ctx;
+  OwningOpRef<ModuleOp> module;
+  OpBuilder b{&ctx};
+
+  OpFactory() {
+    ctx.loadDialect<tk::TkDialect, func::FuncDialect, memref::MemRefDialect>();
+    module = ModuleOp::create(UnknownLoc::get(&ctx));
+  }
+
+  /// A function with arguments of `types`, its body ready for one op.
+  Block *function(const std::string &name, ArrayRef<Type> types) {
+    b.setInsertionPointToEnd(module->getBody());
+    auto fn = b.create<func::FuncOp>(b.getUnknownLoc(), name, b.getFunctionType(types, {}));
+    Block *entry = fn.addEntryBlock();
+    b.setInsertionPointToStart(entry);
+    return entry;
+  }
+
+  MemRefType memref(const Shape &shape, DType dtype) {
+    return MemRefType::get(shape, typeFromDType(&ctx, dtype));
+  }
+
+  tk::ConvOp conv(const ConvCase &c, const Shape &y) {
+    Block *entry = function(c.name, {memref(c.x, DType::F32), memref(c.w, DType::F32),
+                                     memref(y, DType::F32)});
+    return b.create<tk::ConvOp>(b.getUnknownLoc(), entry->getArgument(0), entry->getArgument(1),
+                                entry->getArgument(2), c.strides, c.padLow, c.padHigh,
+                                c.dilations, (uint64_t)c.groups);
+  }
+
+  tk::TopKOp topk(const TopKCase &c) {
+    Shape v = c.x;
+    v[c.dim] = c.k;
+    Block *entry = function(c.name, {memref(c.x, c.dtype), memref(v, c.dtype),
+                                     memref(v, DType::I64)});
+    return b.create<tk::TopKOp>(b.getUnknownLoc(), entry->getArgument(0), entry->getArgument(1),
+                                entry->getArgument(2), (uint64_t)c.dim, c.largest);
+  }
+};
+
+std::string storage(MLIRContext *ctx, DType dtype) {
+  return cg::ScalarEmitter(cg::Target::Cpu).storageType(typeFromDType(ctx, dtype));
+}
+
+struct ConvRun {
+  ConvCase c;
+  Tensor x, w, want, magnitude; // magnitude: the reference on |x| and |w|
+  cg::CudaKernel kernel;
+};
+
+struct TopKRun {
+  TopKCase c;
+  Tensor x, wantValues, wantIndices;
+  cg::CudaKernel kernel;
+};
+
+Tensor absolute(const Tensor &t) {
+  Tensor a = t.clone();
+  for (int64_t i = 0; i < a.numElements(); ++i)
+    a.data<float>()[i] = std::fabs(a.data<float>()[i]);
+  return a;
+}
+
+/// All kernels of all cases and their reference results, built once.
+struct Corpus {
+  OpFactory ops;
+  std::vector<ConvRun> convs;
+  std::vector<TopKRun> topks;
+
+  Corpus() {
+    std::mt19937_64 rng(20261123);
+    for (const ConvCase &c : convCases()) {
+      ConvRun r{c, randomFloats(c.x, rng), randomFloats(c.w, rng), {}, {}, {}};
+      std::vector<int64_t> ones(c.strides.size(), 1);
+      r.want = kernels::conv(r.x, r.w, c.strides, c.padLow, c.padHigh, ones, c.dilations,
+                             c.groups);
+      r.magnitude = kernels::conv(absolute(r.x), absolute(r.w), c.strides, c.padLow, c.padHigh,
+                                  ones, c.dilations, c.groups);
+      r.kernel = cg::emitCudaConv(ops.conv(c, r.want.shape()));
+      convs.push_back(std::move(r));
+    }
+    for (const TopKCase &c : topkCases()) {
+      TopKRun r{c, topkInput(c.dtype, c.x, rng), {}, {}, {}};
+      std::tie(r.wantValues, r.wantIndices) = kernels::topk(r.x, c.dim, c.k, c.largest);
+      r.kernel = cg::emitCudaTopK(ops.topk(c));
+      topks.push_back(std::move(r));
+    }
+  }
+
+  std::vector<ts::EmulatedKernel> emulated() {
+    std::vector<ts::EmulatedKernel> out;
+    for (const ConvRun &r : convs)
+      out.push_back({r.kernel.name, r.kernel.source, {"float", "float", "float"}});
+    for (const TopKRun &r : topks) {
+      std::string t = storage(&ops.ctx, r.c.dtype);
+      out.push_back({r.kernel.name, r.kernel.source, {t, t, "int64_t"}});
+    }
+    return out;
+  }
+};
+
+Corpus &corpus() {
+  static Corpus *c = new Corpus; // lives until exit: tests share it
+  return *c;
+}
+
+const ts::CudaHostEmulation &emulation() {
+  static ts::CudaHostEmulation *e = new ts::CudaHostEmulation(
+      corpus().emulated(), ts::testKernelCacheDir("tcc-cuda-library-test-cache"));
+  return *e;
+}
+
+void launch(const cg::CudaKernel &k, const std::vector<void *> &args) {
+  ASSERT_LE(k.launch.block[0] * k.launch.block[1] * k.launch.block[2], 1024u);
+  ASSERT_EQ(k.launch.block[1] * k.launch.block[2], 1u);
+  ASSERT_EQ(k.launch.grid[1] * k.launch.grid[2], 1u);
+  ASSERT_GE(k.launch.grid[0], 1u);
+  emulation().launch(k.name, args, std::min(k.launch.grid[0], 3u), k.launch.block[0]);
+}
+
+TEST(CudaLibraryKernelsTest, ConvStrategiesArePicked) {
+  for (const ConvRun &r : corpus().convs)
+    EXPECT_NE(r.kernel.strategy.find(r.c.strategy), std::string::npos)
+        << r.c.name << ": strategy " << r.kernel.strategy << ", expected " << r.c.strategy;
+}
+
+TEST(CudaLibraryKernelsTest, EmulatedConvMatchesTheReference) {
+  for (const ConvRun &r : corpus().convs) {
+    SCOPED_TRACE(r.c.name + " (" + r.kernel.strategy + ", " + r.kernel.name + ")");
+    Tensor got(DType::F32, r.want.shape());
+    for (int64_t i = 0; i < got.numElements(); ++i)
+      got.data<float>()[i] = NAN; // every element must be written
+    Tensor x = r.x.clone(), w = r.w.clone();
+    launch(r.kernel, {x.raw(), w.raw(), got.raw()});
+    int64_t k = r.c.w[1];
+    for (size_t d = 2; d < r.c.w.size(); ++d)
+      k *= r.c.w[d];
+    double rtol = 2.0 * (double)k * std::ldexp(1.0, -24);
+    int bad = 0;
+    std::string report;
+    for (int64_t i = 0; i < got.numElements(); ++i) {
+      double g = got.data<float>()[i], want = r.want.data<float>()[i];
+      double tol = rtol * r.magnitude.data<float>()[i];
+      if (!(std::fabs(g - want) <= tol) && bad++ < 5)
+        report += " [" + std::to_string(i) + "] got " + std::to_string(g) + " want " +
+                  std::to_string(want) + " (tolerance " + std::to_string(tol) + ");";
+    }
+    EXPECT_EQ(bad, 0) << bad << " of " << got.numElements() << " elements differ:" << report;
+    EXPECT_EQ(std::memcmp(x.raw(), r.x.raw(), x.byteSize()), 0) << "the input was written";
+    EXPECT_EQ(std::memcmp(w.raw(), r.w.raw(), w.byteSize()), 0) << "the weight was written";
+  }
+}
+
+TEST(CudaLibraryKernelsTest, EmulatedTopKMatchesTheReferenceExactly) {
+  for (const TopKRun &r : corpus().topks) {
+    SCOPED_TRACE(r.c.name + " (" + r.kernel.strategy + ", " + r.kernel.name + ")");
+    Tensor values(r.c.dtype, r.wantValues.shape()), indices(DType::I64, r.wantIndices.shape());
+    std::memset(values.raw(), 0xA5, values.byteSize());
+    std::memset(indices.raw(), 0xA5, indices.byteSize());
+    Tensor x = r.x.clone();
+    launch(r.kernel, {x.raw(), values.raw(), indices.raw()});
+    int64_t n = indices.numElements(), bad = 0;
+    size_t es = dtypeSize(r.c.dtype);
+    std::string report;
+    for (int64_t i = 0; i < n; ++i) {
+      bool same = indices.data<int64_t>()[i] == r.wantIndices.data<int64_t>()[i] &&
+                  std::memcmp((const char *)values.raw() + i * es,
+                              (const char *)r.wantValues.raw() + i * es, es) == 0;
+      if (!same && bad++ < 5)
+        report += " [" + std::to_string(i) + "] index " +
+                  std::to_string(indices.data<int64_t>()[i]) + " want " +
+                  std::to_string(r.wantIndices.data<int64_t>()[i]) + ";";
+    }
+    EXPECT_EQ(bad, 0) << bad << " of " << n << " results differ:" << report;
+    EXPECT_EQ(std::memcmp(x.raw(), r.x.raw(), x.byteSize()), 0) << "the input was written";
+  }
+}
+
+TEST(CudaLibraryKernelsTest, NamesComeFromTheGeometry) {
+  Corpus &c = corpus();
+  std::regex conv("conv_[0-9a-f]{16}"), topk("topk_[0-9a-f]{16}");
+  std::set<std::string> names;
+  for (const ConvRun &r : c.convs) {
+    EXPECT_TRUE(std::regex_match(r.kernel.name, conv)) << r.kernel.name;
+    names.insert(r.kernel.name);
+  }
+  for (const TopKRun &r : c.topks) {
+    EXPECT_TRUE(std::regex_match(r.kernel.name, topk)) << r.kernel.name;
+    names.insert(r.kernel.name);
+  }
+  EXPECT_EQ(names.size(), c.convs.size() + c.topks.size()) << "two geometries share a name";
+  // The same geometry again (another op, another function): the same kernel.
+  const ConvRun &r = c.convs[1];
+  cg::CudaKernel again = cg::emitCudaConv(c.ops.conv(r.c, r.want.shape()));
+  EXPECT_EQ(again.name, r.kernel.name);
+  EXPECT_EQ(again.source, r.kernel.source);
+  const TopKRun &t = c.topks[0];
+  EXPECT_EQ(cg::emitCudaTopK(c.ops.topk(t.c)).source, t.kernel.source);
+}
+
+TEST(CudaLibraryKernelsTest, BadGeometriesAreErrors) {
+  OpFactory ops;
+  ConvCase c = convCases()[1];
+  // Output 9x11 where the convolution gives 10x11.
+  EXPECT_CONTAINS(test::errorOf([&] { cg::emitCudaConv(ops.conv(c, {1, 40, 9, 11})); }),
+                  "output spatial dim 0 is 9");
+  // Dynamic shapes.
+  {
+    Block *entry = ops.function("dynamic", {MemRefType::get({ShapedType::kDynamic, 8, 10, 11},
+                                                            ops.b.getF32Type()),
+                                            ops.memref(c.w, DType::F32),
+                                            ops.memref({1, 40, 10, 11}, DType::F32)});
+    auto op = ops.b.create<tk::ConvOp>(ops.b.getUnknownLoc(), entry->getArgument(0),
+                                       entry->getArgument(1), entry->getArgument(2), c.strides,
+                                       c.padLow, c.padHigh, c.dilations, (uint64_t)1);
+    EXPECT_CONTAINS(test::errorOf([&] { cg::emitCudaConv(op); }), "dynamic shape");
+  }
+  // Channels that do not agree with groups.
+  c.groups = 3;
+  EXPECT_CONTAINS(test::errorOf([&] { cg::emitCudaConv(ops.conv(c, {1, 40, 10, 11})); }),
+                  "channel counts do not agree with groups = 3");
+  // Top-k: k above the size; dim out of range.
+  TopKCase t = topkCases()[0];
+  t.k = 38;
+  EXPECT_CONTAINS(test::errorOf([&] { cg::emitCudaTopK(ops.topk(t)); }), "k <= 37");
+  t = topkCases()[0];
+  {
+    Block *entry = ops.function("bad_dim", {ops.memref({4, 37}, DType::F32),
+                                            ops.memref({4, 5}, DType::F32),
+                                            ops.memref({4, 5}, DType::I64)});
+    auto op = ops.b.create<tk::TopKOp>(ops.b.getUnknownLoc(), entry->getArgument(0),
+                                       entry->getArgument(1), entry->getArgument(2),
+                                       (uint64_t)2, true);
+    EXPECT_CONTAINS(test::errorOf([&] { cg::emitCudaTopK(op); }), "dim 2 is out of range");
+  }
+}
+
+TEST(CudaLibraryKernelsTest, AllKernelsCompileWithNvrtcWithoutSpills) {
+  if (!cg::nvrtcAvailable())
+    GTEST_SKIP() << "no NVRTC in this build: " << cg::nvrtcVersionString();
+  Corpus &c = corpus();
+  std::vector<cg::KernelSource> sources;
+  std::vector<std::string> what;
+  for (const ConvRun &r : c.convs) {
+    sources.push_back({r.kernel.name, r.kernel.source});
+    what.push_back("conv " + r.c.name + " [" + r.kernel.strategy + "]");
+  }
+  for (const TopKRun &r : c.topks) {
+    sources.push_back({r.kernel.name, r.kernel.source});
+    what.push_back("topk " + r.c.name + " [" + r.kernel.strategy + "]");
+  }
+  // TCC_TEST_DUMP_DIR=DIR writes every kernel's source to DIR/<name>.cu (for nvcc -Xptxas -v).
+  if (const char *dir = std::getenv("TCC_TEST_DUMP_DIR"))
+    for (const cg::KernelSource &k : sources)
+      std::ofstream(std::string(dir) + "/" + k.name + ".cu") << k.source;
+  cg::CudaCompileOptions options;
+  options.cacheDir = ts::testKernelCacheDir("tcc-cuda-library-test-cache");
+  cg::CudaModule module = cg::compileCudaModule(sources, options);
+  ASSERT_EQ(module.kernels.size(), sources.size());
+  for (size_t i = 0; i < module.kernels.size(); ++i) {
+    const cg::CudaCompiledKernel &k = module.kernels[i];
+    ASSERT_EQ(k.binaries.size(), 2u);
+    std::string line = "[ nvrtc    ] " + what[i] + ":";
+    for (const cg::CudaBinary &b : k.binaries) {
+      SCOPED_TRACE(what[i] + " " + b.arch);
+      EXPECT_GT(b.registers, 0);
+      EXPECT_LE(b.registers, 255);
+      EXPECT_EQ(b.spillStoreBytes, 0);
+      EXPECT_EQ(b.spillLoadBytes, 0);
+      EXPECT_EQ(b.stackBytes, 0) << "local memory";
+      line += " " + b.arch + " " + std::to_string(b.registers) + " registers, " +
+              std::to_string(b.staticSharedBytes) + " B smem;";
+    }
+    std::printf("%s\n", line.c_str());
+  }
+}
+
+} // namespace
