@@ -15,9 +15,9 @@
 //     broadcasts of a GEMM operand are absorbed by the GEMM.
 //  2. Every other op roots a group: reductions (loop), f32/f64 matmul and f32 conv (extern),
 //     topk (extern), loop forms of matmul/conv/reduce_window, and sequential ops (loop). The
-//     part of a matmul's epilogue that the target's GEMM library computes (a bias vector, then
-//     ReLU or tanh GELU on CUDA: GemmEpilogue.h) is decided first and belongs to the matmul's
-//     group; its last value is what the group's consumers read.
+//     part of a matmul's epilogue that the target's GEMM library computes (a scale, a bias
+//     vector, then ReLU or tanh GELU on CUDA: GemmEpilogue.h) is decided first and belongs to
+//     the matmul's group; its last value is what the group's consumers read.
 //  3. Merging, on groups with the legality checks in FusionPolicy:
 //     - epilogues: pointwise groups over a library call's output reading it at the same element
 //       join its extern group;

@@ -11,6 +11,7 @@
 #include "llvm/ADT/SetVector.h"
 
 #include <cmath>
+#include <cstring>
 
 using namespace mlir;
 using namespace tcc::fusion;
@@ -35,18 +36,23 @@ GemmEpilogueSupport gemmEpilogueSupport(Target target, Type elementType) {
   case Target::Cuda:
     if (!gemmType)
       return {"cuBLASLt"};
-    return {"cuBLASLt", /*bias=*/true, /*relu=*/true, /*geluTanh=*/true};
+    return {"cuBLASLt", /*alpha=*/true, /*bias=*/true, /*relu=*/true, /*geluTanh=*/true};
   }
   return {};
 }
 
 std::string GemmEpilogue::describe() const {
-  std::string s = bias ? "bias" : "";
+  std::string s = alpha != 1.0 ? "alpha" : "";
+  if (bias)
+    s += s.empty() ? "bias" : "+bias";
   if (activation != tk::GemmActivation::None)
     s += (s.empty() ? "" : "+") + tk::stringifyGemmActivation(activation).str();
   return s;
 }
 
+namespace {
+
+/// The splat value of `v` when it is a splat float constant (possibly broadcast).
 std::optional<double> splatFloatValue(Value v) {
   while (true) {
     if (auto b = v.getDefiningOp<BroadcastInDimOp>())
@@ -66,8 +72,6 @@ std::optional<double> splatFloatValue(Value v) {
   return value.convertToDouble();
 }
 
-namespace {
-
 /// Is `v` a splat float constant within 1e-6 (relative) of `expected`?
 bool isSplatOf(Value v, double expected) {
   std::optional<double> s = splatFloatValue(v);
@@ -76,10 +80,12 @@ bool isSplatOf(Value v, double expected) {
 
 class Matcher {
 public:
-  Matcher(function_ref<bool(Operation *)> inKernel) : inKernel_(inKernel) {}
+  Matcher(function_ref<bool(Operation *)> inKernel, function_ref<Value(Value)> outside)
+      : inKernel_(inKernel), outside_(outside) {}
 
-  /// If `b`, added to a product of shape `shape`, is a bias vector: the value holding it.
-  Value biasSource(Value b, ArrayRef<int64_t> shape, Type elementType, std::string &why);
+  /// If `b`, added to a product of shape `shape`, is a bias vector: sets ep.bias (and
+  /// ep.biasConstant) and returns true; else says why not in ep.stop.
+  bool matchBias(Value b, ArrayRef<int64_t> shape, GemmEpilogue &ep);
   /// If `out` is the tanh GELU of `x`: adds its ops to `ops`.
   bool matchGeluTanh(Value out, Value x, llvm::SetVector<Operation *> &ops);
   /// Is every user of `v` one of `ops`?
@@ -96,10 +102,19 @@ private:
   /// The factors of a product tree of tcc.binary mul ops (in the kernel), not looking into `x`.
   void factors(Value v, Value x, SmallVectorImpl<Value> &out, llvm::SetVector<Operation *> &ops);
 
+  /// The constant value of `v` (a constant op, or a kernel input standing for one).
+  DenseElementsAttr constantOf(Value v) {
+    DenseElementsAttr c;
+    if (matchPattern(v, m_Constant(&c)) || (outside_ && matchPattern(outside_(v), m_Constant(&c))))
+      return c;
+    return {};
+  }
+
   function_ref<bool(Operation *)> inKernel_;
+  function_ref<Value(Value)> outside_;
 };
 
-Value Matcher::biasSource(Value b, ArrayRef<int64_t> shape, Type elementType, std::string &why) {
+bool Matcher::matchBias(Value b, ArrayRef<int64_t> shape, GemmEpilogue &ep) {
   // Follow the index remaps that broadcast the vector (the same function the kernels use).
   Index idx = spaceIndex(b.getContext(), shape);
   Value v = b;
@@ -112,33 +127,54 @@ Value Matcher::biasSource(Value b, ArrayRef<int64_t> shape, Type elementType, st
     idx = simplify(*sub, shape.size());
     v = op->getOperand(0);
   }
-  (void)elementType; // index remaps keep it: the vector has the product's element type
-  if (splatFloatValue(v))
-    return v; // every column gets the same value: the lowering makes an [N] constant of it
-  if (Operation *d = v.getDefiningOp(); d && inKernel_(d)) {
-    why = "the added vector is computed in the kernel (" + d->getName().getStringRef().str() +
-          "): the library takes a plain vector of the output's type";
-    return {};
-  }
   int64_t rank = shape.size(), n = shape.back();
+  auto vectorType = RankedTensorType::get({n}, tensorType(v).getElementType());
+  DenseElementsAttr constant = constantOf(v);
+  if (constant && constant.isSplat()) { // the same value for every column
+    ep.bias = v;
+    ep.biasConstant = DenseElementsAttr::get(vectorType, constant.getSplatValue<Attribute>());
+    return true;
+  }
+  if (Operation *d = v.getDefiningOp(); d && inKernel_(d) && !constant) {
+    ep.stop = "the added vector is computed in the kernel (" + d->getName().getStringRef().str() +
+              "): the library takes a plain vector of the output's type";
+    return false;
+  }
   std::optional<SmallVector<int64_t>> dims = asProjection(idx, shape, shapeOf(v));
   if (!dims) {
-    why = "the added tensor is not read at the column alone";
-    return {};
+    ep.stop = "the added tensor is not read at the column alone";
+    return false;
   }
+  std::optional<int64_t> varying; // a dim other than the column's that v varies along
   for (int64_t d : *dims)
-    if (d != -1 && d != rank - 1) {
-      why = "the added tensor varies along " +
-            std::string(d == rank - 2 ? "rows" : "batches") +
-            " (the library adds one vector per column, the same for every row and batch)";
-      return {};
+    if (d != -1 && d != rank - 1)
+      varying = d;
+  if (!varying) {
+    if (tensorType(v).getNumElements() != n) { // one value for every column, not a constant
+      ep.stop = "the added value is one scalar, not a vector of one value per column";
+      return false;
     }
-  if (tensorType(v).getNumElements() != n) { // one value for every column, not a constant
-    why = "the added value is one scalar, not a vector of one value per column";
-    return {};
+    ep.bias = v; // a projection onto the column dim alone: its N elements in order
+    return true;
   }
-  return v; // a projection onto the column dim alone: its N elements in order
-
+  // A constant with the column as its last dim whose rows all hold the same vector (what
+  // constant folding makes of a broadcast bias initializer) is that vector.
+  if (constant && dims->back() == rank - 1 && n > 0) {
+    ArrayRef<char> raw = constant.getRawData();
+    size_t rowBytes = raw.size() / (constant.getNumElements() / n);
+    bool repeated = true;
+    for (size_t offset = rowBytes; offset < raw.size() && repeated; offset += rowBytes)
+      repeated = std::memcmp(raw.data(), raw.data() + offset, rowBytes) == 0;
+    if (repeated) {
+      ep.bias = v;
+      ep.biasConstant = DenseElementsAttr::getFromRawBuffer(vectorType, raw.take_front(rowBytes));
+      return true;
+    }
+  }
+  ep.stop = "the added tensor varies along " +
+            std::string(*varying == rank - 2 ? "rows" : "batches") +
+            " (the library adds one vector per column, the same for every row and batch)";
+  return false;
 }
 
 void Matcher::factors(Value v, Value x, SmallVectorImpl<Value> &out,
@@ -233,7 +269,8 @@ bool Matcher::reachesErf(Value x, int depth) {
 } // namespace
 
 GemmEpilogue matchGemmEpilogue(MatmulOp matmul, Target target,
-                               function_ref<bool(Operation *)> inKernel) {
+                               function_ref<bool(Operation *)> inKernel,
+                               function_ref<Value(Value)> outside) {
   GemmEpilogue ep;
   Value y = matmul.getResult();
   ep.result = y;
@@ -241,21 +278,30 @@ GemmEpilogue matchGemmEpilogue(MatmulOp matmul, Target target,
   GemmEpilogueSupport support = gemmEpilogueSupport(target, type.getElementType());
   if (!support.any())
     return ep;
-  Matcher m(inKernel);
+  Matcher m(inKernel, outside);
   Value x = y;
 
-  // The bias: y + B or B + y, y read by nothing else.
-  if (support.bias && y.hasOneUse()) {
-    auto add = dyn_cast<BinaryOp>(*y.getUsers().begin());
-    if (add && inKernel(add) && add.getKind() == BinaryKind::Add && add.getLhs() != add.getRhs()) {
-      Value other = add.getLhs() == y ? add.getRhs() : add.getLhs();
-      if (Value source = m.biasSource(other, type.getShape(), type.getElementType(), ep.stop)) {
-        ep.bias = source;
-        ep.ops.push_back(add);
-        x = add.getResult();
-      } else {
-        return ep; // the activation would come after an add the library cannot do
+  // alpha: y * a or a * y with a splat constant a, y read by nothing else.
+  if (support.alpha && x.hasOneUse()) {
+    auto mul = dyn_cast<BinaryOp>(*x.getUsers().begin());
+    if (mul && inKernel(mul) && mul.getKind() == BinaryKind::Mul && mul.getLhs() != mul.getRhs()) {
+      if (std::optional<double> a = splatFloatValue(mul.getLhs() == x ? mul.getRhs() : mul.getLhs())) {
+        ep.alpha = *a;
+        ep.ops.push_back(mul);
+        x = ep.result = mul.getResult();
       }
+    }
+  }
+
+  // The bias: x + B or B + x, x read by nothing else.
+  if (support.bias && x.hasOneUse()) {
+    auto add = dyn_cast<BinaryOp>(*x.getUsers().begin());
+    if (add && inKernel(add) && add.getKind() == BinaryKind::Add && add.getLhs() != add.getRhs()) {
+      Value other = add.getLhs() == x ? add.getRhs() : add.getLhs();
+      if (!m.matchBias(other, type.getShape(), ep))
+        return ep; // the activation would come after an add the library cannot do
+      ep.ops.push_back(add);
+      x = ep.result = add.getResult();
     }
   }
 

@@ -11,10 +11,10 @@
 //    return of one value, or the base of a scatter.
 // A fusion result that is a graph output is written directly into the output argument (through
 // a tk.view when the output is a reshape of it). With target=cuda, what cuBLASLt computes of a
-// GEMM's epilogue (matchGemmEpilogue: a bias vector, then ReLU or tanh GELU) becomes tk.gemm's
-// `bias` and `activation`, and the epilogue kernel starts from that value. Program metadata: `tk.num_inputs` and
-// `tk.arg_names` (taken from @main's `tk.arg_names`, else `tcc.input_names`/`tcc.output_names`,
-// else input<i>/output<i>).
+// GEMM's epilogue (matchGemmEpilogue: a scale, a bias vector, then ReLU or tanh GELU) becomes
+// tk.gemm's `alpha`, `bias` and `activation`, and the epilogue kernel starts from that value.
+// Program metadata: `tk.num_inputs` and `tk.arg_names` (taken from @main's `tk.arg_names`, else
+// `tcc.input_names`/`tcc.output_names`, else input<i>/output<i>).
 //
 //===----------------------------------------------------------------------===//
 #include "FusionUtils.h"
@@ -85,8 +85,8 @@ private:
   Value constantBuffer(ConstantOp c) { return constantBuffer(c.getLoc(), c.getValue()); }
   /// A private constant global holding `value` (its shape and element type).
   Value constantBuffer(Location loc, ElementsAttr value);
-  /// The [N] buffer of a GEMM's bias: `source` as matchGemmEpilogue found it in fusion `f`.
-  Value gemmBias(FusionOp f, Value source, int64_t n);
+  /// The [N] buffer of the bias matchGemmEpilogue found in fusion `f`.
+  Value gemmBias(FusionOp f, const GemmEpilogue &epilogue, int64_t n);
   Value alloc(Value tensor) { return b_.create<tk::AllocOp>(loc(tensor), memrefOf(tensor), nullptr); }
   Location loc(Value v) { return v.getDefiningOp() ? v.getDefiningOp()->getLoc() : graph_.getLoc(); }
 
@@ -126,21 +126,16 @@ Value ProgramBuilder::constantBuffer(Location loc, ElementsAttr value) {
   return b_.create<memref::GetGlobalOp>(loc, type, global.getSymName());
 }
 
-Value ProgramBuilder::gemmBias(FusionOp f, Value source, int64_t n) {
-  Type e = tensorType(source).getElementType();
-  auto type = MemRefType::get({n}, e);
-  if (auto a = dyn_cast<BlockArgument>(source); a && a.getOwner() == &f.getBody().front()) {
-    // N elements in row-major order (matchGemmEpilogue checked): the same bytes seen as [N].
-    Value buffer = fusionArgBuffers_.lookup(a);
-    return buffer.getType() == type ? buffer : b_.create<tk::ViewOp>(f.getLoc(), type, buffer);
-  }
-  // A splat constant cloned into the fusion: every column gets its value.
-  std::optional<double> value = splatFloatValue(source);
-  if (!value)
-    throw LoweringError{source.getDefiningOp() ? source.getDefiningOp() : f.getOperation(),
-                        "a GEMM bias must be a fusion input or a splat constant"};
-  auto tensor = RankedTensorType::get({n}, e);
-  return constantBuffer(f.getLoc(), DenseElementsAttr::get(tensor, FloatAttr::get(e, *value)));
+Value ProgramBuilder::gemmBias(FusionOp f, const GemmEpilogue &epilogue, int64_t n) {
+  if (epilogue.biasConstant) // the vector of a constant: a constant of its own
+    return constantBuffer(f.getLoc(), epilogue.biasConstant);
+  auto a = dyn_cast<BlockArgument>(epilogue.bias);
+  if (!a || a.getOwner() != &f.getBody().front())
+    throw LoweringError{f, "a GEMM bias must be an input of its fusion or a constant"};
+  // N elements in row-major order (matchGemmEpilogue checked): the same bytes seen as [N].
+  Value buffer = fusionArgBuffers_.lookup(a);
+  auto type = MemRefType::get({n}, tensorType(a).getElementType());
+  return buffer.getType() == type ? buffer : b_.create<tk::ViewOp>(f.getLoc(), type, buffer);
 }
 
 Value ProgramBuilder::bufferOf(Value tensor) {
@@ -288,7 +283,12 @@ void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
   Value result = lib->getResult(0);
   GemmEpilogue gemmEpilogue;
   if (auto m = dyn_cast<MatmulOp>(lib)) {
-    gemmEpilogue = matchGemmEpilogue(m, target_, [&](Operation *op) { return op->getBlock() == &body; });
+    gemmEpilogue = matchGemmEpilogue(
+        m, target_, [&](Operation *op) { return op->getBlock() == &body; },
+        [&](Value v) -> Value {
+          auto a = dyn_cast<BlockArgument>(v);
+          return a && a.getOwner() == &body ? f.getInputs()[a.getArgNumber()] : v;
+        });
     result = gemmEpilogue.result;
   }
   // Where the library writes: its own yield, else in place in an epilogue result of its type.
@@ -308,9 +308,9 @@ void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
     Value a = gemmOperand(f, m.getLhs(), ta), bb = gemmOperand(f, m.getRhs(), tb);
     Value bias;
     if (gemmEpilogue.bias)
-      bias = gemmBias(f, gemmEpilogue.bias, tensorType(m.getResult()).getShape().back());
-    b_.create<tk::GemmOp>(m.getLoc(), a, bb, target, bias, ta, tb, APFloat(1.0), APFloat(0.0),
-                          gemmEpilogue.activation);
+      bias = gemmBias(f, gemmEpilogue, tensorType(m.getResult()).getShape().back());
+    b_.create<tk::GemmOp>(m.getLoc(), a, bb, target, bias, ta, tb, APFloat(gemmEpilogue.alpha),
+                          APFloat(0.0), gemmEpilogue.activation);
   } else {
     auto c = cast<ConvOp>(lib);
     if (!isLibraryConv(c))

@@ -8,20 +8,25 @@
 // A library GEMM computes  c = act(alpha * op(a) x op(b) + beta * c + bias)  where bias is a
 // vector with one value per column of c (the same for every row and every batch). What fuses:
 //
-//   target  library   element types  bias  relu  gelu_tanh
-//   cpu     OpenBLAS  f32, f64       -     -     -
-//   cuda    cuBLASLt  f32, f64       yes   yes   yes
+//   target  library   element types  alpha  bias  relu  gelu_tanh
+//   cpu     OpenBLAS  f32, f64       -      -     -     -
+//   cuda    cuBLASLt  f32, f64       yes    yes   yes   yes
+//
+// (OpenBLAS could take alpha too; the CPU lowering keeps every epilogue in its kernels.)
 //
 // In the graph (the importer's decompositions, frontend/onnx/ops/):
+//   alpha     y * a or a * y with a splat constant a (ONNX Gemm's alpha != 1, a scaled product);
 //   bias      y + B or B + y, B read at [col] only: an [N] vector (ONNX Gemm's C of shape [N] or
 //             [1, N], PyTorch's Linear bias) broadcast over rows and batch dims, of y's element
-//             type, held in its own buffer (a fusion input) or a splat constant;
+//             type, held in its own buffer (a fusion input); or a constant that holds one
+//             vector in every row (what constant folding makes of a broadcast initializer) or
+//             one value everywhere;
 //   relu      max(x, 0) or max(0, x) (ONNX Relu);
 //   gelu_tanh 0.5 * x * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x^3))) with the products
 //             and sums in any order (ONNX Gelu approximate="tanh", PyTorch's decomposed
 //             gelu(approximate="tanh"); x^3 may be pow(x, 3)); constants within 1e-6 relative.
-// in this order: bias, then at most one activation (cuBLASLt's RELU, GELU, RELU_BIAS, GELU_BIAS
-// epilogues). The rest of an epilogue stays in a generated kernel that reads what the GEMM wrote.
+// in this order: alpha, bias, then at most one activation (cuBLASLt's alpha and its RELU, GELU,
+// RELU_BIAS, GELU_BIAS epilogues). The rest of an epilogue stays in a generated kernel that reads what the GEMM wrote.
 //
 // Deliberately not fused:
 //  * erf GELU (ONNX Gelu's default, PyTorch's nn.GELU()): CUBLASLT_EPILOGUE_GELU is the tanh
@@ -60,10 +65,11 @@ llvm::StringRef targetName(Target target);
 /// One row of the table above.
 struct GemmEpilogueSupport {
   llvm::StringRef library; // "OpenBLAS", "cuBLASLt"
+  bool alpha = false;
   bool bias = false;
   bool relu = false;
   bool geluTanh = false;
-  bool any() const { return bias || relu || geluTanh; }
+  bool any() const { return alpha || bias || relu || geluTanh; }
 };
 
 /// What `target`'s GEMM library fuses for products of `elementType`.
@@ -71,33 +77,37 @@ GemmEpilogueSupport gemmEpilogueSupport(Target target, mlir::Type elementType);
 
 /// The part of a matmul's consumers that the library computes.
 struct GemmEpilogue {
+  /// The product's scale (tk.gemm's alpha).
+  double alpha = 1.0;
   /// The value holding the bias (null: none). Not one of `ops`: a fusion input, a function
-  /// argument, another kernel's result or a constant; when it is not a splat constant, its N
-  /// elements in row-major order are the bias (view it as [N]).
+  /// argument, another kernel's result or a constant. Unless `biasConstant` is set, its N
+  /// elements in row-major order are the bias (view its buffer as [N]).
   mlir::Value bias;
+  /// When `bias` is a constant: the [N] vector (the lowering makes a constant buffer of it).
+  mlir::DenseElementsAttr biasConstant;
   tk::GemmActivation activation = tk::GemmActivation::None;
   /// What the GEMM computes with this epilogue: the last value of the chain (the matmul's own
   /// result when nothing fused). Only this value of the chain may be read by other ops.
   mlir::Value result;
-  /// The ops the library computes (the bias add, the activation's ops), in chain order.
+  /// The ops the library computes (the scale, the bias add, the activation's ops), in order.
   llvm::SmallVector<mlir::Operation *> ops;
   /// Why the chain stops where it does, when something follows it that looks like an epilogue
   /// (a bias of the wrong shape, an erf GELU, ...); empty otherwise.
   std::string stop;
 
   bool empty() const { return ops.empty(); }
-  /// "bias", "relu", "bias+gelu_tanh", ...
+  /// "bias", "relu", "alpha+bias+gelu_tanh", ...
   std::string describe() const;
 };
 
 /// The longest prefix of the element-wise work on `matmul`'s result that `target`'s library
 /// computes (see the table above). `inKernel(op)` says whether an op may be computed with the
 /// GEMM: fusion looks at the graph (any pointwise op), the lowering at one fusion's body. Every
-/// value of the chain but its result must be read only by the chain's own ops.
+/// value of the chain but its result must be read only by the chain's own ops. `outside` maps
+/// a value the kernel reads from outside to the graph's value (a fusion's block argument to
+/// its operand), so that constants are seen; none at the graph level.
 GemmEpilogue matchGemmEpilogue(MatmulOp matmul, Target target,
-                               llvm::function_ref<bool(mlir::Operation *)> inKernel);
-
-/// The splat value of `v` when it is a splat float constant (possibly broadcast).
-std::optional<double> splatFloatValue(mlir::Value v);
+                               llvm::function_ref<bool(mlir::Operation *)> inKernel,
+                               llvm::function_ref<mlir::Value(mlir::Value)> outside = {});
 
 } // namespace tcc

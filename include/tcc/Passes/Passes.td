@@ -50,8 +50,8 @@ def LowerToKernels : Pass<"tcc-lower-to-kernels", "mlir::ModuleOp"> {
     library call (tk.gemm, tk.conv, tk.topk) followed by its epilogue kernel. Tensors become
     buffers: graph inputs/outputs are program arguments, constants memref.globals, temporaries
     tk.alloc, reshapes tk.view. With `target=cuda`, the part of a GEMM's epilogue that cuBLASLt
-    computes (a bias vector, then ReLU or tanh GELU: tcc/Passes/GemmEpilogue.h) goes into
-    tk.gemm's `bias` and `activation`; only the rest is a generated kernel.
+    computes (a scale, a bias vector, then ReLU or tanh GELU: tcc/Passes/GemmEpilogue.h) goes
+    into tk.gemm's `alpha`, `bias` and `activation`; only the rest is a generated kernel.
   }];
   let options = [
     Option<"target", "target", "std::string", /*default=*/"\"cpu\"",

@@ -316,3 +316,76 @@ func.func @linear_relu_softmax(%x: tensor<4x16xf32>, %w: tensor<16x8xf32>, %bias
   %o = tcc.binary div %e, %sb : tensor<4x8xf32>
   return %o : tensor<4x8xf32>
 }
+
+// -----
+
+// Constant folding turns a broadcast bias initializer into a full [M, N] constant (the ONNX
+// importer folds as it builds): a constant whose rows all hold one vector is that vector, its
+// own [N] constant. A constant whose rows differ is not a bias.
+// CHECK:       memref.global "private" constant @[[BV:.*]] : memref<8xf32> = dense<[1.000000e+00, 2.000000e+00, 3.000000e+00, 4.000000e+00, 5.000000e+00, 6.000000e+00, 7.000000e+00, 8.000000e+00]>
+// CHECK-LABEL: func.func @folded_bias(
+// CHECK:         %[[B:.*]] = memref.get_global @[[BV]] : memref<8xf32>
+// CHECK-NEXT:    tk.gemm %arg0, %arg1, %arg2 bias(%[[B]] : memref<8xf32>) activation relu : memref<2x4x16xf32>, memref<2x16x8xf32>, memref<2x4x8xf32>
+// CHECK:         tk.gemm %arg0, %arg1, %arg3 : memref<2x4x16xf32>, memref<2x16x8xf32>, memref<2x4x8xf32>
+// CHECK-NEXT:    tk.launch @k0_gemm_epilogue(%arg3, %{{.*}})
+// EXPLAIN: remark: bias+relu fused into the cuBLASLt epilogue
+// EXPLAIN: remark: nothing fused into the cuBLASLt epilogue: the added tensor varies along rows
+func.func @folded_bias(%x: tensor<2x4x16xf32>, %w: tensor<2x16x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>) {
+  %y = tcc.matmul %x, %w : tensor<2x4x16xf32>, tensor<2x16x8xf32> -> tensor<2x4x8xf32>
+  %b = tcc.constant dense<[[[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]], [[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]]]> : tensor<2x4x8xf32>
+  %z = tcc.binary add %y, %b : tensor<2x4x8xf32>
+  %zero = tcc.constant dense<0.0> : tensor<2x4x8xf32>
+  %r = tcc.binary max %z, %zero : tensor<2x4x8xf32>
+  %y2 = tcc.matmul %x, %w : tensor<2x4x16xf32>, tensor<2x16x8xf32> -> tensor<2x4x8xf32>
+  %c = tcc.constant dense<[[[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]], [[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 9.0]]]> : tensor<2x4x8xf32>
+  %z2 = tcc.binary add %y2, %c : tensor<2x4x8xf32>
+  return %r, %z2 : tensor<2x4x8xf32>, tensor<2x4x8xf32>
+}
+
+// -----
+
+// A product scaled by a constant (ONNX Gemm's alpha, attention's 1/sqrt(d)) is tk.gemm's alpha;
+// a scale by a tensor is not.
+// CHECK-LABEL: func.func @alpha(
+// CHECK-NEXT:    %[[S:.*]] = tk.alloc : memref<4x8xf32>
+// CHECK-NEXT:    tk.gemm %arg0, %arg1, %[[S]] {alpha = 1.250000e-01 : f64} : memref<4x16xf32>, memref<16x8xf32>, memref<4x8xf32>
+// CHECK-NEXT:    tk.launch @k0_reduce_sum(%[[S]], %arg3)
+// CHECK-NEXT:    tk.gemm %arg0, %arg1, %arg4 bias(%arg2 : memref<8xf32>) activation gelu_tanh {alpha = 5.000000e-01 : f64} : memref<4x16xf32>, memref<16x8xf32>, memref<4x8xf32>
+// CHECK-NEXT:    tk.gemm %arg0, %arg1, %arg5 : memref<4x16xf32>, memref<16x8xf32>, memref<4x8xf32>
+// CHECK-NEXT:    tk.launch @k1_gemm_epilogue(%arg5, %arg2)
+// CHECK-NEXT:    return
+// EXPLAIN: remark: alpha fused into the cuBLASLt epilogue
+// EXPLAIN: remark: alpha+bias+gelu_tanh fused into the cuBLASLt epilogue
+// CPU-LABEL:   func.func @alpha(
+// CPU:           tk.gemm %arg0, %arg1, %{{.*}} : memref<4x16xf32>, memref<16x8xf32>, memref<4x8xf32>
+// CPU-NOT:       alpha
+// CPU:           return
+func.func @alpha(%x: tensor<4x16xf32>, %w: tensor<16x8xf32>, %bias: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %y = tcc.matmul %x, %w : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
+  %scale = tcc.constant dense<0.125> : tensor<4x8xf32>
+  %s = tcc.binary mul %scale, %y : tensor<4x8xf32>
+  %e = tcc.unary exp %s : tensor<4x8xf32>
+  %sum = tcc.reduce sum %e dims = [1] : tensor<4x8xf32> -> tensor<4xf32>
+  %sb = tcc.broadcast_in_dim %sum dims = [0] : tensor<4xf32> -> tensor<4x8xf32>
+  %p = tcc.binary div %e, %sb : tensor<4x8xf32>
+  %y2 = tcc.matmul %x, %w : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
+  %half = tcc.constant dense<0.5> : tensor<4x8xf32>
+  %v0 = tcc.binary mul %y2, %half : tensor<4x8xf32>
+  %bb = tcc.broadcast_in_dim %bias dims = [1] : tensor<8xf32> -> tensor<4x8xf32>
+  %v = tcc.binary add %v0, %bb : tensor<4x8xf32>
+  %one = tcc.constant dense<1.0> : tensor<4x8xf32>
+  %s2 = tcc.constant dense<0.7978845608028654> : tensor<4x8xf32>
+  %k = tcc.constant dense<0.044715> : tensor<4x8xf32>
+  %xx = tcc.binary mul %v, %v : tensor<4x8xf32>
+  %xxx = tcc.binary mul %v, %xx : tensor<4x8xf32>
+  %kx3 = tcc.binary mul %k, %xxx : tensor<4x8xf32>
+  %sum2 = tcc.binary add %v, %kx3 : tensor<4x8xf32>
+  %inner = tcc.binary mul %s2, %sum2 : tensor<4x8xf32>
+  %t = tcc.unary tanh %inner : tensor<4x8xf32>
+  %onePlus = tcc.binary add %one, %t : tensor<4x8xf32>
+  %hx = tcc.binary mul %half, %v : tensor<4x8xf32>
+  %g = tcc.binary mul %hx, %onePlus : tensor<4x8xf32>
+  %y3 = tcc.matmul %x, %w : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
+  %q = tcc.binary mul %y3, %bb : tensor<4x8xf32>
+  return %p, %g, %q : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
