@@ -639,7 +639,8 @@ CudaKernel tcc::codegen::emitCudaTopK(tk::TopKOp op) {
       src += "          if (takeA && fromB < lenB) {\n";
       src += "            const Key ka = " + name + "_key(vr[lo * INNER]);\n";
       src += "            const long long ia = ir[lo * INNER];\n";
-      src += "            takeA = ka > keys[fromB] || (ka == keys[fromB] && ia < (long long)ids[fromB]);\n";
+      src += "            const Key kb = keys[fromB];\n";
+      src += "            takeA = ka > kb || (ka == kb && ia < (long long)ids[fromB]);\n";
       src += "          }\n";
       src += "          if (takeA) {\n";
       src += "            val = vr[lo * INNER];\n";
