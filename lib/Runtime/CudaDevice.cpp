@@ -168,11 +168,12 @@ CudaDevice &CudaDevice::get(int ordinal) {
   // Devices live until the process exits and are never destroyed: their memory and contexts
   // go with the process, and no destructor runs after the driver's own exit handlers.
   static std::mutex mutex;
-  static std::map<int, CudaDevice *> devices;
+  // (The map is never destroyed either, so the devices stay reachable at exit.)
+  static auto *devices = new std::map<int, CudaDevice *>;
   const CudaDriver &driver = loadCudaDriver();
   std::lock_guard<std::mutex> lock(mutex);
-  auto it = devices.find(ordinal);
-  if (it != devices.end())
+  auto it = devices->find(ordinal);
+  if (it != devices->end())
     return *it->second;
   int count = 0;
   driver.check(driver.cuDeviceGetCount(&count), "cuDeviceGetCount");
@@ -181,7 +182,7 @@ CudaDevice &CudaDevice::get(int ordinal) {
                 std::to_string(count) + (count == 1 ? " device" : " devices") + ": cuda:0" +
                 (count > 1 ? "..cuda:" + std::to_string(count - 1) : "") + ")");
   CudaDevice *device = new CudaDevice(driver, ordinal);
-  devices.emplace(ordinal, device);
+  devices->emplace(ordinal, device);
   return *device;
 }
 
