@@ -23,3 +23,14 @@ import shutil, subprocess
 if shutil.which("python3") and subprocess.run(["python3", "-c", "import onnxruntime"],
                                               capture_output=True).returncode == 0:
     config.available_features.add("onnxruntime")
+
+# `REQUIRES: fakecuda`, `%fakecuda CMD`: CMD runs CUDA artifacts on the fake CUDA driver and the
+# fake cuBLASLt (test/runtime/fakecuda; GEMMs computed on the host from the runtime's
+# descriptors), where the build made them.
+fake_cuda_dir = os.path.join(config.tcc_obj_root, "test", "runtime", "fakecuda")
+fake_cuda = [os.path.join(fake_cuda_dir, "libtcc-fakecuda.so"),
+             os.path.join(fake_cuda_dir, "libtcc-fakecublaslt.so")]
+if all(os.path.exists(f) for f in fake_cuda):
+    config.available_features.add("fakecuda")
+    config.substitutions.append(
+        ("%fakecuda", "env TCC_CUDA_DRIVER=%s TCC_CUBLASLT_LIBRARY=%s" % tuple(fake_cuda)))
