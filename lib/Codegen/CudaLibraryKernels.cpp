@@ -8,9 +8,10 @@
 //   y[b, g*OCg + m, p] = sum_k w[g*OCg + m, k] * B[k, (b, p)],
 //   B[(c, t), (b, p)] = x[b, g*ICg + c, p * stride - pad_low + t * dilation] (0 outside).
 //  * implicit GEMM: BM x BN output tiles (blocks of 256 threads, a TM x TN register micro-tile
-//    each), K in steps of BK = 8 through shared memory; the next step's A (weights) and B
-//    (gathered from the input, padding as zeros) are loaded into registers while the current
-//    step is multiplied. A is stored transposed (As[k][m], rows padded by 4 floats so the
+//    each), K in steps of BK = 8 through two shared-memory buffers: the next step's A
+//    (weights) and B (gathered from the input, padding as zeros) are loaded into registers
+//    while the current step is multiplied, then stored into the other buffer (one barrier per
+//    step). A is stored transposed (As[k][m], rows padded by 4 floats so the
 //    transposing stores hit 32 different banks), B as Bs[k][n]; the micro-tile reads them as
 //    16-byte vectors, each thread's 4-float groups 16 bytes apart from its neighbours' (a
 //    thread with TM/TN = 8 takes two groups half a tile apart), so the vector reads are
@@ -279,8 +280,8 @@ CudaKernel emitGemmConv(const ConvShape &s, const std::string &name, const std::
   src += "  constexpr I M = " + str(M) + ", NC = " + str(NC) + ", K = " + str(K) +
          ", TILES_M = " + str(tilesM) + ", TILES_N = " + str(tilesN) + ";\n";
   src += "  constexpr long long TILES = " + str(tiles) + "LL;\n";
-  src += "  __shared__ __align__(16) float As[BK][BM + 4]; // A transposed, rows padded\n";
-  src += "  __shared__ __align__(16) float Bs[BK][BN];\n";
+  src += "  __shared__ __align__(16) float As[2][BK][BM + 4]; // A transposed, rows padded\n";
+  src += "  __shared__ __align__(16) float Bs[2][BK][BN];\n";
   src += "  const int tid = threadIdx.x;\n";
   src += "  const int tx = tid % (BN / TN), ty = tid / (BN / TN);\n";
   src += "  const int bcol = tid % BN, brow = tid / BN; // this thread's B loads\n";
@@ -336,20 +337,31 @@ CudaKernel emitGemmConv(const ConvShape &s, const std::string &name, const std::
     return c;
   };
 
+  // Shared-memory stores of ra/rb into buffer `buf`.
+  auto stores = [&](const std::string &buf, const std::string &ind) {
+    std::string c;
+    c += ind + "#pragma unroll\n";
+    c += ind + "for (int e = 0; e < " + str(aPer) + "; ++e) {\n";
+    c += ind + "  const int lin = tid + e * THREADS;\n";
+    if (aGuard)
+      c += ind + "  if (lin < BM * BK)\n  ";
+    c += ind + "  As[" + buf + "][lin % BK][lin / BK] = ra[e];\n";
+    c += ind + "}\n";
+    c += ind + "#pragma unroll\n";
+    c += ind + "for (int e = 0; e < " + str(bPer) + "; ++e)\n";
+    c += ind + "  Bs[" + buf + "][brow + e * " + str(rowStep) + "][bcol] = rb[e];\n";
+    return c;
+  };
+  // Double-buffered K loop, one barrier per step: step s multiplies buffer s % 2 while the
+  // next step's loads (issued before the multiply) are stored into the other buffer, which
+  // every thread finished reading before the previous step's barrier.
   src += loads("0", "    ");
+  src += stores("0", "    ");
+  src += "    __syncthreads();\n";
+  src += "    int buf = 0;\n";
   src += "    for (I k0 = 0; k0 < K; k0 += BK) {\n";
-  src += "#pragma unroll\n";
-  src += "      for (int e = 0; e < " + str(aPer) + "; ++e) {\n";
-  src += "        const int lin = tid + e * THREADS;\n";
-  if (aGuard)
-    src += "        if (lin < BM * BK)\n  ";
-  src += "        As[lin % BK][lin / BK] = ra[e];\n";
-  src += "      }\n";
-  src += "#pragma unroll\n";
-  src += "      for (int e = 0; e < " + str(bPer) + "; ++e)\n";
-  src += "        Bs[brow + e * " + str(rowStep) + "][bcol] = rb[e];\n";
-  src += "      __syncthreads();\n";
-  src += "      if (k0 + BK < K) {\n";
+  src += "      const bool more = k0 + BK < K;\n";
+  src += "      if (more) {\n";
   src += loads("(k0 + BK)", "        ");
   src += "      }\n";
   src += "#pragma unroll\n";
@@ -357,16 +369,16 @@ CudaKernel emitGemmConv(const ConvShape &s, const std::string &name, const std::
   src += "        float a[TM], b[TN];\n";
   for (int i = 0; i < t.tm; i += 4) {
     std::string at = microIndex(t.tm, t.bm, "ty", i);
-    src += "        {\n          const tcc_vec<float, 4> v = *(const tcc_vec<float, 4> *)&As[kk][" +
-           at + "];\n";
+    src += "        {\n          const tcc_vec<float, 4> v = *(const tcc_vec<float, 4> "
+           "*)&As[buf][kk][" + at + "];\n";
     for (int q = 0; q < 4; ++q)
       src += "          a[" + str(i + q) + "] = v.v[" + str(q) + "];\n";
     src += "        }\n";
   }
   for (int j = 0; j < t.tn; j += 4) {
     std::string at = microIndex(t.tn, t.bn, "tx", j);
-    src += "        {\n          const tcc_vec<float, 4> v = *(const tcc_vec<float, 4> *)&Bs[kk][" +
-           at + "];\n";
+    src += "        {\n          const tcc_vec<float, 4> v = *(const tcc_vec<float, 4> "
+           "*)&Bs[buf][kk][" + at + "];\n";
     for (int q = 0; q < 4; ++q)
       src += "          b[" + str(j + q) + "] = v.v[" + str(q) + "];\n";
     src += "        }\n";
@@ -375,6 +387,10 @@ CudaKernel emitGemmConv(const ConvShape &s, const std::string &name, const std::
          "          for (int j = 0; j < TN; ++j)\n"
          "            acc[i][j] = fmaf(a[i], b[j], acc[i][j]);\n";
   src += "      }\n";
+  src += "      if (more) {\n";
+  src += stores("buf ^ 1", "        ");
+  src += "      }\n";
+  src += "      buf ^= 1;\n";
   src += "      __syncthreads();\n";
   src += "    }\n";
   // Stores: y[b, g*OCg + m, p].
