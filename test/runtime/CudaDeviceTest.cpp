@@ -597,6 +597,46 @@ TEST_F(FakeCuda, CaptureRefusesAllocationsAndEndsCleanly) {
   device->allocator().deallocate(p);
 }
 
+TEST_F(FakeCuda, CaptureFollowsTheEventRulesOfCudaH) {
+  const CudaDriver &d = device->driver();
+  constexpr CUresult kIsolation = 905, kImplicit = 906, kCapturedEvent = 907;
+  constexpr unsigned kWaitExternal = 1;
+  CudaStream stream(*device);
+  CudaEvent outside(*device), inside(*device);
+  CUgraph graph = nullptr;
+  outside.record(stream);
+  // Waiting on uncaptured work needs CU_EVENT_WAIT_EXTERNAL; without it the capture breaks.
+  ASSERT_EQ(d.cuStreamBeginCapture(stream.get(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+            CUDA_SUCCESS);
+  EXPECT_EQ(d.cuStreamWaitEvent(stream.get(), outside.get(), 0), kIsolation);
+  EXPECT_EQ(d.cuStreamEndCapture(stream.get(), &graph), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  EXPECT_EQ(graph, nullptr);
+  ASSERT_EQ(d.cuStreamBeginCapture(stream.get(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+            CUDA_SUCCESS);
+  EXPECT_EQ(d.cuStreamWaitEvent(stream.get(), outside.get(), kWaitExternal), CUDA_SUCCESS);
+  // An event recorded in the capture is a graph node: it cannot be queried or waited for.
+  EXPECT_EQ(d.cuEventRecord(inside.get(), stream.get()), CUDA_SUCCESS);
+  EXPECT_EQ(d.cuEventQuery(inside.get()), kCapturedEvent);
+  EXPECT_EQ(d.cuEventSynchronize(inside.get()), kCapturedEvent);
+  EXPECT_EQ(d.cuStreamWaitEvent(stream.get(), inside.get(), 0), CUDA_SUCCESS);
+  ASSERT_EQ(d.cuStreamEndCapture(stream.get(), &graph), CUDA_SUCCESS);
+  EXPECT_EQ(d.cuGraphDestroy(graph), CUDA_SUCCESS);
+  EXPECT_EQ(d.cuStreamWaitEvent(stream.get(), outside.get(), kWaitExternal),
+            CUDA_ERROR_INVALID_VALUE); // only during capture
+  inside.record(stream);
+  EXPECT_EQ(d.cuEventQuery(inside.get()), CUDA_SUCCESS);
+  // The legacy stream may not be used while a blocking stream captures.
+  CUstream blocking = nullptr;
+  ASSERT_EQ(d.cuStreamCreate(&blocking, 0), CUDA_SUCCESS);
+  ASSERT_EQ(d.cuStreamBeginCapture(blocking, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
+  EXPECT_EQ(d.cuEventRecord(outside.get(), nullptr), kImplicit);
+  EXPECT_EQ(d.cuStreamEndCapture(blocking, &graph), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  EXPECT_EQ(d.cuStreamDestroy(blocking), CUDA_SUCCESS);
+  EXPECT_EQ(d.describe(kIsolation),
+            "CUDA_ERROR_STREAM_CAPTURE_ISOLATION (dependency created on uncaptured work in "
+            "another stream)");
+}
+
 // ==== driver-independent: the fake here, the real driver in the real-driver: entries ===========
 
 TEST_F(OnDevice, Properties) {

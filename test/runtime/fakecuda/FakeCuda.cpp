@@ -59,7 +59,14 @@
 //    made from the capturing thread (global: any thread), and cuStreamSynchronize of the
 //    capturing stream from any thread, fail with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and
 //    invalidate the capture, whose cuStreamEndCapture then returns
-//    CUDA_ERROR_STREAM_CAPTURE_INVALIDATED.
+//    CUDA_ERROR_STREAM_CAPTURE_INVALIDATED. As cuda.h documents: waiting in a capture on an
+//    event recorded outside it needs CU_EVENT_WAIT_EXTERNAL (else
+//    CUDA_ERROR_STREAM_CAPTURE_ISOLATION, invalidating; with it, every replay waits for the
+//    event's latest record), an event last recorded in a capture cannot be queried,
+//    synchronised or timed (CUDA_ERROR_CAPTURED_EVENT), and work on the legacy stream while a
+//    blocking stream (created without CU_STREAM_NON_BLOCKING) captures is
+//    CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, invalidating. Waiting outside a capture on an event
+//    recorded in one (joining streams into a capture) is CUDA_ERROR_NOT_SUPPORTED.
 // Not modelled: concurrency between streams (one lock serialises everything), device-side
 // faults inside kernels, unified addressing (a device pointer is a host pointer; the fake cannot
 // tell a host pointer given where a device one is expected, except for copies' device side),
@@ -106,7 +113,11 @@ constexpr CUresult CUDA_ERROR_ILLEGAL_STATE = 401;
 constexpr CUresult CUDA_ERROR_ILLEGAL_ADDRESS = 700;
 constexpr CUresult CUDA_ERROR_LAUNCH_FAILED = 719;
 constexpr CUresult CUDA_ERROR_NOT_SUPPORTED = 801;
+constexpr CUresult CUDA_ERROR_STREAM_CAPTURE_ISOLATION = 905;
+constexpr CUresult CUDA_ERROR_STREAM_CAPTURE_IMPLICIT = 906;
+constexpr CUresult CUDA_ERROR_CAPTURED_EVENT = 907;
 constexpr CUresult CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD = 908;
+constexpr unsigned CU_EVENT_WAIT_EXTERNAL = 1;
 
 struct ErrorText {
   CUresult code;
@@ -137,6 +148,12 @@ constexpr ErrorText kErrors[] = {
      "operation not permitted when stream is capturing"},
     {CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
      "operation failed due to a previous error during capture"},
+    {CUDA_ERROR_STREAM_CAPTURE_ISOLATION, "CUDA_ERROR_STREAM_CAPTURE_ISOLATION",
+     "dependency created on uncaptured work in another stream"},
+    {CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT",
+     "operation would make the legacy stream depend on a capturing blocking stream"},
+    {CUDA_ERROR_CAPTURED_EVENT, "CUDA_ERROR_CAPTURED_EVENT",
+     "operation not permitted on an event last recorded in a capturing stream"},
     {CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD",
      "attempt to terminate a thread-local capture sequence from another thread"},
 };
@@ -165,6 +182,7 @@ struct GraphExec {
 };
 
 struct Stream {
+  bool blocking = false; // created without CU_STREAM_NON_BLOCKING
   std::deque<Op> queue;
   Graph *capture = nullptr; // non-null while capturing
   bool invalidated = false;
@@ -178,6 +196,7 @@ struct Event {
   uint64_t recorded = 0;    // records enqueued
   uint64_t completed = 0;   // records run
   Clock::time_point time;
+  Graph *capturedIn = nullptr; // non-null: last recorded in this capture
 };
 
 using EmuKernel = void (*)(void **);
@@ -365,7 +384,24 @@ CUresult drainAll() {
   return first;
 }
 
+/// Work on (or a wait for) the legacy stream while a blocking stream captures would make the
+/// capture depend on it: the capture is invalidated.
+CUresult legacyDuringBlockingCapture(Stream *stream) {
+  State &s = state();
+  if (stream != &s.legacy)
+    return CUDA_SUCCESS;
+  CUresult result = CUDA_SUCCESS;
+  for (Stream *other : s.streams)
+    if (other->capture && other->blocking) {
+      other->invalidated = true;
+      result = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    }
+  return result;
+}
+
 CUresult enqueue(Stream *stream, Op op) {
+  if (CUresult r = legacyDuringBlockingCapture(stream))
+    return r;
   if (stream->capture) {
     if (stream->invalidated)
       return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
@@ -1079,6 +1115,7 @@ FAKE_API CUresult cuStreamCreate(CUstream *handle, unsigned flags) {
   if (!handle || (flags & ~CU_STREAM_NON_BLOCKING))
     return CUDA_ERROR_INVALID_VALUE;
   Stream *stream = new Stream;
+  stream->blocking = !(flags & CU_STREAM_NON_BLOCKING);
   S.streams.insert(stream);
   *handle = reinterpret_cast<CUstream>(stream);
   return CUDA_SUCCESS;
@@ -1112,6 +1149,8 @@ FAKE_API CUresult cuStreamSynchronize(CUstream handle) {
     stream->invalidated = true;
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
+  if (CUresult r = legacyDuringBlockingCapture(stream))
+    return r;
   return drain(stream);
 }
 
@@ -1146,12 +1185,19 @@ FAKE_API CUresult cuEventRecord(CUevent handle, CUstream stream_) {
   Stream *stream = streamOf(stream_);
   if (!stream)
     return CUDA_ERROR_INVALID_HANDLE;
-  if (stream->capture) // a node of the graph: it stamps the event when replayed
+  if (stream->capture) { // a node of the graph: it stamps the event when replayed
+    if (stream->invalidated)
+      return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    event->capturedIn = stream->capture;
     return enqueue(stream, [event] {
       if (state().events.count(event))
         event->time = Clock::now();
       return CUDA_SUCCESS;
     });
+  }
+  if (CUresult r = legacyDuringBlockingCapture(stream))
+    return r;
+  event->capturedIn = nullptr;
   uint64_t generation = ++event->recorded;
   event->stream = stream;
   return enqueue(stream, [event, generation] {
@@ -1169,6 +1215,8 @@ FAKE_API CUresult cuEventQuery(CUevent handle) {
   Event *event = reinterpret_cast<Event *>(handle);
   if (!S.events.count(event))
     return CUDA_ERROR_INVALID_HANDLE;
+  if (event->capturedIn)
+    return CUDA_ERROR_CAPTURED_EVENT;
   return event->completed >= event->recorded ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
@@ -1178,6 +1226,8 @@ FAKE_API CUresult cuEventSynchronize(CUevent handle) {
   Event *event = reinterpret_cast<Event *>(handle);
   if (!S.events.count(event))
     return CUDA_ERROR_INVALID_HANDLE;
+  if (event->capturedIn)
+    return CUDA_ERROR_CAPTURED_EVENT;
   if (event->completed >= event->recorded || !event->stream)
     return CUDA_SUCCESS;
   uint64_t generation = event->recorded;
@@ -1194,6 +1244,8 @@ FAKE_API CUresult cuEventElapsedTime_v2(float *ms, CUevent startHandle, CUevent 
   if (!S.events.count(start) || !S.events.count(end) || !start->timing || !end->timing ||
       start->recorded == 0 || end->recorded == 0)
     return CUDA_ERROR_INVALID_HANDLE;
+  if (start->capturedIn || end->capturedIn)
+    return CUDA_ERROR_CAPTURED_EVENT;
   if (start->completed < start->recorded || end->completed < end->recorded)
     return CUDA_ERROR_NOT_READY;
   *ms = std::chrono::duration<float, std::milli>(end->time - start->time).count();
@@ -1207,10 +1259,31 @@ FAKE_API CUresult cuStreamWaitEvent(CUstream stream_, CUevent handle, unsigned f
   Event *event = reinterpret_cast<Event *>(handle);
   if (!stream || !S.events.count(event))
     return CUDA_ERROR_INVALID_HANDLE;
-  if (flags != 0)
+  if (flags & ~CU_EVENT_WAIT_EXTERNAL)
     return CUDA_ERROR_INVALID_VALUE;
+  if (stream->capture) {
+    if (event->capturedIn) // recorded earlier in this (single-stream) capture: already ordered
+      return event->capturedIn == stream->capture ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
+    if (!(flags & CU_EVENT_WAIT_EXTERNAL)) { // a dependency on uncaptured work
+      stream->invalidated = true;
+      return CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+    }
+    // An external wait node: each replay waits for the event's latest record at that time.
+    return enqueue(stream, [event] {
+      State &s = state();
+      if (!s.events.count(event) || !event->stream ||
+          (event->stream != &s.legacy && !s.streams.count(event->stream)))
+        return CUDA_SUCCESS;
+      uint64_t generation = event->recorded;
+      return drain(event->stream, [event, generation] { return event->completed >= generation; });
+    });
+  }
+  if (flags & CU_EVENT_WAIT_EXTERNAL)
+    return CUDA_ERROR_INVALID_VALUE; // only meaningful during capture
+  if (event->capturedIn)             // would join another stream into the capture: not modelled
+    return CUDA_ERROR_NOT_SUPPORTED;
   if (event->completed >= event->recorded || !event->stream)
-    return CUDA_SUCCESS;
+    return legacyDuringBlockingCapture(stream);
   Stream *source = event->stream;
   uint64_t generation = event->recorded;
   return enqueue(stream, [source, event, generation] {
