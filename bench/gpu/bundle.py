@@ -1,0 +1,356 @@
+#!/usr/bin/env python3
+"""Builds the GPU-session bundle (the `bundle` mode of scripts/gpu-session.sh).
+
+Everything the GPU machine needs and cannot make itself (it has no MLIR, so no tcc compiler):
+CUDA artifacts of the bench models, of the kernel microbenchmarks and of a sample of the ONNX
+conformance node tests, libtccrt with the libraries it needs that the machine lacks, tccrt-run
+and the runtime's test binaries. What is made there instead (deterministically, from files the
+working tree carries): the bench models' ONNX files, inputs and reference outputs
+(bench/models/make_models.py, checked against the SHA-256 recorded here) and the
+microbenchmarks' inputs.
+
+  python3 bench/gpu/bundle.py --build-dir build --out .gpu [--budget-mib 60] [--conformance N]
+      [--models mlp transformer_block ...] [--arch sm_90,sm_80] [--cpu-check]
+
+Interpreter: the python3 on PATH (onnx, numpy, onnxruntime: bench/requirements.txt).
+Writes OUT/manifest.json, which bench/gpu/device_session.py reads; prints a summary with sizes.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import hashlib
+import json
+import lzma
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench" / "models"))
+sys.path.insert(0, str(ROOT / "bench" / "gpu"))
+
+TESTDATA = Path("/usr/share/libonnx-testdata/data")
+# Libraries the GPU machine's image provides itself (glibc, the GCC runtime); the rest of what
+# ldd resolves is carried. libstdc++/libgcc_s go to lib-fallback/, used only if the machine's own
+# are too old for our binaries (its glibc and GCC are newer than Debian 12's).
+SYSTEM_LIBS = re.compile(r"^(libc|libm|libdl|libpthread|librt|ld-linux[-\w]*|libresolv|libutil)\.so")
+FALLBACK_LIBS = re.compile(r"^(libstdc\+\+|libgcc_s)\.so")
+# Compressed with xz in the bundle, unpacked on the machine (OpenBLAS is ~37 MB, ~1/4 packed).
+COMPRESS_ABOVE = 4 << 20
+# The bench models in the order they get room in the bundle (resnet18's weights alone are 47 MB).
+MODEL_PRIORITY = ["mlp", "transformer_block", "mobilenet_v2", "resnet18", "minilm_l6"]
+
+
+def log(msg: str) -> None:
+    print(f"[bundle] {msg}", flush=True)
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def run(cmd: list[str], timeout: float = 600, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def first_error(p: subprocess.CompletedProcess) -> str:
+    text = (p.stderr or "") + (p.stdout or "")
+    lines = [l for l in text.splitlines() if l.strip()]
+    for l in lines:
+        if "error" in l.lower():
+            return l.strip()[:400]
+    return (lines[-1].strip() if lines else f"exit {p.returncode}")[:400]
+
+
+def dir_size(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
+
+
+# ---- binaries and libraries ------------------------------------------------------------------
+def needed_libs(binary: Path, env) -> dict[str, str]:
+    """soname -> resolved path, from ldd (with the build's library dir on LD_LIBRARY_PATH)."""
+    p = run(["ldd", binary], env=env)
+    libs = {}
+    for line in p.stdout.splitlines():
+        m = re.match(r"\s*(\S+) => (\S+) \(", line)
+        if m:
+            libs[m.group(1)] = m.group(2)
+        elif "not found" in line:
+            raise RuntimeError(f"ldd {binary}: {line.strip()}")
+    return libs
+
+
+def readelf_needed(binary: Path) -> list[str]:
+    out = run(["readelf", "-d", "--wide", binary]).stdout
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
+
+
+def copy_runtime(build: Path, out: Path, manifest: dict) -> None:
+    bin_dir, lib_dir, fb_dir = out / "bin", out / "lib", out / "lib-fallback"
+    for d in (bin_dir, lib_dir, fb_dir):
+        d.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, LD_LIBRARY_PATH=str(build / "lib"))
+    binaries = {"tccrt-run": build / "bin" / "tccrt-run"}
+    tests = {}
+    # The runtime's test binaries: GoogleTest programs linking libtccrt and no MLIR (their CUDA
+    # tests skip without a GPU here and run there).
+    for exe in sorted((build / "bin").glob("tccrt*-tests")):
+        needed = readelf_needed(exe)
+        bad = [n for n in needed if re.search(r"mlir|llvm|protobuf", n, re.I)]
+        if bad:
+            manifest["skipped_binaries"][exe.name] = f"needs {', '.join(bad)} (not on the GPU machine)"
+            continue
+        tests[exe.name] = exe
+    for name, path in {**binaries, **tests}.items():
+        if not path.exists():
+            raise RuntimeError(f"{path} is missing: build it first (scripts/build.sh)")
+        shutil.copy2(path, bin_dir / name)
+    manifest["tests"] = sorted(tests)
+    # The test kernel module tccrt-tests loads by its absolute build path (TCCRT_TEST_KERNELS).
+    kernels = build / "test" / "runtime" / "tccrt_test_kernels.so"
+    if kernels.exists() and tests:
+        shutil.copy2(kernels, lib_dir / kernels.name)
+        manifest["test_kernels_path"] = str(kernels)
+    libs: dict[str, str] = {}
+    for path in [build / "lib" / "libtccrt.so.0", *binaries.values(), *tests.values()]:
+        libs.update(needed_libs(path, env))
+    libs["libtccrt.so.0"] = str((build / "lib" / "libtccrt.so.0").resolve())
+    carried, packed = [], []
+    for soname, path in sorted(libs.items()):
+        if SYSTEM_LIBS.match(soname):
+            continue
+        dest_dir = fb_dir if FALLBACK_LIBS.match(soname) else lib_dir
+        src = Path(path).resolve()
+        if src.stat().st_size > COMPRESS_ABOVE:
+            (dest_dir / (soname + ".xz")).write_bytes(lzma.compress(src.read_bytes(), preset=6))
+            packed.append(soname)
+        else:
+            shutil.copy2(src, dest_dir / soname)
+        carried.append(soname)
+    manifest["libs"] = carried
+    manifest["packed_libs"] = packed
+
+
+# ---- compiling -------------------------------------------------------------------------------
+class Compiler:
+    def __init__(self, tcc: Path, arch: str, device: str):
+        self.tcc, self.arch, self.device = tcc, arch, device
+
+    def compile(self, model: Path, out: Path, inputs: list[Path] = (), report: Path | None = None,
+                extra: list[str] = (), train: bool = False) -> tuple[bool, str, float]:
+        cmd = [self.tcc, "compile", *(["--train"] if train else []), model, "-o", out, "--device", self.device]
+        if self.device == "cuda":
+            cmd += ["--arch", self.arch]
+        if inputs:
+            cmd += ["--inputs", *inputs]
+        if report:
+            cmd += ["--report", report]
+        cmd += list(extra)
+        t0 = time.time()
+        try:
+            p = run(cmd, timeout=900)
+        except subprocess.TimeoutExpired:
+            return False, "tcc compile timed out after 900 s", time.time() - t0
+        ok = p.returncode == 0 and out.exists()
+        return ok, "" if ok else first_error(p), time.time() - t0
+
+
+def conformance_cases(n: int) -> list[Path]:
+    """Every k-th node test (name order) that the CPU backend is expected to pass."""
+    root = TESTDATA / "node"
+    if not root.is_dir():
+        return []
+    xfail = set()
+    for line in (ROOT / "test" / "conformance" / "expected-failures-cpu.txt").read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            xfail.add(line.split()[0])
+    cases = [d for d in sorted(root.iterdir())
+             if d.name not in xfail and (d / "model.onnx").exists() and (d / "test_data_set_0").is_dir()]
+    if n <= 0 or not cases:
+        return []
+    step = max(1, len(cases) // n)
+    return cases[::step][:n]
+
+
+def sorted_pb(d: Path, prefix: str) -> list[Path]:
+    return sorted(d.glob(f"{prefix}_*.pb"), key=lambda p: int(p.stem.split("_")[1]))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build-dir", type=Path, default=ROOT / "build")
+    ap.add_argument("--out", type=Path, default=ROOT / ".gpu")
+    ap.add_argument("--budget-mib", type=float, default=60.0, help="largest bundle (the device tool carries 64 MiB)")
+    ap.add_argument("--arch", default="sm_90,sm_80")
+    ap.add_argument("--conformance", type=int, default=150, help="node tests in the sample (0: none)")
+    ap.add_argument("--models", nargs="*", default=None, help="bench models, in priority order (default: all by priority)")
+    ap.add_argument("--models-only", action="store_true",
+                    help="only the bench models (no microbenchmarks, conformance sample or training artifact): "
+                         "for a second call with a model that does not fit beside them (resnet18)")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--cpu-check", action="store_true",
+                    help="compile for the CPU instead (device CPU, small microbenchmarks): to test the device "
+                         "mode on a machine without a GPU")
+    args = ap.parse_args()
+
+    build = args.build_dir.resolve()
+    out = args.out.resolve()
+    tcc = build / "bin" / "tcc"
+    if not tcc.exists():
+        log(f"error: {tcc} not found: build first (scripts/build.sh)")
+        return 1
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    device = "cpu" if args.cpu_check else "cuda"
+    git = run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"]).stdout.strip()
+    dirty = bool(run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"]).stdout.strip())
+    manifest: dict = {
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "host": platform.node(), "git": git + ("+dirty" if dirty else ""), "device": device,
+        "arch": args.arch if device == "cuda" else None, "budget_mib": args.budget_mib,
+        "skipped_binaries": {}, "models": [], "micro": [], "conformance": [], "training": None,
+        "notes": [],
+    }
+    t_start = time.time()
+    copy_runtime(build, out, manifest)
+    comp = Compiler(tcc, args.arch, device)
+    budget = int(args.budget_mib * (1 << 20))
+
+    # Probe: does `tcc compile --device cuda` work at all here? One tiny model first, so that a
+    # missing backend is reported once instead of per case.
+    import make_micro
+    import onnx
+    probe_dir = out / "probe"
+    probe_dir.mkdir()
+    probe = probe_dir / "model.onnx"
+    from onnx import TensorProto, helper
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "probe",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(probe))
+    compiler_ok, err, _ = comp.compile(probe, probe_dir / "model.tcc")
+    shutil.rmtree(probe_dir)
+    if not compiler_ok:
+        manifest["compile_error"] = f"tcc compile --device {device} does not work here: {err}"
+        log(manifest["compile_error"])
+    if compiler_ok and not args.models_only:
+        # Microbenchmarks: graphs with every tensor an input (artifacts of a few KB).
+        scale = 16 if args.cpu_check else 1
+        micro_dir = out / "micro"
+        for m in make_micro.micro_list(scale):
+            d = micro_dir / m.name
+            d.mkdir(parents=True)
+            onnx.save(make_micro.build_model(m), str(d / "model.onnx"))
+            ok, err, secs = comp.compile(d / "model.onnx", d / "model.tcc", report=d / "report.json")
+            (d / "model.onnx").unlink()
+            entry = {"name": m.name, "ok": ok, "error": err, "compile_seconds": round(secs, 2)}
+            if ok:
+                entry["report"] = json.loads((d / "report.json").read_text())
+            manifest["micro"].append(entry)
+            log(f"micro {m.name}: {'ok' if ok else 'FAILED: ' + err}")
+        manifest["micro_scale"] = scale
+
+        # Conformance sample: the CPU backend's passing node tests, compiled with their inputs.
+        cases = conformance_cases(args.conformance)
+        conf_dir = out / "conformance"
+
+        def one(case: Path):
+            d = conf_dir / case.name
+            ds = d / "test_data_set_0"
+            ds.mkdir(parents=True)
+            src = case / "test_data_set_0"
+            inputs = sorted_pb(src, "input")
+            ok, err, secs = comp.compile(case / "model.onnx", d / "model.tcc", inputs)
+            if not ok and "is not a valid TensorProto file" in err:
+                # Sequence/optional values: `tcc check` skips these cases too.
+                shutil.rmtree(d)
+                return {"name": case.name, "ok": False, "skipped": True, "error": err, "inputs": len(inputs)}
+            if ok:
+                for p in inputs + sorted_pb(src, "output"):
+                    shutil.copy2(p, ds / p.name)
+            else:
+                shutil.rmtree(d)
+            return {"name": case.name, "ok": ok, "error": err, "inputs": len(inputs)}
+        with cf.ThreadPoolExecutor(args.jobs) as ex:
+            manifest["conformance"] = list(ex.map(one, cases))
+        n_ok = sum(c["ok"] for c in manifest["conformance"])
+        n_na = sum(bool(c.get("skipped")) for c in manifest["conformance"])
+        log(f"conformance: {n_ok} of {len(cases)} sampled node tests compiled ({n_na} hold sequence or "
+            f"optional values: skipped, as tcc check does)")
+        for c in manifest["conformance"]:
+            if not c["ok"] and not c.get("skipped"):
+                log(f"  {c['name']}: {c['error']}")
+
+        # Training artifact (FashionMNIST example), if --train compiles for the device.
+        tr = out / "train"
+        tr.mkdir()
+        ok, err, secs = comp.compile(ROOT / "examples" / "fashion-mnist" / "model.onnx", tr / "train.tcc",
+                                     extra=["--batch-size", "64", "--optimizer", "adam"], train=True)
+        manifest["training"] = {"ok": ok, "error": err, "batch_size": 64, "optimizer": "adam",
+                                "model": "examples/fashion-mnist/model.onnx"}
+        if not ok:
+            shutil.rmtree(tr)
+        log(f"training artifact: {'ok' if ok else 'FAILED: ' + err}")
+
+    if compiler_ok:
+        # Bench models: regenerated deterministically by make_models.py (here and there).
+        import make_models
+        names = args.models if args.models is not None else MODEL_PRIORITY
+        models_dir = out / "models"
+        for name in names:
+            entry = {"name": name}
+            manifest["models"].append(entry)
+            try:
+                model = make_models.build(name, with_outputs=True)
+            except Exception as e:  # e.g. minilm_l6 without its weights package
+                entry.update(ok=False, error=f"make_models.py failed: {e}")
+                log(f"model {name}: {entry['error']}")
+                continue
+            d = models_dir / name
+            d.mkdir(parents=True)
+            ok, err, secs = comp.compile(model.onnx_path, d / "model.tcc", model.input_paths(), d / "report.json")
+            entry.update(ok=ok, error=err, compile_seconds=round(secs, 2), onnx_sha256=sha256(model.onnx_path),
+                         flops=model.flops)
+            if not ok:
+                shutil.rmtree(d)
+                log(f"model {name}: FAILED: {err}")
+                continue
+            entry["report"] = json.loads((d / "report.json").read_text())
+            size = (d / "model.tcc").stat().st_size
+            entry["artifact_bytes"] = size
+            if dir_size(out) > budget:
+                shutil.rmtree(d)
+                rest = dir_size(out)
+                if size + rest - dir_size(out / "models") > budget:
+                    why = (f"left out: its artifact ({size / 2**20:.1f} MiB) with the runtime "
+                           f"({(rest - dir_size(out / 'models')) / 2**20:.1f} MiB) exceeds the {args.budget_mib:g} MiB "
+                           "that the device tool can carry (64 MiB in all)")
+                else:
+                    why = (f"left out: its artifact ({size / 2**20:.1f} MiB) does not fit the {args.budget_mib:g} MiB "
+                           f"bundle beside the others; bundle it alone for a second call: bundle --models-only "
+                           f"--models {name}")
+                entry.update(ok=False, error=why)
+            log(f"model {name}: {'ok' if entry['ok'] else entry['error']} ({size / 2**20:.1f} MiB)")
+
+    manifest["bundle_bytes"] = dir_size(out)
+    manifest["bundle_seconds"] = round(time.time() - t_start, 1)
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    total = dir_size(out)
+    log(f"{out}: {total / 2**20:.1f} MiB ({', '.join(f'{p.name} {dir_size(p) / 2**20:.1f}' for p in sorted(out.iterdir()) if p.is_dir())}) "
+        f"in {time.time() - t_start:.0f} s")
+    if total > budget:
+        log(f"error: the bundle is {total / 2**20:.1f} MiB, over the {args.budget_mib:g} MiB budget")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,912 @@
+#!/usr/bin/env python3
+"""GPU session, device side (the `device` mode of scripts/gpu-session.sh).
+
+Runs on the GPU machine over the bundle that bench/gpu/bundle.py made (.gpu/): the runtime's
+GPU tests, every conformance sample through tccrt-run --compare, the kernel microbenchmarks
+against the measured copy bandwidth and cuBLAS/cuDNN alone, and the bench models with tcc
+(plain and --cuda-graph) against PyTorch eager, torch.compile (default and max-autotune) and
+onnxruntime's CUDA execution provider, all on the same inputs. Prints one table and writes
+DATE-DEVICE-gpu.md and .json into --out.
+
+Each section that cannot run says "skipped: <reason>" and the others go on; the whole session
+keeps to --budget-s (sections that would start after it are skipped, the torch.compile
+workers are stopped at it).
+
+Interpreter: the GPU machine's python3 (torch, numpy, onnx, onnxruntime). Here, without a
+GPU, `bash scripts/gpu-session.sh device` runs the same code: the GPU sections skip with the
+runtime's reason, and a bundle made with `bundle --cpu-check` runs every section on the CPU
+(CPU artifacts, torch on the CPU) to test this script.
+
+Timing domains (see bench/README.md, "GPU session"):
+  host-to-host: one tccrt_run (inputs copied to the device, run, outputs copied back,
+      synchronous) and the same for every peer (torch: .to(device), forward, .cpu());
+  device: tcc's summed kernel durations of one run (Nsight Compute, gpu__time_duration,
+      --clock-control none --cache-control none) against torch's CUDA-event time.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import glob
+import io
+import json
+import math
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench" / "gpu"))
+sys.path.insert(0, str(ROOT / "bench" / "models"))
+
+# Tolerances: conformance as `tcc check`; microbenchmarks and models vs. the references.
+CONF_RTOL, CONF_ATOL = 1e-3, 1e-5
+MICRO_RTOL, MICRO_ATOL = 1e-3, 1e-4
+
+
+def now() -> float:
+    return time.time()
+
+
+def fmt_ms(v) -> str:
+    if v is None:
+        return "—"
+    return f"{v:.3f}" if v < 10 else f"{v:.1f}"
+
+
+def pct(v) -> str:
+    return "—" if v is None else f"{100 * v:.0f}%"
+
+
+def kernel_summary(report: dict | None) -> str:
+    """Generated kernels, library calls, the most registers and any spills (from tcc's report)."""
+    if not report:
+        return ""
+    parts = [f"{report.get('kernels', 0)} kernels + {report.get('extern_calls', 0)} library calls"]
+    regs, spills = 0, []
+    for k in report.get("cuda_kernels") or []:
+        for arch, a in (k.get("archs") or {}).items():
+            regs = max(regs, a.get("registers", 0))
+            if a.get("spill_stores") or a.get("spill_loads"):
+                spills.append(f"{k.get('name')}@{arch}")
+    if regs:
+        parts.append(f"<= {regs} regs")
+    if report.get("cuda_kernels") is not None:
+        parts.append(f"spills in {', '.join(spills)}" if spills else "no spills")
+    return ", ".join(parts)
+
+
+def median(xs):
+    return statistics.median(xs) if xs else None
+
+
+class Session:
+    def __init__(self, args):
+        self.args = args
+        self.bundle = args.bundle.resolve()
+        self.out = args.out.resolve()
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.work = Path(args.work).resolve()
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.deadline = now() + args.budget_s
+        self.logf = open(self.out / "session.log", "w")
+        self.manifest = json.loads((self.bundle / "manifest.json").read_text())
+        self.device = self.manifest["device"]  # "cuda" (a GPU bundle) or "cpu" (--cpu-check)
+        self.rt_env = dict(os.environ)
+        self.rt_env["LD_LIBRARY_PATH"] = os.environ.get("TCCRT_LIBRARY_PATH", str(self.bundle / "lib"))
+        self.tccrt_run = self.bundle / "bin" / "tccrt-run"
+        self.sections: dict[str, dict] = {}
+        self.rows: list[dict] = []  # the table
+        self.info: dict = {"date": time.strftime("%Y-%m-%d")}
+        self.device_ok, self.device_reason = False, "the probe did not finish"
+        self.torch_ok, self.torch_reason = False, "the probe did not finish"
+        self.device_tag, self.ncu = "unknown", None
+
+    # -- plumbing --------------------------------------------------------------------------------
+    def log(self, msg: str) -> None:
+        line = f"[{time.strftime('%H:%M:%S')}] {msg}"
+        print(line, flush=True)
+        self.logf.write(line + "\n")
+        self.logf.flush()
+
+    def left(self) -> float:
+        return self.deadline - now()
+
+    def section(self, name: str, fn, need_s: float = 20) -> None:
+        if self.left() < need_s:
+            self.skip(name, f"session budget ({self.args.budget_s:.0f} s) nearly spent")
+            return
+        t0 = now()
+        self.log(f"== {name}")
+        try:
+            fn()
+        except SkipSection as e:
+            self.skip(name, str(e), quiet=True)
+        except Exception as e:  # report and go on with the next section
+            import traceback
+            self.log(traceback.format_exc())
+            self.sections[name] = {"status": f"error: {type(e).__name__}: {e}"}
+        self.sections.setdefault(name, {"status": "ok"})
+        self.sections[name]["seconds"] = round(now() - t0, 1)
+        self.log(f"   {name}: {self.sections[name]['status']} ({self.sections[name]['seconds']} s)")
+
+    def skip(self, name: str, reason: str, quiet: bool = False) -> None:
+        self.sections[name] = {"status": f"skipped: {reason}"}
+        if not quiet:
+            self.log(f"   {name}: skipped: {reason}")
+
+    def rt(self, args: list, timeout: float) -> subprocess.CompletedProcess:
+        return subprocess.run([str(self.tccrt_run), *map(str, args)], capture_output=True, text=True,
+                              timeout=max(5.0, min(timeout, self.left())), env=self.rt_env)
+
+    def tcc_json(self, args: list, timeout: float = 120) -> tuple[dict | None, str]:
+        """tccrt-run ... --json: (result, "") or (None, error), result["exit"] = 0 or 2."""
+        try:
+            p = self.rt([*args, "--json"], timeout)
+        except subprocess.TimeoutExpired:
+            return None, f"tccrt-run timed out"
+        if p.returncode in (0, 2):
+            try:
+                res = json.loads(p.stdout.strip().splitlines()[-1])
+                res["exit"] = p.returncode
+                return res, ""
+            except (ValueError, IndexError):
+                return None, f"tccrt-run printed no JSON: {p.stdout[-300:]}"
+        err = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
+        return None, err
+
+    # -- availability ----------------------------------------------------------------------------
+    def probe(self) -> None:
+        info = self.info
+        info["date"] = time.strftime("%Y-%m-%d")
+        info["time_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        info["host"] = platform.node()
+        info["bundle"] = {k: self.manifest.get(k) for k in ("created", "git", "device", "arch", "bundle_bytes")}
+        info["python"] = sys.version.split()[0]
+        p = subprocess.run([str(self.tccrt_run), "--device-available", self.device], capture_output=True,
+                           text=True, env=self.rt_env)
+        info["tccrt_device"] = (p.stdout.strip() or p.stderr.strip())
+        self.device_ok = p.returncode == 0
+        self.device_reason = re.sub(r"^\w+: (unavailable: )?", "", info["tccrt_device"])
+        try:
+            import torch
+            info["torch"] = torch.__version__
+            self.torch_ok = True
+            if self.device == "cuda":
+                self.torch_ok = torch.cuda.is_available()
+                info["torch_cuda"] = torch.cuda.is_available()
+                if self.torch_ok:
+                    props = torch.cuda.get_device_properties(0)
+                    info["gpu"] = torch.cuda.get_device_name(0)
+                    info["gpu_sms"] = props.multi_processor_count
+                    info["gpu_memory_gib"] = round(props.total_memory / 2**30, 1)
+                else:
+                    self.torch_reason = "torch.cuda.is_available() is False"
+            self.torch_reason = getattr(self, "torch_reason", "")
+        except Exception as e:
+            self.torch_ok, self.torch_reason = False, f"torch cannot be imported: {e}"
+        try:
+            import onnxruntime as ort
+            info["onnxruntime"] = ort.__version__
+            info["ort_providers"] = ort.get_available_providers()
+        except Exception as e:
+            info["onnxruntime"] = f"unavailable: {e}"
+            info["ort_providers"] = []
+        smi = shutil.which("nvidia-smi")
+        if smi:
+            q = subprocess.run([smi, "--query-gpu=name,driver_version,clocks.max.sm,memory.total",
+                                "--format=csv,noheader"], capture_output=True, text=True)
+            info["nvidia_smi"] = q.stdout.strip() or q.stderr.strip()
+        self.ncu = None if self.args.no_ncu else self.find_ncu()
+        info["ncu"] = self.ncu or "not found"
+        name = info.get("gpu") or ("cpu-check" if self.device == "cpu" else "no-gpu")
+        self.device_tag = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+        for k, v in info.items():
+            self.log(f"   {k}: {v}")
+
+    def find_ncu(self) -> str | None:
+        if self.device != "cuda":
+            return None
+        cands = [shutil.which("ncu"), "/usr/local/cuda/bin/ncu",
+                 *sorted(glob.glob("/opt/nvidia/nsight-compute/*/ncu"), reverse=True)]
+        return next((c for c in cands if c and os.access(c, os.X_OK)), None)
+
+    def need_device(self) -> None:
+        if not self.device_ok:
+            raise SkipSection(self.device_reason)
+
+    def need_torch(self) -> None:
+        if not self.torch_ok:
+            raise SkipSection(self.torch_reason)
+
+    # -- GPU tests ---------------------------------------------------------------------------------
+    def gpu_tests(self) -> None:
+        tests = self.manifest.get("tests") or []
+        if not tests:
+            raise SkipSection("the bundle holds no test binaries")
+        kp = self.manifest.get("test_kernels_path")
+        if kp and not Path(kp).exists():
+            # tccrt-tests loads its kernel module from the absolute path it was built with.
+            Path(kp).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(self.bundle / "lib" / Path(kp).name, kp)
+        results = {}
+        for t in tests:
+            jf = self.work / f"{t}.json"
+            env = dict(self.rt_env, GTEST_OUTPUT=f"json:{jf}")
+            try:
+                p = subprocess.run([str(self.bundle / "bin" / t)], capture_output=True, text=True, env=env,
+                                   timeout=max(10, min(300, self.left() - 60)))
+            except subprocess.TimeoutExpired:
+                results[t] = {"status": "timed out"}
+                continue
+            (self.out / f"{t}.log").write_text(p.stdout[-200000:] + p.stderr[-50000:])
+            r = {"exit": p.returncode, "passed": 0, "failed": [], "skipped": {}}
+            # GoogleTest's JSON has no skip messages: take them from the output, between
+            # "[ RUN      ] Suite.Test" and "[  SKIPPED ] Suite.Test".
+            printed = {m.group(1): m.group(2) for m in re.finditer(
+                r"^\[ RUN      \] (\S+)\n(.*?)^\[  SKIPPED \] \1 ", p.stdout, re.M | re.S)}
+            if jf.exists():
+                data = json.loads(jf.read_text())
+                for suite in data.get("testsuites", []):
+                    for case in suite.get("testsuite", []):
+                        full = f"{suite['name']}.{case['name']}"
+                        if case.get("failures"):
+                            r["failed"].append(full)
+                        elif case.get("result") == "SKIPPED":
+                            lines = [l for l in printed.get(full, "").splitlines()
+                                     if l.strip() and not l.rstrip().endswith("Skipped")]
+                            r["skipped"][full] = (lines[0].strip() if lines else "")[:200]
+                        else:
+                            r["passed"] += 1
+            else:
+                r["error"] = (p.stderr.strip().splitlines() or ["no JSON written"])[-1]
+            results[t] = r
+            skip_reasons = sorted(set(m.split("\n")[0] for m in r["skipped"].values() if m))
+            self.log(f"   {t}: exit {p.returncode}, {r['passed']} passed, {len(r['failed'])} failed, "
+                     f"{len(r['skipped'])} skipped{' (' + '; '.join(skip_reasons[:2]) + ')' if skip_reasons else ''}")
+            self.rows.append({"kind": "tests", "name": t,
+                              "check": f"{r['passed']} passed, {len(r['failed'])} failed, {len(r['skipped'])} skipped"
+                                       + (f": {r['error']}" if "error" in r else ""),
+                              "note": "; ".join(skip_reasons[:1])})
+        self.sections["gpu_tests"] = {"status": "ok", "results": results}
+
+    # -- conformance -------------------------------------------------------------------------------
+    def conformance(self) -> None:
+        cases = [c for c in self.manifest.get("conformance", []) if c["ok"]]
+        if not cases:
+            raise SkipSection(self.manifest.get("compile_error") or "no conformance samples in the bundle")
+        self.need_device()
+        import concurrent.futures as cf
+
+        def one(c):
+            d = self.bundle / "conformance" / c["name"]
+            ds = d / "test_data_set_0"
+            inputs = sorted(ds.glob("input_*.pb"), key=lambda p: int(p.stem.split("_")[1]))
+            args = [d / "model.tcc", "--compare", ds, "--rtol", CONF_RTOL, "--atol", CONF_ATOL]
+            if inputs:
+                args += ["--inputs", *inputs]
+            res, err = self.tcc_json(args, timeout=120)
+            if res is None:
+                return c["name"], "error", err
+            if res["exit"] == 0:
+                return c["name"], "pass", ""
+            bad = [o for o in res["compare"]["outputs"] if not o["ok"]]
+            return c["name"], "fail", "; ".join(o.get("error") or f"{o['mismatches']} mismatches, max abs err {o['max_abs_error']}" for o in bad)
+        with cf.ThreadPoolExecutor(4) as ex:
+            results = list(ex.map(one, cases))
+        n = {k: sum(r[1] == k for r in results) for k in ("pass", "fail", "error")}
+        not_compiled = [c["name"] for c in self.manifest["conformance"] if not c["ok"] and not c.get("skipped")]
+        self.sections["conformance"] = {"status": "ok", "counts": n, "not_compiled": not_compiled,
+                                        "failures": [{"name": a, "status": b, "detail": c} for a, b, c in results if b != "pass"]}
+        for a, b, c in results:
+            if b != "pass":
+                self.log(f"   {b.upper()} {a}: {c}")
+        self.rows.append({"kind": "conformance", "name": f"{len(cases)} node tests",
+                          "check": f"{n['pass']} passed, {n['fail']} failed, {n['error']} errors"
+                                   + (f" ({len(not_compiled)} did not compile)" if not_compiled else "")})
+
+    # -- measurements --------------------------------------------------------------------------------
+    def ncu_device_ms(self, args: list, runs: int) -> tuple[float | None, str, int]:
+        """Summed kernel durations of the last of `runs` tccrt_run calls under Nsight Compute."""
+        if self.device != "cuda":
+            return None, "not a GPU run", 0
+        if not self.ncu:
+            return None, "ncu not found", 0
+        logf = self.work / "ncu.csv"
+        if logf.exists():
+            logf.unlink()
+        cmd = [self.ncu, "--csv", "--log-file", str(logf), "--metrics", "gpu__time_duration.sum",
+               "--print-units", "base", "--clock-control", "none", "--cache-control", "none",
+               "--target-processes", "all", str(self.tccrt_run), *map(str, args)]
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, env=self.rt_env,
+                               timeout=max(10, min(180, self.left() - 30)))
+        except subprocess.TimeoutExpired:
+            return None, "ncu timed out", 0
+        if not logf.exists():
+            return None, f"ncu wrote no report (exit {p.returncode}): {(p.stderr or p.stdout).strip()[-200:]}", 0
+        lines = [l for l in logf.read_text(errors="replace").splitlines() if l.startswith('"')]
+        rows = [r for r in csv.DictReader(io.StringIO("\n".join(lines)))
+                if r.get("Metric Name") == "gpu__time_duration.sum"]
+        if not rows:
+            return None, f"ncu measured no kernels (exit {p.returncode}): {(p.stderr or p.stdout).strip()[-200:]}", 0
+        scale = {"ns": 1e-6, "nsecond": 1e-6, "us": 1e-3, "usecond": 1e-3, "ms": 1.0, "msecond": 1.0}
+        vals = []
+        for r in rows:
+            unit = (r.get("Metric Unit") or "ns").strip()
+            vals.append(float(r["Metric Value"].replace(",", "")) * scale.get(unit, 1e-6))
+        if len(vals) % runs == 0:
+            per = len(vals) // runs
+            return sum(vals[-per:]), "", per
+        return sum(vals) / runs, f"{len(vals)} kernels over {runs} runs (uneven)", len(vals) // runs
+
+    def copy_bandwidth(self) -> None:
+        import torch
+        dev = "cuda" if self.device == "cuda" else "cpu"
+        n = (256 << 20) // 4 if dev == "cuda" else (64 << 20) // 4
+        src = torch.randn(n, device=dev)
+        dst = torch.empty_like(src)
+        t = self.time_torch(lambda: dst.copy_(src), iters=20, warmup=3)
+        self.copy_bw = 2 * 4 * n / (t * 1e-3)  # bytes read + written per second
+        self.info["copy_bandwidth_gbs"] = round(self.copy_bw / 1e9, 1)
+        self.log(f"   device-to-device copy: {self.copy_bw / 1e9:.0f} GB/s (read + write, {4 * n >> 20} MiB buffers)")
+        del src, dst
+
+    def time_torch(self, fn, iters: int, warmup: int) -> float:
+        """Median milliseconds of fn() on the device (CUDA events), or wall time on the CPU."""
+        import torch
+        for _ in range(warmup):
+            fn()
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+            ts = []
+            for _ in range(iters):
+                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                s.record()
+                fn()
+                e.record()
+                e.synchronize()
+                ts.append(s.elapsed_time(e))
+            return statistics.median(ts)
+        ts = []
+        for _ in range(iters):
+            t0 = time.perf_counter()
+            fn()
+            ts.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(ts)
+
+    # -- microbenchmarks -----------------------------------------------------------------------------
+    def micro(self) -> None:
+        entries = [m for m in self.manifest.get("micro", []) if m["ok"]]
+        if not entries:
+            raise SkipSection(self.manifest.get("compile_error") or "no microbenchmarks in the bundle")
+        self.need_device()
+        self.need_torch()
+        import numpy as np
+        import torch
+        import make_micro
+        F = torch.nn.functional
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        dev = "cuda" if self.device == "cuda" else "cpu"
+        self.copy_bandwidth()
+        micros = {m.name: m for m in make_micro.micro_list(self.manifest.get("micro_scale", 1))}
+        results = []
+        iters = 20 if dev == "cuda" else 3
+        for e in entries:
+            if self.left() < 60:
+                results.append({"name": e["name"], "status": "skipped: session budget"})
+                continue
+            m = micros[e["name"]]
+            d = self.work / "micro" / m.name
+            d.mkdir(parents=True, exist_ok=True)
+            rng = np.random.default_rng(0)
+            arrays = [rng.uniform(-1, 1, size=s).astype(np.float32) for _, s in m.inputs]
+            paths = []
+            for i, a in enumerate(arrays):
+                paths.append(d / f"input_{i}.npy")
+                np.save(paths[-1], a)
+            xs = [torch.from_numpy(a).to(dev) for a in arrays]
+            with torch.no_grad():
+                ref = m.torch_fn(torch, F, *xs)
+                np.save(d / "output_0.npy", ref.cpu().numpy())
+                torch_ms = self.time_torch(lambda: m.torch_fn(torch, F, *xs), iters, 3)
+                base_ms = (self.time_torch(lambda: m.baseline_fn(torch, F, *xs), iters, 3)
+                           if m.baseline_fn else None)
+            del xs, ref
+            art = self.bundle / "micro" / m.name / "model.tcc"
+            res, err = self.tcc_json([art, "--inputs", *paths, "--compare", d, "--rtol", MICRO_RTOL,
+                                      "--atol", MICRO_ATOL, "--iters", iters, "--warmup", 3], timeout=300)
+            r = {"name": m.name, "kind": m.kind, "doc": m.doc, "torch_ms": torch_ms, "baseline_ms": base_ms,
+                 "bytes": m.bytes_moved(), "flops": m.flops}
+            if res is None:
+                r["status"] = f"tcc failed: {err}"
+                results.append(r)
+                self.rows.append({"kind": "micro", "name": m.name, "check": r["status"]})
+                continue
+            r["status"] = "ok"
+            r["tcc_h2h_ms"] = res.get("median_ms")
+            r["compare"] = res["compare"]
+            dev_ms, why, kernels = self.ncu_device_ms([art, "--inputs", *paths, "--iters", 1, "--warmup", 0], runs=2)
+            if dev == "cpu":
+                dev_ms, why = r["tcc_h2h_ms"], ""  # on the CPU a run has no copies
+            r["tcc_device_ms"], r["device_note"], r["kernels"] = dev_ms, why, kernels
+            if dev_ms:
+                if m.kind == "memory":
+                    r["fraction"] = m.bytes_moved() / (dev_ms * 1e-3) / self.copy_bw
+                    r["torch_fraction"] = m.bytes_moved() / (torch_ms * 1e-3) / self.copy_bw
+                    metric = f"{pct(r['fraction'])} of copy BW (torch {pct(r['torch_fraction'])})"
+                else:
+                    r["fraction"] = base_ms / dev_ms
+                    lib = "cuBLAS" if m.kind == "gemm" else "cuDNN"
+                    metric = (f"{pct(r['fraction'])} of {lib} alone; "
+                              f"{m.flops / (dev_ms * 1e-3) / 1e12:.1f} TFLOP/s")
+            else:
+                metric = f"device time n/a ({why})"
+            results.append(r)
+            check = ("ok" if res["exit"] == 0 else "MISMATCH") + f" (max abs {res['compare']['max_abs_error']:.1e})"
+            self.rows.append({"kind": "micro", "name": m.name, "timing": "device", "tcc": dev_ms,
+                              "eager": torch_ms, "metric": metric, "check": check,
+                              "note": "; ".join(x for x in (
+                                  f"tcc h2h {fmt_ms(r['tcc_h2h_ms'])} ms, {kernels} kernel(s) run" if dev == "cuda" else "",
+                                  kernel_summary(e.get("report"))) if x)})
+            self.log(f"   {m.name}: tcc {fmt_ms(dev_ms)} ms, torch {fmt_ms(torch_ms)} ms, {metric}, {check}")
+            shutil.rmtree(d, ignore_errors=True)
+        self.sections["micro"] = {"status": "ok", "results": results, "copy_bandwidth_gbs": self.copy_bw / 1e9}
+
+    # -- bench models ----------------------------------------------------------------------------------
+    def models(self) -> None:
+        entries = [m for m in self.manifest.get("models", []) if m.get("ok")]
+        left_out = [m for m in self.manifest.get("models", []) if not m.get("ok")]
+        for m in left_out:
+            self.rows.append({"kind": "model", "name": m["name"], "check": f"skipped: {m.get('error')}"})
+        if not entries:
+            raise SkipSection(self.manifest.get("compile_error") or "no bench models in the bundle")
+        self.need_device()
+        import numpy as np
+        import onnx
+        from onnx import numpy_helper
+        import make_models
+        self.model_results = {}
+        for e in entries:
+            name = e["name"]
+            r = self.model_results.setdefault(name, {"name": name, "flops": e.get("flops"),
+                                                     "kernel_summary": kernel_summary(e.get("report"))})
+            try:
+                model = make_models.build(name, with_outputs=True)
+            except Exception as ex:
+                r["status"] = f"make_models.py failed here: {ex}"
+                continue
+            got = __import__("hashlib").sha256(model.onnx_path.read_bytes()).hexdigest()
+            if got != e["onnx_sha256"]:
+                r["status"] = "the model regenerated here differs from the one compiled (NumPy/onnx version?)"
+                continue
+            r["dir"] = str(model.dir)
+            refs = [numpy_helper.to_array(onnx.load_tensor(str(p))) for p in model.output_paths()]
+            scale = max(float(np.abs(a).max()) for a in refs if a.size) if refs else 1.0
+            art = self.bundle / "models" / name / "model.tcc"
+            ins = model.input_paths()
+            base = [art, "--inputs", *ins, "--compare", model.dir / "test_data_set_0",
+                    "--rtol", 1e-3, "--atol", 1e-4 * scale]
+            iters = 50 if self.device == "cuda" else 5
+            res, err = self.tcc_json([*base, "--iters", iters, "--warmup", 10], timeout=180)
+            if res is None:
+                r["status"] = f"tcc failed: {err}"
+                continue
+            r["status"] = "ok"
+            r["tcc_ms"] = res.get("median_ms")
+            r["tcc_p10_ms"], r["tcc_p90_ms"] = res.get("p10_ms"), res.get("p90_ms")
+            r["check"] = ("ok" if res["exit"] == 0 else "MISMATCH") + f" (max abs {res['compare']['max_abs_error']:.1e})"
+            r["device_name"] = res.get("device_name")
+            r["device_allocator"] = res.get("device_allocator")
+            if self.device == "cuda":
+                g, gerr = self.tcc_json([*base, "--iters", iters, "--warmup", 10, "--cuda-graph"], timeout=180)
+                r["tcc_graph_ms"] = g.get("median_ms") if g else None
+                r["tcc_graph_error"] = gerr
+                if g and g["exit"] != 0:
+                    r["check"] += "; graph MISMATCH"
+                dev_ms, why, k = self.ncu_device_ms([art, "--inputs", *ins, "--iters", 1, "--warmup", 0], runs=2)
+                r["tcc_device_ms"], r["device_note"], r["kernels"] = dev_ms, why, k
+            self.log(f"   {name}: tcc {fmt_ms(r.get('tcc_ms'))} ms h2h, graph {fmt_ms(r.get('tcc_graph_ms'))} ms, "
+                     f"device {fmt_ms(r.get('tcc_device_ms'))} ms, {r['check']}")
+        self.sections["models"] = {"status": "ok", "results": self.model_results}
+
+    def peers(self, plan=(("eager", 120), ("ort", 120), ("default", 240))) -> None:
+        res = getattr(self, "model_results", None)
+        if not res:
+            raise SkipSection("no bench model ran with tcc (models: "
+                              f"{self.sections.get('models', {}).get('status', 'not run')})")
+        self.need_torch()
+        names = [n for n, r in res.items() if r.get("status") == "ok"]
+        if not names:
+            raise SkipSection("no bench model ran with tcc")
+        status = {}
+        # Each mode in its own process: a slow compile is stopped at its time limit and what
+        # finished before is kept (one JSON line per model).
+        for mode, limit in plan:
+            budget = min(limit, self.left() - 20)
+            if budget < 20:
+                status[mode] = "skipped: session budget"
+                continue
+            outf = self.work / f"peer-{mode}.jsonl"
+            cmd = [sys.executable, __file__, "--peer", mode, "--device", self.device, "--peer-out", str(outf),
+                   "--models", *names]
+            self.log(f"   peer {mode} (limit {budget:.0f} s)")
+            try:
+                p = subprocess.run(cmd, capture_output=True, text=True, timeout=budget)
+                status[mode] = "ok" if p.returncode == 0 else f"exit {p.returncode}: {(p.stderr.strip().splitlines() or [''])[-1][:300]}"
+                if p.stderr:
+                    (self.work / f"peer-{mode}.log").write_text(p.stderr)
+            except subprocess.TimeoutExpired:
+                status[mode] = f"stopped after {budget:.0f} s"
+            if outf.exists():
+                for line in outf.read_text().splitlines():
+                    d = json.loads(line)
+                    res[d["model"]].setdefault("peers", {})[mode] = d
+            self.log(f"   peer {mode}: {status[mode]}")
+        name = "peers" if plan[0][0] == "eager" else "autotune"
+        self.sections[name] = {"status": "ok", "modes": status}
+
+    def autotune(self) -> None:
+        self.peers(plan=(("max-autotune", 300),))
+
+    # -- training (FashionMNIST artifact) ------------------------------------------------------------
+    def training(self) -> None:
+        tr = self.manifest.get("training") or {}
+        if not tr.get("ok"):
+            raise SkipSection(tr.get("error") or self.manifest.get("compile_error") or "no training artifact in the bundle")
+        self.need_device()
+        res = {}
+        for side, env in (("tcc", self.rt_env), ("torch", None)):
+            if side == "torch" and not self.torch_ok:
+                res[side] = {"error": self.torch_reason}
+                continue
+            outf = self.work / f"train-{side}.json"
+            cmd = [sys.executable, __file__, "--train-worker", side, "--device", self.device,
+                   "--bundle", str(self.bundle), "--peer-out", str(outf)]
+            try:
+                p = subprocess.run(cmd, capture_output=True, text=True, env=env,
+                                   timeout=max(10, min(120, self.left() - 20)))
+                res[side] = json.loads(outf.read_text()) if outf.exists() else {
+                    "error": f"exit {p.returncode}: {(p.stderr.strip().splitlines() or [''])[-1][:300]}"}
+            except subprocess.TimeoutExpired:
+                res[side] = {"error": "timed out"}
+            self.log(f"   {side}: {res[side]}")
+        t, p = res.get("tcc", {}), res.get("torch", {})
+        self.sections["training"] = {"status": "ok", "results": res}
+        ratio = t.get("ms_per_step") / p.get("ms_per_step") if t.get("ms_per_step") and p.get("ms_per_step") else None
+        self.rows.append({"kind": "training", "name": "fashion-mnist step (batch 64, Adam)", "timing": "h2h",
+                          "tcc": t.get("ms_per_step"), "eager": p.get("ms_per_step"),
+                          "metric": f"tcc/eager {ratio:.2f}" if ratio else "",
+                          "check": t.get("error") or f"loss {t.get('first_loss', 0):.3f} -> {t.get('last_loss', 0):.3f}",
+                          "note": p.get("error") or f"torch loss {p.get('first_loss', 0):.3f} -> {p.get('last_loss', 0):.3f}"})
+
+    def model_rows(self) -> None:
+        res = getattr(self, "model_results", {}) or {}
+        ratios_c, ratios_g = [], []
+        for name, r in res.items():
+            if r.get("status") != "ok":
+                self.rows.append({"kind": "model", "name": name, "check": r.get("status")})
+                continue
+            peers = r.get("peers", {})
+
+            def h2h(mode):
+                p = peers.get(mode)
+                if not p:
+                    return None
+                return p.get("h2h_ms") if not p.get("error") else None
+            compile_ms = h2h("default")
+            best_tcc = min([v for v in (r.get("tcc_ms"), r.get("tcc_graph_ms")) if v] or [None]) if r.get("tcc_ms") else None
+            ratio = best_tcc / compile_ms if best_tcc and compile_ms else None
+            if ratio:
+                ratios_c.append(ratio)
+            notes = []
+            for mode in ("eager", "ort", "default", "max-autotune"):
+                p = peers.get(mode)
+                if p and p.get("error"):
+                    notes.append(f"{mode}: {p['error'][:120]}")
+                elif p and p.get("dev_ms") is not None:
+                    notes.append(f"{mode} dev {fmt_ms(p['dev_ms'])}")
+                if p and p.get("max_abs_err") is not None and p.get("max_abs_err") > 1e-2:
+                    notes.append(f"{mode} differs from ORT CPU by {p['max_abs_err']:.1e}")
+            if r.get("tcc_device_ms") is not None:
+                notes.insert(0, f"tcc dev {fmt_ms(r['tcc_device_ms'])} ({r.get('kernels')} kernels)")
+            elif r.get("device_note"):
+                notes.insert(0, f"tcc dev n/a: {r['device_note']}")
+            if r.get("kernel_summary"):
+                notes.append(r["kernel_summary"])
+            self.rows.append({"kind": "model", "name": name, "timing": "h2h", "tcc": r.get("tcc_ms"),
+                              "graph": r.get("tcc_graph_ms"), "eager": h2h("eager"), "compile": compile_ms,
+                              "autotune": h2h("max-autotune"), "ort": h2h("ort"),
+                              "metric": f"tcc/compile {ratio:.2f}" if ratio else "",
+                              "check": r.get("check"), "note": "; ".join(notes)})
+        if ratios_c:
+            self.info["geomean_tcc_over_compile"] = math.exp(sum(map(math.log, ratios_c)) / len(ratios_c))
+
+    # -- report ----------------------------------------------------------------------------------------
+    def report(self) -> None:
+        cols = [("kind", "kind"), ("name", "name"), ("timing", "timing"), ("tcc", "tcc ms"),
+                ("graph", "tcc graph ms"), ("eager", "eager ms"), ("compile", "compile ms"),
+                ("autotune", "max-autotune ms"), ("ort", "ORT ms"), ("metric", "metric"), ("check", "check"),
+                ("note", "note")]
+        def cell(row, key):
+            v = row.get(key)
+            if isinstance(v, float) or (v is None and key in ("tcc", "graph", "eager", "compile", "autotune", "ort")):
+                return fmt_ms(v)
+            return str(v or "")
+        table = ["| " + " | ".join(h for _, h in cols) + " |", "|" + "---|" * len(cols)]
+        for row in self.rows:
+            table.append("| " + " | ".join(cell(row, k).replace("|", "/") for k, _ in cols) + " |")
+        head = [f"# GPU session {self.info['date']} on {self.info.get('gpu') or self.device_tag}", ""]
+        for k in ("time_utc", "host", "gpu", "nvidia_smi", "tccrt_device", "torch", "onnxruntime", "ort_providers",
+                  "ncu", "copy_bandwidth_gbs", "geomean_tcc_over_compile"):
+            if k in self.info:
+                v = self.info[k]
+                head.append(f"- {k}: {v:.3f}" if isinstance(v, float) else f"- {k}: {v}")
+        head.append(f"- bundle: {self.info['bundle']}")
+        head.append("")
+        head.append("Sections:")
+        for name, s in self.sections.items():
+            head.append(f"- {name}: {s['status']} ({s.get('seconds', 0)} s)")
+        head += ["", "Timing: `h2h` = host-to-host per run (inputs copied in, outputs copied out, synchronous) for "
+                 "every peer; `device` = tcc's summed kernel time of one run (ncu) vs torch's CUDA-event time. "
+                 "micro metric: bytes moved / time as a fraction of the measured copy bandwidth (memory), or "
+                 "cuBLAS/cuDNN-alone time / tcc time (gemm, conv). tcc/compile < 1: tcc faster.", ""]
+        text = "\n".join(head + table) + "\n"
+        print("\n" + text, flush=True)
+        stem = f"{self.info['date']}-{self.device_tag}-gpu"
+        (self.out / f"{stem}.md").write_text(text)
+        (self.out / f"{stem}.json").write_text(json.dumps(
+            {"info": self.info, "sections": self.sections, "rows": self.rows, "manifest": self.manifest},
+            indent=1, default=str) + "\n")
+        self.log(f"wrote {self.out / (stem + '.md')} and .json")
+
+
+class SkipSection(Exception):
+    pass
+
+
+# ---- peers (a separate process per mode) ---------------------------------------------------------
+def peer_main(args) -> int:
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+    import make_models
+    models = make_models.all_models()
+    dev = args.device
+    out = open(args.peer_out, "w")
+    for name in args.models:
+        m = models[name]
+        rec = {"model": name, "mode": args.mode}
+        try:
+            feeds = [numpy_helper.to_array(onnx.load_tensor(str(p))) for p in m.input_paths()]
+            refs = [numpy_helper.to_array(onnx.load_tensor(str(p))) for p in m.output_paths()]
+            iters = 50 if dev == "cuda" else 5
+            if args.mode == "ort":
+                rec.update(run_ort(m, feeds, refs, dev, iters))
+            else:
+                rec.update(run_torch(m, feeds, refs, dev, args.mode, iters))
+        except Exception as e:
+            rec["error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
+        out.write(json.dumps(rec) + "\n")
+        out.flush()
+        print(f"{name} {args.mode}: {rec}", file=sys.stderr, flush=True)
+    return 0
+
+
+TRAIN_STEPS, TRAIN_WARMUP, TRAIN_BATCH = 200, 20, 64
+
+
+def train_batches(n: int, seed: int = 0):
+    """Random FashionMNIST-shaped batches (the timing does not depend on the data)."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    return [(rng.uniform(0, 1, (TRAIN_BATCH, 1, 28, 28)).astype(np.float32),
+             rng.integers(0, 10, TRAIN_BATCH).astype(np.int64)) for _ in range(n)]
+
+
+def train_worker_tcc(args) -> dict:
+    """Train steps through libtccrt's trainer API (ctypes; libtccrt found on LD_LIBRARY_PATH)."""
+    import ctypes as C
+    import numpy as np
+    lib = C.CDLL("libtccrt.so.0")
+    lib.tccrt_last_error.restype = C.c_char_p
+    lib.tccrt_program_device_name.restype = C.c_char_p
+    lib.tccrt_program_device_name.argtypes = [C.c_void_p]
+    lib.tccrt_trainer_num_batch_tensors.restype = C.c_size_t
+    lib.tccrt_trainer_num_batch_tensors.argtypes = [C.c_void_p]
+
+    class Options(C.Structure):
+        _fields_ = [("num_threads", C.c_int), ("cuda_graph", C.c_int), ("device_ordinal", C.c_int)]
+
+    class Info(C.Structure):
+        _fields_ = [("name", C.c_char_p), ("dtype", C.c_int), ("rank", C.c_int64),
+                    ("shape", C.POINTER(C.c_int64)), ("bytes", C.c_size_t)]
+
+    def check(rc, what):
+        if rc != 0:
+            raise RuntimeError(f"{what}: {lib.tccrt_last_error().decode()}")
+    prog, trainer = C.c_void_p(), C.c_void_p()
+    path = str(Path(args.bundle) / "train" / "train.tcc")
+    check(lib.tccrt_load_file(path.encode(), C.byref(Options(0, 0, 0)), C.byref(prog)), f"load {path}")
+    check(lib.tccrt_trainer_create(prog, C.c_uint64(0), C.byref(trainer)), "tccrt_trainer_create")
+    n = lib.tccrt_trainer_num_batch_tensors(trainer)
+    dtypes = {11: np.float32, 4: np.int64, 3: np.int32}
+    want = []
+    for i in range(n):
+        info = Info()
+        check(lib.tccrt_trainer_batch_info(trainer, C.c_size_t(i), C.byref(info)), "batch info")
+        want.append((dtypes[info.dtype], tuple(info.shape[k] for k in range(info.rank))))
+    batches = []
+    for images, labels in train_batches(8):
+        arrs = [np.ascontiguousarray(images.reshape(want[0][1]), want[0][0]),
+                np.ascontiguousarray(labels.reshape(want[1][1]), want[1][0])]
+        ptrs = (C.c_void_p * n)(*[a.ctypes.data for a in arrs])
+        batches.append((arrs, ptrs))
+    loss = C.c_float()
+    losses, ts = [], []
+    for step in range(TRAIN_WARMUP + TRAIN_STEPS):
+        _, ptrs = batches[step % len(batches)]
+        t0 = time.perf_counter()
+        check(lib.tccrt_trainer_step(trainer, ptrs, C.c_float(1e-3), C.byref(loss)), "tccrt_trainer_step")
+        ts.append((time.perf_counter() - t0) * 1e3)
+        losses.append(loss.value)
+    return {"ms_per_step": statistics.median(ts[TRAIN_WARMUP:]), "first_loss": losses[0], "last_loss": losses[-1],
+            "device_name": lib.tccrt_program_device_name(prog).decode(), "steps": TRAIN_STEPS}
+
+
+def train_worker_torch(args) -> dict:
+    """The same steps in PyTorch eager: the example's MLP from its ONNX initializers, Adam, mean
+    cross-entropy, the batch copied from the host and the loss read back every step."""
+    import torch
+    sys.path.insert(0, str(ROOT / "test" / "training"))
+    from torch_reference import mlp_from_onnx
+    torch.backends.cuda.matmul.allow_tf32 = False
+    dev = args.device
+    model = mlp_from_onnx(str(ROOT / "examples" / "fashion-mnist" / "model.onnx")).to(dev).train()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    lossf = torch.nn.CrossEntropyLoss()
+    batches = [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in train_batches(8)]
+    losses, ts = [], []
+    for step in range(TRAIN_WARMUP + TRAIN_STEPS):
+        x, y = batches[step % len(batches)]
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = lossf(model(x.to(dev)), y.to(dev))
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+        ts.append((time.perf_counter() - t0) * 1e3)
+    return {"ms_per_step": statistics.median(ts[TRAIN_WARMUP:]), "first_loss": losses[0], "last_loss": losses[-1],
+            "steps": TRAIN_STEPS}
+
+
+def max_abs_err(outs, refs) -> float:
+    import numpy as np
+    return max(float(np.abs(np.asarray(o, dtype=np.float64) - r).max()) if r.size else 0.0 for o, r in zip(outs, refs))
+
+
+def run_ort(m, feeds, refs, dev, iters) -> dict:
+    import onnxruntime as ort
+    provider = "CUDAExecutionProvider" if dev == "cuda" else "CPUExecutionProvider"
+    if provider not in ort.get_available_providers():
+        return {"error": f"onnxruntime {ort.__version__} has no {provider} (providers: {', '.join(ort.get_available_providers())})"}
+    sess = ort.InferenceSession(str(m.onnx_path), providers=[provider])
+    if sess.get_providers()[0] != provider:
+        return {"error": f"onnxruntime fell back to {sess.get_providers()}"}
+    names = [i.name for i in sess.get_inputs()]
+    feed = dict(zip(names, feeds))
+    outs = sess.run(None, feed)
+    for _ in range(5):
+        sess.run(None, feed)
+    ts = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        sess.run(None, feed)
+        ts.append((time.perf_counter() - t0) * 1e3)
+    return {"h2h_ms": statistics.median(ts), "max_abs_err": max_abs_err(outs, refs), "provider": provider}
+
+
+def run_torch(m, feeds, refs, dev, mode, iters) -> dict:
+    import onnx
+    import torch
+    from onnx_torch import OnnxTorch
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    f = OnnxTorch(onnx.load(str(m.onnx_path)), dev)
+    fn = f if mode == "eager" else torch.compile(f, mode=mode)
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
+    rec = {}
+    with torch.inference_mode():
+        xs = [torch.from_numpy(a).to(dev) for a in feeds]
+        t0 = time.perf_counter()
+        outs = fn(*xs)
+        sync()
+        rec["first_call_s"] = round(time.perf_counter() - t0, 2)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        rec["max_abs_err"] = max_abs_err([o.cpu().numpy() for o in outs], refs)
+
+        def h2h():
+            ys = fn(*[torch.from_numpy(a).to(dev) for a in feeds])
+            ys = ys if isinstance(ys, tuple) else (ys,)
+            return [y.cpu() for y in ys]
+        for _ in range(10):
+            h2h()
+        ts = []
+        for _ in range(iters):
+            t0 = time.perf_counter()
+            h2h()
+            ts.append((time.perf_counter() - t0) * 1e3)
+        rec["h2h_ms"] = statistics.median(ts)
+        if dev == "cuda":
+            ds = []
+            for _ in range(iters):
+                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                s.record()
+                fn(*xs)
+                e.record()
+                e.synchronize()
+                ds.append(s.elapsed_time(e))
+            rec["dev_ms"] = statistics.median(ds)
+    return rec
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bundle", type=Path, default=ROOT / ".gpu")
+    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or ROOT / "bench" / "results" / "gpu-session"))
+    ap.add_argument("--work", default="/tmp/tcc-gpu-session", help="scratch space (inputs, references)")
+    ap.add_argument("--budget-s", type=float, default=540, help="the whole session, in seconds")
+    ap.add_argument("--no-ncu", action="store_true", help="do not measure device times with Nsight Compute")
+    ap.add_argument("--sections", nargs="*", default=None,
+                    help="run only these: gpu_tests conformance models training peers micro autotune")
+    # Internal: one peer mode / training side in its own process.
+    ap.add_argument("--peer", choices=["eager", "ort", "default", "max-autotune"], help=argparse.SUPPRESS)
+    ap.add_argument("--train-worker", choices=["tcc", "torch"], help=argparse.SUPPRESS)
+    ap.add_argument("--device", default="cuda", help=argparse.SUPPRESS)
+    ap.add_argument("--peer-out", help=argparse.SUPPRESS)
+    ap.add_argument("--models", nargs="*", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.peer:
+        args.mode = args.peer
+        return peer_main(args)
+    if args.train_worker:
+        fn = train_worker_tcc if args.train_worker == "tcc" else train_worker_torch
+        try:
+            res = fn(args)
+        except Exception as e:
+            res = {"error": f"{type(e).__name__}: {e}"[:400]}
+        Path(args.peer_out).write_text(json.dumps(res))
+        return 0
+    if not (args.bundle / "manifest.json").exists():
+        print(f"device_session: {args.bundle}/manifest.json not found: make the bundle first "
+              f"(bash scripts/gpu-session.sh bundle) and carry it ([\".gpu\"])", file=sys.stderr)
+        return 1
+    s = Session(args)
+    want = set(args.sections) if args.sections else None
+    s.section("probe", s.probe, need_s=0)
+
+    def maybe(name, fn, need):
+        if want is None or name in want:
+            s.section(name, fn, need)
+    # In order of importance: what is left for later sections shrinks as the budget is spent.
+    maybe("gpu_tests", s.gpu_tests, 60)
+    maybe("conformance", s.conformance, 60)
+    maybe("models", s.models, 60)
+    maybe("training", s.training, 40)
+    maybe("peers", s.peers, 40)
+    maybe("micro", s.micro, 90)
+    maybe("autotune", s.autotune, 60)
+    s.model_rows()
+    s.report()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
