@@ -281,14 +281,21 @@ GemmEpilogue matchGemmEpilogue(MatmulOp matmul, Target target,
   Matcher m(inKernel, outside);
   Value x = y;
 
-  // alpha: y * a or a * y with a splat constant a, y read by nothing else.
+  // alpha: y * a, a * y or y / d (alpha = 1 / d, exact for powers of two, else within an ulp of
+  // the division) with splat constants, y read by nothing else.
   if (support.alpha && x.hasOneUse()) {
-    auto mul = dyn_cast<BinaryOp>(*x.getUsers().begin());
-    if (mul && inKernel(mul) && mul.getKind() == BinaryKind::Mul && mul.getLhs() != mul.getRhs()) {
-      if (std::optional<double> a = splatFloatValue(mul.getLhs() == x ? mul.getRhs() : mul.getLhs())) {
+    auto scale = dyn_cast<BinaryOp>(*x.getUsers().begin());
+    if (scale && inKernel(scale) && scale.getLhs() != scale.getRhs()) {
+      std::optional<double> a;
+      if (scale.getKind() == BinaryKind::Mul)
+        a = splatFloatValue(scale.getLhs() == x ? scale.getRhs() : scale.getLhs());
+      else if (scale.getKind() == BinaryKind::Div && scale.getLhs() == x)
+        if (std::optional<double> d = splatFloatValue(scale.getRhs()); d && std::isnormal(*d))
+          a = 1.0 / *d;
+      if (a && std::isfinite(*a)) {
         ep.alpha = *a;
-        ep.ops.push_back(mul);
-        x = ep.result = mul.getResult();
+        ep.ops.push_back(scale);
+        x = ep.result = scale.getResult();
       }
     }
   }

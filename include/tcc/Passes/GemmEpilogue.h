@@ -15,7 +15,8 @@
 // (OpenBLAS could take alpha too; the CPU lowering keeps every epilogue in its kernels.)
 //
 // In the graph (the importer's decompositions, frontend/onnx/ops/):
-//   alpha     y * a or a * y with a splat constant a (ONNX Gemm's alpha != 1, a scaled product);
+//   alpha     y * a, a * y or y / d with splat constants (ONNX Gemm's alpha != 1, attention's
+//             scaling; 1 / d is exact for powers of two, else within an ulp of the division);
 //   bias      y + B or B + y, B read at [col] only: an [N] vector (ONNX Gemm's C of shape [N] or
 //             [1, N], PyTorch's Linear bias) broadcast over rows and batch dims, of y's element
 //             type, held in its own buffer (a fusion input); or a constant that holds one

@@ -389,3 +389,21 @@ func.func @alpha(%x: tensor<4x16xf32>, %w: tensor<16x8xf32>, %bias: tensor<8xf32
   %q = tcc.binary mul %y3, %bb : tensor<4x8xf32>
   return %p, %g, %q : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// -----
+
+// Attention's scale written as a division by a constant is alpha = 1/d; a constant divided by
+// the product is not a scale.
+// CHECK-LABEL: func.func @alpha_div(
+// CHECK-NEXT:    tk.gemm %arg0, %arg1, %arg2 {alpha = 1.250000e-01 : f64} : memref<4x16xf32>, memref<16x8xf32>, memref<4x8xf32>
+// CHECK-NEXT:    tk.gemm %arg0, %arg1, %arg3 : memref<4x16xf32>, memref<16x8xf32>, memref<4x8xf32>
+// CHECK-NEXT:    tk.launch @k0_gemm_epilogue(%arg3)
+// CHECK-NEXT:    return
+func.func @alpha_div(%x: tensor<4x16xf32>, %w: tensor<16x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %y = tcc.matmul %x, %w : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
+  %d = tcc.constant dense<8.0> : tensor<4x8xf32>
+  %s = tcc.binary div %y, %d : tensor<4x8xf32>
+  %y2 = tcc.matmul %x, %w : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
+  %r = tcc.binary div %d, %y2 : tensor<4x8xf32>
+  return %s, %r : tensor<4x8xf32>, tensor<4x8xf32>
+}
