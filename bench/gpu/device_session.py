@@ -445,8 +445,9 @@ class Session:
                 else:
                     r["fraction"] = base_ms / dev_ms
                     lib = "cuBLAS" if m.kind == "gemm" else "cuDNN"
-                    metric = (f"{pct(r['fraction'])} of {lib} alone; "
-                              f"{m.flops / (dev_ms * 1e-3) / 1e12:.1f} TFLOP/s")
+                    rate = m.flops / (dev_ms * 1e-3)
+                    metric = (f"{pct(r['fraction'])} of {lib} alone; " +
+                              (f"{rate / 1e12:.1f} TFLOP/s" if rate >= 1e12 else f"{rate / 1e9:.0f} GFLOP/s"))
             else:
                 metric = f"device time n/a ({why})"
             results.append(r)
