@@ -1,9 +1,9 @@
 //===- NvrtcCompiler.cpp - CUDA kernels to PTX and cubins with NVRTC ------===//
 //
-// See NvrtcCompiler.h. One NVRTC program per (kernel, architecture), compiled for the real
-// architecture; nvrtcGetPTX then returns the PTX NVRTC generated on the way (same .target), so
-// PTX and cubin cost one compile. NVRTC API calls other than nvrtcGetTypeName are thread-safe
-// (nvrtc.h), so programs compile concurrently on a thread pool.
+// See NvrtcCompiler.h. Kernels are batched into NVRTC programs; each program is compiled for
+// each real architecture, and nvrtcGetPTX then returns the PTX NVRTC generated on the way (same
+// .target), so PTX and cubin cost one compile. NVRTC API calls other than nvrtcGetTypeName are
+// thread-safe (nvrtc.h), so programs compile concurrently on a thread pool.
 //
 //===----------------------------------------------------------------------===//
 #include "tcc/Codegen/NvrtcCompiler.h"
@@ -19,8 +19,10 @@
 #include <nvrtc.h>
 #endif
 
+#include <algorithm>
 #include <chrono>
 #include <mutex>
+#include <set>
 
 using namespace tcc;
 using namespace tcc::codegen;
@@ -66,6 +68,17 @@ bool tcc::codegen::parsePtxasReport(const std::string &log, const std::string &n
   return sawRegisters && sawStack;
 }
 
+void tcc::codegen::checkCudaArch(const std::string &arch) {
+  llvm::StringRef a(arch);
+  bool ok = a.consume_front("sm_");
+  a.consume_back("a");
+  unsigned number;
+  if (!ok || a.empty() || a.getAsInteger(10, number) || number < 10)
+    throw Error("invalid CUDA architecture '" + arch +
+                "': expected a real architecture sm_<major><minor> such as sm_80, sm_90 or "
+                "sm_90a");
+}
+
 #ifdef TCC_HAVE_NVRTC
 
 namespace {
@@ -78,33 +91,74 @@ void check(nvrtcResult r, const char *what) {
     throw Error(std::string("NVRTC ") + what + " failed: " + nvrtcError(r));
 }
 
-/// sm_<digits>[a]: a real architecture NVRTC can make a cubin for.
-void checkArch(const std::string &arch) {
-  llvm::StringRef a(arch);
-  bool ok = a.consume_front("sm_");
-  a.consume_back("a");
-  unsigned number;
-  if (!ok || a.empty() || a.getAsInteger(10, number))
-    throw Error("invalid CUDA architecture '" + arch +
-                "': expected a real architecture such as sm_80 or sm_90");
+/// Several kernels as one NVRTC translation unit.
+struct Program {
+  std::vector<size_t> kernels; // indices into the input
+  std::string name;            // for messages and the kept source: the first kernel's name
+  std::string source;
+};
+
+/// The kernels' sources concatenated, each starting with a #line directive naming it (so NVRTC
+/// diagnostics say "<kernel>.cu(line)").
+Program makeProgram(const std::vector<KernelSource> &kernels, size_t begin, size_t end) {
+  Program p;
+  p.name = kernels[begin].name;
+  for (size_t i = begin; i < end; ++i) {
+    p.kernels.push_back(i);
+    p.source += "#line 1 \"" + kernels[i].name + ".cu\"\n" + kernels[i].source;
+    if (p.source.back() != '\n')
+      p.source += '\n';
+  }
+  return p;
 }
 
-/// Keeps a failing kernel's source for the user to look at.
-std::string keepSource(const KernelSource &k) {
+/// Input order cut into ceil(n / perProgram) programs, but at least enough programs (up to one
+/// per kernel) that programs x architectures keep `jobs` threads busy; sizes differ by at most
+/// one.
+std::vector<Program> batch(const std::vector<KernelSource> &kernels, size_t maxPerProgram,
+                           size_t jobs, size_t numArchs) {
+  size_t n = kernels.size();
+  if (n == 0)
+    return {};
+  size_t perProgram = std::max<size_t>(1, maxPerProgram);
+  size_t count = (n + perProgram - 1) / perProgram;
+  count = std::max(count, std::min(n, (jobs + numArchs - 1) / numArchs));
+  std::vector<Program> programs;
+  for (size_t i = 0, begin = 0; i < count; ++i) {
+    size_t end = begin + n / count + (i < n % count ? 1 : 0);
+    programs.push_back(makeProgram(kernels, begin, end));
+    begin = end;
+  }
+  return programs;
+}
+
+/// Keeps a failing program's source for the user to look at.
+std::string keepSource(const Program &p) {
   llvm::SmallString<128> path;
   int fd;
-  if (llvm::sys::fs::createTemporaryFile("tcc-" + k.name, "cu", fd, path))
+  if (llvm::sys::fs::createTemporaryFile("tcc-" + p.name, "cu", fd, path))
     return "(could not keep the source)";
   llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
-  os << k.source;
+  os << p.source;
   return path.str().str();
 }
 
-/// Compiles `k` for `arch` with NVRTC; fills the binary and returns NVRTC's log.
-std::string compileOne(const KernelSource &k, const std::string &arch, CudaBinary &binary) {
+/// The kernels of `p` whose file ("<name>.cu(") NVRTC's log names.
+std::string kernelsNamedIn(const std::string &log, const Program &p,
+                           const std::vector<KernelSource> &kernels) {
+  std::string names;
+  for (size_t k : p.kernels)
+    if (log.find(kernels[k].name + ".cu(") != std::string::npos)
+      names += (names.empty() ? "'" : ", '") + kernels[k].name + "'";
+  return names;
+}
+
+/// Compiles `p` for `arch` with NVRTC into `image` (PTX, cubin, log, seconds).
+void compileProgram(const Program &p, const std::vector<KernelSource> &kernels,
+                    const std::string &arch, CudaImage &image) {
   auto start = std::chrono::steady_clock::now();
   nvrtcProgram program;
-  check(nvrtcCreateProgram(&program, k.source.c_str(), (k.name + ".cu").c_str(), 0, nullptr,
+  check(nvrtcCreateProgram(&program, p.source.c_str(), (p.name + ".cu").c_str(), 0, nullptr,
                            nullptr),
         "nvrtcCreateProgram");
   struct Destroy {
@@ -129,21 +183,26 @@ std::string compileOne(const KernelSource &k, const std::string &arch, CudaBinar
     while (!log.empty() && log.back() == '\0')
       log.pop_back();
   }
-  if (result != NVRTC_SUCCESS)
-    throw Error("NVRTC could not compile kernel '" + k.name + "' for " + arch + " (" +
-                nvrtcError(result) + "; source kept at " + keepSource(k) + "):\n" + log);
+  if (result != NVRTC_SUCCESS) {
+    std::string named = kernelsNamedIn(log, p, kernels);
+    std::string what = named.empty() ? "an NVRTC program of " + std::to_string(p.kernels.size()) +
+                                           " kernel(s) starting with '" + p.name + "'"
+                                     : "kernel " + named;
+    throw Error("NVRTC could not compile " + what + " for " + arch + " (" + nvrtcError(result) +
+                "; source kept at " + keepSource(p) + "):\n" + log);
+  }
 
   check(nvrtcGetPTXSize(program, &size), "nvrtcGetPTXSize");
-  binary.ptx.resize(size);
-  check(nvrtcGetPTX(program, binary.ptx.data()), "nvrtcGetPTX");
-  if (!binary.ptx.empty() && binary.ptx.back() == '\0')
-    binary.ptx.pop_back();
+  image.ptx.resize(size);
+  check(nvrtcGetPTX(program, image.ptx.data()), "nvrtcGetPTX");
+  if (!image.ptx.empty() && image.ptx.back() == '\0')
+    image.ptx.pop_back();
   check(nvrtcGetCUBINSize(program, &size), "nvrtcGetCUBINSize");
-  binary.cubin.resize(size);
-  check(nvrtcGetCUBIN(program, (char *)binary.cubin.data()), "nvrtcGetCUBIN");
-  binary.seconds =
+  image.cubin.resize(size);
+  check(nvrtcGetCUBIN(program, (char *)image.cubin.data()), "nvrtcGetCUBIN");
+  image.log = std::move(log);
+  image.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return log;
 }
 
 } // namespace
@@ -163,63 +222,91 @@ CudaModule tcc::codegen::compileCudaModule(const std::vector<KernelSource> &kern
   if (options.archs.empty())
     throw Error("no CUDA architecture to compile for");
   for (const std::string &arch : options.archs)
-    checkArch(arch);
+    checkCudaArch(arch);
+  if (std::set<std::string>(options.archs.begin(), options.archs.end()).size() !=
+      options.archs.size())
+    throw Error("a CUDA architecture is listed twice");
+  std::set<std::string> names;
+  for (const KernelSource &k : kernels)
+    if (!names.insert(k.name).second)
+      throw Error("two CUDA kernels are named '" + k.name + "'");
+
   CudaModule module;
   module.compiler = nvrtcVersionString() + " " + kNvrtcFlags;
   module.stats.kernels = kernels.size();
+  size_t numArchs = options.archs.size();
   module.kernels.resize(kernels.size());
-  size_t numArchs = options.archs.size(), total = kernels.size() * numArchs;
   for (size_t i = 0; i < kernels.size(); ++i) {
     module.kernels[i].name = kernels[i].name;
     module.kernels[i].binaries.resize(numArchs);
   }
+  unsigned hardware = llvm::hardware_concurrency().compute_thread_count();
+  unsigned jobs = options.jobs ? options.jobs : hardware;
+  std::vector<Program> programs =
+      batch(kernels, options.maxKernelsPerProgram, jobs, numArchs);
+  size_t total = programs.size() * numArchs;
+  module.images.resize(total);
   KernelCache cache((options.cacheDir.empty() ? defaultKernelCacheDir() : options.cacheDir) +
                     "/cuda");
 
   std::vector<std::string> errors(total);
   std::mutex mutex;
-  size_t done = 0;
+  size_t kernelsDone = 0;
   auto compileJob = [&](size_t job) {
-    const KernelSource &k = kernels[job / numArchs];
-    const std::string &arch = options.archs[job % numArchs];
-    CudaBinary &binary = module.kernels[job / numArchs].binaries[job % numArchs];
-    binary.arch = arch;
+    const Program &p = programs[job / numArchs];
+    size_t a = job % numArchs;
+    const std::string &arch = options.archs[a];
+    CudaImage &image = module.images[job];
+    image.arch = arch;
+    image.kernels = p.kernels;
     try {
-      std::string key = KernelCache::key({module.compiler, arch, k.source});
+      std::string key = KernelCache::key({module.compiler, arch, p.source});
       // The log is written last: its presence means the whole entry is there.
       std::string log, cubin;
-      binary.cacheHit = options.useCache && cache.read(key, ".log", log) &&
-                        cache.read(key, ".ptx", binary.ptx) && cache.read(key, ".cubin", cubin) &&
-                        parsePtxasReport(log, k.name, binary);
-      binary.log = log;
-      if (binary.cacheHit) {
-        binary.cubin.assign(cubin.begin(), cubin.end());
-      } else {
-        log = binary.log = compileOne(k, arch, binary);
-        if (!parsePtxasReport(log, k.name, binary))
-          throw Error("NVRTC's log for kernel '" + k.name + "' (" + arch +
-                      ") has no ptxas report for it (is the kernel's function named '" +
-                      k.name + "'?):\n" + log);
-        if (options.useCache) {
-          cache.write(key, ".ptx", binary.ptx);
-          cache.write(key, ".cubin", std::string(binary.cubin.begin(), binary.cubin.end()));
-          cache.write(key, ".log", log);
+      image.cacheHit = options.useCache && cache.read(key, ".log", log) &&
+                       cache.read(key, ".ptx", image.ptx) && cache.read(key, ".cubin", cubin);
+      // Every kernel's ptxas report; the name of the first kernel without one, else "".
+      auto parseReports = [&]() -> std::string {
+        for (size_t k : p.kernels) {
+          CudaBinary &binary = module.kernels[k].binaries[a];
+          binary.arch = arch;
+          binary.image = job;
+          if (!parsePtxasReport(image.log, kernels[k].name, binary))
+            return kernels[k].name;
         }
+        return "";
+      };
+      if (image.cacheHit) {
+        image.cubin.assign(cubin.begin(), cubin.end());
+        image.log = std::move(log);
+        image.cacheHit = parseReports().empty(); // else a damaged entry: compile again
+      }
+      if (!image.cacheHit) {
+        compileProgram(p, kernels, arch, image);
+        std::string missing = parseReports();
+        if (!missing.empty())
+          throw Error("NVRTC's log for kernel '" + missing + "' (" + arch +
+                      ") has no ptxas report for it (is the kernel's function named '" +
+                      missing + "'?):\n" + image.log);
+      }
+      if (options.useCache && !image.cacheHit) {
+        cache.write(key, ".ptx", image.ptx);
+        cache.write(key, ".cubin", std::string(image.cubin.begin(), image.cubin.end()));
+        cache.write(key, ".log", image.log);
       }
       std::lock_guard<std::mutex> lock(mutex);
-      ++done;
-      module.stats.cacheHits += binary.cacheHit;
-      module.stats.nvrtcSeconds += binary.seconds;
+      kernelsDone += p.kernels.size();
+      module.stats.cacheHits += image.cacheHit;
+      module.stats.nvrtcSeconds += image.seconds;
       if (options.progress)
-        options.progress(done, total);
+        options.progress(kernelsDone, kernels.size() * numArchs);
     } catch (const std::exception &e) {
       std::lock_guard<std::mutex> lock(mutex);
       errors[job] = e.what();
     }
   };
 
-  unsigned jobs = (unsigned)std::min<size_t>(
-      options.jobs ? options.jobs : llvm::hardware_concurrency().compute_thread_count(), total);
+  jobs = (unsigned)std::min<size_t>(jobs, total);
   if (jobs <= 1) {
     for (size_t job = 0; job < total; ++job)
       compileJob(job);
@@ -237,9 +324,10 @@ CudaModule tcc::codegen::compileCudaModule(const std::vector<KernelSource> &kern
       message += (message.empty() ? "" : "\n") + e;
   if (failures > 1)
     message = std::to_string(failures) + " of " + std::to_string(total) +
-              " CUDA compiles failed; the first:\n" + message;
+              " NVRTC compiles failed; the first:\n" + message;
   if (failures)
     throw Error(message);
+  module.stats.programs = programs.size();
   module.stats.compiles = total;
   module.stats.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -256,8 +344,8 @@ std::string tcc::codegen::nvrtcVersionString() {
 
 CudaModule tcc::codegen::compileCudaModule(const std::vector<KernelSource> &kernels,
                                            const CudaCompileOptions &options) {
-  throw Error("cannot compile CUDA kernels: this build of tcc has no NVRTC (the CUDA toolkit "
-              "was not found when it was configured)");
+  throw Error("cannot compile CUDA kernels: this tcc was built without the CUDA toolkit "
+              "(NVRTC)");
 }
 
 #endif

@@ -5,6 +5,10 @@
 // Arena at its planned offset, tk.view -> the source's base at an added offset), one Launch
 // per step, the constants' bytes (64-byte aligned) and the compiled kernels.
 //
+// CUDA programs: every tk.launch carries its kernel's grid, block and dynamic shared memory;
+// tk.conv and tk.topk become launches of the kernels generated for them (their operands, in
+// order, are the kernel's parameters); the CudaModule holds the cubins and PTX.
+//
 // One Writer builds one Program table; an inference artifact is that table as the root, a
 // training artifact a root holding the state and one such table per entry point.
 //
@@ -54,6 +58,11 @@ private:
   uint32_t addBuffer(fb::BufferKind kind, uint32_t index, uint64_t offset, MemRefType type);
   uint32_t constantFor(memref::GetGlobalOp get);
   uint32_t kernelFor(StringRef name);
+  uint32_t kernelFor(StringRef name, ArrayRef<Value> params);
+  flatbuffers::Offset<fb::Launch> kernelLaunch(uint32_t kernel, ArrayRef<Value> args,
+                                               StringRef name);
+  flatbuffers::Offset<fb::CudaModule> cudaModule();
+  bool cuda() const { return contents_.device == "cuda"; }
   void addStep(Operation *op);
   flatbuffers::Offset<flatbuffers::Vector<int64_t>> shapeOf(MemRefType type) {
     return fbb_.CreateVector(type.getShape().data(), type.getShape().size());
@@ -82,6 +91,7 @@ private:
   std::vector<uint8_t> constantData_;
 
   llvm::StringMap<uint32_t> kernelIndex_;
+  llvm::StringMap<const codegen::CudaLaunchConfig *> cudaLaunch_;
   std::vector<flatbuffers::Offset<fb::Kernel>> kernels_;
 
   std::vector<flatbuffers::Offset<fb::Launch>> launches_;
@@ -145,34 +155,77 @@ uint32_t Writer::constantFor(memref::GetGlobalOp get) {
   return index;
 }
 
+/// A Kernel entry whose parameters have `types` (made once per name).
+static uint32_t addKernel(flatbuffers::FlatBufferBuilder &fbb, StringRef name,
+                          ArrayRef<Type> types, llvm::StringMap<uint32_t> &index,
+                          std::vector<flatbuffers::Offset<fb::Kernel>> &kernels) {
+  if (auto it = index.find(name); it != index.end())
+    return it->second;
+  std::vector<flatbuffers::Offset<fb::TensorSpec>> params;
+  for (Type t : types) {
+    auto type = cast<MemRefType>(t);
+    auto shape = fbb.CreateVector(type.getShape().data(), type.getShape().size());
+    params.push_back(fb::CreateTensorSpec(fbb, 0, dtypeOf(type.getElementType()), shape));
+  }
+  auto nameOff = fbb.CreateString(name.str());
+  auto paramsVec = fbb.CreateVector(params);
+  kernels.push_back(fb::CreateKernel(fbb, nameOff, paramsVec));
+  index[name] = kernels.size() - 1;
+  return kernels.size() - 1;
+}
+
 uint32_t Writer::kernelFor(StringRef name) {
   if (auto it = kernelIndex_.find(name); it != kernelIndex_.end())
     return it->second;
   auto kernel = module_.lookupSymbol<func::FuncOp>(name);
   if (!kernel)
     throw Error("artifact: launched kernel '" + name.str() + "' does not exist");
-  std::vector<flatbuffers::Offset<fb::TensorSpec>> params;
-  for (Type t : kernel.getFunctionType().getInputs()) {
-    auto type = cast<MemRefType>(t);
-    auto shape = shapeOf(type);
-    params.push_back(fb::CreateTensorSpec(fbb_, 0, dtypeOf(type.getElementType()), shape));
+  return addKernel(fbb_, name, kernel.getFunctionType().getInputs(), kernelIndex_, kernels_);
+}
+
+uint32_t Writer::kernelFor(StringRef name, ArrayRef<Value> params) {
+  SmallVector<Type> types;
+  for (Value v : params)
+    types.push_back(v.getType());
+  return addKernel(fbb_, name, types, kernelIndex_, kernels_);
+}
+
+/// A KernelLaunch step; on CUDA with the launch configuration the kernel was emitted for.
+flatbuffers::Offset<fb::Launch> Writer::kernelLaunch(uint32_t kernel, ArrayRef<Value> args,
+                                                     StringRef name) {
+  std::vector<uint32_t> argIndices;
+  for (Value v : args)
+    argIndices.push_back(bufferFor(v));
+  auto argsVec = fbb_.CreateVector(argIndices);
+  flatbuffers::Offset<flatbuffers::Vector<uint32_t>> grid, block;
+  uint32_t shared = 0;
+  if (cuda()) {
+    auto it = cudaLaunch_.find(name);
+    if (it == cudaLaunch_.end())
+      throw Error("artifact: no CUDA code for the launched kernel '" + name.str() + "'");
+    const codegen::CudaLaunchConfig &c = *it->second;
+    grid = fbb_.CreateVector(c.grid.data(), c.grid.size());
+    block = fbb_.CreateVector(c.block.data(), c.block.size());
+    shared = c.sharedBytes;
   }
-  auto nameOff = fbb_.CreateString(name.str());
-  auto paramsVec = fbb_.CreateVector(params);
-  kernels_.push_back(fb::CreateKernel(fbb_, nameOff, paramsVec));
-  kernelIndex_[name] = kernels_.size() - 1;
-  return kernels_.size() - 1;
+  auto step = fb::CreateKernelLaunch(fbb_, kernel, argsVec, grid, block, shared);
+  return fb::CreateLaunch(fbb_, fb::Step_KernelLaunch, step.Union());
 }
 
 void Writer::addStep(Operation *op) {
   flatbuffers::Offset<fb::Launch> launch;
   if (auto l = dyn_cast<tk::LaunchOp>(op)) {
-    std::vector<uint32_t> args;
-    for (Value v : l.getArgs())
-      args.push_back(bufferFor(v));
-    auto argsVec = fbb_.CreateVector(args);
-    auto step = fb::CreateKernelLaunch(fbb_, kernelFor(l.getCallee()), argsVec);
-    launch = fb::CreateLaunch(fbb_, fb::Step_KernelLaunch, step.Union());
+    SmallVector<Value> args(l.getArgs());
+    launch = kernelLaunch(kernelFor(l.getCallee()), args, l.getCallee());
+  } else if (cuda() && isa<tk::ConvOp, tk::TopKOp>(op)) {
+    // Generated kernels take the op's buffers in operand order.
+    auto it = contents_.cudaLibraryCalls.find(op);
+    if (it == contents_.cudaLibraryCalls.end() || it->second >= contents_.cudaKernels.size())
+      throw Error("artifact: no CUDA kernel was generated for '" +
+                  op->getName().getStringRef().str() + "'");
+    const std::string &name = contents_.cudaKernels[it->second].name;
+    SmallVector<Value> args(op->getOperands());
+    launch = kernelLaunch(kernelFor(name, args), args, name);
   } else if (auto g = dyn_cast<tk::GemmOp>(op)) {
     // The epilogue (bias, activation) is computed by cuBLASLt; the CPU lowering never makes one
     // (tcc/Passes/GemmEpilogue.h) and the CPU runtime refuses it.
@@ -235,6 +288,10 @@ flatbuffers::Offset<fb::Program> Writer::build(ArtifactStats *stats) {
     }
   if (!program_)
     throw Error("artifact: the module has no tk.program");
+  if (contents_.device != "cpu" && contents_.device != "cuda")
+    throw Error("artifact: device '" + contents_.device + "' is not known to the writer");
+  for (const CudaKernelInfo &k : contents_.cudaKernels)
+    cudaLaunch_[k.name] = &k.launch;
   auto numInputsAttr = program_->getAttrOfType<IntegerAttr>(tk::kNumInputsAttr);
   auto namesAttr = program_->getAttrOfType<ArrayAttr>(tk::kArgNamesAttr);
   auto arenaAttr = program_->getAttrOfType<IntegerAttr>(tk::kArenaBytesAttr);
@@ -272,8 +329,10 @@ flatbuffers::Offset<fb::Program> Writer::build(ArtifactStats *stats) {
   fbb_.ForceVectorAlignment(constantData_.size(), 1, tk::kBufferAlignment);
   auto constantData = fbb_.CreateVector(constantData_);
   flatbuffers::Offset<fb::CpuModule> cpuModule;
-  if (contents_.device == "cpu")
-  {
+  flatbuffers::Offset<fb::CudaModule> cudaModuleOff;
+  if (cuda()) {
+    cudaModuleOff = cudaModule();
+  } else {
     auto object = fbb_.CreateVector(contents_.cpuSharedObject);
     auto compiler = fbb_.CreateString(contents_.cpuCompiler);
     auto isa = fbb_.CreateVectorOfStrings(contents_.cpuIsa);
@@ -282,8 +341,6 @@ flatbuffers::Offset<fb::Program> Writer::build(ArtifactStats *stats) {
         rt::artifactHash(contents_.cpuSharedObject.data(), contents_.cpuSharedObject.size()),
         isa);
   }
-  else
-    throw Error("artifact: device '" + contents_.device + "' is not known to the writer");
 
   auto producer = fbb_.CreateString(kProducer);
   auto inputsVec = fbb_.CreateVector(inputs), outputsVec = fbb_.CreateVector(outputs);
@@ -294,7 +351,7 @@ flatbuffers::Offset<fb::Program> Writer::build(ArtifactStats *stats) {
   fb::ProgramBuilder pb(fbb_);
   pb.add_version(static_cast<uint32_t>(fb::Version_Current));
   pb.add_producer(producer);
-  pb.add_device(fb::Device_CPU);
+  pb.add_device(cuda() ? fb::Device_CUDA : fb::Device_CPU);
   pb.add_inputs(inputsVec);
   pb.add_outputs(outputsVec);
   pb.add_buffers(buffersVec);
@@ -302,7 +359,10 @@ flatbuffers::Offset<fb::Program> Writer::build(ArtifactStats *stats) {
   pb.add_constants(constantsVec);
   pb.add_constant_data(constantData);
   pb.add_kernels(kernelsVec);
-  pb.add_cpu_module(cpuModule);
+  if (cuda())
+    pb.add_cuda_module(cudaModuleOff);
+  else
+    pb.add_cpu_module(cpuModule);
   pb.add_launches(launchesVec);
   flatbuffers::Offset<fb::Program> program = pb.Finish();
 
@@ -314,6 +374,28 @@ flatbuffers::Offset<fb::Program> Writer::build(ArtifactStats *stats) {
     stats->constantBytes = constantData_.size();
   }
   return program;
+}
+
+flatbuffers::Offset<fb::CudaModule> Writer::cudaModule() {
+  // A program without kernels (GEMMs and copies only) has no images.
+  std::vector<flatbuffers::Offset<fb::CudaPtx>> ptx;
+  for (const CudaCode &c : contents_.cudaPtx) {
+    auto arch = fbb_.CreateString(c.arch);
+    auto text = fbb_.CreateString(c.bytes);
+    ptx.push_back(fb::CreateCudaPtx(fbb_, arch, text));
+  }
+  std::vector<flatbuffers::Offset<fb::CudaImage>> images;
+  for (const CudaCode &c : contents_.cudaCubins) {
+    auto arch = fbb_.CreateString(c.arch);
+    fbb_.ForceVectorAlignment(c.bytes.size(), 1, tk::kBufferAlignment); // ELF wants alignment
+    auto cubin = fbb_.CreateVector(reinterpret_cast<const uint8_t *>(c.bytes.data()),
+                                   c.bytes.size());
+    images.push_back(fb::CreateCudaImage(fbb_, arch, cubin));
+  }
+  auto ptxVec = fbb_.CreateVector(ptx);
+  auto imagesVec = fbb_.CreateVector(images);
+  auto compiler = fbb_.CreateString(contents_.cudaCompiler);
+  return fb::CreateCudaModule(fbb_, ptxVec, imagesVec, compiler);
 }
 
 } // namespace
@@ -383,7 +465,8 @@ std::vector<uint8_t> writeTrainingArtifact(const TrainingSpec &spec,
   fb::ProgramBuilder pb(fbb);
   pb.add_version(static_cast<uint32_t>(fb::Version_Current));
   pb.add_producer(producer);
-  pb.add_device(fb::Device_CPU);
+  pb.add_device(!entryContents.empty() && entryContents[0].device == "cuda" ? fb::Device_CUDA
+                                                                          : fb::Device_CPU);
   pb.add_training(training);
   fb::FinishProgramBuffer(fbb, pb.Finish());
   return bytesOf(fbb);

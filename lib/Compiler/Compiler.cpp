@@ -4,15 +4,20 @@
 //   1. -tcc-fuse              graph ops grouped into tcc.fusion ops
 //   2. -tcc-lower-to-kernels  tk kernels + the tk program; canonicalize + CSE tidy the kernels
 //   3. -tcc-plan-memory       arena offsets
-//   4. code generation        one C++ translation unit per kernel, compiled in parallel through
-//                             the disk cache into one shared object
+//   4. code generation        cpu: one C++ translation unit per kernel, compiled in parallel
+//                             through the disk cache into one shared object.
+//                             cuda: one CUDA translation unit per kernel (and per distinct
+//                             tk.conv / tk.topk geometry), batched into NVRTC programs compiled
+//                             in parallel for every architecture through the disk cache
 //   5. the artifact           FlatBuffers (ArtifactWriter)
 //
 //===----------------------------------------------------------------------===//
 #include "tcc/Compiler/Compiler.h"
 
 #include "tcc/Codegen/CppEmitter.h"
+#include "tcc/Codegen/CudaLibraryKernels.h"
 #include "tcc/Codegen/KernelCompiler.h"
+#include "tcc/Codegen/NvrtcCompiler.h"
 #include "tcc/Compiler/ArtifactWriter.h"
 #include "tcc/IR/TkDialect.h"
 #include "tcc/Interp/Interpreter.h"
@@ -21,15 +26,17 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <set>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 #include <unistd.h>
 
@@ -110,24 +117,90 @@ std::string CompileReport::toJson() const {
          << entries[i].launches << ", \"arena_bytes\": " << entries[i].arenaBytes << "}";
     os << "\n  ]";
   }
+  if (device == "cuda") {
+    os << ",\n  \"cuda_archs\": [";
+    for (size_t i = 0; i < cudaArchs.size(); ++i)
+      os << (i ? ", " : "") << "\"" << cudaArchs[i] << "\"";
+    os << "],\n  \"nvrtc_programs\": " << nvrtcPrograms
+       << ",\n  \"nvrtc_seconds\": " << nvrtcSeconds << ",\n  \"cuda_kernels\": [";
+    auto dims = [&](const std::array<uint32_t, 3> &d) {
+      os << "[" << d[0] << ", " << d[1] << ", " << d[2] << "]";
+    };
+    for (size_t i = 0; i < cudaKernels.size(); ++i) {
+      const CudaKernel &k = cudaKernels[i];
+      os << (i ? ",\n    " : "\n    ") << "{\"name\": \"" << k.name << "\", \"strategy\": \""
+         << k.strategy << "\", \"grid\": ";
+      dims(k.grid);
+      os << ", \"block\": ";
+      dims(k.block);
+      os << ", \"shared_bytes\": " << k.sharedBytes << ", \"archs\": {";
+      for (size_t a = 0; a < k.archs.size(); ++a) {
+        const CudaResources &r = k.archs[a];
+        os << (a ? ", " : "") << "\"" << r.arch << "\": {\"registers\": " << r.registers
+           << ", \"spill_stores\": " << r.spillStores << ", \"spill_loads\": " << r.spillLoads
+           << ", \"stack_bytes\": " << r.stackBytes
+           << ", \"static_shared_bytes\": " << r.staticSharedBytes << "}";
+      }
+      os << "}}";
+    }
+    os << (cudaKernels.empty() ? "]" : "\n  ]");
+  }
   os << "\n}\n";
   return os.str();
 }
 
-namespace {
-
-void checkDevice(const CompileOptions &options) {
-  if (options.device != "cpu")
-    throw Error("cannot compile for device '" + options.device + "': this build of tcc "
-                "compiles for 'cpu' (run 'interp' models with tcc run --device interp)");
+int CompileReport::maxRegisters(std::string *kernel) const {
+  int most = 0;
+  for (const CudaKernel &k : cudaKernels)
+    for (const CudaResources &r : k.archs)
+      if (r.registers > most) {
+        most = r.registers;
+        if (kernel)
+          *kernel = k.name + " (" + r.arch + ")";
+      }
+  return most;
 }
 
-/// Stages 1-4 on one module (rewritten in place): fusion, lowering, memory planning and code
-/// generation. Returns what the artifact writer needs besides the module; adds the module's
-/// kernels (named `kernelPrefix` + name), cache hits, codegen time and unplanned bytes to
-/// `report`.
-ArtifactContents compileProgram(ModuleOp module, const CompileOptions &options,
-                                const std::string &kernelPrefix, CompileReport &report) {
+size_t CompileReport::spillingKernels() const {
+  size_t n = 0;
+  for (const CudaKernel &k : cudaKernels)
+    n += std::any_of(k.archs.begin(), k.archs.end(),
+                     [](const CudaResources &r) { return r.spillStores || r.spillLoads; });
+  return n;
+}
+
+namespace {
+
+std::string joined(const std::vector<std::string> &list) {
+  std::string s;
+  for (const std::string &item : list)
+    s += (s.empty() ? "" : ",") + item;
+  return s;
+}
+
+} // namespace
+
+void checkCompileOptions(const CompileOptions &options) {
+  if (options.device == "cpu")
+    return;
+  if (options.device != "cuda")
+    throw Error("cannot compile for device '" + options.device + "': tcc compiles for 'cpu' "
+                "and 'cuda' (run models on the reference interpreter with tcc run --device "
+                "interp)");
+  if (options.cudaArchs.empty())
+    throw Error("no CUDA architecture to compile for (--arch sm_80,sm_90)");
+  for (const std::string &arch : options.cudaArchs)
+    codegen::checkCudaArch(arch);
+  std::set<std::string> seen;
+  for (const std::string &arch : options.cudaArchs)
+    if (!seen.insert(arch).second)
+      throw Error("CUDA architecture '" + arch + "' is listed twice");
+  if (!codegen::nvrtcAvailable())
+    throw Error("cannot compile for device 'cuda': this tcc was built without the CUDA "
+                "toolkit (NVRTC)");
+}
+
+void lowerModule(ModuleOp module, const CompileOptions &options) {
   if (!options.dumpDir.empty()) {
     if (auto ec = llvm::sys::fs::create_directories(options.dumpDir))
       throw Error("cannot create '" + options.dumpDir + "': " + ec.message());
@@ -137,17 +210,62 @@ ArtifactContents compileProgram(ModuleOp module, const CompileOptions &options,
   runPasses(module, "fusion", options.explainFusion, [&](PassManager &pm) {
     FuseOptions fuse;
     fuse.explain = options.explainFusion;
+    fuse.target = options.device; // which GEMM epilogues the library computes (GemmEpilogue.h)
     pm.addNestedPass<func::FuncOp>(createFuse(fuse));
   });
   dumpModule(options, module, "1-fused.mlir");
   runPasses(module, "lowering to kernels", false, [&](PassManager &pm) {
-    pm.addPass(createLowerToKernels());
+    LowerToKernelsOptions lower;
+    lower.target = options.device;
+    pm.addPass(createLowerToKernels(lower));
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
     pm.addPass(createPlanMemory());
   });
   dumpModule(options, module, "2-kernels.mlir");
+}
 
+CudaProgramKernels emitCudaProgram(ModuleOp module) {
+  CudaProgramKernels out;
+  for (auto f : module.getOps<func::FuncOp>()) {
+    if (!tk::isKernel(f))
+      continue;
+    codegen::CudaEmitOptions options;
+    options.argAlignment = codegen::cudaArgumentAlignments(f);
+    out.kernels.push_back(codegen::emitCudaKernel(f, options));
+  }
+  llvm::StringMap<size_t> byName;
+  for (const codegen::CudaKernel &k : out.kernels)
+    byName[k.name] = &k - out.kernels.data();
+  for (auto f : module.getOps<func::FuncOp>()) {
+    if (!tk::isProgram(f))
+      continue;
+    f.walk([&](Operation *op) {
+      codegen::CudaKernel k;
+      if (auto conv = dyn_cast<tk::ConvOp>(op))
+        k = codegen::emitCudaConv(conv);
+      else if (auto topk = dyn_cast<tk::TopKOp>(op))
+        k = codegen::emitCudaTopK(topk);
+      else
+        return;
+      auto [it, inserted] = byName.try_emplace(k.name, out.kernels.size());
+      if (inserted)
+        out.kernels.push_back(std::move(k));
+      else if (out.kernels[it->second].source != k.source)
+        throw Error("two different CUDA kernels are named '" + k.name + "'");
+      out.libraryCalls[op] = it->second;
+    });
+  }
+  return out;
+}
+
+namespace {
+
+/// Stage 4 for the CPU: every kernel function a C++ translation unit, compiled into one shared
+/// object.
+void generateCpu(ModuleOp module, const CompileOptions &options,
+                 const std::string &kernelPrefix, CompileReport &report,
+                 ArtifactContents &contents) {
   // Code generation: every kernel function becomes a translation unit.
   std::vector<codegen::KernelSource> sources;
   for (auto f : module.getOps<func::FuncOp>()) {
@@ -177,15 +295,93 @@ ArtifactContents compileProgram(ModuleOp module, const CompileOptions &options,
   report.kernels += sources.size();
   report.cacheHits += cpu.stats.cacheHits;
   report.codegenSeconds += cpu.stats.seconds;
-  for (auto f : module.getOps<func::FuncOp>())
-    if (tk::isProgram(f))
-      f.walk([&](tk::AllocOp a) { report.unplannedBytes += tk::bufferBytes(a.getType()); });
-
-  ArtifactContents contents;
-  contents.device = options.device;
   contents.cpuSharedObject = std::move(cpu.sharedObject);
   contents.cpuCompiler = cpu.compiler;
   contents.cpuIsa = cpu.isa;
+}
+
+/// Stage 4 for CUDA: the module's CUDA kernels (emitCudaProgram) compiled with NVRTC for every
+/// architecture.
+void generateCuda(ModuleOp module, const CompileOptions &options,
+                  const std::string &kernelPrefix, CompileReport &report,
+                  ArtifactContents &contents) {
+  CudaProgramKernels emitted = emitCudaProgram(module);
+  std::vector<codegen::KernelSource> sources;
+  for (const codegen::CudaKernel &k : emitted.kernels)
+    sources.push_back({k.name, k.source});
+  if (!options.dumpDir.empty()) {
+    llvm::sys::fs::create_directories(options.dumpDir + "/kernels");
+    for (const auto &k : sources)
+      writeFile(options.dumpDir + "/kernels/" + k.name + ".cu", k.source);
+  }
+  codegen::CudaCompileOptions cc;
+  cc.archs = options.cudaArchs;
+  cc.cacheDir = options.cacheDir;
+  cc.useCache = options.useCache;
+  cc.jobs = options.jobs;
+  if (options.cudaKernelsPerProgram)
+    cc.maxKernelsPerProgram = options.cudaKernelsPerProgram;
+  bool showProgress = options.progress && isatty(STDERR_FILENO) && !sources.empty();
+  std::string archs = joined(options.cudaArchs);
+  if (showProgress)
+    cc.progress = [archs](size_t done, size_t total) {
+      std::fprintf(stderr, "\rtcc: compiling CUDA kernels for %s %zu/%zu", archs.c_str(), done,
+                   total);
+      if (done == total)
+        std::fprintf(stderr, "\n");
+      std::fflush(stderr);
+    };
+  codegen::CudaModule cuda = codegen::compileCudaModule(sources, cc);
+
+  report.cudaArchs = options.cudaArchs;
+  report.kernels += sources.size();
+  report.codegenSeconds += cuda.stats.seconds;
+  report.nvrtcSeconds += cuda.stats.nvrtcSeconds;
+  report.nvrtcPrograms += cuda.stats.programs;
+  for (size_t i = 0; i < emitted.kernels.size(); ++i) {
+    const codegen::CudaKernel &k = emitted.kernels[i];
+    report.kernelNames.push_back(kernelPrefix + k.name);
+    CompileReport::CudaKernel r;
+    r.name = kernelPrefix + k.name;
+    r.strategy = k.strategy;
+    r.grid = k.launch.grid;
+    r.block = k.launch.block;
+    r.sharedBytes = k.launch.sharedBytes;
+    bool cached = true;
+    for (const codegen::CudaBinary &b : cuda.kernels[i].binaries) {
+      r.archs.push_back({b.arch, b.registers, b.spillStoreBytes, b.spillLoadBytes, b.stackBytes,
+                         b.staticSharedBytes});
+      cached &= cuda.images[b.image].cacheHit;
+    }
+    report.cacheHits += cached;
+    report.cudaKernels.push_back(std::move(r));
+    contents.cudaKernels.push_back({k.name, k.launch});
+  }
+  contents.cudaLibraryCalls = std::move(emitted.libraryCalls);
+  for (codegen::CudaImage &image : cuda.images) {
+    std::string virtualArch = "compute_" + image.arch.substr(3);
+    contents.cudaPtx.push_back({virtualArch, std::move(image.ptx)});
+    contents.cudaCubins.push_back({image.arch, std::string(image.cubin.begin(), image.cubin.end())});
+  }
+  contents.cudaCompiler = cuda.compiler;
+}
+
+/// Stages 1-4 on one module (rewritten in place): fusion, lowering, memory planning and code
+/// generation for the device. Returns what the artifact writer needs besides the module; adds
+/// the module's kernels (named `kernelPrefix` + name), cache hits, codegen time and unplanned
+/// bytes to `report`.
+ArtifactContents compileProgram(ModuleOp module, const CompileOptions &options,
+                                const std::string &kernelPrefix, CompileReport &report) {
+  lowerModule(module, options);
+  ArtifactContents contents;
+  contents.device = options.device;
+  if (options.device == "cuda")
+    generateCuda(module, options, kernelPrefix, report, contents);
+  else
+    generateCpu(module, options, kernelPrefix, report, contents);
+  for (auto f : module.getOps<func::FuncOp>())
+    if (tk::isProgram(f))
+      f.walk([&](tk::AllocOp a) { report.unplannedBytes += tk::bufferBytes(a.getType()); });
   contents.specializedInputs = options.specializedInputs;
   contents.inputNames = options.inputNames;
   contents.outputNames = options.outputNames;
@@ -279,7 +475,7 @@ void checkTrainingSpec(const TrainingSpec &spec) {
 
 CompiledModel compileModule(ModuleOp module, const CompileOptions &options) {
   auto start = std::chrono::steady_clock::now();
-  checkDevice(options);
+  checkCompileOptions(options);
   CompiledModel out;
   out.report.device = options.device;
   ArtifactContents contents = compileProgram(module, options, "", out.report);
@@ -293,7 +489,7 @@ CompiledModel compileModule(ModuleOp module, const CompileOptions &options) {
 
 CompiledModel compileTraining(TrainingSpec &spec, const CompileOptions &options) {
   auto start = std::chrono::steady_clock::now();
-  checkDevice(options);
+  checkCompileOptions(options);
   checkTrainingSpec(spec);
   CompiledModel out;
   CompileReport &report = out.report;

@@ -18,6 +18,11 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.tcc_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(["tcc-opt", "tcc"], [config.tcc_tools_dir])
 
+# `REQUIRES: nvrtc`: this tcc compiles for CUDA (built with the CUDA toolkit's NVRTC); tests of
+# the build without it say `UNSUPPORTED: nvrtc`.
+if config.have_nvrtc:
+    config.available_features.add("nvrtc")
+
 # `REQUIRES: onnxruntime`: the python3 on PATH (not Debian's) can import onnxruntime.
 import shutil, subprocess
 if shutil.which("python3") and subprocess.run(["python3", "-c", "import onnxruntime"],

@@ -1,31 +1,30 @@
 //===- tcc-cuda-compile-check.cpp - Compile a suite's kernels for CUDA ----===//
 //
 //   tcc-cuda-compile-check [--arch sm_80,sm_90] [--every K] [-j N] [--no-cache]
-//                          [--expected-failures FILE] [-v] DIR...
+//                          [--kernels-per-program N] [--expected-failures FILE] [-v] DIR...
 //
-// For every case of ONNX backend-test suites (the layout `tcc check` reads): imports the model
-// for the first data set's inputs, lowers it like the compiler (fusion, kernels, canonicalize,
-// CSE, memory planning), emits every kernel for CUDA and compiles all of them with NVRTC for
-// each architecture (in parallel, through the kernel cache). Fails if a kernel cannot be
-// emitted or compiled, or if ptxas reports spills for any of them, and prints the counts,
-// times and register usage (stack frames without spills are counted: CUDA's sin/cos/tan keep
-// a small local array for the reduction of huge arguments). A case whose test data cannot be read is skipped, as is
-// one that fails before code generation and is listed in the expected-failures file (the CPU
-// backend's list: those cases do not lower there either). `--every K` takes every K-th case in
-// name order (a deterministic subset).
+// For every case of ONNX backend-test suites (the layout `tcc check` reads; a DIR holding
+// model.onnx is one case): imports the model for the first data set's inputs, lowers it and
+// emits its CUDA kernels exactly as `tcc compile --device cuda` does (lowerModule and
+// emitCudaProgram: the tk kernels and the generated convolution / top-k kernels), then
+// compiles the kernels of all cases together with NVRTC for each architecture (batched into
+// programs, in parallel, through the kernel cache). Fails if a kernel cannot be emitted or
+// compiled, or if ptxas reports spills for any of them, and prints the counts, times and
+// register usage (stack frames without spills are counted: CUDA's sin/cos/tan keep a small
+// local array for the reduction of huge arguments). A case whose test data cannot be read is
+// skipped, as is one that fails before code generation and is listed in the expected-failures
+// file (the CPU backend's list: those cases do not lower there either). `--every K` takes
+// every K-th case in name order (a deterministic subset).
 //
 //===----------------------------------------------------------------------===//
 #include "Pipeline.h"
 
-#include "tcc/Codegen/CudaEmitter.h"
 #include "tcc/Codegen/NvrtcCompiler.h"
+#include "tcc/Compiler/Compiler.h"
 #include "tcc/Frontend/OnnxModel.h"
 #include "tcc/IR/TkDialect.h"
-#include "tcc/Passes/Passes.h"
 
-#include "mlir/IR/Diagnostics.h"
-#include "mlir/Pass/PassManager.h"
-#include "mlir/Transforms/Passes.h"
+#include "mlir/IR/SymbolTable.h"
 
 #include <algorithm>
 #include <atomic>
@@ -50,12 +49,14 @@ struct Options {
   std::string expectedFailures;
   size_t every = 1;
   unsigned jobs = 0;
+  size_t kernelsPerProgram = 0; // 0: the compiler's default
   bool useCache = true, verbose = false;
 };
 
 int usage() {
   std::cerr << "usage: tcc-cuda-compile-check [--arch sm_80,sm_90] [--every K] [-j N] "
-               "[--no-cache] [--expected-failures FILE] [-v] DIR...\n";
+               "[--no-cache] [--kernels-per-program N] [--expected-failures FILE] [-v] "
+               "DIR...\n";
   return 2;
 }
 
@@ -88,24 +89,6 @@ std::set<std::string> readNames(const std::string &path) {
   return names;
 }
 
-/// The lowering the compiler runs before code generation (lib/Compiler/Compiler.cpp).
-void lower(mlir::ModuleOp module) {
-  std::string errors;
-  mlir::ScopedDiagnosticHandler handler(module.getContext(), [&](mlir::Diagnostic &d) {
-    if (d.getSeverity() == mlir::DiagnosticSeverity::Error)
-      errors += d.str() + "\n";
-    return mlir::success();
-  });
-  mlir::PassManager pm(module.getContext());
-  pm.addNestedPass<mlir::func::FuncOp>(createFuse());
-  pm.addPass(createLowerToKernels());
-  pm.addPass(mlir::createCanonicalizerPass());
-  pm.addPass(mlir::createCSEPass());
-  pm.addPass(createPlanMemory());
-  if (mlir::failed(pm.run(module)))
-    throw Error("lowering failed: " + errors);
-}
-
 struct CaseResult {
   enum { Emitted, Skipped, Failed } status = Failed;
   std::string detail;
@@ -134,18 +117,20 @@ CaseResult emitCase(const fs::path &dir, bool expectedToFail) {
     LoadedModel model = loadModel((dir / "model.onnx").string(), load);
     stage = "lowering";
     mlir::ModuleOp module = *model.imported.module;
-    lower(module);
+    CompileOptions compile;
+    compile.device = "cuda";
+    lowerModule(module, compile);
     stage = "emitting CUDA";
+    // The case's kernels renamed to be unique across cases (the generated library kernels are
+    // named after their geometry: equal names are equal kernels, compiled once).
     std::string prefix = dir.filename().string() + "__";
-    for (auto fn : module.getOps<mlir::func::FuncOp>()) {
-      if (!tk::isKernel(fn))
-        continue;
-      codegen::CudaEmitOptions options;
-      options.argAlignment = codegen::cudaArgumentAlignments(fn);
-      std::string name = prefix + fn.getSymName().str();
-      mlir::SymbolTable::setSymbolName(fn, name); // unique across cases
-      codegen::CudaKernel k = codegen::emitCudaKernel(fn, options);
-      r.kernels.push_back({name, std::move(k.source)});
+    mlir::SymbolTable symbols(module);
+    for (auto fn : llvm::make_early_inc_range(module.getOps<mlir::func::FuncOp>()))
+      if (tk::isKernel(fn) &&
+          mlir::failed(symbols.rename(fn, prefix + fn.getSymName().str())))
+        throw Error("cannot rename kernel '" + fn.getSymName().str() + "'");
+    for (codegen::CudaKernel &k : emitCudaProgram(module).kernels) {
+      r.kernels.push_back({k.name, std::move(k.source)});
       r.strategies.push_back(k.strategy.substr(0, k.strategy.find(' ')));
     }
     r.status = CaseResult::Emitted;
@@ -206,6 +191,7 @@ int run(const Options &options) {
   double emitSeconds = seconds();
 
   std::vector<codegen::KernelSource> sources;
+  std::set<std::string> names;
   std::map<std::string, size_t> strategies;
   size_t emitted = 0, skipped = 0, failed = 0;
   for (size_t i = 0; i < picked.size(); ++i) {
@@ -223,8 +209,10 @@ int run(const Options &options) {
       continue;
     }
     ++emitted;
-    sources.insert(sources.end(), r.kernels.begin(), r.kernels.end());
-    for (size_t k = 0; k < r.strategies.size(); ++k) {
+    for (size_t k = 0; k < r.kernels.size(); ++k) {
+      if (!names.insert(r.kernels[k].name).second)
+        continue; // a library kernel another case generated too
+      sources.push_back(r.kernels[k]);
       ++strategies[r.strategies[k]];
       if (options.verbose && r.strategies[k] == "serial")
         std::cout << "NOTE  " << r.kernels[k].name << ": one thread runs the whole kernel\n";
@@ -235,6 +223,8 @@ int run(const Options &options) {
   compile.archs = options.archs;
   compile.useCache = options.useCache;
   compile.jobs = options.jobs;
+  if (options.kernelsPerProgram)
+    compile.maxKernelsPerProgram = options.kernelsPerProgram;
   codegen::CudaModule module;
   try {
     module = codegen::compileCudaModule(sources, compile);
@@ -278,12 +268,13 @@ int run(const Options &options) {
   std::cout << "\n";
   const codegen::CudaCompileStats &st = module.stats;
   size_t compiled = st.compiles - st.cacheHits;
-  std::printf("%zu cases: %zu emitted, %zu skipped, %zu failed; %zu kernels, %zu compiles "
-              "(%zu cache hits), %zu spilling, %zu with a stack frame; import+lower+emit %.1f s, NVRTC %.1f s wall, "
-              "%.3f s per compile (%s), total %.1f s\n",
-              picked.size(), emitted, skipped, failed, st.kernels, st.compiles, st.cacheHits,
-              spilling, framed, emitSeconds, st.seconds, compiled ? st.nvrtcSeconds / compiled : 0.0,
-              module.compiler.c_str(), seconds());
+  std::printf("%zu cases: %zu emitted, %zu skipped, %zu failed; %zu kernels in %zu NVRTC programs, "
+              "%zu compiles (%zu cache hits), %zu spilling, %zu with a stack frame; "
+              "import+lower+emit %.1f s, NVRTC %.1f s wall, %.3f s per compile (%s), total "
+              "%.1f s\n",
+              picked.size(), emitted, skipped, failed, st.kernels, st.programs, st.compiles,
+              st.cacheHits, spilling, framed, emitSeconds, st.seconds,
+              compiled ? st.nvrtcSeconds / compiled : 0.0, module.compiler.c_str(), seconds());
   return failed || spilling ? 1 : 0;
 }
 
@@ -312,6 +303,8 @@ int main(int argc, char **argv) {
         options.every = std::max(1, std::stoi(value()));
       } else if (a == "-j") {
         options.jobs = (unsigned)std::stoi(value());
+      } else if (a == "--kernels-per-program") {
+        options.kernelsPerProgram = (size_t)std::max(1, std::stoi(value()));
       } else if (a == "--no-cache") {
         options.useCache = false;
       } else if (a == "--expected-failures") {

@@ -122,8 +122,11 @@ CaseResult runCase(const fs::path &dir, const CheckOptions &options) {
       LoadedModel loaded = loadModel(model.string(), load);
       CompileOptions compile;
       compile.useCache = options.useCache;
+      compile.cudaArchs = options.cudaArchs;
       // Cases run in parallel: one thread each.
-      std::vector<Tensor> got = execute(loaded, load.inputs.size(), options.device, compile, 1);
+      RunOptions run;
+      run.threads = 1;
+      std::vector<Tensor> got = execute(loaded, load.inputs.size(), options.device, compile, run);
       if (got.size() != expected.size())
         return {Verdict::Fail, set.filename().string() + ": " + std::to_string(got.size()) +
                                    " outputs, expected " + std::to_string(expected.size())};
@@ -179,8 +182,9 @@ std::string caseName(const fs::path &dir) {
 } // namespace
 
 int runCheck(const CheckOptions &options) {
-  if (options.device != "interp" && options.device != "cpu")
-    throw Error("unknown device '" + options.device + "': tcc check runs on 'cpu' or 'interp'");
+  if (options.device != "interp" && options.device != "cpu" && options.device != "cuda")
+    throw Error("unknown device '" + options.device +
+                "': tcc check runs on 'cpu', 'cuda' or 'interp'");
   auto expected = readExpectedFailures(options.expectedFailuresFile);
   std::vector<fs::path> cases;
   for (const auto &d : options.caseDirs) {

@@ -8,8 +8,9 @@ namespace tcc {
 
 struct CheckOptions {
   std::vector<std::string> caseDirs;
-  std::string device = "cpu";       // "cpu" (compiled) or "interp"
-  bool useCache = true;              // the kernel cache (cpu)
+  std::string device = "cpu";       // "cpu" or "cuda" (compiled), or "interp"
+  bool useCache = true;              // the kernel cache
+  std::vector<std::string> cudaArchs = {"sm_80", "sm_90"}; // cuda: what to compile for
   std::string expectedFailuresFile; // lines "case-name  reason"; '#' comments
   double rtol = 1e-3, atol = 1e-5;
   unsigned jobs = 0; // 0: one per core

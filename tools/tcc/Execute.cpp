@@ -1,12 +1,16 @@
 //===- Execute.cpp - Compiling loaded models and running them on a device -===//
 #include "Execute.h"
 
+#include "tcc/Codegen/NvrtcCompiler.h"
+#include "tcc/Runtime/artifact_generated.h"
 #include "tcc/Runtime/tccrt.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include <cstring>
 #include <fstream>
+#include <iostream>
+#include <iterator>
 
 namespace tcc {
 
@@ -22,20 +26,34 @@ TensorSpec specOf(const tccrt_tensor_info &info) {
 
 } // namespace
 
-RuntimeProgram RuntimeProgram::fromBytes(const std::vector<uint8_t> &artifact, int numThreads) {
-  tccrt_options options{numThreads};
+static tccrt_options tccrtOptions(const RunOptions &options) {
+  tccrt_options o{};
+  o.num_threads = options.threads;
+  o.cuda_graph = options.cudaGraph ? 1 : 0;
+  o.device_ordinal = options.deviceOrdinal;
+  return o;
+}
+
+RuntimeProgram RuntimeProgram::fromBytes(const std::vector<uint8_t> &artifact,
+                                         const RunOptions &run) {
+  tccrt_options options = tccrtOptions(run);
   tccrt_program *p = nullptr;
   if (tccrt_load_buffer(artifact.data(), artifact.size(), &options, &p) != TCCRT_OK)
     runtimeError("cannot load the compiled program");
   return RuntimeProgram(p);
 }
 
-RuntimeProgram RuntimeProgram::fromFile(const std::string &path, int numThreads) {
-  tccrt_options options{numThreads};
+RuntimeProgram RuntimeProgram::fromFile(const std::string &path, const RunOptions &run) {
+  tccrt_options options = tccrtOptions(run);
   tccrt_program *p = nullptr;
   if (tccrt_load_file(path.c_str(), &options, &p) != TCCRT_OK)
     runtimeError("cannot load '" + path + "'");
   return RuntimeProgram(p);
+}
+
+std::string RuntimeProgram::deviceName() const {
+  const char *name = tccrt_program_device_name(program_);
+  return name ? name : "";
 }
 
 RuntimeProgram::~RuntimeProgram() {
@@ -138,14 +156,60 @@ CompiledModel compileLoaded(LoadedModel &model, size_t givenInputs, CompileOptio
 }
 
 std::vector<Tensor> execute(LoadedModel &model, size_t givenInputs, const std::string &device,
-                            const CompileOptions &compile, int numThreads) {
+                            const CompileOptions &compile, const RunOptions &run) {
   if (device == "interp")
     return interpret(model);
   CompileOptions options = compile;
   options.device = device;
   CompiledModel compiled = compileLoaded(model, givenInputs, options, /*randomValuesRun=*/true);
-  RuntimeProgram program = RuntimeProgram::fromBytes(compiled.artifact, numThreads);
+  RuntimeProgram program = RuntimeProgram::fromBytes(compiled.artifact, run);
   return program.run(model.inputs);
+}
+
+std::string cudaUnavailableReason() {
+  const char *reason = nullptr;
+  if (tccrt_device_available(TCCRT_DEVICE_CUDA, &reason))
+    return "";
+  std::string why = reason && *reason ? reason : "libtccrt gave no reason";
+  // libtccrt's reasons may already say what they are about.
+  for (const char *prefix : {"no usable CUDA GPU/driver: ", "no usable CUDA GPU: "})
+    if (why.rfind(prefix, 0) == 0)
+      why = why.substr(std::strlen(prefix));
+  return why;
+}
+
+std::string resolveDevice(const std::string &requested) {
+  if (requested == "cpu" || requested == "interp")
+    return requested;
+  if (requested != "auto" && requested != "cuda")
+    throw Error("unknown device '" + requested + "': tcc runs models on 'auto' (cuda if usable, "
+                "else cpu), 'cuda', 'cpu' (compiled) and 'interp' (the reference interpreter)");
+  std::string why = cudaUnavailableReason();
+  if (requested == "cuda") {
+    if (!why.empty())
+      throw Error("no usable CUDA GPU/driver: " + why + "; use --device cpu");
+    if (!codegen::nvrtcAvailable())
+      throw Error("cannot compile for device 'cuda': this tcc was built without the CUDA "
+                  "toolkit (NVRTC); use --device cpu");
+    return "cuda";
+  }
+  if (why.empty() && codegen::nvrtcAvailable())
+    return "cuda";
+  if (why.empty())
+    std::cerr << "tcc: note: a CUDA GPU is usable, but this tcc was built without the CUDA "
+                 "toolkit (NVRTC); running on the CPU\n";
+  else
+    std::cerr << "tcc: note: no usable CUDA GPU (" << why << "); running on the CPU\n";
+  return "cpu";
+}
+
+std::string artifactDevice(const std::string &path) {
+  std::ifstream f(path, std::ios::binary);
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  flatbuffers::Verifier verifier(bytes.data(), bytes.size());
+  if (bytes.empty() || !artifact::VerifyProgramBuffer(verifier))
+    return "";
+  return artifact::GetProgram(bytes.data())->device() == artifact::Device_CUDA ? "cuda" : "cpu";
 }
 
 bool isArtifactFile(const std::string &path) {

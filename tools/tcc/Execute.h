@@ -20,18 +20,27 @@ struct TensorSpec {
   Shape shape;
 };
 
+/// How the runtime runs a program (tccrt_options).
+struct RunOptions {
+  int threads = 0;        // CPU threads; 0: all cores
+  bool cudaGraph = false; // CUDA: replay the launch list as a CUDA graph after the first run
+  int deviceOrdinal = 0;  // CUDA: which GPU
+};
+
 /// An artifact loaded into the runtime (libtccrt, through its C API).
 class RuntimeProgram {
 public:
-  /// `numThreads` 0: all cores.
-  static RuntimeProgram fromBytes(const std::vector<uint8_t> &artifact, int numThreads);
-  static RuntimeProgram fromFile(const std::string &path, int numThreads);
+  static RuntimeProgram fromBytes(const std::vector<uint8_t> &artifact, const RunOptions &options);
+  static RuntimeProgram fromFile(const std::string &path, const RunOptions &options);
   RuntimeProgram(RuntimeProgram &&other) noexcept : program_(other.program_) {
     other.program_ = nullptr;
   }
   RuntimeProgram(const RuntimeProgram &) = delete;
   ~RuntimeProgram();
 
+  /// What the program runs on, e.g. "cpu (16 threads)" or "cuda:0 NVIDIA H100 ... (sm_90,
+  /// cubin)".
+  std::string deviceName() const;
   std::vector<TensorSpec> inputs() const;
   std::vector<TensorSpec> outputs() const;
   /// Fresh tensors of the outputs' types.
@@ -59,9 +68,24 @@ std::vector<void *> outputPointers(std::vector<Tensor> &tensors);
 CompiledModel compileLoaded(LoadedModel &model, size_t givenInputs, CompileOptions options,
                             bool randomValuesRun = false);
 
-/// Runs a loaded model on `device` ("interp" or "cpu") with its inputs.
+/// Runs a loaded model on `device` ("interp", "cpu" or "cuda"; see resolveDevice) with its
+/// inputs.
 std::vector<Tensor> execute(LoadedModel &model, size_t givenInputs, const std::string &device,
-                            const CompileOptions &compile, int numThreads);
+                            const CompileOptions &compile, const RunOptions &run);
+
+/// The device a command that runs models uses for `--device` `requested`: "interp", "cpu" and
+/// "cuda" as given, "auto" resolved to "cuda" when libtccrt finds a usable CUDA GPU and driver
+/// and this tcc has NVRTC, else to "cpu" with a one-line note on stderr saying why. Throws
+/// tcc::Error for an unknown name, and for "cuda" where it cannot run ("no usable CUDA
+/// GPU/driver: <reason>; use --device cpu").
+std::string resolveDevice(const std::string &requested);
+
+/// Why CUDA programs cannot run in this process ("" if they can): libtccrt's reason.
+std::string cudaUnavailableReason();
+
+/// The device ("cpu" or "cuda") an artifact file was compiled for; "" if the file is not a
+/// well-formed artifact (loading it then reports what is wrong).
+std::string artifactDevice(const std::string &path);
 
 /// True if `path` ends in ".tcc" or holds the artifact's file identifier.
 bool isArtifactFile(const std::string &path);

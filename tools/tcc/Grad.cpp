@@ -26,7 +26,9 @@ int runGrad(const GradArgs &args, const CompileOptions &compile) {
     names.push_back(inits.Get(index).name());
     loaded.imported.inputNames.push_back(inits.Get(index).name());
   }
-  std::vector<Tensor> grads = execute(loaded, args.givenInputs, args.device, compile, args.threads);
+  RunOptions run;
+  run.threads = args.threads;
+  std::vector<Tensor> grads = execute(loaded, args.givenInputs, args.device, compile, run);
   if (grads.size() != names.size())
     throw Error("the gradient program returned " + std::to_string(grads.size()) +
                 " tensors for " + std::to_string(names.size()) + " initializers");

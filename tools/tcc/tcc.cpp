@@ -14,9 +14,11 @@
 #include "Pipeline.h"
 #include "Train.h"
 
+#include "tcc/Codegen/NvrtcCompiler.h"
 #include "tcc/Frontend/OnnxModel.h"
 
 #include "mlir/IR/OperationSupport.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -62,19 +64,38 @@ LoadOptions loadOptions(const ModelArgs &args) {
   return load;
 }
 
-const char *kDeviceHelp = "where to run: cpu (compiled, the default) or interp (the reference "
-                          "interpreter)";
-
-void checkDevice(const std::string &device) {
-  if (device != "interp" && device != "cpu")
-    throw Error("unknown device '" + device + "': this build of tcc runs on 'cpu' (compiled) and "
-                "'interp' (the reference interpreter)");
-}
+const char *kDeviceHelp =
+    "where to run: auto (the default: cuda if libtccrt finds a usable CUDA GPU and driver, else "
+    "cpu with a note on stderr), cuda (compiled with NVRTC; an error without a usable GPU), cpu "
+    "(compiled) or interp (the reference interpreter)";
 
 /// --device and --threads, for the commands that run models.
 void addDeviceArgs(CLI::App *cmd, std::string &device, int &threads) {
-  cmd->add_option("--device", device, kDeviceHelp)->default_val("cpu");
+  cmd->add_option("--device", device, kDeviceHelp)->default_val("auto");
   cmd->add_option("--threads", threads, "CPU threads (0: all cores)")->default_val(0);
+}
+
+/// The runtime options of run and bench besides --threads.
+struct CudaRunArgs {
+  bool cudaGraph = false;
+  int deviceOrdinal = 0;
+};
+
+void addCudaRunArgs(CLI::App *cmd, CudaRunArgs &args) {
+  cmd->add_flag("--cuda-graph", args.cudaGraph,
+                "CUDA: capture the whole launch list into a CUDA graph at the first run and "
+                "replay it on later runs");
+  cmd->add_option("--device-ordinal", args.deviceOrdinal, "CUDA: which GPU (0: the first)")
+      ->default_val(0)
+      ->check(CLI::NonNegativeNumber);
+}
+
+RunOptions runOptions(int threads, const CudaRunArgs &cuda = {}) {
+  RunOptions r;
+  r.threads = threads;
+  r.cudaGraph = cuda.cudaGraph;
+  r.deviceOrdinal = cuda.deviceOrdinal;
+  return r;
 }
 
 /// Options shared by the commands that compile.
@@ -83,7 +104,28 @@ struct CompileArgs {
   std::string cacheDir;
   bool explainFusion = false;
   std::string dumpDir;
+  std::string archs = "sm_80,sm_90";
 };
+
+/// "sm_80,sm_90" as a list; every name checked (a clear error naming the bad one).
+std::vector<std::string> parseArchs(const std::string &list) {
+  std::vector<std::string> archs;
+  for (llvm::StringRef a : llvm::split(llvm::StringRef(list), ',')) {
+    a = a.trim();
+    if (a.empty())
+      throw Error("--arch '" + list + "' has an empty architecture name (expected e.g. "
+                  "sm_80,sm_90)");
+    try {
+      codegen::checkCudaArch(a.str());
+    } catch (const Error &e) {
+      throw Error("--arch: " + std::string(e.what()));
+    }
+    if (std::find(archs.begin(), archs.end(), a.str()) != archs.end())
+      throw Error("--arch '" + list + "' lists " + a.str() + " twice");
+    archs.push_back(a.str());
+  }
+  return archs;
+}
 
 void addCompileArgs(CLI::App *cmd, CompileArgs &args) {
   cmd->add_flag("--no-cache", args.noCache, "do not use the on-disk kernel cache");
@@ -94,11 +136,16 @@ void addCompileArgs(CLI::App *cmd, CompileArgs &args) {
                 "print every fusion decision with its reason");
   cmd->add_option("--dump-dir", args.dumpDir,
                   "write each IR stage (.mlir) and the generated kernel sources here");
+  cmd->add_option("--arch", args.archs,
+                  "CUDA: the GPU architectures to make cubins (and PTX) for, comma-separated "
+                  "sm_XY[a] names")
+      ->default_val("sm_80,sm_90");
 }
 
 CompileOptions compileOptions(const CompileArgs &args, const std::string &device) {
   CompileOptions c;
   c.device = device;
+  c.cudaArchs = parseArchs(args.archs);
   c.useCache = !args.noCache;
   c.cacheDir = args.cacheDir;
   c.explainFusion = args.explainFusion;
@@ -223,13 +270,32 @@ int runImport(const ModelArgs &args, const std::string &out, int64_t elide) {
   return 0;
 }
 
-int runRun(const ModelArgs &args, const std::string &device, const CompileArgs &compile,
-           int threads, const std::string &outDir) {
-  checkDevice(device);
+/// Loads an artifact file for `tcc run`/`bench` (`command`): `requested` (--device) must be
+/// "auto" or the device the artifact was compiled for, which must be usable here.
+RuntimeProgram loadArtifact(const std::string &path, const std::string &requested,
+                            const RunOptions &run, const char *command) {
+  std::string device = artifactDevice(path);
+  if (requested == "interp")
+    throw Error("'" + path + "' is a compiled artifact: " + command + " it with --device " +
+                (device.empty() ? "auto" : device));
+  if (requested != "auto" && requested != "cpu" && requested != "cuda")
+    resolveDevice(requested); // the unknown-device error
+  if (!device.empty() && requested != "auto" && requested != device)
+    throw Error("'" + path + "' was compiled for " + device + ", not " + requested +
+                ": compile the model with --device " + requested);
+  if (device == "cuda") {
+    std::string why = cudaUnavailableReason();
+    if (!why.empty())
+      throw Error("'" + path + "' is a CUDA artifact, and there is no usable CUDA GPU/driver: " +
+                  why + " (compile the model with --device cpu to run it here)");
+  }
+  return RuntimeProgram::fromFile(path, run);
+}
+
+int runRun(const ModelArgs &args, const std::string &requestedDevice, const CompileArgs &compile,
+           const RunOptions &run, const std::string &outDir) {
   if (isArtifactFile(args.model)) {
-    if (device == "interp")
-      throw Error("'" + args.model + "' is a compiled artifact: run it with --device cpu");
-    RuntimeProgram program = RuntimeProgram::fromFile(args.model, threads);
+    RuntimeProgram program = loadArtifact(args.model, requestedDevice, run, "run");
     std::vector<Tensor> outputs = program.run(artifactInputs(program, args));
     std::vector<std::string> names;
     for (const auto &o : program.outputs())
@@ -237,9 +303,10 @@ int runRun(const ModelArgs &args, const std::string &device, const CompileArgs &
     writeOutputs(outputs, names, outDir);
     return 0;
   }
+  std::string device = resolveDevice(requestedDevice);
+  CompileOptions options = compileOptions(compile, device);
   LoadedModel model = loadModel(args.model, loadOptions(args));
-  std::vector<Tensor> outputs = execute(model, args.inputFiles.size(), device,
-                                        compileOptions(compile, device), threads);
+  std::vector<Tensor> outputs = execute(model, args.inputFiles.size(), device, options, run);
   writeOutputs(outputs, model.imported.outputNames, outDir);
   return 0;
 }
@@ -248,22 +315,23 @@ int runCompile(const ModelArgs &args, const std::string &device, const CompileAr
                const std::string &out, const std::string &reportPath, bool train,
                const TrainingArgs &training) {
   if (device == "interp")
-    throw Error("the interpreter runs models directly: compile for --device cpu");
-  checkDevice(device);
+    throw Error("the interpreter runs models directly: compile for --device cpu or cuda");
+  CompileOptions options = compileOptions(compile, device);
+  checkCompileOptions(options); // before loading the model
   auto start = std::chrono::steady_clock::now();
   CompiledModel compiled;
   if (train) {
     if (!args.inputFiles.empty() || !args.inputShapes.empty())
       throw Error("--train takes no --inputs or --input-shape: --batch-size fixes the first "
                   "input's leading dimension, the model fixes the rest");
-    compiled = compileTrainingModel(args.model, training, compileOptions(compile, device));
+    compiled = compileTrainingModel(args.model, training, options);
   } else {
     if (!training.given.empty())
       throw Error(training.given.front() + " applies to training artifacts: add --train");
     LoadOptions load = loadOptions(args);
     load.specializeOnRandomInputs = false; // the artifact must not bake in arbitrary values
     LoadedModel model = loadModel(args.model, load);
-    compiled = compileLoaded(model, args.inputFiles.size(), compileOptions(compile, device));
+    compiled = compileLoaded(model, args.inputFiles.size(), options);
   }
   compiled.report.compileSeconds = secondsSince(start);
   std::ofstream f(out, std::ios::binary);
@@ -276,6 +344,22 @@ int runCompile(const ModelArgs &args, const std::string &device, const CompileAr
             << " bytes (" << r.unplannedBytes << " unplanned), constants " << r.constantBytes
             << " bytes, " << r.compileSeconds << " s (" << r.cacheHits << " of " << r.kernels
             << " kernels cached)\n";
+  if (r.device == "cuda") {
+    std::string most;
+    int registers = r.maxRegisters(&most);
+    size_t spilling = r.spillingKernels();
+    auto count = [](size_t n, const char *what) {
+      return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+    };
+    std::cerr << "tcc: CUDA: " << count(r.cudaKernels.size(), "kernel") << " for ";
+    for (size_t i = 0; i < r.cudaArchs.size(); ++i)
+      std::cerr << (i ? "," : "") << r.cudaArchs[i];
+    std::cerr << " in " << count(r.nvrtcPrograms, "NVRTC program") << " (" << r.nvrtcSeconds
+              << " s NVRTC), at most " << registers << " registers"
+              << (most.empty() ? "" : " (" + most + ")") << ", "
+              << (spilling ? count(spilling, "kernel") + " spilling (see --report)" : "no spills")
+              << "\n";
+  }
   if (!reportPath.empty()) {
     std::ofstream rf(reportPath);
     if (!(rf << r.toJson()))
@@ -289,9 +373,8 @@ struct BenchArgs {
   bool json = false;
 };
 
-int runBench(const ModelArgs &args, const std::string &device, const CompileArgs &compile,
-             int threads, const BenchArgs &bench) {
-  checkDevice(device);
+int runBench(const ModelArgs &args, const std::string &requestedDevice,
+             const CompileArgs &compile, const RunOptions &run, const BenchArgs &bench) {
   if (bench.iters < 1 || bench.warmup < 0)
     throw Error("--iters must be at least 1 and --warmup non-negative");
   double compileSeconds = 0;
@@ -305,30 +388,33 @@ int runBench(const ModelArgs &args, const std::string &device, const CompileArgs
       times.push_back(secondsSince(t0) * 1e3);
     }
   };
+  std::string deviceName; // the runtime's description (compiled programs)
   auto timeProgram = [&](RuntimeProgram &program, const std::vector<Tensor> &inputs) {
+    deviceName = program.deviceName();
     std::vector<Tensor> outputs = program.allocateOutputs();
     program.run(inputs, outputs); // checks the inputs once; the timed runs skip the checks
     std::vector<const void *> in = inputPointers(inputs);
     std::vector<void *> out = outputPointers(outputs);
     timeRuns([&] { program.runRaw(in, out); });
   };
+  std::string device = requestedDevice;
   if (isArtifactFile(args.model)) {
-    if (device == "interp")
-      throw Error("'" + args.model + "' is a compiled artifact: bench it with --device cpu");
-    RuntimeProgram program = RuntimeProgram::fromFile(args.model, threads);
+    RuntimeProgram program = loadArtifact(args.model, requestedDevice, run, "bench");
+    device = artifactDevice(args.model);
     timeProgram(program, artifactInputs(program, args));
   } else {
+    device = resolveDevice(requestedDevice);
+    CompileOptions options = compileOptions(compile, device);
     auto start = std::chrono::steady_clock::now();
     LoadedModel model = loadModel(args.model, loadOptions(args));
     if (device == "interp") {
       compileSeconds = secondsSince(start);
       timeRuns([&] { interpret(model); });
     } else {
-      CompiledModel compiled = compileLoaded(model, args.inputFiles.size(),
-                                             compileOptions(compile, device),
+      CompiledModel compiled = compileLoaded(model, args.inputFiles.size(), options,
                                              /*randomValuesRun=*/true);
       compileSeconds = secondsSince(start);
-      RuntimeProgram program = RuntimeProgram::fromBytes(compiled.artifact, threads);
+      RuntimeProgram program = RuntimeProgram::fromBytes(compiled.artifact, run);
       timeProgram(program, model.inputs);
     }
   }
@@ -338,13 +424,16 @@ int runBench(const ModelArgs &args, const std::string &device, const CompileArgs
   double median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
   if (bench.json) {
     std::cout << "{\"model\": \"" << args.model << "\", \"device\": \"" << device
-              << "\", \"threads\": " << threads << ", \"compile_seconds\": " << compileSeconds
+              << "\", \"device_name\": \"" << (deviceName.empty() ? device : deviceName)
+              << "\", \"threads\": " << run.threads << ", \"cuda_graph\": "
+              << (run.cudaGraph ? "true" : "false") << ", \"compile_seconds\": " << compileSeconds
               << ", \"iters\": " << n << ", \"median_ms\": " << median
               << ", \"min_ms\": " << sorted.front() << ", \"max_ms\": " << sorted.back()
               << "}\n";
   } else {
-    std::cout << args.model << " on " << device << " (" << (threads ? std::to_string(threads) : "all")
-              << " threads): compile " << compileSeconds << " s; " << n << " runs: median "
+    std::string on = device == "cuda" ? deviceName + (run.cudaGraph ? ", CUDA graph" : "")
+                     : (run.threads ? std::to_string(run.threads) : "all") + std::string(" threads");
+    std::cout << args.model << " on " << device << " (" << on << "): compile " << compileSeconds << " s; " << n << " runs: median "
               << median << " ms, min " << sorted.front() << " ms, max " << sorted.back()
               << " ms\n";
   }
@@ -373,13 +462,15 @@ int main(int argc, char **argv) {
                         "print constants with more elements than this as placeholders (0: never)")
       ->default_val(16);
 
-  std::string runDevice = "cpu", outDir;
+  std::string runDevice = "auto", outDir;
   CompileArgs runCompileArgs;
+  CudaRunArgs runCuda;
   int runThreads = 0;
   auto *runCmd = app.add_subcommand(
       "run", "Run an ONNX model or a compiled artifact (.tcc) and write its outputs");
   addModelArgs(runCmd, runArgs);
   addDeviceArgs(runCmd, runDevice, runThreads);
+  addCudaRunArgs(runCmd, runCuda);
   runCmd->add_option("--out-dir", outDir, "write outputs as DIR/output_<i>.pb (TensorProto)");
   addCompileArgs(runCmd, runCompileArgs);
 
@@ -391,10 +482,14 @@ int main(int argc, char **argv) {
   addModelArgs(compileCmd, compileArgs);
   compileCmd->add_option("-o,--output", compileOut, "artifact file to write (e.g. MODEL.tcc)")
       ->required();
-  compileCmd->add_option("--device", compileDevice, "target device: cpu")->default_val("cpu");
+  compileCmd->add_option("--device", compileDevice,
+                         "target device: cpu (the default) or cuda (CUDA C++ compiled with NVRTC "
+                         "for --arch; no GPU needed)")
+      ->default_val("cpu");
   compileCmd->add_option("--report", reportPath,
                          "write a JSON report (kernels, extern_calls, arena_bytes, "
-                         "constant_bytes, compile_seconds, ...)");
+                         "constant_bytes, compile_seconds, ...; for cuda also cuda_kernels with "
+                         "launch configurations, registers and spills per architecture)");
   addCompileArgs(compileCmd, compileFlags);
   bool compileTrain = false;
   TrainingCli compileTraining;
@@ -448,7 +543,7 @@ int main(int argc, char **argv) {
 
   ModelArgs gradArgs;
   CompileArgs gradCompile;
-  std::string gradDevice = "cpu", gradOut;
+  std::string gradDevice = "auto", gradOut;
   int gradThreads = 0;
   auto *gradCmd = app.add_subcommand(
       "grad", "Write the gradient of sum(output 0) with respect to each floating-point "
@@ -461,16 +556,19 @@ int main(int argc, char **argv) {
   ModelArgs benchArgs;
   CompileArgs benchCompile;
   BenchArgs bench;
-  std::string benchDevice = "cpu";
+  std::string benchDevice = "auto";
   int benchThreads = 0;
+  CudaRunArgs benchCuda;
   auto *benchCmd = app.add_subcommand(
       "bench", "Compile a model (or load an artifact) and time its runs (compilation excluded)");
   addModelArgs(benchCmd, benchArgs);
   addDeviceArgs(benchCmd, benchDevice, benchThreads);
+  addCudaRunArgs(benchCmd, benchCuda);
   benchCmd->add_option("--warmup", bench.warmup, "untimed runs first")->default_val(5);
   benchCmd->add_option("--iters", bench.iters, "timed runs")->default_val(50);
   benchCmd->add_flag("--json", bench.json,
-                     "print one JSON object (compile_seconds, median_ms, min_ms, max_ms, ...)");
+                     "print one JSON object (device, device_name, compile_seconds, median_ms, "
+                     "min_ms, max_ms, ...)");
   addCompileArgs(benchCmd, benchCompile);
 
   CheckOptions check;
@@ -479,7 +577,7 @@ int main(int argc, char **argv) {
   checkCmd->add_option("DIR", check.caseDirs,
                        "case directories, or suite directories holding case directories")
       ->required();
-  checkCmd->add_option("--device", check.device, kDeviceHelp)->default_val("cpu");
+  checkCmd->add_option("--device", check.device, kDeviceHelp)->default_val("auto");
   checkCmd->add_option("--expected-failures", check.expectedFailuresFile,
                        "file listing cases expected to fail, one 'NAME REASON' per line");
   checkCmd->add_option("--rtol", check.rtol, "relative tolerance")->default_val(1e-3);
@@ -489,6 +587,11 @@ int main(int argc, char **argv) {
   checkCmd->add_flag("-q,--quiet", check.quiet, "print only failures, skips and the summary");
   bool checkNoCache = false;
   checkCmd->add_flag("--no-cache", checkNoCache, "do not use the on-disk kernel cache");
+  std::string checkArchs = "sm_80,sm_90";
+  checkCmd->add_option("--arch", checkArchs,
+                       "CUDA: the GPU architectures to compile for, comma-separated sm_XY[a] "
+                       "names")
+      ->default_val("sm_80,sm_90");
 
   try {
     app.parse(argc, argv);
@@ -500,7 +603,7 @@ int main(int argc, char **argv) {
     if (*importCmd)
       return runImport(importArgs, importOut, elide);
     if (*runCmd)
-      return runRun(runArgs, runDevice, runCompileArgs, runThreads, outDir);
+      return runRun(runArgs, runDevice, runCompileArgs, runOptions(runThreads, runCuda), outDir);
     if (*compileCmd) {
       noteGiven(compileTraining);
       return runCompile(compileArgs, compileDevice, compileFlags, compileOut, reportPath,
@@ -513,20 +616,22 @@ int main(int argc, char **argv) {
       return runTrain(trainRun, trainTraining.args, compileOptions(trainCompile, "cpu"));
     }
     if (*gradCmd) {
-      checkDevice(gradDevice);
       GradArgs grad;
       grad.model = gradArgs.model;
-      grad.device = gradDevice;
+      grad.device = resolveDevice(gradDevice);
       grad.outDir = gradOut;
       grad.load = loadOptions(gradArgs);
       grad.givenInputs = gradArgs.inputFiles.size();
       grad.threads = gradThreads;
-      return runGrad(grad, compileOptions(gradCompile, gradDevice));
+      return runGrad(grad, compileOptions(gradCompile, grad.device));
     }
     if (*benchCmd)
-      return runBench(benchArgs, benchDevice, benchCompile, benchThreads, bench);
+      return runBench(benchArgs, benchDevice, benchCompile, runOptions(benchThreads, benchCuda),
+                      bench);
     if (*checkCmd) {
       check.useCache = !checkNoCache;
+      check.cudaArchs = parseArchs(checkArchs);
+      check.device = resolveDevice(check.device);
       return runCheck(check);
     }
   } catch (const std::exception &e) {

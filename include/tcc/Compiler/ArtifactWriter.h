@@ -4,7 +4,10 @@
 #include "tcc/Support/Tensor.h"
 #include "tcc/Training/TrainingSpec.h"
 
+#include "tcc/Codegen/CudaEmitter.h"
+
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseMap.h"
 
 #include <cstdint>
 #include <map>
@@ -13,11 +16,31 @@
 
 namespace tcc {
 
+/// A CUDA kernel the program launches: a tk.kernel function's, or one generated for a tk.conv /
+/// tk.topk (CudaLibraryKernels.h).
+struct CudaKernelInfo {
+  std::string name;
+  codegen::CudaLaunchConfig launch;
+};
+
+/// One compiled image: a cubin ("sm_80") or PTX ("compute_80").
+struct CudaCode {
+  std::string arch;
+  std::string bytes;
+};
+
 struct ArtifactContents {
   std::string device = "cpu";             // "cpu" or "cuda"
   std::vector<uint8_t> cpuSharedObject;  // kernels for the CPU (see KernelAbi.h)
   std::string cpuCompiler;               // compiler identity and flags
   std::vector<std::string> cpuIsa;       // ISA extensions the kernels may use
+  /// CUDA: every kernel the images define (launched tk.kernel functions find theirs by name),
+  /// the kernel each tk.conv / tk.topk launches instead of a library call (index into
+  /// cudaKernels), the images and the compiler identity.
+  std::vector<CudaKernelInfo> cudaKernels;
+  llvm::DenseMap<mlir::Operation *, size_t> cudaLibraryCalls;
+  std::vector<CudaCode> cudaCubins, cudaPtx;
+  std::string cudaCompiler;
   std::map<std::string, Tensor> specializedInputs;
   /// Graph input and output names; if empty, the program's tk.arg_names (else "arg<i>").
   std::vector<std::string> inputNames, outputNames;

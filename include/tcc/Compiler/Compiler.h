@@ -1,15 +1,21 @@
 //===- Compiler.h - From an imported graph module to a tcc artifact -------===//
 //
 // The compiler's back half, device by device: fusion (-tcc-fuse), lowering to kernels and a
-// program (-tcc-lower-to-kernels), memory planning (-tcc-plan-memory), code generation (the C++
-// emitter and the kernel compiler with its disk cache) and the FlatBuffers artifact.
+// program (-tcc-lower-to-kernels), memory planning (-tcc-plan-memory), code generation and the
+// FlatBuffers artifact. Code generation for "cpu": the C++ emitter and the host compiler with
+// its disk cache; for "cuda": the CUDA emitter (and the generated convolution / top-k kernels of
+// CudaLibraryKernels.h) and NVRTC, batched, for every architecture in `cudaArchs`.
 #pragma once
 
 #include "tcc/Support/Tensor.h"
 #include "tcc/Training/TrainingSpec.h"
 
-#include "mlir/IR/BuiltinOps.h"
+#include "tcc/Codegen/CudaEmitter.h"
 
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -18,7 +24,11 @@
 namespace tcc {
 
 struct CompileOptions {
-  std::string device = "cpu";
+  std::string device = "cpu";  // "cpu" or "cuda"
+  /// CUDA: the real architectures to make cubins (and PTX) for (--arch).
+  std::vector<std::string> cudaArchs = {"sm_80", "sm_90"};
+  /// CUDA: kernels per NVRTC program at most (0: NvrtcCompiler.h's default).
+  size_t cudaKernelsPerProgram = 0;
   bool useCache = true;        // the on-disk kernel cache (--no-cache turns it off)
   std::string cacheDir;        // empty: the default (see KernelCompiler.h)
   unsigned jobs = 0;           // parallel kernel compiles; 0 = one per core
@@ -51,10 +61,37 @@ struct CompileReport {
     uint64_t arenaBytes = 0;
   };
   std::vector<Entry> entries;
+
+  /// CUDA: every generated kernel (the program's and the convolution / top-k kernels), with
+  /// its launch configuration and, per architecture, what ptxas reported.
+  struct CudaResources {
+    std::string arch; // "sm_80"
+    int registers = 0, spillStores = 0, spillLoads = 0; // spills in bytes
+    int stackBytes = 0, staticSharedBytes = 0;
+  };
+  struct CudaKernel {
+    std::string name;     // training artifacts: "<entry>/<kernel>"
+    std::string strategy; // CudaEmitter.h: e.g. "row team=32 vec=4"
+    std::array<uint32_t, 3> grid{1, 1, 1}, block{1, 1, 1};
+    uint32_t sharedBytes = 0;
+    std::vector<CudaResources> archs; // in cudaArchs order
+  };
+  std::vector<CudaKernel> cudaKernels;
+  std::vector<std::string> cudaArchs;
+  size_t nvrtcPrograms = 0;  // NVRTC programs the kernels were batched into (summed)
+  double nvrtcSeconds = 0;   // NVRTC time summed over its compiles (they run in parallel)
+
+  /// CUDA totals for the text report: the most registers any kernel uses (and which), and the
+  /// kernels that spill on some architecture.
+  int maxRegisters(std::string *kernel = nullptr) const;
+  size_t spillingKernels() const;
+
   /// JSON object: kernels, extern_calls, launches, arena_bytes, unplanned_bytes,
   /// constant_bytes, artifact_bytes, cache_hits, compile_seconds, codegen_seconds, device,
-  /// kernel_names, and for training artifacts entries ([{name, kernels, launches,
-  /// arena_bytes}]).
+  /// kernel_names, for training artifacts entries ([{name, kernels, launches, arena_bytes}]),
+  /// and for CUDA cuda_archs, nvrtc_programs, nvrtc_seconds and cuda_kernels ([{name,
+  /// strategy, grid, block, shared_bytes, archs: {<arch>: {registers, spill_stores,
+  /// spill_loads, stack_bytes, static_shared_bytes}}}]).
   std::string toJson() const;
 };
 
@@ -62,6 +99,24 @@ struct CompiledModel {
   std::vector<uint8_t> artifact; // a FlatBuffers tcc artifact (include/tcc/Runtime/artifact.fbs)
   CompileReport report;
 };
+
+/// Checks the device and its options (architectures, NVRTC present) before any work; throws
+/// tcc::Error saying what is wrong.
+void checkCompileOptions(const CompileOptions &options);
+
+/// Stages 1-3 on the imported graph (rewritten in place): fusion, lowering to kernels and a
+/// program (canonicalized, CSE'd), memory planning. `explainFusion` and `dumpDir` apply.
+void lowerModule(mlir::ModuleOp module, const CompileOptions &options);
+
+/// The CUDA kernels of a lowered module: every tk.kernel function emitted for the alignments
+/// its launches guarantee (cudaArgumentAlignments), then one generated kernel per distinct
+/// tk.conv / tk.topk geometry (CudaLibraryKernels.h), in program order. `libraryCalls` maps
+/// each tk.conv / tk.topk op to the index of its kernel.
+struct CudaProgramKernels {
+  std::vector<codegen::CudaKernel> kernels;
+  llvm::DenseMap<mlir::Operation *, size_t> libraryCalls;
+};
+CudaProgramKernels emitCudaProgram(mlir::ModuleOp module);
 
 /// Compiles the imported graph (func.func @main over tensors; rewritten in place). Throws
 /// tcc::Error with the diagnostics (naming the op) when a stage fails.
