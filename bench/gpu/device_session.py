@@ -82,6 +82,71 @@ def kernel_summary(report: dict | None) -> str:
     return ", ".join(parts)
 
 
+NCU_UNITS_MS = {"ns": 1e-6, "nsecond": 1e-6, "us": 1e-3, "usecond": 1e-3, "ms": 1.0, "msecond": 1.0,
+                "s": 1e3, "second": 1e3}
+
+
+def parse_ncu_durations(text: str) -> list[float]:
+    """The gpu__time_duration.sum values (ms, in launch order) of `ncu --csv` output: the lines
+    from the quoted header on, without ncu's own ==PROF== lines; values may be grouped by
+    thousands and are scaled by the Metric Unit column."""
+    lines = text.splitlines()
+    start = next((i for i, l in enumerate(lines) if l.startswith('"ID"')), None)
+    if start is None:
+        return []
+    body = [l for l in lines[start:] if l.strip() and not l.startswith("==")]
+    out = []
+    for r in csv.DictReader(io.StringIO("\n".join(body))):
+        if r.get("Metric Name") != "gpu__time_duration.sum":
+            continue
+        unit = (r.get("Metric Unit") or "ns").strip()
+        if unit not in NCU_UNITS_MS:
+            raise ValueError(f"ncu reports gpu__time_duration in unit {unit!r}")
+        out.append(float(r["Metric Value"].replace(",", "")) * NCU_UNITS_MS[unit])
+    return out
+
+
+def gtest_skip_messages(stdout: str) -> dict[str, str]:
+    """Test name -> the first line of its skip message, from GoogleTest's output (its JSON has
+    none): the lines between "[ RUN      ] Suite.Test" and "[  SKIPPED ] Suite.Test (N ms)"."""
+    out = {}
+    for m in re.finditer(r"^\[ RUN      \] (\S+)\n(.*?)^\[  SKIPPED \] \1 ", stdout, re.M | re.S):
+        lines = [l.strip() for l in m.group(2).splitlines() if l.strip() and not l.rstrip().endswith("Skipped")]
+        out[m.group(1)] = lines[0][:200] if lines else ""
+    return out
+
+
+def self_test() -> int:
+    """Checks the parsers above on fixtures (no GPU, torch or onnx needed)."""
+    ncu = "\n".join([
+        "==PROF== Connected to process 4711 (/x/tccrt-run)",
+        '==PROF== Profiling "k0" - 0: 0%....50%....100% - 1 pass',
+        '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size",'
+        '"Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"',
+        '"0","4711","tccrt-run","h","k0_softmax(float const*, float*)","1","7","(256, 1, 1)","(64, 1, 1)","0","9.0",'
+        '"Command line profiler metrics","gpu__time_duration.sum","nsecond","1,234,567"',
+        '"1","4711","tccrt-run","h","sm90_xmma_gemm","1","7","(128, 1, 1)","(8, 8, 1)","0","9.0",'
+        '"Command line profiler metrics","gpu__time_duration.sum","usecond","12.5"',
+        '"1","4711","tccrt-run","h","sm90_xmma_gemm","1","7","(128, 1, 1)","(8, 8, 1)","0","9.0",'
+        '"Command line profiler metrics","dram__bytes.sum","byte","4096"',
+        "==PROF== Disconnected from process 4711"])
+    got = parse_ncu_durations(ncu)
+    assert [round(v, 6) for v in got] == [1.234567, 0.0125], got
+    assert parse_ncu_durations("==PROF== no kernels\n") == []
+    gt = "\n".join([
+        "[ RUN      ] Cuda.Runs", "/x/CudaTest.cpp:12: Skipped", "no usable CUDA GPU/driver: libcuda.so.1 not found",
+        "", "[  SKIPPED ] Cuda.Runs (0 ms)", "[ RUN      ] Cuda.RunsToo", "[       OK ] Cuda.RunsToo (1 ms)",
+        "[ RUN      ] Cuda.RunsTooLong", "/x/CudaTest.cpp:40: Skipped", "", "[  SKIPPED ] Cuda.RunsTooLong (0 ms)"])
+    msgs = gtest_skip_messages(gt)
+    assert msgs == {"Cuda.Runs": "no usable CUDA GPU/driver: libcuda.so.1 not found", "Cuda.RunsTooLong": ""}, msgs
+    assert kernel_summary({"kernels": 2, "extern_calls": 1, "cuda_kernels": [
+        {"name": "k0", "archs": {"sm_90": {"registers": 40, "spill_stores": 0, "spill_loads": 0}}},
+        {"name": "k1", "archs": {"sm_80": {"registers": 64, "spill_stores": 4, "spill_loads": 4}}}]}) == \
+        "2 kernels + 1 library calls, <= 64 regs, spills in k1@sm_80"
+    print("device_session self-test: ok")
+    return 0
+
+
 def median(xs):
     return statistics.median(xs) if xs else None
 
@@ -247,10 +312,7 @@ class Session:
                 continue
             (self.out / f"{t}.log").write_text(p.stdout[-200000:] + p.stderr[-50000:])
             r = {"exit": p.returncode, "passed": 0, "failed": [], "skipped": {}}
-            # GoogleTest's JSON has no skip messages: take them from the output, between
-            # "[ RUN      ] Suite.Test" and "[  SKIPPED ] Suite.Test".
-            printed = {m.group(1): m.group(2) for m in re.finditer(
-                r"^\[ RUN      \] (\S+)\n(.*?)^\[  SKIPPED \] \1 ", p.stdout, re.M | re.S)}
+            printed = gtest_skip_messages(p.stdout)
             if jf.exists():
                 data = json.loads(jf.read_text())
                 for suite in data.get("testsuites", []):
@@ -259,9 +321,7 @@ class Session:
                         if case.get("failures"):
                             r["failed"].append(full)
                         elif case.get("result") == "SKIPPED":
-                            lines = [l for l in printed.get(full, "").splitlines()
-                                     if l.strip() and not l.rstrip().endswith("Skipped")]
-                            r["skipped"][full] = (lines[0].strip() if lines else "")[:200]
+                            r["skipped"][full] = printed.get(full, "")
                         else:
                             r["passed"] += 1
             else:
@@ -331,16 +391,12 @@ class Session:
             return None, "ncu timed out", 0
         if not logf.exists():
             return None, f"ncu wrote no report (exit {p.returncode}): {(p.stderr or p.stdout).strip()[-200:]}", 0
-        lines = [l for l in logf.read_text(errors="replace").splitlines() if l.startswith('"')]
-        rows = [r for r in csv.DictReader(io.StringIO("\n".join(lines)))
-                if r.get("Metric Name") == "gpu__time_duration.sum"]
-        if not rows:
+        try:
+            vals = parse_ncu_durations(logf.read_text(errors="replace"))
+        except ValueError as e:
+            return None, str(e), 0
+        if not vals:
             return None, f"ncu measured no kernels (exit {p.returncode}): {(p.stderr or p.stdout).strip()[-200:]}", 0
-        scale = {"ns": 1e-6, "nsecond": 1e-6, "us": 1e-3, "usecond": 1e-3, "ms": 1.0, "msecond": 1.0}
-        vals = []
-        for r in rows:
-            unit = (r.get("Metric Unit") or "ns").strip()
-            vals.append(float(r["Metric Value"].replace(",", "")) * scale.get(unit, 1e-6))
         if len(vals) % runs == 0:
             per = len(vals) // runs
             return sum(vals[-per:]), "", per
@@ -865,6 +921,7 @@ def main() -> int:
     ap.add_argument("--work", default="/tmp/tcc-gpu-session", help="scratch space (inputs, references)")
     ap.add_argument("--budget-s", type=float, default=540, help="the whole session, in seconds")
     ap.add_argument("--no-ncu", action="store_true", help="do not measure device times with Nsight Compute")
+    ap.add_argument("--self-test", action="store_true", help="check the output parsers on fixtures and exit")
     ap.add_argument("--sections", nargs="*", default=None,
                     help="run only these: gpu_tests conformance models training peers micro autotune")
     # Internal: one peer mode / training side in its own process.
@@ -874,6 +931,8 @@ def main() -> int:
     ap.add_argument("--peer-out", help=argparse.SUPPRESS)
     ap.add_argument("--models", nargs="*", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.self_test:
+        return self_test()
     if args.peer:
         args.mode = args.peer
         return peer_main(args)
