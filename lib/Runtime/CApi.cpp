@@ -36,6 +36,8 @@ template <class F> tccrt_status guarded(const char *function, F &&f) {
     f();
     lastError.clear();
     return TCCRT_OK;
+  } catch (const tcc::rt::OutOfMemory &e) { // the caching allocator's account (device memory)
+    return fail(std::string(function) + ": " + e.what());
   } catch (const std::bad_alloc &) {
     return fail(std::string(function) + ": out of memory");
   } catch (const std::exception &e) {

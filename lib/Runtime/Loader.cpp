@@ -183,10 +183,6 @@ bool wellFormedArch(const std::string &arch, const std::string &prefix) {
 /// and sm_100); the executor checks the actual device's limit.
 constexpr uint32_t kMaxSharedBytes = 227 * 1024;
 
-} // namespace
-
-namespace {
-
 /// A CUDA launch's grid, block and dynamic shared memory, checked against the limits every
 /// CUDA GPU has (the executor checks the shared memory against the actual device).
 void readCudaGeometry(const fb::KernelLaunch *s, KernelStep &step, const std::string &what) {

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <random>
 #include <string>
 #include <type_traits>
 
@@ -814,6 +815,75 @@ TEST(CudaVerify, TrainingEntriesMustMatchTheRootsDevice) {
   t.entries.push_back(std::move(e));
   EXPECT_REJECTED(t.finish(), "training entry 'train_step': its program is for the CPU, the "
                               "artifact's root for CUDA");
+}
+
+TEST(CudaRuntime, FlippedBytesFailCleanlyOrLoadAndRun) {
+  REQUIRE_FAKE(); // damaged code reaches the driver: the fake's parser, not a real GPU's
+  // Damaged sizes ask for huge device buffers: the fake's device memory (host memory it fills)
+  // must be bounded so that they fail as out of memory (as on a GPU) rather than exhaust the host.
+  const char *limit = std::getenv("TCC_FAKE_CUDA_MEMORY");
+  if (!limit || std::strtoull(limit, nullptr, 10) > (uint64_t(4) << 30))
+    GTEST_SKIP() << "TCC_FAKE_CUDA_MEMORY must bound the fake's device memory to <= 4 GiB";
+  ArtifactBuilder a = validCuda();
+  a.cudaImages.clear();
+  std::vector<uint8_t> bytes = a.finish();
+  // The flips spare the PTX text: code goes to the driver as it is (the schema has no hash for
+  // CUDA code), and damaged PTX can declare fewer parameters than the launch passes, which the
+  // fake's host kernels cannot survive (a GPU would fault in the kernel).
+  const std::string &ptx = a.cudaPtx[0].ptx;
+  size_t ptxAt = std::search(bytes.begin(), bytes.end(), ptx.begin(), ptx.end()) - bytes.begin();
+  ASSERT_LT(ptxAt, bytes.size());
+  std::mt19937 rng(4321);
+  int loaded = 0, rejected = 0, runFailed = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    std::vector<uint8_t> damaged = bytes;
+    for (int f = 0, flips = 1 + trial % 3; f < flips; ++f) {
+      size_t at = rng() % (bytes.size() - ptx.size());
+      at += at >= ptxAt ? ptx.size() : 0;
+      damaged[at] ^= (uint8_t)(1 + rng() % 255);
+    }
+    tccrt_program *p = nullptr;
+    if (tccrt_load_buffer(damaged.data(), damaged.size(), nullptr, &p) != TCCRT_OK) {
+      ++rejected;
+      continue;
+    }
+    ++loaded;
+    std::vector<std::vector<uint8_t>> in(tccrt_num_inputs(p)), out(tccrt_num_outputs(p));
+    std::vector<const void *> inPtrs;
+    std::vector<void *> outPtrs;
+    for (size_t i = 0; i < in.size(); ++i) {
+      tccrt_tensor_info info;
+      ASSERT_EQ(tccrt_input_info(p, i, &info), TCCRT_OK);
+      in[i].assign(info.bytes, 0);
+      inPtrs.push_back(in[i].data());
+    }
+    for (size_t i = 0; i < out.size(); ++i) {
+      tccrt_tensor_info info;
+      ASSERT_EQ(tccrt_output_info(p, i, &info), TCCRT_OK);
+      out[i].assign(info.bytes, 0);
+      outPtrs.push_back(out[i].data());
+    }
+    // A damaged launch geometry may be one the fake does not model (a 3-D block): an error,
+    // never a crash.
+    if (tccrt_run(p, inPtrs.data(), outPtrs.data()) != TCCRT_OK)
+      ++runFailed;
+    tccrt_program_free(p);
+  }
+  EXPECT_GT(rejected, 0);
+  std::printf("damaged CUDA artifacts: %d loaded (%d of them failed to run), %d rejected\n",
+              loaded, runFailed, rejected);
+}
+
+TEST(CudaRuntime, DeviceOutOfMemoryIsALoadErrorWithTheAllocatorsAccount) {
+  REQUIRE_FAKE();
+  const char *limit = std::getenv("TCC_FAKE_CUDA_MEMORY");
+  if (!limit || std::strtoull(limit, nullptr, 10) >= (uint64_t(3) << 30))
+    GTEST_SKIP() << "needs TCC_FAKE_CUDA_MEMORY below 3 GiB";
+  ArtifactBuilder a = validCuda();
+  a.arenaBytes = uint64_t(3) << 30;
+  std::string message = loadError(a.finish());
+  EXPECT_NE(message.find("out of memory: tried to allocate 3"), std::string::npos) << message;
+  EXPECT_NO_THROW(load(validCuda().finish())); // nothing leaked, the device is usable
 }
 
 // ---- Without a usable driver --------------------------------------------------------------------
