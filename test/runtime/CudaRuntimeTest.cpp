@@ -886,6 +886,23 @@ TEST(CudaRuntime, DeviceOutOfMemoryIsALoadErrorWithTheAllocatorsAccount) {
   EXPECT_NO_THROW(load(validCuda().finish())); // nothing leaked, the device is usable
 }
 
+TEST(CudaNoCublasLt, GemmProgramsNeedItOthersDoNot) {
+  const char *lib = std::getenv("TCC_CUBLASLT_LIBRARY");
+  if (!lib || std::string(lib).rfind("/nonexistent/", 0) != 0)
+    GTEST_SKIP() << "run with TCC_CUBLASLT_LIBRARY=/nonexistent/... (ctest "
+                    "tccrt-cuda-runtime-no-cublaslt)";
+  REQUIRE_KERNELS();
+  std::string message = loadError(validCuda().finish());
+  EXPECT_NE(message.find("cannot load cuBLASLt, which CUDA programs with GEMMs need: " +
+                         std::string(lib) + " (dlopen: "),
+            std::string::npos)
+      << message;
+  ViewsProgram p; // kernels and copies only: cuBLASLt is never opened
+  std::vector<float> x = randomFloats(64, 3);
+  tccrt::Program program = load(p.a.finish());
+  p.check(x, runWith(program, x));
+}
+
 // ---- Without a usable driver --------------------------------------------------------------------
 
 TEST(CudaNoDriver, ValidArtifactsNeedAGpuDamagedOnesFailAsDamaged) {
