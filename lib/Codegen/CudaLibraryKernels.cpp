@@ -20,12 +20,17 @@
 //  * direct (depthwise: one input channel per group, more than one group): one thread per
 //    output element, looping over the taps; the GEMM would be M = out channels per group
 //    (usually 1) by K = taps (9 for 3x3), a tile at most 1/16 full with nothing to reuse.
-// Top-k: one block per (outer, inner) line, grid-stride over lines. The line is read in
-// chunks of up to 2048 elements; each chunk is bitonic-sorted in shared memory on an
-// order-preserving unsigned key (NaN above +inf, -0 == +0, inverted for smallest) with the
-// index as tie-break, and merged with the best so far, which live sorted in the outputs
-// themselves (a merge-path merge written from the last position down, so it can run in
-// place). A line that fits one chunk is sorted once and its first k written.
+// Top-k: one block per (outer, inner) line, grid-stride over lines. Elements are compared as
+// order-preserving unsigned keys (NaN above +inf, -0 == +0, inverted for smallest) with the
+// index as tie-break, and bitonic-sorted in shared memory in chunks of up to 2048:
+//  * a line that fits one chunk is sorted once and its first k written;
+//  * longer lines with k <= 512: the best k so far stay sorted at the front of the chunk;
+//    elements that beat the k-th best are appended behind them (a shared-memory atomic
+//    counter), and the chunk is sorted only when they fill it (rarely, after the first
+//    sort, unless the line is ordered against the selection);
+//  * longer lines with larger k: chunk after chunk is sorted and merged with the best so far,
+//    which live sorted in the outputs themselves (a merge-path merge written from the last
+//    position down, so it can run in place).
 //
 //===----------------------------------------------------------------------===//
 
@@ -569,18 +574,56 @@ CudaKernel tcc::codegen::emitCudaTopK(tk::TopKOp op) {
   while (chunk < std::min(size, kMaxChunk))
     chunk *= 2;
   int64_t threads = std::clamp<int64_t>(chunk / 2, 32, 512);
-  bool oneChunk = size <= chunk;
+  // One chunk: sort it, write its first k. Longer lines with k <= chunk / 4: filter against
+  // the k-th best so far into shared memory, sorting only when the candidates fill it. Longer
+  // lines with larger k: sort chunk by chunk, merging into the outputs.
+  enum class Plan { OneChunk, Filter, Merge };
+  Plan plan = size <= chunk ? Plan::OneChunk : k <= chunk / 4 ? Plan::Filter : Plan::Merge;
 
   std::string desc = "input " + typeString(e) + list(x) + " dim=" + str(dim) + " k=" + str(k) +
                      (largest ? " largest" : " smallest");
   std::string name = hashName("topk", desc);
-  std::string strategy = "block per line, bitonic chunks of " + str(chunk) +
-                         (oneChunk ? "" : " merged in place");
+  std::string strategy =
+      rows == 0 || k == 0    ? "empty"
+      : plan == Plan::OneChunk ? "block per line, one bitonic sort of " + str(chunk)
+      : plan == Plan::Filter ? "block per line, threshold filter into bitonic sorts of " +
+                                   str(chunk)
+                             : "block per line, bitonic chunks of " + str(chunk) +
+                                   " merged in place";
+  std::string keyFn = name + "_key";
   std::string src = scalars.prelude();
   src += "\n// tk.topk " + desc + "\n// " + strategy + "\n";
-  src += "TCC_FN " + keyType + " " + name + "_key(" + T + " v) {\n" + keyCode + "}\n";
+  src += "TCC_FN " + keyType + " " + keyFn + "(" + T + " v) {\n" + keyCode + "}\n";
   src += "TCC_EXPORT void __launch_bounds__(" + str(threads) + ") " + name + "(const " + T +
          " *__restrict__ x, " + T + " *__restrict__ values, int64_t *__restrict__ indices) {\n";
+
+  // Bitonic sort of keys/ids[0, S), best first: (key descending, index ascending). Ends with
+  // a barrier.
+  auto sort = [&](const std::string &ind) {
+    std::string c;
+    c += ind + "for (unsigned span = 2; span <= S; span <<= 1)\n";
+    c += ind + "  for (unsigned half = span >> 1; half > 0; half >>= 1) {\n";
+    c += ind + "    for (unsigned q = tid; q < S / 2; q += THREADS) {\n";
+    c += ind + "      const unsigned a = 2 * half * (q / half) + q % half, b = a + half;\n";
+    c += ind + "      const Key ka = keys[a], kb = keys[b];\n";
+    c += ind + "      const Idx ia = ids[a], ib = ids[b];\n";
+    c += ind + "      const bool bFirst = kb > ka || (kb == ka && ib < ia);\n";
+    c += ind + "      if (bFirst == ((a & span) == 0)) {\n";
+    c += ind + "        keys[a] = kb, keys[b] = ka;\n";
+    c += ind + "        ids[a] = ib, ids[b] = ia;\n";
+    c += ind + "      }\n";
+    c += ind + "    }\n";
+    c += ind + "    __syncthreads();\n";
+    c += ind + "  }\n";
+    return c;
+  };
+  // Writes keys/ids[0, K) (sorted) to the outputs.
+  auto writeBest = [](const std::string &ind) {
+    return ind + "for (long long j = tid; j < K; j += THREADS) {\n" + ind +
+           "  vr[j * INNER] = xr[(long long)ids[j] * INNER];\n" + ind +
+           "  ir[j * INNER] = (int64_t)ids[j];\n" + ind + "}\n";
+  };
+
   if (rows == 0 || k == 0) {
     src += "  // nothing to compute: no lines, or k = 0\n}\n";
   } else {
@@ -591,91 +634,119 @@ CudaKernel tcc::codegen::emitCudaTopK(tk::TopKOp op) {
     src += "  constexpr unsigned S = " + str(chunk) + ", THREADS = " + str(threads) + ";\n";
     src += "  __shared__ Key keys[S];\n";
     src += "  __shared__ Idx ids[S];\n";
+    if (plan == Plan::Filter)
+      src += "  __shared__ unsigned fill; // candidates in keys/ids[K, K + fill)\n";
     src += "  const unsigned tid = threadIdx.x;\n";
     src += "  for (long long row = blockIdx.x; row < ROWS; row += gridDim.x) {\n";
     src += "    const long long o = row / INNER, i = row % INNER;\n";
     src += "    const " + T + " *xr = x + o * SIZE * INNER + i; // element j at xr[j * INNER]\n";
     src += "    " + T + " *vr = values + o * K * INNER + i;\n";
     src += "    int64_t *ir = indices + o * K * INNER + i;\n";
-    if (!oneChunk)
-      src += "    long long cur = 0; // the best so far, sorted, in vr/ir[0, cur)\n";
-    src += "    for (long long c0 = 0; c0 < SIZE; c0 += S) {\n";
-    src += "      const long long len = SIZE - c0 < (long long)S ? SIZE - c0 : (long long)S;\n";
-    src += "      for (unsigned e = tid; e < S; e += THREADS) {\n";
-    src += "        const bool real = e < len;\n";
-    src += "        keys[e] = real ? " + name + "_key(xr[(c0 + e) * INNER]) : (Key)0;\n";
-    src += "        ids[e] = real ? (Idx)(c0 + e) : ~(Idx)0; // padding sorts last\n";
-    src += "      }\n";
-    src += "      __syncthreads();\n";
-    // Bitonic sort, best first: (key descending, index ascending).
-    src += "      for (unsigned span = 2; span <= S; span <<= 1)\n";
-    src += "        for (unsigned half = span >> 1; half > 0; half >>= 1) {\n";
-    src += "          for (unsigned q = tid; q < S / 2; q += THREADS) {\n";
-    src += "            const unsigned a = 2 * half * (q / half) + q % half, b = a + half;\n";
-    src += "            const Key ka = keys[a], kb = keys[b];\n";
-    src += "            const Idx ia = ids[a], ib = ids[b];\n";
-    src += "            const bool bFirst = kb > ka || (kb == ka && ib < ia);\n";
-    src += "            if (bFirst == ((a & span) == 0)) {\n";
-    src += "              keys[a] = kb, keys[b] = ka;\n";
-    src += "              ids[a] = ib, ids[b] = ia;\n";
-    src += "            }\n";
-    src += "          }\n";
-    src += "          __syncthreads();\n";
-    src += "        }\n";
-    if (oneChunk) {
-      src += "      for (long long j = tid; j < K; j += THREADS) {\n";
-      src += "        vr[j * INNER] = xr[(long long)ids[j] * INNER];\n";
-      src += "        ir[j * INNER] = (int64_t)ids[j];\n";
-      src += "      }\n";
-    } else {
-      // Merge path: result[j] = the j-th of (vr/ir[0, cur)) merged with (keys/ids[0, lenB));
-      // every read of the old best is at a position <= j, so rounds from the top down, each
-      // reading before it writes, merge in place.
-      src += "      const long long lenB = len < K ? len : K;\n";
-      src += "      const long long total = cur + lenB < K ? cur + lenB : K;\n";
-      src += "      for (long long hi = total; hi > 0; hi -= THREADS) {\n";
-      src += "        const long long j = hi - 1 - (long long)tid;\n";
-      src += "        " + T + " val = 0;\n";
-      src += "        long long id = 0;\n";
-      src += "        if (j >= 0) {\n";
-      src += "          long long lo = j - lenB > 0 ? j - lenB : 0, up = j < cur ? j : cur;\n";
-      src += "          while (lo < up) {\n";
-      src += "            const long long mid = (lo + up) / 2;\n";
-      src += "            const Key ka = " + name + "_key(vr[mid * INNER]);\n";
-      src += "            const long long ia = ir[mid * INNER];\n";
-      src += "            const Key kb = keys[j - 1 - mid];\n";
-      src += "            const long long ib = (long long)ids[j - 1 - mid];\n";
-      src += "            if (ka > kb || (ka == kb && ia < ib))\n";
-      src += "              lo = mid + 1;\n";
-      src += "            else\n";
-      src += "              up = mid;\n";
-      src += "          }\n";
-      src += "          const long long fromB = j - lo;\n";
-      src += "          bool takeA = lo < cur;\n";
-      src += "          if (takeA && fromB < lenB) {\n";
-      src += "            const Key ka = " + name + "_key(vr[lo * INNER]);\n";
-      src += "            const long long ia = ir[lo * INNER];\n";
-      src += "            const Key kb = keys[fromB];\n";
-      src += "            takeA = ka > kb || (ka == kb && ia < (long long)ids[fromB]);\n";
-      src += "          }\n";
-      src += "          if (takeA) {\n";
-      src += "            val = vr[lo * INNER];\n";
-      src += "            id = ir[lo * INNER];\n";
-      src += "          } else {\n";
-      src += "            id = (long long)ids[fromB];\n";
-      src += "            val = xr[id * INNER];\n";
-      src += "          }\n";
+    if (plan == Plan::Filter) {
+      // keys/ids[0, K): the best so far, sorted (padding where fewer than K were seen);
+      // [K, S): candidates, appended in any order (the sort's order is total, so the result
+      // does not depend on the order of the atomics).
+      src += "    for (unsigned e = tid; e < K; e += THREADS) {\n";
+      src += "      keys[e] = 0;\n";
+      src += "      ids[e] = ~(Idx)0; // padding sorts last\n";
+      src += "    }\n";
+      src += "    if (tid == 0)\n      fill = 0;\n";
+      src += "    long long have = 0; // real elements among the best K\n";
+      src += "    Key kthKey = 0;     // the K-th best so far, once have == K\n";
+      src += "    for (long long base = 0;; base += THREADS) {\n";
+      src += "      __syncthreads();\n";
+      src += "      const unsigned n = fill;\n";
+      src += "      __syncthreads(); // every thread read fill before anyone changes it\n";
+      src += "      const bool last = base >= SIZE;\n";
+      src += "      if (n + THREADS > S - K || (last && n > 0)) {\n";
+      src += "        for (unsigned e = (unsigned)K + n + tid; e < S; e += THREADS) {\n";
+      src += "          keys[e] = 0;\n";
+      src += "          ids[e] = ~(Idx)0;\n";
       src += "        }\n";
+      src += "        if (tid == 0)\n          fill = 0;\n";
       src += "        __syncthreads();\n";
-      src += "        if (j >= 0) {\n";
-      src += "          vr[j * INNER] = val;\n";
-      src += "          ir[j * INNER] = (int64_t)id;\n";
+      src += sort("        ");
+      src += "        have = have + n < K ? have + n : K;\n";
+      src += "        kthKey = keys[K - 1];\n";
+      src += "      }\n";
+      src += "      if (last)\n        break;\n";
+      src += "      const long long j = base + tid;\n";
+      src += "      if (j < SIZE) {\n";
+      src += "        const Key key = " + keyFn + "(xr[j * INNER]);\n";
+      // Lines are read in index order, so an element equal to the K-th best comes after it.
+      src += "        if (have < K || key > kthKey) {\n";
+      src += "          const unsigned at = (unsigned)K + atomicAdd(&fill, 1u);\n";
+      src += "          keys[at] = key;\n";
+      src += "          ids[at] = (Idx)j;\n";
       src += "        }\n";
       src += "      }\n";
-      src += "      cur = total;\n";
+      src += "    }\n";
+      src += writeBest("    ");
+      src += "    __syncthreads(); // the next line reuses keys/ids\n";
+    } else {
+      if (plan == Plan::Merge)
+        src += "    long long cur = 0; // the best so far, sorted, in vr/ir[0, cur)\n";
+      src += "    for (long long c0 = 0; c0 < SIZE; c0 += S) {\n";
+      src += "      const long long len = SIZE - c0 < (long long)S ? SIZE - c0 : (long long)S;\n";
+      src += "      for (unsigned e = tid; e < S; e += THREADS) {\n";
+      src += "        const bool real = e < len;\n";
+      src += "        keys[e] = real ? " + keyFn + "(xr[(c0 + e) * INNER]) : (Key)0;\n";
+      src += "        ids[e] = real ? (Idx)(c0 + e) : ~(Idx)0; // padding sorts last\n";
+      src += "      }\n";
+      src += "      __syncthreads();\n";
+      src += sort("      ");
+      if (plan == Plan::OneChunk) {
+        src += writeBest("      ");
+      } else {
+        // Merge path: result[j] = the j-th of (vr/ir[0, cur)) merged with (keys/ids[0, lenB));
+        // every read of the old best is at a position <= j, so rounds from the top down, each
+        // reading before it writes, merge in place.
+        src += "      const long long lenB = len < K ? len : K;\n";
+        src += "      const long long total = cur + lenB < K ? cur + lenB : K;\n";
+        src += "      for (long long hi = total; hi > 0; hi -= THREADS) {\n";
+        src += "        const long long j = hi - 1 - (long long)tid;\n";
+        src += "        " + T + " val = 0;\n";
+        src += "        long long id = 0;\n";
+        src += "        if (j >= 0) {\n";
+        src += "          long long lo = j - lenB > 0 ? j - lenB : 0, up = j < cur ? j : cur;\n";
+        src += "          while (lo < up) {\n";
+        src += "            const long long mid = (lo + up) / 2;\n";
+        src += "            const Key ka = " + keyFn + "(vr[mid * INNER]);\n";
+        src += "            const long long ia = ir[mid * INNER];\n";
+        src += "            const Key kb = keys[j - 1 - mid];\n";
+        src += "            const long long ib = (long long)ids[j - 1 - mid];\n";
+        src += "            if (ka > kb || (ka == kb && ia < ib))\n";
+        src += "              lo = mid + 1;\n";
+        src += "            else\n";
+        src += "              up = mid;\n";
+        src += "          }\n";
+        src += "          const long long fromB = j - lo;\n";
+        src += "          bool takeA = lo < cur;\n";
+        src += "          if (takeA && fromB < lenB) {\n";
+        src += "            const Key ka = " + keyFn + "(vr[lo * INNER]);\n";
+        src += "            const long long ia = ir[lo * INNER];\n";
+        src += "            const Key kb = keys[fromB];\n";
+        src += "            takeA = ka > kb || (ka == kb && ia < (long long)ids[fromB]);\n";
+        src += "          }\n";
+        src += "          if (takeA) {\n";
+        src += "            val = vr[lo * INNER];\n";
+        src += "            id = ir[lo * INNER];\n";
+        src += "          } else {\n";
+        src += "            id = (long long)ids[fromB];\n";
+        src += "            val = xr[id * INNER];\n";
+        src += "          }\n";
+        src += "        }\n";
+        src += "        __syncthreads();\n";
+        src += "        if (j >= 0) {\n";
+        src += "          vr[j * INNER] = val;\n";
+        src += "          ir[j * INNER] = (int64_t)id;\n";
+        src += "        }\n";
+        src += "      }\n";
+        src += "      cur = total;\n";
+      }
+      src += "      __syncthreads(); // the next chunk reuses keys/ids; its merge reads vr/ir\n";
+      src += "    }\n";
     }
-    src += "      __syncthreads(); // the next chunk reuses keys/ids; its merge reads vr/ir\n";
-    src += "    }\n";
     src += "  }\n";
     src += "}\n";
   }

@@ -18,10 +18,11 @@
 //    the same helpers with software f16/bf16 conversions and libm math;
 //  * a few device intrinsics: `__ldg`, `__float_as_uint`/`__uint_as_float`,
 //    `__float_as_int`/`__int_as_float`, `__double_as_longlong`/`__longlong_as_double`,
-//    `min`/`max` on integers, `__launch_bounds__`, `__restrict__`, `__align__`, `__forceinline__`.
+//    `min`/`max` on integers, `atomicAdd` on int, unsigned and unsigned long long,
+//    `__launch_bounds__`, `__restrict__`, `__align__`, `__forceinline__`.
 // Not modelled: memory-model races between threads that a GPU would tolerate or not (the
 // threads really run concurrently, so a missing __syncthreads usually shows as a wrong
-// result, but not always), warp-synchronous code without __syncwarp, atomics, textures,
+// result, but not always), warp-synchronous code without __syncwarp, other atomics, textures,
 // cooperative groups, tensor-core instructions (mma/wmma), cp.async, and timing.
 //
 //===----------------------------------------------------------------------===//

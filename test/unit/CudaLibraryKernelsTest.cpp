@@ -38,6 +38,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <random>
 #include <regex>
 #include <set>
@@ -100,8 +101,11 @@ std::vector<TopKCase> topkCases() {
       {"f32_k1", DType::F32, {6, 100}, 1, 1, true},
       {"f32_1d", DType::F32, {10}, 0, 10, true},
       {"f32_long_rows", DType::F32, {2, 3000}, 1, 7, true},
+      {"f32_long_rows_k512", DType::F32, {1, 3000}, 1, 512, false},
+      {"i32_long_middle", DType::I32, {1, 4100, 2}, 1, 300, true},
+      {"f16_long_k1", DType::F16, {2, 2049}, 1, 1, false},
       {"f32_long_rows_all", DType::F32, {1, 4500}, 1, 4500, false},
-      {"f32_long_middle", DType::F32, {2, 2100, 3}, 1, 2100, true},
+      {"f32_long_middle", DType::F32, {1, 2100, 2}, 1, 2100, true},
       {"f16", DType::F16, {6, 100}, 1, 10, true},
       {"bf16_smallest", DType::BF16, {5, 33, 2}, 1, 7, false},
       {"f64_k1_smallest", DType::F64, {3, 200}, 1, 1, false},
@@ -295,6 +299,25 @@ TEST(CudaLibraryKernelsTest, ConvStrategiesArePicked) {
   for (const ConvRun &r : corpus().convs)
     EXPECT_NE(r.kernel.strategy.find(r.c.strategy), std::string::npos)
         << r.c.name << ": strategy " << r.kernel.strategy << ", expected " << r.c.strategy;
+}
+
+TEST(CudaLibraryKernelsTest, TopKStrategiesArePicked) {
+  std::map<std::string, std::string> want = {
+      {"f32_largest", "one bitonic sort of 64"},
+      {"f32_long_rows", "threshold filter"},
+      {"f32_long_rows_k512", "threshold filter"},
+      {"f16_long_k1", "threshold filter"},
+      {"f32_long_rows_all", "merged in place"},
+      {"f32_long_middle", "merged in place"},
+  };
+  for (const TopKRun &r : corpus().topks) {
+    if (r.c.k == 0) {
+      EXPECT_EQ(r.kernel.strategy, "empty");
+    } else if (want.count(r.c.name)) {
+      EXPECT_NE(r.kernel.strategy.find(want[r.c.name]), std::string::npos)
+          << r.c.name << ": strategy " << r.kernel.strategy;
+    }
+  }
 }
 
 TEST(CudaLibraryKernelsTest, EmulatedConvMatchesTheReference) {
