@@ -4,8 +4,9 @@
 // GPU two ways, like CudaCodegenTest:
 //  * Semantics: every kernel runs through the host emulation of CUDA
 //    (test/support/CudaHostEmulation.h) on seeded random data, with its grid shrunk to at most
-//    3 blocks so the grid-stride loops wrap (1 block for one conv and one top-k), against the reference kernels (tcc::kernels::conv
-//    and topk, the interpreter's, whose semantics libtccrt's runConv/runTopK share).
+//    3 blocks so the grid-stride loops wrap (1 block for one conv and one top-k), against the
+//    reference kernels (tcc::kernels::conv and topk, the interpreter's, whose semantics
+//    libtccrt's runConv/runTopK share).
 //    Convolutions sum in another order than the reference, so each output element may differ
 //    by the rounding of two f32 dot products of length K = in channels per group * taps: both
 //    are within (K - 1) * 2^-24 * sum |w * x| of the exact sum, so the test allows
