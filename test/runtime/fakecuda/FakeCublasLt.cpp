@@ -11,9 +11,9 @@
 // the runtime gives an error or wrong numbers in the tests, never silently right ones.
 //
 // Where the CUDA toolkit is installed this file is compiled against the real <cublasLt.h>
-// (TCC_FAKE_CUBLASLT_REAL_HEADER), so the runtime's own declarations (lib/Runtime/CublasLt.h)
-// are checked against NVIDIA's enum values and layouts by the tests' results; otherwise it
-// uses the runtime's declarations.
+// (TCC_FAKE_CUBLASLT_REAL_HEADER), and the runtime's own declarations (lib/Runtime/CublasLt.h)
+// are checked against NVIDIA's enum values and layouts at compile time (static_asserts below)
+// and by the tests' results; otherwise it uses the runtime's declarations.
 //
 // Streams: the product is enqueued on the caller's stream through the fake driver's
 // cuLaunchHostFunc (found in the library $TCC_CUDA_DRIVER names, already loaded by the
@@ -37,7 +37,63 @@
 
 #ifdef TCC_FAKE_CUBLASLT_REAL_HEADER
 #include <cublasLt.h>
+
+#include "CublasLt.h"
+
+#include <cstddef>
 using CUstreamArg = cudaStream_t;
+
+// The runtime's declarations (lib/Runtime/CublasLt.h) against NVIDIA's, at compile time.
+namespace lt = tcc::rt::cuda;
+#define TCC_SAME(name) static_assert((int)lt::name == (int)::name, #name " differs from cublasLt.h")
+TCC_SAME(CUBLAS_STATUS_SUCCESS);
+TCC_SAME(CUBLAS_STATUS_NOT_SUPPORTED);
+TCC_SAME(CUDA_R_32F);
+TCC_SAME(CUDA_R_64F);
+TCC_SAME(CUDA_R_16F);
+TCC_SAME(CUDA_R_16BF);
+TCC_SAME(CUBLAS_COMPUTE_32F);
+TCC_SAME(CUBLAS_COMPUTE_64F);
+TCC_SAME(CUBLAS_OP_N);
+TCC_SAME(CUBLAS_OP_T);
+TCC_SAME(CUBLASLT_ORDER_COL);
+TCC_SAME(CUBLASLT_MATRIX_LAYOUT_TYPE);
+TCC_SAME(CUBLASLT_MATRIX_LAYOUT_ORDER);
+TCC_SAME(CUBLASLT_MATRIX_LAYOUT_ROWS);
+TCC_SAME(CUBLASLT_MATRIX_LAYOUT_COLS);
+TCC_SAME(CUBLASLT_MATRIX_LAYOUT_LD);
+TCC_SAME(CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT);
+TCC_SAME(CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET);
+TCC_SAME(CUBLASLT_MATMUL_DESC_COMPUTE_TYPE);
+TCC_SAME(CUBLASLT_MATMUL_DESC_SCALE_TYPE);
+TCC_SAME(CUBLASLT_MATMUL_DESC_TRANSA);
+TCC_SAME(CUBLASLT_MATMUL_DESC_TRANSB);
+TCC_SAME(CUBLASLT_MATMUL_DESC_EPILOGUE);
+TCC_SAME(CUBLASLT_MATMUL_DESC_BIAS_POINTER);
+TCC_SAME(CUBLASLT_EPILOGUE_DEFAULT);
+TCC_SAME(CUBLASLT_EPILOGUE_RELU);
+TCC_SAME(CUBLASLT_EPILOGUE_BIAS);
+TCC_SAME(CUBLASLT_EPILOGUE_RELU_BIAS);
+TCC_SAME(CUBLASLT_EPILOGUE_GELU);
+TCC_SAME(CUBLASLT_EPILOGUE_GELU_BIAS);
+TCC_SAME(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES);
+TCC_SAME(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES);
+TCC_SAME(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES);
+TCC_SAME(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES);
+TCC_SAME(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES);
+#undef TCC_SAME
+static_assert(sizeof(lt::cublasLtMatmulAlgo_t) == sizeof(::cublasLtMatmulAlgo_t), "algo");
+static_assert(sizeof(lt::cublasLtMatmulHeuristicResult_t) ==
+                  sizeof(::cublasLtMatmulHeuristicResult_t),
+              "heuristic result");
+static_assert(offsetof(lt::cublasLtMatmulHeuristicResult_t, workspaceSize) ==
+                  offsetof(::cublasLtMatmulHeuristicResult_t, workspaceSize) &&
+                  offsetof(lt::cublasLtMatmulHeuristicResult_t, state) ==
+                      offsetof(::cublasLtMatmulHeuristicResult_t, state) &&
+                  offsetof(lt::cublasLtMatmulHeuristicResult_t, wavesCount) ==
+                      offsetof(::cublasLtMatmulHeuristicResult_t, wavesCount),
+              "heuristic result fields");
+static_assert(sizeof(lt::cublasStatus_t) == sizeof(::cublasStatus_t), "status");
 #else
 #include "CublasLt.h"
 using namespace tcc::rt::cuda;
