@@ -12,8 +12,9 @@
 //    are within (K - 1) * 2^-24 * sum |w * x| of the exact sum, so the test allows
 //    2 * K * 2^-24 * sum |w * x| (the sum of magnitudes computed by the same reference on |x|
 //    and |w|). Top-k must match exactly: values bit for bit, indices equal.
-//  * Compilation: every kernel compiles with NVRTC for sm_80 and sm_90 without spills or a
-//    stack frame; registers are printed. Skipped, visibly, without NVRTC.
+//  * Compilation: every kernel, and a few too large to run here (64-bit offsets and indices),
+//    compiles with NVRTC for sm_80 and sm_90 without spills or a stack frame; registers are
+//    printed. Skipped, visibly, without NVRTC.
 //
 //===----------------------------------------------------------------------===//
 
@@ -241,6 +242,9 @@ struct Corpus {
   OpFactory ops;
   std::vector<ConvRun> convs;
   std::vector<TopKRun> topks;
+  /// Geometries too large to run here, compiled only: 64-bit offsets in the conv (an input of
+  /// 2^32 + elements) and 64-bit indices in top-k (a line of 2^32 elements).
+  std::vector<std::pair<std::string, cg::CudaKernel>> compileOnly;
 
   Corpus() {
     std::mt19937_64 rng(20261123);
@@ -260,6 +264,19 @@ struct Corpus {
       r.kernel = cg::emitCudaTopK(ops.topk(c));
       topks.push_back(std::move(r));
     }
+    ConvCase huge{"conv_64bit", {2, 8, 1 << 14, 1 << 14}, {16, 8, 3, 3}, {2, 2}, {1, 1}, {1, 1},
+                  {1, 1}, 1, ""};
+    compileOnly.push_back({huge.name, cg::emitCudaConv(ops.conv(huge, {2, 16, 1 << 13, 1 << 13}))});
+    ConvCase hugeDepthwise{"depthwise_64bit", {1, 32, 1 << 14, 1 << 14}, {32, 1, 3, 3},
+                           {1, 1}, {1, 1}, {1, 1}, {1, 1}, 32, ""};
+    compileOnly.push_back({hugeDepthwise.name,
+                           cg::emitCudaConv(ops.conv(hugeDepthwise, {1, 32, 1 << 14, 1 << 14}))});
+    compileOnly.push_back({"topk_64bit_filter", cg::emitCudaTopK(ops.topk(
+                               {"topk_64bit_filter", DType::F32, {int64_t(1) << 32}, 0, 5,
+                                true}))});
+    compileOnly.push_back({"topk_64bit_merge", cg::emitCudaTopK(ops.topk(
+                              {"topk_64bit_merge", DType::BF16, {int64_t(1) << 32}, 0, 4096,
+                               false}))});
   }
 
   std::vector<ts::EmulatedKernel> emulated() {
@@ -452,6 +469,10 @@ TEST(CudaLibraryKernelsTest, AllKernelsCompileWithNvrtcWithoutSpills) {
   if (const char *dir = std::getenv("TCC_TEST_DUMP_DIR"))
     for (const cg::KernelSource &k : sources)
       std::ofstream(std::string(dir) + "/" + k.name + ".cu") << k.source;
+  for (const auto &[name, kernel] : c.compileOnly) {
+    sources.push_back({kernel.name, kernel.source});
+    what.push_back(name + " (compiled only) [" + kernel.strategy + "]");
+  }
   cg::CudaCompileOptions options;
   options.cacheDir = ts::testKernelCacheDir("tcc-cuda-library-test-cache");
   cg::CudaModule module = cg::compileCudaModule(sources, options);
