@@ -10,6 +10,7 @@ place (never copied).
   python3 bench/models/make_models.py            # all generated models
   python3 bench/models/make_models.py --list     # name, path, FLOPs of every model
   python3 bench/models/make_models.py mlp resnet18
+  python3 bench/models/make_models.py --out-dir DIR   # elsewhere (CTest's CUDA compile check)
 
 Graphs are written with onnx.helper at opset 17, float32, in the shapes PyTorch's exporter
 produces (Gemm for nn.Linear on 2-D inputs, MatMul+Add on 3-D ones, Reshape/Transpose for heads,
@@ -502,9 +503,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("models", nargs="*", help="generated models to build (default: all)")
     ap.add_argument("--list", action="store_true", help="list all models and exit")
+    ap.add_argument("--out-dir", type=Path,
+                    help="write the generated models here instead of bench/models/generated (CTest)")
     ap.add_argument("--with-outputs", action="store_true",
                     help="also write test_data_set_0/output_<i>.pb computed by onnxruntime (no graph optimizations)")
     args = ap.parse_args()
+    if args.out_dir:
+        global GENERATED, FLOPS_FILE
+        GENERATED = args.out_dir.resolve()
+        FLOPS_FILE = GENERATED / "flops.json"
     if args.list:
         for m in all_models().values():
             f = f"{m.flops / 1e9:.3f} GFLOP" if m.flops else "?"

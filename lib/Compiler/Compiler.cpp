@@ -156,7 +156,7 @@ int CompileReport::maxRegisters(std::string *kernel) const {
       if (r.registers > most) {
         most = r.registers;
         if (kernel)
-          *kernel = k.name + " (" + r.arch + ")";
+          *kernel = k.name + " on " + r.arch;
       }
   return most;
 }

@@ -303,8 +303,8 @@ int runRun(const ModelArgs &args, const std::string &requestedDevice, const Comp
     writeOutputs(outputs, names, outDir);
     return 0;
   }
-  std::string device = resolveDevice(requestedDevice);
-  CompileOptions options = compileOptions(compile, device);
+  CompileOptions options = compileOptions(compile, "cpu"); // the options checked first
+  std::string device = options.device = resolveDevice(requestedDevice);
   LoadedModel model = loadModel(args.model, loadOptions(args));
   std::vector<Tensor> outputs = execute(model, args.inputFiles.size(), device, options, run);
   writeOutputs(outputs, model.imported.outputNames, outDir);
@@ -403,8 +403,8 @@ int runBench(const ModelArgs &args, const std::string &requestedDevice,
     device = artifactDevice(args.model);
     timeProgram(program, artifactInputs(program, args));
   } else {
-    device = resolveDevice(requestedDevice);
-    CompileOptions options = compileOptions(compile, device);
+    CompileOptions options = compileOptions(compile, "cpu"); // the options checked first
+    device = options.device = resolveDevice(requestedDevice);
     auto start = std::chrono::steady_clock::now();
     LoadedModel model = loadModel(args.model, loadOptions(args));
     if (device == "interp") {
@@ -616,6 +616,7 @@ int main(int argc, char **argv) {
       return runTrain(trainRun, trainTraining.args, compileOptions(trainCompile, "cpu"));
     }
     if (*gradCmd) {
+      CompileOptions options = compileOptions(gradCompile, "cpu"); // the options checked first
       GradArgs grad;
       grad.model = gradArgs.model;
       grad.device = resolveDevice(gradDevice);
@@ -623,7 +624,8 @@ int main(int argc, char **argv) {
       grad.load = loadOptions(gradArgs);
       grad.givenInputs = gradArgs.inputFiles.size();
       grad.threads = gradThreads;
-      return runGrad(grad, compileOptions(gradCompile, grad.device));
+      options.device = grad.device;
+      return runGrad(grad, options);
     }
     if (*benchCmd)
       return runBench(benchArgs, benchDevice, benchCompile, runOptions(benchThreads, benchCuda),
