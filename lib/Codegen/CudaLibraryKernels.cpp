@@ -458,7 +458,12 @@ CudaKernel emitDirectConv(const ConvShape &s, const std::string &name, const std
   std::string ind = "    ", offset, tap;
   for (size_t d = 0; d < spatial; ++d) {
     std::string k = "k" + str(d), i = "i" + str(d);
-    src += ind + "#pragma unroll\n";
+    // Up to 64 taps from this dim inwards unroll fully (the tap offsets become constants);
+    // beyond, the innermost loop unrolls by 4 and outer ones not at all.
+    int64_t inward = product(llvm::ArrayRef(s.kernel).drop_front(d));
+    src += ind + (inward <= 64 ? "#pragma unroll\n"
+                  : d + 1 == spatial ? "#pragma unroll 4\n"
+                                     : "#pragma unroll 1\n");
     src += ind + "for (int " + k + " = 0; " + k + " < " + str(s.kernel[d]) + "; ++" + k +
            ") {\n";
     ind += "  ";
