@@ -42,7 +42,7 @@ GemmEpilogueSupport gemmEpilogueSupport(Target target, Type elementType) {
 }
 
 std::string GemmEpilogue::describe() const {
-  std::string s = alpha != 1.0 ? "alpha" : "";
+  std::string s = scaled ? "alpha" : "";
   if (bias)
     s += s.empty() ? "bias" : "+bias";
   if (activation != tk::GemmActivation::None)
@@ -294,6 +294,7 @@ GemmEpilogue matchGemmEpilogue(MatmulOp matmul, Target target,
           a = 1.0 / *d;
       if (a && std::isfinite(*a)) {
         ep.alpha = *a;
+        ep.scaled = true;
         ep.ops.push_back(scale);
         x = ep.result = scale.getResult();
       }

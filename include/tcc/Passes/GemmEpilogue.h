@@ -78,8 +78,9 @@ GemmEpilogueSupport gemmEpilogueSupport(Target target, mlir::Type elementType);
 
 /// The part of a matmul's consumers that the library computes.
 struct GemmEpilogue {
-  /// The product's scale (tk.gemm's alpha).
+  /// The product's scale (tk.gemm's alpha), when `scaled` (a scale op is part of the chain).
   double alpha = 1.0;
+  bool scaled = false;
   /// The value holding the bias (null: none). Not one of `ops`: a fusion input, a function
   /// argument, another kernel's result or a constant. Unless `biasConstant` is set, its N
   /// elements in row-major order are the bias (view its buffer as [N]).
