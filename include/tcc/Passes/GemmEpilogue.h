@@ -1,8 +1,8 @@
 //===- GemmEpilogue.h - What each target's GEMM library computes after the product -===//
 //
 // THE one table of GEMM epilogues: which element-wise work after a matrix product the GEMM
-// library of a target computes itself (tk.gemm's `bias` and `activation`), and the matcher that
-// finds that work in the graph. -tcc-fuse consults it to build its groups (and to explain them),
+// library of a target computes itself (tk.gemm's `alpha`, `bias`, `activation`), and the
+// matcher that finds that work in the graph. -tcc-fuse consults it to build its groups (and to explain them),
 // -tcc-lower-to-kernels to fill tk.gemm; both call matchGemmEpilogue, so they cannot disagree.
 //
 // A library GEMM computes  c = act(alpha * op(a) x op(b) + beta * c + bias)  where bias is a
@@ -27,7 +27,8 @@
 //             and sums in any order (ONNX Gelu approximate="tanh", PyTorch's decomposed
 //             gelu(approximate="tanh"); x^3 may be pow(x, 3)); constants within 1e-6 relative.
 // in this order: alpha, bias, then at most one activation (cuBLASLt's alpha and its RELU, GELU,
-// RELU_BIAS, GELU_BIAS epilogues). The rest of an epilogue stays in a generated kernel that reads what the GEMM wrote.
+// RELU_BIAS, GELU_BIAS epilogues). The rest of an epilogue stays in a generated kernel that
+// reads what the GEMM wrote.
 //
 // Deliberately not fused:
 //  * erf GELU (ONNX Gelu's default, PyTorch's nn.GELU()): CUBLASLT_EPILOGUE_GELU is the tanh
@@ -38,10 +39,17 @@
 //  * A bias that varies along rows or batches ([M, N], [B, 1, N]): cuBLASLt's bias is one vector
 //    per column (a batch stride exists, but the artifact's Gemm has no field for it), so batched
 //    GEMMs fuse a bias only when it is the same for every batch.
-//  * A bias of another element type or reached through any computation (a cast, a scale: ONNX
-//    Gemm's beta != 1): cuBLASLt takes the bias as a plain vector of the output's type.
+//  * A bias of another element type or reached through any computation in the kernel (a cast;
+//    ONNX Gemm's beta != 1 on an input C): cuBLASLt takes a plain vector of the output's type.
+//    (A constant C scaled by beta is folded into a constant and fuses.)
 //  * Any value of the chain that is also read elsewhere (the product before its bias, say): the
-//    library overwrites it, so the chain stops before it.
+//    library does not store it, so the chain stops before it.
+//  * f16/bf16 products: tk.gemm takes f32 and f64 only (other matmuls are loop kernels).
+//
+// Not measured yet (no GPU in the sessions that wrote this): whether cuBLASLt's fused f32
+// epilogue kernels beat its plain GEMM plus the generated epilogue kernel, and that f64 GEMMs
+// find an algorithm with every epilogue (the runtime fails at load, naming the step, if not).
+// The table is the one switch to change either decision.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
