@@ -2,9 +2,10 @@
 //
 // THE one table of GEMM epilogues: which element-wise work after a matrix product the GEMM
 // library of a target computes itself (tk.gemm's `alpha`, `bias`, `activation`), and the
-// matcher that finds that work in the graph. -tcc-fuse consults it to build its groups (and to
-// explain them), -tcc-lower-to-kernels to fill tk.gemm; both call matchGemmEpilogue, so they
-// cannot disagree.
+// matcher that finds that work in the graph. -tcc-fuse consults it on the graph to build its
+// groups (and to explain them), -tcc-lower-to-kernels on each fusion's body to fill tk.gemm: the
+// same function on what fusion grouped (the lowering alone decides what tk.gemm computes, so a
+// mismatch can only cost an explanation, never correctness).
 //
 // A library GEMM computes  c = act(alpha * op(a) x op(b) + beta * c + bias)  where bias is a
 // vector with one value per column of c (the same for every row and every batch). What fuses:
