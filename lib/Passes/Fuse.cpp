@@ -330,7 +330,8 @@ void FusionPolicy::decideLibraryEpilogues() {
     GemmEpilogue ep = matchGemmEpilogue(matmul, target_, [&](Operation *o) {
       return o->getBlock() == block && classify(o) == OpClass::Pointwise && !status_.count(o);
     });
-    StringRef library = gemmEpilogueSupport(target_, tensorType(matmul.getResult()).getElementType()).library;
+    Type elementType = tensorType(matmul.getResult()).getElementType();
+    StringRef library = gemmEpilogueSupport(target_, elementType).library;
     if (!ep.empty() && !ep.result.use_empty()) {
       for (Operation *o : ep.ops) {
         status_[o] = Status::LibraryEpilogue;

@@ -237,7 +237,8 @@ def Tk_GemmOp : Tk_Op<"gemm"> {
                    UnitAttr:$trans_a, UnitAttr:$trans_b,
                    DefaultValuedAttr<F64Attr, "1.0">:$alpha,
                    DefaultValuedAttr<F64Attr, "0.0">:$beta,
-                   DefaultValuedAttr<Tk_GemmActivation, "::tcc::tk::GemmActivation::None">:$activation);
+                   DefaultValuedAttr<Tk_GemmActivation,
+                                     "::tcc::tk::GemmActivation::None">:$activation);
   let assemblyFormat = [{
     $a `,` $b `,` $c (`bias` `(` $bias^ `:` type($bias) `)`)? (`activation` $activation^)?
     attr-dict `:` type($a) `,` type($b) `,` type($c)
