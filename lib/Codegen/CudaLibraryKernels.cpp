@@ -262,6 +262,8 @@ CudaKernel emitGemmConv(const ConvShape &s, const std::string &name, const std::
   int64_t tilesM = (M + t.bm - 1) / t.bm, tilesN = (NC + t.bn - 1) / t.bn;
   int64_t tiles = s.groups * tilesM * tilesN;
   std::string I = indexType(s);
+  // Bounds checks as one unsigned compare (a negative coordinate wraps above the bound).
+  std::string U = I == "int" ? "unsigned" : "unsigned long long";
   int aPer = std::max(1, t.bm * bk / threads), bPer = bk * t.bn / threads;
   bool aGuard = t.bm * bk < threads; // fewer A elements than threads
   int rowStep = threads / t.bn;      // rows of Bs one pass of the block loads
@@ -334,7 +336,7 @@ CudaKernel emitGemmConv(const ConvShape &s, const std::string &name, const std::
         c += ind + "  const I tq" + str(d) + " = " + rest + " / " + str(s.kernel[d]) + ";\n";
         rest = "tq" + str(d);
       }
-      inside += " && (unsigned long long)i" + str(d) + " < " + str(s.in[d]) + "ull";
+      inside += " && (" + U + ")i" + str(d) + " < " + str(s.in[d]) + "u";
       offset += " + i" + str(d) + (inSt[d] == 1 ? "" : " * " + str(inSt[d]));
     }
     c += ind + "  rb[e] = " + inside + " ? xg[" + offset + "] : 0.0f;\n";
@@ -433,6 +435,7 @@ CudaKernel emitDirectConv(const ConvShape &s, const std::string &name, const std
   const int threads = 256;
   int64_t total = s.batch * s.outChannels * s.outSize;
   std::string I = indexType(s);
+  std::string U = I == "int" ? "unsigned" : "unsigned long long";
   std::vector<int64_t> inSt = inStrides(s);
   size_t spatial = s.in.size();
 
@@ -469,8 +472,7 @@ CudaKernel emitDirectConv(const ConvShape &s, const std::string &name, const std
     ind += "  ";
     src += ind + "const I " + i + " = o" + str(d) + " + " + k + " * " + str(s.dilations[d]) +
            ";\n";
-    src += ind + "if ((unsigned long long)" + i + " >= " + str(s.in[d]) + "ull)\n" + ind +
-           "  continue;\n";
+    src += ind + "if ((" + U + ")" + i + " >= " + str(s.in[d]) + "u)\n" + ind + "  continue;\n";
     offset += (d ? " + " : "") + i + (inSt[d] == 1 ? "" : " * " + str(inSt[d]));
     tap = d == 0 ? k : "(" + tap + ") * " + str(s.kernel[d]) + " + " + k;
   }
