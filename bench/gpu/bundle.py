@@ -43,6 +43,14 @@ SYSTEM_LIBS = re.compile(r"^(libc|libm|libdl|libpthread|librt|ld-linux[-\w]*|lib
 FALLBACK_LIBS = re.compile(r"^(libstdc\+\+|libgcc_s)\.so")
 # Compressed with xz in the bundle, unpacked on the machine (OpenBLAS is ~37 MB, ~1/4 packed).
 COMPRESS_ABOVE = 4 << 20
+# How the device runs each test program (label, program, environment, arguments); programs not
+# built are left out. tccrt-cuda-tests: only its OnDevice tests on the real driver (its fake-driver
+# tests need a process each, as CTest runs them here, and need no GPU).
+TEST_RUNS = [
+    ("tccrt-tests", "tccrt-tests", {}, []),
+    ("tccrt-cuda-tests (real driver)", "tccrt-cuda-tests", {"TCC_CUDA_TEST_DRIVER": "real"}, ["--gtest_filter=OnDevice.*"]),
+    ("tccrt-cuda-runtime-tests", "tccrt-cuda-runtime-tests", {}, []),
+]
 # The bench models in the order they get room in the bundle (resnet18's weights alone are 47 MB).
 MODEL_PRIORITY = ["mlp", "transformer_block", "mobilenet_v2", "resnet18", "minilm_l6"]
 
@@ -112,11 +120,22 @@ def copy_runtime(build: Path, out: Path, manifest: dict) -> None:
             raise RuntimeError(f"{path} is missing: build it first (scripts/build.sh)")
         shutil.copy2(path, bin_dir / name)
     manifest["tests"] = sorted(tests)
-    # The test kernel module tccrt-tests loads by its absolute build path (TCCRT_TEST_KERNELS).
-    kernels = build / "test" / "runtime" / "tccrt_test_kernels.so"
-    if kernels.exists() and tests:
-        shutil.copy2(kernels, lib_dir / kernels.name)
-        manifest["test_kernels_path"] = str(kernels)
+    manifest["test_runs"] = [{"label": label, "program": prog, "env": env, "args": args}
+                             for label, prog, env, args in TEST_RUNS if prog in tests]
+    # Files the test programs name by their absolute build paths (test kernel modules, the fake
+    # CUDA driver, PTX/cubins made by nvcc): carried in build-files/, put back at the same paths
+    # there.
+    files_dir = out / "build-files"
+    build_files = {}
+    for exe in tests.values():
+        strings = run(["strings", "-n", "8", exe]).stdout.split()
+        for s in strings:
+            if s.startswith(str(build) + "/") and Path(s).is_file() and s not in build_files:
+                rel = Path(s).relative_to(build)
+                (files_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(s, files_dir / rel)
+                build_files[s] = str(rel)
+    manifest["build_files"] = build_files
     libs: dict[str, str] = {}
     for path in [build / "lib" / "libtccrt.so.0", *binaries.values(), *tests.values()]:
         libs.update(needed_libs(path, env))
@@ -187,7 +206,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build-dir", type=Path, default=ROOT / "build")
     ap.add_argument("--out", type=Path, default=ROOT / ".gpu")
-    ap.add_argument("--budget-mib", type=float, default=60.0, help="largest bundle (the device tool carries 64 MiB)")
+    ap.add_argument("--budget-mib", type=float, default=60.0,
+                    help="largest bundle; less if the working tree and the bundle would exceed the 64 MiB the "
+                         "device tool carries")
     ap.add_argument("--arch", default="sm_90,sm_80")
     ap.add_argument("--conformance", type=int, default=150, help="node tests in the sample (0: none)")
     ap.add_argument("--models", nargs="*", default=None, help="bench models, in priority order (default: all by priority)")
@@ -222,7 +243,17 @@ def main() -> int:
     t_start = time.time()
     copy_runtime(build, out, manifest)
     comp = Compiler(tcc, args.arch, device)
-    budget = int(args.budget_mib * (1 << 20))
+    # The device tool carries the working tree (tracked and untracked-not-ignored files) and the
+    # bundle, 64 MiB in all: the bundle gets what the tree leaves, less a margin, at most
+    # --budget-mib.
+    listed = run(["git", "-C", ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard"]).stdout
+    tree = sum((ROOT / f).stat().st_size for f in listed.split("\0") if f and (ROOT / f).is_file())
+    budget_mib = min(args.budget_mib, 64 - tree / 2**20 - 0.5)
+    args.budget_mib = round(budget_mib, 1)
+    manifest["budget_mib"] = args.budget_mib
+    manifest["working_tree_bytes"] = tree
+    log(f"working tree {tree / 2**20:.1f} MiB: the bundle may take {args.budget_mib:g} MiB")
+    budget = int(budget_mib * (1 << 20))
 
     # Probe: does `tcc compile --device cuda` work at all here? One tiny model first, so that a
     # missing backend is reported once instead of per case.
@@ -328,17 +359,18 @@ def main() -> int:
             entry["artifact_bytes"] = size
             if dir_size(out) > budget:
                 shutil.rmtree(d)
-                rest = dir_size(out)
-                if size + rest - dir_size(out / "models") > budget:
+                runtime = sum(dir_size(out / d) for d in ("bin", "lib", "lib-fallback", "build-files"))
+                if size + runtime > budget:
                     why = (f"left out: its artifact ({size / 2**20:.1f} MiB) with the runtime "
-                           f"({(rest - dir_size(out / 'models')) / 2**20:.1f} MiB) exceeds the {args.budget_mib:g} MiB "
-                           "that the device tool can carry (64 MiB in all)")
+                           f"({runtime / 2**20:.1f} MiB) exceeds the {args.budget_mib:g} MiB bundle "
+                           "(the device tool carries 64 MiB in all)")
                 else:
                     why = (f"left out: its artifact ({size / 2**20:.1f} MiB) does not fit the {args.budget_mib:g} MiB "
                            f"bundle beside the others; bundle it alone for a second call: bundle --models-only "
                            f"--models {name}")
                 entry.update(ok=False, error=why)
-            log(f"model {name}: {'ok' if entry['ok'] else entry['error']} ({size / 2**20:.1f} MiB)")
+            log(f"model {name}: {'ok' if entry['ok'] else entry['error']}"
+                + (f" ({size / 2**20:.1f} MiB)" if entry["ok"] else ""))
 
     manifest["bundle_bytes"] = dir_size(out)
     manifest["bundle_seconds"] = round(time.time() - t_start, 1)

@@ -292,25 +292,31 @@ class Session:
 
     # -- GPU tests ---------------------------------------------------------------------------------
     def gpu_tests(self) -> None:
-        tests = self.manifest.get("tests") or []
-        if not tests:
-            raise SkipSection("the bundle holds no test binaries")
-        kp = self.manifest.get("test_kernels_path")
-        if kp and not Path(kp).exists():
-            # tccrt-tests loads its kernel module from the absolute path it was built with.
-            Path(kp).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(self.bundle / "lib" / Path(kp).name, kp)
+        runs = self.manifest.get("test_runs") or []
+        if not runs:
+            raise SkipSection("the bundle holds no test programs")
+        # Files the test programs name by absolute build paths, put back where they were built.
+        for path, rel in (self.manifest.get("build_files") or {}).items():
+            if not Path(path).exists():
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(self.bundle / "build-files" / rel, path)
         results = {}
-        for t in tests:
-            jf = self.work / f"{t}.json"
-            env = dict(self.rt_env, GTEST_OUTPUT=f"json:{jf}")
+        for run in runs:
+            t = run["label"]
+            jf = self.work / (re.sub(r"[^\w.-]+", "_", t) + ".json")
+            if jf.exists():
+                jf.unlink()
+            env = dict(self.rt_env, GTEST_OUTPUT=f"json:{jf}", **run.get("env", {}))
             try:
-                p = subprocess.run([str(self.bundle / "bin" / t)], capture_output=True, text=True, env=env,
+                p = subprocess.run([str(self.bundle / "bin" / run["program"]), *run.get("args", [])],
+                                   capture_output=True, text=True, env=env,
                                    timeout=max(10, min(300, self.left() - 60)))
             except subprocess.TimeoutExpired:
                 results[t] = {"status": "timed out"}
+                self.rows.append({"kind": "tests", "name": t, "check": "timed out"})
                 continue
-            (self.out / f"{t}.log").write_text(p.stdout[-200000:] + p.stderr[-50000:])
+            with open(self.out / "tests.log", "a") as f:  # one file for all (the tool returns 8 files)
+                f.write(f"==== {t} (exit {p.returncode})\n{p.stdout[-200000:]}{p.stderr[-50000:]}\n")
             r = {"exit": p.returncode, "passed": 0, "failed": [], "skipped": {}}
             printed = gtest_skip_messages(p.stdout)
             if jf.exists():
@@ -333,7 +339,8 @@ class Session:
             self.rows.append({"kind": "tests", "name": t,
                               "check": f"{r['passed']} passed, {len(r['failed'])} failed, {len(r['skipped'])} skipped"
                                        + (f": {r['error']}" if "error" in r else ""),
-                              "note": "; ".join(skip_reasons[:1])})
+                              "note": ("FAILED: " + ", ".join(r["failed"][:5]) + (" ..." if len(r["failed"]) > 5 else "")
+                                       if r["failed"] else "; ".join(skip_reasons[:1]))})
         self.sections["gpu_tests"] = {"status": "ok", "results": results}
 
     # -- conformance -------------------------------------------------------------------------------
