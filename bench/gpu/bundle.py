@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
-import hashlib
 import json
 import lzma
 import os
@@ -57,10 +56,6 @@ MODEL_PRIORITY = ["mlp", "transformer_block", "mobilenet_v2", "resnet18", "minil
 
 def log(msg: str) -> None:
     print(f"[bundle] {msg}", flush=True)
-
-
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def run(cmd: list[str], timeout: float = 600, env=None) -> subprocess.CompletedProcess:
@@ -259,6 +254,7 @@ def main() -> int:
     # missing backend is reported once instead of per case.
     import make_micro
     import onnx
+    from device_session import model_digest
     probe_dir = out / "probe"
     probe_dir.mkdir()
     probe = probe_dir / "model.onnx"
@@ -348,7 +344,7 @@ def main() -> int:
             d = models_dir / name
             d.mkdir(parents=True)
             ok, err, secs = comp.compile(model.onnx_path, d / "model.tcc", model.input_paths(), d / "report.json")
-            entry.update(ok=ok, error=err, compile_seconds=round(secs, 2), onnx_sha256=sha256(model.onnx_path),
+            entry.update(ok=ok, error=err, compile_seconds=round(secs, 2), graph_sha256=model_digest(model.onnx_path),
                          flops=model.flops)
             if not ok:
                 shutil.rmtree(d)

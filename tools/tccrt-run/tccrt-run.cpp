@@ -240,6 +240,8 @@ int run(const Options &o) {
     throw Error("cannot load " + inQuotes(o.artifact) + ": no such file");
   if (o.iters < 0 || o.warmup < 0)
     throw Error("--iters and --warmup must not be negative");
+  if (!o.compareDir.empty() && !fs::is_directory(o.compareDir))
+    throw Error("--compare " + inQuotes(o.compareDir) + ": not a directory");
   Program program(o);
   tccrt_program *p = program.get();
   if (tccrt_is_training(p))
