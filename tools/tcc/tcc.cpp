@@ -272,8 +272,10 @@ int runImport(const ModelArgs &args, const std::string &out, int64_t elide) {
 
 /// Loads an artifact file for `tcc run`/`bench` (`command`): `requested` (--device) must be
 /// "auto" or the device the artifact was compiled for, which must be usable here.
-RuntimeProgram loadArtifact(const std::string &path, const std::string &requested,
-                            const RunOptions &run, const char *command) {
+/// Checks that an artifact file can run here for `command` with `requested` (--device): "auto"
+/// or the device it was compiled for, which must be usable.
+void checkArtifactDevice(const std::string &path, const std::string &requested,
+                         const char *command) {
   std::string device = artifactDevice(path);
   if (requested == "interp")
     throw Error("'" + path + "' is a compiled artifact: " + command + " it with --device " +
@@ -289,6 +291,11 @@ RuntimeProgram loadArtifact(const std::string &path, const std::string &requeste
       throw Error("'" + path + "' is a CUDA artifact, and there is no usable CUDA GPU/driver: " +
                   why + " (compile the model with --device cpu to run it here)");
   }
+}
+
+RuntimeProgram loadArtifact(const std::string &path, const std::string &requested,
+                            const RunOptions &run, const char *command) {
+  checkArtifactDevice(path, requested, command);
   return RuntimeProgram::fromFile(path, run);
 }
 
@@ -521,6 +528,12 @@ int main(int argc, char **argv) {
   auto *trainSeed = trainCmd->add_option("--seed", trainRun.seed,
                                          "seed for shuffling and dropout")->default_val(0);
   trainCmd->add_option("--threads", trainRun.threads, "CPU threads (0: all cores)")->default_val(0);
+  std::string trainDevice = "cpu";
+  trainCmd->add_option("--device", trainDevice,
+                       "where to train: cpu (the default), cuda or auto (cuda if usable, else cpu "
+                       "with a note); a training artifact trains on the device it was compiled "
+                       "for")
+      ->default_val("cpu");
   trainCmd->add_option("--max-steps", trainRun.maxSteps,
                        "stop after this many optimizer steps (0: no limit)")->default_val(0);
   bool noShuffle = false;
@@ -613,7 +626,15 @@ int main(int argc, char **argv) {
       noteGiven(trainTraining);
       trainRun.seedGiven = trainSeed->count() > 0;
       trainRun.shuffle = !noShuffle;
-      return runTrain(trainRun, trainTraining.args, compileOptions(trainCompile, "cpu"));
+      CompileOptions options = compileOptions(trainCompile, "cpu"); // the options checked first
+      if (isArtifactFile(trainRun.model)) {
+        checkArtifactDevice(trainRun.model, trainDevice == "cpu" ? "auto" : trainDevice, "train");
+      } else {
+        options.device = resolveDevice(trainDevice);
+        if (options.device == "interp")
+          throw Error("tcc train compiles the model: train with --device cpu, cuda or auto");
+      }
+      return runTrain(trainRun, trainTraining.args, options);
     }
     if (*gradCmd) {
       CompileOptions options = compileOptions(gradCompile, "cpu"); // the options checked first
