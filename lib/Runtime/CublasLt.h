@@ -15,9 +15,10 @@
 //    (transb = trans_a), its m/n are tcc's n/m, every layout CUBLASLT_ORDER_COL with the
 //    row-major leading dimension. The bias (one value per column of c) is then one value per
 //    row of cuBLASLt's D, which is what CUBLASLT_EPILOGUE_BIAS adds.
-//  * Types: f32 data with CUBLAS_COMPUTE_32F (no TF32: results stay within f32 rounding of the
-//    CPU's; TF32 (CUBLAS_COMPUTE_32F_FAST_TF32) would be an opt-in, not offered yet), f64 with
-//    CUBLAS_COMPUTE_64F, f16/bf16 data with 32F compute and f32 alpha/beta.
+//  * Types: f32 data with CUBLAS_COMPUTE_32F, never TF32, so results stay within f32 rounding
+//    of the CPU's (CUBLAS_COMPUTE_32F_FAST_TF32 trades 10-bit mantissas for speed; it would
+//    have to be an explicit user option, and there is none); f64 with CUBLAS_COMPUTE_64F;
+//    f16/bf16 data with 32F compute and f32 alpha/beta.
 //  * Batches: the batch dims of c are one strided batch when every operand's offsets are linear
 //    in the flattened batch index (a broadcast operand gets batch stride 0); otherwise the
 //    longest such suffix of batch dims is one strided batch and the outer dims are a loop of
