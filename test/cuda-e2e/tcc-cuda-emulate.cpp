@@ -1,0 +1,113 @@
+//===- tcc-cuda-emulate.cpp - Host library of a CUDA artifact's kernels ---===//
+//
+//   tcc-cuda-emulate ARTIFACT KERNEL_DIR -o LIB.so [--cache-dir DIR]
+//
+// For end-to-end tests without a GPU: reads a CUDA artifact made by `tcc compile --device cuda
+// --dump-dir DUMP` and the kernels' sources from KERNEL_DIR (DUMP/kernels/<name>.cu), compiles
+// them for the host against the CUDA emulation of test/support (CudaHostEmulation.h) and writes
+// the shared object the fake CUDA driver (test/runtime/fakecuda) runs kernels from
+// ($TCC_FAKE_CUDA_KERNELS): tcc_emu_<name> per kernel and tcc_emu_launch. Kernel parameter
+// types come from the artifact's Kernel params.
+//
+//===----------------------------------------------------------------------===//
+#include "CudaHostEmulation.h"
+
+#include "tcc/Codegen/KernelCompiler.h"
+#include "tcc/Runtime/artifact_generated.h"
+#include "tcc/Support/Tensor.h"
+
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+
+namespace fb = tcc::artifact;
+using namespace tcc;
+
+namespace {
+
+std::string readFile(const std::string &path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f)
+    throw Error("cannot read '" + path + "'");
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+/// The host storage type of a buffer element (ScalarEmitter's storageType for the CPU).
+std::string storageType(fb::DType d) {
+  switch (d) {
+  case fb::DType_Bool: return "uint8_t";
+  case fb::DType_I8: return "int8_t";
+  case fb::DType_I16: return "int16_t";
+  case fb::DType_I32: return "int32_t";
+  case fb::DType_I64: return "int64_t";
+  case fb::DType_U8: return "uint8_t";
+  case fb::DType_U16: return "uint16_t";
+  case fb::DType_U32: return "uint32_t";
+  case fb::DType_U64: return "uint64_t";
+  case fb::DType_F16:
+  case fb::DType_BF16: return "uint16_t";
+  case fb::DType_F32: return "float";
+  case fb::DType_F64: return "double";
+  }
+  throw Error("unknown dtype in the artifact");
+}
+
+int run(const std::string &artifactPath, const std::string &kernelDir, const std::string &out,
+        const std::string &cacheDir) {
+  std::string bytes = readFile(artifactPath);
+  flatbuffers::Verifier verifier(reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size());
+  if (!fb::VerifyProgramBuffer(verifier))
+    throw Error("'" + artifactPath + "' is not a well-formed tcc artifact");
+  const fb::Program *program = fb::GetProgram(bytes.data());
+  if (program->device() != fb::Device_CUDA)
+    throw Error("'" + artifactPath + "' is not a CUDA artifact");
+  if (program->training())
+    throw Error("'" + artifactPath + "' is a training artifact (only inference programs here)");
+  std::vector<testsupport::EmulatedKernel> kernels;
+  if (program->kernels())
+    for (const fb::Kernel *k : *program->kernels()) {
+      testsupport::EmulatedKernel e;
+      e.name = k->name()->str();
+      e.source = readFile(kernelDir + "/" + e.name + ".cu");
+      for (const fb::TensorSpec *p : *k->params())
+        e.paramTypes.push_back(storageType(p->dtype()));
+      kernels.push_back(std::move(e));
+    }
+  codegen::CpuCompileOptions options;
+  options.cacheDir = cacheDir;
+  codegen::CpuModule module =
+      codegen::compileCpuModule({{"emulation", testsupport::cudaEmulationSource(kernels)}}, options);
+  std::ofstream f(out, std::ios::binary);
+  if (!f.write(reinterpret_cast<const char *>(module.sharedObject.data()),
+               module.sharedObject.size()))
+    throw Error("cannot write '" + out + "'");
+  std::cout << "tcc-cuda-emulate: " << kernels.size() << " kernels in " << out << "\n";
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::vector<std::string> positional;
+  std::string out, cacheDir;
+  try {
+    for (int i = 1; i < argc; ++i) {
+      std::string a = argv[i];
+      if ((a == "-o" || a == "--cache-dir") && i + 1 < argc)
+        (a == "-o" ? out : cacheDir) = argv[++i];
+      else if (!a.empty() && a[0] == '-')
+        throw Error("unknown option '" + a + "'");
+      else
+        positional.push_back(a);
+    }
+    if (positional.size() != 2 || out.empty()) {
+      std::cerr << "usage: tcc-cuda-emulate ARTIFACT KERNEL_DIR -o LIB.so [--cache-dir DIR]\n";
+      return 2;
+    }
+    return run(positional[0], positional[1], out, cacheDir);
+  } catch (const std::exception &e) {
+    std::cerr << "tcc-cuda-emulate: " << e.what() << "\n";
+    return 1;
+  }
+}
