@@ -468,14 +468,15 @@ TEST(CudaLibraryKernelsTest, AllKernelsCompileWithNvrtcWithoutSpills) {
     sources.push_back({r.kernel.name, r.kernel.source});
     what.push_back("topk " + r.c.name + " [" + r.kernel.strategy + "]");
   }
-  // TCC_TEST_DUMP_DIR=DIR writes every kernel's source to DIR/<name>.cu (for nvcc -Xptxas -v).
-  if (const char *dir = std::getenv("TCC_TEST_DUMP_DIR"))
-    for (const cg::KernelSource &k : sources)
-      std::ofstream(std::string(dir) + "/" + k.name + ".cu") << k.source;
   for (const auto &[name, kernel] : c.compileOnly) {
     sources.push_back({kernel.name, kernel.source});
     what.push_back(name + " (compiled only) [" + kernel.strategy + "]");
   }
+  // TCC_TEST_DUMP_DIR=DIR writes every kernel's source to DIR/<name>.cu (to read, or for nvcc
+  // -Xptxas -v once the prelude's integer typedefs are replaced by <stdint.h>).
+  if (const char *dir = std::getenv("TCC_TEST_DUMP_DIR"))
+    for (const cg::KernelSource &k : sources)
+      std::ofstream(std::string(dir) + "/" + k.name + ".cu") << k.source;
   cg::CudaCompileOptions options;
   options.cacheDir = ts::testKernelCacheDir("tcc-cuda-library-test-cache");
   cg::CudaModule module = cg::compileCudaModule(sources, options);
