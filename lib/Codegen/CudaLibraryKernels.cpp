@@ -17,9 +17,10 @@
 //    thread with TM/TN = 8 takes two groups half a tile apart), so the vector reads are
 //    conflict-free. Tiles are dealt out grid-stride, M tiles fastest (consecutive blocks
 //    gather the same input columns while they are in L2).
-//  * direct (depthwise: one input channel per group, more than one group): one thread per
-//    output element, looping over the taps; the GEMM would be M = out channels per group
-//    (usually 1) by K = taps (9 for 3x3), a tile at most 1/16 full with nothing to reuse.
+//  * direct (depthwise: one input channel per group, more than one group, at most 8 output
+//    channels per group): one thread per output element, looping over the taps; the GEMM
+//    would be M = out channels per group (usually 1) by K = taps (9 for 3x3), a tile at most
+//    1/2 full (1/16 for the usual multiplier 1) with little to reuse.
 // Top-k: one block per (outer, inner) line, grid-stride over lines. Elements are compared as
 // order-preserving unsigned keys (NaN above +inf, -0 == +0, inverted for smallest) with the
 // index as tie-break, and bitonic-sorted in shared memory in chunks of up to 2048:
@@ -539,8 +540,10 @@ std::string keyBody(Type e, bool largest, std::string &keyType) {
 
 CudaKernel tcc::codegen::emitCudaConv(tk::ConvOp op) {
   ConvShape s = convShape(op);
-  // Depthwise (one input channel per group): the direct kernel (see the file comment).
-  bool direct = s.groupIn == 1 && s.groups > 1;
+  // Depthwise (one input channel per group) with a channel multiplier of at most 8: the
+  // direct kernel (see the file comment). More output channels per input channel reuse each
+  // gathered input enough for the GEMM's tiles to pay.
+  bool direct = s.groupIn == 1 && s.groups > 1 && s.groupOut <= 8;
   std::string desc = describe(s);
   std::string name = hashName("conv", std::string(direct ? "direct " : "gemm ") + desc);
   if (s.batch * s.outChannels * s.outSize == 0)

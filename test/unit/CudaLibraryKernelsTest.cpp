@@ -84,6 +84,8 @@ std::vector<ConvCase> convCases() {
        "direct"},
       {"conv1d", {3, 5, 40}, {7, 5, 4}, {3}, {2}, {1}, {2}, 1, "16x256"},
       {"depthwise1d", {2, 3, 20}, {3, 1, 5}, {1}, {2}, {2}, {1}, 3, "direct"},
+      {"depthwise_multiplier_24", {1, 2, 10, 9}, {48, 1, 3, 3}, one2, one2, one2, one2, 2,
+       "32x128"},
       {"depthwise3d_5x5x5", {1, 2, 7, 6, 8}, {2, 1, 5, 5, 5}, {1, 1, 1}, {2, 2, 2}, {2, 2, 2},
        {1, 1, 1}, 2, "direct"},
       {"depthwise1d_long_filter", {1, 2, 150}, {4, 1, 70}, {1}, {3}, {3}, {1}, 2, "direct"},
