@@ -12,9 +12,10 @@
 #       The command for the device tool, with carry [".gpu"]: runs the GPU tests, every
 #       conformance sample through tccrt-run --compare, the microbenchmarks and the bench models
 #       against PyTorch eager, torch.compile (default, max-autotune) and onnxruntime (CUDA EP),
-#       prints one table and writes DATE-DEVICE-gpu.md/.json into $OUT (here: bench/results/
-#       gpu-session/). Without a GPU the GPU sections say "skipped: <reason>"; with a bundle made
-#       by `bundle --cpu-check` every section runs on the CPU (to test the scripts here).
+#       prints one table and writes DATE-DEVICE-gpu.md/.json into $OUT (unset: /tmp/tcc-gpu-session/
+#       out; copy results worth keeping into bench/results/). Without a GPU the GPU sections say
+#       "skipped: <reason>"; with a bundle made by `bundle --cpu-check` every section runs on the
+#       CPU (to test the scripts here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -63,7 +64,7 @@ device)
     echo "gpu-session: tccrt-run does not start here:" >&2
     LD_LIBRARY_PATH="$libpath" ldd "$G/bin/tccrt-run" >&2 || true
   fi
-  out="${OUT:-$ROOT/bench/results/gpu-session}"
+  out="${OUT:-/tmp/tcc-gpu-session/out}"
   PYTHONUNBUFFERED=1 exec "$PY" bench/gpu/device_session.py --bundle "$G" --out "$out" "$@"
   ;;
 *)

@@ -962,9 +962,11 @@ def run_torch(m, feeds, refs, dev, mode, iters) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bundle", type=Path, default=ROOT / ".gpu")
-    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or ROOT / "bench" / "results" / "gpu-session"))
+    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or "/tmp/tcc-gpu-session/out"),
+                    help="where the report goes ($OUT, else /tmp/tcc-gpu-session/out)")
     ap.add_argument("--work", default="/tmp/tcc-gpu-session", help="scratch space (inputs, references)")
-    ap.add_argument("--budget-s", type=float, default=540, help="the whole session, in seconds")
+    ap.add_argument("--budget-s", type=float, default=480,
+                    help="the whole session, in seconds (the device tool stops a call at 600)")
     ap.add_argument("--no-ncu", action="store_true", help="do not measure device times with Nsight Compute")
     ap.add_argument("--self-test", action="store_true", help="check the output parsers on fixtures and exit")
     ap.add_argument("--sections", nargs="*", default=None,
