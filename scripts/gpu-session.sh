@@ -48,16 +48,20 @@ device)
     exit 1
   fi
   PY="${TCC_GPU_PYTHON:-python3}"
-  # Unpack the libraries the bundle carries compressed (OpenBLAS) next to the others.
-  for z in "$G"/lib/*.xz "$G"/lib-fallback/*.xz; do
+  # Unpack the libraries the bundle carries compressed (OpenBLAS) outside the bundle, which must
+  # stay small enough to carry.
+  unpacked=/tmp/tcc-gpu-session/lib
+  mkdir -p "$unpacked"
+  for z in "$G"/lib/*.xz; do
     [ -e "$z" ] || continue
-    [ -e "${z%.xz}" ] || "$PY" -c 'import lzma, sys; open(sys.argv[2], "wb").write(lzma.open(sys.argv[1]).read())' "$z" "${z%.xz}"
+    dest="$unpacked/$(basename "${z%.xz}")"
+    [ -e "$dest" ] && [ "$dest" -nt "$z" ] || "$PY" -c 'import lzma, sys; open(sys.argv[2], "wb").write(lzma.open(sys.argv[1]).read())' "$z" "$dest"
   done
-  # The runtime's binaries find libtccrt and OpenBLAS in .gpu/lib; the machine's own libstdc++
-  # is used unless it is older than the one we built with (then .gpu/lib-fallback's).
-  libpath="$G/lib"
+  # The runtime's binaries find libtccrt and OpenBLAS there; the machine's own libstdc++ is used
+  # unless it is older than the one we built with (then .gpu/lib-fallback's).
+  libpath="$G/lib:$unpacked"
   if ! LD_LIBRARY_PATH="$libpath" "$G/bin/tccrt-run" --device-available cpu >/dev/null 2>&1; then
-    libpath="$G/lib:$G/lib-fallback"
+    libpath="$libpath:$G/lib-fallback"
   fi
   export TCCRT_LIBRARY_PATH="$libpath"
   if ! LD_LIBRARY_PATH="$libpath" "$G/bin/tccrt-run" --device-available cpu >/dev/null; then
