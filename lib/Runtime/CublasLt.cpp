@@ -133,7 +133,20 @@ CublasLtGemm::CublasLtGemm(const CublasLtHandle &handle, const GemmGeometry &g, 
                            CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, CUdeviceptr bias,
                            size_t workspaceBytes, const std::string &what)
     : handle_(handle), what_(what), workspaceBytes_(workspaceBytes) {
+  try {
+    plan(g, act, a, b, c, bias);
+  } catch (...) {
+    release(); // no destructor runs for a constructor that throws
+    throw;
+  }
+}
+
+void CublasLtGemm::plan(const GemmGeometry &g, GemmActivation act, CUdeviceptr a, CUdeviceptr b,
+                        CUdeviceptr c, CUdeviceptr bias) {
+  const CublasLtHandle &handle = handle_;
   const CublasLt &lt = handle.library();
+  const std::string &what = what_;
+  size_t workspaceBytes = workspaceBytes_;
   int dataType, computeType, scaleType;
   switch (g.dtype) {
   case TCCRT_F32:
@@ -315,16 +328,15 @@ CublasLtGemm::CublasLtGemm(const CublasLtHandle &handle, const GemmGeometry &g, 
   algo_ = result.algo;
 }
 
-CublasLtGemm::~CublasLtGemm() {
+CublasLtGemm::~CublasLtGemm() { release(); }
+
+void CublasLtGemm::release() noexcept {
   const CublasLt &lt = handle_.library();
-  if (aLayout_)
-    lt.cublasLtMatrixLayoutDestroy(aLayout_);
-  if (bLayout_)
-    lt.cublasLtMatrixLayoutDestroy(bLayout_);
-  if (cLayout_)
-    lt.cublasLtMatrixLayoutDestroy(cLayout_);
+  for (cublasLtMatrixLayout_t *layout : {&aLayout_, &bLayout_, &cLayout_})
+    if (*layout)
+      lt.cublasLtMatrixLayoutDestroy(std::exchange(*layout, nullptr));
   if (desc_)
-    lt.cublasLtMatmulDescDestroy(desc_);
+    lt.cublasLtMatmulDescDestroy(std::exchange(desc_, nullptr));
 }
 
 void CublasLtGemm::enqueue(CUstream stream, CUdeviceptr workspace) const {

@@ -187,6 +187,10 @@ public:
   size_t calls() const { return calls_.size(); }
 
 private:
+  void plan(const GemmGeometry &g, GemmActivation act, CUdeviceptr a, CUdeviceptr b,
+            CUdeviceptr c, CUdeviceptr bias);
+  void release() noexcept; // the descriptors
+
   const CublasLtHandle &handle_;
   std::string what_;
   cublasLtMatmulDesc_t desc_ = nullptr;
