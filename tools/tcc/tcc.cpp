@@ -83,8 +83,8 @@ struct CudaRunArgs {
 
 void addCudaRunArgs(CLI::App *cmd, CudaRunArgs &args) {
   cmd->add_flag("--cuda-graph", args.cudaGraph,
-                "CUDA: capture the whole launch list into a CUDA graph at the first run and "
-                "replay it on later runs");
+                "CUDA: run the whole launch list as one CUDA graph on repeated runs (libtccrt "
+                "captures it after a first plain run)");
   cmd->add_option("--device-ordinal", args.deviceOrdinal, "CUDA: which GPU (0: the first)")
       ->default_val(0)
       ->check(CLI::NonNegativeNumber);
