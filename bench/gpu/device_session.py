@@ -636,7 +636,7 @@ class Session:
                 continue
             outf = self.work / f"peer-{mode}.jsonl"
             cmd = [sys.executable, __file__, "--peer", mode, "--device", self.device, "--peer-out", str(outf),
-                   "--models", *names]
+                   *(["--models-dir", str(self.args.models_dir)] if self.args.models_dir else []), "--models", *names]
             self.log(f"   peer {mode} (limit {budget:.0f} s)")
             try:
                 p = subprocess.run(cmd, capture_output=True, text=True, timeout=budget)
@@ -969,6 +969,8 @@ def main() -> int:
                     help="the whole session, in seconds (the device tool stops a call at 600)")
     ap.add_argument("--no-ncu", action="store_true", help="do not measure device times with Nsight Compute")
     ap.add_argument("--self-test", action="store_true", help="check the output parsers on fixtures and exit")
+    ap.add_argument("--models-dir", type=Path, default=None,
+                    help="where make_models.py regenerates the bench models (default bench/models/generated)")
     ap.add_argument("--sections", nargs="*", default=None,
                     help="run only these: gpu_tests conformance models training peers micro autotune")
     # Internal: one peer mode / training side in its own process.
@@ -980,6 +982,10 @@ def main() -> int:
     args = ap.parse_args()
     if args.self_test:
         return self_test()
+    if args.models_dir:
+        import make_models
+        make_models.GENERATED = args.models_dir.resolve()
+        make_models.FLOPS_FILE = make_models.GENERATED / "flops.json"
     if args.peer:
         args.mode = args.peer
         return peer_main(args)
