@@ -1,6 +1,7 @@
 //===- OnnxModel.cpp - Loading, preparing and converting ONNX protos ------===//
 
 #include "tcc/Frontend/OnnxModel.h"
+#include "tcc/Support/TensorFiles.h" // fromInt32Field
 
 #include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
@@ -676,24 +677,6 @@ Tensor tensorFromRawData(const TensorProto &t, DType dtype, const Shape &shape) 
       bytes[i] = bytes[i] != 0;
   }
   return out;
-}
-
-/// Converts one int32_data value to the storage type T, or returns false if it does not fit.
-template <class T> bool fromInt32Field(int32_t value, T &out) {
-  if constexpr (std::is_same_v<T, bool>) {
-    out = value != 0;
-  } else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-    // The 16 bits of the value; writers use unsigned, and some sign-extended, patterns.
-    if (value < std::numeric_limits<int16_t>::min() || value > 0xFFFF)
-      return false;
-    out.bits = (uint16_t)value;
-  } else {
-    if (value < (int64_t)std::numeric_limits<T>::min() ||
-        value > (int64_t)std::numeric_limits<T>::max())
-      return false;
-    out = (T)value;
-  }
-  return true;
 }
 
 template <class T> void copyInt32Field(const TensorProto &t, T *dst) {

@@ -57,18 +57,6 @@ tcc::rt::LoadOptions loadOptions(const tccrt_options *options) {
   return out;
 }
 
-tccrt_allocator_stats convertStats(const tcc::rt::CachingAllocatorStats &s) {
-  tccrt_allocator_stats out{};
-  out.allocated_bytes = s.allocatedBytes;
-  out.reserved_bytes = s.reservedBytes;
-  out.peak_allocated_bytes = s.peakAllocatedBytes;
-  out.num_allocs = s.numAllocs;
-  out.num_cache_hits = s.numCacheHits;
-  out.num_system_allocs = s.numRawAllocs;
-  out.num_system_frees = s.numRawFrees;
-  return out;
-}
-
 thread_local std::string lastReason, lastSnapshot;
 
 void fillInfo(const tcc::rt::TensorDesc &t, tccrt_tensor_info *info) {
@@ -131,7 +119,7 @@ tccrt_status tccrt_device_allocator_stats(const tccrt_program *program,
     return fail("tccrt_device_allocator_stats: the program runs on the CPU (host memory: "
                 "tccrt_allocator_get_stats)");
   return guarded("tccrt_device_allocator_stats",
-                 [&] { *stats = convertStats(device->allocator().stats()); });
+                 [&] { *stats = tcc::rt::toAllocatorStats(device->allocator().stats()); });
 }
 
 tccrt_status tccrt_device_allocator_snapshot(const tccrt_program *program, const char **json) {

@@ -49,8 +49,9 @@ void hostFree(void *ptr) {
     hostAllocator().deallocate(ptr);
 }
 
-tccrt_allocator_stats hostAllocatorStats() {
-  CachingAllocatorStats s = hostAllocator().stats();
+tccrt_allocator_stats hostAllocatorStats() { return toAllocatorStats(hostAllocator().stats()); }
+
+tccrt_allocator_stats toAllocatorStats(const CachingAllocatorStats &s) {
   tccrt_allocator_stats out{};
   out.allocated_bytes = s.allocatedBytes;
   out.reserved_bytes = s.reservedBytes;

@@ -16,4 +16,8 @@ void hostFree(void *ptr);         // null is fine
 tccrt_allocator_stats hostAllocatorStats();
 void hostEmptyCache();
 
+struct CachingAllocatorStats;
+/// A caching allocator's statistics (the host's, or a device's) as the C API reports them.
+tccrt_allocator_stats toAllocatorStats(const CachingAllocatorStats &s);
+
 } // namespace tcc::rt

@@ -17,37 +17,6 @@ namespace {
   throw Error(what + ": " + why);
 }
 
-constexpr bool kLittleEndianHost = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
-
-/// Copies `count` elements of `elemSize` bytes, reversing the bytes of each when `swap`.
-void copyElements(uint8_t *dst, const uint8_t *src, int64_t count, size_t elemSize, bool swap) {
-  if (!swap || elemSize == 1) {
-    std::memcpy(dst, src, count * elemSize);
-    return;
-  }
-  for (int64_t i = 0; i < count; ++i)
-    for (size_t b = 0; b < elemSize; ++b)
-      dst[i * elemSize + b] = src[i * elemSize + elemSize - 1 - b];
-}
-
-/// The element count of `shape`, or an error when it is negative, overflows or does not fill
-/// exactly `available` bytes.
-int64_t checkedCount(const Shape &shape, size_t elemSize, size_t available,
-                     const std::string &what) {
-  uint64_t n = 1;
-  for (int64_t d : shape) {
-    if (d < 0 || (d != 0 && n > UINT64_MAX / (uint64_t)d / elemSize))
-      fail(what, "the header declares an impossible shape " + shapeToString(shape));
-    n *= d;
-  }
-  if (n * elemSize != available)
-    fail(what, "the header declares shape " + shapeToString(shape) + " (" +
-                   std::to_string(n * elemSize) + " bytes of data), but the file holds " +
-                   std::to_string(available) + " bytes of data" +
-                   (n * elemSize > available ? " (truncated?)" : ""));
-  return (int64_t)n;
-}
-
 // ---- .npy ------------------------------------------------------------------------------------
 
 const uint8_t kNpyMagic[] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
@@ -339,25 +308,46 @@ RawTensorProto readFields(const std::vector<uint8_t> &bytes, const std::string &
   return t;
 }
 
-/// Converts one int32_data value to the storage type T, or returns false if it does not fit.
-template <class T> bool fromInt32Field(int32_t value, T &out) {
-  if constexpr (std::is_same_v<T, bool>) {
-    out = value != 0;
-  } else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-    // The 16 bits of the value; writers use unsigned, and some sign-extended, patterns.
-    if (value < std::numeric_limits<int16_t>::min() || value > 0xFFFF)
-      return false;
-    out.bits = (uint16_t)value;
-  } else {
-    if (value < (int64_t)std::numeric_limits<T>::min() ||
-        value > (int64_t)std::numeric_limits<T>::max())
-      return false;
-    out = (T)value;
+} // namespace
+
+// ---- Pieces shared with the other tensor-file readers -----------------------------------------
+
+void copyElements(uint8_t *dst, const uint8_t *src, int64_t count, size_t elemSize, bool swap) {
+  if (!swap || elemSize == 1) {
+    std::memcpy(dst, src, count * elemSize);
+    return;
   }
-  return true;
+  for (int64_t i = 0; i < count; ++i)
+    for (size_t b = 0; b < elemSize; ++b)
+      dst[i * elemSize + b] = src[i * elemSize + elemSize - 1 - b];
 }
 
-} // namespace
+int64_t checkedElementCount(const Shape &shape, size_t elemSize, size_t available,
+                            const std::string &what) {
+  uint64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || (d != 0 && n > UINT64_MAX / (uint64_t)d / elemSize))
+      fail(what, "the header declares an impossible shape " + shapeToString(shape));
+    n *= d;
+  }
+  if (n * elemSize != available)
+    fail(what, "the header declares shape " + shapeToString(shape) + " (" +
+                   std::to_string(n * elemSize) + " bytes of data), but the file holds " +
+                   std::to_string(available) + " bytes of data" +
+                   (n * elemSize > available ? " (truncated?)" : ""));
+  return (int64_t)n;
+}
+
+std::optional<int64_t> parseDimension(const std::string &text) {
+  try {
+    size_t used = 0;
+    long long v = std::stoll(text, &used);
+    if (used == text.size() && v >= 0)
+      return v;
+  } catch (const std::exception &) { // invalid_argument, out_of_range
+  }
+  return std::nullopt;
+}
 
 // ---- .npy ------------------------------------------------------------------------------------
 
@@ -415,21 +405,16 @@ Tensor parseNpy(const std::vector<uint8_t> &bytes, const std::string &what) {
     part.erase(0, part.find_first_not_of(" L"));
     part.erase(part.find_last_not_of(" L") + 1);
     if (!part.empty()) {
-      try {
-        size_t used = 0;
-        long long v = std::stoll(part, &used);
-        if (used != part.size() || v < 0)
-          throw std::invalid_argument(part);
-        shape.push_back(v);
-      } catch (const std::exception &) {
+      std::optional<int64_t> d = parseDimension(part);
+      if (!d)
         fail(what, "malformed .npy shape '(" + dims + ")'");
-      }
+      shape.push_back(*d);
     }
     if (comma == std::string::npos)
       break;
     pos = comma + 1;
   }
-  int64_t count = checkedCount(shape, dtypeSize(*dtype), bytes.size() - dataStart, what);
+  int64_t count = checkedElementCount(shape, dtypeSize(*dtype), bytes.size() - dataStart, what);
   Tensor t(*dtype, shape);
   copyElements(static_cast<uint8_t *>(t.raw()), bytes.data() + dataStart, count,
                dtypeSize(*dtype), swap);

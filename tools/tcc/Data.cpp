@@ -61,36 +61,6 @@ uint64_t readBigEndian(const uint8_t *p, size_t bytes) {
   return v;
 }
 
-/// Copies `count` elements of `elemSize` bytes, reversing the bytes of each when `swap`.
-void copyElements(uint8_t *dst, const uint8_t *src, int64_t count, size_t elemSize, bool swap) {
-  if (!swap || elemSize == 1) {
-    std::memcpy(dst, src, count * elemSize);
-    return;
-  }
-  for (int64_t i = 0; i < count; ++i)
-    for (size_t b = 0; b < elemSize; ++b)
-      dst[i * elemSize + b] = src[i * elemSize + elemSize - 1 - b];
-}
-
-constexpr bool kLittleEndianHost = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
-
-/// The element count of `shape`, or an error when it overflows or exceeds `available` elements.
-int64_t checkedCount(const Shape &shape, size_t elemSize, size_t available,
-                     const std::string &what) {
-  uint64_t n = 1;
-  for (int64_t d : shape) {
-    if (d < 0 || (d != 0 && n > UINT64_MAX / (uint64_t)d / elemSize))
-      fail(what, "the header declares an impossible shape " + shapeToString(shape));
-    n *= d;
-  }
-  if (n * elemSize != available)
-    fail(what, "the header declares shape " + shapeToString(shape) + " (" +
-                   std::to_string(n * elemSize) + " bytes of data), but the file holds " +
-                   std::to_string(available) + " bytes of data" +
-                   (n * elemSize > available ? " (truncated?)" : ""));
-  return (int64_t)n;
-}
-
 std::optional<std::string> findFile(const std::string &dir, const std::string &name) {
   for (const std::string &candidate : {name, name + ".gz"}) {
     fs::path p = fs::path(dir) / candidate;
@@ -156,7 +126,7 @@ Tensor parseIdx(const std::vector<uint8_t> &bytes, const std::string &what) {
   Shape shape;
   for (size_t i = 0; i < rank; ++i)
     shape.push_back((int64_t)readBigEndian(bytes.data() + 4 + 4 * i, 4));
-  int64_t count = checkedCount(shape, dtypeSize(dtype), bytes.size() - headerBytes, what);
+  int64_t count = checkedElementCount(shape, dtypeSize(dtype), bytes.size() - headerBytes, what);
   Tensor t(dtype, shape);
   copyElements(static_cast<uint8_t *>(t.raw()), bytes.data() + headerBytes, count,
                dtypeSize(dtype), kLittleEndianHost);

@@ -3,6 +3,7 @@
 
 #include "tcc/Frontend/OnnxModel.h"
 #include "tcc/Interp/Interpreter.h"
+#include "tcc/Support/TensorFiles.h" // parseDimension
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -42,15 +43,10 @@ std::pair<std::string, Shape> parseInputShape(const std::string &spec) {
   while (pos <= dims.size() && !dims.empty()) {
     size_t next = dims.find('x', pos);
     std::string part = dims.substr(pos, next == std::string::npos ? std::string::npos : next - pos);
-    try {
-      size_t used = 0;
-      long long v = std::stoll(part, &used);
-      if (used != part.size() || v < 0)
-        throw std::invalid_argument(part);
-      shape.push_back(v);
-    } catch (const std::exception &) {
+    std::optional<int64_t> d = parseDimension(part);
+    if (!d)
       throw Error("--input-shape '" + spec + "': '" + part + "' is not a dimension size");
-    }
+    shape.push_back(*d);
     if (next == std::string::npos)
       break;
     pos = next + 1;

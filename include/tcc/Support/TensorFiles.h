@@ -16,7 +16,10 @@
 #include "tcc/Support/Tensor.h"
 
 #include <cstdint>
+#include <limits>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace tcc {
@@ -38,6 +41,43 @@ std::vector<uint8_t> toTensorProtoBytes(const Tensor &t, const std::string &name
 std::vector<uint8_t> readFileBytes(const std::string &path);
 /// Writes `bytes` to `path`, replacing it.
 void writeFileBytes(const std::string &path, const std::vector<uint8_t> &bytes);
+
+// ---- Pieces shared with the other tensor-file readers (tcc train's IDX files in
+// tools/tcc/Data.cpp, tcc::readTensorFile in frontend/onnx) ---------------------------------
+
+inline constexpr bool kLittleEndianHost = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
+
+/// Copies `count` elements of `elemSize` bytes, reversing the bytes of each when `swap`.
+void copyElements(uint8_t *dst, const uint8_t *src, int64_t count, size_t elemSize, bool swap);
+
+/// The element count of `shape` as a file's header declares it, or an error naming `what` when
+/// a dimension is negative, the size overflows or the data does not fill exactly `available`
+/// bytes.
+int64_t checkedElementCount(const Shape &shape, size_t elemSize, size_t available,
+                            const std::string &what);
+
+/// `text` as a dimension size (a .npy header's shape, tcc's --input-shape): a non-negative
+/// integer in std::stoll's syntax filling all of `text`, or nullopt.
+std::optional<int64_t> parseDimension(const std::string &text);
+
+/// Converts one value of a TensorProto's int32_data field to the storage type T (bool, 8/16-bit
+/// integers, int32, or the bits of float16/bfloat16), or returns false if it does not fit.
+template <class T> bool fromInt32Field(int32_t value, T &out) {
+  if constexpr (std::is_same_v<T, bool>) {
+    out = value != 0;
+  } else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    // The 16 bits of the value; writers use unsigned, and some sign-extended, patterns.
+    if (value < std::numeric_limits<int16_t>::min() || value > 0xFFFF)
+      return false;
+    out.bits = (uint16_t)value;
+  } else {
+    if (value < (int64_t)std::numeric_limits<T>::min() ||
+        value > (int64_t)std::numeric_limits<T>::max())
+      return false;
+    out = (T)value;
+  }
+  return true;
+}
 
 /// True if `bytes` start with the .npy magic.
 bool isNpy(const std::vector<uint8_t> &bytes);
