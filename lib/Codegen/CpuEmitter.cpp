@@ -72,13 +72,6 @@ double work(Block &block) {
   return total;
 }
 
-std::string typeString(Type t) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  os << t;
-  return s;
-}
-
 class CpuKernelEmitter {
 public:
   explicit CpuKernelEmitter(func::FuncOp fn) : fn(fn), scalars(Target::Cpu) {}
@@ -394,9 +387,7 @@ void CpuKernelEmitter::emitArgReduce(tk::ArgReduceOp op) {
   ++depth;
   emitBlock(block);
   std::string y = scalars.name(yielded);
-  std::string better = op.getSelectLastIndex()
-                           ? "!" + scalars.moreExtreme(type, largest, best, y)
-                           : scalars.moreExtreme(type, largest, y, best);
+  std::string better = scalars.argReplaces(type, largest, op.getSelectLastIndex(), y, best);
   line("if (" + index + " == 0 || " + better + ") {");
   line("  " + best + " = " + y + ";");
   line("  " + result + " = " + index + ";");

@@ -59,13 +59,6 @@ int64_t product(ArrayRef<int64_t> bounds) {
   return p;
 }
 
-std::string typeString(Type t) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  os << t;
-  return s;
-}
-
 std::string str(int64_t v) { return std::to_string(v); }
 
 std::string boundsString(ArrayRef<int64_t> bounds) {
@@ -813,9 +806,7 @@ void CudaKernelEmitter::emitSequentialArgReduce(tk::ArgReduceOp op) {
        ")");
   emitBlock(block, false);
   std::string y = scalars.name(yielded);
-  std::string better = op.getSelectLastIndex()
-                           ? "!" + scalars.moreExtreme(type, largest, best, y)
-                           : scalars.moreExtreme(type, largest, y, best);
+  std::string better = scalars.argReplaces(type, largest, op.getSelectLastIndex(), y, best);
   open("if (" + index + " == 0 || " + better + ")");
   line(best + " = " + y + ";");
   line(result + " = " + index + ";");
@@ -919,8 +910,7 @@ void CudaKernelEmitter::emitSplitArgReduce(tk::ArgReduceOp op) {
   emitGroupLoop(block, bound, plan, "tcc_lane", str(team), [&] {
     emitBlock(block, false);
     std::string y = scalars.name(yielded), j = scalars.name(block.getArgument(0));
-    std::string better = last ? "!" + scalars.moreExtreme(type, largest, best, y)
-                              : scalars.moreExtreme(type, largest, y, best);
+    std::string better = scalars.argReplaces(type, largest, last, y, best);
     open("if (" + at + " < 0 || " + better + ")");
     line(best + " = " + y + ";");
     line(at + " = " + j + ";");

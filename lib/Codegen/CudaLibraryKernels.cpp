@@ -70,13 +70,6 @@ int64_t product(llvm::ArrayRef<int64_t> v) {
   return p;
 }
 
-std::string typeString(Type type) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  os << type;
-  return s;
-}
-
 std::string hashName(const char *prefix, const std::string &description) {
   std::string name;
   llvm::raw_string_ostream os(name);
@@ -96,6 +89,19 @@ std::vector<int64_t> shapeOf(const std::string &op, Value buffer, const char *wh
 
 constexpr int64_t kInt32Limit = (int64_t(1) << 31) - 1;
 constexpr uint32_t kMaxGrid = 4096;
+
+/// A kernel of `threads`-thread blocks over `blocks` blocks' worth of work (the grid is capped
+/// at kMaxGrid: the kernels loop grid-stride over the rest).
+CudaKernel makeKernel(const std::string &name, std::string source, const std::string &strategy,
+                      int64_t blocks, int64_t threads) {
+  CudaKernel k;
+  k.name = name;
+  k.source = std::move(source);
+  k.strategy = strategy;
+  k.launch.grid = {(uint32_t)std::clamp<int64_t>(blocks, 1, kMaxGrid), 1, 1};
+  k.launch.block = {(uint32_t)threads, 1, 1};
+  return k;
+}
 
 //===--- Convolution ------------------------------------------------------===//
 
@@ -211,17 +217,28 @@ std::string indexType(const ConvShape &s) {
   return biggest < kInt32Limit ? "int" : "long long";
 }
 
+/// The unsigned type of index type `I`: bounds checks are one unsigned compare (a negative
+/// coordinate wraps above the bound).
+std::string unsignedOf(const std::string &I) {
+  return I == "int" ? "unsigned" : "unsigned long long";
+}
+
+/// The prelude, a comment naming the convolution (and `note`: further comment lines, each
+/// starting with a newline), and the opening of the kernel `name` with `launchBounds` (empty:
+/// none).
+std::string convHead(const std::string &name, const std::string &desc, const std::string &note,
+                     const std::string &launchBounds) {
+  return ScalarEmitter(Target::Cuda).prelude() + "\n// tk.conv " + desc + note +
+         "\nTCC_EXPORT void " + (launchBounds.empty() ? "" : launchBounds + " ") + name +
+         "(const float *__restrict__ x, const float *__restrict__ w, float *__restrict__ y) {\n";
+}
+
 /// A kernel that does nothing (its output has no elements).
 CudaKernel emptyConv(const std::string &name, const std::string &desc) {
-  CudaKernel k;
-  k.name = name;
-  k.strategy = "empty";
-  k.source = ScalarEmitter(Target::Cuda).prelude() + "\n// tk.conv " + desc +
-             "\nTCC_EXPORT void " + name +
-             "(const float *__restrict__ x, const float *__restrict__ w, float *__restrict__ y) {\n"
-             "  // nothing to compute: the output has no elements\n}\n";
-  k.launch.block = {32, 1, 1};
-  return k;
+  return makeKernel(name,
+                    convHead(name, desc, "", "") +
+                        "  // nothing to compute: the output has no elements\n}\n",
+                    "empty", 1, 32);
 }
 
 struct GemmTiles {
@@ -262,26 +279,23 @@ CudaKernel emitGemmConv(const ConvShape &s, const std::string &name, const std::
   int64_t M = s.groupOut, NC = s.batch * s.outSize, K = s.groupIn * s.kernelSize;
   int64_t tilesM = (M + t.bm - 1) / t.bm, tilesN = (NC + t.bn - 1) / t.bn;
   int64_t tiles = s.groups * tilesM * tilesN;
-  std::string I = indexType(s);
-  // Bounds checks as one unsigned compare (a negative coordinate wraps above the bound).
-  std::string U = I == "int" ? "unsigned" : "unsigned long long";
+  std::string I = indexType(s), U = unsignedOf(I);
   int aPer = std::max(1, t.bm * bk / threads), bPer = bk * t.bn / threads;
   bool aGuard = t.bm * bk < threads; // fewer A elements than threads
   int rowStep = threads / t.bn;      // rows of Bs one pass of the block loads
   std::vector<int64_t> inSt = inStrides(s);
   size_t spatial = s.in.size();
 
-  std::string src = ScalarEmitter(Target::Cuda).prelude();
   std::string strategy = "implicit-gemm " + str(t.bm) + "x" + str(t.bn) + "x" + str(bk) +
                          " micro " + str(t.tm) + "x" + str(t.tn);
-  src += "\n// tk.conv " + desc + "\n// " + strategy + ": GEMM M=" + str(M) + " N=" + str(NC) +
-         " K=" + str(K) + " per group, " + str(tiles) + " tiles\n";
   // At least 2 blocks per SM (<= 128 registers) for the 4 x 4 micro-tiles: without the
   // minimum, ptxas for sm_90 picks 80 registers and spills some of the 16 x 256 tiles'
   // gathers. The 8 x 8 micro-tiles need more than 128.
-  src += "TCC_EXPORT void __launch_bounds__(" + str(threads) + ", " + (t.tm == 8 ? "1" : "2") +
-         ") " + name +
-         "(const float *__restrict__ x, const float *__restrict__ w, float *__restrict__ y) {\n";
+  std::string src =
+      convHead(name, desc,
+               "\n// " + strategy + ": GEMM M=" + str(M) + " N=" + str(NC) + " K=" + str(K) +
+                   " per group, " + str(tiles) + " tiles",
+               "__launch_bounds__(" + str(threads) + ", " + (t.tm == 8 ? "1" : "2") + ")");
   src += "  typedef " + I + " I;\n";
   src += "  constexpr int BM = " + str(t.bm) + ", BN = " + str(t.bn) + ", BK = " + str(bk) +
          ", TM = " + str(t.tm) + ", TN = " + str(t.tn) + ", THREADS = " + str(threads) + ";\n";
@@ -375,22 +389,19 @@ CudaKernel emitGemmConv(const ConvShape &s, const std::string &name, const std::
   src += "#pragma unroll\n";
   src += "      for (int kk = 0; kk < BK; ++kk) {\n";
   src += "        float a[TM], b[TN];\n";
-  for (int i = 0; i < t.tm; i += 4) {
-    std::string at = microIndex(t.tm, t.bm, "ty", i);
-    src += "        {\n          const tcc_vec<float, 4> v = *(const tcc_vec<float, 4> "
-           "*)&As[buf][kk][" + at + "];\n";
-    for (int q = 0; q < 4; ++q)
-      src += "          a[" + str(i + q) + "] = v.v[" + str(q) + "];\n";
-    src += "        }\n";
-  }
-  for (int j = 0; j < t.tn; j += 4) {
-    std::string at = microIndex(t.tn, t.bn, "tx", j);
-    src += "        {\n          const tcc_vec<float, 4> v = *(const tcc_vec<float, 4> "
-           "*)&Bs[buf][kk][" + at + "];\n";
-    for (int q = 0; q < 4; ++q)
-      src += "          b[" + str(j + q) + "] = v.v[" + str(q) + "];\n";
-    src += "        }\n";
-  }
+  // The thread's micro-tile row (column) of As (Bs) into a (b), as 16-byte vectors.
+  auto vectorReads = [&](const char *from, const char *to, int per, int tile,
+                         const char *thread) {
+    for (int i = 0; i < per; i += 4) {
+      src += "        {\n          const tcc_vec<float, 4> v = *(const tcc_vec<float, 4> *)&" +
+             std::string(from) + "[buf][kk][" + microIndex(per, tile, thread, i) + "];\n";
+      for (int q = 0; q < 4; ++q)
+        src += "          " + std::string(to) + "[" + str(i + q) + "] = v.v[" + str(q) + "];\n";
+      src += "        }\n";
+    }
+  };
+  vectorReads("As", "a", t.tm, t.bm, "ty");
+  vectorReads("Bs", "b", t.tn, t.bn, "tx");
   src += "#pragma unroll\n        for (int i = 0; i < TM; ++i)\n#pragma unroll\n"
          "          for (int j = 0; j < TN; ++j)\n"
          "            acc[i][j] = fmaf(a[i], b[j], acc[i][j]);\n";
@@ -423,29 +434,21 @@ CudaKernel emitGemmConv(const ConvShape &s, const std::string &name, const std::
   src += "  }\n";
   src += "}\n";
 
-  CudaKernel k;
-  k.name = name;
-  k.source = std::move(src);
-  k.strategy = strategy;
-  k.launch.grid = {(uint32_t)std::clamp<int64_t>(tiles, 1, kMaxGrid), 1, 1};
-  k.launch.block = {(uint32_t)threads, 1, 1};
-  return k;
+  return makeKernel(name, std::move(src), strategy, tiles, threads);
 }
 
 CudaKernel emitDirectConv(const ConvShape &s, const std::string &name, const std::string &desc) {
   const int threads = 256;
   int64_t total = s.batch * s.outChannels * s.outSize;
-  std::string I = indexType(s);
-  std::string U = I == "int" ? "unsigned" : "unsigned long long";
+  std::string I = indexType(s), U = unsignedOf(I);
   std::vector<int64_t> inSt = inStrides(s);
   size_t spatial = s.in.size();
 
-  std::string src = ScalarEmitter(Target::Cuda).prelude();
   std::string strategy = "direct (depthwise)";
-  src += "\n// tk.conv " + desc + "\n// " + strategy +
-         ": one thread per output element, the taps in registers' reach\n";
-  src += "TCC_EXPORT void __launch_bounds__(" + str(threads) + ") " + name +
-         "(const float *__restrict__ x, const float *__restrict__ w, float *__restrict__ y) {\n";
+  std::string src =
+      convHead(name, desc,
+               "\n// " + strategy + ": one thread per output element, the taps in registers' reach",
+               "__launch_bounds__(" + str(threads) + ")");
   src += "  typedef " + I + " I;\n";
   src += "  constexpr long long TOTAL = " + str(total) + "LL;\n";
   src += "  for (long long e = (long long)blockIdx.x * " + str(threads) +
@@ -486,14 +489,7 @@ CudaKernel emitDirectConv(const ConvShape &s, const std::string &name, const std
   src += "  }\n";
   src += "}\n";
 
-  CudaKernel k;
-  k.name = name;
-  k.source = std::move(src);
-  k.strategy = strategy;
-  k.launch.grid = {(uint32_t)std::clamp<int64_t>((total + threads - 1) / threads, 1, kMaxGrid),
-                   1, 1};
-  k.launch.block = {(uint32_t)threads, 1, 1};
-  return k;
+  return makeKernel(name, std::move(src), strategy, (total + threads - 1) / threads, threads);
 }
 
 //===--- Top-k ------------------------------------------------------------===//
@@ -627,6 +623,18 @@ CudaKernel tcc::codegen::emitCudaTopK(tk::TopKOp op) {
     c += ind + "  }\n";
     return c;
   };
+  // Pads keys/ids at from, from + THREADS, ... below `end` with entries that sort last.
+  auto pad = [](const std::string &ind, const std::string &from, const std::string &end,
+                const std::string &note) {
+    return ind + "for (unsigned e = " + from + "; e < " + end + "; e += THREADS) {\n" + ind +
+           "  keys[e] = 0;\n" + ind + "  ids[e] = ~(Idx)0;" + note + "\n" + ind + "}\n";
+  };
+  // Reads the merge's candidates: ka/ia from the best so far at `a`, kb from the chunk at `b`.
+  auto readPair = [&](const std::string &ind, const std::string &a, const std::string &b) {
+    return ind + "const Key ka = " + keyFn + "(vr[" + a + " * INNER]);\n" + ind +
+           "const long long ia = ir[" + a + " * INNER];\n" + ind + "const Key kb = keys[" + b +
+           "];\n";
+  };
   // Writes keys/ids[0, K) (sorted) to the outputs.
   auto writeBest = [](const std::string &ind) {
     return ind + "for (long long j = tid; j < K; j += THREADS) {\n" + ind +
@@ -656,10 +664,7 @@ CudaKernel tcc::codegen::emitCudaTopK(tk::TopKOp op) {
       // keys/ids[0, K): the best so far, sorted (padding where fewer than K were seen);
       // [K, S): candidates, appended in any order (the sort's order is total, so the result
       // does not depend on the order of the atomics).
-      src += "    for (unsigned e = tid; e < K; e += THREADS) {\n";
-      src += "      keys[e] = 0;\n";
-      src += "      ids[e] = ~(Idx)0; // padding sorts last\n";
-      src += "    }\n";
+      src += pad("    ", "tid", "K", " // padding sorts last");
       src += "    if (tid == 0)\n      fill = 0;\n";
       src += "    long long have = 0; // real elements among the best K\n";
       src += "    Key kthKey = 0;     // the K-th best so far, once have == K\n";
@@ -669,10 +674,7 @@ CudaKernel tcc::codegen::emitCudaTopK(tk::TopKOp op) {
       src += "      __syncthreads(); // every thread read fill before anyone changes it\n";
       src += "      const bool last = base >= SIZE;\n";
       src += "      if (n + THREADS > S - K || (last && n > 0)) {\n";
-      src += "        for (unsigned e = (unsigned)K + n + tid; e < S; e += THREADS) {\n";
-      src += "          keys[e] = 0;\n";
-      src += "          ids[e] = ~(Idx)0;\n";
-      src += "        }\n";
+      src += pad("        ", "(unsigned)K + n + tid", "S", "");
       src += "        if (tid == 0)\n          fill = 0;\n";
       src += "        __syncthreads();\n";
       src += sort("        ");
@@ -721,9 +723,7 @@ CudaKernel tcc::codegen::emitCudaTopK(tk::TopKOp op) {
         src += "          long long lo = j - lenB > 0 ? j - lenB : 0, up = j < cur ? j : cur;\n";
         src += "          while (lo < up) {\n";
         src += "            const long long mid = (lo + up) / 2;\n";
-        src += "            const Key ka = " + keyFn + "(vr[mid * INNER]);\n";
-        src += "            const long long ia = ir[mid * INNER];\n";
-        src += "            const Key kb = keys[j - 1 - mid];\n";
+        src += readPair("            ", "mid", "j - 1 - mid");
         src += "            const long long ib = (long long)ids[j - 1 - mid];\n";
         src += "            if (ka > kb || (ka == kb && ia < ib))\n";
         src += "              lo = mid + 1;\n";
@@ -733,9 +733,7 @@ CudaKernel tcc::codegen::emitCudaTopK(tk::TopKOp op) {
         src += "          const long long fromB = j - lo;\n";
         src += "          bool takeA = lo < cur;\n";
         src += "          if (takeA && fromB < lenB) {\n";
-        src += "            const Key ka = " + keyFn + "(vr[lo * INNER]);\n";
-        src += "            const long long ia = ir[lo * INNER];\n";
-        src += "            const Key kb = keys[fromB];\n";
+        src += readPair("            ", "lo", "fromB");
         src += "            takeA = ka > kb || (ka == kb && ia < (long long)ids[fromB]);\n";
         src += "          }\n";
         src += "          if (takeA) {\n";
@@ -761,11 +759,5 @@ CudaKernel tcc::codegen::emitCudaTopK(tk::TopKOp op) {
     src += "}\n";
   }
 
-  CudaKernel kernel;
-  kernel.name = name;
-  kernel.source = std::move(src);
-  kernel.strategy = strategy;
-  kernel.launch.grid = {(uint32_t)std::clamp<int64_t>(rows, 1, kMaxGrid), 1, 1};
-  kernel.launch.block = {(uint32_t)threads, 1, 1};
-  return kernel;
+  return makeKernel(name, std::move(src), strategy, rows, threads);
 }

@@ -46,13 +46,6 @@ bool isBF16(Type t) { return t.isBF16(); }
 bool isHalfLike(Type t) { return t.isF16() || t.isBF16(); }
 unsigned bitWidth(Type t) { return t.isIndex() ? 64 : t.getIntOrFloatBitWidth(); }
 
-std::string typeString(Type t) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  os << t;
-  return s;
-}
-
 /// `'tk.binary' add` and the like, for messages.
 std::string opName(Operation *op) {
   std::string kind = llvm::TypeSwitch<Operation *, std::string>(op)
@@ -69,6 +62,13 @@ std::string wrapType(Type t) { return bitWidth(t) <= 32 ? "uint32_t" : "uint64_t
 std::string paren(const std::string &s) { return "(" + s + ")"; }
 
 } // namespace
+
+std::string tcc::codegen::typeString(Type t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << t;
+  return s;
+}
 
 std::string ScalarEmitter::computeType(Type type) const {
   switch (category(type)) {

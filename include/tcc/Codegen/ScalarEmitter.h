@@ -31,6 +31,10 @@ namespace tcc::codegen {
 
 enum class Target { Cpu, Cuda };
 
+/// The MLIR spelling of `type` (`f32`, `memref<4x8xf32>`), for messages and comments in
+/// emitted code.
+std::string typeString(mlir::Type type);
+
 class ScalarEmitter {
 public:
   explicit ScalarEmitter(Target target) : target(target) {}
@@ -104,6 +108,14 @@ public:
   /// For tk.arg_reduce: true when `a` is strictly more extreme than `b` (NaN beats all).
   std::string moreExtreme(mlir::Type type, bool largest, const std::string &a,
                           const std::string &b) const;
+  /// For tk.arg_reduce walking positions in increasing order: true when `candidate` (at a later
+  /// position) replaces `best`: it is more extreme or, with `selectLast` (select_last_index),
+  /// not less extreme.
+  std::string argReplaces(mlir::Type type, bool largest, bool selectLast,
+                          const std::string &candidate, const std::string &best) const {
+    return selectLast ? "!" + moreExtreme(type, largest, best, candidate)
+                      : moreExtreme(type, largest, candidate, best);
+  }
 
 private:
   std::string mathFn(llvm::StringRef name, mlir::Type computeIn) const;
