@@ -193,15 +193,17 @@ LogicalResult ConvOp::verify() {
   if (getStrides().size() != spatial || getPadLow().size() != spatial ||
       getPadHigh().size() != spatial || getDilations().size() != spatial)
     return emitOpError("strides, pads and dilations need one entry per spatial dim");
-  if (getGroups() < 1 || x.getDimSize(1) != w.getDimSize(1) * getGroups() ||
-      w.getDimSize(0) % getGroups() != 0 || y.getDimSize(1) != w.getDimSize(0))
+  int64_t groups = static_cast<int64_t>(getGroups());
+  if (groups < 1 || x.getDimSize(1) != w.getDimSize(1) * groups ||
+      w.getDimSize(0) % groups != 0 || y.getDimSize(1) != w.getDimSize(0))
     return emitOpError("channel counts do not agree with groups");
   return success();
 }
 
 LogicalResult TopKOp::verify() {
   auto x = getInput().getType(), v = getValues().getType(), i = getIndices().getType();
-  if (getDim() < 0 || getDim() >= x.getRank())
+  int64_t dim = static_cast<int64_t>(getDim());
+  if (dim < 0 || dim >= x.getRank())
     return emitOpError("dim out of range");
   if (v.getShape() != i.getShape() || v.getElementType() != x.getElementType() ||
       !i.getElementType().isInteger(64))

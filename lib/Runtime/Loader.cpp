@@ -65,6 +65,11 @@ const char *kindName(BufferKind k) {
   return "?";
 }
 
+/// "1 kernel", "3 kernels".
+std::string countOf(size_t n, const char *what) {
+  return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+}
+
 } // namespace
 
 std::string shapeString(tccrt_dtype dtype, const Shape &s) {
@@ -222,10 +227,10 @@ void Program::decodeCudaModule(const fb::CudaModule *module, size_t numKernels) 
   size_t images = module && module->images() ? module->images()->size() : 0;
   size_t ptxs = module && module->ptx() ? module->ptx()->size() : 0;
   if (numKernels > 0 && !module)
-    throw Error("the artifact has " + std::to_string(numKernels) + " kernels but no CUDA module");
+    throw Error("the artifact has " + countOf(numKernels, "kernel") + " but no CUDA module");
   if (numKernels > 0 && images == 0 && ptxs == 0)
-    throw Error("the artifact has " + std::to_string(numKernels) +
-                " kernels but its CUDA module holds no cubin and no PTX");
+    throw Error("the artifact has " + countOf(numKernels, "kernel") +
+                " but its CUDA module holds no cubin and no PTX");
   if (!module)
     return;
   cudaCompiler_ = module->compiler() ? module->compiler()->str() : "";
@@ -401,8 +406,8 @@ void Program::decode(const fb::Program *program, const uint8_t *base) {
   } else if (!kernelNames.empty()) {
     const fb::CpuModule *module = program->cpu_module();
     if (!module || !module->shared_object() || module->shared_object()->size() == 0)
-      throw Error("the artifact has " + std::to_string(kernelNames.size()) +
-                  " kernels but no CPU module");
+      throw Error("the artifact has " + countOf(kernelNames.size(), "kernel") +
+                  " but no CPU module");
     const auto *object = module->shared_object();
     if (module->shared_object_hash() == 0)
       throw Error("the CPU module has no shared_object_hash (the artifact writer must set it to "

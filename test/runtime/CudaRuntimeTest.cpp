@@ -728,9 +728,9 @@ TEST(CudaVerify, RejectsDamagedCudaProgramsBeforeTouchingTheDriver) {
                     a.cudaImages.clear();
                     a.cudaPtx.clear();
                   }),
-                  "the artifact has 1 kernels but its CUDA module holds no cubin and no PTX");
+                  "the artifact has 1 kernel but its CUDA module holds no cubin and no PTX");
   EXPECT_REJECTED(damaged([](ArtifactBuilder &a) { a.withCudaModule = false; }),
-                  "the artifact has 1 kernels but no CUDA module");
+                  "the artifact has 1 kernel but no CUDA module");
   EXPECT_REJECTED(damaged([](ArtifactBuilder &a) {
                     a.steps[0].block = {32, 32, 2};
                   }),

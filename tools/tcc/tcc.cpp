@@ -346,18 +346,18 @@ int runCompile(const ModelArgs &args, const std::string &device, const CompileAr
     throw Error("cannot write '" + out + "'");
   f.close();
   const CompileReport &r = compiled.report;
-  std::cerr << "tcc: wrote " << out << " (" << r.artifactBytes << " bytes): " << r.kernels
-            << " kernels, " << r.externCalls << " library calls, arena " << r.arenaBytes
-            << " bytes (" << r.unplannedBytes << " unplanned), constants " << r.constantBytes
-            << " bytes, " << r.compileSeconds << " s (" << r.cacheHits << " of " << r.kernels
-            << " kernels cached)\n";
+  auto count = [](size_t n, const char *what) {
+    return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+  };
+  std::cerr << "tcc: wrote " << out << " (" << r.artifactBytes << " bytes): "
+            << count(r.kernels, "kernel") << ", " << count(r.externCalls, "library call")
+            << ", arena " << r.arenaBytes << " bytes (" << r.unplannedBytes
+            << " unplanned), constants " << r.constantBytes << " bytes, " << r.compileSeconds
+            << " s (" << r.cacheHits << " of " << r.kernels << " kernels cached)\n";
   if (r.device == "cuda") {
     std::string most;
     int registers = r.maxRegisters(&most);
     size_t spilling = r.spillingKernels();
-    auto count = [](size_t n, const char *what) {
-      return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
-    };
     std::cerr << "tcc: CUDA: " << count(r.cudaKernels.size(), "kernel") << " for ";
     for (size_t i = 0; i < r.cudaArchs.size(); ++i)
       std::cerr << (i ? "," : "") << r.cudaArchs[i];
