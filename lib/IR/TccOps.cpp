@@ -54,10 +54,6 @@ LogicalResult checkSize(std::optional<Location> loc, ArrayRef<int64_t> attr, int
 
 bool isFloatTensor(Type t) { return isa<FloatType>(getElementTypeOrSelf(t)); }
 bool isBoolTensor(Type t) { return getElementTypeOrSelf(t).isInteger(1); }
-bool isIntTensor(Type t) {
-  Type e = getElementTypeOrSelf(t);
-  return isa<IntegerType>(e) && !e.isInteger(1);
-}
 bool isUnsignedTensor(Type t) { return getElementTypeOrSelf(t).isUnsignedInteger(); }
 
 DenseElementsAttr constantOf(Attribute a) { return dyn_cast_if_present<DenseElementsAttr>(a); }

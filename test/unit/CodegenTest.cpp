@@ -559,9 +559,11 @@ TEST(CodegenTest, TranscendentalApproximationsAreAccurate) {
       ref.data<float>()[i] = c.reference(xs[i]);
     EXPECT_TRUE(withinUlps(got, ref, c.maxUlp)) << c.op;
     if (std::string(c.op) == "sigmoid") // never NaN for a non-NaN input, always in [0, 1]
-      for (int64_t i = 0; i < n; ++i)
-        if (!std::isnan(xs[i]))
+      for (int64_t i = 0; i < n; ++i) {
+        if (!std::isnan(xs[i])) {
           ASSERT_TRUE(got.data<float>()[i] >= 0.0f && got.data<float>()[i] <= 1.0f) << xs[i];
+        }
+      }
   }
 }
 
