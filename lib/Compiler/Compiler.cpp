@@ -35,6 +35,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <set>
 #include <sstream>
@@ -261,6 +262,31 @@ CudaProgramKernels emitCudaProgram(ModuleOp module) {
 
 namespace {
 
+/// With --dump-dir: each kernel's source as <dump>/kernels/<name><ext>.
+void dumpKernelSources(const CompileOptions &options,
+                       const std::vector<codegen::KernelSource> &sources, const char *ext) {
+  if (options.dumpDir.empty())
+    return;
+  llvm::sys::fs::create_directories(options.dumpDir + "/kernels");
+  for (const auto &k : sources)
+    writeFile(options.dumpDir + "/kernels/" + k.name + ext, k.source);
+}
+
+/// The kernel compilers' progress callback: "tcc: compiling <what> done/total" on one line of a
+/// terminal's stderr; none when stderr is not a terminal or `--progress` is off.
+std::function<void(size_t, size_t)> progressLine(const CompileOptions &options,
+                                                 size_t kernels, size_t minKernels,
+                                                 std::string what) {
+  if (!options.progress || !isatty(STDERR_FILENO) || kernels < minKernels)
+    return nullptr;
+  return [what = std::move(what)](size_t done, size_t total) {
+    std::fprintf(stderr, "\rtcc: compiling %s %zu/%zu", what.c_str(), done, total);
+    if (done == total)
+      std::fprintf(stderr, "\n");
+    std::fflush(stderr);
+  };
+}
+
 /// Stage 4 for the CPU: every kernel function a C++ translation unit, compiled into one shared
 /// object.
 void generateCpu(ModuleOp module, const CompileOptions &options,
@@ -274,23 +300,12 @@ void generateCpu(ModuleOp module, const CompileOptions &options,
     sources.push_back({f.getName().str(), codegen::emitCpuKernel(f)});
     report.kernelNames.push_back(kernelPrefix + f.getName().str());
   }
-  if (!options.dumpDir.empty()) {
-    llvm::sys::fs::create_directories(options.dumpDir + "/kernels");
-    for (const auto &k : sources)
-      writeFile(options.dumpDir + "/kernels/" + k.name + ".cpp", k.source);
-  }
+  dumpKernelSources(options, sources, ".cpp");
   codegen::CpuCompileOptions cc;
   cc.cacheDir = options.cacheDir;
   cc.useCache = options.useCache;
   cc.jobs = options.jobs;
-  bool showProgress = options.progress && isatty(STDERR_FILENO) && sources.size() > 1;
-  if (showProgress)
-    cc.progress = [](size_t done, size_t total) {
-      std::fprintf(stderr, "\rtcc: compiling kernels %zu/%zu", done, total);
-      if (done == total)
-        std::fprintf(stderr, "\n");
-      std::fflush(stderr);
-    };
+  cc.progress = progressLine(options, sources.size(), 2, "kernels");
   codegen::CpuModule cpu = codegen::compileCpuModule(sources, cc);
   report.kernels += sources.size();
   report.cacheHits += cpu.stats.cacheHits;
@@ -309,11 +324,7 @@ void generateCuda(ModuleOp module, const CompileOptions &options,
   std::vector<codegen::KernelSource> sources;
   for (const codegen::CudaKernel &k : emitted.kernels)
     sources.push_back({k.name, k.source});
-  if (!options.dumpDir.empty()) {
-    llvm::sys::fs::create_directories(options.dumpDir + "/kernels");
-    for (const auto &k : sources)
-      writeFile(options.dumpDir + "/kernels/" + k.name + ".cu", k.source);
-  }
+  dumpKernelSources(options, sources, ".cu");
   codegen::CudaCompileOptions cc;
   cc.archs = options.cudaArchs;
   cc.cacheDir = options.cacheDir;
@@ -321,16 +332,8 @@ void generateCuda(ModuleOp module, const CompileOptions &options,
   cc.jobs = options.jobs;
   if (options.cudaKernelsPerProgram)
     cc.maxKernelsPerProgram = options.cudaKernelsPerProgram;
-  bool showProgress = options.progress && isatty(STDERR_FILENO) && !sources.empty();
-  std::string archs = joined(options.cudaArchs);
-  if (showProgress)
-    cc.progress = [archs](size_t done, size_t total) {
-      std::fprintf(stderr, "\rtcc: compiling CUDA kernels for %s %zu/%zu", archs.c_str(), done,
-                   total);
-      if (done == total)
-        std::fprintf(stderr, "\n");
-      std::fflush(stderr);
-    };
+  cc.progress = progressLine(options, sources.size(), 1,
+                             "CUDA kernels for " + joined(options.cudaArchs));
   codegen::CudaModule cuda = codegen::compileCudaModule(sources, cc);
 
   report.cudaArchs = options.cudaArchs;
