@@ -158,6 +158,13 @@ constexpr ErrorText kErrors[] = {
      "attempt to terminate a thread-local capture sequence from another thread"},
 };
 
+const ErrorText *errorText(CUresult code) {
+  for (const ErrorText &e : kErrors)
+    if (e.code == code)
+      return &e;
+  return nullptr;
+}
+
 using Op = std::function<CUresult()>;
 using Clock = std::chrono::steady_clock;
 
@@ -427,6 +434,28 @@ bool deviceRange(CUdeviceptr ptr, size_t bytes) {
   return p >= it->first && bytes <= it->second && p - it->first <= it->second - bytes;
 }
 
+/// The rules every async memory operation follows: a valid stream; nothing to do for 0 bytes;
+/// host pointers non-null and device ranges inside live allocations when enqueued (else
+/// CUDA_ERROR_INVALID_VALUE) and still inside them when the work runs (else
+/// CUDA_ERROR_ILLEGAL_ADDRESS: freed in between); then `copy()` runs in stream order.
+template <class Ranges, class Copy>
+CUresult enqueueMemoryOp(CUstream handle, size_t bytes, bool hostPointersValid, Ranges ranges,
+                         Copy copy) {
+  Stream *stream = streamOf(handle);
+  if (!stream)
+    return CUDA_ERROR_INVALID_HANDLE;
+  if (bytes == 0)
+    return CUDA_SUCCESS;
+  if (!hostPointersValid || !ranges())
+    return CUDA_ERROR_INVALID_VALUE;
+  return enqueue(stream, [=] {
+    if (!ranges())
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
+    copy();
+    return CUDA_SUCCESS;
+  });
+}
+
 // ---- module parsing -----------------------------------------------------------------------------
 
 /// The target of a PTX text ("sm_80", "sm_90a"), empty if there is no .target directive.
@@ -646,25 +675,17 @@ FAKE_API CUresult cuDriverGetVersion(int *version) {
 FAKE_API CUresult cuGetErrorName(CUresult error, const char **name) {
   if (!name)
     return CUDA_ERROR_INVALID_VALUE;
-  for (const ErrorText &e : kErrors)
-    if (e.code == error) {
-      *name = e.name;
-      return CUDA_SUCCESS;
-    }
-  *name = nullptr;
-  return CUDA_ERROR_INVALID_VALUE;
+  const ErrorText *e = errorText(error);
+  *name = e ? e->name : nullptr;
+  return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 FAKE_API CUresult cuGetErrorString(CUresult error, const char **text) {
   if (!text)
     return CUDA_ERROR_INVALID_VALUE;
-  for (const ErrorText &e : kErrors)
-    if (e.code == error) {
-      *text = e.text;
-      return CUDA_SUCCESS;
-    }
-  *text = nullptr;
-  return CUDA_ERROR_INVALID_VALUE;
+  const ErrorText *e = errorText(error);
+  *text = e ? e->text : nullptr;
+  return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 FAKE_API CUresult cuDeviceGetCount(int *count) {
@@ -858,76 +879,38 @@ FAKE_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t 
                                        CUstream handle) {
   LOCKED;
   NEED_CONTEXT;
-  Stream *stream = streamOf(handle);
-  if (!stream)
-    return CUDA_ERROR_INVALID_HANDLE;
-  if (bytes == 0)
-    return CUDA_SUCCESS;
-  if (!src || !deviceRange(dst, bytes))
-    return CUDA_ERROR_INVALID_VALUE;
-  return enqueue(stream, [=] {
-    if (!deviceRange(dst, bytes))
-      return CUDA_ERROR_ILLEGAL_ADDRESS;
-    std::memcpy(reinterpret_cast<void *>(static_cast<uintptr_t>(dst)), src, bytes);
-    return CUDA_SUCCESS;
-  });
+  return enqueueMemoryOp(
+      handle, bytes, src != nullptr, [=] { return deviceRange(dst, bytes); },
+      [=] { std::memcpy(reinterpret_cast<void *>(static_cast<uintptr_t>(dst)), src, bytes); });
 }
 
 FAKE_API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t bytes, CUstream handle) {
   LOCKED;
   NEED_CONTEXT;
-  Stream *stream = streamOf(handle);
-  if (!stream)
-    return CUDA_ERROR_INVALID_HANDLE;
-  if (bytes == 0)
-    return CUDA_SUCCESS;
-  if (!dst || !deviceRange(src, bytes))
-    return CUDA_ERROR_INVALID_VALUE;
-  return enqueue(stream, [=] {
-    if (!deviceRange(src, bytes))
-      return CUDA_ERROR_ILLEGAL_ADDRESS;
-    std::memcpy(dst, reinterpret_cast<const void *>(static_cast<uintptr_t>(src)), bytes);
-    return CUDA_SUCCESS;
-  });
+  return enqueueMemoryOp(
+      handle, bytes, dst != nullptr, [=] { return deviceRange(src, bytes); },
+      [=] { std::memcpy(dst, reinterpret_cast<const void *>(static_cast<uintptr_t>(src)), bytes); });
 }
 
 FAKE_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
                                        CUstream handle) {
   LOCKED;
   NEED_CONTEXT;
-  Stream *stream = streamOf(handle);
-  if (!stream)
-    return CUDA_ERROR_INVALID_HANDLE;
-  if (bytes == 0)
-    return CUDA_SUCCESS;
-  if (!deviceRange(src, bytes) || !deviceRange(dst, bytes))
-    return CUDA_ERROR_INVALID_VALUE;
-  return enqueue(stream, [=] {
-    if (!deviceRange(src, bytes) || !deviceRange(dst, bytes))
-      return CUDA_ERROR_ILLEGAL_ADDRESS;
-    std::memmove(reinterpret_cast<void *>(static_cast<uintptr_t>(dst)),
-                 reinterpret_cast<const void *>(static_cast<uintptr_t>(src)), bytes);
-    return CUDA_SUCCESS;
-  });
+  return enqueueMemoryOp(
+      handle, bytes, true, [=] { return deviceRange(src, bytes) && deviceRange(dst, bytes); },
+      [=] {
+        std::memmove(reinterpret_cast<void *>(static_cast<uintptr_t>(dst)),
+                     reinterpret_cast<const void *>(static_cast<uintptr_t>(src)), bytes);
+      });
 }
 
 FAKE_API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t bytes,
                                   CUstream handle) {
   LOCKED;
   NEED_CONTEXT;
-  Stream *stream = streamOf(handle);
-  if (!stream)
-    return CUDA_ERROR_INVALID_HANDLE;
-  if (bytes == 0)
-    return CUDA_SUCCESS;
-  if (!deviceRange(dst, bytes))
-    return CUDA_ERROR_INVALID_VALUE;
-  return enqueue(stream, [=] {
-    if (!deviceRange(dst, bytes))
-      return CUDA_ERROR_ILLEGAL_ADDRESS;
-    std::memset(reinterpret_cast<void *>(static_cast<uintptr_t>(dst)), value, bytes);
-    return CUDA_SUCCESS;
-  });
+  return enqueueMemoryOp(
+      handle, bytes, true, [=] { return deviceRange(dst, bytes); },
+      [=] { std::memset(reinterpret_cast<void *>(static_cast<uintptr_t>(dst)), value, bytes); });
 }
 
 // ---- modules and kernels ------------------------------------------------------------------------
