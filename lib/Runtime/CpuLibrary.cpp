@@ -1,4 +1,6 @@
 //===- CpuLibrary.cpp - gemm, conv (im2col + sgemm) and topk on the CPU ---===//
+//
+// f32 products run on Sgemm.h; f64 GEMMs on OpenBLAS (cblas_dgemm).
 #include "CpuLibrary.h"
 #include "DType.h"
 #include "Depthwise.h"
@@ -14,6 +16,7 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <type_traits>
 
@@ -46,6 +49,8 @@ constexpr int64_t kWorkspaceBudget = 4 << 20;
 
 } // namespace
 
+namespace {
+/// Sets OpenBLAS's thread count (process-wide) if it differs from the last one set.
 void setBlasThreads(int numThreads) {
   static std::atomic<int> current{-1};
   if (numThreads < 1)
@@ -53,6 +58,26 @@ void setBlasThreads(int numThreads) {
   if (current.exchange(numThreads) != numThreads)
     openblas_set_num_threads(numThreads);
 }
+
+/// The packed forms of a constant operand, made on first use (or when the operand moved);
+/// null when the operand is not constant (sgemm packs it on every call).
+const SgemmPacked *packedMatrix(PackedOperand *cache, bool isConstant, const void *source,
+                                size_t count, size_t index,
+                                const std::function<SgemmPacked()> &make) {
+  if (!cache || !isConstant)
+    return nullptr;
+  if (cache->source != source || cache->matrices.size() != count ||
+      (!cache->matrices.empty() && cache->matrices[0].isa != sgemmIsa())) {
+    cache->matrices.clear();
+    cache->matrices.resize(count);
+    cache->source = source;
+  }
+  SgemmPacked &p = cache->matrices[index];
+  if (!p.data)
+    p = make();
+  return &p;
+}
+} // namespace
 
 //===--- GEMM -------------------------------------------------------------===//
 
@@ -104,7 +129,9 @@ GemmGeometry makeGemmGeometry(tccrt_dtype dtype, const Shape &a, const Shape &b,
 namespace {
 
 template <class T>
-void gemmTyped(const GemmGeometry &g, const T *a, const T *b, T *c) {
+void gemmTyped(const GemmGeometry &g, const T *a, const T *b, T *c, int numThreads,
+               PackedOperand *packedA, bool aIsConstant, PackedOperand *packedB,
+               bool bIsConstant) {
   int m = (int)g.m, n = (int)g.n, k = (int)g.k;
   int64_t aMatrix = g.m * g.k, bMatrix = g.k * g.n, cMatrix = g.m * g.n;
   size_t rank = g.batch.size();
@@ -120,13 +147,29 @@ void gemmTyped(const GemmGeometry &g, const T *a, const T *b, T *c) {
           cBase[i] = g.beta == 0.0 ? T(0) : T(g.beta * cBase[i]);
       } else {
         int lda = g.transA ? m : k, ldb = g.transB ? k : n;
-        auto ta = g.transA ? CblasTrans : CblasNoTrans, tb = g.transB ? CblasTrans : CblasNoTrans;
-        if constexpr (std::is_same_v<T, float>)
-          cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, (float)g.alpha, aBase, lda, bBase, ldb,
-                      (float)g.beta, cBase, n);
-        else
+        if constexpr (std::is_same_v<T, float>) {
+          // Distinct matrices of a and b: their offsets run over [0, aCount) and [0, bCount).
+          size_t aCount = 1, bCount = 1;
+          for (size_t d = 0; d < rank; ++d) {
+            aCount *= g.aBatchStrides[d] ? (size_t)g.batch[d] : 1;
+            bCount *= g.bBatchStrides[d] ? (size_t)g.batch[d] : 1;
+          }
+          const SgemmPacked *pa =
+              packedMatrix(packedA, aIsConstant, a, aCount, (size_t)aOffset, [&] {
+                return packSgemmA(sgemmIsa(), g.transA, m, k, aBase, lda, numThreads);
+              });
+          const SgemmPacked *pb =
+              packedMatrix(packedB, bIsConstant, b, bCount, (size_t)bOffset, [&] {
+                return packSgemmB(sgemmIsa(), g.transB, k, n, bBase, ldb, numThreads);
+              });
+          sgemm(g.transA, g.transB, m, n, k, (float)g.alpha, aBase, lda, bBase, ldb,
+                (float)g.beta, cBase, n, numThreads, pa, pb);
+        } else {
+          auto ta = g.transA ? CblasTrans : CblasNoTrans;
+          auto tb = g.transB ? CblasTrans : CblasNoTrans;
           cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, g.alpha, aBase, lda, bBase, ldb, g.beta,
                       cBase, n);
+        }
       }
     }
     // Next batch index (odometer), updating a's and b's matrix offsets.
@@ -145,14 +188,17 @@ void gemmTyped(const GemmGeometry &g, const T *a, const T *b, T *c) {
 
 } // namespace
 
-void runGemm(const GemmGeometry &g, const void *a, const void *b, void *c, int numThreads) {
-  setBlasThreads(numThreads);
-  if (g.dtype == TCCRT_F32)
+void runGemm(const GemmGeometry &g, const void *a, const void *b, void *c, int numThreads,
+             PackedOperand *packedA, bool aIsConstant, PackedOperand *packedB,
+             bool bIsConstant) {
+  if (g.dtype == TCCRT_F32) {
     gemmTyped(g, static_cast<const float *>(a), static_cast<const float *>(b),
-              static_cast<float *>(c));
-  else
+              static_cast<float *>(c), numThreads, packedA, aIsConstant, packedB, bIsConstant);
+  } else {
+    setBlasThreads(numThreads);
     gemmTyped(g, static_cast<const double *>(a), static_cast<const double *>(b),
-              static_cast<double *>(c));
+              static_cast<double *>(c), numThreads, nullptr, false, nullptr, false);
+  }
 }
 
 //===--- Convolution ------------------------------------------------------===//
@@ -351,16 +397,23 @@ void runConv(const ConvGeometry &g, const float *input, const float *weight, flo
              float *workspace, int numThreads, ConvWeightCache *cache, bool weightIsConstant) {
   if (g.outSize == 0 || g.groupOut == 0 || g.batch == 0)
     return;
+  ConvWeightCache local;
+  if (!cache)
+    cache = &local;
+  bool fresh = !weightIsConstant || cache->source != weight ||
+               (!cache->packed.empty() && cache->packed[0].isa != sgemmIsa());
+  if (fresh) {
+    cache->data.clear();
+    cache->packed.clear();
+    cache->source = weightIsConstant ? weight : nullptr;
+  }
   if (g.winogradTile) {
-    ConvWeightCache local;
-    if (!cache)
-      cache = &local;
-    if (!weightIsConstant || cache->source != weight) {
+    if (fresh) {
       cache->data.resize(winogradWeightFloats(g));
       winogradTransformWeights(g, weight, cache->data.data(), numThreads);
-      cache->source = weightIsConstant ? weight : nullptr;
+      winogradPackWeights(g, cache->data.data(), cache->packed, numThreads);
     }
-    runWinograd(g, input, cache->data.data(), output, workspace, numThreads);
+    runWinograd(g, input, cache->packed.data(), output, workspace, numThreads);
     return;
   }
   if (g.groupIn == 1 && g.kernel.size() == 2) {
@@ -371,15 +424,21 @@ void runConv(const ConvGeometry &g, const float *input, const float *weight, flo
     std::memset(output, 0, sizeof(float) * (size_t)(g.batch * g.outChannels * g.outSize));
     return;
   }
-  setBlasThreads(numThreads);
-  int m = (int)g.groupOut, k = (int)g.rows, ldc = (int)g.outSize;
+  // The weights of each group are sgemm's A operand (groupOut x rows), packed once.
+  if (fresh)
+    for (int64_t grp = 0; grp < g.groups; ++grp)
+      cache->packed.push_back(packSgemmA(sgemmIsa(), false, g.groupOut, g.rows,
+                                         weight + grp * g.groupOut * g.rows, g.rows,
+                                         numThreads));
+  const SgemmPacked *packed = cache->packed.data();
+  int64_t m = g.groupOut, k = g.rows, ldc = g.outSize;
   if (g.pointwise) {
     for (int64_t n = 0; n < g.batch; ++n)
       for (int64_t grp = 0; grp < g.groups; ++grp)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, (int)g.outSize, k, 1.0f,
-                    weight + grp * g.groupOut * g.rows, k,
-                    input + (n * g.inChannels + grp * g.groupIn) * g.inSize, (int)g.outSize,
-                    0.0f, output + (n * g.outChannels + grp * g.groupOut) * g.outSize, ldc);
+        sgemm(false, false, m, g.outSize, k, 1.0f, nullptr, k,
+              input + (n * g.inChannels + grp * g.groupIn) * g.inSize, g.outSize, 0.0f,
+              output + (n * g.outChannels + grp * g.groupOut) * g.outSize, ldc, numThreads,
+              &packed[grp]);
     return;
   }
   Im2col im2col(g);
@@ -401,7 +460,6 @@ void runConv(const ConvGeometry &g, const float *input, const float *weight, flo
       tile = std::min(g.columnTile, (g.outSize + tiles - 1) / tiles);
     }
     int64_t tilesPerImage = (g.outSize + tile - 1) / tile, items = images * tilesPerImage;
-    setBlasThreads(1);
     parallelItems(numThreads, items, [&](int64_t worker, int64_t item) {
       float *col = workspace + (size_t)worker * (g.workspaceBytes / sizeof(float));
       int64_t image = item / tilesPerImage, j0 = item % tilesPerImage * tile;
@@ -409,22 +467,21 @@ void runConv(const ConvGeometry &g, const float *input, const float *weight, flo
       int64_t j1 = std::min(g.outSize, j0 + tile), width = j1 - j0;
       const float *in = input + (n * g.inChannels + grp * g.groupIn) * g.inSize;
       im2col.fill(in, col, 0, g.rows, j0, j1);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, (int)width, k, 1.0f,
-                  weight + grp * g.groupOut * g.rows, k, col, (int)width, 0.0f,
-                  output + (n * g.outChannels + grp * g.groupOut) * g.outSize + j0, ldc);
+      sgemm(false, false, m, width, k, 1.0f, nullptr, k, col, width, 0.0f,
+            output + (n * g.outChannels + grp * g.groupOut) * g.outSize + j0, ldc, 1,
+            &packed[grp]);
     });
     return;
   }
   for (int64_t n = 0; n < g.batch; ++n)
     for (int64_t grp = 0; grp < g.groups; ++grp) {
       const float *in = input + (n * g.inChannels + grp * g.groupIn) * g.inSize;
-      const float *w = weight + grp * g.groupOut * g.rows;
       float *out = output + (n * g.outChannels + grp * g.groupOut) * g.outSize;
       for (int64_t j0 = 0; j0 < g.outSize; j0 += g.columnTile) {
         int64_t j1 = std::min(g.outSize, j0 + g.columnTile), width = j1 - j0;
         im2col.fill(in, workspace, 0, g.rows, j0, j1);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, (int)width, k, 1.0f, w, k,
-                    workspace, (int)width, 0.0f, out + j0, ldc);
+        sgemm(false, false, m, width, k, 1.0f, nullptr, k, workspace, width, 0.0f, out + j0,
+              ldc, 1, &packed[grp]);
       }
     }
 }

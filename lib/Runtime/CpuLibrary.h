@@ -4,11 +4,13 @@
 // a Geometry, made (and checked) once when an artifact is loaded: make*Geometry throws
 // tcc::rt::Error naming the inconsistency, so the run functions never see bad shapes.
 //
-// GEMMs and convolutions go to OpenBLAS (a convolution is im2col into a workspace + sgemm; a
-// 1x1 stride-1 unpadded one is a plain GEMM); `numThreads` is handed to OpenBLAS before each
-// call and bounds the runtime's own helper threads.
+// f32 GEMMs and convolutions go to libtccrt's own sgemm (Sgemm.h: microkernels chosen by CPU
+// features), a convolution as im2col into a workspace + sgemm (a 1x1 stride-1 unpadded one is a
+// plain GEMM); f64 GEMMs go to OpenBLAS. Operands that are program constants (weights) are
+// packed for the sgemm once and kept by the step. `numThreads` bounds every helper thread.
 #pragma once
 
+#include "Sgemm.h"
 #include "tcc/Runtime/tccrt.h"
 
 #include <cstddef>
@@ -31,11 +33,22 @@ struct GemmGeometry {
   int64_t numBatches = 1;
 };
 
+/// Constant operands packed for sgemm (one per distinct matrix), kept across runs by a step.
+/// They are reused only while the operand is a program constant at the same address.
+struct PackedOperand {
+  std::vector<SgemmPacked> matrices;
+  const void *source = nullptr;
+};
+
 /// Checks tk.gemm's shape rules (same rank >= 2, one dtype f32/f64, matrix dims agree, batch
 /// dims of a and b equal to c's or 1).
 GemmGeometry makeGemmGeometry(tccrt_dtype dtype, const Shape &a, const Shape &b, const Shape &c,
                               bool transA, bool transB, double alpha, double beta);
-void runGemm(const GemmGeometry &g, const void *a, const void *b, void *c, int numThreads);
+/// `packedA`/`packedB` (optional) keep the packed forms of a and b across runs when
+/// `aIsConstant`/`bIsConstant` (f32 only).
+void runGemm(const GemmGeometry &g, const void *a, const void *b, void *c, int numThreads,
+             PackedOperand *packedA = nullptr, bool aIsConstant = false,
+             PackedOperand *packedB = nullptr, bool bIsConstant = false);
 
 //===--- Convolution ------------------------------------------------------===//
 
@@ -56,8 +69,10 @@ struct ConvGeometry {
 /// reused only when the weight is a program constant at the same address (constants never
 /// change during a program's lifetime); other weights are transformed on every run.
 struct ConvWeightCache {
-  std::vector<float> data;
-  const float *source = nullptr; // the weights `data` was made from, when it is reusable
+  std::vector<float> data;       // Winograd: the transformed weights
+  std::vector<SgemmPacked> packed; // the sgemm's A operands: per group (per group and
+                                   // transform position for Winograd)
+  const float *source = nullptr; // the weights these were made from, when they are reusable
 };
 
 /// Checks tk.conv's rules (f32, same rank >= 3, one stride/pad/dilation per spatial dim,
@@ -94,8 +109,5 @@ TopKGeometry makeTopKGeometry(tccrt_dtype inputType, const Shape &input, tccrt_d
 /// Sorted top k (ties: the lower index first; NaN above +inf, i.e. first when largest and
 /// last when smallest), as the reference kernel.
 void runTopK(const TopKGeometry &g, const void *input, void *values, int64_t *indices);
-
-/// Sets OpenBLAS's thread count (process-wide) if it differs from the last one set.
-void setBlasThreads(int numThreads);
 
 } // namespace tcc::rt

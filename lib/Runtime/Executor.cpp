@@ -100,7 +100,9 @@ void Program::run(const void *const *inputs, void *const *outputs) {
         args_[i] = addresses_[s->args[i]];
       kernels_[s->kernel](args_.data(), threads);
     } else if (auto *s = std::get_if<GemmStep>(&step)) {
-      runGemm(s->geometry, addresses_[s->a], addresses_[s->b], addresses_[s->c], threads);
+      runGemm(s->geometry, addresses_[s->a], addresses_[s->b], addresses_[s->c], threads,
+              &s->packedA, buffers_[s->a].kind == BufferKind::Constant, &s->packedB,
+              buffers_[s->b].kind == BufferKind::Constant);
     } else if (auto *s = std::get_if<ConvStep>(&step)) {
       runConv(s->geometry, static_cast<const float *>(addresses_[s->input]),
               static_cast<const float *>(addresses_[s->weight]),

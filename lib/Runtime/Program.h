@@ -79,11 +79,12 @@ struct GemmStep {
   bool hasBias = false;
   uint32_t bias = 0;
   GemmActivation activation = GemmActivation::None;
+  mutable PackedOperand packedA, packedB; // constant operands packed for the CPU's sgemm
 };
 struct ConvStep {
   uint32_t input, weight, output;
   ConvGeometry geometry;
-  mutable ConvWeightCache weightCache; // transformed (Winograd) weights, reused across runs
+  mutable ConvWeightCache weightCache; // packed / transformed weights, reused across runs
 };
 struct TopKStep {
   uint32_t input, values, indices;

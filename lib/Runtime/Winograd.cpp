@@ -9,7 +9,6 @@
 #include "Winograd.h"
 #include "Parallel.h"
 
-#include <cblas.h>
 
 #include <algorithm>
 #include <cstring>
@@ -166,7 +165,7 @@ namespace {
 
 /// One item: image plane `in` (groupIn channels), tiles [t0, t0 + nb), into `out` (groupOut
 /// channels).
-void winogradItem(const ConvGeometry &g, const Tiles &t, const float *in, const float *u,
+void winogradItem(const ConvGeometry &g, const Tiles &t, const float *in, const SgemmPacked *u,
                   float *out, int64_t t0, int64_t nb, float *ws) {
   int64_t m = t.m, alpha = t.alpha, a2 = t.a2, gi = g.groupIn, go = g.groupOut;
   int64_t ih = g.inSpatial[0], iw = g.inSpatial[1], oh = g.outSpatial[0], ow = g.outSpatial[1];
@@ -209,9 +208,8 @@ void winogradItem(const ConvGeometry &g, const Tiles &t, const float *in, const 
 
   // ---- The (m+2)^2 GEMMs ----
   for (int64_t xi = 0; xi < a2; ++xi)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)go, (int)nb, (int)gi, 1.0f,
-                u + xi * go * gi, (int)gi, v + xi * gi * nb, (int)nb, 0.0f, mm + xi * go * nb,
-                (int)nb);
+    sgemm(false, false, go, nb, gi, 1.0f, nullptr, gi, v + xi * gi * nb, nb, 0.0f,
+          mm + xi * go * nb, nb, 1, &u[xi]);
 
   // ---- Output transform ----
   for (int64_t o = 0; o < go; ++o) {
@@ -234,8 +232,16 @@ void winogradItem(const ConvGeometry &g, const Tiles &t, const float *in, const 
 
 } // namespace
 
-void runWinograd(const ConvGeometry &g, const float *input, const float *u, float *output,
-                 float *workspace, int numThreads) {
+void winogradPackWeights(const ConvGeometry &g, const float *u, std::vector<SgemmPacked> &packed,
+                         int numThreads) {
+  int64_t alpha = g.winogradTile + 2, a2 = alpha * alpha, gi = g.groupIn, go = g.groupOut;
+  packed.clear();
+  for (int64_t i = 0; i < g.groups * a2; ++i)
+    packed.push_back(packSgemmA(sgemmIsa(), false, go, gi, u + i * go * gi, gi, numThreads));
+}
+
+void runWinograd(const ConvGeometry &g, const float *input, const SgemmPacked *packed,
+                 float *output, float *workspace, int numThreads) {
   Tiles t = tilesOf(g);
   int64_t images = g.batch * g.groups;
   int64_t blocks = (t.tiles + g.winogradBlock - 1) / g.winogradBlock;
@@ -247,14 +253,13 @@ void runWinograd(const ConvGeometry &g, const float *input, const float *u, floa
   int64_t block = (t.tiles + blocks - 1) / blocks;
   blocks = (t.tiles + block - 1) / block;
   int64_t items = images * blocks;
-  setBlasThreads(1);
   parallelItems(numThreads, items, [&](int64_t worker, int64_t item) {
     float *ws = workspace + (size_t)worker * (g.workspaceBytes / sizeof(float));
     int64_t image = item / blocks, t0 = item % blocks * block;
     int64_t n = image / g.groups, grp = image % g.groups;
     int64_t nb = std::min(block, t.tiles - t0);
     winogradItem(g, t, input + (n * g.inChannels + grp * g.groupIn) * g.inSize,
-                 u + grp * t.a2 * g.groupOut * g.groupIn,
+                 packed + grp * t.a2,
                  output + (n * g.outChannels + grp * g.groupOut) * g.outSize, t0, nb, ws);
   });
 }

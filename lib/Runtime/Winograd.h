@@ -20,8 +20,12 @@ size_t winogradWeightFloats(const ConvGeometry &g);
 /// U = G g G^T for every (group, output channel, input channel), layout [group][xi][oc][ic].
 void winogradTransformWeights(const ConvGeometry &g, const float *weight, float *u,
                               int numThreads);
-/// The convolution with transformed weights u; workspace: numThreads x g.workspaceBytes.
-void runWinograd(const ConvGeometry &g, const float *input, const float *u, float *output,
-                 float *workspace, int numThreads);
+/// Packs u for the sgemms: packed[group * (m+2)^2 + xi] is the (oc x ic) matrix of (group, xi).
+void winogradPackWeights(const ConvGeometry &g, const float *u, std::vector<SgemmPacked> &packed,
+                         int numThreads);
+/// The convolution with packed transformed weights (winogradPackWeights); workspace:
+/// numThreads x g.workspaceBytes.
+void runWinograd(const ConvGeometry &g, const float *input, const SgemmPacked *packed,
+                 float *output, float *workspace, int numThreads);
 
 } // namespace tcc::rt

@@ -89,6 +89,47 @@ TEST(RuntimeGemm, PlainTransposedBatchedBroadcast) {
   }
 }
 
+/// A GEMM whose a or b is a program constant (a weight: packed once, kept by the step), run
+/// twice with other inputs; every batch matrix of the constant, broadcast or not, must be used.
+void checkGemmConstant(const GemmCase &g, bool aConstant, unsigned seed, int threads) {
+  auto a = randomFloats(numElements(g.a), seed), b = randomFloats(numElements(g.b), seed + 1);
+  ArtifactBuilder art;
+  uint32_t ba = aConstant ? art.constant(fb::DType_F32, g.a, a.data()) : art.input(fb::DType_F32, g.a);
+  uint32_t bb = aConstant ? art.input(fb::DType_F32, g.b) : art.constant(fb::DType_F32, g.b, b.data());
+  uint32_t out = art.output(fb::DType_F32, g.c);
+  art.gemm(ba, bb, out, g.ta, g.tb, g.alpha, 0);
+  auto bytes = art.finish();
+  tccrt::Program program = tccrt::Program::fromBuffer(bytes.data(), bytes.size(), threads);
+  for (unsigned run = 0; run < 2; ++run) {
+    std::vector<float> &variable = aConstant ? b : a;
+    variable = randomFloats(variable.size(), seed + 10 + run);
+    std::vector<tccrt::Tensor> in = program.makeInputs();
+    std::memcpy(in[0].data(), variable.data(), in[0].bytes());
+    auto outputs = program.run(in);
+    auto want = naiveGemm(a, g.a, b, g.b, std::vector<float>(numElements(g.c)), g.c, g.ta, g.tb,
+                          g.alpha, 0.0);
+    expectClose(outputs[0].data<float>(), want, 1e-4, 1e-5,
+                "run " + std::to_string(run) + (aConstant ? ", a constant" : ", b constant"));
+  }
+}
+
+TEST(RuntimeGemm, ConstantOperandsArePackedOnceAndReused) {
+  std::vector<GemmCase> cases = {
+      {{1, 300}, {300, 70}, {1, 70}, false, false, 1, 0},        // batch-1 GEMV-like
+      {{40, 33}, {50, 33}, {40, 50}, false, true, 1, 0},         // Gemm with transB weights
+      {{2, 3, 20, 17}, {1, 3, 17, 40}, {2, 3, 20, 40}, false, false, 0.5, 0}, // batched, broadcast
+      {{3, 1, 9, 20}, {3, 4, 20, 30}, {3, 4, 9, 30}, false, false, 1, 0},
+      {{30, 64}, {64, 600}, {30, 600}, false, false, 1, 0},
+  };
+  unsigned seed = 100;
+  for (const GemmCase &g : cases)
+    for (bool aConstant : {false, true})
+      for (int threads : {1, 2}) {
+        SCOPED_TRACE("c rank " + std::to_string(g.c.size()) + " seed " + std::to_string(seed));
+        checkGemmConstant(g, aConstant, seed++, threads);
+      }
+}
+
 TEST(RuntimeGemm, EmptyInnerDimGivesBetaTimesC) {
   checkGemm<float>({{2, 0}, {0, 3}, {2, 3}, false, false, 1, 0}, 5);
   checkGemm<float>({{2, 0}, {0, 3}, {2, 3}, false, false, 1, 3}, 6);

@@ -21,10 +21,16 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_reference import dataset_missing, load_idx, mlp_from_onnx  # noqa: E402
-
 SKIP = 77
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+try:
+    # numpy as well as torch: a bare interpreter has neither, and then this comparison skips.
+    from torch_reference import dataset_missing, load_idx, mlp_from_onnx  # noqa: E402
+except ModuleNotFoundError as e:
+    print(f"SKIP: {e.name} is not importable by {sys.executable}; this comparison needs numpy "
+          f"and torch")
+    sys.exit(SKIP)
 
 
 def torch_losses(model_path, images, labels, steps, batch_size, lr, threads, dtype):

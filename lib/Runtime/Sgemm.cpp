@@ -1,0 +1,341 @@
+//===- Sgemm.cpp - Packing, blocking, threading and dispatch of Sgemm.h ----===//
+#include "Sgemm.h"
+#include "Parallel.h"
+#include "tcc/Runtime/CpuFeatures.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+#include <vector>
+
+namespace tcc::rt {
+namespace {
+
+//===--- The portable family ----------------------------------------------===//
+
+constexpr int kGenericMR = 4, kGenericNR = 16;
+
+template <int M>
+void genericKernel(int64_t k, const float *a, const float *b, int64_t ldb, float *c,
+                   int64_t ldc, int64_t cols, float alpha, float beta) {
+  float acc[M][kGenericNR] = {};
+  for (int64_t p = 0; p < k; ++p) {
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < kGenericNR; ++j)
+        acc[i][j] += a[i] * b[j];
+    a += kGenericMR;
+    b += ldb;
+  }
+  for (int i = 0; i < M; ++i) {
+    float *row = c + i * ldc;
+    for (int64_t j = 0; j < cols; ++j)
+      row[j] = alpha * acc[i][j] + (beta != 0.0f ? beta * row[j] : 0.0f);
+  }
+}
+
+const SgemmKernelFamily kGenericFamily = {
+    kGenericMR,
+    kGenericNR,
+    {genericKernel<1>, genericKernel<2>, genericKernel<3>, genericKernel<4>, nullptr, nullptr,
+     nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+//===--- Dispatch ---------------------------------------------------------===//
+
+const SgemmKernelFamily &family(SgemmIsa isa) {
+  switch (isa) {
+  case SgemmIsa::Avx512:
+    return *sgemmAvx512Kernels();
+  case SgemmIsa::Avx2:
+    return *sgemmAvx2Kernels();
+  case SgemmIsa::Generic:
+    break;
+  }
+  return kGenericFamily;
+}
+
+SgemmIsa detectIsa() {
+  SgemmIsa best = SgemmIsa::Generic;
+  for (SgemmIsa isa : {SgemmIsa::Avx2, SgemmIsa::Avx512})
+    if (sgemmIsaSupported(isa))
+      best = isa;
+  if (const char *forced = std::getenv("TCC_GEMM_ISA")) {
+    for (SgemmIsa isa : {SgemmIsa::Generic, SgemmIsa::Avx2, SgemmIsa::Avx512})
+      if (std::string(forced) == sgemmIsaName(isa) && isa <= best)
+        return isa;
+  }
+  return best;
+}
+
+/// The k block: the A micro-panel (kc x MR) stays in L1 while the kernel walks the B block.
+constexpr int64_t kKC = 256;
+/// Columns of B per task: the kc x kNC block (256 KiB .. 512 KiB) stays in L2.
+constexpr int64_t kNC = 512;
+/// Up to this many MR-row panels of A, B is read in place rather than packed.
+constexpr int64_t kDirectBMaxPanels = 2;
+
+void freeAligned(void *p) { std::free(p); }
+
+float *allocAligned(size_t floats) {
+  size_t bytes = (std::max<size_t>(floats, 1) * sizeof(float) + 63) / 64 * 64;
+  void *p = std::aligned_alloc(64, bytes);
+  if (!p)
+    throw std::bad_alloc();
+  return static_cast<float *>(p);
+}
+
+int64_t roundUp(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
+
+/// Fills packed panels [panel0, panel1) of `into` (sizes from `into`, P its panel width) from
+/// the matrix element(o, p) = src[o * outerStride + p * kStride] (o: row of op(A) / column of
+/// op(B)). Either stride is 1: the source is read along its rows, so that every line it
+/// touches is read whole and in order (the hardware prefetchers follow that).
+template <int P>
+void packPanelsOf(SgemmPacked &into, const float *src, int64_t outerStride, int64_t kStride,
+                  int64_t panel0, int64_t panel1) {
+  for (int64_t k0 = 0; k0 < into.k; k0 += into.kc) {
+    int64_t kc = std::min(into.kc, into.k - k0);
+    if (outerStride == 1) {
+      // Each source row (one k) holds P consecutive values of every panel: copy it across.
+      for (int64_t p = 0; p < kc; ++p) {
+        const float *line = src + (k0 + p) * kStride;
+        for (int64_t ip = panel0; ip < panel1; ++ip) {
+          float *dst = const_cast<float *>(into.at(k0, ip * P)) + p * P;
+          int64_t o0 = ip * P;
+          if (o0 + P <= into.outer) {
+            for (int o = 0; o < P; ++o)
+              dst[o] = line[o0 + o];
+          } else {
+            for (int o = 0; o < P; ++o)
+              dst[o] = o0 + o < into.outer ? line[o0 + o] : 0.0f;
+          }
+        }
+      }
+    } else {
+      // Transposing: P source rows, read 8 values of k at a time, written as 8 packed rows.
+      for (int64_t ip = panel0; ip < panel1; ++ip) {
+        float *dst = const_cast<float *>(into.at(k0, ip * P));
+        int64_t o0 = ip * P, rows = std::min<int64_t>(P, into.outer - o0);
+        const float *base = src + o0 * outerStride + k0;
+        int64_t p = 0;
+        for (; p + 8 <= kc; p += 8) {
+          float tile[8][P];
+          for (int o = 0; o < P; ++o)
+            for (int q = 0; q < 8; ++q)
+              tile[q][o] = o < rows ? base[o * outerStride + p + q] : 0.0f;
+          std::memcpy(dst + p * P, tile, sizeof(tile));
+        }
+        for (; p < kc; ++p)
+          for (int o = 0; o < P; ++o)
+            dst[p * P + o] = o < rows ? base[o * outerStride + p] : 0.0f;
+      }
+    }
+  }
+}
+
+void packPanels(SgemmPacked &into, const float *src, int64_t outerStride, int64_t kStride,
+                int64_t panel0, int64_t panel1) {
+  switch (into.panel) {
+#define TCC_PACK_CASE(P)                                                                           \
+  case P:                                                                                          \
+    return packPanelsOf<P>(into, src, outerStride, kStride, panel0, panel1);
+    TCC_PACK_CASE(4)
+    TCC_PACK_CASE(6)
+    TCC_PACK_CASE(14)
+    TCC_PACK_CASE(16)
+    TCC_PACK_CASE(32)
+#undef TCC_PACK_CASE
+  }
+}
+
+SgemmPacked pack(SgemmIsa isa, bool isA, int64_t outer, int64_t k, const float *src,
+                 int64_t outerStride, int64_t kStride, int numThreads, float *storage) {
+  const SgemmKernelFamily &f = family(isa);
+  SgemmPacked out;
+  out.isa = isa;
+  out.isA = isA;
+  out.outer = outer;
+  out.k = k;
+  out.panel = isA ? f.mr : f.nr;
+  out.kc = kKC;
+  size_t floats = (size_t)roundUp(std::max<int64_t>(outer, 1), out.panel) * (size_t)k;
+  if (storage)
+    out.data = {storage, [](void *) {}};
+  else
+    out.data = {allocAligned(floats), freeAligned};
+  int64_t panels = (outer + out.panel - 1) / out.panel;
+  parallelFor(numThreads, panels, k * out.panel, [&](int64_t begin, int64_t end) {
+    packPanels(out, src, outerStride, kStride, begin, end);
+  });
+  return out;
+}
+
+size_t packedFloats(int64_t outer, int64_t k, int64_t panel) {
+  return (size_t)roundUp(std::max<int64_t>(outer, 1), panel) * (size_t)k;
+}
+
+/// Per-thread packing buffers for operands sgemm packs itself; released above this size.
+constexpr size_t kKeepScratchFloats = size_t(4) << 20;
+struct Scratch {
+  float *data = nullptr;
+  size_t floats = 0;
+  ~Scratch() { std::free(data); }
+  float *get(size_t n) {
+    if (n > floats) {
+      std::free(data);
+      data = nullptr;
+      floats = 0;
+      data = allocAligned(n);
+      floats = n;
+    }
+    return data;
+  }
+  void trim() {
+    if (floats > kKeepScratchFloats) {
+      std::free(data);
+      data = nullptr;
+      floats = 0;
+    }
+  }
+};
+
+} // namespace
+
+const float *SgemmPacked::at(int64_t k0, int64_t outer0) const {
+  int64_t padded = roundUp(std::max<int64_t>(outer, 1), panel);
+  int64_t kcLen = std::min(kc, k - k0);
+  return data.get() + k0 * padded + (outer0 / panel) * kcLen * panel;
+}
+
+const char *sgemmIsaName(SgemmIsa isa) {
+  switch (isa) {
+  case SgemmIsa::Avx512:
+    return "avx512";
+  case SgemmIsa::Avx2:
+    return "avx2";
+  case SgemmIsa::Generic:
+    break;
+  }
+  return "generic";
+}
+
+bool sgemmIsaSupported(SgemmIsa isa) {
+  switch (isa) {
+  case SgemmIsa::Avx512:
+    return sgemmAvx512Kernels() && cpuHasFeature("avx512f");
+  case SgemmIsa::Avx2:
+    return sgemmAvx2Kernels() && cpuHasFeature("avx2") && cpuHasFeature("fma");
+  case SgemmIsa::Generic:
+    break;
+  }
+  return true;
+}
+
+SgemmIsa sgemmIsa() {
+  static const SgemmIsa isa = detectIsa();
+  return isa;
+}
+
+const SgemmKernelFamily &sgemmGenericKernels() { return kGenericFamily; }
+
+SgemmPacked packSgemmA(SgemmIsa isa, bool transA, int64_t m, int64_t k, const float *a,
+                       int64_t lda, int numThreads) {
+  return pack(isa, true, m, k, a, transA ? 1 : lda, transA ? lda : 1, numThreads, nullptr);
+}
+
+SgemmPacked packSgemmB(SgemmIsa isa, bool transB, int64_t k, int64_t n, const float *b,
+                       int64_t ldb, int numThreads) {
+  return pack(isa, false, n, k, b, transB ? ldb : 1, transB ? 1 : ldb, numThreads, nullptr);
+}
+
+void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha,
+           const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+           int64_t ldc, int numThreads, const SgemmPacked *packedA, const SgemmPacked *packedB) {
+  if (m <= 0 || n <= 0)
+    return;
+  if (k == 0) { // an empty sum: C = beta * C
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    return;
+  }
+  const SgemmIsa isa = sgemmIsa();
+  const SgemmKernelFamily &f = family(isa);
+  const int64_t MR = f.mr, NR = f.nr;
+  double flops = 2.0 * (double)m * (double)n * (double)k;
+  // Below ~2 MFLOP a second thread costs more than it saves.
+  int threads = flops < 2e6 ? 1 : std::max(numThreads, 1);
+
+  auto usable = [&](const SgemmPacked *p, bool isA, int64_t outer) {
+    return p && p->data && p->isa == isa && p->isA == isA && p->outer == outer && p->k == k &&
+           p->panel == (isA ? MR : NR) && p->kc == kKC;
+  };
+  const int64_t mPanels = (m + MR - 1) / MR;
+  thread_local Scratch scratchA, scratchB;
+  SgemmPacked ownA, ownB;
+  if (!usable(packedA, true, m)) {
+    ownA = pack(isa, true, m, k, a, transA ? 1 : lda, transA ? lda : 1, threads,
+                scratchA.get(packedFloats(m, k, MR)));
+    packedA = &ownA;
+  }
+  // With few rows of A, each panel of B is read once or twice: reading B in place beats a
+  // packing pass over it. Only its last, partial panel is packed (the kernel reads NR columns).
+  const bool directB = !usable(packedB, false, n) && !transB && mPanels <= kDirectBMaxPanels;
+  const int64_t nDirect = directB ? n / NR * NR : 0;
+  if (directB) {
+    if (n > nDirect)
+      ownB = pack(isa, false, n - nDirect, k, b + nDirect, 1, ldb, 1,
+                  scratchB.get(packedFloats(n - nDirect, k, NR)));
+  } else if (!usable(packedB, false, n)) {
+    ownB = pack(isa, false, n, k, b, transB ? ldb : 1, transB ? 1 : ldb, threads,
+                scratchB.get(packedFloats(n, k, NR)));
+    packedB = &ownB;
+  }
+  auto bPanel = [&](int64_t k0, int64_t j, int64_t &stride) -> const float * {
+    stride = NR;
+    if (!directB)
+      return packedB->at(k0, j);
+    if (j >= nDirect)
+      return ownB.at(k0, j - nDirect);
+    stride = ldb;
+    return b + k0 * ldb + j;
+  };
+
+  // Tasks: (column block of up to kNC columns, range of MR-row panels).
+  const int64_t nc = roundUp(kNC, NR), nBlocks = (n + nc - 1) / nc;
+  int64_t mChunks = 1;
+  if (threads > 1 && nBlocks < 4 * threads)
+    mChunks = std::min(mPanels, (4 * threads + nBlocks - 1) / nBlocks);
+  const int64_t tasks = nBlocks * mChunks;
+  auto runTask = [&](int64_t task) {
+    int64_t nb = task / mChunks, mcIndex = task % mChunks;
+    int64_t ip0 = mPanels * mcIndex / mChunks, ip1 = mPanels * (mcIndex + 1) / mChunks;
+    int64_t j0 = nb * nc, j1 = std::min(n, j0 + nc);
+    for (int64_t k0 = 0; k0 < k; k0 += kKC) {
+      int64_t kc = std::min(kKC, k - k0);
+      float blockBeta = k0 == 0 ? beta : 1.0f;
+      for (int64_t ip = ip0; ip < ip1; ++ip) {
+        int64_t i0 = ip * MR, rows = std::min(MR, m - i0);
+        SgemmMicroKernel kernel = f.byRows[rows - 1];
+        const float *aPanel = packedA->at(k0, i0);
+        for (int64_t j = j0; j < j1; j += NR) {
+          int64_t stride;
+          const float *bp = bPanel(k0, j, stride);
+          kernel(kc, aPanel, bp, stride, c + i0 * ldc + j, ldc, std::min(NR, j1 - j), alpha,
+                 blockBeta);
+        }
+      }
+    }
+  };
+  if (threads == 1 || tasks == 1) {
+    for (int64_t t = 0; t < tasks; ++t)
+      runTask(t);
+  } else {
+    parallelItems(threads, tasks, [&](int64_t, int64_t task) { runTask(task); });
+  }
+  scratchA.trim();
+  scratchB.trim();
+}
+
+} // namespace tcc::rt

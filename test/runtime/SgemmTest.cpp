@@ -1,0 +1,192 @@
+//===- SgemmTest.cpp - libtccrt's sgemm against a float64 reference --------===//
+//
+// Runs on the kernel family this process uses (the widest the CPU has, or $TCC_GEMM_ISA's);
+// CMake registers the tests again for each narrower family (test names prefixed "gemm-avx2:",
+// "gemm-generic:"), and a family this CPU lacks skips, saying so.
+#include "Sgemm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+using namespace tcc::rt;
+
+namespace {
+
+void skipUnlessForcedFamilyRuns() {
+  if (const char *forced = std::getenv("TCC_GEMM_ISA"))
+    if (*forced && std::string(forced) != sgemmIsaName(sgemmIsa()))
+      GTEST_SKIP() << "this CPU cannot run the " << forced << " kernels (using "
+                   << sgemmIsaName(sgemmIsa()) << ")";
+}
+
+std::vector<float> random(size_t n, std::mt19937 &rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float &x : v)
+    x = dist(rng);
+  return v;
+}
+
+struct Problem {
+  bool ta, tb;
+  int64_t m, n, k, lda, ldb, ldc;
+  float alpha, beta;
+  std::vector<float> a, b, c;
+
+  Problem(std::mt19937 &rng, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+          float beta, int64_t pad = 0)
+      : ta(ta), tb(tb), m(m), n(n), k(k), lda((ta ? m : k) + pad), ldb((tb ? k : n) + pad),
+        ldc(n + pad), alpha(alpha), beta(beta) {
+    a = random((size_t)((ta ? k : m) * lda), rng);
+    b = random((size_t)((tb ? n : k) * ldb), rng);
+    c = random((size_t)(m * ldc), rng);
+  }
+  float at(const std::vector<float> &v, int64_t ld, bool t, int64_t r, int64_t col) const {
+    return t ? v[col * ld + r] : v[r * ld + col];
+  }
+  /// C as sgemm must leave it, in float64; and the bound on float32 rounding per element.
+  void reference(std::vector<double> &want, std::vector<double> &bound) const {
+    want.assign(c.begin(), c.end());
+    bound.assign(c.size(), 0.0);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0, mag = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          double x = (double)at(a, lda, ta, i, p) * at(b, ldb, tb, p, j);
+          acc += x;
+          mag += std::fabs(x);
+        }
+        double old = c[i * ldc + j];
+        want[i * ldc + j] = alpha * acc + (beta == 0 ? 0.0 : beta * old);
+        bound[i * ldc + j] =
+            (std::fabs(alpha) * mag + (beta == 0 ? 0.0 : std::fabs(beta * old))) * (k + 2) * 1.2e-7 + 1e-6;
+      }
+  }
+  std::vector<float> run(int threads, const SgemmPacked *pa = nullptr,
+                         const SgemmPacked *pb = nullptr) const {
+    std::vector<float> out = c;
+    sgemm(ta, tb, m, n, k, alpha, a.data(), lda, b.data(), ldb, beta, out.data(), ldc, threads,
+          pa, pb);
+    return out;
+  }
+  void check(const std::vector<float> &got, const std::string &what) const {
+    std::vector<double> want, bound;
+    reference(want, bound);
+    size_t bad = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+      if (!(std::fabs(got[i] - want[i]) <= bound[i]) && ++bad <= 5)
+        ADD_FAILURE() << what << ": element " << i << " (row " << i / ldc << ", column "
+                      << i % ldc << ") is " << got[i] << ", expected " << want[i];
+    EXPECT_EQ(bad, 0u) << what;
+  }
+  std::string name() const {
+    return std::string(ta ? "A^T" : "A") + (tb ? " B^T" : " B") + " m=" + std::to_string(m) +
+           " n=" + std::to_string(n) + " k=" + std::to_string(k) +
+           " alpha=" + std::to_string(alpha) + " beta=" + std::to_string(beta) +
+           " ld+" + std::to_string(ldc - n);
+  }
+};
+
+TEST(Sgemm, RandomShapesEveryTransposeAndStride) {
+  skipUnlessForcedFamilyRuns();
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 120; ++trial) {
+    // Mostly small, with some past one k block (256) and one column block (512).
+    int64_t m = 1 + rng() % 40, n = 1 + rng() % 70, k = 1 + rng() % 90;
+    if (trial % 10 == 0)
+      k = 250 + rng() % 300;
+    if (trial % 15 == 0)
+      n = 500 + rng() % 200;
+    float alpha = trial % 3 == 0 ? -0.75f : 1.0f, beta = trial % 4 == 0 ? 0.5f : 0.0f;
+    Problem p(rng, trial & 1, trial & 2, m, n, k, alpha, beta, trial % 5 == 0 ? 3 : 0);
+    SCOPED_TRACE(p.name());
+    p.check(p.run(1 + trial % 3), "sgemm");
+  }
+}
+
+TEST(Sgemm, ResultDoesNotDependOnThreadsOrPrepacking) {
+  skipUnlessForcedFamilyRuns();
+  std::mt19937 rng(12);
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{67, 1100, 300},
+                         {200, 45, 520},
+                         {3, 515, 129}}) {
+    for (int t = 0; t < 4; ++t) {
+      Problem p(rng, t & 1, t & 2, m, n, k, 1.0f, 0.25f);
+      SCOPED_TRACE(p.name());
+      std::vector<float> one = p.run(1);
+      p.check(one, "one thread");
+      EXPECT_EQ(p.run(2), one) << "two threads";
+      EXPECT_EQ(p.run(3), one) << "three threads";
+      SgemmPacked pa = packSgemmA(sgemmIsa(), p.ta, m, k, p.a.data(), p.lda, 2);
+      SgemmPacked pb = packSgemmB(sgemmIsa(), p.tb, k, n, p.b.data(), p.ldb, 2);
+      EXPECT_EQ(p.run(2, &pa, &pb), one) << "both prepacked";
+      EXPECT_EQ(p.run(1, &pa, nullptr), one) << "A prepacked";
+      std::vector<float> out = p.c;
+      sgemm(p.ta, p.tb, m, n, k, p.alpha, nullptr, p.lda, nullptr, p.ldb, p.beta, out.data(),
+            p.ldc, 2, &pa, &pb);
+      EXPECT_EQ(out, one) << "prepacked, no plain operands";
+    }
+  }
+}
+
+TEST(Sgemm, FewRowsReadBInPlace) {
+  skipUnlessForcedFamilyRuns();
+  // Up to two panels of rows and a non-transposed B: B is read where it is, its last partial
+  // panel of columns packed; views with row strides past the width.
+  std::mt19937 rng(13);
+  for (int64_t m : {1, 2, 5, 13, 27})
+    for (int64_t n : {1, 15, 16, 31, 33, 100, 1000})
+      for (int64_t pad : {0, 5}) {
+        Problem p(rng, false, false, m, n, 1 + rng() % 300, 1.0f, pad ? 1.0f : 0.0f, pad);
+        SCOPED_TRACE(p.name());
+        p.check(p.run(1 + pad % 2), "sgemm");
+      }
+}
+
+TEST(Sgemm, PackedForAnotherShapeOrFamilyIsRepacked) {
+  skipUnlessForcedFamilyRuns();
+  std::mt19937 rng(14);
+  Problem p(rng, false, false, 20, 40, 30, 1.0f, 0.0f);
+  SgemmPacked otherK = packSgemmB(sgemmIsa(), false, 29, 40, p.b.data(), p.ldb);
+  SgemmPacked generic = packSgemmA(SgemmIsa::Generic, false, 20, 30, p.a.data(), p.lda);
+  p.check(p.run(1, &generic, &otherK), "mismatched packs");
+}
+
+TEST(Sgemm, BetaZeroNeverReadsC) {
+  skipUnlessForcedFamilyRuns();
+  std::mt19937 rng(15);
+  for (int64_t m : {1, 7, 30}) {
+    Problem p(rng, false, true, m, 37, 19, 1.0f, 0.0f);
+    std::fill(p.c.begin(), p.c.end(), std::numeric_limits<float>::quiet_NaN());
+    p.check(p.run(2), "C of NaN with beta 0");
+  }
+}
+
+TEST(Sgemm, EmptyInnerDimensionScalesC) {
+  std::vector<float> c = {1, 2, 3, 4, 5, 6};
+  sgemm(false, false, 2, 3, 0, 1.0f, nullptr, 0, nullptr, 3, 2.0f, c.data(), 3, 1);
+  EXPECT_EQ(c, (std::vector<float>{2, 4, 6, 8, 10, 12}));
+  sgemm(false, false, 2, 3, 0, 1.0f, nullptr, 0, nullptr, 3, 0.0f, c.data(), 3, 1);
+  EXPECT_EQ(c, std::vector<float>(6, 0.0f));
+}
+
+TEST(Sgemm, FamiliesAreChosenByCpuFeatures) {
+  // The generic family runs anywhere; the chosen one is supported; without a cap, the widest.
+  EXPECT_TRUE(sgemmIsaSupported(SgemmIsa::Generic));
+  EXPECT_TRUE(sgemmIsaSupported(sgemmIsa()));
+  if (const char *forced = std::getenv("TCC_GEMM_ISA"); !forced || !*forced) {
+    for (SgemmIsa isa : {SgemmIsa::Avx2, SgemmIsa::Avx512})
+      if (sgemmIsaSupported(isa)) {
+        EXPECT_GE((int)sgemmIsa(), (int)isa) << sgemmIsaName(isa);
+      }
+  }
+}
+
+} // namespace
