@@ -227,12 +227,17 @@ void Writer::addStep(Operation *op) {
     SmallVector<Value> args(op->getOperands());
     launch = kernelLaunch(kernelFor(name, args), args, name);
   } else if (auto g = dyn_cast<tk::GemmOp>(op)) {
-    // The epilogue (bias, activation) is computed by cuBLASLt; the CPU lowering never makes one
-    // (tcc/Passes/GemmEpilogue.h) and the CPU runtime refuses it.
+    // The epilogue (bias, activation) is computed by the GEMM library (tcc/Passes/GemmEpilogue.h):
+    // cuBLASLt every one, libtccrt's CPU sgemm a bias and ReLU on f32 (its runtime refuses more).
     bool hasBias = static_cast<bool>(g.getBias());
-    if ((hasBias || g.getActivation() != tk::GemmActivation::None) && contents_.device != "cuda")
-      throw Error("artifact: a tk.gemm with a bias or activation epilogue in a '" +
-                  contents_.device + "' program (only CUDA's cuBLASLt computes them)");
+    bool cpuCan = g.getActivation() != tk::GemmActivation::GeluTanh &&
+                  cast<MemRefType>(g.getC().getType()).getElementType().isF32();
+    if ((hasBias || g.getActivation() != tk::GemmActivation::None) && contents_.device != "cuda" &&
+        !cpuCan)
+      throw Error("artifact: a tk.gemm with a " +
+                  tk::stringifyGemmActivation(g.getActivation()).str() +
+                  " epilogue in a '" + contents_.device +
+                  "' program (the CPU's sgemm applies a bias and ReLU to f32 GEMMs only)");
     fb::GemmActivation activation = fb::GemmActivation_None;
     switch (g.getActivation()) {
     case tk::GemmActivation::None:

@@ -31,8 +31,10 @@ StringRef targetName(Target target) { return target == Target::Cpu ? "cpu" : "cu
 GemmEpilogueSupport gemmEpilogueSupport(Target target, Type elementType) {
   bool gemmType = elementType.isF32() || elementType.isF64();
   switch (target) {
-  case Target::Cpu:
-    return {"OpenBLAS"};
+  case Target::Cpu: // libtccrt's sgemm applies them in its tiles; f64 GEMMs are OpenBLAS's
+    if (!elementType.isF32())
+      return {"OpenBLAS"};
+    return {"tcc sgemm", /*alpha=*/true, /*bias=*/true, /*relu=*/true, /*geluTanh=*/false};
   case Target::Cuda:
     if (!gemmType)
       return {"cuBLASLt"};

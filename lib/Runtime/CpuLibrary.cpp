@@ -131,7 +131,7 @@ namespace {
 template <class T>
 void gemmTyped(const GemmGeometry &g, const T *a, const T *b, T *c, int numThreads,
                PackedOperand *packedA, bool aIsConstant, PackedOperand *packedB,
-               bool bIsConstant) {
+               bool bIsConstant, const SgemmEpilogue *epilogue) {
   int m = (int)g.m, n = (int)g.n, k = (int)g.k;
   int64_t aMatrix = g.m * g.k, bMatrix = g.k * g.n, cMatrix = g.m * g.n;
   size_t rank = g.batch.size();
@@ -142,7 +142,7 @@ void gemmTyped(const GemmGeometry &g, const T *a, const T *b, T *c, int numThrea
     const T *bBase = b + bOffset * bMatrix;
     T *cBase = c + batch * cMatrix;
     if (m > 0 && n > 0) {
-      if (k == 0) { // an empty sum: c = beta * c
+      if (k == 0 && !epilogue) { // an empty sum: c = beta * c
         for (int64_t i = 0; i < cMatrix; ++i)
           cBase[i] = g.beta == 0.0 ? T(0) : T(g.beta * cBase[i]);
       } else {
@@ -163,7 +163,7 @@ void gemmTyped(const GemmGeometry &g, const T *a, const T *b, T *c, int numThrea
                 return packSgemmB(sgemmIsa(), g.transB, k, n, bBase, ldb, numThreads);
               });
           sgemm(g.transA, g.transB, m, n, k, (float)g.alpha, aBase, lda, bBase, ldb,
-                (float)g.beta, cBase, n, numThreads, pa, pb);
+                (float)g.beta, cBase, n, numThreads, pa, pb, epilogue);
         } else {
           auto ta = g.transA ? CblasTrans : CblasNoTrans;
           auto tb = g.transB ? CblasTrans : CblasNoTrans;
@@ -190,14 +190,18 @@ void gemmTyped(const GemmGeometry &g, const T *a, const T *b, T *c, int numThrea
 
 void runGemm(const GemmGeometry &g, const void *a, const void *b, void *c, int numThreads,
              PackedOperand *packedA, bool aIsConstant, PackedOperand *packedB,
-             bool bIsConstant) {
+             bool bIsConstant, const SgemmEpilogue *epilogue) {
   if (g.dtype == TCCRT_F32) {
     gemmTyped(g, static_cast<const float *>(a), static_cast<const float *>(b),
-              static_cast<float *>(c), numThreads, packedA, aIsConstant, packedB, bIsConstant);
+              static_cast<float *>(c), numThreads, packedA, aIsConstant, packedB, bIsConstant,
+              epilogue);
   } else {
+    if (epilogue && (epilogue->bias || epilogue->relu))
+      throw Error("gemm: epilogues are for f32 GEMMs on the CPU, got " +
+                  std::string(dtypeName(g.dtype)));
     setBlasThreads(numThreads);
     gemmTyped(g, static_cast<const double *>(a), static_cast<const double *>(b),
-              static_cast<double *>(c), numThreads, nullptr, false, nullptr, false);
+              static_cast<double *>(c), numThreads, nullptr, false, nullptr, false, nullptr);
   }
 }
 

@@ -45,10 +45,12 @@ struct PackedOperand {
 GemmGeometry makeGemmGeometry(tccrt_dtype dtype, const Shape &a, const Shape &b, const Shape &c,
                               bool transA, bool transB, double alpha, double beta);
 /// `packedA`/`packedB` (optional) keep the packed forms of a and b across runs when
-/// `aIsConstant`/`bIsConstant` (f32 only).
+/// `aIsConstant`/`bIsConstant` (f32 only). `epilogue` (f32 only: a bias of n values added to
+/// every row of every batch, then ReLU) is applied as each tile of c is stored.
 void runGemm(const GemmGeometry &g, const void *a, const void *b, void *c, int numThreads,
              PackedOperand *packedA = nullptr, bool aIsConstant = false,
-             PackedOperand *packedB = nullptr, bool bIsConstant = false);
+             PackedOperand *packedB = nullptr, bool bIsConstant = false,
+             const SgemmEpilogue *epilogue = nullptr);
 
 //===--- Convolution ------------------------------------------------------===//
 

@@ -100,9 +100,11 @@ void Program::run(const void *const *inputs, void *const *outputs) {
         args_[i] = addresses_[s->args[i]];
       kernels_[s->kernel](args_.data(), threads);
     } else if (auto *s = std::get_if<GemmStep>(&step)) {
+      SgemmEpilogue epilogue{s->hasBias ? static_cast<const float *>(addresses_[s->bias]) : nullptr,
+                             s->activation == GemmActivation::Relu};
       runGemm(s->geometry, addresses_[s->a], addresses_[s->b], addresses_[s->c], threads,
               &s->packedA, buffers_[s->a].kind == BufferKind::Constant, &s->packedB,
-              buffers_[s->b].kind == BufferKind::Constant);
+              buffers_[s->b].kind == BufferKind::Constant, &epilogue);
     } else if (auto *s = std::get_if<ConvStep>(&step)) {
       runConv(s->geometry, static_cast<const float *>(addresses_[s->input]),
               static_cast<const float *>(addresses_[s->weight]),

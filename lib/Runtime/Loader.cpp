@@ -508,11 +508,12 @@ void Program::decode(const fb::Program *program, const uint8_t *base) {
                       std::to_string((unsigned)s->activation()) + ")");
         step.activation = (GemmActivation)s->activation();
         step.hasBias = s->has_bias();
-        if (!onCuda && (step.hasBias || step.activation != GemmActivation::None))
+        if (!onCuda && (step.hasBias || step.activation != GemmActivation::None) &&
+            (c.dtype != TCCRT_F32 || step.activation == GemmActivation::GeluTanh))
           throw Error(what + " has an epilogue (" + (step.hasBias ? "bias, " : "") +
-                      fb::EnumNameGemmActivation(s->activation()) +
-                      "): GEMM epilogues are for CUDA programs; the CPU runtime does not "
-                      "apply them");
+                      fb::EnumNameGemmActivation(s->activation()) + ") on " +
+                      dtypeName(c.dtype) +
+                      ": the CPU runtime applies a bias and ReLU to f32 GEMMs only");
         if (step.hasBias) {
           step.bias = s->bias();
           const BufferDesc &bias = buffer(step.bias, what + "'s bias");

@@ -75,7 +75,8 @@ enum class GemmActivation : uint8_t { None, Relu, GeluTanh };
 struct GemmStep {
   uint32_t a, b, c;
   GemmGeometry geometry; // on CUDA, geometry.dtype may also be f16 or bf16
-  // Epilogue (CUDA only): c = act(alpha op(a) op(b) + beta c + bias), bias[n] when hasBias.
+  // Epilogue: c = act(alpha op(a) op(b) + beta c + bias), bias[n] when hasBias (on the CPU:
+  // f32, bias and ReLU only, applied in the sgemm's tiles).
   bool hasBias = false;
   uint32_t bias = 0;
   GemmActivation activation = GemmActivation::None;

@@ -58,12 +58,14 @@ SgemmPacked packSgemmA(SgemmIsa isa, bool transA, int64_t m, int64_t k, const fl
 SgemmPacked packSgemmB(SgemmIsa isa, bool transB, int64_t k, int64_t n, const float *b,
                        int64_t ldb, int numThreads = 1);
 
-/// C (m x n, row stride ldc) = alpha * op(A) op(B) + beta * C. beta == 0 never reads C (NaN in
-/// C does not propagate). `packedA`/`packedB`, when given, replace a/b (which may then be
-/// null) if they were packed for sgemmIsa() with these sizes; otherwise a/b are packed here.
+/// C (m x n, row stride ldc) = act(alpha * op(A) op(B) + beta * C + bias). beta == 0 never
+/// reads C (NaN in C does not propagate). `packedA`/`packedB`, when given, replace a/b (which
+/// may then be null) if they were packed for sgemmIsa() with these sizes; otherwise a/b are
+/// packed here. `epilogue` (bias: n values, one per column; relu) is applied to each tile of C
+/// as the kernel stores it for the last time, while it is in registers: no second pass over C.
 void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha,
            const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
            int64_t ldc, int numThreads, const SgemmPacked *packedA = nullptr,
-           const SgemmPacked *packedB = nullptr);
+           const SgemmPacked *packedB = nullptr, const SgemmEpilogue *epilogue = nullptr);
 
 } // namespace tcc::rt

@@ -9,14 +9,25 @@
 
 namespace tcc::rt {
 
+/// What is applied to each element of C as its tile is stored for the last time, after alpha
+/// and beta: + bias[j] (one value per column of C; null: none), then max(x, 0) when relu.
+struct SgemmEpilogue {
+  const float *bias = nullptr;
+  bool relu = false;
+};
+
 /// The microkernel interface (one per family and row count 1..MR): C[0:rows, 0:cols] =
 /// alpha * sum_p a[p*MR + i] * b[p*ldb + j] + beta * C, cols <= NR; beta == 0 does not read C.
 /// b is a packed panel (ldb = NR) or, for few rows, B itself (NR readable columns per row).
+/// `epilogue` (null: none; its bias points at the tile's first column) follows.
 using SgemmMicroKernel = void (*)(int64_t k, const float *a, const float *b, int64_t ldb,
-                                  float *c, int64_t ldc, int64_t cols, float alpha, float beta);
+                                  float *c, int64_t ldc, int64_t cols, float alpha, float beta,
+                                  const SgemmEpilogue *epilogue);
 struct SgemmKernelFamily {
   int mr, nr;
-  SgemmMicroKernel byRows[16]; // byRows[r - 1] computes r rows
+  int narrowCols;              // columns of the narrow kernels (0: none)
+  SgemmMicroKernel byRows[16]; // byRows[r - 1] computes r rows, up to nr columns
+  SgemmMicroKernel narrow[16]; // the same for up to narrowCols columns (a panel's last ones)
 };
 /// The families compiled into the library (with their own instruction-set flags).
 const SgemmKernelFamily &sgemmGenericKernels();

@@ -787,20 +787,26 @@ TEST(CudaVerify, RejectsDamagedCudaProgramsBeforeTouchingTheDriver) {
                   "i32[2, 2]");
 }
 
-TEST(CudaVerify, CpuProgramsRefuseGemmEpiloguesAndCudaOnlySteps) {
+TEST(CudaVerify, CpuProgramsTakeOnlyF32BiasAndReluGemmEpilogues) {
   ArtifactBuilder a;
   uint32_t x = a.input(F32, {4, 5}), y = a.input(F32, {5, 3}), z = a.output(F32, {4, 3});
   uint32_t bias = a.constant(F32, {3}, randomFloats(3, 1).data());
   a.gemm(x, y, z, false, false, 1, 0, bias, fb::GemmActivation_GeluTanh);
-  EXPECT_REJECTED(a.finish(), "launch 0 (gemm) has an epilogue (bias, GeluTanh): GEMM epilogues "
-                              "are for CUDA programs; the CPU runtime does not apply them");
+  EXPECT_REJECTED(a.finish(), "launch 0 (gemm) has an epilogue (bias, GeluTanh) on f32: the CPU "
+                              "runtime applies a bias and ReLU to f32 GEMMs only");
   a.steps[0].hasBias = false;
   EXPECT_REJECTED(a.finish(), "has an epilogue (GeluTanh)");
-  a.steps[0].activation = fb::GemmActivation_None;
+  a.steps[0].activation = fb::GemmActivation_Relu;
   a.steps[0].hasBias = true;
-  EXPECT_REJECTED(a.finish(), "has an epilogue (bias, None)");
+  EXPECT_NO_THROW(tccrt::Program::fromBuffer(a.finish().data(), a.finish().size(), 1));
   a.steps[0].hasBias = false;
   EXPECT_NO_THROW(tccrt::Program::fromBuffer(a.finish().data(), a.finish().size(), 1));
+  ArtifactBuilder d;
+  uint32_t xd = d.input(fb::DType_F64, {4, 5}), yd = d.input(fb::DType_F64, {5, 3});
+  uint32_t zd = d.output(fb::DType_F64, {4, 3});
+  d.gemm(xd, yd, zd, false, false, 1, 0, -1, fb::GemmActivation_Relu);
+  EXPECT_REJECTED(d.finish(), "launch 0 (gemm) has an epilogue (Relu) on f64: the CPU runtime "
+                              "applies a bias and ReLU to f32 GEMMs only");
 }
 
 TEST(CudaVerify, TrainingEntriesMustMatchTheRootsDevice) {

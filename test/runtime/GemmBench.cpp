@@ -39,32 +39,96 @@ template <class F> double bestSeconds(int repeats, const F &f) {
   return best;
 }
 
-// 12 independent accumulators hide the FMA latency (4-5 cycles) on two FMA pipes.
+// 12 independent accumulators hide the FMA latency (4-5 cycles) on two FMA pipes; named
+// variables (an array would live in memory), and the empty asm keeps every chain in its
+// register and every FMA executed.
 __attribute__((target("avx512f"))) double fmaPeak512(int64_t iters) {
-  __m512 acc[12];
-  for (int i = 0; i < 12; ++i)
-    acc[i] = _mm512_set1_ps((float)i * 1e-3f);
   __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
-  for (int64_t it = 0; it < iters; ++it)
-    for (int i = 0; i < 12; ++i)
-      acc[i] = _mm512_fmadd_ps(acc[i], x, y);
-  __m512 s = acc[0];
-  for (int i = 1; i < 12; ++i)
-    s = _mm512_add_ps(s, acc[i]);
-  return _mm512_reduce_add_ps(s);
+  __m512 c0 = _mm512_set1_ps(0e-3f);
+  __m512 c1 = _mm512_set1_ps(1e-3f);
+  __m512 c2 = _mm512_set1_ps(2e-3f);
+  __m512 c3 = _mm512_set1_ps(3e-3f);
+  __m512 c4 = _mm512_set1_ps(4e-3f);
+  __m512 c5 = _mm512_set1_ps(5e-3f);
+  __m512 c6 = _mm512_set1_ps(6e-3f);
+  __m512 c7 = _mm512_set1_ps(7e-3f);
+  __m512 c8 = _mm512_set1_ps(8e-3f);
+  __m512 c9 = _mm512_set1_ps(9e-3f);
+  __m512 c10 = _mm512_set1_ps(10e-3f);
+  __m512 c11 = _mm512_set1_ps(11e-3f);
+  for (int64_t it = 0; it < iters; ++it) {
+    c0 = _mm512_fmadd_ps(c0, x, y);
+    c1 = _mm512_fmadd_ps(c1, x, y);
+    c2 = _mm512_fmadd_ps(c2, x, y);
+    c3 = _mm512_fmadd_ps(c3, x, y);
+    c4 = _mm512_fmadd_ps(c4, x, y);
+    c5 = _mm512_fmadd_ps(c5, x, y);
+    c6 = _mm512_fmadd_ps(c6, x, y);
+    c7 = _mm512_fmadd_ps(c7, x, y);
+    c8 = _mm512_fmadd_ps(c8, x, y);
+    c9 = _mm512_fmadd_ps(c9, x, y);
+    c10 = _mm512_fmadd_ps(c10, x, y);
+    c11 = _mm512_fmadd_ps(c11, x, y);
+    asm volatile("" : "+v"(c0), "+v"(c1), "+v"(c2), "+v"(c3), "+v"(c4), "+v"(c5), "+v"(c6), "+v"(c7), "+v"(c8), "+v"(c9), "+v"(c10), "+v"(c11));
+  }
+  __m512 s = c0;
+  s = _mm512_add_ps(s, c1);
+  s = _mm512_add_ps(s, c2);
+  s = _mm512_add_ps(s, c3);
+  s = _mm512_add_ps(s, c4);
+  s = _mm512_add_ps(s, c5);
+  s = _mm512_add_ps(s, c6);
+  s = _mm512_add_ps(s, c7);
+  s = _mm512_add_ps(s, c8);
+  s = _mm512_add_ps(s, c9);
+  s = _mm512_add_ps(s, c10);
+  s = _mm512_add_ps(s, c11);
+  float v[16];
+  _mm512_storeu_ps(v, s);
+  return v[0];
 }
 
 __attribute__((target("avx2,fma"))) double fmaPeak256(int64_t iters) {
-  __m256 acc[12];
-  for (int i = 0; i < 12; ++i)
-    acc[i] = _mm256_set1_ps((float)i * 1e-3f);
   __m256 x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
-  for (int64_t it = 0; it < iters; ++it)
-    for (int i = 0; i < 12; ++i)
-      acc[i] = _mm256_fmadd_ps(acc[i], x, y);
-  __m256 s = acc[0];
-  for (int i = 1; i < 12; ++i)
-    s = _mm256_add_ps(s, acc[i]);
+  __m256 c0 = _mm256_set1_ps(0e-3f);
+  __m256 c1 = _mm256_set1_ps(1e-3f);
+  __m256 c2 = _mm256_set1_ps(2e-3f);
+  __m256 c3 = _mm256_set1_ps(3e-3f);
+  __m256 c4 = _mm256_set1_ps(4e-3f);
+  __m256 c5 = _mm256_set1_ps(5e-3f);
+  __m256 c6 = _mm256_set1_ps(6e-3f);
+  __m256 c7 = _mm256_set1_ps(7e-3f);
+  __m256 c8 = _mm256_set1_ps(8e-3f);
+  __m256 c9 = _mm256_set1_ps(9e-3f);
+  __m256 c10 = _mm256_set1_ps(10e-3f);
+  __m256 c11 = _mm256_set1_ps(11e-3f);
+  for (int64_t it = 0; it < iters; ++it) {
+    c0 = _mm256_fmadd_ps(c0, x, y);
+    c1 = _mm256_fmadd_ps(c1, x, y);
+    c2 = _mm256_fmadd_ps(c2, x, y);
+    c3 = _mm256_fmadd_ps(c3, x, y);
+    c4 = _mm256_fmadd_ps(c4, x, y);
+    c5 = _mm256_fmadd_ps(c5, x, y);
+    c6 = _mm256_fmadd_ps(c6, x, y);
+    c7 = _mm256_fmadd_ps(c7, x, y);
+    c8 = _mm256_fmadd_ps(c8, x, y);
+    c9 = _mm256_fmadd_ps(c9, x, y);
+    c10 = _mm256_fmadd_ps(c10, x, y);
+    c11 = _mm256_fmadd_ps(c11, x, y);
+    asm volatile("" : "+v"(c0), "+v"(c1), "+v"(c2), "+v"(c3), "+v"(c4), "+v"(c5), "+v"(c6), "+v"(c7), "+v"(c8), "+v"(c9), "+v"(c10), "+v"(c11));
+  }
+  __m256 s = c0;
+  s = _mm256_add_ps(s, c1);
+  s = _mm256_add_ps(s, c2);
+  s = _mm256_add_ps(s, c3);
+  s = _mm256_add_ps(s, c4);
+  s = _mm256_add_ps(s, c5);
+  s = _mm256_add_ps(s, c6);
+  s = _mm256_add_ps(s, c7);
+  s = _mm256_add_ps(s, c8);
+  s = _mm256_add_ps(s, c9);
+  s = _mm256_add_ps(s, c10);
+  s = _mm256_add_ps(s, c11);
   float v[8];
   _mm256_storeu_ps(v, s);
   return v[0];

@@ -130,6 +130,49 @@ TEST(RuntimeGemm, ConstantOperandsArePackedOnceAndReused) {
       }
 }
 
+/// c = act(alpha a b + beta c + bias) on the CPU: the sgemm applies the bias and ReLU to each
+/// tile it stores (f32).
+void checkGemmEpilogue(const GemmCase &g, bool withBias, bool relu, unsigned seed, int threads) {
+  int64_t n = g.c.back();
+  auto a = randomFloats(numElements(g.a), seed), b = randomFloats(numElements(g.b), seed + 1),
+       c0 = randomFloats(numElements(g.c), seed + 2), bias = randomFloats(n, seed + 3);
+  ArtifactBuilder art;
+  uint32_t ba = art.input(fb::DType_F32, g.a), bb = art.input(fb::DType_F32, g.b);
+  uint32_t bc0 = art.input(fb::DType_F32, g.c), bbias = art.input(fb::DType_F32, {n});
+  uint32_t out = art.output(fb::DType_F32, g.c);
+  if (g.beta != 0)
+    art.copy(bc0, out);
+  art.gemm(ba, bb, out, g.ta, g.tb, g.alpha, g.beta, withBias ? (int64_t)bbias : -1,
+           relu ? fb::GemmActivation_Relu : fb::GemmActivation_None);
+  auto outputs = runArtifact(art.finish(), {a.data(), b.data(), c0.data(), bias.data()}, threads);
+  auto want = naiveGemm(a, g.a, b, g.b, g.beta != 0 ? c0 : std::vector<float>(c0.size()), g.c,
+                        g.ta, g.tb, g.alpha, g.beta);
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (withBias)
+      want[i] += bias[i % n];
+    if (relu)
+      want[i] = std::max(want[i], 0.0f);
+  }
+  expectClose(outputs[0].data<float>(), want, 1e-4, 1e-5,
+              std::string("epilogue") + (withBias ? " bias" : "") + (relu ? " relu" : ""));
+}
+
+TEST(RuntimeGemm, BiasAndReluEpiloguesAppliedInTheTiles) {
+  std::vector<GemmCase> cases = {
+      {{3, 5}, {4, 5}, {3, 4}, false, true, 1, 0},
+      {{1, 700}, {700, 45}, {1, 45}, false, false, 1, 0},           // k past one block, GEMV
+      {{2, 37, 50}, {1, 50, 70}, {2, 37, 70}, false, false, 0.5, 1.5}, // batched, alpha, beta
+      {{40, 0}, {0, 33}, {40, 33}, false, false, 1, 2},             // K = 0
+  };
+  unsigned seed = 300;
+  for (const GemmCase &g : cases)
+    for (int mode = 1; mode < 4; ++mode) {
+      SCOPED_TRACE("c rank " + std::to_string(g.c.size()) + " seed " + std::to_string(seed));
+      checkGemmEpilogue(g, mode & 1, mode & 2, seed, 1 + mode % 2);
+      seed += 5;
+    }
+}
+
 TEST(RuntimeGemm, EmptyInnerDimGivesBetaTimesC) {
   checkGemm<float>({{2, 0}, {0, 3}, {2, 3}, false, false, 1, 0}, 5);
   checkGemm<float>({{2, 0}, {0, 3}, {2, 3}, false, false, 1, 3}, 6);

@@ -10,11 +10,14 @@
 // A library GEMM computes  c = act(alpha * op(a) x op(b) + beta * c + bias)  where bias is a
 // vector with one value per column of c (the same for every row and every batch). What fuses:
 //
-//   target  library   element types  alpha  bias  relu  gelu_tanh
-//   cpu     OpenBLAS  f32, f64       -      -     -     -
-//   cuda    cuBLASLt  f32, f64       yes    yes   yes   yes
+//   target  library    element types  alpha  bias  relu  gelu_tanh
+//   cpu     tcc sgemm  f32            yes    yes   yes   -
+//   cpu     OpenBLAS   f64            -      -     -     -
+//   cuda    cuBLASLt   f32, f64       yes    yes   yes   yes
 //
-// (OpenBLAS could take alpha too; the CPU lowering keeps every epilogue in its kernels.)
+// (libtccrt's sgemm, lib/Runtime/Sgemm.h, adds the bias and applies ReLU to each tile as it
+// stores it; a tanh GELU would need a vectorised tanh in its microkernels and stays a kernel.
+// f64 products go to OpenBLAS, which could take alpha too; their epilogues stay in kernels.)
 //
 // In the graph (the importer's decompositions, frontend/onnx/ops/):
 //   alpha     y * a, a * y or y / d with splat constants (ONNX Gemm's alpha != 1, attention's
@@ -75,7 +78,7 @@ llvm::StringRef targetName(Target target);
 
 /// One row of the table above.
 struct GemmEpilogueSupport {
-  llvm::StringRef library; // "OpenBLAS", "cuBLASLt"
+  llvm::StringRef library; // "tcc sgemm", "OpenBLAS", "cuBLASLt"
   bool alpha = false;
   bool bias = false;
   bool relu = false;

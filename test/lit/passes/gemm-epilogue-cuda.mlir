@@ -1,10 +1,12 @@
 // RUN: tcc-opt %s -tcc-fuse=target=cuda -tcc-lower-to-kernels=target=cuda -split-input-file | FileCheck %s
 // RUN: tcc-opt %s '-tcc-fuse=target=cuda explain=true' -split-input-file 2>&1 >/dev/null | FileCheck %s --check-prefix=EXPLAIN
 // RUN: tcc-opt %s -tcc-fuse -tcc-lower-to-kernels -split-input-file | FileCheck %s --check-prefix=CPU
+// RUN: tcc-opt %s '-tcc-fuse=explain=true' -split-input-file 2>&1 >/dev/null | FileCheck %s --check-prefix=CPU-EXPLAIN
 
 // GEMM epilogues on CUDA: a bias vector (one value per column), then ReLU or tanh GELU, go into
 // tk.gemm (cuBLASLt's BIAS / RELU / GELU epilogues, tcc/Passes/GemmEpilogue.h); only what
-// follows is a generated kernel. The CPU lowering (OpenBLAS) keeps every epilogue in a kernel.
+// follows is a generated kernel. On the CPU, libtccrt's sgemm takes alpha, the bias and ReLU
+// of f32 products; a GELU stays in a kernel, and f64 products (OpenBLAS) keep every epilogue.
 
 // Linear + ReLU: one tk.gemm with the bias and relu, no kernel.
 // CHECK-LABEL: func.func @linear_relu(
@@ -12,8 +14,9 @@
 // CHECK-NEXT:    return
 // EXPLAIN: remark: bias+relu fused into the cuBLASLt epilogue
 // CPU-LABEL:   func.func @linear_relu(
-// CPU-NEXT:      tk.gemm %arg0, %arg1, %arg3 {trans_b} : memref<4x16xf32>, memref<8x16xf32>, memref<4x8xf32>
-// CPU-NEXT:      tk.launch @k0_gemm_epilogue(%arg3, %arg2)
+// CPU-NEXT:      tk.gemm %arg0, %arg1, %arg3 bias(%arg2 : memref<8xf32>) activation relu {trans_b} : memref<4x16xf32>, memref<8x16xf32>, memref<4x8xf32>
+// CPU-NEXT:      return
+// CPU-EXPLAIN: remark: bias+relu fused into the tcc sgemm epilogue
 func.func @linear_relu(%x: tensor<4x16xf32>, %w: tensor<8x16xf32>, %bias: tensor<8xf32>) -> tensor<4x8xf32> {
   %wt = tcc.transpose %w perm = [1, 0] : tensor<8x16xf32> -> tensor<16x8xf32>
   %y = tcc.matmul %x, %wt : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
@@ -32,6 +35,11 @@ func.func @linear_relu(%x: tensor<4x16xf32>, %w: tensor<8x16xf32>, %bias: tensor
 // CHECK-NEXT:    tk.gemm %arg0, %arg1, %arg3 bias(%arg2 : memref<8xf32>) activation gelu_tanh : memref<4x16xf32>, memref<16x8xf32>, memref<4x8xf32>
 // CHECK-NEXT:    return
 // EXPLAIN: remark: bias+gelu_tanh fused into the cuBLASLt epilogue
+// The CPU's sgemm adds the bias; the GELU is a kernel.
+// CPU-LABEL:   func.func @linear_gelu_tanh(
+// CPU-NEXT:      tk.gemm %arg0, %arg1, %arg3 bias(%arg2 : memref<8xf32>) : memref<4x16xf32>, memref<16x8xf32>, memref<4x8xf32>
+// CPU-NEXT:      tk.launch @k0_gemm_epilogue(%arg3)
+// CPU-EXPLAIN: remark: bias fused into the tcc sgemm epilogue
 func.func @linear_gelu_tanh(%x: tensor<4x16xf32>, %w: tensor<16x8xf32>, %bias: tensor<8xf32>) -> tensor<4x8xf32> {
   %y = tcc.matmul %x, %w : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
   %bb = tcc.broadcast_in_dim %bias dims = [1] : tensor<8xf32> -> tensor<4x8xf32>
@@ -256,6 +264,11 @@ func.func @onnx_gemm_c_1xn(%a: tensor<4x16xf32>, %b: tensor<16x8xf32>, %c: tenso
 // CHECK-NEXT:    %[[SB:.*]] = memref.get_global @[[SPLAT]] : memref<8xf64>
 // CHECK-NEXT:    tk.gemm %arg2, %arg2, %arg4 bias(%[[SB]] : memref<8xf64>) activation relu : memref<8x8xf64>, memref<8x8xf64>, memref<8x8xf64>
 // CHECK-NEXT:    return
+// On the CPU the f32 product takes its bias; the f64 one (OpenBLAS) keeps its epilogue kernel.
+// CPU-LABEL:   func.func @onnx_gemm_const_c(
+// CPU:           tk.gemm %arg0, %arg1, %arg3 bias(%{{.*}} : memref<8xf32>) : memref<4x16xf32>, memref<16x8xf32>, memref<4x8xf32>
+// CPU-NEXT:      tk.gemm %arg2, %arg2, %arg4 : memref<8x8xf64>, memref<8x8xf64>, memref<8x8xf64>
+// CPU-NEXT:      tk.launch @k0_gemm_epilogue(%arg4)
 func.func @onnx_gemm_const_c(%a: tensor<4x16xf32>, %b: tensor<16x8xf32>, %d: tensor<8x8xf64>) -> (tensor<4x8xf32>, tensor<8x8xf64>) {
   %y = tcc.matmul %a, %b : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
   %c = tcc.constant dense<[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]> : tensor<8xf32>
@@ -357,8 +370,9 @@ func.func @folded_bias(%x: tensor<2x4x16xf32>, %w: tensor<2x16x8xf32>) -> (tenso
 // EXPLAIN: remark: alpha fused into the cuBLASLt epilogue
 // EXPLAIN: remark: alpha+bias+gelu_tanh fused into the cuBLASLt epilogue
 // CPU-LABEL:   func.func @alpha(
-// CPU:           tk.gemm %arg0, %arg1, %{{.*}} : memref<4x16xf32>, memref<16x8xf32>, memref<4x8xf32>
-// CPU-NOT:       alpha
+// CPU:           tk.gemm %arg0, %arg1, %{{.*}} {alpha = 1.250000e-01 : f64} : memref<4x16xf32>, memref<16x8xf32>, memref<4x8xf32>
+// CPU:           tk.gemm %arg0, %arg1, %arg4 bias(%arg2 : memref<8xf32>) {alpha = 5.000000e-01 : f64}
+// CPU-NEXT:      tk.launch @k1_gemm_epilogue(%arg4)
 // CPU:           return
 func.func @alpha(%x: tensor<4x16xf32>, %w: tensor<16x8xf32>, %bias: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
   %y = tcc.matmul %x, %w : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>

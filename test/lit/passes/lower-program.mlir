@@ -4,18 +4,17 @@
 // for outputs that are inputs, constants as private globals.
 
 // A batched matmul by a 2-d weight (broadcast over the batch: a view with a batch dim of 1),
-// scaled and added to a residual: tk.gemm writes the output buffer, then the epilogue kernel
-// updates it in place.
+// scaled (the GEMM's alpha) and added to a residual: tk.gemm writes the output buffer, then the
+// epilogue kernel updates it in place.
 // CHECK-LABEL: func.func @k0_gemm_epilogue(
 // CHECK-SAME:      %[[C:.*]]: memref<2x4x8xf32>, %[[RES:.*]]: memref<2x4x8xf32>) attributes {tk.kernel}
 // CHECK:         tk.parallel [2, 4, 8] {
 // CHECK:           %[[V:.*]] = tk.load %[[C]][
-// CHECK:           %[[M:.*]] = tk.binary mul %[[V]], %{{.*}} : f32
-// CHECK:           %[[A:.*]] = tk.binary add %[[M]], %{{.*}} : f32
+// CHECK:           %[[A:.*]] = tk.binary add %[[V]], %{{.*}} : f32
 // CHECK:           tk.store %[[A]], %[[C]][
 // CHECK:       func.func @gemm(%arg0: memref<2x4x16xf32>, %arg1: memref<16x8xf32>, %arg2: memref<2x4x8xf32>, %arg3: memref<2x4x8xf32>)
 // CHECK-NEXT:    %[[W:.*]] = tk.view %arg1 : memref<16x8xf32> to memref<1x16x8xf32>
-// CHECK-NEXT:    tk.gemm %arg0, %[[W]], %arg3 : memref<2x4x16xf32>, memref<1x16x8xf32>, memref<2x4x8xf32>
+// CHECK-NEXT:    tk.gemm %arg0, %[[W]], %arg3 {alpha = 5.000000e-01 : f64} : memref<2x4x16xf32>, memref<1x16x8xf32>, memref<2x4x8xf32>
 // CHECK-NEXT:    tk.launch @k0_gemm_epilogue(%arg3, %arg2)
 // CHECK-NEXT:    return
 func.func @gemm(%x: tensor<2x4x16xf32>, %w: tensor<16x8xf32>, %r: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {

@@ -1,0 +1,97 @@
+//===- SgemmKernelTemplate.h - The one microkernel, over a vector type -----===//
+//
+// Included only by the per-ISA kernel files (SgemmAvx2.cpp, SgemmAvx512.cpp), each compiled
+// with its own -m flags, after defining `Vec`: the vector traits of its instruction set
+// (zero, load, broadcast, fma, the column-masked load and store of C). Everything here has
+// internal linkage, so no copy compiled for one instruction set can be used by another file.
+//
+// kernel<M, W, MR>: M rows (<= MR) x W vectors of columns. Few rows give few accumulators and
+// so a short FMA latency chain per k; those kernels keep S independent sums over k (p mod S)
+// and add them at the end, so that the FMA pipes stay busy (batch-1 layers are such rows).
+#pragma once
+
+#include "SgemmKernels.h"
+
+namespace tcc::rt {
+namespace {
+
+template <int M, int W, int MR>
+void kernel(int64_t k, const float *a, const float *b, int64_t ldb, float *c, int64_t ldc,
+            int64_t cols, float alpha, float beta, const SgemmEpilogue *epilogue) {
+  using V = typename Vec::type;
+  constexpr int L = Vec::lanes;
+  constexpr int S = M * W <= 2 ? 4 : M * W <= 6 ? 2 : 1;
+  V acc[S][M][W];
+#pragma GCC unroll 64
+  for (int s = 0; s < S; ++s)
+#pragma GCC unroll 16
+    for (int i = 0; i < M; ++i)
+#pragma GCC unroll 2
+      for (int w = 0; w < W; ++w)
+        acc[s][i][w] = Vec::zero();
+  auto step = [&](int s, const float *ap, const float *bp) {
+    V bv[W];
+#pragma GCC unroll 2
+    for (int w = 0; w < W; ++w)
+      bv[w] = Vec::load(bp + w * L);
+#pragma GCC unroll 16
+    for (int i = 0; i < M; ++i) {
+      V ai = Vec::broadcast(ap + i);
+#pragma GCC unroll 2
+      for (int w = 0; w < W; ++w)
+        acc[s][i][w] = Vec::fma(ai, bv[w], acc[s][i][w]);
+    }
+  };
+  int64_t p = 0;
+  for (; p + S <= k; p += S) {
+    Vec::prefetch(b + 8 * ldb);
+#pragma GCC unroll 4
+    for (int s = 0; s < S; ++s)
+      step(s, a + s * MR, b + s * ldb);
+    a += S * MR;
+    b += S * ldb;
+  }
+  for (; p < k; ++p) {
+    step(0, a, b);
+    a += MR;
+    b += ldb;
+  }
+#pragma GCC unroll 4
+  for (int s = 1; s < S; ++s)
+#pragma GCC unroll 16
+    for (int i = 0; i < M; ++i)
+#pragma GCC unroll 2
+      for (int w = 0; w < W; ++w)
+        acc[0][i][w] = Vec::add(acc[0][i][w], acc[s][i][w]);
+  V va = Vec::set1(alpha), vb = Vec::set1(beta);
+#pragma GCC unroll 2
+  for (int w = 0; w < W; ++w) {
+    int64_t wc = cols - w * L; // columns of this vector (may be <= 0 or >= L)
+    auto mask = Vec::mask(wc);
+    const bool hasBias = epilogue && epilogue->bias, relu = epilogue && epilogue->relu;
+    V bias = hasBias ? Vec::maskedLoad(epilogue->bias + w * L, mask) : Vec::zero();
+#pragma GCC unroll 16
+    for (int i = 0; i < M; ++i) {
+      float *at = c + i * ldc + w * L;
+      V r = Vec::mul(va, acc[0][i][w]);
+      if (beta != 0.0f)
+        r = Vec::fma(vb, Vec::maskedLoad(at, mask), r);
+      if (hasBias)
+        r = Vec::add(r, bias);
+      if (relu) // maxps returns its second operand when one is NaN: NaN stays NaN
+        r = Vec::max(Vec::zero(), r);
+      Vec::maskedStore(at, mask, r);
+    }
+  }
+}
+
+/// The family: byRows[r - 1] = kernel<r, 2, MR>, narrow[r - 1] = kernel<r, 1, MR>.
+template <int MR, int... R> SgemmKernelFamily makeFamily() {
+  SgemmKernelFamily f{MR, 2 * Vec::lanes, Vec::lanes, {}, {}};
+  ((f.byRows[R - 1] = kernel<R, 2, MR>), ...);
+  ((f.narrow[R - 1] = kernel<R, 1, MR>), ...);
+  return f;
+}
+
+} // namespace
+} // namespace tcc::rt
