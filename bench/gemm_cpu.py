@@ -55,12 +55,12 @@ class Layer:
         rng = np.random.default_rng(seed)
         x = rng.standard_normal((m, k), dtype=np.float32)
         if form == "linear":
-            w = rng.standard_normal((n, k), dtype=np.float32) / np.sqrt(k)
+            w = (rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float32)
             b = rng.standard_normal((n,), dtype=np.float32)
             node = helper.make_node("Gemm", ["x", "w", "b"], ["y"], transB=1)
             inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")]
         else:
-            w = rng.standard_normal((k, n), dtype=np.float32) / np.sqrt(k)
+            w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
             node = helper.make_node("MatMul", ["x", "w"], ["y"])
             inits = [numpy_helper.from_array(w, "w")]
         graph = helper.make_graph([node], "layer",

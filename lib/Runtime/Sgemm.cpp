@@ -88,6 +88,8 @@ constexpr int64_t kNC = 512;
 /// in cache (an im2col or Winograd workspace) favour packing: measured on Zen 4, reading B in
 /// place for every size lost up to 25% on ResNet-like convolutions with 2 threads.
 constexpr int64_t kDirectBMaxPanels = 2;
+/// B of at least this many elements (512 KiB) is split over threads even in a small product.
+constexpr double kParallelBFloats = 128 * 1024;
 
 
 void freeAligned(void *p) { std::free(p); }
@@ -238,10 +240,10 @@ const char *sgemmIsaName(SgemmIsa isa) {
 
 bool sgemmIsaSupported(SgemmIsa isa) {
   switch (isa) {
-  case SgemmIsa::Avx512:
-    return sgemmAvx512Kernels() && cpuHasFeature("avx512f");
+  case SgemmIsa::Avx512: // the CPU first: nothing of those files runs on a CPU without it
+    return cpuHasFeature("avx512f") && sgemmAvx512Kernels();
   case SgemmIsa::Avx2:
-    return sgemmAvx2Kernels() && cpuHasFeature("avx2") && cpuHasFeature("fma");
+    return cpuHasFeature("avx2") && cpuHasFeature("fma") && sgemmAvx2Kernels();
   case SgemmIsa::Generic:
     break;
   }
@@ -289,8 +291,10 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alph
   const SgemmKernelFamily &f = family(isa);
   const int64_t MR = f.mr, NR = f.nr;
   double flops = 2.0 * (double)m * (double)n * (double)k;
-  // Below ~2 MFLOP a second thread costs more than it saves.
-  int threads = flops < 2e6 ? 1 : std::max(numThreads, 1);
+  // Below ~2 MFLOP a second thread costs more than it saves, unless B is large enough that
+  // reading it is the work (batch-1 layers: each thread then reads its share of B).
+  bool worthThreads = flops >= 2e6 || (double)k * (double)n >= kParallelBFloats;
+  int threads = worthThreads ? std::max(numThreads, 1) : 1;
 
   auto usable = [&](const SgemmPacked *p, bool isA, int64_t outer) {
     return p && p->data && p->isa == isa && p->isA == isA && p->outer == outer && p->k == k &&
@@ -329,7 +333,10 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alph
   };
 
   // Tasks: (column block of up to kNC columns, range of MR-row panels).
-  const int64_t nc = roundUp(kNC, NR), nBlocks = (n + nc - 1) / nc;
+  int64_t nc = roundUp(kNC, NR);
+  if (threads > 1 && mPanels < threads) // few rows: split the columns finer, two blocks a thread
+    nc = std::max(NR, std::min(nc, roundUp((n + 2 * threads - 1) / (2 * threads), NR)));
+  const int64_t nBlocks = (n + nc - 1) / nc;
   int64_t mChunks = 1;
   if (threads > 1 && nBlocks < 4 * threads)
     mChunks = std::min(mPanels, (4 * threads + nBlocks - 1) / nBlocks);

@@ -40,7 +40,7 @@ struct Vec {
 
 namespace tcc::rt {
 namespace {
-const SgemmKernelFamily kFamily = makeFamily<6, 1, 2, 3, 4, 5, 6>();
+constexpr SgemmKernelFamily kFamily = makeFamily<6, 1, 2, 3, 4, 5, 6>();
 } // namespace
 
 const SgemmKernelFamily *sgemmAvx2Kernels() { return &kFamily; }

@@ -40,7 +40,7 @@ struct Vec {
 
 namespace tcc::rt {
 namespace {
-const SgemmKernelFamily kFamily = makeFamily<14, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14>();
+constexpr SgemmKernelFamily kFamily = makeFamily<14, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14>();
 } // namespace
 
 const SgemmKernelFamily *sgemmAvx512Kernels() { return &kFamily; }

@@ -85,8 +85,11 @@ void kernel(int64_t k, const float *a, const float *b, int64_t ldb, float *c, in
   }
 }
 
-/// The family: byRows[r - 1] = kernel<r, 2, MR>, narrow[r - 1] = kernel<r, 1, MR>.
-template <int MR, int... R> SgemmKernelFamily makeFamily() {
+/// The family: byRows[r - 1] = kernel<r, 2, MR>, narrow[r - 1] = kernel<r, 1, MR>. constexpr,
+/// and the families are constexpr variables: they must be constant-initialized. A dynamic
+/// initializer in these files would be compiled with their -m flags and run when the library
+/// loads, on any CPU (GCC zeroes such a struct with zmm stores: SIGILL without AVX-512).
+template <int MR, int... R> constexpr SgemmKernelFamily makeFamily() {
   SgemmKernelFamily f{MR, 2 * Vec::lanes, Vec::lanes, {}, {}};
   ((f.byRows[R - 1] = kernel<R, 2, MR>), ...);
   ((f.narrow[R - 1] = kernel<R, 1, MR>), ...);
