@@ -1,12 +1,12 @@
 //===- Sgemm.cpp - Packing, blocking, threading and dispatch of Sgemm.h ----===//
 #include "Sgemm.h"
+#include "HostMemory.h"
 #include "Parallel.h"
 #include "tcc/Runtime/CpuFeatures.h"
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <new>
 #include <string>
 #include <vector>
 
@@ -92,14 +92,10 @@ constexpr int64_t kDirectBMaxPanels = 2;
 constexpr double kParallelBFloats = 128 * 1024;
 
 
-void freeAligned(void *p) { std::free(p); }
-
-float *allocAligned(size_t floats) {
-  size_t bytes = (std::max<size_t>(floats, 1) * sizeof(float) + 63) / 64 * 64;
-  void *p = std::aligned_alloc(64, bytes);
-  if (!p)
-    throw std::bad_alloc();
-  return static_cast<float *>(p);
+/// Packed operands and packing buffers are host memory like any other the runtime holds: they go
+/// through its caching allocator (HostMemory.h; 64-byte aligned) and show in its statistics.
+float *allocPacked(size_t floats) {
+  return static_cast<float *>(hostAllocate(std::max<size_t>(floats, 1) * sizeof(float)));
 }
 
 int64_t roundUp(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
@@ -180,7 +176,7 @@ SgemmPacked pack(SgemmIsa isa, bool isA, int64_t outer, int64_t k, const float *
   if (storage)
     out.data = {storage, [](void *) {}};
   else
-    out.data = {allocAligned(floats), freeAligned};
+    out.data = {allocPacked(floats), hostFree};
   int64_t panels = (outer + out.panel - 1) / out.panel;
   // Cost per panel: the bytes it reads and writes.
   parallelFor(numThreads, panels, 8 * k * out.panel, [&](int64_t begin, int64_t end) {
@@ -198,20 +194,20 @@ constexpr size_t kKeepScratchFloats = size_t(4) << 20;
 struct Scratch {
   float *data = nullptr;
   size_t floats = 0;
-  ~Scratch() { std::free(data); }
+  ~Scratch() { hostFree(data); }
   float *get(size_t n) {
     if (n > floats) {
-      std::free(data);
+      hostFree(data);
       data = nullptr;
       floats = 0;
-      data = allocAligned(n);
+      data = allocPacked(n);
       floats = n;
     }
     return data;
   }
   void trim() {
     if (floats > kKeepScratchFloats) {
-      std::free(data);
+      hostFree(data);
       data = nullptr;
       floats = 0;
     }
