@@ -162,8 +162,12 @@ void packPanels(SgemmPacked &into, const float *src, int64_t outerStride, int64_
   }
 }
 
-SgemmPacked pack(SgemmIsa isa, bool isA, int64_t outer, int64_t k, const float *src,
-                 int64_t outerStride, int64_t kStride, int numThreads, float *storage) {
+size_t packedFloats(int64_t outer, int64_t k, int64_t panel) {
+  return (size_t)roundUp(std::max<int64_t>(outer, 1), panel) * (size_t)k;
+}
+
+/// The layout of an operand for `isa`, over `storage` (not owned) or, when null, new memory.
+SgemmPacked layout(SgemmIsa isa, bool isA, int64_t outer, int64_t k, float *storage) {
   const SgemmKernelFamily &f = family(isa);
   SgemmPacked out;
   out.isa = isa;
@@ -172,21 +176,22 @@ SgemmPacked pack(SgemmIsa isa, bool isA, int64_t outer, int64_t k, const float *
   out.k = k;
   out.panel = isA ? f.mr : f.nr;
   out.kc = kKC;
-  size_t floats = (size_t)roundUp(std::max<int64_t>(outer, 1), out.panel) * (size_t)k;
   if (storage)
     out.data = {storage, [](void *) {}};
   else
-    out.data = {allocPacked(floats), hostFree};
+    out.data = {allocPacked(packedFloats(outer, k, out.panel)), hostFree};
+  return out;
+}
+
+SgemmPacked pack(SgemmIsa isa, bool isA, int64_t outer, int64_t k, const float *src,
+                 int64_t outerStride, int64_t kStride, int numThreads, float *storage) {
+  SgemmPacked out = layout(isa, isA, outer, k, storage);
   int64_t panels = (outer + out.panel - 1) / out.panel;
   // Cost per panel: the bytes it reads and writes.
   parallelFor(numThreads, panels, 8 * k * out.panel, [&](int64_t begin, int64_t end) {
     packPanels(out, src, outerStride, kStride, begin, end);
   });
   return out;
-}
-
-size_t packedFloats(int64_t outer, int64_t k, int64_t panel) {
-  return (size_t)roundUp(std::max<int64_t>(outer, 1), panel) * (size_t)k;
 }
 
 /// Per-thread packing buffers for operands sgemm packs itself; released above this size.
@@ -252,6 +257,20 @@ SgemmIsa sgemmIsa() {
 }
 
 const SgemmKernelFamily &sgemmGenericKernels() { return kGenericFamily; }
+
+size_t sgemmPackedFloats(SgemmIsa isa, bool isA, int64_t outer, int64_t k) {
+  const SgemmKernelFamily &f = family(isa);
+  return packedFloats(outer, k, isA ? f.mr : f.nr);
+}
+
+SgemmPacked sgemmPackedView(SgemmIsa isa, bool isA, int64_t outer, int64_t k, float *storage) {
+  return layout(isa, isA, outer, k, storage);
+}
+
+int64_t SgemmPacked::offset(int64_t o, int64_t p) const {
+  int64_t k0 = p / kc * kc, o0 = o / panel * panel;
+  return (at(k0, o0) - data.get()) + (p - k0) * panel + (o - o0);
+}
 
 SgemmPacked packSgemmA(SgemmIsa isa, bool transA, int64_t m, int64_t k, const float *a,
                        int64_t lda, int numThreads) {

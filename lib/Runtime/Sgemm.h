@@ -49,7 +49,16 @@ struct SgemmPacked {
   /// Offset of the panel holding row/column `outer0` (a multiple of `panel`) in the k block
   /// starting at k0 (a multiple of kc).
   const float *at(int64_t k0, int64_t outer0) const;
+  /// Where element (o, p) lives (o: row of op(A) / column of op(B); p: the k index), in floats
+  /// from data: for code that writes an operand straight into this layout.
+  int64_t offset(int64_t o, int64_t p) const;
 };
+
+/// Floats a packed operand of outer x k takes for `isa`.
+size_t sgemmPackedFloats(SgemmIsa isa, bool isA, int64_t outer, int64_t k);
+/// The packed layout over caller memory (not owned, not filled: the caller writes each element
+/// at offset(o, p)). The padding of the last panel is never stored to C, so it need not be set.
+SgemmPacked sgemmPackedView(SgemmIsa isa, bool isA, int64_t outer, int64_t k, float *storage);
 
 /// Packs op(A) (m x k; A is m x k with row stride lda, or k x m when transA) for `isa`.
 SgemmPacked packSgemmA(SgemmIsa isa, bool transA, int64_t m, int64_t k, const float *a,

@@ -1,17 +1,19 @@
 //===- Winograd.cpp - Winograd F(m x m, 3 x 3) 2-D convolution on the CPU -===//
 //
 // Per (image, group, block of output tiles): the input tiles are transformed channel by channel
-// into V[xi][ic][tile] (xi the (m+2)^2 transform positions), one single-threaded sgemm per xi
+// into V[xi][ic][tile] (xi the (m+2)^2 transform positions), one sgemm per xi
 // gives M[xi][oc][tile] = U[xi][oc][ic] x V[xi][ic][tile], and the output transform writes the
 // m x m tiles, clipped at the border. The transforms run on whole rows of the block's tiles
 // (tiles innermost, contiguous), so the compiler vectorises them; gathering the tiles and
-// scattering the results are plain copies. Threads take whole items (each its own workspace).
+// scattering the results are plain copies. Threads take whole items (each its own workspace);
+// a single item (one small image) splits its transforms by channel and its GEMMs instead.
 #include "Winograd.h"
 #include "Parallel.h"
 
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 namespace tcc::rt {
 namespace {
@@ -127,9 +129,14 @@ size_t planWinograd(ConvGeometry &g) {
   g.winogradTile = 4;
   Tiles t = tilesOf(g);
   int64_t perTile = t.a2 * (g.groupIn + g.groupOut + 2) * (int64_t)sizeof(float);
-  int64_t block = std::max<int64_t>(16, kWorkspaceBudget / perTile);
+  // Blocks of whole 16-column panels of the sgemm (Sgemm.h: 32-column panels, 16 at the edge):
+  // 20 tiles would compute 32 columns and store 20.
+  int64_t block = std::max<int64_t>(16, kWorkspaceBudget / perTile / 16 * 16);
   g.winogradBlock = std::min(block, t.tiles);
-  return (size_t)(g.winogradBlock * perTile);
+  // V is stored as the sgemm's packed B: its tiles padded to whole panels (at most 32 columns).
+  int64_t padded = (g.winogradBlock + 31) / 32 * 32;
+  return (size_t)(t.a2 * (g.groupIn * padded + (g.groupOut + 2) * g.winogradBlock) *
+                  (int64_t)sizeof(float));
 }
 
 size_t winogradWeightFloats(const ConvGeometry &g) {
@@ -163,71 +170,113 @@ void winogradTransformWeights(const ConvGeometry &g, const float *weight, float 
 
 namespace {
 
+/// The per-worker workspace: this worker's V and M (for its item) and scratch d and tmp.
+struct Workspace {
+  float *base;      // worker 0's
+  size_t perWorker; // floats
+  float *of(int64_t worker) const { return base + (size_t)worker * perWorker; }
+};
+
 /// One item: image plane `in` (groupIn channels), tiles [t0, t0 + nb), into `out` (groupOut
-/// channels).
+/// channels), on `worker`'s workspace. threads > 1 (an item alone: a single small image) splits
+/// its transforms by channel over the threads, each with its own scratch, and its GEMMs.
 void winogradItem(const ConvGeometry &g, const Tiles &t, const float *in, const SgemmPacked *u,
-                  float *out, int64_t t0, int64_t nb, float *ws) {
+                  float *out, int64_t t0, int64_t nb, const Workspace &workspace, int64_t worker,
+                  int threads) {
   int64_t m = t.m, alpha = t.alpha, a2 = t.a2, gi = g.groupIn, go = g.groupOut;
   int64_t ih = g.inSpatial[0], iw = g.inSpatial[1], oh = g.outSpatial[0], ow = g.outSpatial[1];
   int64_t ph = g.padLow[0], pw = g.padLow[1];
-  float *v = ws;                    // [a2][gi][nb]
-  float *mm = v + a2 * gi * nb;     // [a2][go][nb]
-  float *d = mm + a2 * go * nb;     // [a2][nb]: gathered tiles, then the output tiles
-  float *tmp = d + a2 * nb;         // [a2][nb]: after the first (column) pass
+  // V[xi] (gi x nb) is written straight into the layout of the sgemm's packed B (panels of NR
+  // tiles), so the GEMMs read it without a packing pass.
+  const SgemmIsa isa = sgemmIsa();
+  const int64_t vFloats = (int64_t)sgemmPackedFloats(isa, false, nb, gi);
+  float *v = workspace.of(worker); // [a2][packed gi x nb]
+  float *mm = v + a2 * vFloats;    // [a2][go][nb]
+  int64_t scratchOffset = a2 * vFloats + a2 * go * nb;
+  std::vector<SgemmPacked> vPacked;
+  vPacked.reserve((size_t)a2);
+  for (int64_t xi = 0; xi < a2; ++xi)
+    vPacked.push_back(sgemmPackedView(isa, false, nb, gi, v + xi * vFloats));
+  const SgemmPacked &layout = vPacked[0];
+  const int64_t NR = layout.panel;
   auto rows = m == 4 ? inputRows4 : inputRows2;
   auto outRows = m == 4 ? outputRows4 : outputRows2;
+  // Runs body(c0, c1, d, tmp) over [0, count) in chunks; d and tmp ([a2][nb] each: gathered
+  // tiles, then the column pass) are the running thread's.
+  auto split = [&](int64_t count, auto body) {
+    float *d = workspace.of(worker) + scratchOffset;
+    if (threads <= 1)
+      return body(int64_t(0), count, d, d + a2 * nb);
+    int64_t chunks = std::min<int64_t>(count, 4 * threads);
+    parallelItems(threads, chunks, [&](int64_t w, int64_t i) {
+      float *dw = workspace.of(w) + scratchOffset;
+      body(count * i / chunks, count * (i + 1) / chunks, dw, dw + a2 * nb);
+    });
+  };
 
   // ---- Input transform ----
-  for (int64_t c = 0; c < gi; ++c) {
-    const float *plane = in + c * g.inSize;
-    for (int64_t k = 0; k < nb; ++k) {
-      int64_t tile = t0 + k, ty = tile / t.tilesX, tx = tile % t.tilesX;
-      int64_t y0 = ty * m - ph, x0 = tx * m - pw;
-      if (y0 >= 0 && x0 >= 0 && y0 + alpha <= ih && x0 + alpha <= iw) {
-        const float *src = plane + y0 * iw + x0;
-        for (int64_t i = 0; i < alpha; ++i)
-          for (int64_t j = 0; j < alpha; ++j)
-            d[(i * alpha + j) * nb + k] = src[i * iw + j];
-      } else {
-        for (int64_t i = 0; i < alpha; ++i) {
-          int64_t y = y0 + i;
-          bool rowOk = y >= 0 && y < ih;
-          for (int64_t j = 0; j < alpha; ++j) {
-            int64_t x = x0 + j;
-            d[(i * alpha + j) * nb + k] = rowOk && x >= 0 && x < iw ? plane[y * iw + x] : 0.0f;
+  split(gi, [&](int64_t c0, int64_t c1, float *d, float *tmp) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const float *plane = in + c * g.inSize;
+      for (int64_t k = 0; k < nb; ++k) {
+        int64_t tile = t0 + k, ty = tile / t.tilesX, tx = tile % t.tilesX;
+        int64_t y0 = ty * m - ph, x0 = tx * m - pw;
+        if (y0 >= 0 && x0 >= 0 && y0 + alpha <= ih && x0 + alpha <= iw) {
+          const float *src = plane + y0 * iw + x0;
+          for (int64_t i = 0; i < alpha; ++i)
+            for (int64_t j = 0; j < alpha; ++j)
+              d[(i * alpha + j) * nb + k] = src[i * iw + j];
+        } else {
+          for (int64_t i = 0; i < alpha; ++i) {
+            int64_t y = y0 + i;
+            bool rowOk = y >= 0 && y < ih;
+            for (int64_t j = 0; j < alpha; ++j) {
+              int64_t x = x0 + j;
+              d[(i * alpha + j) * nb + k] =
+                  rowOk && x >= 0 && x < iw ? plane[y * iw + x] : 0.0f;
+            }
           }
         }
       }
+      // tmp[i][j] = sum_k BT[i][k] d[k][j]; then V[i][j] = sum_l tmp[i][l] BT[j][l].
+      for (int64_t j = 0; j < alpha; ++j)
+        rows(d + j * nb, alpha * nb, tmp + j * nb, alpha * nb, nb);
+      for (int64_t i = 0; i < alpha; ++i)
+        for (int64_t k0 = 0; k0 < nb; k0 += NR) {
+          int64_t width = std::min(NR, nb - k0);
+          float *dst = v + i * alpha * vFloats + layout.offset(k0, c);
+          rows(tmp + i * alpha * nb + k0, nb, dst, vFloats, width);
+          if (width < NR) // the last panel's padding: computed, never stored; keep it finite
+            for (int64_t j = 0; j < alpha; ++j)
+              std::fill(dst + j * vFloats + width, dst + j * vFloats + NR, 0.0f);
+        }
     }
-    // tmp[i][j] = sum_k BT[i][k] d[k][j]; then V[i][j] = sum_l tmp[i][l] BT[j][l].
-    for (int64_t j = 0; j < alpha; ++j)
-      rows(d + j * nb, alpha * nb, tmp + j * nb, alpha * nb, nb);
-    for (int64_t i = 0; i < alpha; ++i)
-      rows(tmp + i * alpha * nb, nb, v + (i * alpha * gi + c) * nb, gi * nb, nb);
-  }
+  });
 
   // ---- The (m+2)^2 GEMMs ----
   for (int64_t xi = 0; xi < a2; ++xi)
-    sgemm(false, false, go, nb, gi, 1.0f, nullptr, gi, v + xi * gi * nb, nb, 0.0f,
-          mm + xi * go * nb, nb, 1, &u[xi]);
+    sgemm(false, false, go, nb, gi, 1.0f, nullptr, gi, nullptr, nb, 0.0f, mm + xi * go * nb, nb,
+          threads, &u[xi], &vPacked[(size_t)xi]);
 
   // ---- Output transform ----
-  for (int64_t o = 0; o < go; ++o) {
-    // tmp[r][j] = sum_i AT[r][i] M[i][j]; then Y[r][s] = sum_l tmp[r][l] AT[s][l].
-    for (int64_t j = 0; j < alpha; ++j)
-      outRows(mm + (j * go + o) * nb, alpha * go * nb, tmp + j * nb, alpha * nb, nb);
-    for (int64_t r = 0; r < m; ++r)
-      outRows(tmp + r * alpha * nb, nb, d + r * m * nb, nb, nb);
-    float *plane = out + o * g.outSize;
-    for (int64_t k = 0; k < nb; ++k) {
-      int64_t tile = t0 + k, ty = tile / t.tilesX, tx = tile % t.tilesX;
-      int64_t y0 = ty * m, x0 = tx * m;
-      int64_t rowsHere = std::min(m, oh - y0), colsHere = std::min(m, ow - x0);
-      for (int64_t r = 0; r < rowsHere; ++r)
-        for (int64_t s = 0; s < colsHere; ++s)
-          plane[(y0 + r) * ow + x0 + s] = d[(r * m + s) * nb + k];
+  split(go, [&](int64_t o0, int64_t o1, float *d, float *tmp) {
+    for (int64_t o = o0; o < o1; ++o) {
+      // tmp[r][j] = sum_i AT[r][i] M[i][j]; then Y[r][s] = sum_l tmp[r][l] AT[s][l].
+      for (int64_t j = 0; j < alpha; ++j)
+        outRows(mm + (j * go + o) * nb, alpha * go * nb, tmp + j * nb, alpha * nb, nb);
+      for (int64_t r = 0; r < m; ++r)
+        outRows(tmp + r * alpha * nb, nb, d + r * m * nb, nb, nb);
+      float *plane = out + o * g.outSize;
+      for (int64_t k = 0; k < nb; ++k) {
+        int64_t tile = t0 + k, ty = tile / t.tilesX, tx = tile % t.tilesX;
+        int64_t y0 = ty * m, x0 = tx * m;
+        int64_t rowsHere = std::min(m, oh - y0), colsHere = std::min(m, ow - x0);
+        for (int64_t r = 0; r < rowsHere; ++r)
+          for (int64_t s = 0; s < colsHere; ++s)
+            plane[(y0 + r) * ow + x0 + s] = d[(r * m + s) * nb + k];
+      }
     }
-  }
+  });
 }
 
 } // namespace
@@ -244,23 +293,28 @@ void runWinograd(const ConvGeometry &g, const float *input, const SgemmPacked *p
                  float *output, float *workspace, int numThreads) {
   Tiles t = tilesOf(g);
   int64_t images = g.batch * g.groups;
-  int64_t blocks = (t.tiles + g.winogradBlock - 1) / g.winogradBlock;
-  // Several threads: enough items for all (a multiple of the thread count where cheap).
+  // Blocks of whole 16-tile units (the sgemm's narrowest panel: a GEMM over fewer tiles costs
+  // as much), at most g.winogradBlock tiles (the workspace). Several threads: smaller blocks
+  // until every thread has two items, where the units allow.
+  int64_t units = (t.tiles + 15) / 16, unitsPerBlock = std::max<int64_t>(1, g.winogradBlock / 16);
   if (numThreads > 1)
-    while (blocks < t.tiles && images * blocks < 4 * numThreads &&
-           (images * blocks < numThreads || (images * blocks) % numThreads != 0))
-      ++blocks;
-  int64_t block = (t.tiles + blocks - 1) / blocks;
-  blocks = (t.tiles + block - 1) / block;
+    while (unitsPerBlock > 1 &&
+           images * ((units + unitsPerBlock - 1) / unitsPerBlock) < 2 * numThreads)
+      --unitsPerBlock;
+  int64_t block = std::min({t.tiles, unitsPerBlock * 16, g.winogradBlock});
+  int64_t blocks = (t.tiles + block - 1) / block;
   int64_t items = images * blocks;
+  // One item (a single small image): it takes the threads itself.
+  int itemThreads = items == 1 ? numThreads : 1;
+  Workspace ws{workspace, g.workspaceBytes / sizeof(float)};
   parallelItems(numThreads, items, [&](int64_t worker, int64_t item) {
-    float *ws = workspace + (size_t)worker * (g.workspaceBytes / sizeof(float));
     int64_t image = item / blocks, t0 = item % blocks * block;
     int64_t n = image / g.groups, grp = image % g.groups;
     int64_t nb = std::min(block, t.tiles - t0);
     winogradItem(g, t, input + (n * g.inChannels + grp * g.groupIn) * g.inSize,
                  packed + grp * t.a2,
-                 output + (n * g.outChannels + grp * g.groupOut) * g.outSize, t0, nb, ws);
+                 output + (n * g.outChannels + grp * g.groupOut) * g.outSize, t0, nb, ws, worker,
+                 itemThreads);
   });
 }
 

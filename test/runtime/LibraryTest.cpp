@@ -365,6 +365,8 @@ TEST(RuntimeConv, Winograd) {
       {{1, 16, 18, 17}, {16, 8, 3, 3}, {1, 1}, {2, 0}, {0, 1}, {1, 1}, 2},    // 18x16
       {{1, 8, 20, 19}, {8, 8, 3, 3}, {1, 1}, {-1, 1}, {0, -2}, {1, 1}, 1},    // negative pads
       {{1, 64, 28, 28}, {64, 64, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1},   // ResNet-like
+      // More input channels than one k block of the sgemm (384): V spans two blocks.
+      {{1, 400, 14, 13}, {24, 400, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1}, // 14x13
   };
   unsigned seed = 40;
   for (const ConvCase &c : cases) {
