@@ -461,7 +461,11 @@ void runConv(const ConvGeometry &g, const float *input, const float *weight, flo
           tiles = t;
           break;
         }
+      // Whole 32-column panels of the sgemm where the split allows: a GEMM over 25 columns
+      // costs as much as over 32, so 49 columns split 32 + 17 balance and 25 + 24 do not.
       tile = std::min(g.columnTile, (g.outSize + tiles - 1) / tiles);
+      if (tile > 32)
+        tile = std::min(g.columnTile, (tile + 31) / 32 * 32);
     }
     int64_t tilesPerImage = (g.outSize + tile - 1) / tile, items = images * tilesPerImage;
     parallelItems(numThreads, items, [&](int64_t worker, int64_t item) {
