@@ -25,6 +25,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <algorithm>
 #include <cstring>
 
 using namespace mlir;
@@ -59,8 +60,9 @@ private:
   uint32_t constantFor(memref::GetGlobalOp get);
   uint32_t kernelFor(StringRef name);
   uint32_t kernelFor(StringRef name, ArrayRef<Value> params);
+  using Names = flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>>;
   flatbuffers::Offset<fb::Launch> kernelLaunch(uint32_t kernel, ArrayRef<Value> args,
-                                               StringRef name);
+                                               StringRef name, Names nodes);
   flatbuffers::Offset<fb::CudaModule> cudaModule();
   bool cuda() const { return contents_.device == "cuda"; }
   void addStep(Operation *op);
@@ -192,7 +194,7 @@ uint32_t Writer::kernelFor(StringRef name, ArrayRef<Value> params) {
 
 /// A KernelLaunch step; on CUDA with the launch configuration the kernel was emitted for.
 flatbuffers::Offset<fb::Launch> Writer::kernelLaunch(uint32_t kernel, ArrayRef<Value> args,
-                                                     StringRef name) {
+                                                     StringRef name, Names nodes) {
   std::vector<uint32_t> argIndices;
   for (Value v : args)
     argIndices.push_back(bufferFor(v));
@@ -209,14 +211,33 @@ flatbuffers::Offset<fb::Launch> Writer::kernelLaunch(uint32_t kernel, ArrayRef<V
     shared = c.sharedBytes;
   }
   auto step = fb::CreateKernelLaunch(fbb_, kernel, argsVec, grid, block, shared);
-  return fb::CreateLaunch(fbb_, fb::Step_KernelLaunch, step.Union());
+  return fb::CreateLaunch(fbb_, fb::Step_KernelLaunch, step.Union(), nodes);
+}
+
+/// The model nodes named in a step's location (LowerToKernels gives each step the fused
+/// locations of its fusion's ops; the importer names ops after their ONNX nodes), in order.
+static std::vector<std::string> nodeNames(Location loc) {
+  std::vector<std::string> names;
+  loc->walk([&](Location l) {
+    if (auto name = dyn_cast<NameLoc>(l)) {
+      std::string n = name.getName().str();
+      if (std::find(names.begin(), names.end(), n) == names.end())
+        names.push_back(std::move(n));
+      return WalkResult::skip();
+    }
+    return WalkResult::advance();
+  });
+  return names;
 }
 
 void Writer::addStep(Operation *op) {
   flatbuffers::Offset<fb::Launch> launch;
+  Names nodes;
+  if (isa<tk::LaunchOp, tk::GemmOp, tk::ConvOp, tk::TopKOp>(op))
+    nodes = fbb_.CreateVectorOfStrings(nodeNames(op->getLoc()));
   if (auto l = dyn_cast<tk::LaunchOp>(op)) {
     SmallVector<Value> args(l.getArgs());
-    launch = kernelLaunch(kernelFor(l.getCallee()), args, l.getCallee());
+    launch = kernelLaunch(kernelFor(l.getCallee()), args, l.getCallee(), nodes);
   } else if (cuda() && isa<tk::ConvOp, tk::TopKOp>(op)) {
     // Generated kernels take the op's buffers in operand order.
     auto it = contents_.cudaLibraryCalls.find(op);
@@ -225,7 +246,7 @@ void Writer::addStep(Operation *op) {
                   op->getName().getStringRef().str() + "'");
     const std::string &name = contents_.cudaKernels[it->second].name;
     SmallVector<Value> args(op->getOperands());
-    launch = kernelLaunch(kernelFor(name, args), args, name);
+    launch = kernelLaunch(kernelFor(name, args), args, name, nodes);
   } else if (auto g = dyn_cast<tk::GemmOp>(op)) {
     // The epilogue (bias, activation) is computed by the GEMM library (tcc/Passes/GemmEpilogue.h):
     // cuBLASLt every one, libtccrt's CPU sgemm a bias and ReLU on f32 (its runtime refuses more).
@@ -253,7 +274,7 @@ void Writer::addStep(Operation *op) {
     auto step = fb::CreateGemm(fbb_, bufferFor(g.getA()), bufferFor(g.getB()), bufferFor(g.getC()),
                                g.getTransA(), g.getTransB(), g.getAlpha().convertToDouble(),
                                g.getBeta().convertToDouble(), hasBias, bias, activation);
-    launch = fb::CreateLaunch(fbb_, fb::Step_Gemm, step.Union());
+    launch = fb::CreateLaunch(fbb_, fb::Step_Gemm, step.Union(), nodes);
     ++externCalls_;
   } else if (auto c = dyn_cast<tk::ConvOp>(op)) {
     uint32_t in = bufferFor(c.getInput()), w = bufferFor(c.getWeight()),
@@ -261,16 +282,16 @@ void Writer::addStep(Operation *op) {
     auto strides = longs(c.getStrides()), low = longs(c.getPadLow()),
          high = longs(c.getPadHigh()), dil = longs(c.getDilations());
     auto step = fb::CreateConv(fbb_, in, w, out, strides, low, high, dil, c.getGroups());
-    launch = fb::CreateLaunch(fbb_, fb::Step_Conv, step.Union());
+    launch = fb::CreateLaunch(fbb_, fb::Step_Conv, step.Union(), nodes);
     ++externCalls_;
   } else if (auto t = dyn_cast<tk::TopKOp>(op)) {
     auto step = fb::CreateTopK(fbb_, bufferFor(t.getInput()), bufferFor(t.getValues()),
                                bufferFor(t.getIndices()), t.getDim(), t.getLargest());
-    launch = fb::CreateLaunch(fbb_, fb::Step_TopK, step.Union());
+    launch = fb::CreateLaunch(fbb_, fb::Step_TopK, step.Union(), nodes);
     ++externCalls_;
   } else if (auto c = dyn_cast<tk::CopyOp>(op)) {
     auto step = fb::CreateCopy(fbb_, bufferFor(c.getSource()), bufferFor(c.getTarget()));
-    launch = fb::CreateLaunch(fbb_, fb::Step_Copy, step.Union());
+    launch = fb::CreateLaunch(fbb_, fb::Step_Copy, step.Union(), nodes);
   } else if (isa<tk::AllocOp, tk::ViewOp, memref::GetGlobalOp>(op)) {
     for (Value r : op->getResults())
       bufferFor(r);

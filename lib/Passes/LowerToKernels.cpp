@@ -28,6 +28,7 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Transforms/CSE.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -363,7 +364,26 @@ void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
   });
 }
 
+/// The model nodes a fusion computes: the locations of its ops (the importer names each op after
+/// its ONNX node), fused and deduplicated. Its steps carry it, so that the artifact can say
+/// which nodes each launch covers (tcc profile).
+static Location nodesLoc(FusionOp f) {
+  llvm::SetVector<Location> locs;
+  f.getBody().walk([&](Operation *op) { locs.insert(op->getLoc()); });
+  return FusedLoc::get(f.getContext(), locs.getArrayRef());
+}
+
 void ProgramBuilder::lowerFusion(FusionOp f) {
+  // Steps made for this fusion (launches and library calls) get its nodes' location.
+  Operation *before = b_.getInsertionBlock()->empty() ? nullptr : &b_.getInsertionBlock()->back();
+  auto nameSteps = llvm::make_scope_exit([&] {
+    Block *block = b_.getInsertionBlock();
+    Location nodes = nodesLoc(f);
+    for (Operation &op : llvm::make_range(before ? std::next(before->getIterator()) : block->begin(),
+                                          block->end()))
+      if (isa<tk::LaunchOp, tk::GemmOp, tk::ConvOp, tk::TopKOp>(op))
+        op.setLoc(nodes);
+  });
   Block &body = f.getBody().front();
   fusionArgBuffers_.clear();
   for (auto [arg, input] : llvm::zip(body.getArguments(), f.getInputs()))

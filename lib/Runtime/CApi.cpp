@@ -223,6 +223,40 @@ tccrt_status tccrt_run(tccrt_program *program, const void *const *inputs, void *
   return guarded("tccrt_run", [&] { program->program->run(inputs, outputs); });
 }
 
+// ---- Profiling -----------------------------------------------------------------------------
+
+tccrt_status tccrt_set_profiling(tccrt_program *program, int enabled) {
+  if (!program)
+    return fail("tccrt_set_profiling: program is null");
+  return guarded("tccrt_set_profiling", [&] { program->program->setProfiling(enabled != 0); });
+}
+
+size_t tccrt_num_launches(const tccrt_program *program) {
+  return program ? program->program->steps().size() : 0;
+}
+
+tccrt_status tccrt_get_launch_profile(const tccrt_program *program, size_t i,
+                                      tccrt_launch_profile *out) {
+  if (!program || !out)
+    return fail("tccrt_get_launch_profile: program or out is null");
+  const tcc::rt::Program &p = *program->program;
+  if (i >= p.steps().size())
+    return fail("tccrt_get_launch_profile: launch " + std::to_string(i) + " is out of range (" +
+                std::to_string(p.steps().size()) + " launches)");
+  *out = tccrt_launch_profile{};
+  out->kind = p.stepKinds()[i].c_str();
+  out->name = p.stepNames()[i].c_str();
+  out->nodes = p.stepNodes()[i].c_str();
+  if (i < p.stepProfiles().size()) {
+    const tcc::rt::Program::StepProfile &s = p.stepProfiles()[i];
+    out->calls = s.calls;
+    out->total_seconds = s.totalSeconds;
+    out->last_start_seconds = s.lastStartSeconds;
+    out->last_seconds = s.lastSeconds;
+  }
+  return TCCRT_OK;
+}
+
 // ---- Training ------------------------------------------------------------------------------
 
 int tccrt_is_training(const tccrt_program *program) {

@@ -6,6 +6,7 @@
 #include "HostMemory.h"
 #include "Program.h"
 
+#include <chrono>
 #include <cstring>
 
 namespace tcc::rt {
@@ -61,6 +62,64 @@ void *Program::bufferAddress(const BufferDesc &b, const void *const *inputs,
   return base + b.offset;
 }
 
+namespace {
+std::string dims(const std::vector<int64_t> &shape) {
+  std::string out;
+  for (size_t i = 0; i < shape.size(); ++i)
+    out += (i ? "x" : "") + std::to_string(shape[i]);
+  return out.empty() ? "scalar" : out;
+}
+} // namespace
+
+void Program::describeSteps() {
+  stepKinds_.clear();
+  stepNames_.clear();
+  for (const Step &step : steps_) {
+    std::string kind, name;
+    if (auto *s = std::get_if<KernelStep>(&step)) {
+      kind = "kernel";
+      name = s->kernel < kernelNames_.size() ? kernelNames_[s->kernel] : "?";
+    } else if (auto *s = std::get_if<GemmStep>(&step)) {
+      const GemmGeometry &g = s->geometry;
+      kind = "gemm";
+      name = "gemm " + std::string(dtypeName(g.dtype)) + " " + std::to_string(g.m) + "x" +
+             std::to_string(g.n) + "x" + std::to_string(g.k) +
+             (g.numBatches > 1 ? " x" + std::to_string(g.numBatches) + " batches" : "") +
+             (g.transA ? " a^T" : "") + (g.transB ? " b^T" : "") + (s->hasBias ? " +bias" : "") +
+             (s->activation == GemmActivation::Relu       ? " +relu"
+              : s->activation == GemmActivation::GeluTanh ? " +gelu_tanh"
+                                                          : "");
+    } else if (auto *s = std::get_if<ConvStep>(&step)) {
+      const ConvGeometry &g = s->geometry;
+      kind = "conv";
+      const char *path = g.winogradTile                              ? "winograd"
+                         : g.groupIn == 1 && g.kernel.size() == 2   ? "depthwise"
+                         : g.pointwise                              ? "1x1 gemm"
+                                                                    : "im2col gemm";
+      name = "conv " + std::to_string(g.batch) + "x" + std::to_string(g.inChannels) + "x" +
+             dims(g.inSpatial) + " -> " + std::to_string(g.outChannels) + "x" +
+             dims(g.outSpatial) + ", kernel " + dims(g.kernel) +
+             (g.groups > 1 ? ", groups " + std::to_string(g.groups) : "") + " (" + path + ")";
+    } else if (auto *s = std::get_if<TopKStep>(&step)) {
+      kind = "topk";
+      name = "topk " + std::to_string(s->geometry.k) + " of " + std::to_string(s->geometry.size);
+    } else if (auto *s = std::get_if<CopyStep>(&step)) {
+      kind = "copy";
+      name = "copy " + std::to_string(buffers_[s->source].bytes) + " bytes";
+    }
+    stepKinds_.push_back(std::move(kind));
+    stepNames_.push_back(std::move(name));
+  }
+}
+
+void Program::setProfiling(bool enabled) {
+  if (enabled && cuda_)
+    throw Error("profiling times a CPU program's launches with the host clock; a CUDA "
+                "program's launches are asynchronous (profile it with Nsight Systems)");
+  profiling_ = enabled;
+  profiles_.assign(enabled ? steps_.size() : 0, StepProfile());
+}
+
 void Program::run(const void *const *inputs, void *const *outputs) {
   if (training_)
     throw Error("this is a training artifact: it runs through the trainer API "
@@ -93,7 +152,11 @@ void Program::run(const void *const *inputs, void *const *outputs) {
     addresses_[i] = bufferAddress(buffers_[i], inputs, outputs);
 
   int threads = numThreads_;
-  for (const Step &step : steps_) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point runStart = profiling_ ? Clock::now() : Clock::time_point();
+  for (size_t index = 0; index < steps_.size(); ++index) {
+    const Step &step = steps_[index];
+    const Clock::time_point stepStart = profiling_ ? Clock::now() : Clock::time_point();
     if (auto *s = std::get_if<KernelStep>(&step)) {
       args_.resize(s->args.size());
       for (size_t i = 0; i < s->args.size(); ++i)
@@ -117,6 +180,14 @@ void Program::run(const void *const *inputs, void *const *outputs) {
       size_t bytes = buffers_[s->source].bytes;
       if (bytes > 0 && addresses_[s->source] != addresses_[s->target])
         std::memmove(addresses_[s->target], addresses_[s->source], bytes);
+    }
+    if (profiling_) {
+      Clock::time_point end = Clock::now();
+      StepProfile &p = profiles_[index];
+      p.calls += 1;
+      p.lastStartSeconds = std::chrono::duration<double>(stepStart - runStart).count();
+      p.lastSeconds = std::chrono::duration<double>(end - stepStart).count();
+      p.totalSeconds += p.lastSeconds;
     }
   }
 }

@@ -587,7 +587,15 @@ void Program::decode(const fb::Program *program, const uint8_t *base) {
         throw Error(what + " has an unknown step type (" +
                     std::to_string((unsigned)launch->step_type()) + ")");
       }
+      // The model nodes the step computes (for profiles).
+      std::string nodes;
+      if (const auto *names = launch->nodes())
+        for (unsigned j = 0; j < names->size(); ++j)
+          if (const flatbuffers::String *n = names->Get(j))
+            nodes += (nodes.empty() ? "" : ", ") + n->str();
+      p->stepNodes_.push_back(std::move(nodes));
     }
+  p->describeSteps();
 
   // ---- Memory, allocated once and reused across runs (the arena by load or decodeTraining) -----
   p->reserveWorkspace();

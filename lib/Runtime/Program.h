@@ -152,6 +152,23 @@ public:
   /// training artifact's root is an error (its entries run through the Trainer).
   void run(const void *const *inputs, void *const *outputs);
 
+  /// Profiling (CPU programs): while enabled, run() times each step with the wall clock around
+  /// it. Enabling clears the counts. A CUDA program's launches are asynchronous, so host timing
+  /// would measure enqueueing: it is an error there.
+  struct StepProfile {
+    uint64_t calls = 0;
+    double totalSeconds = 0;
+    double lastStartSeconds = 0; // in the last run, from its start
+    double lastSeconds = 0;
+  };
+  void setProfiling(bool enabled);
+  const std::vector<StepProfile> &stepProfiles() const { return profiles_; }
+  /// Per step: its kind ("kernel", "gemm", "conv", "topk", "copy"), a name (the kernel's, or
+  /// the library call with its shape) and the model nodes it computes (", "-separated).
+  const std::vector<std::string> &stepKinds() const { return stepKinds_; }
+  const std::vector<std::string> &stepNames() const { return stepNames_; }
+  const std::vector<std::string> &stepNodes() const { return stepNodes_; }
+
 private:
   friend class cuda::CudaExecutor;
   Program() = default;
@@ -161,6 +178,8 @@ private:
   /// CUDA programs: the module's archs and code (no driver involved).
   void decodeCudaModule(const tcc::artifact::CudaModule *module, size_t numKernels);
   void *bufferAddress(const BufferDesc &b, const void *const *inputs, void *const *outputs) const;
+  /// Fills stepKinds_ and stepNames_ from the decoded steps.
+  void describeSteps();
 
   /// CUDA: creates the executors (the root's, then each training entry's on the root's arena).
   void startCuda(const LoadOptions &options);
@@ -181,6 +200,9 @@ private:
   std::string cudaCompiler_;
   uint64_t arenaBytes_ = 0;
   std::vector<Step> steps_;
+  std::vector<std::string> stepKinds_, stepNames_, stepNodes_; // per step (profiles)
+  bool profiling_ = false;
+  std::vector<StepProfile> profiles_;
   std::vector<CpuKernelFn> kernels_;
   std::unique_ptr<CpuModule> module_;
   size_t workspaceBytes_ = 0; // the largest conv's im2col workspace per thread

@@ -450,6 +450,60 @@ TEST(RuntimeCApi, AllocatorGoesThroughTheCache) {
   tccrt_allocator_get_stats(nullptr);
 }
 
+TEST(RuntimeCApi, ProfilingTimesEveryLaunch) {
+  auto bytes = fullProgram().finish();
+  tccrt_program *p = nullptr;
+  ASSERT_EQ(tccrt_load_buffer(bytes.data(), bytes.size(), nullptr, &p), TCCRT_OK)
+      << tccrt_last_error();
+  ASSERT_EQ(tccrt_num_launches(p), 6u);
+  RandomInputs in;
+  std::vector<float> y(64), z(64), c(18), v(24);
+  std::vector<int64_t> i(24);
+  int32_t t = 0;
+  const void *inputs[] = {in.x.data(), in.m.data()};
+  void *outputs[] = {y.data(), z.data(), c.data(), v.data(), i.data(), &t};
+  tccrt_launch_profile prof;
+  // Off: names and nodes, no counts.
+  ASSERT_EQ(tccrt_run(p, inputs, outputs), TCCRT_OK) << tccrt_last_error();
+  ASSERT_EQ(tccrt_get_launch_profile(p, 2, &prof), TCCRT_OK);
+  EXPECT_STREQ(prof.kind, "gemm");
+  EXPECT_STREQ(prof.name, "gemm f32 8x8x8");
+  EXPECT_STREQ(prof.nodes, ""); // the builder's artifacts name no model nodes
+  EXPECT_EQ(prof.calls, 0u);
+  ASSERT_EQ(tccrt_set_profiling(p, 1), TCCRT_OK);
+  for (int run = 0; run < 3; ++run)
+    ASSERT_EQ(tccrt_run(p, inputs, outputs), TCCRT_OK) << tccrt_last_error();
+  const char *kinds[] = {"kernel", "kernel", "gemm", "conv", "topk", "kernel"};
+  double previousEnd = 0;
+  for (size_t k = 0; k < 6; ++k) {
+    ASSERT_EQ(tccrt_get_launch_profile(p, k, &prof), TCCRT_OK);
+    EXPECT_STREQ(prof.kind, kinds[k]) << k;
+    EXPECT_EQ(prof.calls, 3u) << k;
+    EXPECT_GE(prof.total_seconds, prof.last_seconds) << k;
+    EXPECT_GE(prof.last_start_seconds, previousEnd) << k; // launches run in order
+    previousEnd = prof.last_start_seconds + prof.last_seconds;
+  }
+  ASSERT_EQ(tccrt_get_launch_profile(p, 0, &prof), TCCRT_OK);
+  EXPECT_STREQ(prof.name, "add64");
+  ASSERT_EQ(tccrt_get_launch_profile(p, 3, &prof), TCCRT_OK);
+  EXPECT_STREQ(prof.name, "conv 1x1x8x8 -> 2x3x3, kernel 2x2 (depthwise)"); // one input channel
+  ASSERT_EQ(tccrt_get_launch_profile(p, 4, &prof), TCCRT_OK);
+  EXPECT_STREQ(prof.name, "topk 3 of 8");
+  // Turning it on again clears the counts; off stops counting.
+  ASSERT_EQ(tccrt_set_profiling(p, 1), TCCRT_OK);
+  ASSERT_EQ(tccrt_get_launch_profile(p, 0, &prof), TCCRT_OK);
+  EXPECT_EQ(prof.calls, 0u);
+  ASSERT_EQ(tccrt_set_profiling(p, 0), TCCRT_OK);
+  ASSERT_EQ(tccrt_run(p, inputs, outputs), TCCRT_OK);
+  ASSERT_EQ(tccrt_get_launch_profile(p, 0, &prof), TCCRT_OK);
+  EXPECT_EQ(prof.calls, 0u);
+  EXPECT_EQ(tccrt_get_launch_profile(p, 6, &prof), TCCRT_ERROR);
+  EXPECT_NE(std::string(tccrt_last_error()).find("launch 6 is out of range (6 launches)"),
+            std::string::npos);
+  EXPECT_EQ(tccrt_set_profiling(nullptr, 1), TCCRT_ERROR);
+  tccrt_program_free(p);
+}
+
 TEST(RuntimeCApi, ErrorsAreThreadLocal) {
   tccrt_program *p = nullptr;
   EXPECT_EQ(tccrt_load_file(nullptr, nullptr, &p), TCCRT_ERROR);

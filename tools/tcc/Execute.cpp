@@ -130,6 +130,29 @@ void RuntimeProgram::runRaw(const std::vector<const void *> &inputs,
     runtimeError("run failed");
 }
 
+uint64_t runtimeHostPeakBytes() {
+  tccrt_allocator_stats stats;
+  tccrt_allocator_get_stats(&stats);
+  return stats.peak_allocated_bytes;
+}
+
+void RuntimeProgram::setProfiling(bool enabled) {
+  if (tccrt_set_profiling(program_, enabled ? 1 : 0) != TCCRT_OK)
+    runtimeError("cannot profile");
+}
+
+std::vector<LaunchProfile> RuntimeProgram::launchProfiles() const {
+  std::vector<LaunchProfile> out(tccrt_num_launches(program_));
+  for (size_t i = 0; i < out.size(); ++i) {
+    tccrt_launch_profile p;
+    if (tccrt_get_launch_profile(program_, i, &p) != TCCRT_OK)
+      runtimeError("cannot read the profile");
+    out[i] = {p.kind, p.name, p.nodes, p.calls, p.total_seconds, p.last_start_seconds,
+              p.last_seconds};
+  }
+  return out;
+}
+
 CompiledModel compileLoaded(LoadedModel &model, size_t givenInputs, CompileOptions options,
                             bool randomValuesRun) {
   const auto &names = model.imported.inputNames;

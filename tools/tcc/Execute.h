@@ -27,6 +27,13 @@ struct RunOptions {
   int deviceOrdinal = 0;  // CUDA: which GPU
 };
 
+/// One launch of a program's launch list, as libtccrt's profiling saw it (tccrt_launch_profile).
+struct LaunchProfile {
+  std::string kind, name, nodes;
+  uint64_t calls = 0;
+  double totalSeconds = 0, lastStartSeconds = 0, lastSeconds = 0;
+};
+
 /// An artifact loaded into the runtime (libtccrt, through its C API).
 class RuntimeProgram {
 public:
@@ -51,11 +58,17 @@ public:
   std::vector<Tensor> run(const std::vector<Tensor> &inputs);
   /// Runs on caller-provided buffers (for timing; no checks beyond the runtime's).
   void runRaw(const std::vector<const void *> &inputs, const std::vector<void *> &outputs);
+  /// Per-launch timing of later runs (CPU programs; clears the counts).
+  void setProfiling(bool enabled);
+  std::vector<LaunchProfile> launchProfiles() const;
 
 private:
   explicit RuntimeProgram(tccrt_program *p) : program_(p) {}
   tccrt_program *program_;
 };
+
+/// The peak of libtccrt's host caching allocator in this process (bytes allocated at once).
+uint64_t runtimeHostPeakBytes();
 
 /// The tensors' data, for RuntimeProgram::runRaw.
 std::vector<const void *> inputPointers(const std::vector<Tensor> &tensors);

@@ -4,6 +4,7 @@
 //   tcc compile MODEL.onnx -o MODEL.tcc    compile to an artifact (FlatBuffers)
 //   tcc run MODEL.onnx|MODEL.tcc           run a model, write its outputs as TensorProto files
 //   tcc bench MODEL.onnx|MODEL.tcc         time compiled runs
+//   tcc profile MODEL.onnx|MODEL.tcc       time each launch (kernels, library calls)
 //   tcc check DIR...                       run ONNX backend-test cases and compare outputs
 //   tcc train MODEL.onnx|train.tcc --data DIR   train (compile --train makes train.tcc)
 //   tcc grad MODEL.onnx --out-dir DIR      gradients of sum(output 0) wrt the initializers
@@ -12,6 +13,7 @@
 #include "Check.h"
 #include "Execute.h"
 #include "Pipeline.h"
+#include "Profile.h"
 #include "Train.h"
 
 #include "tcc/Codegen/NvrtcCompiler.h"
@@ -29,6 +31,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <numeric>
+#include <optional>
 
 namespace fs = std::filesystem;
 using namespace tcc;
@@ -44,7 +48,7 @@ struct ModelArgs {
 
 void addModelArgs(CLI::App *cmd, ModelArgs &args) {
   cmd->add_option("MODEL", args.model,
-                  "ONNX model file (.onnx); for run and bench also a compiled artifact (.tcc)")
+                  "ONNX model file (.onnx); for run, bench and profile also a compiled artifact (.tcc)")
       ->required();
   cmd->add_option("--inputs", args.inputFiles,
                   "TensorProto (.pb) files, one per graph input in order (initializers "
@@ -447,6 +451,75 @@ int runBench(const ModelArgs &args, const std::string &requestedDevice,
   return 0;
 }
 
+struct ProfileArgs {
+  int warmup = 3, iters = 20;
+  size_t top = 20;
+  bool json = false;
+  std::string trace;
+};
+
+/// Loads (or compiles) a CPU program and times each launch of its launch list over the timed
+/// runs (libtccrt's profiling), then prints the launches by time with the model nodes each
+/// covers, and writes a Chrome trace of the runs with --trace.
+int runProfile(const ModelArgs &args, const std::string &requestedDevice,
+               const CompileArgs &compile, const RunOptions &run, const ProfileArgs &profile) {
+  if (profile.iters < 1 || profile.warmup < 0)
+    throw Error("--iters must be at least 1 and --warmup non-negative");
+  if (requestedDevice != "cpu")
+    throw Error("tcc profile times the launches of the compiled CPU backend (--device cpu); "
+                "got --device " + requestedDevice + " (a CUDA program's launches are "
+                "asynchronous: profile it with Nsight Systems)");
+  std::optional<RuntimeProgram> program;
+  std::vector<Tensor> inputs;
+  if (isArtifactFile(args.model)) {
+    program.emplace(loadArtifact(args.model, requestedDevice, run, "profile"));
+    inputs = artifactInputs(*program, args);
+  } else {
+    CompileOptions options = compileOptions(compile, "cpu");
+    options.device = "cpu";
+    LoadedModel model = loadModel(args.model, loadOptions(args));
+    CompiledModel compiled = compileLoaded(model, args.inputFiles.size(), options,
+                                           /*randomValuesRun=*/true);
+    program.emplace(RuntimeProgram::fromBytes(compiled.artifact, run));
+    inputs = model.inputs;
+  }
+  std::vector<Tensor> outputs = program->allocateOutputs();
+  program->run(inputs, outputs); // checks the inputs once
+  std::vector<const void *> in = inputPointers(inputs);
+  std::vector<void *> out = outputPointers(outputs);
+  for (int i = 0; i < profile.warmup; ++i)
+    program->runRaw(in, out);
+  program->setProfiling(true);
+  std::vector<ProfiledRun> runs;
+  std::vector<double> times;
+  auto first = std::chrono::steady_clock::now();
+  for (int i = 0; i < profile.iters; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    program->runRaw(in, out);
+    times.push_back(secondsSince(start) * 1e3);
+    runs.push_back({std::chrono::duration<double>(start - first).count(),
+                    program->launchProfiles()});
+  }
+  program->setProfiling(false);
+  std::sort(times.begin(), times.end());
+  size_t n = times.size();
+  double median = n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
+  double mean = std::accumulate(times.begin(), times.end(), 0.0) / (double)n;
+  ProfileReport report =
+      profileReport(runs, profile.top, median, mean, runtimeHostPeakBytes());
+  if (profile.json) {
+    std::cout << report.json;
+  } else {
+    std::cout << args.model << " on " << program->deviceName() << ": " << report.table;
+  }
+  if (!profile.trace.empty()) {
+    std::ofstream f(profile.trace);
+    if (!(f << chromeTrace(runs)))
+      throw Error("cannot write '" + profile.trace + "'");
+  }
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -584,6 +657,32 @@ int main(int argc, char **argv) {
                      "min_ms, max_ms, ...)");
   addCompileArgs(benchCmd, benchCompile);
 
+  ModelArgs profileModel;
+  CompileArgs profileCompile;
+  ProfileArgs profile;
+  std::string profileDevice = "cpu";
+  int profileThreads = 0;
+  auto *profileCmd = app.add_subcommand(
+      "profile", "Compile a model (or load a CPU artifact) and time each of its launches "
+                 "(generated kernels, library calls, copies), with the model nodes each covers");
+  addModelArgs(profileCmd, profileModel);
+  profileCmd->add_option("--device", profileDevice, "cpu (the compiled CPU backend)")
+      ->default_val("cpu");
+  profileCmd->add_option("--threads", profileThreads, "CPU threads (0: all cores)")
+      ->default_val(0);
+  profileCmd->add_option("--warmup", profile.warmup, "untimed runs first")->default_val(3);
+  profileCmd->add_option("--iters", profile.iters, "timed runs")->default_val(20);
+  profileCmd->add_option("--top", profile.top, "launches in the table, by time (0: all)")
+      ->default_val(20);
+  profileCmd->add_flag("--json", profile.json,
+                       "print one JSON object (runs, median_run_ms, mean_run_ms, "
+                       "launch_ms_per_run, "
+                       "host_allocator_peak_bytes, launches by time)");
+  profileCmd->add_option("--trace", profile.trace,
+                         "write a Chrome trace (chrome://tracing, ui.perfetto.dev) of the timed "
+                         "runs to this file");
+  addCompileArgs(profileCmd, profileCompile);
+
   CheckOptions check;
   auto *checkCmd = app.add_subcommand(
       "check", "Run ONNX backend-test cases (DIR/model.onnx, DIR/test_data_set_*/) and compare");
@@ -651,6 +750,9 @@ int main(int argc, char **argv) {
     if (*benchCmd)
       return runBench(benchArgs, benchDevice, benchCompile, runOptions(benchThreads, benchCuda),
                       bench);
+    if (*profileCmd)
+      return runProfile(profileModel, profileDevice, profileCompile,
+                        runOptions(profileThreads), profile);
     if (*checkCmd) {
       check.useCache = !checkNoCache;
       check.cudaArchs = parseArchs(checkArchs);

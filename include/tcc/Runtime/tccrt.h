@@ -88,6 +88,26 @@ tccrt_status tccrt_set_num_threads(tccrt_program *program, int num_threads);
  * error here (see the trainer below). */
 tccrt_status tccrt_run(tccrt_program *program, const void *const *inputs, void *const *outputs);
 
+/* ---- Profiling (CPU programs) ----------------------------------------------------------------
+ *
+ * While profiling is on, every tccrt_run times each launch of the program's launch list (the
+ * wall clock around it: generated kernels, library calls, copies). Turning it on clears the
+ * counts; a CUDA program is an error (its launches are asynchronous). The strings live as
+ * long as the program. */
+tccrt_status tccrt_set_profiling(tccrt_program *program, int enabled);
+size_t tccrt_num_launches(const tccrt_program *program);
+typedef struct tccrt_launch_profile {
+  const char *kind;          /* "kernel", "gemm", "conv", "topk" or "copy" */
+  const char *name;          /* the kernel's name, or the library call and its shape */
+  const char *nodes;         /* the model nodes it computes, ", "-separated ("" if unknown) */
+  uint64_t calls;            /* runs timed since profiling was turned on */
+  double total_seconds;      /* over those runs */
+  double last_start_seconds; /* in the last run: when it started, from the run's start */
+  double last_seconds;       /* in the last run: how long it took */
+} tccrt_launch_profile;
+tccrt_status tccrt_get_launch_profile(const tccrt_program *program, size_t i,
+                                      tccrt_launch_profile *out);
+
 /* ---- Training (artifacts made by `tcc compile --train`) -------------------------------------
  *
  * A trainer owns the training state (parameters, optimizer state, step counter, gradient
