@@ -121,12 +121,15 @@ size_t planWinograd(ConvGeometry &g) {
     return 0;
   // F(4x4,3x3) on outputs of at least 12 x 12. Measured (tccrt-bench, 1 / 2 threads, vs
   // im2col + sgemm): 64ch @56x56 2.5x / 2x faster, 128ch @28x28 2.9x / 2.2x, 256ch @14x14
-  // 2x / 2.1x; but 512ch @7x7 is 1.9x slower (two 4x4 tiles a row, 8x8 of which 7x7 are used:
-  // thin GEMMs over 36 transformed weight matrices) and F(2x2) there gains ~9% on one thread and
-  // loses on two, so small outputs stay on im2col.
-  if (std::min(g.outSpatial[0], g.outSpatial[1]) < 12)
+  // 2x / 2.1x. Below that F(4x4) has too few tiles (512ch @7x7: 2x2 tiles, 1.9x slower than
+  // im2col), and F(2x2) takes outputs of 6 x 6 to 11 x 11: 512ch @7x7 (4x4 tiles, one 16-column
+  // sgemm panel per GEMM) 3.25 -> 1.68 ms on one thread, 1.70 -> 0.84 ms on two (Zen 4). Smaller
+  // outputs stay on im2col: F(2x2) there computes 16 columns in each of 16 GEMMs, im2col 16 or
+  // 32 in one GEMM over 9x the rows.
+  int64_t smallest = std::min(g.outSpatial[0], g.outSpatial[1]);
+  if (smallest < 6)
     return 0;
-  g.winogradTile = 4;
+  g.winogradTile = smallest < 12 ? 2 : 4;
   Tiles t = tilesOf(g);
   int64_t perTile = t.a2 * (g.groupIn + g.groupOut + 2) * (int64_t)sizeof(float);
   // Blocks of whole 16-column panels of the sgemm (Sgemm.h: 32-column panels, 16 at the edge):

@@ -353,7 +353,8 @@ TEST(RuntimeConv, PointwiseIsAPlainGemm) {
 }
 
 TEST(RuntimeConv, Winograd) {
-  // 3x3 stride 1 with >= 8 channels a group and outputs >= 12x12: the Winograd F(4x4,3x3) path.
+  // 3x3 stride 1 with >= 8 channels a group and outputs >= 12x12: the Winograd F(4x4,3x3) path
+  // (F(2x2,3x3) for outputs of 6x6 to 11x11).
   // Output sizes not a multiple of 4 (clipped border tiles), pads 0/1/2, asymmetric and
   // negative, groups 1 and 2, batch 2, one and several threads, weights constant or inputs.
   std::vector<ConvCase> cases = {
@@ -367,6 +368,10 @@ TEST(RuntimeConv, Winograd) {
       {{1, 64, 28, 28}, {64, 64, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1},   // ResNet-like
       // More input channels than one k block of the sgemm (384): V spans two blocks.
       {{1, 400, 14, 13}, {24, 400, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1}, // 14x13
+      // Outputs of 6 to 11: F(2x2,3x3).
+      {{1, 8, 9, 9}, {8, 8, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1},        // 9x9
+      {{1, 64, 7, 7}, {32, 64, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1},     // 7x7 (ResNet)
+      {{2, 16, 8, 13}, {16, 8, 3, 3}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 2},     // 6x11, groups
   };
   unsigned seed = 40;
   for (const ConvCase &c : cases) {
@@ -377,10 +382,10 @@ TEST(RuntimeConv, Winograd) {
       ++seed;
     }
   }
-  // Just outside the path: too few channels, stride 2, small outputs.
+  // Just outside the path: too few channels, stride 2, outputs below 6x6.
   EXPECT_FALSE(takesWinograd({{1, 4, 16, 16}, {8, 4, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1}));
   EXPECT_FALSE(takesWinograd({{1, 8, 32, 32}, {8, 8, 3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 1}));
-  EXPECT_FALSE(takesWinograd({{1, 8, 9, 9}, {8, 8, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1}));
+  EXPECT_FALSE(takesWinograd({{1, 8, 7, 9}, {8, 8, 3, 3}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 1}));
 }
 
 TEST(RuntimeConv, EmptyOutputs) {
