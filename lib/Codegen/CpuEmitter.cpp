@@ -47,6 +47,30 @@ bool hasLoops(Block &block) {
   return found;
 }
 
+/// Reductions over at most this many positions (pooling windows) nested in a parallel loop run
+/// as plain loops inside it, and the parallel loop's innermost dim is the simd loop instead.
+constexpr double kSmallWindow = 64;
+
+double product(ArrayRef<int64_t> bounds);
+
+/// Whether every loop in `block` is a small window reduction directly in it (a loop-free body
+/// of at most kSmallWindow iterations): vectorising over 3 or 9 window positions wastes most of
+/// the vector and leaves the output row scalar; vectorising over the row does not.
+bool onlySmallWindows(Block &block) {
+  bool any = false, small = true;
+  block.walk([&](Operation *op) {
+    if (!isLoop(op))
+      return;
+    auto r = dyn_cast<tk::ReduceOp>(op);
+    if (r && r->getBlock() == &block && !hasLoops(r.getBody().front()) &&
+        product(r.getBounds()) <= kSmallWindow)
+      any = true;
+    else if (!r || r->getBlock() == &block)
+      small = false;
+  });
+  return any && small;
+}
+
 double product(ArrayRef<int64_t> bounds) {
   double p = 1;
   for (int64_t b : bounds)
@@ -120,6 +144,7 @@ private:
   std::string body;
   int depth = 1;
   bool usesThreads = false;
+  bool inSimdLoop = false; // emitting the body of a simd loop: nested loops stay plain
   const std::string threadsName = "tcc_threads";
   llvm::DenseMap<Value, std::string> pointers;
 };
@@ -276,7 +301,9 @@ void CpuKernelEmitter::emitParallel(tk::ParallelOp op) {
   ArrayRef<int64_t> bounds = loopBounds;
   size_t rank = bounds.size();
 
-  bool loopFree = !hasLoops(block);
+  // Small window reductions inside count as loop-free: the innermost dim is the simd loop.
+  bool windows = onlySmallWindows(block);
+  bool loopFree = !hasLoops(block) || windows;
   bool threaded = isTopLevel(op) && rank > 0 && product(bounds) > 1 &&
                   product(bounds) * work(block) >= kParallelWorkThreshold;
   auto collapse = [](size_t n) {
@@ -304,7 +331,13 @@ void CpuKernelEmitter::emitParallel(tk::ParallelOp op) {
     pragmas[rank - 1] = "#pragma omp for simd schedule(static)";
   }
   openLoops(idx, bounds, pragmas);
+  bool simdBody = windows && rank > 0 && !pragmas[rank - 1].empty() &&
+                  pragmas[rank - 1].find("simd") != std::string::npos;
+  simdBody = simdBody || (windows && rank == 1 && pragmas[0].find("simd") != std::string::npos);
+  bool outer = inSimdLoop;
+  inSimdLoop = inSimdLoop || simdBody;
   emitBlock(block);
+  inSimdLoop = outer;
   closeLoops(rank);
   if (innerTeam) {
     --depth;
@@ -343,7 +376,7 @@ void CpuKernelEmitter::emitReduce(tk::ReduceOp op) {
   bool threaded = isTopLevel(op) && rank > 0 &&
                   product(bounds) * (1 + work(block)) >= kParallelWorkThreshold;
   std::vector<std::string> pragmas(rank);
-  if (loopFree && rank > 0)
+  if (loopFree && rank > 0 && !inSimdLoop)
     pragmas[rank - 1] = "#pragma omp simd" + clause;
   if (threaded) {
     // Threads split the outer dims (all of them when the body has loops); the innermost stays

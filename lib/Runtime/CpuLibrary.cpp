@@ -416,6 +416,7 @@ void runConv(const ConvGeometry &g, const float *input, const float *weight, flo
       cache->data.resize(winogradWeightFloats(g));
       winogradTransformWeights(g, weight, cache->data.data(), numThreads);
       winogradPackWeights(g, cache->data.data(), cache->packed, numThreads);
+      std::vector<float>().swap(cache->data); // the packed copy is what the GEMMs read
     }
     runWinograd(g, input, cache->packed.data(), output, workspace, numThreads);
     return;

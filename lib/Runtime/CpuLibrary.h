@@ -71,7 +71,7 @@ struct ConvGeometry {
 /// reused only when the weight is a program constant at the same address (constants never
 /// change during a program's lifetime); other weights are transformed on every run.
 struct ConvWeightCache {
-  std::vector<float> data;       // Winograd: the transformed weights
+  std::vector<float> data;       // Winograd: the transformed weights while they are packed
   std::vector<SgemmPacked> packed; // the sgemm's A operands: per group (per group and
                                    // transform position for Winograd)
   const float *source = nullptr; // the weights these were made from, when they are reusable
