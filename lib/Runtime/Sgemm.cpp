@@ -47,6 +47,7 @@ const SgemmKernelFamily kGenericFamily = {
     kGenericNR,
     0,
     {genericKernel<1>, genericKernel<2>, genericKernel<3>, genericKernel<4>},
+    {},
     {}};
 
 //===--- Dispatch ---------------------------------------------------------===//
@@ -367,6 +368,18 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alph
       for (int64_t ip = ip0; ip < ip1; ++ip) {
         int64_t i0 = ip * MR, rows = std::min(MR, m - i0);
         const float *aPanel = packedA->at(k0, i0);
+        if (rows == 1 && !directB && f.rowPanels[0]) { // a batch-1 row: 4 panels of B at once
+          int64_t panelStride = kc * NR; // consecutive panels of one k block
+          for (int64_t j = j0; j < j1; j += 4 * NR) {
+            int64_t cols = std::min(4 * NR, j1 - j), panels = (cols + NR - 1) / NR;
+            SgemmEpilogue tile;
+            if (last && epilogue)
+              tile = {epilogue->bias ? epilogue->bias + j : nullptr, epilogue->relu};
+            f.rowPanels[panels - 1](kc, aPanel, packedB->at(k0, j), panelStride, c + i0 * ldc + j,
+                                    cols, alpha, blockBeta, last && epilogue ? &tile : nullptr);
+          }
+          continue;
+        }
         for (int64_t j = j0; j < j1; j += NR) {
           int64_t stride, cols = std::min(NR, j1 - j);
           const float *bp = bPanel(k0, j, stride);

@@ -20,7 +20,8 @@ void kernel(int64_t k, const float *a, const float *b, int64_t ldb, float *c, in
             int64_t cols, float alpha, float beta, const SgemmEpilogue *epilogue) {
   using V = typename Vec::type;
   constexpr int L = Vec::lanes;
-  constexpr int S = M * W <= 2 ? 4 : M * W <= 6 ? 2 : 1;
+  // One row: two sums, in rowKernel's order, so that a row gives the same bits on every path.
+  constexpr int S = M == 1 ? 2 : M * W <= 2 ? 4 : M * W <= 6 ? 2 : 1;
   V acc[S][M][W];
 #pragma GCC unroll 64
   for (int s = 0; s < S; ++s)
@@ -85,14 +86,72 @@ void kernel(int64_t k, const float *a, const float *b, int64_t ldb, float *c, in
   }
 }
 
+/// One row of A (packed: a[p * MR]) times P panels of B (2 vectors each), two sums over k a
+/// panel so that the FMA latency is hidden: 4P accumulators.
+template <int P, int MR>
+void rowKernel(int64_t k, const float *a, const float *b, int64_t panelStride, float *c,
+               int64_t cols, float alpha, float beta, const SgemmEpilogue *epilogue) {
+  using V = typename Vec::type;
+  constexpr int L = Vec::lanes, NR = 2 * L;
+  V acc[2][P][2];
+#pragma GCC unroll 2
+  for (int s = 0; s < 2; ++s)
+#pragma GCC unroll 4
+    for (int q = 0; q < P; ++q)
+      acc[s][q][0] = acc[s][q][1] = Vec::zero();
+  int64_t p = 0;
+  for (; p + 2 <= k; p += 2) {
+#pragma GCC unroll 2
+    for (int s = 0; s < 2; ++s) {
+      V ai = Vec::broadcast(a + (p + s) * MR);
+#pragma GCC unroll 4
+      for (int q = 0; q < P; ++q) {
+        const float *bq = b + q * panelStride + (p + s) * NR;
+        acc[s][q][0] = Vec::fma(ai, Vec::load(bq), acc[s][q][0]);
+        acc[s][q][1] = Vec::fma(ai, Vec::load(bq + L), acc[s][q][1]);
+      }
+    }
+  }
+  for (; p < k; ++p) {
+    V ai = Vec::broadcast(a + p * MR);
+#pragma GCC unroll 4
+    for (int q = 0; q < P; ++q) {
+      const float *bq = b + q * panelStride + p * NR;
+      acc[0][q][0] = Vec::fma(ai, Vec::load(bq), acc[0][q][0]);
+      acc[0][q][1] = Vec::fma(ai, Vec::load(bq + L), acc[0][q][1]);
+    }
+  }
+  V va = Vec::set1(alpha), vb = Vec::set1(beta);
+#pragma GCC unroll 4
+  for (int q = 0; q < P; ++q)
+#pragma GCC unroll 2
+    for (int w = 0; w < 2; ++w) {
+      int64_t wc = cols - q * NR - w * L;
+      auto mask = Vec::mask(wc);
+      float *at = c + q * NR + w * L;
+      V r = Vec::mul(va, Vec::add(acc[0][q][w], acc[1][q][w]));
+      if (beta != 0.0f)
+        r = Vec::fma(vb, Vec::maskedLoad(at, mask), r);
+      if (epilogue && epilogue->bias)
+        r = Vec::add(r, Vec::maskedLoad(epilogue->bias + q * NR + w * L, mask));
+      if (epilogue && epilogue->relu)
+        r = Vec::max(Vec::zero(), r);
+      Vec::maskedStore(at, mask, r);
+    }
+}
+
 /// The family: byRows[r - 1] = kernel<r, 2, MR>, narrow[r - 1] = kernel<r, 1, MR>. constexpr,
 /// and the families are constexpr variables: they must be constant-initialized. A dynamic
 /// initializer in these files would be compiled with their -m flags and run when the library
 /// loads, on any CPU (GCC zeroes such a struct with zmm stores: SIGILL without AVX-512).
 template <int MR, int... R> constexpr SgemmKernelFamily makeFamily() {
-  SgemmKernelFamily f{MR, 2 * Vec::lanes, Vec::lanes, {}, {}};
+  SgemmKernelFamily f{MR, 2 * Vec::lanes, Vec::lanes, {}, {}, {}};
   ((f.byRows[R - 1] = kernel<R, 2, MR>), ...);
   ((f.narrow[R - 1] = kernel<R, 1, MR>), ...);
+  f.rowPanels[0] = rowKernel<1, MR>;
+  f.rowPanels[1] = rowKernel<2, MR>;
+  f.rowPanels[2] = rowKernel<3, MR>;
+  f.rowPanels[3] = rowKernel<4, MR>;
   return f;
 }
 

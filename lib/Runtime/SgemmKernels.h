@@ -23,11 +23,18 @@ struct SgemmEpilogue {
 using SgemmMicroKernel = void (*)(int64_t k, const float *a, const float *b, int64_t ldb,
                                   float *c, int64_t ldc, int64_t cols, float alpha, float beta,
                                   const SgemmEpilogue *epilogue);
+/// One row of C (a batch-1 layer) over up to 4 packed panels of B at once, `panelStride`
+/// floats apart: C[0, 0:cols] as the microkernel computes it, cols <= 4 * NR. Reading several
+/// panels at once keeps several memory streams in flight; a GEMV is bound by reading B.
+using SgemmRowKernel = void (*)(int64_t k, const float *a, const float *b, int64_t panelStride,
+                                float *c, int64_t cols, float alpha, float beta,
+                                const SgemmEpilogue *epilogue);
 struct SgemmKernelFamily {
   int mr, nr;
   int narrowCols;              // columns of the narrow kernels (0: none)
   SgemmMicroKernel byRows[16]; // byRows[r - 1] computes r rows, up to nr columns
   SgemmMicroKernel narrow[16]; // the same for up to narrowCols columns (a panel's last ones)
+  SgemmRowKernel rowPanels[4]; // rowPanels[p - 1]: one row over p panels (null: none)
 };
 /// The families compiled into the library (with their own instruction-set flags).
 const SgemmKernelFamily &sgemmGenericKernels();

@@ -116,7 +116,8 @@ TEST(Sgemm, ResultDoesNotDependOnThreadsOrPrepacking) {
   std::mt19937 rng(12);
   for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{67, 1100, 300},
                          {200, 45, 520},
-                         {3, 515, 129}}) {
+                         {3, 515, 129},
+                         {1, 1100, 301}}) { // one row: the 4-panel row kernel, or B in place
     for (int t = 0; t < 4; ++t) {
       Problem p(rng, t & 1, t & 2, m, n, k, 1.0f, 0.25f);
       SCOPED_TRACE(p.name());
@@ -157,6 +158,34 @@ TEST(Sgemm, PackedForAnotherShapeOrFamilyIsRepacked) {
   SgemmPacked otherK = packSgemmB(sgemmIsa(), false, 29, 40, p.b.data(), p.ldb);
   SgemmPacked generic = packSgemmA(SgemmIsa::Generic, false, 20, 30, p.a.data(), p.lda);
   p.check(p.run(1, &generic, &otherK), "mismatched packs");
+}
+
+TEST(Sgemm, BiasAndReluOnEveryPath) {
+  skipUnlessForcedFamilyRuns();
+  // One row (the row kernel with B packed, the microkernel with B in place), few and many rows,
+  // k past one block, a last partial panel; bias then ReLU as the tile is stored.
+  std::mt19937 rng(16);
+  for (int64_t m : {1, 2, 29})
+    for (bool tb : {false, true})
+      for (bool prepacked : {false, true}) {
+        Problem p(rng, false, tb, m, 150, 400, 0.5f, m == 2 ? 0.5f : 0.0f);
+        std::vector<float> bias = random(150, rng);
+        SCOPED_TRACE(p.name() + (prepacked ? " prepacked" : ""));
+        SgemmPacked pb = packSgemmB(sgemmIsa(), tb, p.k, p.n, p.b.data(), p.ldb);
+        SgemmEpilogue epilogue{bias.data(), true};
+        std::vector<float> got = p.c;
+        sgemm(false, tb, m, p.n, p.k, p.alpha, p.a.data(), p.lda, p.b.data(), p.ldb, p.beta,
+              got.data(), p.ldc, 2, nullptr, prepacked ? &pb : nullptr, &epilogue);
+        std::vector<double> want, bound;
+        p.reference(want, bound);
+        size_t bad = 0;
+        for (size_t i = 0; i < got.size(); ++i) {
+          double w = std::max(want[i] + bias[i % p.ldc], 0.0);
+          if (!(std::fabs(got[i] - w) <= bound[i]) && ++bad <= 5)
+            ADD_FAILURE() << "element " << i << " is " << got[i] << ", expected " << w;
+        }
+        EXPECT_EQ(bad, 0u);
+      }
 }
 
 TEST(Sgemm, BetaZeroNeverReadsC) {
