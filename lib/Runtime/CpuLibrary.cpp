@@ -16,7 +16,6 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
-#include <functional>
 #include <numeric>
 #include <type_traits>
 
@@ -59,18 +58,28 @@ void setBlasThreads(int numThreads) {
     openblas_set_num_threads(numThreads);
 }
 
-/// The packed forms of a constant operand, made on first use (or when the operand moved);
+/// Empties `cache` unless it holds what was packed, for this process's kernels, from the
+/// constant at `source`; returns whether it did (its contents must then be made again). A
+/// non-constant operand empties it every time (it is packed on every call).
+bool resetIfStale(PackedOperand &cache, const void *source, bool isConstant) {
+  if (isConstant && cache.source == source &&
+      (cache.matrices.empty() || cache.matrices[0].isa == sgemmIsa()))
+    return false;
+  cache.matrices.clear();
+  cache.source = isConstant ? source : nullptr;
+  return true;
+}
+
+/// The packed form of matrix `index` (of `count`) of a constant operand, made on first use;
 /// null when the operand is not constant (sgemm packs it on every call).
+template <class Make>
 const SgemmPacked *packedMatrix(PackedOperand *cache, bool isConstant, const void *source,
-                                size_t count, size_t index,
-                                const std::function<SgemmPacked()> &make) {
+                                size_t count, size_t index, const Make &make) {
   if (!cache || !isConstant)
     return nullptr;
-  if (cache->source != source || cache->matrices.size() != count ||
-      (!cache->matrices.empty() && cache->matrices[0].isa != sgemmIsa())) {
+  if (resetIfStale(*cache, source, isConstant) || cache->matrices.size() != count) {
     cache->matrices.clear();
     cache->matrices.resize(count);
-    cache->source = source;
   }
   SgemmPacked &p = cache->matrices[index];
   if (!p.data)
@@ -137,6 +146,12 @@ void gemmTyped(const GemmGeometry &g, const T *a, const T *b, T *c, int numThrea
   size_t rank = g.batch.size();
   std::vector<int64_t> index(rank, 0);
   int64_t aOffset = 0, bOffset = 0;
+  // Distinct matrices of a and b: their offsets run over [0, aCount) and [0, bCount).
+  size_t aCount = 1, bCount = 1;
+  for (size_t d = 0; d < rank; ++d) {
+    aCount *= g.aBatchStrides[d] ? (size_t)g.batch[d] : 1;
+    bCount *= g.bBatchStrides[d] ? (size_t)g.batch[d] : 1;
+  }
   for (int64_t batch = 0; batch < g.numBatches; ++batch) {
     const T *aBase = a + aOffset * aMatrix;
     const T *bBase = b + bOffset * bMatrix;
@@ -148,12 +163,6 @@ void gemmTyped(const GemmGeometry &g, const T *a, const T *b, T *c, int numThrea
       } else {
         int lda = g.transA ? m : k, ldb = g.transB ? k : n;
         if constexpr (std::is_same_v<T, float>) {
-          // Distinct matrices of a and b: their offsets run over [0, aCount) and [0, bCount).
-          size_t aCount = 1, bCount = 1;
-          for (size_t d = 0; d < rank; ++d) {
-            aCount *= g.aBatchStrides[d] ? (size_t)g.batch[d] : 1;
-            bCount *= g.bBatchStrides[d] ? (size_t)g.batch[d] : 1;
-          }
           const SgemmPacked *pa =
               packedMatrix(packedA, aIsConstant, a, aCount, (size_t)aOffset, [&] {
                 return packSgemmA(sgemmIsa(), g.transA, m, k, aBase, lda, numThreads);
@@ -398,27 +407,21 @@ struct Im2col {
 } // namespace
 
 void runConv(const ConvGeometry &g, const float *input, const float *weight, float *output,
-             float *workspace, int numThreads, ConvWeightCache *cache, bool weightIsConstant) {
+             float *workspace, int numThreads, PackedOperand *cache, bool weightIsConstant) {
   if (g.outSize == 0 || g.groupOut == 0 || g.batch == 0)
     return;
-  ConvWeightCache local;
+  PackedOperand local;
   if (!cache)
     cache = &local;
-  bool fresh = !weightIsConstant || cache->source != weight ||
-               (!cache->packed.empty() && cache->packed[0].isa != sgemmIsa());
-  if (fresh) {
-    cache->data.clear();
-    cache->packed.clear();
-    cache->source = weightIsConstant ? weight : nullptr;
-  }
+  std::vector<SgemmPacked> &packedWeights = cache->matrices;
+  bool fresh = resetIfStale(*cache, weight, weightIsConstant);
   if (g.winogradTile) {
     if (fresh) {
-      cache->data.resize(winogradWeightFloats(g));
-      winogradTransformWeights(g, weight, cache->data.data(), numThreads);
-      winogradPackWeights(g, cache->data.data(), cache->packed, numThreads);
-      std::vector<float>().swap(cache->data); // the packed copy is what the GEMMs read
+      std::vector<float> transformed(winogradWeightFloats(g)); // packed, then dropped
+      winogradTransformWeights(g, weight, transformed.data(), numThreads);
+      winogradPackWeights(g, transformed.data(), packedWeights, numThreads);
     }
-    runWinograd(g, input, cache->packed.data(), output, workspace, numThreads);
+    runWinograd(g, input, packedWeights.data(), output, workspace, numThreads);
     return;
   }
   if (g.groupIn == 1 && g.kernel.size() == 2) {
@@ -432,10 +435,10 @@ void runConv(const ConvGeometry &g, const float *input, const float *weight, flo
   // The weights of each group are sgemm's A operand (groupOut x rows), packed once.
   if (fresh)
     for (int64_t grp = 0; grp < g.groups; ++grp)
-      cache->packed.push_back(packSgemmA(sgemmIsa(), false, g.groupOut, g.rows,
+      packedWeights.push_back(packSgemmA(sgemmIsa(), false, g.groupOut, g.rows,
                                          weight + grp * g.groupOut * g.rows, g.rows,
                                          numThreads));
-  const SgemmPacked *packed = cache->packed.data();
+  const SgemmPacked *packed = packedWeights.data();
   int64_t m = g.groupOut, k = g.rows, ldc = g.outSize;
   if (g.pointwise) {
     for (int64_t n = 0; n < g.batch; ++n)

@@ -67,16 +67,6 @@ struct ConvGeometry {
   size_t workspaceBytes = 0;
 };
 
-/// A conv step's transformed (Winograd) weights, kept across runs by the program. They are
-/// reused only when the weight is a program constant at the same address (constants never
-/// change during a program's lifetime); other weights are transformed on every run.
-struct ConvWeightCache {
-  std::vector<float> data;       // Winograd: the transformed weights while they are packed
-  std::vector<SgemmPacked> packed; // the sgemm's A operands: per group (per group and
-                                   // transform position for Winograd)
-  const float *source = nullptr; // the weights these were made from, when they are reusable
-};
-
 /// Checks tk.conv's rules (f32, same rank >= 3, one stride/pad/dilation per spatial dim,
 /// strides and dilations >= 1, kernel dims >= 1, channels agree with groups, the output shape
 /// is what tcc.conv infers with lhs_dilation 1; negative pads allowed).
@@ -84,15 +74,16 @@ ConvGeometry makeConvGeometry(const Shape &input, const Shape &weight, const Sha
                               const Shape &strides, const Shape &padLow, const Shape &padHigh,
                               const Shape &dilations, int64_t groups);
 /// `workspace` holds numThreads x g.workspaceBytes (64-byte aligned); unused when pointwise.
-/// 3x3 stride-1 2-D convolutions with enough channels take the Winograd path (Winograd.h),
-/// whose transformed weights live in `cache` (a local one when null) and are reused across
-/// calls when `weightIsConstant`.
+/// The weights, packed for the sgemm (per group; Winograd: transformed, per group and transform
+/// position), live in `cache` (a local one when null) and are reused across calls when
+/// `weightIsConstant` (a program constant at the same address). 3x3 stride-1 2-D convolutions
+/// with enough channels take the Winograd path (Winograd.h).
 /// 2-D convolutions whose groups have one input channel (depthwise) are direct loops
 /// (Depthwise.h). One thread: im2col tiles + sgemm. More: each thread takes whole (image, group, column tile)
-/// items, im2col + a single-threaded sgemm on its own workspace (OpenBLAS's threads would
-/// fight the im2col threads for the cores). Pointwise convs are one threaded sgemm.
+/// items, im2col + a single-threaded sgemm on its own workspace. Pointwise convs are one
+/// threaded sgemm.
 void runConv(const ConvGeometry &g, const float *input, const float *weight, float *output,
-             float *workspace, int numThreads, ConvWeightCache *cache = nullptr,
+             float *workspace, int numThreads, PackedOperand *cache = nullptr,
              bool weightIsConstant = false);
 
 //===--- Top-k ------------------------------------------------------------===//

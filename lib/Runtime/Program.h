@@ -85,7 +85,7 @@ struct GemmStep {
 struct ConvStep {
   uint32_t input, weight, output;
   ConvGeometry geometry;
-  mutable ConvWeightCache weightCache; // packed / transformed weights, reused across runs
+  mutable PackedOperand weightCache; // packed (Winograd: transformed) weights, reused across runs
 };
 struct TopKStep {
   uint32_t input, values, indices;

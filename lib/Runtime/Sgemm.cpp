@@ -17,6 +17,15 @@ namespace {
 
 constexpr int kGenericMR = 4, kGenericNR = 16;
 
+/// The epilogue on one element of C, in the microkernels' order: bias, then ReLU (NaN stays).
+float applyEpilogue(float r, const SgemmEpilogue *epilogue, int64_t column) {
+  if (epilogue && epilogue->bias)
+    r += epilogue->bias[column];
+  if (epilogue && epilogue->relu)
+    r = r < 0.0f ? 0.0f : r;
+  return r;
+}
+
 template <int M>
 void genericKernel(int64_t k, const float *a, const float *b, int64_t ldb, float *c,
                    int64_t ldc, int64_t cols, float alpha, float beta,
@@ -31,14 +40,9 @@ void genericKernel(int64_t k, const float *a, const float *b, int64_t ldb, float
   }
   for (int i = 0; i < M; ++i) {
     float *row = c + i * ldc;
-    for (int64_t j = 0; j < cols; ++j) {
-      float r = alpha * acc[i][j] + (beta != 0.0f ? beta * row[j] : 0.0f);
-      if (epilogue && epilogue->bias)
-        r += epilogue->bias[j];
-      if (epilogue && epilogue->relu)
-        r = r < 0.0f ? 0.0f : r; // NaN stays NaN
-      row[j] = r;
-    }
+    for (int64_t j = 0; j < cols; ++j)
+      row[j] = applyEpilogue(alpha * acc[i][j] + (beta != 0.0f ? beta * row[j] : 0.0f),
+                             epilogue, j);
   }
 }
 
@@ -184,8 +188,9 @@ SgemmPacked layout(SgemmIsa isa, bool isA, int64_t outer, int64_t k, float *stor
   return out;
 }
 
-SgemmPacked pack(SgemmIsa isa, bool isA, int64_t outer, int64_t k, const float *src,
-                 int64_t outerStride, int64_t kStride, int numThreads, float *storage) {
+/// Packs the matrix element(o, p) = src[o * outerStride + p * kStride] (see packPanels).
+SgemmPacked packStrided(SgemmIsa isa, bool isA, int64_t outer, int64_t k, const float *src,
+                        int64_t outerStride, int64_t kStride, int numThreads, float *storage) {
   SgemmPacked out = layout(isa, isA, outer, k, storage);
   int64_t panels = (outer + out.panel - 1) / out.panel;
   // Cost per panel: the bytes it reads and writes.
@@ -193,6 +198,16 @@ SgemmPacked pack(SgemmIsa isa, bool isA, int64_t outer, int64_t k, const float *
     packPanels(out, src, outerStride, kStride, begin, end);
   });
   return out;
+}
+
+/// Packs op(A) (m x k) or op(B) (k x n) for `isa`: `outer` is m (A) or n (B), `ld` the stored
+/// matrix's row stride, `trans` whether it is stored transposed.
+SgemmPacked pack(SgemmIsa isa, bool isA, bool trans, int64_t outer, int64_t k, const float *src,
+                 int64_t ld, int numThreads, float *storage) {
+  // A (m x k) is stored m x k, or k x m transposed; B (k x n) k x n, or n x k transposed.
+  bool outerAlongRows = isA != trans;
+  return packStrided(isa, isA, outer, k, src, outerAlongRows ? ld : 1, outerAlongRows ? 1 : ld,
+                     numThreads, storage);
 }
 
 /// Per-thread packing buffers for operands sgemm packs itself; released above this size.
@@ -257,8 +272,6 @@ SgemmIsa sgemmIsa() {
   return isa;
 }
 
-const SgemmKernelFamily &sgemmGenericKernels() { return kGenericFamily; }
-
 size_t sgemmPackedFloats(SgemmIsa isa, bool isA, int64_t outer, int64_t k) {
   const SgemmKernelFamily &f = family(isa);
   return packedFloats(outer, k, isA ? f.mr : f.nr);
@@ -275,12 +288,12 @@ int64_t SgemmPacked::offset(int64_t o, int64_t p) const {
 
 SgemmPacked packSgemmA(SgemmIsa isa, bool transA, int64_t m, int64_t k, const float *a,
                        int64_t lda, int numThreads) {
-  return pack(isa, true, m, k, a, transA ? 1 : lda, transA ? lda : 1, numThreads, nullptr);
+  return pack(isa, true, transA, m, k, a, lda, numThreads, nullptr);
 }
 
 SgemmPacked packSgemmB(SgemmIsa isa, bool transB, int64_t k, int64_t n, const float *b,
                        int64_t ldb, int numThreads) {
-  return pack(isa, false, n, k, b, transB ? ldb : 1, transB ? 1 : ldb, numThreads, nullptr);
+  return pack(isa, false, transB, n, k, b, ldb, numThreads, nullptr);
 }
 
 void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha,
@@ -293,14 +306,9 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alph
     epilogue = nullptr;
   if (k == 0) { // an empty sum: C = beta * C, then the epilogue
     for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) {
-        float r = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
-        if (epilogue && epilogue->bias)
-          r += epilogue->bias[j];
-        if (epilogue && epilogue->relu)
-          r = r < 0.0f ? 0.0f : r; // NaN stays NaN
-        c[i * ldc + j] = r;
-      }
+      for (int64_t j = 0; j < n; ++j)
+        c[i * ldc + j] =
+            applyEpilogue(beta == 0.0f ? 0.0f : beta * c[i * ldc + j], epilogue, j);
     return;
   }
   const SgemmIsa isa = sgemmIsa();
@@ -320,8 +328,7 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alph
   thread_local Scratch scratchA, scratchB;
   SgemmPacked ownA, ownB;
   if (!usable(packedA, true, m)) {
-    ownA = pack(isa, true, m, k, a, transA ? 1 : lda, transA ? lda : 1, threads,
-                scratchA.get(packedFloats(m, k, MR)));
+    ownA = pack(isa, true, transA, m, k, a, lda, threads, scratchA.get(packedFloats(m, k, MR)));
     packedA = &ownA;
   }
   // With few rows of A, a non-transposed B is read in place (only its last, partial panel is
@@ -331,11 +338,10 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alph
   const int64_t nDirect = directB ? n / NR * NR : 0;
   if (directB) {
     if (n > nDirect)
-      ownB = pack(isa, false, n - nDirect, k, b + nDirect, 1, ldb, 1,
+      ownB = pack(isa, false, false, n - nDirect, k, b + nDirect, ldb, 1,
                   scratchB.get(packedFloats(n - nDirect, k, NR)));
   } else if (!usable(packedB, false, n)) {
-    ownB = pack(isa, false, n, k, b, transB ? ldb : 1, transB ? 1 : ldb, threads,
-                scratchB.get(packedFloats(n, k, NR)));
+    ownB = pack(isa, false, transB, n, k, b, ldb, threads, scratchB.get(packedFloats(n, k, NR)));
     packedB = &ownB;
   }
   auto bPanel = [&](int64_t k0, int64_t j, int64_t &stride) -> const float * {
@@ -365,6 +371,14 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alph
       int64_t kc = std::min(kKC, k - k0);
       float blockBeta = k0 == 0 ? beta : 1.0f;
       bool last = k0 + kc == k;
+      // The last k block stores C for good: it applies the epilogue, its bias from column j.
+      SgemmEpilogue tile;
+      auto tileEpilogue = [&](int64_t j) -> const SgemmEpilogue * {
+        if (!last || !epilogue)
+          return nullptr;
+        tile = {epilogue->bias ? epilogue->bias + j : nullptr, epilogue->relu};
+        return &tile;
+      };
       for (int64_t ip = ip0; ip < ip1; ++ip) {
         int64_t i0 = ip * MR, rows = std::min(MR, m - i0);
         const float *aPanel = packedA->at(k0, i0);
@@ -372,11 +386,8 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alph
           int64_t panelStride = kc * NR; // consecutive panels of one k block
           for (int64_t j = j0; j < j1; j += 4 * NR) {
             int64_t cols = std::min(4 * NR, j1 - j), panels = (cols + NR - 1) / NR;
-            SgemmEpilogue tile;
-            if (last && epilogue)
-              tile = {epilogue->bias ? epilogue->bias + j : nullptr, epilogue->relu};
             f.rowPanels[panels - 1](kc, aPanel, packedB->at(k0, j), panelStride, c + i0 * ldc + j,
-                                    cols, alpha, blockBeta, last && epilogue ? &tile : nullptr);
+                                    cols, alpha, blockBeta, tileEpilogue(j));
           }
           continue;
         }
@@ -385,11 +396,8 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alph
           const float *bp = bPanel(k0, j, stride);
           SgemmMicroKernel kernel =
               cols <= f.narrowCols ? f.narrow[rows - 1] : f.byRows[rows - 1];
-          SgemmEpilogue tile;
-          if (last && epilogue)
-            tile = {epilogue->bias ? epilogue->bias + j : nullptr, epilogue->relu};
           kernel(kc, aPanel, bp, stride, c + i0 * ldc + j, ldc, cols, alpha, blockBeta,
-                 last && epilogue ? &tile : nullptr);
+                 tileEpilogue(j));
         }
       }
     }

@@ -37,7 +37,6 @@ struct SgemmKernelFamily {
   SgemmRowKernel rowPanels[4]; // rowPanels[p - 1]: one row over p panels (null: none)
 };
 /// The families compiled into the library (with their own instruction-set flags).
-const SgemmKernelFamily &sgemmGenericKernels();
 const SgemmKernelFamily *sgemmAvx2Kernels();   // null where not built (non-x86)
 const SgemmKernelFamily *sgemmAvx512Kernels(); // null where not built (non-x86)
 

@@ -379,6 +379,12 @@ int runCompile(const ModelArgs &args, const std::string &device, const CompileAr
   return 0;
 }
 
+/// The median of `sorted` (ascending, not empty).
+double medianOfSorted(const std::vector<double> &sorted) {
+  size_t n = sorted.size();
+  return n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+}
+
 struct BenchArgs {
   int warmup = 5, iters = 50;
   bool json = false;
@@ -432,7 +438,7 @@ int runBench(const ModelArgs &args, const std::string &requestedDevice,
   std::vector<double> sorted = times;
   std::sort(sorted.begin(), sorted.end());
   size_t n = sorted.size();
-  double median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  double median = medianOfSorted(sorted);
   if (bench.json) {
     std::cout << "{\"model\": \"" << args.model << "\", \"device\": \"" << device
               << "\", \"device_name\": \"" << (deviceName.empty() ? device : deviceName)
@@ -502,9 +508,8 @@ int runProfile(const ModelArgs &args, const std::string &requestedDevice,
   }
   program->setProfiling(false);
   std::sort(times.begin(), times.end());
-  size_t n = times.size();
-  double median = n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
-  double mean = std::accumulate(times.begin(), times.end(), 0.0) / (double)n;
+  double median = medianOfSorted(times);
+  double mean = std::accumulate(times.begin(), times.end(), 0.0) / (double)times.size();
   ProfileReport report =
       profileReport(runs, profile.top, median, mean, runtimeHostPeakBytes());
   if (profile.json) {
