@@ -13,6 +13,7 @@ using namespace tcc;
 
 
 void TccDialect::initialize() {
+  registerAttributes();
   addOperations<
 #define GET_OP_LIST
 #include "tcc/IR/TccOps.cpp.inc"

@@ -961,3 +961,136 @@ LogicalResult ReduceWindowOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resul
 }
 
 } // namespace tcc
+
+//===--- Collectives: each VJP is the collective's linear transpose (see TccOps.td) ---===//
+
+namespace tcc {
+namespace {
+
+/// The adjoint of result 0, zeros where autodiff passed none: every rank of a group must take
+/// part in the backward collective, whether or not its own adjoint happens to be zero.
+Value adjointOrZeros(Vjp &v, Operation *op) {
+  Value g = v.g();
+  return g ? g : v.b.splatLike(op->getResult(0), 0.0);
+}
+
+/// Ranks holding the extreme (`hit`) share the summed adjoint `total` equally.
+Value shareAmongHits(CoreBuilder &b, Value hit, Value total, ArrayAttr axes, Type element) {
+  Value count = b.createTyped<AllReduceOp>(total.getType(), CollectiveReduceKind::Sum,
+                                           b.cast(hit, element), axes);
+  return b.select(hit, b.div(total, count), b.splatLike(total, 0.0));
+}
+
+bool wantsOperand(ArrayRef<bool> wanted, Operation *op) {
+  return !wanted.empty() && wanted[0] && isa<FloatType>(CoreBuilder::elementTypeOf(op->getOperand(0)));
+}
+
+} // namespace
+
+LogicalResult AllReduceOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultAdjoints,
+                                    ArrayRef<bool> wanted, SmallVectorImpl<Value> &operandAdjoints) {
+  Vjp v(builder, *this, resultAdjoints, wanted, operandAdjoints);
+  if (!wantsOperand(wanted, *this))
+    return success();
+  CoreBuilder &b = v.b;
+  Value g = adjointOrZeros(v, *this);
+  Type type = getType();
+  switch (getKind()) {
+  case CollectiveReduceKind::Sum:
+  case CollectiveReduceKind::Avg:
+    v.set(0, b.createTyped<AllReduceOp>(type, getKind(), g, getAxes()));
+    break;
+  case CollectiveReduceKind::Max:
+  case CollectiveReduceKind::Min: {
+    Value total = b.createTyped<AllReduceOp>(type, CollectiveReduceKind::Sum, g, getAxes());
+    Value hit = b.compare(CompareKind::Eq, getX(), getResult());
+    v.set(0, shareAmongHits(b, hit, total, getAxes(), CoreBuilder::elementTypeOf(g)));
+    break;
+  }
+  }
+  return success();
+}
+
+LogicalResult AllGatherOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultAdjoints,
+                                    ArrayRef<bool> wanted, SmallVectorImpl<Value> &operandAdjoints) {
+  Vjp v(builder, *this, resultAdjoints, wanted, operandAdjoints);
+  if (!wantsOperand(wanted, *this))
+    return success();
+  v.set(0, v.b.createTyped<ReduceScatterOp>(getX().getType(), CollectiveReduceKind::Sum,
+                                            adjointOrZeros(v, *this), getDim(), getAxes()));
+  return success();
+}
+
+LogicalResult ReduceScatterOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultAdjoints,
+                                        ArrayRef<bool> wanted,
+                                        SmallVectorImpl<Value> &operandAdjoints) {
+  Vjp v(builder, *this, resultAdjoints, wanted, operandAdjoints);
+  if (!wantsOperand(wanted, *this))
+    return success();
+  CoreBuilder &b = v.b;
+  Type xType = getX().getType();
+  auto gather = [&](Value t) { return b.createTyped<AllGatherOp>(xType, t, getDim(), getAxes()); };
+  Value g = gather(adjointOrZeros(v, *this));
+  switch (getKind()) {
+  case CollectiveReduceKind::Sum:
+    v.set(0, g);
+    break;
+  case CollectiveReduceKind::Avg:
+    v.set(0, b.div(g, b.scalarLike(g, (double)getGroupSize())));
+    break;
+  case CollectiveReduceKind::Max:
+  case CollectiveReduceKind::Min: {
+    Value hit = b.compare(CompareKind::Eq, getX(), gather(getResult()));
+    v.set(0, shareAmongHits(b, hit, g, getAxes(), CoreBuilder::elementTypeOf(g)));
+    break;
+  }
+  }
+  return success();
+}
+
+LogicalResult AllToAllOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultAdjoints,
+                                   ArrayRef<bool> wanted, SmallVectorImpl<Value> &operandAdjoints) {
+  Vjp v(builder, *this, resultAdjoints, wanted, operandAdjoints);
+  if (!wantsOperand(wanted, *this))
+    return success();
+  v.set(0, v.b.createTyped<AllToAllOp>(getX().getType(), adjointOrZeros(v, *this),
+                                       getConcatDim(), getSplitDim(), getAxes()));
+  return success();
+}
+
+LogicalResult BroadcastOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultAdjoints,
+                                    ArrayRef<bool> wanted, SmallVectorImpl<Value> &operandAdjoints) {
+  Vjp v(builder, *this, resultAdjoints, wanted, operandAdjoints);
+  if (!wantsOperand(wanted, *this))
+    return success();
+  // Only the root's x reaches the results: it gets the sum of every rank's adjoint.
+  CoreBuilder &b = v.b;
+  Value total = b.createTyped<AllReduceOp>(getType(), CollectiveReduceKind::Sum,
+                                           adjointOrZeros(v, *this), getAxes());
+  Value position = b.createTyped<AxisIndexOp>(b.tensorType({}, b.builder().getI64Type()), getAxes());
+  Value isRoot = b.compare(CompareKind::Eq, position,
+                           b.constantI64({getRoot()}, {}));
+  v.set(0, b.select(isRoot, total, b.splatLike(total, 0.0)));
+  return success();
+}
+
+LogicalResult SendOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultAdjoints,
+                               ArrayRef<bool> wanted, SmallVectorImpl<Value> &operandAdjoints) {
+  Vjp v(builder, *this, resultAdjoints, wanted, operandAdjoints);
+  if (!wantsOperand(wanted, *this))
+    return success();
+  // The peer's recv sends its adjoint back (RecvOp::buildVjp).
+  v.set(0, v.b.createTyped<RecvOp>(getX().getType(), getPeer(), getAxis()));
+  return success();
+}
+
+LogicalResult RecvOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultAdjoints,
+                               ArrayRef<bool> wanted, SmallVectorImpl<Value> &operandAdjoints) {
+  Vjp v(builder, *this, resultAdjoints, wanted, operandAdjoints);
+  if (!isa<FloatType>(CoreBuilder::elementTypeOf(getResult())))
+    return success();
+  v.b.builder().create<SendOp>(getLoc(), adjointOrZeros(v, *this), getPeer(), getAxis());
+  return success();
+}
+
+} // namespace tcc

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 #include "tcc/Passes/Autodiff.h"
 #include "tcc/IR/CoreBuilder.h"
+#include "tcc/IR/Sharding.h"
 #include "tcc/IR/TccDialect.h"
 #include "tcc/Passes/Passes.h"
 #include "tcc/Support/Tensor.h"
@@ -72,7 +73,8 @@ FailureOr<SmallVector<Value>> buildGradients(OpBuilder &b, Value loss, ArrayRef<
   for (Operation &op : *block) {
     if (lossOp && lossOp->isBeforeInBlock(&op))
       break;
-    bool depends = false;
+    // What a recv brings in may depend on the peer's wrt values.
+    bool depends = isa<RecvOp>(op);
     forEachUsedValue(&op, [&](Value v) { depends |= varied.contains(v); });
     if (depends)
       for (Value r : op.getResults())
@@ -85,12 +87,16 @@ FailureOr<SmallVector<Value>> buildGradients(OpBuilder &b, Value loss, ArrayRef<
   llvm::SmallVector<Operation *> active; // in reverse program order
   if (lossOp)
     for (Operation *op = lossOp; op; op = op->getPrevNode()) {
-      bool used = llvm::any_of(op->getResults(), [&](Value r) { return useful.contains(r); });
+      // A send feeds the peer's computation, whose loss counts too (the SPMD reading of
+      // collectives' gradients, TccOps.td).
+      bool send = isa<SendOp>(op);
+      bool used = send || llvm::any_of(op->getResults(), [&](Value r) { return useful.contains(r); });
       if (!used)
         continue;
       forEachUsedValue(op, [&](Value v) { useful.insert(v); });
-      if (llvm::any_of(op->getResults(),
-                       [&](Value r) { return useful.contains(r) && varied.contains(r); }))
+      if (send ? varied.contains(op->getOperand(0))
+               : llvm::any_of(op->getResults(),
+                              [&](Value r) { return useful.contains(r) && varied.contains(r); }))
         active.push_back(op);
     }
 
@@ -121,7 +127,8 @@ FailureOr<SmallVector<Value>> buildGradients(OpBuilder &b, Value loss, ArrayRef<
       resultAdjoints.push_back(adjoint.lookup(r));
       any |= (bool)resultAdjoints.back();
     }
-    if (!any)
+    // Every rank of a group takes part in a collective's backward, zero adjoint or not.
+    if (!any && !isCollective(op))
       continue;
     auto diff = dyn_cast<DifferentiableOpInterface>(op);
     if (!diff || op->getNumRegions()) {

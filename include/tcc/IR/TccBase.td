@@ -18,6 +18,19 @@ def Tcc_Dialect : Dialect {
     unsigned). Semantics are defined by the reference kernels in `tcc/Interp/Kernels.h`.
   }];
   let hasConstantMaterializer = 1;
+  let useDefaultAttributePrinterParser = 1;
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
+  let extraClassDeclaration = [{
+    /// The module attribute holding the device mesh (#tcc.mesh).
+    static constexpr ::llvm::StringLiteral kMeshAttrName = "tcc.mesh";
+    /// The function argument/result attribute holding a value's sharding (#tcc.sharding).
+    static constexpr ::llvm::StringLiteral kShardingAttrName = "tcc.sharding";
+  private:
+    void registerAttributes(); // lib/IR/TccDistributed.cpp
+  public:
+  }];
 }
 
 def Tcc_ElementType : AnyTypeOf<[I1, I8, I16, I32, I64, UI8, UI16, UI32, UI64, F16, BF16, F32, F64]>;
@@ -109,5 +122,52 @@ def Tcc_ScatterReduction : I32EnumAttr<"ScatterReduction", "scatter combination"
   let cppNamespace = "::tcc";
 }
 
+
+def Tcc_CollectiveReduceKind : I32EnumAttr<"CollectiveReduceKind", "how a collective combines the group's tensors", [
+    I32EnumAttrCase<"Sum", 0, "sum">,
+    I32EnumAttrCase<"Avg", 1, "avg">,
+    I32EnumAttrCase<"Max", 2, "max">,
+    I32EnumAttrCase<"Min", 3, "min">]> {
+  let cppNamespace = "::tcc";
+}
+
+//===--- Distribution: device mesh and shardings ------------------------------===//
+
+class Tcc_Attr<string name, string attrMnemonic> : AttrDef<Tcc_Dialect, name> {
+  let mnemonic = attrMnemonic;
+}
+
+def Tcc_MeshAttr : Tcc_Attr<"Mesh", "mesh"> {
+  let summary = "a device mesh: named axes with sizes, ranks numbered row-major over them";
+  let description = [{
+    `#tcc.mesh<dp = 2, tp = 4>`: 8 ranks; rank r has coordinate (r / 4, r % 4). Set on the
+    module as `tcc.mesh`; collectives and shardings name its axes.
+  }];
+  let parameters = (ins ArrayRefParameter<"::mlir::StringAttr">:$axes,
+                        ArrayRefParameter<"int64_t">:$sizes);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Index of the axis named `name`, or -1.
+    int axisIndex(::llvm::StringRef name) const;
+    int64_t numRanks() const;
+    /// The product of the sizes of the named axes (which must exist).
+    int64_t groupSize(::llvm::ArrayRef<::llvm::StringRef> names) const;
+  }];
+}
+
+def Tcc_ShardingAttr : Tcc_Attr<"Sharding", "sharding"> {
+  let summary = "how a value is laid out over the mesh";
+  let description = [{
+    `#tcc.sharding<[[dp], [], [tp]]>` splits dim 0 into mesh-axis-`dp` many blocks (rank with
+    `dp` coordinate i holds block i), keeps dim 1 whole and splits dim 2 over `tp`. A dim split
+    over several axes (`[dp, tp]`) is split by their combined coordinate, the first axis major.
+    `partial = [tp]` says each rank holds a summand: the value is the sum over the `tp` axis of
+    what the ranks hold (a reduction still pending). An axis appears at most once. Axes not
+    named anywhere replicate the value.
+  }];
+  let parameters = (ins "::mlir::ArrayAttr":$dims, "::mlir::ArrayAttr":$partial);
+  let hasCustomAssemblyFormat = 1;
+}
 
 #endif // TCC_BASE_TD

@@ -15,6 +15,9 @@
 #include "tcc/IR/TccEnums.h.inc"
 #include "tcc/IR/TccInterfaces.h.inc"
 
+#define GET_ATTRDEF_CLASSES
+#include "tcc/IR/TccAttrs.h.inc"
+
 
 #define GET_OP_CLASSES
 #include "tcc/IR/TccOps.h.inc"

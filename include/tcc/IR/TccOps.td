@@ -328,4 +328,94 @@ def Tcc_FusionOp : Tcc_Op<"fusion", [IsolatedFromAbove, RecursiveMemoryEffects,
   let hasVerifier = 1;
 }
 
+//===--- Distribution: collectives ---------------------------------------------===//
+//
+// Each rank of the module's mesh (`tcc.mesh`) runs its own copy of the program. A collective's
+// group is the ranks whose mesh coordinates differ from this rank's only on `axes`; a rank's
+// position in the group is its coordinate over `axes`, the first axis major. Every rank of a
+// group runs the group's collectives in the same order. Collectives have side effects: they are
+// never removed, merged or reordered with one another.
+//
+// Gradients: autodiff of an SPMD program differentiates the sum over ranks of each rank's loss,
+// each rank's values being its own variables. Under that reading each collective's VJP is its
+// linear transpose: all_reduce(sum/avg) is its own, all_gather and reduce_scatter(sum) are each
+// other's, all_to_all's is the all_to_all back, broadcast's a sum onto the root, send's a recv
+// and recv's a send back. Max/min split the adjoint equally between the ranks holding the
+// extreme (as tcc.reduce does between tied elements).
+
+class Tcc_CollectiveOp<string mnemonic, list<Trait> traits = []>
+    : Tcc_Op<mnemonic, traits # [Tcc_Differentiable]> {
+  code collectiveDecls = [{
+    /// The ranks of this op's group (the product of its axes' sizes).
+    int64_t getGroupSize();
+  }];
+  let extraClassDeclaration = collectiveDecls;
+  let hasVerifier = 1;
+}
+
+def Tcc_AllReduceOp : Tcc_CollectiveOp<"all_reduce", [SameOperandsAndResultType]> {
+  let summary = "every rank of the group gets the elementwise sum (avg, max, min) of their tensors";
+  let arguments = (ins Tcc_CollectiveReduceKind:$kind, Tcc_Tensor:$x, StrArrayAttr:$axes);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = "$kind $x `over` $axes attr-dict `:` type($x)";
+}
+
+def Tcc_AllGatherOp : Tcc_CollectiveOp<"all_gather"> {
+  let summary = "every rank gets the group's tensors concatenated along dim, in group order";
+  let arguments = (ins Tcc_Tensor:$x, I64Attr:$dim, StrArrayAttr:$axes);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = "$x `dim` `=` $dim `over` $axes attr-dict `:` type($x) `->` type($result)";
+}
+
+def Tcc_ReduceScatterOp : Tcc_CollectiveOp<"reduce_scatter"> {
+  let summary = "the group's elementwise reduction, split along dim: rank i keeps block i";
+  let arguments = (ins Tcc_CollectiveReduceKind:$kind, Tcc_Tensor:$x, I64Attr:$dim,
+                   StrArrayAttr:$axes);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = [{
+    $kind $x `dim` `=` $dim `over` $axes attr-dict `:` type($x) `->` type($result)
+  }];
+}
+
+def Tcc_AllToAllOp : Tcc_CollectiveOp<"all_to_all"> {
+  let summary = "block j of split_dim goes to rank j, which concatenates what it gets along concat_dim";
+  let arguments = (ins Tcc_Tensor:$x, I64Attr:$split_dim, I64Attr:$concat_dim, StrArrayAttr:$axes);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = [{
+    $x `split_dim` `=` $split_dim `concat_dim` `=` $concat_dim `over` $axes attr-dict `:` type($x) `->` type($result)
+  }];
+}
+
+def Tcc_BroadcastOp : Tcc_CollectiveOp<"broadcast", [SameOperandsAndResultType]> {
+  let summary = "every rank of the group gets the tensor of the rank at position root";
+  let arguments = (ins Tcc_Tensor:$x, I64Attr:$root, StrArrayAttr:$axes);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = "$x `root` `=` $root `over` $axes attr-dict `:` type($x)";
+}
+
+def Tcc_SendOp : Tcc_CollectiveOp<"send"> {
+  let summary = "sends x to the rank at coordinate peer along axis (other coordinates equal)";
+  let description = [{
+    Pairs with the peer's `tcc.recv` from this rank; sends and receives between two ranks pair
+    in program order. For pipeline stages.
+  }];
+  let arguments = (ins Tcc_Tensor:$x, I64Attr:$peer, StrAttr:$axis);
+  let assemblyFormat = "$x `to` $peer `over` $axis attr-dict `:` type($x)";
+}
+
+def Tcc_RecvOp : Tcc_CollectiveOp<"recv"> {
+  let summary = "receives the tensor the rank at coordinate peer along axis sends to this rank";
+  let arguments = (ins I64Attr:$peer, StrAttr:$axis);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = "`from` $peer `over` $axis attr-dict `:` type($result)";
+}
+
+def Tcc_AxisIndexOp : Tcc_Op<"axis_index", [Pure]> {
+  let summary = "this rank's position in its group over axes (i64, 0-d)";
+  let arguments = (ins StrArrayAttr:$axes);
+  let results = (outs Tcc_I64Scalar:$result);
+  let assemblyFormat = "`over` $axes attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
 #endif // TCC_OPS_TD
