@@ -6,9 +6,9 @@
 // CHECK: module attributes {tcc.mesh = #tcc.mesh<dp = 2, tp = 2>}
 module attributes {tcc.mesh = #tcc.mesh<dp = 2, tp = 2>} {
 // CHECK-LABEL: func.func @collectives(
-// CHECK-SAME: %arg0: tensor<4x6xf32> {tcc.sharding = #tcc.sharding<[[dp], []]>}
-// CHECK-SAME: %arg1: tensor<8x6xf32> {tcc.sharding = #tcc.sharding<[[dp], []] partial [tp]>}
-// CHECK-SAME: -> (tensor<4x6xf32> {tcc.sharding = #tcc.sharding<[[], []]>}
+// CHECK-SAME: %arg0: tensor<4x6xf32> {tcc.sharding = #tcc.sharding<{{\[\[}}dp], []]>}
+// CHECK-SAME: %arg1: tensor<8x6xf32> {tcc.sharding = #tcc.sharding<{{\[\[}}dp], []] partial [tp]>}
+// CHECK-SAME: -> (tensor<4x6xf32> {tcc.sharding = #tcc.sharding<{{\[\[}}], []]>}
 func.func @collectives(%x: tensor<4x6xf32> {tcc.sharding = #tcc.sharding<[[dp], []]>},
                        %y: tensor<8x6xf32> {tcc.sharding = #tcc.sharding<[[dp], []] partial [tp]>})
     -> (tensor<4x6xf32> {tcc.sharding = #tcc.sharding<[[], []]>}, tensor<4x6xi32>) {
