@@ -1,5 +1,6 @@
 //===- Interpreter.cpp - Reference interpreter for the tcc dialect ----------===//
 #include "tcc/Interp/Interpreter.h"
+#include "Collectives.h"
 #include "tcc/IR/TccDialect.h"
 #include "tcc/Interp/Kernels.h"
 
@@ -221,7 +222,8 @@ std::string describe(Operation *op) {
 /// operands of its terminator.
 class BlockEvaluator {
 public:
-  explicit BlockEvaluator(const BlockEvaluator *parent = nullptr) : parent(parent) {}
+  explicit BlockEvaluator(CollectiveTransport *transport, const BlockEvaluator *parent = nullptr)
+      : transport(transport), parent(parent) {}
 
   std::vector<Tensor> run(Block &block, const std::vector<Tensor> &args) {
     for (auto [arg, value] : llvm::zip(block.getArguments(), args))
@@ -258,10 +260,12 @@ private:
     try {
       if (auto ifOp = dyn_cast<IfOp>(op)) {
         Region &r = in[0].data<bool>()[0] ? ifOp.getThenRegion() : ifOp.getElseRegion();
-        return BlockEvaluator(this).run(r.front(), {});
+        return BlockEvaluator(transport, this).run(r.front(), {});
       }
       if (auto loop = dyn_cast<LoopOp>(op))
         return runLoop(loop, in);
+      if (needsTransport(op))
+        return evaluateCollective(op, in, transport);
       return evaluate(op, in);
     } catch (const Error &e) {
       if (llvm::StringRef(e.what()).starts_with("in '"))
@@ -281,7 +285,7 @@ private:
     for (int64_t i = 0; i < maxTrip && cond; ++i) {
       std::vector<Tensor> args{Tensor::scalar<int64_t>(i), Tensor::scalar<bool>(cond)};
       args.insert(args.end(), carried.begin(), carried.end());
-      std::vector<Tensor> out = BlockEvaluator(this).run(body, args);
+      std::vector<Tensor> out = BlockEvaluator(transport, this).run(body, args);
       cond = out[0].data<bool>()[0];
       std::copy(out.begin() + 1, out.begin() + 1 + numCarried, carried.begin());
       for (size_t s = 0; s < numScans; ++s)
@@ -306,6 +310,7 @@ private:
     return results;
   }
 
+  CollectiveTransport *transport;
   const BlockEvaluator *parent;
   llvm::DenseMap<Value, Tensor> env;
 };
@@ -316,7 +321,8 @@ std::vector<Tensor> evaluateOp(Operation *op, const std::vector<Tensor> &operand
   return evaluate(op, operands);
 }
 
-std::vector<Tensor> runFunction(func::FuncOp func, const std::vector<Tensor> &args) {
+std::vector<Tensor> runFunction(func::FuncOp func, const std::vector<Tensor> &args,
+                                CollectiveTransport *transport) {
   auto argTypes = func.getArgumentTypes();
   if (args.size() != argTypes.size())
     throw Error("function '" + func.getSymName().str() + "' takes " +
@@ -328,7 +334,7 @@ std::vector<Tensor> runFunction(func::FuncOp func, const std::vector<Tensor> &ar
                   shapeToString(shapeOf(type)) + "x" +
                   dtypeName(dtypeFromType(type.getElementType())));
   }
-  return BlockEvaluator().run(func.getBody().front(), args);
+  return BlockEvaluator(transport).run(func.getBody().front(), args);
 }
 
 } // namespace tcc
