@@ -26,6 +26,21 @@ def Autodiff : Pass<"tcc-autodiff", "mlir::ModuleOp"> {
   }];
 }
 
+def Shard : Pass<"tcc-shard", "mlir::ModuleOp"> {
+  let summary = "Partitions each function into one rank's program of the module's mesh";
+  let description = [{
+    tcc/Passes/Shard.h: the shardings of each function's arguments and results propagate
+    through its ops; the function is replaced by rank `rank`'s program, with local shapes and
+    the collectives its consumers need. With `explain`, every propagation decision and every
+    inserted collective (with its bytes per rank) is a remark on the function.
+  }];
+  let options = [
+    Option<"rank", "rank", "int64_t", /*default=*/"0", "the rank whose program to write">,
+    Option<"explain", "explain", "bool", /*default=*/"false",
+           "report each propagation decision and each inserted collective as a remark">
+  ];
+}
+
 def Fuse : Pass<"tcc-fuse", "mlir::func::FuncOp"> {
   let summary = "Groups graph ops into tcc.fusion ops: the kernels (and library calls) to generate";
   let description = [{

@@ -1,0 +1,39 @@
+//===- Parallelism.h - Parallel training strategies as sharding annotations ------===//
+//
+// Data parallelism, ZeRO and Megatron tensor parallelism are not separate code paths: each is a
+// choice of shardings for a training entry's arguments and results (the batch split over `dp`,
+// optimizer state / gradient accumulators / parameters split over `dp` for ZeRO 1 / 2 / 3,
+// column- then row-parallel weight pairs split over `tp`). The sharding pass
+// (tcc/Passes/Shard.h) propagates them and inserts every collective, forward and backward.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "tcc/Training/TrainingSpec.h"
+
+#include <string>
+#include <vector>
+
+namespace tcc {
+
+struct ParallelOptions {
+  int64_t dp = 1; // data-parallel ranks: the batch is split over them
+  int64_t tp = 1; // tensor-parallel ranks: Megatron pairs of weights are split over them
+  int zero = 0;   // 0: state replicated; 1: optimizer state, 2: + gradient accumulators,
+                  // 3: + parameters split over dp (gathered where used)
+  bool enabled() const { return dp > 1 || tp > 1; }
+  /// "dp=2,tp=2", "dp=4 zero=3".
+  std::string str() const;
+};
+
+/// Parses "dp=2", "tp=2", "dp=2,tp=2" (axes in any order, each at most once). Throws tcc::Error.
+ParallelOptions parseMesh(const std::string &text);
+
+/// Sets the mesh on `entry`'s module and shardings on its @main arguments and results. Throws
+/// tcc::Error when the strategy does not fit (a batch the dp ranks do not divide). `notes`
+/// receives one line per state tensor left whole that the strategy would split (it does not
+/// divide) and per tensor-parallel pair found.
+void annotateParallelism(EntrySpec &entry, const TrainingSpec &spec, const ParallelOptions &options,
+                         std::vector<std::string> *notes = nullptr);
+
+} // namespace tcc

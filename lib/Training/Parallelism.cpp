@@ -1,0 +1,280 @@
+//===- Parallelism.cpp - Parallel training strategies as sharding annotations ----===//
+#include "tcc/Training/Parallelism.h"
+#include "tcc/IR/Sharding.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringExtras.h"
+
+#include <deque>
+#include <map>
+
+using namespace mlir;
+
+namespace tcc {
+
+std::string ParallelOptions::str() const {
+  std::string s;
+  if (dp > 1)
+    s += "dp=" + std::to_string(dp);
+  if (tp > 1)
+    s += std::string(s.empty() ? "" : ",") + "tp=" + std::to_string(tp);
+  if (zero)
+    s += " zero=" + std::to_string(zero);
+  return s.empty() ? "single rank" : s;
+}
+
+ParallelOptions parseMesh(const std::string &text) {
+  ParallelOptions o;
+  std::set<std::string> seen;
+  SmallVector<StringRef> parts;
+  StringRef(text).split(parts, ',');
+  for (StringRef part : parts) {
+    auto [name, value] = part.trim().split('=');
+    int64_t n = 0;
+    if (value.getAsInteger(10, n) || n < 1 || (name != "dp" && name != "tp"))
+      throw Error("--mesh '" + text + "': each axis is dp=N or tp=N with N >= 1 (e.g. dp=2,tp=2)");
+    if (!seen.insert(name.str()).second)
+      throw Error("--mesh '" + text + "': axis " + name.str() + " appears twice");
+    (name == "dp" ? o.dp : o.tp) = n;
+  }
+  return o;
+}
+
+namespace {
+
+struct Annotator {
+  MeshAttr mesh;
+  int dpAxis = -1, tpAxis = -1;
+  std::vector<std::string> *notes;
+
+  void note(const std::string &line) {
+    if (notes)
+      notes->push_back(line);
+  }
+
+  /// `base` with the dp axis added to the first whole dim it divides (ZeRO's split).
+  DimSharding withZeroSplit(DimSharding base, ArrayRef<int64_t> shape, const std::string &name) {
+    if (dpAxis < 0)
+      return base;
+    int64_t n = mesh.getSizes()[dpAxis];
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (base.dims[d].empty() && shape[d] % n == 0) {
+        base.dims[d] = {dpAxis};
+        return base;
+      }
+    note("zero: " + name + " stays whole (no dim of its shape is divisible by dp=" +
+         std::to_string(n) + ")");
+    return base;
+  }
+};
+
+ArrayRef<int64_t> shapeOf(Value v) { return cast<RankedTensorType>(v.getType()).getShape(); }
+
+/// A matmul using parameter `p` (directly or transposed) as its right operand: the op and
+/// whether p is transposed on the way.
+struct WeightUse {
+  MatmulOp matmul;
+  bool transposed = false;
+};
+
+std::optional<WeightUse> weightUse(Value p) {
+  std::optional<WeightUse> first;
+  auto consider = [&](MatmulOp mm, bool transposed) {
+    if (!first || mm->isBeforeInBlock(first->matmul))
+      first = WeightUse{mm, transposed};
+  };
+  for (Operation *user : p.getUsers()) {
+    if (auto mm = dyn_cast<MatmulOp>(user); mm && mm.getRhs() == p)
+      consider(mm, false);
+    if (auto t = dyn_cast<TransposeOp>(user); t && t.getPerm() == ArrayRef<int64_t>{1, 0})
+      for (Operation *u : t.getResult().getUsers())
+        if (auto mm = dyn_cast<MatmulOp>(u); mm && mm.getRhs() == t.getResult())
+          consider(mm, true);
+  }
+  return first;
+}
+
+/// Megatron pairs: a weight whose matmul output reaches, through ops that keep the hidden
+/// features apart (pointwise ops, reshapes, transposes, reductions, products of activations as
+/// in attention), the left operand of another weight's matmul. The first is split along its
+/// output features (column-parallel), the second along its input features (row-parallel).
+void findTensorParallelPairs(const llvm::DenseSet<Value> &params, Annotator &a,
+                             llvm::DenseMap<Value, DimSharding> &out) {
+  llvm::DenseMap<Operation *, Value> weightOf; // matmul -> parameter used as its rhs
+  llvm::DenseMap<Value, WeightUse> uses;
+  for (Value p : params) {
+    if (shapeOf(p).size() != 2)
+      continue;
+    if (auto u = weightUse(p)) {
+      uses[p] = *u;
+      weightOf[u->matmul] = p;
+    }
+  }
+  int64_t tp = a.mesh.getSizes()[a.tpAxis];
+  // In program order, so pairs are found layer by layer.
+  SmallVector<Value> ordered;
+  for (auto &[p, u] : uses)
+    ordered.push_back(p);
+  llvm::sort(ordered, [&](Value x, Value y) {
+    return uses[x].matmul->isBeforeInBlock(uses[y].matmul);
+  });
+  llvm::DenseSet<Value> assigned;
+  for (Value p : ordered) {
+    if (assigned.contains(p))
+      continue;
+    WeightUse u = uses[p];
+    // Breadth-first from the matmul's result to the first weight matmul it feeds as lhs.
+    std::deque<Value> work{u.matmul.getResult()};
+    llvm::DenseSet<Value> seen;
+    Operation *found = nullptr;
+    while (!work.empty()) {
+      Value v = work.front();
+      work.pop_front();
+      if (!seen.insert(v).second)
+        continue;
+      for (Operation *user : v.getUsers()) {
+        if (auto mm = dyn_cast<MatmulOp>(user); mm && weightOf.count(mm)) {
+          if (mm.getLhs() == v && weightOf[mm] != p &&
+              (!found || mm->isBeforeInBlock(found)))
+            found = mm;
+          continue;
+        }
+        if (isa<UnaryOp, BinaryOp, SelectOp, CastOp, ReshapeOp, TransposeOp, ReduceOp,
+                BroadcastInDimOp, MatmulOp>(user))
+          for (Value r : user->getResults())
+            work.push_back(r);
+      }
+    }
+    if (!found)
+      continue;
+    Value q = weightOf[found];
+    WeightUse uq = uses[q];
+    int64_t pOut = u.transposed ? 0 : 1, qIn = uq.transposed ? 1 : 0;
+    if (shapeOf(p)[pOut] % tp || shapeOf(q)[qIn] % tp)
+      continue;
+    auto split = [&](Value w, int64_t dim) {
+      DimSharding s = DimSharding::replicated(shapeOf(w).size());
+      s.dims[dim] = {a.tpAxis};
+      out[w] = s;
+      assigned.insert(w);
+    };
+    split(p, pOut);
+    if (!assigned.contains(q))
+      split(q, qIn);
+    // The column-parallel layer's bias: a vector broadcast along the output features and
+    // added to its result.
+    for (Operation *user : u.matmul.getResult().getUsers())
+      if (auto add = dyn_cast<BinaryOp>(user); add && add.getKind() == BinaryKind::Add)
+        for (Value operand : add->getOperands())
+          if (auto bc = operand.getDefiningOp<BroadcastInDimOp>())
+            if (params.contains(bc.getX()) && shapeOf(bc.getX()).size() == 1 &&
+                bc.getDims() == ArrayRef<int64_t>{(int64_t)shapeOf(bc.getResult()).size() - 1})
+              split(bc.getX(), 0);
+    a.note("tp: column-parallel " + std::to_string(shapeOf(p)[0]) + "x" +
+           std::to_string(shapeOf(p)[1]) + " weight, then row-parallel " +
+           std::to_string(shapeOf(q)[0]) + "x" + std::to_string(shapeOf(q)[1]) + " weight");
+  }
+}
+
+} // namespace
+
+void annotateParallelism(EntrySpec &entry, const TrainingSpec &spec, const ParallelOptions &options,
+                         std::vector<std::string> *notes) {
+  if (!options.enabled())
+    return;
+  MLIRContext *ctx = entry.module->getContext();
+  SmallVector<StringAttr> axes;
+  SmallVector<int64_t> sizes;
+  Annotator a;
+  a.notes = notes;
+  if (options.dp > 1) {
+    a.dpAxis = axes.size();
+    axes.push_back(StringAttr::get(ctx, "dp"));
+    sizes.push_back(options.dp);
+  }
+  if (options.tp > 1) {
+    a.tpAxis = axes.size();
+    axes.push_back(StringAttr::get(ctx, "tp"));
+    sizes.push_back(options.tp);
+  }
+  a.mesh = MeshAttr::get(ctx, axes, sizes);
+  (*entry.module)->setAttr(TccDialect::kMeshAttrName, a.mesh);
+  auto main = entry.module->lookupSymbol<func::FuncOp>("main");
+  if (!main)
+    throw Error("training entry '" + entry.name + "' has no @main");
+
+  // Parameters (and the state that belongs to one: "<param>.<slot>") by state index.
+  llvm::DenseSet<Value> params;
+  std::map<int64_t, Value> paramArg;
+  for (auto [i, b] : llvm::enumerate(entry.inputs))
+    if (b.role == BindingRole::State && spec.state[b.state].kind == StateKind::Parameter) {
+      params.insert(main.getArgument(i));
+      paramArg[b.state] = main.getArgument(i);
+    }
+  auto ownerOf = [&](int64_t state) -> int64_t {
+    const std::string &name = spec.state[state].name;
+    int64_t best = -1;
+    for (auto &[p, v] : paramArg) {
+      const std::string &pn = spec.state[p].name;
+      if (name.size() > pn.size() && name.compare(0, pn.size(), pn) == 0 && name[pn.size()] == '.' &&
+          (best < 0 || pn.size() > spec.state[best].name.size()))
+        best = p;
+    }
+    return best;
+  };
+
+  llvm::DenseMap<Value, DimSharding> tpSplit;
+  if (a.tpAxis >= 0)
+    findTensorParallelPairs(params, a, tpSplit);
+
+  // The sharding of each state tensor, by state index.
+  std::map<int64_t, DimSharding> stateSharding;
+  auto shardingOfState = [&](int64_t s, ArrayRef<int64_t> shape) {
+    auto it = stateSharding.find(s);
+    if (it != stateSharding.end())
+      return it->second;
+    const StateSpec &st = spec.state[s];
+    int64_t owner = st.kind == StateKind::Parameter ? s : ownerOf(s);
+    DimSharding base = DimSharding::replicated(shape.size());
+    if (owner >= 0 && tpSplit.count(paramArg[owner]) &&
+        shapeOf(paramArg[owner]) == shape)
+      base = tpSplit[paramArg[owner]];
+    bool zeroSplit = (st.kind == StateKind::OptimizerState && options.zero >= 1) ||
+                     (st.kind == StateKind::GradAccumulator && options.zero >= 2) ||
+                     (st.kind == StateKind::Parameter && options.zero >= 3);
+    if (zeroSplit)
+      base = a.withZeroSplit(base, shape, st.name);
+    return stateSharding[s] = base;
+  };
+
+  auto set = [&](auto setter, unsigned i, const DimSharding &s) {
+    if (!s.isReplicated())
+      setter(i, TccDialect::kShardingAttrName, s.toAttr(a.mesh));
+  };
+  for (auto [i, b] : llvm::enumerate(entry.inputs)) {
+    ArrayRef<int64_t> shape = shapeOf(main.getArgument(i));
+    DimSharding s = DimSharding::replicated(shape.size());
+    if (b.role == BindingRole::Data && a.dpAxis >= 0) {
+      if (shape.empty() || shape[0] % options.dp)
+        throw Error("data parallelism: input '" + entry.inputNames[i] + "' has " +
+                    (shape.empty() ? std::string("no batch dimension")
+                                   : "a batch of " + std::to_string(shape[0])) +
+                    ", which dp=" + std::to_string(options.dp) + " ranks cannot split evenly");
+      s.dims[0] = {a.dpAxis};
+    } else if (b.role == BindingRole::State) {
+      s = shardingOfState(b.state, shape);
+    }
+    set([&](unsigned k, StringRef n, Attribute v) { main.setArgAttr(k, n, v); }, i, s);
+  }
+  for (auto [i, b] : llvm::enumerate(entry.outputs)) {
+    if (b.role != BindingRole::State)
+      continue;
+    ArrayRef<int64_t> shape = cast<RankedTensorType>(main.getResultTypes()[i]).getShape();
+    set([&](unsigned k, StringRef n, Attribute v) { main.setResultAttr(k, n, v); }, i,
+        shardingOfState(b.state, shape));
+  }
+}
+
+} // namespace tcc
