@@ -17,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 #include "tcc/Compiler/ArtifactWriter.h"
 
+#include "tcc/IR/Sharding.h"
 #include "tcc/IR/TkDialect.h"
 #include "tcc/Interp/Interpreter.h"
 #include "tcc/Runtime/ArtifactHash.h"
@@ -233,7 +234,7 @@ static std::vector<std::string> nodeNames(Location loc) {
 void Writer::addStep(Operation *op) {
   flatbuffers::Offset<fb::Launch> launch;
   Names nodes;
-  if (isa<tk::LaunchOp, tk::GemmOp, tk::ConvOp, tk::TopKOp>(op))
+  if (isa<tk::LaunchOp, tk::GemmOp, tk::ConvOp, tk::TopKOp, tk::CollectiveOp>(op))
     nodes = fbb_.CreateVectorOfStrings(nodeNames(op->getLoc()));
   if (auto l = dyn_cast<tk::LaunchOp>(op)) {
     SmallVector<Value> args(l.getArgs());
@@ -288,6 +289,31 @@ void Writer::addStep(Operation *op) {
     auto step = fb::CreateTopK(fbb_, bufferFor(t.getInput()), bufferFor(t.getValues()),
                                bufferFor(t.getIndices()), t.getDim(), t.getLargest());
     launch = fb::CreateLaunch(fbb_, fb::Step_TopK, step.Union(), nodes);
+    ++externCalls_;
+  } else if (auto c = dyn_cast<tk::CollectiveOp>(op)) {
+    if (cuda())
+      throw Error("artifact: collectives in a CUDA program need NCCL, which libtccrt does not "
+                  "drive yet; compile distributed programs for the CPU");
+    MeshAttr mesh = meshOf(op);
+    if (!mesh)
+      throw Error("artifact: a tk.collective in a module without a tcc.mesh");
+    std::vector<uint8_t> axes;
+    for (auto a : c.getAxes().getAsRange<StringAttr>())
+      axes.push_back(static_cast<uint8_t>(mesh.axisIndex(a.getValue())));
+    static const std::map<std::string, fb::CollectiveKind> kinds{
+        {"all_reduce", fb::CollectiveKind_AllReduce},
+        {"all_gather", fb::CollectiveKind_AllGather},
+        {"reduce_scatter", fb::CollectiveKind_ReduceScatter},
+        {"all_to_all", fb::CollectiveKind_AllToAll},
+        {"broadcast", fb::CollectiveKind_Broadcast}};
+    auto kind = kinds.find(c.getKind().str());
+    if (kind == kinds.end())
+      throw Error("artifact: unknown collective '" + c.getKind().str() + "'");
+    auto step = fb::CreateCollective(fbb_, kind->second,
+                                     static_cast<fb::CollectiveReduction>(c.getReduction()),
+                                     bufferFor(c.getInput()), bufferFor(c.getOutput()),
+                                     fbb_.CreateVector(axes), c.getDim(), c.getDim2());
+    launch = fb::CreateLaunch(fbb_, fb::Step_Collective, step.Union(), nodes);
     ++externCalls_;
   } else if (auto c = dyn_cast<tk::CopyOp>(op)) {
     auto step = fb::CreateCopy(fbb_, bufferFor(c.getSource()), bufferFor(c.getTarget()));
@@ -374,6 +400,9 @@ flatbuffers::Offset<fb::Program> Writer::build(ArtifactStats *stats) {
   auto constantsVec = fbb_.CreateVector(constants_);
   auto kernelsVec = fbb_.CreateVector(kernels_);
   auto launchesVec = fbb_.CreateVector(launches_);
+  flatbuffers::Offset<flatbuffers::Vector<int64_t>> meshSizes;
+  if (MeshAttr mesh = meshOf(program_))
+    meshSizes = fbb_.CreateVector(std::vector<int64_t>(mesh.getSizes().begin(), mesh.getSizes().end()));
   fb::ProgramBuilder pb(fbb_);
   pb.add_version(static_cast<uint32_t>(fb::Version_Current));
   pb.add_producer(producer);
@@ -390,6 +419,8 @@ flatbuffers::Offset<fb::Program> Writer::build(ArtifactStats *stats) {
   else
     pb.add_cpu_module(cpuModule);
   pb.add_launches(launchesVec);
+  if (!meshSizes.IsNull())
+    pb.add_mesh_sizes(meshSizes);
   flatbuffers::Offset<fb::Program> program = pb.Finish();
 
   if (stats) {
@@ -455,10 +486,17 @@ std::vector<uint8_t> writeTrainingArtifact(const TrainingSpec &spec,
       std::memcpy(initialData.data() + offset, t.raw(), t.byteSize());
     auto name = fbb.CreateString(s.name);
     auto shape = fbb.CreateVector(t.shape().data(), t.shape().size());
+    flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::DimSplit>>> splits;
+    if (!s.splits.empty()) {
+      std::vector<flatbuffers::Offset<fb::DimSplit>> dims;
+      for (const std::vector<int> &axes : s.splits)
+        dims.push_back(fb::CreateDimSplit(fbb, fbb.CreateVector(std::vector<uint8_t>(axes.begin(), axes.end()))));
+      splits = fbb.CreateVector(dims);
+    }
     state.push_back(fb::CreateStateTensor(
         fbb, name, static_cast<fb::StateKind>(static_cast<uint8_t>(s.kind)),
         static_cast<fb::DType>(static_cast<uint8_t>(t.dtype())), shape, offset,
-        s.initializerIndex));
+        s.initializerIndex, splits));
   }
 
   auto bindings = [&](const std::vector<Binding> &list) {
@@ -477,7 +515,7 @@ std::vector<uint8_t> writeTrainingArtifact(const TrainingSpec &spec,
       stats->push_back(entryStats);
     auto name = fbb.CreateString(e.name);
     auto inputs = bindings(e.inputs), outputs = bindings(e.outputs);
-    entries.push_back(fb::CreateEntry(fbb, name, program, inputs, outputs));
+    entries.push_back(fb::CreateEntry(fbb, name, program, inputs, outputs, (uint32_t)e.rank));
   }
 
   auto stateVec = fbb.CreateVector(state);
@@ -485,8 +523,14 @@ std::vector<uint8_t> writeTrainingArtifact(const TrainingSpec &spec,
   auto initialVec = fbb.CreateVector(initialData);
   auto entriesVec = fbb.CreateVector(entries);
   auto config = fbb.CreateString(spec.configJson);
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>> meshAxes;
+  flatbuffers::Offset<flatbuffers::Vector<int64_t>> meshSizes;
+  if (!spec.meshSizes.empty()) {
+    meshAxes = fbb.CreateVectorOfStrings(spec.meshAxes);
+    meshSizes = fbb.CreateVector(spec.meshSizes);
+  }
   auto training = fb::CreateTraining(fbb, stateVec, initialVec, entriesVec,
-                                     (uint32_t)spec.gradAccumulation, config);
+                                     (uint32_t)spec.gradAccumulation, config, meshAxes, meshSizes);
   auto producer = fbb.CreateString(kProducer);
   fb::ProgramBuilder pb(fbb);
   pb.add_version(static_cast<uint32_t>(fb::Version_Current));

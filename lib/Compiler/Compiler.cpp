@@ -409,14 +409,24 @@ std::string typeString(DType dtype, const Shape &shape) {
 
 /// The spec's entries against their @main functions and the state: the writer records bindings
 /// as given, and a wrong one would only surface when the runtime rejects the artifact.
+/// A state tensor's shape on one rank (its global shape divided by its splits).
+Shape localStateShape(const TrainingSpec &spec, const StateSpec &s) {
+  Shape shape = s.initial.shape();
+  for (size_t d = 0; d < s.splits.size() && d < shape.size(); ++d)
+    for (int axis : s.splits[d])
+      shape[d] /= spec.meshSizes.at(axis);
+  return shape;
+}
+
 void checkTrainingSpec(const TrainingSpec &spec) {
   if (spec.gradAccumulation < 1)
     throw Error("training: grad_accumulation must be >= 1, got " +
                 std::to_string(spec.gradAccumulation));
   std::set<std::string> names;
   for (const EntrySpec &e : spec.entries) {
-    std::string what = "training entry '" + e.name + "'";
-    if (!names.insert(e.name).second)
+    std::string what = "training entry '" + e.name + "'" +
+                       (spec.meshSizes.empty() ? "" : " of rank " + std::to_string(e.rank));
+    if (!names.insert(e.name + "#" + std::to_string(e.rank)).second)
       throw Error(what + " appears twice");
     ModuleOp module = e.module.get();
     auto main = module ? module.lookupSymbol<func::FuncOp>("main") : nullptr;
@@ -450,7 +460,7 @@ void checkTrainingSpec(const TrainingSpec &spec) {
         if (b.state < 0 || (size_t)b.state >= spec.state.size())
           throw Error(where + " is bound to state " + std::to_string(b.state) + "; there are " +
                       std::to_string(spec.state.size()) + " state tensors");
-        expect(spec.state[b.state].initial.dtype(), spec.state[b.state].initial.shape(),
+        expect(spec.state[b.state].initial.dtype(), localStateShape(spec, spec.state[b.state]),
                "state '" + spec.state[b.state].name + "'");
         break;
       case BindingRole::LearningRate:
@@ -503,13 +513,14 @@ CompiledModel compileTraining(TrainingSpec &spec, const CompileOptions &options)
     CompileOptions entryOptions = options;
     entryOptions.inputNames = e.inputNames;
     entryOptions.outputNames = e.outputNames;
+    std::string entryName = spec.meshSizes.empty() ? e.name : e.name + "/rank" + std::to_string(e.rank);
     if (!options.dumpDir.empty())
-      entryOptions.dumpDir = options.dumpDir + "/" + e.name;
+      entryOptions.dumpDir = options.dumpDir + "/" + entryName;
     kernelsBefore.push_back(report.kernels);
     try {
-      contents.push_back(compileProgram(*e.module, entryOptions, e.name + "/", report));
+      contents.push_back(compileProgram(*e.module, entryOptions, entryName + "/", report));
     } catch (const Error &err) {
-      throw Error("training entry '" + e.name + "': " + err.what());
+      throw Error("training entry '" + entryName + "': " + err.what());
     }
   }
   std::vector<ArtifactStats> stats;

@@ -310,7 +310,7 @@ bool FusionPolicy::needsBuffer(Operation *user, Value operand) {
   case OpClass::Library:
     return !(isa<MatmulOp>(user) && operand.getDefiningOp() &&
              status_.lookup(operand.getDefiningOp()) == Status::Absorbed);
-  case OpClass::TopK:
+  case OpClass::WholeBuffer:
     return true;
   case OpClass::Sequential:
     return isa<ScatterElementsOp, ScatterNDOp, DynamicUpdateSliceOp>(user) &&
@@ -430,7 +430,7 @@ void FusionPolicy::buildGroups() {
     g.id = groups_.size();
     g.roots.push_back(op);
     OpClass cls = classify(op);
-    g.external = cls == OpClass::Library || cls == OpClass::TopK;
+    g.external = cls == OpClass::Library || cls == OpClass::WholeBuffer;
     g.sequential = cls == OpClass::Sequential || cls == OpClass::LoopRoot;
     if (cls == OpClass::Reduction) {
       g.hasReduction = true;
@@ -954,7 +954,7 @@ void FusionPolicy::materialize() {
           if (!g.members.contains(u))
             return true;
           OpClass cls = classify(u);
-          return !(cls == OpClass::Library || cls == OpClass::TopK ||
+          return !(cls == OpClass::Library || cls == OpClass::WholeBuffer ||
                    status_.lookup(u) == Status::Absorbed ||
                    (isa<ScatterElementsOp, ScatterNDOp, DynamicUpdateSliceOp>(u) &&
                     use.getOperandNumber() == 0));

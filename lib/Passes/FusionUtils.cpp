@@ -40,7 +40,8 @@ OpClass classify(Operation *op) {
       .Case<ReduceWindowOp>([](auto) { return OpClass::LoopRoot; })
       .Case<CumsumOp, ScatterElementsOp, ScatterNDOp, DynamicUpdateSliceOp>(
           [](auto) { return OpClass::Sequential; })
-      .Case<TopKOp>([](auto) { return OpClass::TopK; })
+      .Case<TopKOp, AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp, BroadcastOp>(
+          [](auto) { return OpClass::WholeBuffer; })
       .Default([](Operation *) { return OpClass::Control; });
 }
 

@@ -31,7 +31,7 @@ enum class OpClass {
   Library,    // f32/f64 matmul, f32 conv with lhs_dilation 1: an extern group (+ epilogue)
   LoopRoot,   // elements computed by an inner reduction (reduce_window, other matmul/conv)
   Sequential, // cumsum, scatter_elements, scatter_nd, dynamic_update_slice
-  TopK,       // library top-k (extern)
+  WholeBuffer, // library calls on whole buffers, no epilogue (extern): top-k, collectives
   Control,    // tcc.if, tcc.loop, tcc.fusion
 };
 

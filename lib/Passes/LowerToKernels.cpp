@@ -22,6 +22,7 @@
 
 #include "tcc/IR/TkDialect.h"
 #include "tcc/Passes/GemmEpilogue.h"
+#include "tcc/IR/Sharding.h"
 #include "tcc/Passes/Passes.h"
 
 #include "mlir/IR/Dominance.h"
@@ -260,10 +261,42 @@ void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
   auto yields = body.getTerminator()->getOperands();
   Operation *lib = nullptr;
   for (Operation &op : body)
-    if (isa<MatmulOp, ConvOp, TopKOp>(op))
+    if (isa<MatmulOp, ConvOp, TopKOp>(op) || isCollective(&op))
       lib = &op;
   if (!lib)
-    throw LoweringError{f, "extern fusion without a matmul, conv or topk"};
+    throw LoweringError{f, "extern fusion without a matmul, conv, topk or collective"};
+
+  if (isCollective(lib)) {
+    auto in = dyn_cast_or_null<BlockArgument>(lib->getNumOperands() ? lib->getOperand(0) : Value());
+    if (!in || in.getOwner() != &body || lib->getNumResults() != 1)
+      throw LoweringError{lib, "a collective lowers with one input of its fusion and one result "
+                               "(send and recv are not lowered)"};
+    auto it = llvm::find(yields, lib->getResult(0));
+    Value out = it != yields.end() ? outputs[it - yields.begin()] : alloc(lib->getResult(0));
+    auto [kind, reduction, dim, dim2, axes] =
+        llvm::TypeSwitch<Operation *, std::tuple<StringRef, CollectiveReduceKind, int64_t, int64_t, ArrayAttr>>(lib)
+            .Case([](AllReduceOp o) {
+              return std::make_tuple(StringRef("all_reduce"), o.getKind(), int64_t(0), int64_t(0), o.getAxes());
+            })
+            .Case([](AllGatherOp o) {
+              return std::make_tuple(StringRef("all_gather"), CollectiveReduceKind::Sum, o.getDim(), int64_t(0), o.getAxes());
+            })
+            .Case([](ReduceScatterOp o) {
+              return std::make_tuple(StringRef("reduce_scatter"), o.getKind(), o.getDim(), int64_t(0), o.getAxes());
+            })
+            .Case([](AllToAllOp o) {
+              return std::make_tuple(StringRef("all_to_all"), CollectiveReduceKind::Sum, o.getSplitDim(), o.getConcatDim(), o.getAxes());
+            })
+            .Case([](BroadcastOp o) {
+              return std::make_tuple(StringRef("broadcast"), CollectiveReduceKind::Sum, int64_t(0), o.getRoot(), o.getAxes());
+            })
+            .Default([&](Operation *op) -> std::tuple<StringRef, CollectiveReduceKind, int64_t, int64_t, ArrayAttr> {
+              throw LoweringError{op, "no lowering for this collective"};
+            });
+    b_.create<tk::CollectiveOp>(lib->getLoc(), fusionArgBuffers_.lookup(in), out, kind, reduction,
+                                dim, dim2, axes);
+    return;
+  }
 
   if (auto t = dyn_cast<TopKOp>(lib)) {
     auto in = dyn_cast<BlockArgument>(t.getX());
@@ -381,7 +414,7 @@ void ProgramBuilder::lowerFusion(FusionOp f) {
     Location nodes = nodesLoc(f);
     for (Operation &op : llvm::make_range(before ? std::next(before->getIterator()) : block->begin(),
                                           block->end()))
-      if (isa<tk::LaunchOp, tk::GemmOp, tk::ConvOp, tk::TopKOp>(op))
+      if (isa<tk::LaunchOp, tk::GemmOp, tk::ConvOp, tk::TopKOp, tk::CollectiveOp>(op))
         op.setLoc(nodes);
   });
   Block &body = f.getBody().front();

@@ -329,6 +329,45 @@ uint64_t tccrt_trainer_seed(const tccrt_trainer *trainer) {
   return trainer ? trainer->trainer->seed() : 0;
 }
 
+int tccrt_trainer_rank(const tccrt_trainer *trainer) {
+  return trainer ? trainer->trainer->training().rank : 0;
+}
+
+int tccrt_trainer_world_size(const tccrt_trainer *trainer) {
+  return trainer ? trainer->trainer->training().worldSize : 1;
+}
+
+namespace {
+/// The mesh axis the batch is split over ("dp"), or -1.
+int dataAxis(const tcc::rt::TrainingDesc &t) {
+  for (size_t i = 0; i < t.meshAxes.size() && i < t.meshSizes.size(); ++i)
+    if (t.meshAxes[i] == "dp")
+      return (int)i;
+  return -1;
+}
+} // namespace
+
+int tccrt_trainer_data_parallel(const tccrt_trainer *trainer) {
+  if (!trainer)
+    return 1;
+  const auto &t = trainer->trainer->training();
+  int axis = dataAxis(t);
+  return axis < 0 ? 1 : (int)t.meshSizes[axis];
+}
+
+int tccrt_trainer_data_position(const tccrt_trainer *trainer) {
+  if (!trainer)
+    return 0;
+  const auto &t = trainer->trainer->training();
+  int axis = dataAxis(t);
+  if (axis < 0)
+    return 0;
+  int64_t rest = t.rank;
+  for (int i = (int)t.meshSizes.size() - 1; i > axis; --i)
+    rest /= t.meshSizes[i];
+  return (int)(rest % t.meshSizes[axis]);
+}
+
 size_t tccrt_trainer_num_eval_outputs(const tccrt_trainer *trainer) {
   return trainer ? trainer->trainer->evalOutputs().size() : 0;
 }

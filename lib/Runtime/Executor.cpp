@@ -103,6 +103,9 @@ void Program::describeSteps() {
     } else if (auto *s = std::get_if<TopKStep>(&step)) {
       kind = "topk";
       name = "topk " + std::to_string(s->geometry.k) + " of " + std::to_string(s->geometry.size);
+    } else if (auto *s = std::get_if<CollectiveStep>(&step)) {
+      kind = "collective";
+      name = collectiveName(*s);
     } else if (auto *s = std::get_if<CopyStep>(&step)) {
       kind = "copy";
       name = "copy " + std::to_string(buffers_[s->source].bytes) + " bytes";
@@ -176,6 +179,11 @@ void Program::run(const void *const *inputs, void *const *outputs) {
     } else if (auto *s = std::get_if<TopKStep>(&step)) {
       runTopK(s->geometry, addresses_[s->input], addresses_[s->values],
               static_cast<int64_t *>(addresses_[s->indices]));
+    } else if (auto *s = std::get_if<CollectiveStep>(&step)) {
+      runCollective(*s, meshSizes_, addresses_[s->input], addresses_[s->output],
+                    s->groupSize > 1 ? processCommunicator() : nullptr, collectiveScratch_,
+                    "launch " + std::to_string(index) + " (" + stepNames_[index] +
+                        (stepNodes_[index].empty() ? "" : ", nodes " + stepNodes_[index]) + ")");
     } else if (auto *s = std::get_if<CopyStep>(&step)) {
       size_t bytes = buffers_[s->source].bytes;
       if (bytes > 0 && addresses_[s->source] != addresses_[s->target])

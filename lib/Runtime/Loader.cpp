@@ -11,6 +11,7 @@
 #include "CudaExecutor.h"
 #include "DType.h"
 #include "HostMemory.h"
+#include "Communicator.h"
 #include "Program.h"
 #include "tcc/Runtime/CpuFeatures.h"
 #include "tcc/Runtime/ArtifactHash.h"
@@ -445,6 +446,8 @@ void Program::decode(const fb::Program *program, const uint8_t *base) {
                   (b.kind == BufferKind::Input ? "an input" : "a constant"));
     return b;
   };
+  if (auto *mesh = program->mesh_sizes())
+    p->meshSizes_.assign(mesh->begin(), mesh->end());
   if (auto *launches = program->launches())
     for (unsigned i = 0; i < launches->size(); ++i) {
       const fb::Launch *launch = launches->Get(i);
@@ -583,6 +586,37 @@ void Program::decode(const fb::Program *program, const uint8_t *base) {
         p->steps_.push_back(CopyStep{s->source(), s->target()});
         break;
       }
+      case fb::Step_Collective: {
+        const fb::Collective *s = launch->step_as_Collective();
+        what += " (collective)";
+        if (onCuda)
+          throw Error(what + ": collectives run on host buffers; a CUDA program's need NCCL, "
+                      "which this runtime does not drive yet");
+        const BufferDesc &x = buffer(s->input(), what), &y = writable(s->output(), what);
+        if (x.dtype != y.dtype)
+          throw Error(what + ": input and output dtypes differ");
+        CollectiveStep step;
+        step.kind = static_cast<CollectiveKind>(s->kind());
+        step.reduction = static_cast<Reduction>(s->reduction());
+        if (s->kind() > fb::CollectiveKind_MAX || s->reduction() > fb::CollectiveReduction_MAX)
+          throw Error(what + ": unknown collective kind or reduction");
+        step.input = s->input();
+        step.output = s->output();
+        if (s->axes())
+          step.axes.assign(s->axes()->begin(), s->axes()->end());
+        step.dim = s->dim();
+        step.dim2 = s->dim2();
+        step.dtype = x.dtype;
+        step.inShape = x.shape;
+        step.outShape = y.shape;
+        try {
+          checkCollective(step, p->meshSizes_);
+        } catch (const Error &e) {
+          throw Error(what + ": " + e.what());
+        }
+        p->steps_.push_back(std::move(step));
+        break;
+      }
       default:
         throw Error(what + " has an unknown step type (" +
                     std::to_string((unsigned)launch->step_type()) + ")");
@@ -649,6 +683,34 @@ void Program::decodeTraining(const fb::Training *t, const uint8_t *base) {
   if (training->gradAccumulation < 1)
     throw Error("training: grad_accumulation is 0 (at least 1 micro-batch per update)");
 
+  // ---- Distributed artifacts: the mesh, and this process's rank ----------------------------------
+  if (const auto *sizes = t->mesh_sizes()) {
+    training->meshSizes.assign(sizes->begin(), sizes->end());
+    int64_t world = 1;
+    for (int64_t n : training->meshSizes) {
+      if (n < 1 || n > 65536)
+        throw Error("damaged artifact: mesh axis size " + std::to_string(n));
+      world *= n;
+    }
+    if (const auto *axes = t->mesh_axes())
+      for (unsigned i = 0; i < axes->size(); ++i)
+        training->meshAxes.push_back(axes->Get(i) ? axes->Get(i)->str() : "?");
+    std::string mesh;
+    for (size_t i = 0; i < training->meshSizes.size(); ++i)
+      mesh += (i ? "," : "") + (i < training->meshAxes.size() ? training->meshAxes[i] : "?") +
+              "=" + std::to_string(training->meshSizes[i]);
+    Communicator *comm = world > 1 ? processCommunicator() : nullptr;
+    if (world > 1 && (!comm || comm->size() != world))
+      throw Error("this training artifact runs on " + std::to_string(world) + " ranks (mesh " +
+                  mesh + "); " +
+                  (comm ? "this job has " + std::to_string(comm->size())
+                        : std::string("this process was not started by mpirun")) +
+                  ": start it with `mpirun -np " + std::to_string(world) +
+                  " ...` or `tcc train --nproc " + std::to_string(world) + "`");
+    training->worldSize = static_cast<int>(world);
+    training->rank = comm ? comm->rank() : 0;
+  }
+
   // ---- State and its initial values --------------------------------------------------------------
   const auto *initial = t->initial_data();
   uint64_t initialBytes = initial ? initial->size() : 0;
@@ -682,6 +744,27 @@ void Program::decodeTraining(const fb::Training *t, const uint8_t *base) {
                     std::to_string(offset) + ") ends past initial_data (" +
                     std::to_string(initialBytes) + " bytes)");
       d.initial = initial ? initial->Data() + offset : nullptr;
+      d.globalShape = d.tensor.shape;
+      if (const auto *splits = st->splits()) {
+        if (splits->size() != d.tensor.shape.size() || training->meshSizes.empty())
+          throw Error(what + ": its splits do not match its shape or the artifact has no mesh");
+        for (unsigned k = 0; k < splits->size(); ++k) {
+          const auto *axes = splits->Get(k) ? splits->Get(k)->axes() : nullptr;
+          d.splits.emplace_back(axes ? std::vector<uint8_t>(axes->begin(), axes->end())
+                                     : std::vector<uint8_t>());
+        }
+        try {
+          d.tensor.shape = blockShape(d.globalShape, d.splits, training->meshSizes);
+        } catch (const Error &err) {
+          throw Error(what + ": " + err.what());
+        }
+        d.tensor.bytes = tensorBytes(d.tensor.dtype, d.tensor.shape, what);
+        d.ownedInitial.resize(d.tensor.bytes);
+        if (d.initial)
+          copyBlock(d.initial, d.globalShape, dtypeSize(d.tensor.dtype), d.splits,
+                    training->meshSizes, training->rank, d.ownedInitial.data());
+        d.initial = d.ownedInitial.data();
+      }
       training->state.push_back(std::move(d));
     }
 
@@ -694,6 +777,8 @@ void Program::decodeTraining(const fb::Training *t, const uint8_t *base) {
       std::string what = "training entry " + std::to_string(i);
       if (!e || !e->name())
         throw Error(what + " has no name");
+      if (!training->meshSizes.empty() && (int)e->rank() != training->rank)
+        continue; // another rank's program
       EntryDesc entry;
       entry.name = e->name()->str();
       what = "training entry '" + entry.name + "'";

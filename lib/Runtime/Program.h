@@ -12,6 +12,7 @@
 // failure throws tcc::rt::Error with a message naming what is wrong.
 #pragma once
 
+#include "Collectives.h"
 #include "CpuLibrary.h"
 #include "CpuModule.h"
 #include "CudaDevice.h"
@@ -94,7 +95,7 @@ struct TopKStep {
 struct CopyStep {
   uint32_t source, target;
 };
-using Step = std::variant<KernelStep, GemmStep, ConvStep, TopKStep, CopyStep>;
+using Step = std::variant<KernelStep, GemmStep, ConvStep, TopKStep, CopyStep, CollectiveStep>;
 
 /// An aligned, owned byte array (the artifact copy).
 struct AlignedBytes {
@@ -200,6 +201,8 @@ private:
   std::string cudaCompiler_;
   uint64_t arenaBytes_ = 0;
   std::vector<Step> steps_;
+  std::vector<int64_t> meshSizes_;       // distributed programs: the mesh of their collectives
+  std::vector<uint8_t> collectiveScratch_;
   std::vector<std::string> stepKinds_, stepNames_, stepNodes_; // per step (profiles)
   bool profiling_ = false;
   std::vector<StepProfile> profiles_;
@@ -231,9 +234,12 @@ struct BindingDesc {
 };
 
 struct StateDesc {
-  TensorDesc tensor;
+  TensorDesc tensor;                // distributed artifacts: this rank's block
   tccrt_state_kind kind = TCCRT_STATE_PARAMETER;
-  const uint8_t *initial = nullptr; // tensor.bytes bytes in the artifact copy
+  const uint8_t *initial = nullptr; // tensor.bytes bytes in the artifact copy (or ownedInitial)
+  std::vector<int64_t> globalShape; // the whole tensor's shape
+  std::vector<std::vector<uint8_t>> splits; // per dim, the mesh axes splitting it
+  std::vector<uint8_t> ownedInitial;        // this rank's block of a split tensor
 };
 
 /// An entry point. The loader has checked the bindings against the program: one per input and
@@ -246,6 +252,10 @@ struct EntryDesc {
 };
 
 struct TrainingDesc {
+  /// Distributed artifacts: the mesh and this process's rank (entries are this rank's).
+  std::vector<std::string> meshAxes;
+  std::vector<int64_t> meshSizes;
+  int rank = 0, worldSize = 1;
   std::vector<StateDesc> state;
   std::vector<EntryDesc> entries;
   uint32_t gradAccumulation = 1;

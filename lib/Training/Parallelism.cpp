@@ -1,8 +1,10 @@
 //===- Parallelism.cpp - Parallel training strategies as sharding annotations ----===//
 #include "tcc/Training/Parallelism.h"
 #include "tcc/IR/Sharding.h"
+#include "tcc/Passes/Shard.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringExtras.h"
@@ -180,11 +182,13 @@ void findTensorParallelPairs(const llvm::DenseSet<Value> &params, Annotator &a,
 
 } // namespace
 
-void annotateParallelism(EntrySpec &entry, const TrainingSpec &spec, const ParallelOptions &options,
+void annotateParallelism(TrainingSpec &spec, const ParallelOptions &options,
                          std::vector<std::string> *notes) {
   if (!options.enabled())
     return;
-  MLIRContext *ctx = entry.module->getContext();
+  if (spec.entries.empty())
+    throw Error("the training spec has no entries");
+  MLIRContext *ctx = spec.entries[0].module->getContext();
   SmallVector<StringAttr> axes;
   SmallVector<int64_t> sizes;
   Annotator a;
@@ -200,19 +204,26 @@ void annotateParallelism(EntrySpec &entry, const TrainingSpec &spec, const Paral
     sizes.push_back(options.tp);
   }
   a.mesh = MeshAttr::get(ctx, axes, sizes);
-  (*entry.module)->setAttr(TccDialect::kMeshAttrName, a.mesh);
-  auto main = entry.module->lookupSymbol<func::FuncOp>("main");
-  if (!main)
-    throw Error("training entry '" + entry.name + "' has no @main");
 
-  // Parameters (and the state that belongs to one: "<param>.<slot>") by state index.
+  auto mainOf = [&](EntrySpec &e) {
+    auto main = e.module->lookupSymbol<func::FuncOp>("main");
+    if (!main)
+      throw Error("training entry '" + e.name + "' has no @main");
+    return main;
+  };
+  // Tensor-parallel pairs, found in the train step's forward graph.
+  EntrySpec &train = spec.entries[0];
+  func::FuncOp trainMain = mainOf(train);
   llvm::DenseSet<Value> params;
   std::map<int64_t, Value> paramArg;
-  for (auto [i, b] : llvm::enumerate(entry.inputs))
+  for (auto [i, b] : llvm::enumerate(train.inputs))
     if (b.role == BindingRole::State && spec.state[b.state].kind == StateKind::Parameter) {
-      params.insert(main.getArgument(i));
-      paramArg[b.state] = main.getArgument(i);
+      params.insert(trainMain.getArgument(i));
+      paramArg[b.state] = trainMain.getArgument(i);
     }
+  llvm::DenseMap<Value, DimSharding> tpSplit;
+  if (a.tpAxis >= 0)
+    findTensorParallelPairs(params, a, tpSplit);
   auto ownerOf = [&](int64_t state) -> int64_t {
     const std::string &name = spec.state[state].name;
     int64_t best = -1;
@@ -224,21 +235,14 @@ void annotateParallelism(EntrySpec &entry, const TrainingSpec &spec, const Paral
     }
     return best;
   };
-
-  llvm::DenseMap<Value, DimSharding> tpSplit;
-  if (a.tpAxis >= 0)
-    findTensorParallelPairs(params, a, tpSplit);
-
-  // The sharding of each state tensor, by state index.
-  std::map<int64_t, DimSharding> stateSharding;
-  auto shardingOfState = [&](int64_t s, ArrayRef<int64_t> shape) {
-    auto it = stateSharding.find(s);
-    if (it != stateSharding.end())
-      return it->second;
+  // Each state tensor's sharding, decided once for every entry.
+  std::vector<DimSharding> stateSharding;
+  for (size_t s = 0; s < spec.state.size(); ++s) {
     const StateSpec &st = spec.state[s];
-    int64_t owner = st.kind == StateKind::Parameter ? s : ownerOf(s);
+    ArrayRef<int64_t> shape(st.initial.shape().data(), st.initial.shape().size());
+    int64_t owner = st.kind == StateKind::Parameter ? (int64_t)s : ownerOf(s);
     DimSharding base = DimSharding::replicated(shape.size());
-    if (owner >= 0 && tpSplit.count(paramArg[owner]) &&
+    if (owner >= 0 && paramArg.count(owner) && tpSplit.count(paramArg[owner]) &&
         shapeOf(paramArg[owner]) == shape)
       base = tpSplit[paramArg[owner]];
     bool zeroSplit = (st.kind == StateKind::OptimizerState && options.zero >= 1) ||
@@ -246,35 +250,95 @@ void annotateParallelism(EntrySpec &entry, const TrainingSpec &spec, const Paral
                      (st.kind == StateKind::Parameter && options.zero >= 3);
     if (zeroSplit)
       base = a.withZeroSplit(base, shape, st.name);
-    return stateSharding[s] = base;
-  };
-
-  auto set = [&](auto setter, unsigned i, const DimSharding &s) {
-    if (!s.isReplicated())
-      setter(i, TccDialect::kShardingAttrName, s.toAttr(a.mesh));
-  };
-  for (auto [i, b] : llvm::enumerate(entry.inputs)) {
-    ArrayRef<int64_t> shape = shapeOf(main.getArgument(i));
-    DimSharding s = DimSharding::replicated(shape.size());
-    if (b.role == BindingRole::Data && a.dpAxis >= 0) {
-      if (shape.empty() || shape[0] % options.dp)
-        throw Error("data parallelism: input '" + entry.inputNames[i] + "' has " +
-                    (shape.empty() ? std::string("no batch dimension")
-                                   : "a batch of " + std::to_string(shape[0])) +
-                    ", which dp=" + std::to_string(options.dp) + " ranks cannot split evenly");
-      s.dims[0] = {a.dpAxis};
-    } else if (b.role == BindingRole::State) {
-      s = shardingOfState(b.state, shape);
-    }
-    set([&](unsigned k, StringRef n, Attribute v) { main.setArgAttr(k, n, v); }, i, s);
+    stateSharding.push_back(base);
   }
-  for (auto [i, b] : llvm::enumerate(entry.outputs)) {
+
+  for (EntrySpec &entry : spec.entries) {
+    (*entry.module)->setAttr(TccDialect::kMeshAttrName, a.mesh);
+    func::FuncOp main = mainOf(entry);
+    for (auto [i, b] : llvm::enumerate(entry.inputs)) {
+      ArrayRef<int64_t> shape = shapeOf(main.getArgument(i));
+      DimSharding s = DimSharding::replicated(shape.size());
+      if (b.role == BindingRole::Data && a.dpAxis >= 0) {
+        if (shape.empty() || shape[0] % options.dp)
+          throw Error("data parallelism: input '" + entry.inputNames[i] + "' has " +
+                      (shape.empty() ? std::string("no batch dimension")
+                                     : "a batch of " + std::to_string(shape[0])) +
+                      ", which dp=" + std::to_string(options.dp) + " ranks cannot split evenly");
+        s.dims[0] = {a.dpAxis};
+      } else if (b.role == BindingRole::State) {
+        s = stateSharding[b.state];
+      }
+      if (!s.isReplicated())
+        main.setArgAttr(i, TccDialect::kShardingAttrName, s.toAttr(a.mesh));
+    }
+    for (auto [i, b] : llvm::enumerate(entry.outputs))
+      if (b.role == BindingRole::State && !stateSharding[b.state].isReplicated())
+        main.setResultAttr(i, TccDialect::kShardingAttrName, stateSharding[b.state].toAttr(a.mesh));
+  }
+}
+
+void partitionTraining(TrainingSpec &spec,
+                       std::vector<std::pair<std::string, ShardingReport>> *report) {
+  if (spec.entries.empty())
+    return;
+  MeshAttr mesh = meshOf(*spec.entries[0].module);
+  if (!mesh)
+    return;
+  // State splits, from the first entry's arguments (every entry shares them).
+  EntrySpec &first = spec.entries[0];
+  auto firstMain = first.module->lookupSymbol<func::FuncOp>("main");
+  for (auto [i, b] : llvm::enumerate(first.inputs)) {
     if (b.role != BindingRole::State)
       continue;
-    ArrayRef<int64_t> shape = cast<RankedTensorType>(main.getResultTypes()[i]).getShape();
-    set([&](unsigned k, StringRef n, Attribute v) { main.setResultAttr(k, n, v); }, i,
-        shardingOfState(b.state, shape));
+    auto attr = firstMain.getArgAttrOfType<ShardingAttr>(i, TccDialect::kShardingAttrName);
+    std::vector<std::vector<int>> splits;
+    if (attr) {
+      std::string error;
+      auto s = DimSharding::fromAttr(attr, mesh, shapeOf(firstMain.getArgument(i)), error);
+      if (failed(s))
+        throw Error(error);
+      for (auto &d : s->dims)
+        splits.emplace_back(d.begin(), d.end());
+    }
+    spec.state[b.state].splits = splits;
   }
+  std::vector<EntrySpec> ranked;
+  for (EntrySpec &e : spec.entries) {
+    auto main = e.module->lookupSymbol<func::FuncOp>("main");
+    std::string diagnostics;
+    ScopedDiagnosticHandler handler(e.module->getContext(), [&](Diagnostic &d) {
+      diagnostics += (diagnostics.empty() ? "" : "; ") + d.str();
+      return success();
+    });
+    ShardingReport rep;
+    auto plan = ShardingPlan::build(main, &rep);
+    if (failed(plan))
+      throw Error("sharding training entry '" + e.name + "': " + diagnostics);
+    for (int64_t r = 0; r < mesh.numRanks(); ++r) {
+      func::FuncOp local = plan->partition(r, "main_rank" + std::to_string(r), r == 0 ? &rep : nullptr);
+      OwningOpRef<ModuleOp> module = ModuleOp::create(main.getLoc());
+      (*module)->setAttr(TccDialect::kMeshAttrName, mesh);
+      local->remove();
+      module->push_back(local);
+      local.setName("main");
+      EntrySpec copy;
+      copy.name = e.name;
+      copy.module = std::move(module);
+      copy.inputNames = e.inputNames;
+      copy.outputNames = e.outputNames;
+      copy.inputs = e.inputs;
+      copy.outputs = e.outputs;
+      copy.rank = r;
+      ranked.push_back(std::move(copy));
+    }
+    if (report)
+      report->emplace_back(e.name, std::move(rep));
+  }
+  spec.entries = std::move(ranked);
+  for (StringAttr a : mesh.getAxes())
+    spec.meshAxes.push_back(a.str());
+  spec.meshSizes.assign(mesh.getSizes().begin(), mesh.getSizes().end());
 }
 
 } // namespace tcc

@@ -278,7 +278,7 @@ TEST_P(ShardTrainingTest, TrainStepEqualsTheSingleRankStep) {
   ParallelOptions parallel = parseMesh(c.mesh);
   parallel.zero = c.zero;
   std::vector<std::string> notes;
-  annotateParallelism(train, spec, parallel, &notes);
+  annotateParallelism(spec, parallel, &notes);
   auto main = train.module->lookupSymbol<mlir::func::FuncOp>("main");
   ASSERT_TRUE(mlir::succeeded(mlir::verify(*train.module)));
   // Inputs: the initial state, a random batch, the learning rate and the rng key.

@@ -12,7 +12,9 @@
 #include "Execute.h"
 #include "Progress.h"
 
+#include "tcc/Passes/Shard.h"
 #include "tcc/Runtime/tccrt.hpp"
+#include "tcc/Training/Parallelism.h"
 
 #include "llvm/Support/JSON.h"
 
@@ -24,6 +26,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <unistd.h>
@@ -123,6 +126,44 @@ TrainingOptions trainingOptions(const TrainingArgs &args) {
   return o;
 }
 
+namespace {
+
+/// --mesh/--zero: the strategy's shardings, then one program per rank; --explain-sharding
+/// prints the decisions and the collectives of rank 0 with their bytes per step.
+void shardTraining(TrainingSpec &spec, const TrainingArgs &args) {
+  ParallelOptions parallel = parseMesh(args.mesh);
+  parallel.zero = args.zero;
+  if (parallel.zero && parallel.dp < 2)
+    throw Error("--zero " + std::to_string(parallel.zero) + " splits state over the data-parallel "
+                "ranks: give --mesh dp=N with N >= 2");
+  std::vector<std::string> notes;
+  annotateParallelism(spec, parallel, &notes);
+  std::vector<std::pair<std::string, ShardingReport>> reports;
+  partitionTraining(spec, &reports);
+  if (!args.explainSharding)
+    return;
+  std::ostream &os = std::cerr;
+  os << "sharding: " << parallel.str() << "\n";
+  for (const std::string &n : notes)
+    os << "  " << n << "\n";
+  for (const auto &[entry, report] : reports) {
+    os << "entry " << entry << ": propagation\n";
+    for (const std::string &d : report.decisions)
+      os << "  " << d << "\n";
+    std::map<std::string, std::pair<int64_t, int64_t>> totals; // kind -> (count, bytes)
+    os << "entry " << entry << ": collectives of rank 0 (bytes one rank contributes per step)\n";
+    for (const CollectiveRecord &c : report.collectives) {
+      os << "  " << c.kind << " over " << c.axes << ": " << c.bytes << " bytes, " << c.value << "\n";
+      totals[c.kind + " over " + c.axes].first += 1;
+      totals[c.kind + " over " + c.axes].second += c.bytes;
+    }
+    for (const auto &[kind, t] : totals)
+      os << "  total " << kind << ": " << t.first << " collectives, " << t.second << " bytes\n";
+  }
+}
+
+} // namespace
+
 CompiledModel compileTrainingModel(const std::string &path, const TrainingArgs &args,
                                    const CompileOptions &compile) {
   TrainingOptions options = trainingOptions(args);
@@ -157,6 +198,8 @@ CompiledModel compileTrainingModel(const std::string &path, const TrainingArgs &
   mlir::MLIRContext context;
   context.disableMultithreading();
   TrainingSpec spec = buildTraining(context, model, options);
+  if (!args.mesh.empty())
+    shardTraining(spec, args);
   return compileTraining(spec, compile);
 }
 
@@ -293,8 +336,12 @@ std::string describe(const tccrt::TensorInfo &info) {
 /// ignored.
 std::pair<double, double> evaluate(tccrt::Trainer &trainer, const Dataset &test,
                                    const Tensor &labels, int64_t batchSize) {
+  // Distributed artifacts: this rank feeds its block of each global batch and gets the outputs
+  // of the whole global batch.
   std::vector<tccrt::Tensor> batch = trainer.makeBatch();
-  int64_t labelsPer = (int64_t)batch[1].numElements() / batchSize;
+  int64_t localBatch = batchSize / trainer.dataParallel();
+  int64_t first = trainer.dataPosition() * localBatch;
+  int64_t labelsPer = (int64_t)batch[1].numElements() / localBatch;
   bool classification = trainer.numEvalOutputs() >= 2;
   double lossSum = 0;
   int64_t correct = 0, counted = 0;
@@ -303,10 +350,10 @@ std::pair<double, double> evaluate(tccrt::Trainer &trainer, const Dataset &test,
     int64_t valid = std::min(batchSize, test.size() - start);
     for (int64_t r = 0; r < batchSize; ++r)
       rows[r] = r < valid ? start + r : 0;
-    gatherRows(test.images, rows.data(), batchSize, batch[0].data());
-    gatherRows(labels, rows.data(), batchSize, batch[1].data());
+    gatherRows(test.images, rows.data() + first, localBatch, batch[0].data());
+    gatherRows(labels, rows.data() + first, localBatch, batch[1].data());
     std::vector<tccrt::Tensor> out = withContext("evaluation", [&] { return trainer.eval(batch); });
-    if (out[0].dtype() != TCCRT_F32 || out[0].numElements() != batch[1].numElements())
+    if (out[0].dtype() != TCCRT_F32 || (int64_t)out[0].numElements() != batchSize * labelsPer)
       throw Error("the artifact's eval loss output is not f32 of the labels' shape");
     const float *loss = out[0].data<float>();
     for (int64_t k = 0; k < valid * labelsPer; ++k)
@@ -482,7 +529,16 @@ int runTrain(const TrainRunArgs &run, const TrainingArgs &training, const Compil
   int64_t classes = configClasses(*program);
   Tensor trainLabels = checkData(trainer, data.train, "training", classes);
   Tensor testLabels = checkData(trainer, data.test, "test", classes);
-  int64_t batchSize = trainer.batchInfo(0).shape[0];
+  // Distributed artifacts: each rank trains on its block of the global batch.
+  int64_t localBatch = trainer.batchInfo(0).shape[0];
+  int64_t batchSize = localBatch * trainer.dataParallel();
+  int64_t firstRow = trainer.dataPosition() * localBatch;
+  bool leader = trainer.rank() == 0;
+  if (trainer.worldSize() > 1 &&
+      (!run.checkpointDir.empty() || !run.resumeDir.empty() || !run.saveModelPath.empty()))
+    throw Error("--checkpoint-dir, --resume and --save-model need the whole state in one "
+                "process; a distributed run (" + std::to_string(trainer.worldSize()) +
+                " ranks) holds it in shards, and sharded checkpoints are not written yet");
   if (artifact && training.batchSize > 0 && training.batchSize != batchSize)
     throw Error("--batch-size " + std::to_string(training.batchSize) + " differs from the "
                 "artifact's batch size " + std::to_string(batchSize));
@@ -534,9 +590,13 @@ int runTrain(const TrainRunArgs &run, const TrainingArgs &training, const Compil
   }
 
   std::vector<tccrt::Tensor> batch = trainer.makeBatch();
-  ProgressBar progress(stderr, isatty(fileno(stderr)));
+  // Rank 0 alone reports and writes logs (every rank computes the same global losses).
+  std::unique_ptr<FILE, int (*)(FILE *)> silent(leader ? nullptr : fopen("/dev/null", "w"), fclose);
+  ProgressBar progress(leader ? stderr : silent.get(), leader && isatty(fileno(stderr)));
   std::vector<Position::Epoch> partial; // an epoch cut short by --max-steps (not checkpointed)
   auto writeLogs = [&] {
+    if (!leader)
+      return;
     std::vector<Position::Epoch> all = pos.history;
     all.insert(all.end(), partial.begin(), partial.end());
     if (!run.metricsPath.empty())
@@ -573,9 +633,9 @@ int runTrain(const TrainRunArgs &run, const TrainingArgs &training, const Compil
     progress.startEpoch(pos.epoch + 1, run.epochs, stepsPerEpoch, pos.batch);
     int64_t samples = 0;
     while (pos.batch < stepsPerEpoch) {
-      const int64_t *rows = order.data() + pos.batch * batchSize;
-      gatherRows(data.train.images, rows, batchSize, batch[0].data());
-      gatherRows(trainLabels, rows, batchSize, batch[1].data());
+      const int64_t *rows = order.data() + pos.batch * batchSize + firstRow;
+      gatherRows(data.train.images, rows, localBatch, batch[0].data());
+      gatherRows(trainLabels, rows, localBatch, batch[1].data());
       float loss = withContext("training step " + std::to_string(pos.stepLosses.size() + 1),
                                [&] { return trainer.step(batch, (float)run.lr); });
       pos.stepLosses.push_back(loss);
@@ -611,7 +671,7 @@ int runTrain(const TrainRunArgs &run, const TrainingArgs &training, const Compil
     checkpoint();
     writeLogs();
   }
-  if (stopped)
+  if (stopped && leader)
     std::cerr << "tcc: stopped after " << trainer.steps() << " optimizer steps (--max-steps)\n";
   if (!run.saveModelPath.empty())
     saveModel(run.model, run.saveModelPath, trainer);

@@ -22,6 +22,9 @@ struct TrainingArgs {
   double clipGradNorm = 0, labelSmoothing = 0;
   int64_t gradAccumulation = 1;
   std::vector<std::string> trainable, freeze;
+  std::string mesh;      // --mesh dp=N,tp=M: distributed training (tcc/Training/Parallelism.h)
+  int zero = 0;          // --zero 1|2|3
+  bool explainSharding = false;
   /// The options above that were given on the command line ("--loss", "--momentum", ...):
   /// with an artifact none may be, and optimizer-specific ones must fit the optimizer.
   std::vector<std::string> given;

@@ -199,6 +199,20 @@ void addTrainingArgs(CLI::App *cmd, TrainingCli &cli) {
   add(cmd->add_option("--freeze", a.freeze, "initializer never trained (repeatable)")
           ->allow_extra_args(false),
       "--freeze");
+  add(cmd->add_option("--mesh", a.mesh,
+                      "distributed training: mesh axes dp=N (data parallel: the batch split over "
+                      "N ranks) and tp=M (Megatron tensor parallelism), e.g. dp=2,tp=2; the "
+                      "artifact holds one program per rank and runs under mpirun"),
+      "--mesh");
+  add(cmd->add_option("--zero", a.zero,
+                      "with a dp axis: ZeRO stage 1 (optimizer state split over dp), 2 (+ gradient "
+                      "accumulators) or 3 (+ parameters, gathered where used)")
+          ->check(CLI::Range(0, 3)),
+      "--zero");
+  add(cmd->add_flag("--explain-sharding", a.explainSharding,
+                    "print each sharding decision and each collective inserted, with its bytes "
+                    "per rank and step"),
+      "--explain-sharding");
 }
 
 void noteGiven(TrainingCli &cli) {

@@ -269,6 +269,22 @@ def Tk_TopKOp : Tk_Op<"topk"> {
   let hasVerifier = 1;
 }
 
+def Tk_CollectiveOp : Tk_Op<"collective"> {
+  let summary = "a collective over this rank's group on the module's mesh (tcc collective semantics)";
+  let description = [{
+    `kind` is all_reduce, all_gather, reduce_scatter, all_to_all or broadcast, with the
+    attributes of the tcc op it lowers: `reduction` (all_reduce, reduce_scatter), `dim` (the
+    gathered/scattered dim, all_to_all's split_dim), `dim2` (all_to_all's concat_dim,
+    broadcast's root), `axes` (the group). The runtime runs it on its communicator.
+  }];
+  let arguments = (ins Arg<Tk_Buffer, "", [MemRead]>:$input, Arg<Tk_Buffer, "", [MemWrite]>:$output,
+                   StrAttr:$kind, Tcc_CollectiveReduceKind:$reduction, I64Attr:$dim, I64Attr:$dim2,
+                   StrArrayAttr:$axes);
+  let assemblyFormat = [{
+    $kind $reduction $input `,` $output `dim` `=` $dim `dim2` `=` $dim2 `over` $axes attr-dict `:` type($input) `,` type($output)
+  }];
+}
+
 def Tk_CopyOp : Tk_Op<"copy"> {
   let summary = "copies all bytes of `source` into `target` (same size)";
   let arguments = (ins Arg<Tk_Buffer, "", [MemRead]>:$source, Arg<Tk_Buffer, "", [MemWrite]>:$target);

@@ -160,6 +160,17 @@ uint64_t tccrt_trainer_steps(const tccrt_trainer *trainer);
 /* The seed random keys derive from (the one given at creation, or a loaded checkpoint's). */
 uint64_t tccrt_trainer_seed(const tccrt_trainer *trainer);
 
+/* Distributed artifacts (`tcc compile --train --mesh ...`, run under mpirun): this process's
+ * rank and the job's size (0 and 1 otherwise). Batches given to step and eval are this rank's
+ * block of the global batch: the global batch is `data_parallel` blocks of the size
+ * tccrt_trainer_batch_info gives, and this rank takes block `data_position` (its coordinate on
+ * the mesh axis dp). Every rank gets the global batch's loss, and eval's outputs for the whole
+ * global batch. */
+int tccrt_trainer_rank(const tccrt_trainer *trainer);
+int tccrt_trainer_world_size(const tccrt_trainer *trainer);
+int tccrt_trainer_data_parallel(const tccrt_trainer *trainer);
+int tccrt_trainer_data_position(const tccrt_trainer *trainer);
+
 /* Evaluation (no dropout, no state change). Outputs, described by tccrt_trainer_eval_info:
  * output 0 is the per-sample loss (f32, the labels' shape); with cross-entropy, output 1 is the
  * predicted class (i64, the labels' shape). */

@@ -279,6 +279,10 @@ public:
   uint64_t microSteps() const { return tccrt_trainer_micro_steps(trainer_); }
   uint64_t steps() const { return tccrt_trainer_steps(trainer_); }
   uint64_t seed() const { return tccrt_trainer_seed(trainer_); }
+  int rank() const { return tccrt_trainer_rank(trainer_); }
+  int worldSize() const { return tccrt_trainer_world_size(trainer_); }
+  int dataParallel() const { return tccrt_trainer_data_parallel(trainer_); }
+  int dataPosition() const { return tccrt_trainer_data_position(trainer_); }
 
   size_t numEvalOutputs() const { return tccrt_trainer_num_eval_outputs(trainer_); }
   TensorInfo evalInfo(size_t i) const {

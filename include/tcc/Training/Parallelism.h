@@ -29,11 +29,18 @@ struct ParallelOptions {
 /// Parses "dp=2", "tp=2", "dp=2,tp=2" (axes in any order, each at most once). Throws tcc::Error.
 ParallelOptions parseMesh(const std::string &text);
 
-/// Sets the mesh on `entry`'s module and shardings on its @main arguments and results. Throws
-/// tcc::Error when the strategy does not fit (a batch the dp ranks do not divide). `notes`
-/// receives one line per state tensor left whole that the strategy would split (it does not
-/// divide) and per tensor-parallel pair found.
-void annotateParallelism(EntrySpec &entry, const TrainingSpec &spec, const ParallelOptions &options,
+/// Sets the mesh on every entry's module and shardings on its @main arguments and results
+/// (state shardings decided once, from train_step, and shared by every entry; eval's outputs
+/// whole). Throws tcc::Error when the strategy does not fit (a batch the dp ranks do not
+/// divide). `notes` receives one line per state tensor left whole that the strategy would split
+/// (it does not divide) and per tensor-parallel pair found.
+void annotateParallelism(TrainingSpec &spec, const ParallelOptions &options,
                          std::vector<std::string> *notes = nullptr);
+
+/// Shards an annotated spec: each entry becomes one program per rank (EntrySpec::rank), the
+/// state records its splits, the spec its mesh. `report` (optional) gets each entry's
+/// propagation decisions and rank 0's collectives, for --explain-sharding. Throws tcc::Error.
+struct ShardingReport;
+void partitionTraining(TrainingSpec &spec, std::vector<std::pair<std::string, ShardingReport>> *report = nullptr);
 
 } // namespace tcc

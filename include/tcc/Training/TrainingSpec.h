@@ -38,6 +38,9 @@ struct StateSpec {
   StateKind kind = StateKind::Parameter;
   Tensor initial;        // the initial value; its dtype and shape are the state's
   int64_t initializerIndex = -1; // Parameter (and Buffer): index in the ONNX initializer list
+  /// Distributed training: per dim, the mesh axes splitting it (empty: whole); each rank holds
+  /// its block (tcc.sharding semantics). Empty: whole on every rank.
+  std::vector<std::vector<int>> splits;
 };
 
 /// Same numbering as artifact.fbs BindingRole.
@@ -54,6 +57,7 @@ struct EntrySpec {
   mlir::OwningOpRef<mlir::ModuleOp> module;
   std::vector<std::string> inputNames, outputNames; // one per @main argument / result
   std::vector<Binding> inputs, outputs;             // one per @main argument / result
+  int64_t rank = 0;      // distributed training: the rank whose program this is
 };
 
 struct TrainingSpec {
@@ -61,6 +65,10 @@ struct TrainingSpec {
   std::vector<EntrySpec> entries;
   int64_t gradAccumulation = 1;
   std::string configJson;       // loss, optimizer, hyperparameters (recorded in the artifact)
+  /// Distributed training (tcc/Training/Parallelism.h): the mesh; entries hold one program per
+  /// rank. Empty: one process.
+  std::vector<std::string> meshAxes;
+  std::vector<int64_t> meshSizes;
 };
 
 } // namespace tcc

@@ -1,0 +1,252 @@
+//===- Collectives.cpp - Collective steps of a distributed program ------------===//
+#include "Collectives.h"
+#include "DType.h"
+#include "Program.h"
+
+#include <cstring>
+#include <numeric>
+
+namespace tcc::rt {
+
+namespace {
+
+int64_t product(const std::vector<int64_t> &v, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to && i < v.size(); ++i)
+    p *= v[i];
+  return p;
+}
+
+std::string shapeText(const std::vector<int64_t> &s) {
+  std::string t;
+  for (int64_t d : s)
+    t += (t.empty() ? "" : "x") + std::to_string(d);
+  return t.empty() ? "scalar" : t;
+}
+
+/// Views `shape` as [outer, n, inner] around `dim` split into n blocks: copies block b of every
+/// outer row between a tensor and a contiguous block buffer.
+struct Blocks {
+  int64_t outer, blockRow; // bytes of one block's part of an outer row
+  Blocks(const std::vector<int64_t> &shape, int64_t dim, int64_t n, size_t elem) {
+    outer = product(shape, 0, dim);
+    blockRow = product(shape, dim, shape.size()) / n * elem;
+  }
+  void pack(const uint8_t *tensor, uint8_t *blocks, int64_t n) const {
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t o = 0; o < outer; ++o)
+        std::memcpy(blocks + (b * outer + o) * blockRow, tensor + (o * n + b) * blockRow, blockRow);
+  }
+  void unpack(const uint8_t *blocks, uint8_t *tensor, int64_t n) const {
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t o = 0; o < outer; ++o)
+        std::memcpy(tensor + (o * n + b) * blockRow, blocks + (b * outer + o) * blockRow, blockRow);
+  }
+};
+
+} // namespace
+
+std::string collectiveName(const CollectiveStep &s) {
+  static const char *names[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all",
+                                "broadcast"};
+  return std::string(names[static_cast<int>(s.kind)]) + " " + dtypeName(s.dtype) + " " +
+         shapeText(s.inShape) + " over " + std::to_string(s.groupSize) + " ranks";
+}
+
+std::vector<int> collectiveGroup(const std::vector<int64_t> &mesh, const std::vector<uint8_t> &axes,
+                                 int rank) {
+  std::vector<int64_t> coords(mesh.size());
+  int64_t rest = rank;
+  for (size_t i = mesh.size(); i-- > 0;) {
+    coords[i] = rest % mesh[i];
+    rest /= mesh[i];
+  }
+  int64_t size = 1;
+  for (uint8_t a : axes)
+    size *= mesh[a];
+  std::vector<int> group;
+  for (int64_t p = 0; p < size; ++p) {
+    std::vector<int64_t> c = coords;
+    int64_t r = p;
+    for (size_t i = axes.size(); i-- > 0;) {
+      c[axes[i]] = r % mesh[axes[i]];
+      r /= mesh[axes[i]];
+    }
+    int64_t world = 0;
+    for (size_t i = 0; i < mesh.size(); ++i)
+      world = world * mesh[i] + c[i];
+    group.push_back(static_cast<int>(world));
+  }
+  return group;
+}
+
+void checkCollective(CollectiveStep &s, const std::vector<int64_t> &mesh) {
+  if (mesh.empty())
+    throw Error("a collective in a program without a mesh");
+  s.groupSize = 1;
+  for (uint8_t a : s.axes) {
+    if (a >= mesh.size())
+      throw Error("collective axis " + std::to_string(a) + " is outside the mesh of " +
+                  std::to_string(mesh.size()) + " axes");
+    if (mesh[a] < 1)
+      throw Error("mesh axis sizes must be >= 1");
+    s.groupSize *= mesh[a];
+  }
+  if (s.axes.empty())
+    throw Error("a collective needs at least one mesh axis");
+  int64_t n = s.groupSize, rank = s.inShape.size();
+  auto dimOk = [&](int64_t d) { return d >= 0 && d < rank; };
+  std::vector<int64_t> want = s.inShape;
+  switch (s.kind) {
+  case CollectiveKind::AllReduce:
+  case CollectiveKind::Broadcast:
+    if (s.kind == CollectiveKind::Broadcast && (s.dim2 < 0 || s.dim2 >= n))
+      throw Error("broadcast root " + std::to_string(s.dim2) + " is outside the group");
+    break;
+  case CollectiveKind::AllGather:
+    if (!dimOk(s.dim))
+      throw Error("all_gather dim out of range");
+    want[s.dim] *= n;
+    break;
+  case CollectiveKind::ReduceScatter:
+    if (!dimOk(s.dim) || want[s.dim] % n)
+      throw Error("reduce_scatter dim out of range or not divisible by the group");
+    want[s.dim] /= n;
+    break;
+  case CollectiveKind::AllToAll:
+    if (!dimOk(s.dim) || !dimOk(s.dim2) || want[s.dim] % n)
+      throw Error("all_to_all dims out of range or split dim not divisible by the group");
+    want[s.dim] /= n;
+    want[s.dim2] *= n;
+    break;
+  }
+  if (want != s.outShape)
+    throw Error(collectiveName(s) + ": the output is " + shapeText(s.outShape) + ", expected " +
+                shapeText(want));
+  bool reduces = s.kind == CollectiveKind::AllReduce || s.kind == CollectiveKind::ReduceScatter;
+  if (reduces && s.dtype != TCCRT_F32 && s.dtype != TCCRT_F64 && s.dtype != TCCRT_I32 &&
+      s.dtype != TCCRT_I64)
+    throw Error(collectiveName(s) + ": reductions run on f32, f64, i32 and i64 tensors");
+  if (reduces && s.reduction == Reduction::Avg && s.dtype != TCCRT_F32 && s.dtype != TCCRT_F64)
+    throw Error(collectiveName(s) + ": avg needs a float tensor");
+}
+
+void runCollective(const CollectiveStep &s, const std::vector<int64_t> &mesh, const void *in,
+                   void *out, Communicator *comm, std::vector<uint8_t> &scratch,
+                   const std::string &what) {
+  size_t elem = dtypeSize(s.dtype);
+  size_t inBytes = product(s.inShape, 0, s.inShape.size()) * elem;
+  size_t outBytes = product(s.outShape, 0, s.outShape.size()) * elem;
+  if (s.groupSize == 1) {
+    if (in != out)
+      std::memmove(out, in, outBytes);
+    return;
+  }
+  if (!comm)
+    throw Error(what + ": this program was compiled for " + std::to_string(product(mesh, 0, mesh.size())) +
+                " ranks; start it with mpirun -np " + std::to_string(product(mesh, 0, mesh.size())));
+  std::vector<int> group = collectiveGroup(mesh, s.axes, comm->rank());
+  int64_t n = s.groupSize;
+  auto *src = static_cast<const uint8_t *>(in);
+  auto *dst = static_cast<uint8_t *>(out);
+  switch (s.kind) {
+  case CollectiveKind::AllReduce:
+    comm->allReduce(group, in, out, inBytes / elem, s.dtype, s.reduction, what);
+    return;
+  case CollectiveKind::Broadcast: {
+    int root = static_cast<int>(s.dim2);
+    if (in != out)
+      std::memmove(out, in, inBytes);
+    comm->broadcast(group, out, inBytes, root, what);
+    return;
+  }
+  case CollectiveKind::AllGather: {
+    if (product(s.inShape, 0, s.dim) == 1) {
+      comm->allGather(group, in, out, inBytes, what);
+      return;
+    }
+    scratch.resize(outBytes);
+    comm->allGather(group, in, scratch.data(), inBytes, what);
+    Blocks(s.outShape, s.dim, n, elem).unpack(scratch.data(), dst, n);
+    return;
+  }
+  case CollectiveKind::ReduceScatter: {
+    const void *blocks = in;
+    if (product(s.inShape, 0, s.dim) != 1) {
+      scratch.resize(inBytes);
+      Blocks(s.inShape, s.dim, n, elem).pack(src, scratch.data(), n);
+      blocks = scratch.data();
+    }
+    comm->reduceScatter(group, blocks, out, outBytes / elem, s.dtype, s.reduction, what);
+    return;
+  }
+  case CollectiveKind::AllToAll: {
+    // Send: the split dim's blocks, contiguous; receive: blocks to concatenate along concat dim.
+    scratch.resize(inBytes * 2);
+    uint8_t *send = scratch.data(), *recv = scratch.data() + inBytes;
+    Blocks(s.inShape, s.dim, n, elem).pack(src, send, n);
+    comm->allToAll(group, send, recv, inBytes / n, what);
+    Blocks(s.outShape, s.dim2, n, elem).unpack(recv, dst, n);
+    return;
+  }
+  }
+}
+
+std::vector<int64_t> blockShape(const std::vector<int64_t> &shape,
+                                const std::vector<std::vector<uint8_t>> &splits,
+                                const std::vector<int64_t> &mesh) {
+  std::vector<int64_t> local = shape;
+  for (size_t d = 0; d < splits.size() && d < local.size(); ++d)
+    for (uint8_t a : splits[d]) {
+      if (a >= mesh.size() || mesh[a] < 1 || local[d] % mesh[a])
+        throw Error("a state split does not fit the mesh");
+      local[d] /= mesh[a];
+    }
+  return local;
+}
+
+void copyBlock(const uint8_t *whole, const std::vector<int64_t> &shape, size_t elem,
+               const std::vector<std::vector<uint8_t>> &splits, const std::vector<int64_t> &mesh,
+               int rank, uint8_t *out) {
+  std::vector<int64_t> local = blockShape(shape, splits, mesh);
+  std::vector<int64_t> coords(mesh.size());
+  int64_t rest = rank;
+  for (size_t i = mesh.size(); i-- > 0;) {
+    coords[i] = rest % mesh[i];
+    rest /= mesh[i];
+  }
+  size_t rank_ = shape.size();
+  std::vector<int64_t> offset(rank_, 0);
+  for (size_t d = 0; d < splits.size() && d < rank_; ++d) {
+    int64_t block = 0;
+    for (uint8_t a : splits[d])
+      block = block * mesh[a] + coords[a];
+    offset[d] = block * local[d];
+  }
+  if (rank_ == 0) {
+    std::memcpy(out, whole, elem);
+    return;
+  }
+  // Rows of the last dim, contiguous in both.
+  std::vector<int64_t> strides(rank_, 1);
+  for (size_t d = rank_ - 1; d-- > 0;)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < rank_; ++d)
+    rows *= local[d];
+  size_t rowBytes = local[rank_ - 1] * elem;
+  std::vector<int64_t> idx(rank_, 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t at = offset[rank_ - 1];
+    for (size_t d = 0; d + 1 < rank_; ++d)
+      at += (idx[d] + offset[d]) * strides[d];
+    std::memcpy(out + r * rowBytes, whole + at * elem, rowBytes);
+    for (size_t d = rank_ - 1; d-- > 0;) {
+      if (++idx[d] < local[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+}
+
+} // namespace tcc::rt

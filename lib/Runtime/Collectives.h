@@ -1,0 +1,56 @@
+//===- Collectives.h - Collective steps of a distributed program --------------===//
+//
+// A collective step (artifact.fbs Collective) on row-major host buffers: its group is resolved
+// from the program's mesh and the communicator's rank; collectives along a dim other than the
+// first are packed into (or unpacked from) the contiguous blocks the communicator exchanges.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "Communicator.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tcc::rt {
+
+/// Same numbering as artifact.fbs CollectiveKind.
+enum class CollectiveKind : uint8_t { AllReduce, AllGather, ReduceScatter, AllToAll, Broadcast };
+
+struct CollectiveStep {
+  CollectiveKind kind = CollectiveKind::AllReduce;
+  Reduction reduction = Reduction::Sum;
+  uint32_t input = 0, output = 0;
+  std::vector<uint8_t> axes;      // mesh axis indices
+  int64_t dim = 0, dim2 = 0;
+  tccrt_dtype dtype = TCCRT_F32;
+  std::vector<int64_t> inShape, outShape;
+  int64_t groupSize = 1;          // product of the axes' sizes
+};
+
+/// Checks a decoded step against its buffers' shapes and the mesh; sets groupSize. Throws
+/// Error with the reason.
+void checkCollective(CollectiveStep &step, const std::vector<int64_t> &meshSizes);
+
+/// The world ranks of `rank`'s group over `axes`, in group order.
+std::vector<int> collectiveGroup(const std::vector<int64_t> &meshSizes,
+                                 const std::vector<uint8_t> &axes, int rank);
+
+/// Runs the step. `comm` may be null only for groups of one rank (then it is a copy).
+void runCollective(const CollectiveStep &step, const std::vector<int64_t> &meshSizes,
+                   const void *in, void *out, Communicator *comm, std::vector<uint8_t> &scratch,
+                   const std::string &what);
+
+std::string collectiveName(const CollectiveStep &step);
+
+/// Rank `rank`'s block of a row-major tensor split per dim over mesh axes (tcc.sharding
+/// semantics): its shape, and the block copied into `out` when `whole` is given.
+std::vector<int64_t> blockShape(const std::vector<int64_t> &shape,
+                                const std::vector<std::vector<uint8_t>> &splits,
+                                const std::vector<int64_t> &meshSizes);
+void copyBlock(const uint8_t *whole, const std::vector<int64_t> &shape, size_t elemBytes,
+               const std::vector<std::vector<uint8_t>> &splits,
+               const std::vector<int64_t> &meshSizes, int rank, uint8_t *out);
+
+} // namespace tcc::rt

@@ -1,0 +1,68 @@
+//===- Communicator.h - Collectives between the processes of a job -----------===//
+//
+// A distributed program's collective steps run on the process's communicator. The one backend
+// today is an existing MPI library (Open MPI, as Debian ships it), loaded with dlopen when the
+// process was started by an MPI launcher (mpirun sets OMPI_COMM_WORLD_SIZE): a single-process
+// deployment needs no MPI. Groups are sub-communicators made once per distinct group.
+//
+// Every collective has a deadline (TCC_COLLECTIVE_TIMEOUT seconds, 300 by default, or
+// setDeadline): it is started non-blocking and polled; when the deadline passes, the rank
+// prints which collective, step and group it was waiting on and aborts the whole job
+// (MPI_Abort), so a dead or hung rank ends every rank with a non-zero exit, never a hang.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "tcc/Runtime/tccrt.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tcc::rt {
+
+/// Same numbering as artifact.fbs CollectiveReduction.
+enum class Reduction : uint8_t { Sum, Avg, Max, Min };
+
+class Communicator {
+public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string backend() const = 0;
+
+  /// `group`: world ranks in group order, containing this rank. `what` names the collective in
+  /// a deadline error. Buffers are host memory; `in` and `out` may not overlap.
+  virtual void allReduce(const std::vector<int> &group, const void *in, void *out, size_t count,
+                         tccrt_dtype dtype, Reduction op, const std::string &what) = 0;
+  /// out = the group's `bytes`-byte blocks concatenated in group order.
+  virtual void allGather(const std::vector<int> &group, const void *in, void *out, size_t bytes,
+                         const std::string &what) = 0;
+  /// in = group-size blocks of `count` elements; out = the reduction of every rank's block at
+  /// this rank's position.
+  virtual void reduceScatter(const std::vector<int> &group, const void *in, void *out,
+                             size_t count, tccrt_dtype dtype, Reduction op,
+                             const std::string &what) = 0;
+  /// Block j of `in` (each `bytes` bytes) goes to group position j; out holds the blocks
+  /// received, in group order.
+  virtual void allToAll(const std::vector<int> &group, const void *in, void *out, size_t bytes,
+                        const std::string &what) = 0;
+  /// Every rank's `buffer` gets the bytes of the rank at group position `root`.
+  virtual void broadcast(const std::vector<int> &group, void *buffer, size_t bytes, int root,
+                         const std::string &what) = 0;
+
+  /// Names the current training step (or anything) in deadline errors.
+  void setContext(const std::string &context) { context_ = context; }
+  void setDeadline(double seconds) { deadlineSeconds_ = seconds; }
+
+protected:
+  std::string context_;
+  double deadlineSeconds_ = 300;
+};
+
+/// The process's communicator: MPI when an MPI launcher started this process with more than
+/// one rank, else null. Throws tcc::rt::Error when the launcher is there but MPI is not usable.
+Communicator *processCommunicator();
+
+} // namespace tcc::rt
