@@ -11,6 +11,7 @@ PACKAGES=(
   libcli11-dev libgtest-dev
   zlib1g-dev libzstd-dev
   libonnx-testdata python3-onnx python3-numpy dataset-fashion-mnist
+  openmpi-bin libopenmpi3
 )
 
 missing=()

@@ -1,5 +1,6 @@
 //===- Trainer.cpp - Training state, entry points and checkpoints ---------===//
 #include "Trainer.h"
+#include "Communicator.h"
 
 #include "DType.h"
 #include "HostMemory.h"
@@ -166,6 +167,9 @@ void Trainer::step(const void *const *batch, float learningRate, float *loss) {
                 " batch tensors");
   bool update = (microSteps_ + 1) % training_.gradAccumulation == 0;
   const EntryDesc &entry = update ? *training_.trainStep : *training_.accumulateStep;
+  if (training_.worldSize > 1)
+    if (Communicator *comm = processCommunicator())
+      comm->setContext(entry.name + " of micro-step " + std::to_string(microSteps_ + 1));
   float lossValue = 0;
   run(entry, batch, learningRate, rngKey(seed_, microSteps_), &lossValue, nullptr);
   ++microSteps_;
@@ -181,6 +185,9 @@ void Trainer::eval(const void *const *batch, void *const *outputs) {
                 " batch tensors");
   if (!outputs && !evalOutputs_.empty())
     throw Error("outputs is null; eval has " + std::to_string(evalOutputs_.size()) + " outputs");
+  if (training_.worldSize > 1)
+    if (Communicator *comm = processCommunicator())
+      comm->setContext("eval after micro-step " + std::to_string(microSteps_));
   run(*training_.eval, batch, 0.0f, rngKey(seed_, microSteps_), nullptr, outputs);
 }
 

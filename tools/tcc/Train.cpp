@@ -14,6 +14,7 @@
 
 #include "tcc/Passes/Shard.h"
 #include "tcc/Runtime/tccrt.hpp"
+#include "tcc/Training/Launcher.h"
 #include "tcc/Training/Parallelism.h"
 
 #include "llvm/Support/JSON.h"
@@ -29,6 +30,7 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <thread>
 #include <unistd.h>
 
 namespace fs = std::filesystem;
@@ -476,6 +478,54 @@ void saveModel(const std::string &modelPath, const std::string &outPath,
 
 const char *kCheckpointFile = "trainer.ckpt";
 
+/// --nproc N: compiles an .onnx model once (it needs --mesh), then runs this command on the
+/// artifact as N ranks under mpirun, each with its share of the cores.
+int launchTraining(const TrainRunArgs &run, const TrainingArgs &training,
+                   const CompileOptions &compile, bool artifact) {
+  std::string model = run.model;
+  std::optional<fs::path> temporary;
+  if (!artifact) {
+    if (training.mesh.empty())
+      throw Error("--nproc " + std::to_string(run.nproc) + " runs a distributed program: give "
+                  "--mesh (e.g. --mesh dp=" + std::to_string(run.nproc) + ")");
+    CompiledModel compiled = compileTrainingModel(run.model, training, compile);
+    temporary = fs::temp_directory_path() /
+                ("tcc-train-" + std::to_string(getpid()) + ".tcc");
+    std::ofstream f(*temporary, std::ios::binary);
+    f.write(reinterpret_cast<const char *>(compiled.artifact.data()), compiled.artifact.size());
+    if (!(f.close(), f))
+      throw Error("cannot write the compiled program to '" + temporary->string() + "'");
+    model = temporary->string();
+  }
+  int threads = run.threads > 0 ? run.threads
+                                : std::max(1, (int)std::thread::hardware_concurrency() / run.nproc);
+  std::vector<std::string> cmd{run.self, "train", model, "--data", run.dataDir, "--lr",
+                               std::to_string(run.lr), "--epochs", std::to_string(run.epochs),
+                               "--threads", std::to_string(threads), "--max-steps",
+                               std::to_string(run.maxSteps)};
+  auto pass = [&](const char *flag, const std::string &value) {
+    if (!value.empty()) {
+      cmd.push_back(flag);
+      cmd.push_back(value);
+    }
+  };
+  if (run.seedGiven)
+    pass("--seed", std::to_string(run.seed));
+  if (!run.shuffle)
+    cmd.push_back("--no-shuffle");
+  pass("--metrics", run.metricsPath);
+  pass("--step-log", run.stepLogPath);
+  pass("--save-model", run.saveModelPath);
+  pass("--checkpoint", run.checkpointDir);
+  pass("--resume", run.resumeDir);
+  if (run.collectiveTimeout > 0)
+    pass("--collective-timeout", std::to_string(run.collectiveTimeout));
+  int status = launchRanks(run.nproc, cmd);
+  if (temporary)
+    fs::remove(*temporary);
+  return status;
+}
+
 } // namespace
 
 int runTrain(const TrainRunArgs &run, const TrainingArgs &training, const CompileOptions &compile) {
@@ -498,6 +548,11 @@ int runTrain(const TrainRunArgs &run, const TrainingArgs &training, const Compil
       throw Error("--save-model writes the trained ONNX model: train from the .onnx model, not "
                   "the artifact '" + run.model + "'");
   }
+
+  if (run.collectiveTimeout > 0)
+    setenv("TCC_COLLECTIVE_TIMEOUT", std::to_string(run.collectiveTimeout).c_str(), 1);
+  if (run.nproc > 0 && !startedByMpiLauncher())
+    return launchTraining(run, training, compile, artifact);
 
   // Load the data first: a bad data folder should not cost a compile.
   DataSplits data = loadDataDir(run.dataDir);

@@ -50,6 +50,9 @@ struct TrainRunArgs {
   int64_t maxSteps = 0; // 0: no limit
   bool shuffle = true;
   std::string metricsPath, stepLogPath, saveModelPath, checkpointDir, resumeDir;
+  int nproc = 0;                  // > 0: start this many ranks under mpirun
+  double collectiveTimeout = 0;   // seconds; 0: the runtime's default
+  std::string self;               // this executable (for --nproc)
 };
 
 int runTrain(const TrainRunArgs &run, const TrainingArgs &training, const CompileOptions &compile);

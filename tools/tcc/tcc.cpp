@@ -643,6 +643,15 @@ int main(int argc, char **argv) {
   trainCmd->add_option("--resume", trainRun.resumeDir,
                        "continue from a --checkpoint folder; with the same --threads the run "
                        "continues bit-identically");
+  trainCmd->add_option("--nproc", trainRun.nproc,
+                       "start this many ranks on this machine under mpirun (a distributed "
+                       "artifact, or an .onnx model with --mesh, compiled once first); across "
+                       "machines run `mpirun -np N --hostfile H tcc train ARTIFACT ...` yourself")
+      ->check(CLI::Range(1, 4096));
+  trainCmd->add_option("--collective-timeout", trainRun.collectiveTimeout,
+                       "seconds a rank waits in a collective before the job is ended with an "
+                       "error naming the collective, the step and the ranks (default 300)")
+      ->check(CLI::PositiveNumber);
   addTrainingArgs(trainCmd, trainTraining);
   addCompileArgs(trainCmd, trainCompile);
 
@@ -743,6 +752,7 @@ int main(int argc, char **argv) {
     if (*trainCmd) {
       noteGiven(trainTraining);
       trainRun.seedGiven = trainSeed->count() > 0;
+      trainRun.self = argv[0];
       trainRun.shuffle = !noShuffle;
       CompileOptions options = compileOptions(trainCompile, "cpu"); // the options checked first
       if (isArtifactFile(trainRun.model)) {

@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""Every parallel strategy, run as real processes under mpirun, gives the per-step losses of the
+single-process run with the same global batch (the FashionMNIST example model: dropout, Adam
+with weight decay), within --tolerance relative."""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+from common import check_prerequisites, compile_training, train  # noqa: E402
+
+STRATEGIES = [  # (mesh, zero, ranks)
+    ("dp=2", 0, 2), ("dp=4", 0, 4), ("dp=2", 1, 2), ("dp=2", 2, 2), ("dp=2", 3, 2),
+    ("tp=2", 0, 2), ("dp=2,tp=2", 0, 4), ("dp=2,tp=2", 3, 4),
+]
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--tcc", required=True)
+    p.add_argument("--model", required=True)
+    p.add_argument("--data", required=True)
+    p.add_argument("--work-dir", required=True)
+    p.add_argument("--steps", type=int, default=50)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--tolerance", type=float, default=1e-5)
+    a = p.parse_args()
+    check_prerequisites(a.data)
+    os.makedirs(a.work_dir, exist_ok=True)
+    w = lambda name: os.path.join(a.work_dir, name)  # noqa: E731
+
+    compile_training(a.tcc, a.model, w("single.tcc"), a.batch)
+    reference = train(a.tcc, w("single.tcc"), a.data, a.steps, w("single.json"))
+    failures = []
+    print(f"{'strategy':<22} {'ranks':>5} {'max rel. loss diff':>20}")
+    for mesh, zero, ranks in STRATEGIES:
+        name = mesh.replace("=", "").replace(",", "_") + (f"_zero{zero}" if zero else "")
+        compile_training(a.tcc, a.model, w(name + ".tcc"), a.batch, mesh, zero)
+        losses = train(a.tcc, w(name + ".tcc"), a.data, a.steps, w(name + ".json"), nproc=ranks)
+        if len(losses) != len(reference):
+            failures.append(f"{name}: {len(losses)} losses, expected {len(reference)}")
+            continue
+        worst = max(abs(x - y) / max(abs(y), 1e-30) for x, y in zip(losses, reference))
+        label = mesh + (f" zero {zero}" if zero else "")
+        print(f"{label:<22} {ranks:>5} {worst:>20.3g}")
+        if worst > a.tolerance:
+            failures.append(f"{label}: losses differ by {worst:.3g} relative (> {a.tolerance})")
+    if failures:
+        sys.exit("FAILED:\n  " + "\n  ".join(failures))
+    print(f"all {len(STRATEGIES)} strategies match the single-process losses over {a.steps} steps")
+
+
+if __name__ == "__main__":
+    main()
