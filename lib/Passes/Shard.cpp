@@ -805,7 +805,7 @@ struct ShardPass : impl::ShardBase<ShardPass> {
       return signalPassFailure();
     }
     if (rank < 0 || rank >= mesh.numRanks()) {
-      module.emitError("-tcc-shard: rank ") << rank << " is outside the mesh's "
+      module.emitError("-tcc-shard: rank ") << static_cast<int64_t>(rank) << " is outside the mesh's "
                                             << mesh.numRanks() << " ranks";
       return signalPassFailure();
     }
