@@ -118,6 +118,21 @@ std::string CompileReport::toJson() const {
          << entries[i].launches << ", \"arena_bytes\": " << entries[i].arenaBytes << "}";
     os << "\n  ]";
   }
+  if (distributed) {
+    const Distributed &d = *distributed;
+    os << ",\n  \"distributed\": {\"mesh\": \"" << d.mesh << "\", \"ranks\": " << d.ranks
+       << ", \"state_bytes_per_rank\": {\"parameters\": " << d.parameterBytes
+       << ", \"optimizer\": " << d.optimizerBytes << ", \"grad_accumulators\": "
+       << d.accumulatorBytes << ", \"buffers\": " << d.bufferBytes
+       << "}, \"whole_state_bytes\": " << d.wholeStateBytes << ", \"collectives_per_step\": [";
+    for (size_t i = 0; i < d.collectives.size(); ++i) {
+      const auto &c = d.collectives[i];
+      os << (i ? ",\n    " : "\n    ") << "{\"entry\": \"" << c.entry << "\", \"kind\": \""
+         << c.kind << "\", \"axes\": \"" << c.axes << "\", \"count\": " << c.count
+         << ", \"bytes\": " << c.bytes << "}";
+    }
+    os << (d.collectives.empty() ? "]}" : "\n  ]}");
+  }
   if (device == "cuda") {
     os << ",\n  \"cuda_archs\": [";
     for (size_t i = 0; i < cudaArchs.size(); ++i)
@@ -528,8 +543,28 @@ CompiledModel compileTraining(TrainingSpec &spec, const CompileOptions &options)
   for (size_t i = 0; i < stats.size(); ++i) {
     addStats(report, stats[i]);
     size_t kernelsAfter = i + 1 < kernelsBefore.size() ? kernelsBefore[i + 1] : report.kernels;
-    report.entries.push_back({spec.entries[i].name, kernelsAfter - kernelsBefore[i],
+    report.entries.push_back({spec.meshSizes.empty() ? spec.entries[i].name
+                                                     : spec.entries[i].name + "/rank" +
+                                                           std::to_string(spec.entries[i].rank),
+                              kernelsAfter - kernelsBefore[i],
                               stats[i].launches, stats[i].arenaBytes});
+  }
+  if (!spec.meshSizes.empty()) {
+    CompileReport::Distributed d;
+    d.ranks = 1;
+    for (size_t i = 0; i < spec.meshSizes.size(); ++i) {
+      d.ranks *= spec.meshSizes[i];
+      d.mesh += (i ? "," : "") + spec.meshAxes[i] + "=" + std::to_string(spec.meshSizes[i]);
+    }
+    for (const StateSpec &st : spec.state) {
+      uint64_t local = numElements(localStateShape(spec, st)) * dtypeSize(st.initial.dtype());
+      d.wholeStateBytes += st.initial.byteSize();
+      (st.kind == StateKind::Parameter         ? d.parameterBytes
+       : st.kind == StateKind::OptimizerState  ? d.optimizerBytes
+       : st.kind == StateKind::GradAccumulator ? d.accumulatorBytes
+                                               : d.bufferBytes) += local;
+    }
+    report.distributed = d;
   }
   report.artifactBytes = out.artifact.size();
   report.compileSeconds = secondsSince(start);

@@ -112,6 +112,14 @@ public:
         .Case([&](BroadcastInDimOp o) {
           ArrayRef<int64_t> from = shapeOf(o.getX()), to = shapeOf(o.getResult());
           DimSharding r = DimSharding::replicated(to.size());
+          // New dims take the split consumers want first: each rank then materialises only
+          // its block, and a conflicting operand split is undone on the small operand (a bias
+          // gathered before it is broadcast, not the broadcast moved with an all_to_all).
+          auto hint = hints.find(o.getResult());
+          if (hint != hints.end())
+            for (size_t d = 0; d < to.size(); ++d)
+              if (!llvm::is_contained(o.getDims(), (int64_t)d))
+                adopt(mesh, r, d, hint->second.dims[d], to[d]);
           SmallVector<int64_t> kept;
           for (auto [i, d] : llvm::enumerate(o.getDims()))
             if (from[i] == to[d] && adopt(mesh, r, d, in[0].dims[i], to[d]))
@@ -547,8 +555,14 @@ namespace {
 /// Emits one rank's ops: local types, resharding between shardings.
 class Partitioner {
 public:
-  Partitioner(MeshAttr mesh, int64_t rank, OpBuilder &b, ShardingReport *report)
-      : mesh(mesh), rank(rank), b(b), report(report) {}
+  Partitioner(MeshAttr mesh, int64_t rank, OpBuilder &b, ShardingReport *report,
+              const IRMapping &local, const llvm::DenseMap<Value, DimSharding> &shardings)
+      : mesh(mesh), rank(rank), b(b), report(report), localValues(local), shardings(shardings) {}
+
+  /// `global` in sharding `to` on this rank, from its local value.
+  Value reshard(Value global, const DimSharding &to, Operation *user) {
+    return reshard(global, localValues.lookup(global), shardings.find(global)->second, to, user);
+  }
 
   RankedTensorType localType(Value global, const DimSharding &s) {
     auto t = cast<RankedTensorType>(global.getType());
@@ -566,6 +580,20 @@ public:
       return cached->second;
     ArrayRef<int64_t> shape = shapeOf(global);
     Location loc = user->getLoc();
+    // A broadcast is recomputed in the target sharding from its (smaller) operand rather than
+    // its result moved: a bias is gathered before it is broadcast, never after.
+    if (auto bc = global.getDefiningOp<BroadcastInDimOp>();
+        bc && from.partial.empty() && to.partial.empty() && localValues.contains(bc.getX())) {
+      ArrayRef<int64_t> xShape = shapeOf(bc.getX());
+      DimSharding xTo = DimSharding::replicated(xShape.size());
+      for (auto [i, d] : llvm::enumerate(bc.getDims()))
+        if (xShape[i] == shape[d])
+          xTo.dims[i] = to.dims[d];
+      Value x = reshard(bc.getX(), xTo, user);
+      Value v = b.create<BroadcastInDimOp>(loc, localType(global, to), x, bc.getDims());
+      cache[key] = v;
+      return v;
+    }
     DimSharding cur = from;
     Value v = local;
     std::string what = describe(global, user);
@@ -702,6 +730,8 @@ private:
   int64_t rank;
   OpBuilder &b;
   ShardingReport *report;
+  const IRMapping &localValues;
+  const llvm::DenseMap<Value, DimSharding> &shardings;
   std::map<std::pair<void *, std::string>, Value> cache;
 };
 
@@ -713,7 +743,8 @@ func::FuncOp ShardingPlan::partition(int64_t rank, StringRef name, ShardingRepor
   func::FuncOp func_ = this->func_; // MLIR op handles are not const-correct
   OpBuilder b(func_);
   b.setInsertionPointAfter(func_);
-  Partitioner p(mesh_, rank, b, report);
+  IRMapping local;
+  Partitioner p(mesh_, rank, b, report, local, values_);
   SmallVector<Type> argTypes, resultTypes;
   for (BlockArgument arg : func_.getArguments())
     argTypes.push_back(p.localType(arg, values_.find(arg)->second));
@@ -728,11 +759,10 @@ func::FuncOp ShardingPlan::partition(int64_t rank, StringRef name, ShardingRepor
         fn.setArgAttr(i, a.getName(), a.getValue());
   Block *block = fn.addEntryBlock();
   b.setInsertionPointToStart(block);
-  IRMapping local;
   for (auto [g, l] : llvm::zip(func_.getArguments(), block->getArguments()))
     local.map(g, l);
   auto operandIn = [&](Value g, const DimSharding &need, Operation *user) {
-    return p.reshard(g, local.lookup(g), values_.find(g)->second, need, user);
+    return p.reshard(g, need, user);
   };
   for (Operation &op : func_.getBody().front()) {
     if (&op == ret) {

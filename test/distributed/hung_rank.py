@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -36,26 +37,32 @@ def main():
                             "1e-3", "--epochs", "100", "--threads", "1", "--collective-timeout",
                             str(a.timeout)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            text=True)
-    # Wait until both ranks run (the launcher's command line has --nproc before --data).
-    victim = None
-    for _ in range(200):
-        pids = rank_pids(a.tcc, artifact)
-        if len(pids) >= 2:
-            victim = pids[-1]
-            break
+    # Stop a rank once training runs: after rank 0 reported its first epoch (both ranks are
+    # then past MPI's start-up, which has no deadline of ours).
+    lines = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(job.stdout.readline, "")),
+                              daemon=True)
+    reader.start()
+    deadline = time.time() + 120
+    while not any(line.startswith("epoch 1/") for line in lines) and time.time() < deadline:
+        if job.poll() is not None:
+            sys.exit("FAILED: the job ended before a rank was stopped:\n" + "".join(lines))
         time.sleep(0.05)
-    if victim is None:
+    pids = rank_pids(a.tcc, artifact)
+    if len(pids) != 2:
         job.kill()
-        sys.exit("the ranks did not start")
-    time.sleep(1.0)  # mid-training
+        sys.exit(f"FAILED: expected 2 ranks, found {pids}")
+    victim = pids[-1]
     os.kill(victim, signal.SIGSTOP)
     stopped = time.time()
     try:
-        output, _ = job.communicate(timeout=a.timeout + 60)
+        job.wait(timeout=a.timeout + 60)
     except subprocess.TimeoutExpired:
         job.kill()
         os.kill(victim, signal.SIGKILL)
         sys.exit("FAILED: the job did not end after a rank hung")
+    reader.join(timeout=5)
+    output = "".join(lines)
     took = time.time() - stopped
     try:
         os.kill(victim, signal.SIGCONT)

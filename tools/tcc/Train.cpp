@@ -132,7 +132,8 @@ namespace {
 
 /// --mesh/--zero: the strategy's shardings, then one program per rank; --explain-sharding
 /// prints the decisions and the collectives of rank 0 with their bytes per step.
-void shardTraining(TrainingSpec &spec, const TrainingArgs &args) {
+void shardTraining(TrainingSpec &spec, const TrainingArgs &args,
+                   std::vector<CompileReport::Distributed::Collectives> &collectives) {
   ParallelOptions parallel = parseMesh(args.mesh);
   parallel.zero = args.zero;
   if (parallel.zero && parallel.dp < 2)
@@ -142,6 +143,19 @@ void shardTraining(TrainingSpec &spec, const TrainingArgs &args) {
   annotateParallelism(spec, parallel, &notes);
   std::vector<std::pair<std::string, ShardingReport>> reports;
   partitionTraining(spec, &reports);
+  for (const auto &[entry, report] : reports) {
+    std::map<std::pair<std::string, std::string>, CompileReport::Distributed::Collectives> byKind;
+    for (const CollectiveRecord &c : report.collectives) {
+      auto &k = byKind[{c.kind, c.axes}];
+      k.entry = entry;
+      k.kind = c.kind;
+      k.axes = c.axes;
+      k.count += 1;
+      k.bytes += c.bytes;
+    }
+    for (auto &[key, k] : byKind)
+      collectives.push_back(k);
+  }
   if (!args.explainSharding)
     return;
   std::ostream &os = std::cerr;
@@ -200,9 +214,13 @@ CompiledModel compileTrainingModel(const std::string &path, const TrainingArgs &
   mlir::MLIRContext context;
   context.disableMultithreading();
   TrainingSpec spec = buildTraining(context, model, options);
+  std::vector<CompileReport::Distributed::Collectives> collectives;
   if (!args.mesh.empty())
-    shardTraining(spec, args);
-  return compileTraining(spec, compile);
+    shardTraining(spec, args, collectives);
+  CompiledModel compiled = compileTraining(spec, compile);
+  if (compiled.report.distributed)
+    compiled.report.distributed->collectives = collectives;
+  return compiled;
 }
 
 //===----------------------------------------------------------------------===//

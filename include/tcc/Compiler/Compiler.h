@@ -18,6 +18,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,22 @@ struct CompileReport {
   size_t nvrtcPrograms = 0;  // NVRTC programs the kernels were batched into (summed)
   double nvrtcSeconds = 0;   // NVRTC time summed over its compiles (they run in parallel)
 
+  /// Distributed training artifacts (--mesh): what one rank holds and what it communicates.
+  struct Distributed {
+    std::string mesh;        // "dp=2,tp=2"
+    int64_t ranks = 0;
+    /// Rank 0's state bytes by kind (ZeRO and tensor parallelism divide them).
+    uint64_t parameterBytes = 0, optimizerBytes = 0, accumulatorBytes = 0, bufferBytes = 0;
+    /// And what the whole model's state takes in one process, for comparison.
+    uint64_t wholeStateBytes = 0;
+    struct Collectives {
+      std::string entry, kind, axes; // "train_step", "all_reduce", "dp"
+      int64_t count = 0, bytes = 0;  // per step, what one rank contributes
+    };
+    std::vector<Collectives> collectives;
+  };
+  std::optional<Distributed> distributed;
+
   /// CUDA totals for the text report: the most registers any kernel uses (and which), and the
   /// kernels that spill on some architecture.
   int maxRegisters(std::string *kernel = nullptr) const;
@@ -91,7 +108,10 @@ struct CompileReport {
   /// kernel_names, for training artifacts entries ([{name, kernels, launches, arena_bytes}]),
   /// and for CUDA cuda_archs, nvrtc_programs, nvrtc_seconds and cuda_kernels ([{name,
   /// strategy, grid, block, shared_bytes, archs: {<arch>: {registers, spill_stores,
-  /// spill_loads, stack_bytes, static_shared_bytes}}}]).
+  /// spill_loads, stack_bytes, static_shared_bytes}}}]), and for distributed training
+  /// artifacts distributed ({mesh, ranks, state_bytes_per_rank: {parameters, optimizer,
+  /// grad_accumulators, buffers}, whole_state_bytes, collectives_per_step: [{entry, kind, axes,
+  /// count, bytes}]}; entries' arena_bytes are then per entry and rank).
   std::string toJson() const;
 };
 
