@@ -129,7 +129,7 @@ std::string CompileReport::toJson() const {
       const auto &c = d.collectives[i];
       os << (i ? ",\n    " : "\n    ") << "{\"entry\": \"" << c.entry << "\", \"kind\": \""
          << c.kind << "\", \"axes\": \"" << c.axes << "\", \"count\": " << c.count
-         << ", \"bytes\": " << c.bytes << "}";
+         << ", \"bytes\": " << c.bytes << ", \"wire_bytes\": " << c.wireBytes << "}";
     }
     os << (d.collectives.empty() ? "]}" : "\n  ]}");
   }

@@ -84,6 +84,17 @@ std::string axesName(MeshAttr mesh, ArrayRef<int> axes) {
   return s;
 }
 
+CollectiveRecord collectiveRecord(MeshAttr mesh, StringRef kind, ArrayRef<int> axes,
+                                  Value operand, std::string what) {
+  auto t = cast<RankedTensorType>(operand.getType());
+  int64_t bytes = t.getNumElements() * std::max<int64_t>(1, t.getElementTypeBitWidth() / 8);
+  int64_t n = product(mesh, axes);
+  int64_t wire = kind == "all_reduce" ? 2 * (n - 1) * bytes / n
+                 : kind == "all_gather" ? (n - 1) * bytes
+                                        : (n - 1) * bytes / n;
+  return {kind.str(), axesName(mesh, axes), bytes, wire, std::move(what)};
+}
+
 /// The rules: one case per op kind. `in` are the operands' current shardings.
 class Rules {
 public:
@@ -598,11 +609,8 @@ public:
     Value v = local;
     std::string what = describe(global, user);
     auto record = [&](StringRef kind, ArrayRef<int> axes, Value operand) {
-      if (!report)
-        return;
-      auto t = cast<RankedTensorType>(operand.getType());
-      int64_t bytes = t.getNumElements() * std::max<int64_t>(1, t.getElementTypeBitWidth() / 8);
-      report->collectives.push_back({kind.str(), axesName(mesh, axes), bytes, what});
+      if (report)
+        report->collectives.push_back(collectiveRecord(mesh, kind, axes, operand, what));
     };
     auto names = [&](ArrayRef<int> axes) {
       SmallVector<StringRef> n;
@@ -801,13 +809,10 @@ func::FuncOp ShardingPlan::partition(int64_t rank, StringRef name, ShardingRepor
       SmallVector<StringRef> names;
       for (int a : plan.reduceAfter)
         names.push_back(mesh_.getAxes()[a].getValue());
-      if (report) {
-        auto t = cast<RankedTensorType>(result.getType());
+      if (report)
         report->collectives.push_back(
-            {"all_reduce", axesName(mesh_, plan.reduceAfter),
-             t.getNumElements() * std::max<int64_t>(1, t.getElementTypeBitWidth() / 8),
-             "'" + op.getName().getStringRef().str() + "' result"});
-      }
+            collectiveRecord(mesh_, "all_reduce", plan.reduceAfter, result,
+                             "'" + op.getName().getStringRef().str() + "' result"));
       result = b.create<AllReduceOp>(op.getLoc(), result.getType(), plan.afterKind, result,
                                      b.getStrArrayAttr(names));
     }

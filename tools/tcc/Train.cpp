@@ -152,6 +152,7 @@ void shardTraining(TrainingSpec &spec, const TrainingArgs &args,
       k.axes = c.axes;
       k.count += 1;
       k.bytes += c.bytes;
+      k.wireBytes += c.wireBytes;
     }
     for (auto &[key, k] : byKind)
       collectives.push_back(k);
@@ -169,12 +170,15 @@ void shardTraining(TrainingSpec &spec, const TrainingArgs &args,
     std::map<std::string, std::pair<int64_t, int64_t>> totals; // kind -> (count, bytes)
     os << "entry " << entry << ": collectives of rank 0 (bytes one rank contributes per step)\n";
     for (const CollectiveRecord &c : report.collectives) {
-      os << "  " << c.kind << " over " << c.axes << ": " << c.bytes << " bytes, " << c.value << "\n";
-      totals[c.kind + " over " + c.axes].first += 1;
-      totals[c.kind + " over " + c.axes].second += c.bytes;
+      os << "  " << c.kind << " over " << c.axes << ": " << c.bytes << " bytes (sends "
+         << c.wireBytes << "), " << c.value << "\n";
+      auto &t = totals[c.kind + " over " + c.axes];
+      t.first += 1;
+      t.second += c.wireBytes;
     }
     for (const auto &[kind, t] : totals)
-      os << "  total " << kind << ": " << t.first << " collectives, " << t.second << " bytes\n";
+      os << "  total " << kind << ": " << t.first << " collectives, a rank sends " << t.second
+         << " bytes (ring algorithms)\n";
   }
 }
 

@@ -92,7 +92,8 @@ struct CompileReport {
     uint64_t wholeStateBytes = 0;
     struct Collectives {
       std::string entry, kind, axes; // "train_step", "all_reduce", "dp"
-      int64_t count = 0, bytes = 0;  // per step, what one rank contributes
+      int64_t count = 0, bytes = 0;  // per step, one rank's operands
+      int64_t wireBytes = 0;         // per step, what one rank sends (ring algorithms)
     };
     std::vector<Collectives> collectives;
   };
@@ -111,7 +112,7 @@ struct CompileReport {
   /// spill_loads, stack_bytes, static_shared_bytes}}}]), and for distributed training
   /// artifacts distributed ({mesh, ranks, state_bytes_per_rank: {parameters, optimizer,
   /// grad_accumulators, buffers}, whole_state_bytes, collectives_per_step: [{entry, kind, axes,
-  /// count, bytes}]}; entries' arena_bytes are then per entry and rank).
+  /// count, bytes, wire_bytes}]}; entries' arena_bytes are then per entry and rank).
   std::string toJson() const;
 };
 

@@ -26,7 +26,11 @@ namespace tcc {
 struct CollectiveRecord {
   std::string kind;  // "all_reduce", "all_gather", "reduce_scatter", "all_to_all"
   std::string axes;  // "dp" or "dp,tp"
-  int64_t bytes = 0; // what one rank sends into it: its local operand
+  int64_t bytes = 0; // its local operand on one rank
+  /// What one rank sends with ring algorithms over a group of n: all_reduce 2(n-1)/n of its
+  /// operand, reduce_scatter and all_to_all (n-1)/n, all_gather (n-1) times (the cost model's
+  /// input; an all_reduce and a reduce_scatter + all_gather pair move the same).
+  int64_t wireBytes = 0;
   std::string value; // the value resharded and the op that needed it
 };
 
