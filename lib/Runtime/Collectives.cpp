@@ -205,9 +205,9 @@ std::vector<int64_t> blockShape(const std::vector<int64_t> &shape,
   return local;
 }
 
-void copyBlock(const uint8_t *whole, const std::vector<int64_t> &shape, size_t elem,
-               const std::vector<std::vector<uint8_t>> &splits, const std::vector<int64_t> &mesh,
-               int rank, uint8_t *out) {
+std::vector<int64_t> blockOffset(const std::vector<int64_t> &shape,
+                                 const std::vector<std::vector<uint8_t>> &splits,
+                                 const std::vector<int64_t> &mesh, int rank) {
   std::vector<int64_t> local = blockShape(shape, splits, mesh);
   std::vector<int64_t> coords(mesh.size());
   int64_t rest = rank;
@@ -215,38 +215,71 @@ void copyBlock(const uint8_t *whole, const std::vector<int64_t> &shape, size_t e
     coords[i] = rest % mesh[i];
     rest /= mesh[i];
   }
-  size_t rank_ = shape.size();
-  std::vector<int64_t> offset(rank_, 0);
-  for (size_t d = 0; d < splits.size() && d < rank_; ++d) {
+  std::vector<int64_t> offset(shape.size(), 0);
+  for (size_t d = 0; d < splits.size() && d < shape.size(); ++d) {
     int64_t block = 0;
     for (uint8_t a : splits[d])
       block = block * mesh[a] + coords[a];
     offset[d] = block * local[d];
   }
-  if (rank_ == 0) {
-    std::memcpy(out, whole, elem);
-    return;
+  return offset;
+}
+
+int64_t copyOverlap(const uint8_t *src, const std::vector<int64_t> &srcShape,
+                    const std::vector<int64_t> &srcOffset, uint8_t *dst,
+                    const std::vector<int64_t> &dstShape, const std::vector<int64_t> &dstOffset,
+                    size_t elem, uint8_t *covered) {
+  size_t rank = dstShape.size();
+  if (rank == 0) {
+    std::memcpy(dst, src, elem);
+    covered[0] = 1;
+    return 1;
   }
-  // Rows of the last dim, contiguous in both.
-  std::vector<int64_t> strides(rank_, 1);
-  for (size_t d = rank_ - 1; d-- > 0;)
-    strides[d] = strides[d + 1] * shape[d + 1];
-  int64_t rows = 1;
-  for (size_t d = 0; d + 1 < rank_; ++d)
-    rows *= local[d];
-  size_t rowBytes = local[rank_ - 1] * elem;
-  std::vector<int64_t> idx(rank_, 0);
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t at = offset[rank_ - 1];
-    for (size_t d = 0; d + 1 < rank_; ++d)
-      at += (idx[d] + offset[d]) * strides[d];
-    std::memcpy(out + r * rowBytes, whole + at * elem, rowBytes);
-    for (size_t d = rank_ - 1; d-- > 0;) {
-      if (++idx[d] < local[d])
-        break;
-      idx[d] = 0;
+  // The overlap [lo, hi) in whole-tensor coordinates.
+  std::vector<int64_t> lo(rank), hi(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    lo[d] = std::max(srcOffset[d], dstOffset[d]);
+    hi[d] = std::min(srcOffset[d] + srcShape[d], dstOffset[d] + dstShape[d]);
+    if (lo[d] >= hi[d])
+      return 0;
+  }
+  auto strides = [&](const std::vector<int64_t> &s) {
+    std::vector<int64_t> st(rank, 1);
+    for (size_t d = rank - 1; d-- > 0;)
+      st[d] = st[d + 1] * s[d + 1];
+    return st;
+  };
+  std::vector<int64_t> ss = strides(srcShape), ds = strides(dstShape);
+  int64_t run = hi[rank - 1] - lo[rank - 1], copied = 0;
+  std::vector<int64_t> idx(lo.begin(), lo.end());
+  while (true) {
+    int64_t s = 0, t = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      s += (idx[d] - srcOffset[d]) * ss[d];
+      t += (idx[d] - dstOffset[d]) * ds[d];
     }
+    std::memcpy(dst + t * elem, src + s * elem, run * elem);
+    std::memset(covered + t, 1, run);
+    copied += run;
+    size_t d = rank - 1;
+    while (d-- > 0) {
+      if (++idx[d] < hi[d])
+        break;
+      idx[d] = lo[d];
+    }
+    if (d == (size_t)-1)
+      return copied;
   }
+}
+
+void copyBlock(const uint8_t *whole, const std::vector<int64_t> &shape, size_t elem,
+               const std::vector<std::vector<uint8_t>> &splits, const std::vector<int64_t> &mesh,
+               int rank, uint8_t *out) {
+  std::vector<int64_t> local = blockShape(shape, splits, mesh);
+  std::vector<uint8_t> covered(std::max<int64_t>(1, std::accumulate(local.begin(), local.end(),
+                                                                     int64_t(1), std::multiplies<>())));
+  copyOverlap(whole, shape, std::vector<int64_t>(shape.size(), 0), out, local,
+              blockOffset(shape, splits, mesh, rank), elem, covered.data());
 }
 
 } // namespace tcc::rt

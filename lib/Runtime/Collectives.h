@@ -49,6 +49,17 @@ std::string collectiveName(const CollectiveStep &step);
 std::vector<int64_t> blockShape(const std::vector<int64_t> &shape,
                                 const std::vector<std::vector<uint8_t>> &splits,
                                 const std::vector<int64_t> &meshSizes);
+/// The offset of rank `rank`'s block in the whole tensor, per dim.
+std::vector<int64_t> blockOffset(const std::vector<int64_t> &shape,
+                                 const std::vector<std::vector<uint8_t>> &splits,
+                                 const std::vector<int64_t> &meshSizes, int rank);
+/// Copies the elements where two blocks of one tensor overlap (`src` of shape srcShape at
+/// srcOffset, `dst` of dstShape at dstOffset, offsets in the whole tensor), and marks them in
+/// `covered` (one byte per element of dst). Returns the number of elements copied.
+int64_t copyOverlap(const uint8_t *src, const std::vector<int64_t> &srcShape,
+                    const std::vector<int64_t> &srcOffset, uint8_t *dst,
+                    const std::vector<int64_t> &dstShape, const std::vector<int64_t> &dstOffset,
+                    size_t elemBytes, uint8_t *covered);
 void copyBlock(const uint8_t *whole, const std::vector<int64_t> &shape, size_t elemBytes,
                const std::vector<std::vector<uint8_t>> &splits,
                const std::vector<int64_t> &meshSizes, int rank, uint8_t *out);

@@ -40,6 +40,7 @@ struct MpiApi {
   int (*Ireduce_scatter_block)(const void *, void *, int, Handle, Handle, Handle, Handle *) = nullptr;
   int (*Ialltoall)(const void *, int, Handle, void *, int, Handle, Handle, Handle *) = nullptr;
   int (*Ibcast)(void *, int, Handle, int, Handle, Handle *) = nullptr;
+  int (*Ibarrier)(Handle, Handle *) = nullptr;
   int (*Test)(Handle *, int *, void *) = nullptr;
   int (*Abort)(Handle, int) = nullptr;
   Handle commWorld = nullptr, byteType = nullptr, floatType = nullptr, doubleType = nullptr,
@@ -137,6 +138,15 @@ public:
     check(mpi.Ibcast(buffer, checkedCount(bytes), mpi.byteType, root, comm(group), &req),
           "MPI_Ibcast");
     wait(req, group, what);
+  }
+
+  void barrier(const std::string &what) override {
+    Handle req = nullptr;
+    check(mpi.Ibarrier(mpi.commWorld, &req), "MPI_Ibarrier");
+    std::vector<int> all(size_);
+    for (int r = 0; r < size_; ++r)
+      all[r] = r;
+    wait(req, all, what);
   }
 
 private:
@@ -246,6 +256,7 @@ std::unique_ptr<Communicator> openMpi() {
   api.bind(api.Ireduce_scatter_block, "MPI_Ireduce_scatter_block");
   api.bind(api.Ialltoall, "MPI_Ialltoall");
   api.bind(api.Ibcast, "MPI_Ibcast");
+  api.bind(api.Ibarrier, "MPI_Ibarrier");
   api.bind(api.Test, "MPI_Test");
   api.bind(api.Abort, "MPI_Abort");
   api.commWorld = api.object("ompi_mpi_comm_world");

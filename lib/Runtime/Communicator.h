@@ -52,6 +52,9 @@ public:
   virtual void broadcast(const std::vector<int> &group, void *buffer, size_t bytes, int root,
                          const std::string &what) = 0;
 
+  /// Every rank of the job waits for the others (with the deadline).
+  virtual void barrier(const std::string &what) = 0;
+
   /// Names the current training step (or anything) in deadline errors.
   void setContext(const std::string &context) { context_ = context; }
   void setDeadline(double seconds) { deadlineSeconds_ = seconds; }

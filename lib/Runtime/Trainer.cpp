@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
+#include <memory>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -216,89 +217,206 @@ void Trainer::setState(size_t i, const void *data) {
 
 // ---- Checkpoints -----------------------------------------------------------------------------
 
-void Trainer::save(const std::string &path, const void *userData, size_t userSize) const {
-  if (!userData && userSize)
-    throw Error("user_data is null but user_size is " + std::to_string(userSize));
-  flatbuffers::FlatBufferBuilder fbb(1 << 16);
-  std::vector<flatbuffers::Offset<ck::StateTensor>> state;
-  for (size_t i = 0; i < training_.state.size(); ++i) {
-    const TensorDesc &t = training_.state[i].tensor;
-    auto name = fbb.CreateString(t.name);
-    auto shape = fbb.CreateVector(t.shape);
-    fbb.ForceVectorAlignment(t.bytes, 1, 64);
-    auto data = fbb.CreateVector(static_cast<const uint8_t *>(current_[i]), t.bytes);
-    state.push_back(ck::CreateStateTensor(fbb, name, (uint8_t)t.dtype, shape, data));
-  }
-  auto stateVec = fbb.CreateVector(state);
-  auto producer = fbb.CreateString("tccrt 0.1");
-  auto user = fbb.CreateVector(static_cast<const uint8_t *>(userData), userSize);
-  ck::FinishCheckpointBuffer(
-      fbb, ck::CreateCheckpoint(fbb, ck::Version_Current, producer, stateVec, microSteps_, steps_,
-                                seed_, training_.gradAccumulation, user));
-  writeFileAtomically(path, fbb.GetBufferPointer(), fbb.GetSize());
-}
+namespace {
 
-void Trainer::load(const std::string &path) {
+/// A checkpoint file read and verified (structure, identifier, version).
+struct CheckpointFile {
+  std::string path;
+  AlignedBytes bytes;
+  const ck::Checkpoint *root = nullptr;
+};
+
+void readCheckpoint(const std::string &path, CheckpointFile &out) {
+  out.path = path;
   std::ifstream file(path, std::ios::binary | std::ios::ate);
   if (!file)
     throw Error("cannot open '" + path + "'");
   std::streamoff size = file.tellg();
   if (size < 0)
     throw Error("cannot read '" + path + "'");
-  AlignedBytes bytes;
-  bytes.allocate((size_t)size);
+  out.bytes.allocate((size_t)size);
   file.seekg(0);
-  if (size > 0 && !file.read(reinterpret_cast<char *>(bytes.data), size))
+  if (size > 0 && !file.read(reinterpret_cast<char *>(out.bytes.data), size))
     throw Error("cannot read '" + path + "'");
-
   std::string what = "checkpoint '" + path + "'";
-  if (bytes.size < 8 || !ck::CheckpointBufferHasIdentifier(bytes.data))
+  if (out.bytes.size < 8 || !ck::CheckpointBufferHasIdentifier(out.bytes.data))
     throw Error(what + " is not a tcc checkpoint (expected the file identifier \"TCCK\")");
-  if (bytes.size >= (size_t(1) << 31))
+  if (out.bytes.size >= (size_t(1) << 31))
     throw Error(what + " exceeds the 2 GiB FlatBuffers limit");
-  flatbuffers::Verifier verifier(bytes.data, bytes.size, /*max_depth=*/16,
+  flatbuffers::Verifier verifier(out.bytes.data, out.bytes.size, /*max_depth=*/16,
                                  /*max_tables=*/1u << 24);
   if (!ck::VerifyCheckpointBuffer(verifier))
     throw Error(what + " is damaged: its FlatBuffers structure does not verify");
-  const ck::Checkpoint *c = ck::GetCheckpoint(bytes.data);
-  if (c->version() != ck::Version_Current)
-    throw Error(what + " has version " + std::to_string(c->version()) + ", this runtime reads " +
-                std::to_string((unsigned)ck::Version_Current));
+  out.root = ck::GetCheckpoint(out.bytes.data);
+  if (out.root->version() != ck::Version_Current)
+    throw Error(what + " has version " + std::to_string(out.root->version()) +
+                ", this runtime reads " + std::to_string((unsigned)ck::Version_Current));
+}
+
+std::string shardName(const std::string &path, int rank, int world) {
+  std::string base = path.substr(path.find_last_of('/') + 1);
+  return base + ".shard" + std::to_string(rank) + "of" + std::to_string(world);
+}
+
+std::string siblingPath(const std::string &path, const std::string &name) {
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? name : path.substr(0, slash + 1) + name;
+}
+
+} // namespace
+
+void Trainer::save(const std::string &path, const void *userData, size_t userSize) const {
+  if (!userData && userSize)
+    throw Error("user_data is null but user_size is " + std::to_string(userSize));
+  int world = training_.worldSize, rank = training_.rank;
+  // `blocks`: this rank's data with its place in the whole tensors; else (the manifest) names,
+  // dtypes and whole shapes only.
+  auto serialize = [&](bool blocks, const std::vector<std::string> &shards) {
+    flatbuffers::FlatBufferBuilder fbb(1 << 16);
+    std::vector<flatbuffers::Offset<ck::StateTensor>> state;
+    for (size_t i = 0; i < training_.state.size(); ++i) {
+      const StateDesc &sd = training_.state[i];
+      const TensorDesc &t = sd.tensor;
+      auto name = fbb.CreateString(t.name);
+      auto shape = fbb.CreateVector(blocks ? t.shape : sd.globalShape);
+      flatbuffers::Offset<flatbuffers::Vector<uint8_t>> data;
+      if (blocks) {
+        fbb.ForceVectorAlignment(t.bytes, 1, 64);
+        data = fbb.CreateVector(static_cast<const uint8_t *>(current_[i]), t.bytes);
+      }
+      flatbuffers::Offset<flatbuffers::Vector<int64_t>> global, offset;
+      if (blocks && world > 1) {
+        global = fbb.CreateVector(sd.globalShape);
+        offset = fbb.CreateVector(
+            sd.splits.empty() ? std::vector<int64_t>(sd.globalShape.size(), 0)
+                              : blockOffset(sd.globalShape, sd.splits, training_.meshSizes, rank));
+      }
+      state.push_back(ck::CreateStateTensor(fbb, name, (uint8_t)t.dtype, shape, data, global, offset));
+    }
+    auto stateVec = fbb.CreateVector(state);
+    auto producer = fbb.CreateString("tccrt 0.1");
+    auto user = fbb.CreateVector(static_cast<const uint8_t *>(userData), userSize);
+    flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>> shardList;
+    if (!shards.empty())
+      shardList = fbb.CreateVectorOfStrings(shards);
+    ck::FinishCheckpointBuffer(
+        fbb, ck::CreateCheckpoint(fbb, ck::Version_Current, producer, stateVec, microSteps_,
+                                  steps_, seed_, training_.gradAccumulation, user, shardList,
+                                  (uint32_t)rank, (uint32_t)world));
+    return std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+  };
+  if (world <= 1) {
+    std::vector<uint8_t> bytes = serialize(true, {});
+    writeFileAtomically(path, bytes.data(), bytes.size());
+    return;
+  }
+  // Every rank writes its shard; once all have, rank 0 commits the manifest (the checkpoint
+  // is the old one until that rename).
+  Communicator *comm = processCommunicator();
+  std::vector<uint8_t> shard = serialize(true, {});
+  writeFileAtomically(siblingPath(path, shardName(path, rank, world)), shard.data(), shard.size());
+  comm->barrier("saving checkpoint '" + path + "'");
+  if (rank == 0) {
+    std::vector<std::string> names;
+    for (int r = 0; r < world; ++r)
+      names.push_back(shardName(path, r, world));
+    std::vector<uint8_t> manifest = serialize(false, names);
+    writeFileAtomically(path, manifest.data(), manifest.size());
+  }
+  comm->barrier("committing checkpoint '" + path + "'");
+}
+
+void Trainer::load(const std::string &path) {
+  CheckpointFile manifest;
+  readCheckpoint(path, manifest);
+  const ck::Checkpoint *c = manifest.root;
+  std::string what = "checkpoint '" + path + "'";
   if (c->grad_accumulation() != training_.gradAccumulation)
     throw Error(what + " was saved with grad_accumulation " +
                 std::to_string(c->grad_accumulation()) + ", this artifact has " +
                 std::to_string(training_.gradAccumulation));
-  const auto *state = c->state();
-  size_t count = state ? state->size() : 0;
-  if (count != training_.state.size())
-    throw Error(what + " has " + std::to_string(count) + " state tensors, the artifact " +
-                std::to_string(training_.state.size()));
-  std::vector<const uint8_t *> data(count);
+  // The files holding blocks: the shards a manifest lists, or the checkpoint itself.
+  std::vector<std::unique_ptr<CheckpointFile>> shards;
+  if (const auto *list = c->shards()) {
+    for (unsigned k = 0; k < list->size(); ++k) {
+      std::string name = list->Get(k) ? list->Get(k)->str() : "";
+      if (name.empty() || name.find('/') != std::string::npos)
+        throw Error(what + " lists a shard without a plain file name");
+      shards.push_back(std::make_unique<CheckpointFile>());
+      readCheckpoint(siblingPath(path, name), *shards[k]);
+      const ck::Checkpoint *s = shards[k]->root;
+      if (s->micro_step() != c->micro_step() || s->steps() != c->steps() || s->seed() != c->seed())
+        throw Error("checkpoint shard '" + shards[k]->path + "' belongs to another save than " +
+                    what + " (its step differs)");
+    }
+  }
+  std::vector<const ck::Checkpoint *> sources;
+  std::vector<std::string> sourceNames;
+  if (shards.empty()) {
+    sources.push_back(c);
+    sourceNames.push_back(what);
+  }
+  for (const auto &f : shards) {
+    sources.push_back(f->root);
+    sourceNames.push_back("checkpoint shard '" + f->path + "'");
+  }
+  // This rank's block of every state tensor, assembled from the blocks that overlap it; the
+  // trainer is changed only once every tensor is complete.
+  size_t count = training_.state.size();
+  std::vector<std::vector<uint8_t>> blocks(count);
   for (size_t i = 0; i < count; ++i) {
-    const ck::StateTensor *s = state->Get((unsigned)i);
-    const TensorDesc &want = training_.state[i].tensor;
-    std::string where = what + " state " + std::to_string(i);
-    if (!s || !s->name())
-      throw Error(where + " has no name");
-    if (s->name()->str() != want.name)
-      throw Error(where + " is '" + s->name()->str() + "', the artifact's is '" + want.name +
-                  "'");
-    where += " '" + want.name + "'";
-    tccrt_dtype dtype = checkDType(s->dtype(), where);
-    Shape shape = readShape(s->shape());
-    if (dtype != want.dtype || shape != want.shape)
-      throw Error(where + " is " + shapeString(dtype, shape) + ", the artifact's is " +
-                  shapeString(want.dtype, want.shape));
-    size_t got = s->data() ? s->data()->size() : 0;
-    if (got != want.bytes)
-      throw Error(where + " has " + std::to_string(got) + " bytes of data, " +
-                  shapeString(want.dtype, want.shape) + " takes " + std::to_string(want.bytes));
-    data[i] = got ? s->data()->Data() : nullptr;
+    const StateDesc &sd = training_.state[i];
+    const TensorDesc &want = sd.tensor;
+    std::vector<int64_t> myOffset =
+        sd.splits.empty() ? std::vector<int64_t>(sd.globalShape.size(), 0)
+                          : blockOffset(sd.globalShape, sd.splits, training_.meshSizes,
+                                        training_.rank);
+    blocks[i].resize(want.bytes);
+    int64_t elements = 1;
+    for (int64_t d : want.shape)
+      elements *= d;
+    std::vector<uint8_t> covered(std::max<int64_t>(elements, 1), 0);
+    for (size_t k = 0; k < sources.size(); ++k) {
+      const auto *state = sources[k]->state();
+      std::string where = sourceNames[k] + " state " + std::to_string(i);
+      if (!state || state->size() != count)
+        throw Error(sourceNames[k] + " has " + std::to_string(state ? state->size() : 0) +
+                    " state tensors, the artifact " + std::to_string(count));
+      const ck::StateTensor *t = state->Get((unsigned)i);
+      if (!t || !t->name() || t->name()->str() != want.name)
+        throw Error(where + " is '" + (t && t->name() ? t->name()->str() : "") +
+                    "', the artifact's is '" + want.name + "'");
+      where += " '" + want.name + "'";
+      tccrt_dtype dtype = checkDType(t->dtype(), where);
+      Shape shape = readShape(t->shape());
+      Shape global = t->global_shape() ? readShape(t->global_shape()) : shape;
+      Shape offset = t->offset() ? readShape(t->offset()) : Shape(shape.size(), 0);
+      if (dtype != want.dtype || global != sd.globalShape)
+        throw Error(where + " is " + shapeString(dtype, global) + ", the artifact's is " +
+                    shapeString(want.dtype, sd.globalShape));
+      if (offset.size() != global.size() || shape.size() != global.size())
+        throw Error(where + ": its block does not fit its shape");
+      for (size_t d = 0; d < global.size(); ++d)
+        if (offset[d] < 0 || shape[d] < 0 || offset[d] + shape[d] > global[d])
+          throw Error(where + ": its block lies outside the tensor");
+      size_t bytes = tensorBytes(dtype, shape, where);
+      size_t got = t->data() ? t->data()->size() : 0;
+      if (got != bytes)
+        throw Error(where + " has " + std::to_string(got) + " bytes of data, its block takes " +
+                    std::to_string(bytes));
+      if (bytes)
+        copyOverlap(t->data()->Data(), shape, offset, blocks[i].data(), want.shape, myOffset,
+                    dtypeSize(dtype), covered.data());
+    }
+    for (int64_t e = 0; e < elements; ++e)
+      if (!covered[e])
+        throw Error(what + " does not hold all of state '" + want.name + "' (element " +
+                    std::to_string(e) + " of this rank's block is in no shard)");
   }
   // Verified: only now change the trainer.
   for (size_t i = 0; i < count; ++i)
     if (training_.state[i].tensor.bytes)
-      std::memcpy(current_[i], data[i], training_.state[i].tensor.bytes);
+      std::memcpy(current_[i], blocks[i].data(), training_.state[i].tensor.bytes);
   microSteps_ = c->micro_step();
   steps_ = c->steps();
   seed_ = c->seed();

@@ -611,11 +611,11 @@ int runTrain(const TrainRunArgs &run, const TrainingArgs &training, const Compil
   int64_t batchSize = localBatch * trainer.dataParallel();
   int64_t firstRow = trainer.dataPosition() * localBatch;
   bool leader = trainer.rank() == 0;
-  if (trainer.worldSize() > 1 &&
-      (!run.checkpointDir.empty() || !run.resumeDir.empty() || !run.saveModelPath.empty()))
-    throw Error("--checkpoint-dir, --resume and --save-model need the whole state in one "
-                "process; a distributed run (" + std::to_string(trainer.worldSize()) +
-                " ranks) holds it in shards, and sharded checkpoints are not written yet");
+  if (trainer.worldSize() > 1 && !run.saveModelPath.empty())
+    throw Error("--save-model writes the whole model from one process; a distributed run (" +
+                std::to_string(trainer.worldSize()) + " ranks) holds it in shards: --checkpoint "
+                "it, then --resume in one process (tcc compile --train without --mesh) with "
+                "--save-model");
   if (artifact && training.batchSize > 0 && training.batchSize != batchSize)
     throw Error("--batch-size " + std::to_string(training.batchSize) + " differs from the "
                 "artifact's batch size " + std::to_string(batchSize));

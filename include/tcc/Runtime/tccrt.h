@@ -191,7 +191,12 @@ tccrt_status tccrt_trainer_set_state(tccrt_trainer *trainer, size_t i, const voi
  * schema is include/tcc/Runtime/checkpoint.fbs. Saving writes a temporary file beside `path`
  * and renames it over `path` (never a partial checkpoint). Loading verifies the whole file and
  * checks that the checkpoint's state has the trainer's names, dtypes and shapes and its
- * grad_accumulation before changing anything; it restores the counters and the seed. */
+ * grad_accumulation before changing anything; it restores the counters and the seed.
+ * Distributed trainers: both are collective (every rank calls them with the same path); each
+ * rank writes its blocks to `path.shard<R>of<N>`, then rank 0 writes `path` as the manifest that
+ * commits them. Loading takes the blocks this rank needs from every shard (or from a whole
+ * checkpoint), so the state may come from another mesh or world size; getState/setState are
+ * this rank's block. */
 tccrt_status tccrt_trainer_save(const tccrt_trainer *trainer, const char *path,
                                 const void *user_data, size_t user_size);
 tccrt_status tccrt_trainer_load(tccrt_trainer *trainer, const char *path);
