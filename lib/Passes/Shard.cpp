@@ -280,6 +280,17 @@ private:
   void elementwise(Operation *op, ArrayRef<DimSharding> in, ShardingPlan::OpPlan &plan) {
     ArrayRef<int64_t> shape = shapeOf(op->getResult(0));
     DimSharding r = DimSharding::replicated(shape.size());
+    // Sums and differences of values pending the same sums stay pending (a gradient summed
+    // over several uses is reduced once, as Megatron reduces the Q, K and V input gradients
+    // once); any other elementwise op needs the values themselves.
+    auto binary = dyn_cast<BinaryOp>(op);
+    auto unary = dyn_cast<UnaryOp>(op);
+    bool linear = (binary && (binary.getKind() == BinaryKind::Add ||
+                              binary.getKind() == BinaryKind::Sub)) ||
+                  (unary && unary.getKind() == UnaryKind::Neg);
+    if (linear && !in[0].partial.empty() &&
+        llvm::all_of(in, [&](const DimSharding &s) { return s.partial == in[0].partial; }))
+      r.partial = in[0].partial;
     for (const DimSharding &s : in)
       for (size_t d = 0; d < shape.size(); ++d)
         adopt(mesh, r, d, s.dims[d], shape[d]);

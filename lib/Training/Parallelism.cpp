@@ -10,6 +10,7 @@
 #include "llvm/ADT/StringExtras.h"
 
 #include <deque>
+#include <functional>
 #include <map>
 
 using namespace mlir;
@@ -83,18 +84,24 @@ struct WeightUse {
 
 std::optional<WeightUse> weightUse(Value p) {
   std::optional<WeightUse> first;
-  auto consider = [&](MatmulOp mm, bool transposed) {
-    if (!first || mm->isBeforeInBlock(first->matmul))
-      first = WeightUse{mm, transposed};
+  // p, optionally transposed, optionally broadcast over leading batch dims (as the importer
+  // writes x[B, S, D] @ W[D, F]), as a matmul's right operand.
+  std::function<void(Value, bool)> follow = [&](Value v, bool transposed) {
+    for (Operation *user : v.getUsers()) {
+      if (auto mm = dyn_cast<MatmulOp>(user); mm && mm.getRhs() == v) {
+        if (!first || mm->isBeforeInBlock(first->matmul))
+          first = WeightUse{mm, transposed};
+      } else if (auto t = dyn_cast<TransposeOp>(user);
+                 t && !transposed && v == p && t.getPerm() == ArrayRef<int64_t>{1, 0}) {
+        follow(t.getResult(), true);
+      } else if (auto b = dyn_cast<BroadcastInDimOp>(user)) {
+        int64_t rank = shapeOf(b.getResult()).size();
+        if (b.getDims() == ArrayRef<int64_t>{rank - 2, rank - 1})
+          follow(b.getResult(), transposed);
+      }
+    }
   };
-  for (Operation *user : p.getUsers()) {
-    if (auto mm = dyn_cast<MatmulOp>(user); mm && mm.getRhs() == p)
-      consider(mm, false);
-    if (auto t = dyn_cast<TransposeOp>(user); t && t.getPerm() == ArrayRef<int64_t>{1, 0})
-      for (Operation *u : t.getResult().getUsers())
-        if (auto mm = dyn_cast<MatmulOp>(u); mm && mm.getRhs() == t.getResult())
-          consider(mm, true);
-  }
+  follow(p, false);
   return first;
 }
 

@@ -15,8 +15,8 @@ def check_prerequisites(data):
     if shutil.which("mpirun") is None:
         skip("mpirun is not on PATH (Debian: apt-get install openmpi-bin; scripts/setup.sh does)")
     if not any(os.path.exists(os.path.join(data, f)) for f in
-               ("train-images-idx3-ubyte.gz", "train-images-idx3-ubyte")):
-        skip(f"FashionMNIST is not in {data} (Debian: apt-get install dataset-fashion-mnist)")
+               ("train-images-idx3-ubyte.gz", "train-images-idx3-ubyte", "train_images.npy")):
+        skip(f"no training data in {data} (FashionMNIST: apt-get install dataset-fashion-mnist)")
 
 
 def run(cmd, **kw):
@@ -35,8 +35,8 @@ def compile_training(tcc, model, out, batch, mesh=None, zero=0):
         sys.exit(f"compile failed: {r.stderr}")
 
 
-def train(tcc, artifact, data, steps, log, nproc=0, extra=()):
-    cmd = [tcc, "train", artifact, "--data", data, "--lr", "1e-3", "--max-steps", str(steps),
+def train(tcc, artifact, data, steps, log, nproc=0, extra=(), lr="1e-3"):
+    cmd = [tcc, "train", artifact, "--data", data, "--lr", lr, "--max-steps", str(steps),
            "--no-shuffle", "--threads", "1", "--step-log", log, *extra]
     if nproc:
         cmd += ["--nproc", str(nproc)]

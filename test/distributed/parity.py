@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Every parallel strategy, run as real processes under mpirun, gives the per-step losses of the
-single-process run with the same global batch (the FashionMNIST example model: dropout, Adam
-with weight decay), within --tolerance relative."""
+single-process run with the same global batch, within --tolerance relative. Models: the
+FashionMNIST example (an MLP with dropout) and the tiny transformer language model
+(examples/tiny-lm: embedding, causal attention, layer norms)."""
 import argparse
 import os
 import sys
@@ -23,6 +24,7 @@ def main():
     p.add_argument("--work-dir", required=True)
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--lr", default="1e-3")
     p.add_argument("--tolerance", type=float, default=1e-5)
     a = p.parse_args()
     check_prerequisites(a.data)
@@ -30,13 +32,14 @@ def main():
     w = lambda name: os.path.join(a.work_dir, name)  # noqa: E731
 
     compile_training(a.tcc, a.model, w("single.tcc"), a.batch)
-    reference = train(a.tcc, w("single.tcc"), a.data, a.steps, w("single.json"))
+    reference = train(a.tcc, w("single.tcc"), a.data, a.steps, w("single.json"), lr=a.lr)
     failures = []
     print(f"{'strategy':<22} {'ranks':>5} {'max rel. loss diff':>20}")
     for mesh, zero, ranks in STRATEGIES:
         name = mesh.replace("=", "").replace(",", "_") + (f"_zero{zero}" if zero else "")
         compile_training(a.tcc, a.model, w(name + ".tcc"), a.batch, mesh, zero)
-        losses = train(a.tcc, w(name + ".tcc"), a.data, a.steps, w(name + ".json"), nproc=ranks)
+        losses = train(a.tcc, w(name + ".tcc"), a.data, a.steps, w(name + ".json"), nproc=ranks,
+                       lr=a.lr)
         if len(losses) != len(reference):
             failures.append(f"{name}: {len(losses)} losses, expected {len(reference)}")
             continue
