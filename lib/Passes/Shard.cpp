@@ -245,6 +245,13 @@ public:
           why = "gather: the axis is whole; the indices' splits become the result's";
           return true;
         })
+        .Case([&](ScatterNDOp o) {
+          if (!scatterAddIntoZeros(o, in, plan))
+            return false;
+          why = "scatter_nd add into zeros: each rank scatters its split updates, leaving "
+                "partial sums (an embedding's gradient under data parallelism)";
+          return true;
+        })
         .Case<GatherElementsOp, ScatterElementsOp>([&](Operation *o) {
           int64_t axis = cast<IntegerAttr>(o->getAttr("axis")).getInt();
           ArrayRef<int64_t> shape = shapeOf(o->getOperand(1));
@@ -435,6 +442,39 @@ private:
     plan.results = {r};
   }
 
+  /// scatter_nd with an add reduction into a zero constant, with updates split only along the
+  /// index batch dims (shared with the indices): the sum of every rank's scatter is the whole
+  /// scatter, so the result is a pending sum over those axes.
+  bool scatterAddIntoZeros(ScatterNDOp o, ArrayRef<DimSharding> in, ShardingPlan::OpPlan &plan) {
+    auto zeros = o.getX().getDefiningOp<ConstantOp>();
+    auto dense = zeros ? dyn_cast<DenseElementsAttr>(zeros.getValue()) : DenseElementsAttr();
+    if (o.getReduction() != ScatterReduction::Add || !dense || !dense.isSplat() ||
+        !isa<FloatType>(dense.getElementType()) ||
+        !dense.getSplatValue<APFloat>().isZero() || !in[1].partial.empty() ||
+        !in[2].partial.empty())
+      return false;
+    ArrayRef<int64_t> idx = shapeOf(o.getIndices()), upd = shapeOf(o.getUpdates());
+    int64_t batch = idx.size() - 1;
+    DimSharding needI = DimSharding::replicated(idx.size());
+    for (int64_t d = 0; d < batch; ++d) {
+      adopt(mesh, needI, d, in[2].dims[d], idx[d]);
+      adopt(mesh, needI, d, in[1].dims[d], idx[d]);
+    }
+    DimSharding needU = DimSharding::replicated(upd.size());
+    Axes split;
+    for (int64_t d = 0; d < batch; ++d) {
+      needU.dims[d] = needI.dims[d];
+      split.append(needI.dims[d].begin(), needI.dims[d].end());
+    }
+    if (split.empty())
+      return false;
+    DimSharding r = DimSharding::replicated(shapeOf(o.getResult()).size());
+    r.partial = split;
+    plan.operands = {DimSharding::replicated(shapeOf(o.getX()).size()), needI, needU};
+    plan.results = {r};
+    return true;
+  }
+
   void gather(GatherOp o, ArrayRef<DimSharding> in, ShardingPlan::OpPlan &plan) {
     int64_t axis = o.getAxis();
     ArrayRef<int64_t> out = shapeOf(o.getResult());
@@ -613,6 +653,18 @@ public:
           xTo.dims[i] = to.dims[d];
       Value x = reshard(bc.getX(), xTo, user);
       Value v = b.create<BroadcastInDimOp>(loc, localType(global, to), x, bc.getDims());
+      cache[key] = v;
+      return v;
+    }
+    // A transpose of a broadcast: the same, transposed.
+    if (auto t = global.getDefiningOp<TransposeOp>();
+        t && from.partial.empty() && to.partial.empty() && t.getX().getDefiningOp<BroadcastInDimOp>() &&
+        localValues.contains(t.getX())) {
+      DimSharding xTo = DimSharding::replicated(to.dims.size());
+      for (auto [i, p] : llvm::enumerate(t.getPerm()))
+        xTo.dims[p] = to.dims[i];
+      Value x = reshard(t.getX(), xTo, user);
+      Value v = b.create<TransposeOp>(loc, localType(global, to), x, t.getPerm());
       cache[key] = v;
       return v;
     }
