@@ -34,6 +34,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <map>
+#include <set>
 
 namespace tcc {
 #define GEN_PASS_DEF_SHARD
@@ -94,6 +95,10 @@ CollectiveRecord collectiveRecord(MeshAttr mesh, StringRef kind, ArrayRef<int> a
                                         : (n - 1) * bytes / n;
   return {kind.str(), axesName(mesh, axes), bytes, wire, std::move(what)};
 }
+
+/// On all_reduce ops partition() inserted: the index of their CollectiveRecord (removed again
+/// by bucketAllReduces).
+constexpr llvm::StringLiteral kRecordAttr = "tcc.collective_record";
 
 /// The rules: one case per op kind. `in` are the operands' current shardings.
 class Rules {
@@ -694,6 +699,23 @@ public:
         throw Error("internal: sharding asks for a pending sum the value does not have (" +
                     what + ")");
     if (!pending.empty()) {
+      // Reductions run as soon as the value exists (gradients are reduced while the backward
+      // pass goes on, and buckets can form); gathers and cuts below run where the consumer is
+      // (a ZeRO-3 parameter is gathered just before its use, not at the start).
+      OpBuilder::InsertionGuard guard(b);
+      if (Operation *def = local.getDefiningOp())
+        b.setInsertionPointAfter(def);
+      else
+        b.setInsertionPointToStart(cast<BlockArgument>(local).getOwner());
+      DimSharding reducedKey = cur;
+      for (size_t d = 0; d < shape.size(); ++d)
+        reducedKey.dims[d] = to.dims[d];
+      auto reducedIt = reducedCache.find({global.getAsOpaquePointer(), reducedKey.str(mesh)});
+      if (reducedIt != reducedCache.end()) {
+        v = reducedIt->second.first;
+        cur = reducedIt->second.second;
+        pending.clear();
+      }
       for (size_t d = 0; d < shape.size() && !pending.empty(); ++d) {
         const Axes &have = cur.dims[d], &want = to.dims[d];
         if (want.size() <= have.size() || !std::equal(have.begin(), have.end(), want.begin()))
@@ -716,8 +738,12 @@ public:
       if (!pending.empty()) {
         record("all_reduce", pending, v);
         v = b.create<AllReduceOp>(loc, v.getType(), CollectiveReduceKind::Sum, v, names(pending));
+        if (report) // which record, for bucketAllReduces
+          v.getDefiningOp()->setAttr(kRecordAttr,
+                                     b.getI64IntegerAttr(report->collectives.size() - 1));
         llvm::erase_if(cur.partial, [&](int a) { return llvm::is_contained(pending, a); });
       }
+      reducedCache[{global.getAsOpaquePointer(), reducedKey.str(mesh)}] = {v, cur};
     }
     // 2. Splits the target lacks. A split that only moves to another dim is one all_to_all;
     //    others are gathered.
@@ -804,6 +830,9 @@ private:
   const IRMapping &localValues;
   const llvm::DenseMap<Value, DimSharding> &shardings;
   std::map<std::pair<void *, std::string>, Value> cache;
+  /// Reductions of a value's pending sums, by the split its consumer wanted: the reduced value
+  /// and its sharding.
+  std::map<std::pair<void *, std::string>, std::pair<Value, DimSharding>> reducedCache;
 };
 
 } // namespace
@@ -886,7 +915,110 @@ func::FuncOp ShardingPlan::partition(int64_t rank, StringRef name, ShardingRepor
   for (Operation &op : llvm::make_early_inc_range(llvm::reverse(*block)))
     if (isOpTriviallyDead(&op))
       op.erase();
+  bucketAllReduces(fn, bucketBytes, report);
   return fn;
+}
+
+void bucketAllReduces(func::FuncOp fn, int64_t capBytes, ShardingReport *report) {
+  Block &block = fn.getBody().front();
+  auto bytesOf = [](AllReduceOp op) {
+    auto t = op.getType();
+    return t.getNumElements() * std::max<int64_t>(1, t.getElementTypeBitWidth() / 8);
+  };
+  // The first op (in program order) using any result of `ops`.
+  auto firstUse = [&](ArrayRef<AllReduceOp> ops) -> Operation * {
+    Operation *first = nullptr;
+    for (AllReduceOp op : ops)
+      for (Operation *user : op->getUsers()) {
+        Operation *top = block.findAncestorOpInBlock(*user);
+        if (top && (!first || top->isBeforeInBlock(first)))
+          first = top;
+      }
+    return first;
+  };
+  SmallVector<SmallVector<AllReduceOp>> buckets;
+  SmallVector<AllReduceOp> current;
+  int64_t currentBytes = 0;
+  auto close = [&] {
+    if (current.size() > 1)
+      buckets.push_back(current);
+    current.clear();
+    currentBytes = 0;
+  };
+  for (Operation &op : block) {
+    auto ar = dyn_cast<AllReduceOp>(op);
+    if (!ar || ar.getKind() != CollectiveReduceKind::Sum)
+      continue;
+    if (!current.empty()) {
+      AllReduceOp head = current.front();
+      Operation *use = firstUse(current);
+      bool fits = ar.getAxes() == head.getAxes() &&
+                  ar.getType().getElementType() == head.getType().getElementType() &&
+                  currentBytes + bytesOf(ar) <= capBytes && (!use || ar->isBeforeInBlock(use));
+      if (!fits)
+        close();
+    }
+    current.push_back(ar);
+    currentBytes += bytesOf(ar);
+  }
+  close();
+  MLIRContext *ctx = fn.getContext();
+  std::vector<CollectiveRecord> merged;
+  std::set<int64_t> replaced;
+  for (auto &bucket : buckets) {
+    // One flat all_reduce where the bucket's last member was: every member's operand is ready
+    // there, and no member's result is used before it.
+    AllReduceOp last = bucket.back();
+    OpBuilder b(last);
+    Location loc = last.getLoc();
+    SmallVector<Value> flat;
+    int64_t total = 0;
+    for (AllReduceOp op : bucket) {
+      int64_t n = op.getType().getNumElements();
+      flat.push_back(b.create<ReshapeOp>(loc, RankedTensorType::get({n}, op.getType().getElementType()),
+                                         op.getX()));
+      total += n;
+    }
+    auto flatType = RankedTensorType::get({total}, last.getType().getElementType());
+    Value joined = b.create<ConcatOp>(loc, flatType, flat, b.getI64IntegerAttr(0));
+    auto reduced = b.create<AllReduceOp>(loc, flatType, CollectiveReduceKind::Sum, joined,
+                                         last.getAxes());
+    int64_t offset = 0;
+    CollectiveRecord record;
+    for (AllReduceOp op : bucket) {
+      int64_t n = op.getType().getNumElements();
+      Value part = b.create<SliceOp>(loc, RankedTensorType::get({n}, op.getType().getElementType()),
+                                     reduced, ArrayRef<int64_t>{offset}, ArrayRef<int64_t>{offset + n},
+                                     ArrayRef<int64_t>{1});
+      op.replaceAllUsesWith(b.create<ReshapeOp>(loc, op.getType(), part).getResult());
+      offset += n;
+      if (auto index = op->getAttrOfType<IntegerAttr>(kRecordAttr); index && report) {
+        const CollectiveRecord &r = report->collectives[index.getInt()];
+        replaced.insert(index.getInt());
+        record.kind = r.kind;
+        record.axes = r.axes;
+        record.bytes += r.bytes;
+        record.wireBytes += r.wireBytes;
+      }
+    }
+    if (report && !record.kind.empty()) {
+      record.value = "a bucket of " + std::to_string(bucket.size()) + " values (" +
+                     std::to_string(record.bytes) + " bytes)";
+      merged.push_back(record);
+    }
+    for (AllReduceOp op : bucket)
+      op.erase();
+  }
+  if (report && !replaced.empty()) {
+    std::vector<CollectiveRecord> kept;
+    for (size_t i = 0; i < report->collectives.size(); ++i)
+      if (!replaced.count(i))
+        kept.push_back(report->collectives[i]);
+    kept.insert(kept.end(), merged.begin(), merged.end());
+    report->collectives = std::move(kept);
+  }
+  fn.walk([&](AllReduceOp op) { op->removeAttr(kRecordAttr); });
+  (void)ctx;
 }
 
 //===--- -tcc-shard ------------------------------------------------------------===//

@@ -53,6 +53,9 @@ public:
   mlir::func::FuncOp partition(int64_t rank, llvm::StringRef name,
                                ShardingReport *report = nullptr) const;
 
+  /// The most bytes partition() puts into one all_reduce (bucketAllReduces); 0: no buckets.
+  void setBucketBytes(int64_t bytes) { bucketBytes = bytes; }
+
   MeshAttr mesh() const { return mesh_; }
   /// The sharding chosen for a value of the original function.
   const DimSharding &shardingOf(mlir::Value v) const { return values_.find(v)->second; }
@@ -71,6 +74,14 @@ private:
   llvm::DenseMap<mlir::Value, DimSharding> values_;
   llvm::DenseMap<mlir::Operation *, OpPlan> ops_;
   llvm::SmallVector<DimSharding> resultNeeds_;
+  int64_t bucketBytes = 25 << 20; // PyTorch DDP's default bucket
 };
+
+/// Gradient buckets, as PyTorch DDP makes them: consecutive all_reduce sums over the same axes
+/// and element type whose results are all used only after the last of them are flattened,
+/// concatenated and reduced as one, up to `capBytes` a bucket (fewer, larger messages). The
+/// bucket's all_reduce sits where its last member was. `report`'s records are merged the same
+/// way.
+void bucketAllReduces(mlir::func::FuncOp fn, int64_t capBytes, ShardingReport *report = nullptr);
 
 } // namespace tcc
