@@ -78,6 +78,7 @@ private:
   const ArtifactContents &contents_;
   flatbuffers::FlatBufferBuilder &fbb_;
   func::FuncOp program_;
+  llvm::DenseMap<Value, size_t> asyncCollectives_; // async tk.collective output -> its launch
   size_t numInputs_ = 0;
 
   struct BufferLoc {
@@ -312,9 +313,19 @@ void Writer::addStep(Operation *op) {
     auto step = fb::CreateCollective(fbb_, kind->second,
                                      static_cast<fb::CollectiveReduction>(c.getReduction()),
                                      bufferFor(c.getInput()), bufferFor(c.getOutput()),
-                                     fbb_.CreateVector(axes), c.getDim(), c.getDim2());
+                                     fbb_.CreateVector(axes), c.getDim(), c.getDim2(),
+                                     c.getAsync());
     launch = fb::CreateLaunch(fbb_, fb::Step_Collective, step.Union(), nodes);
+    if (c.getAsync())
+      asyncCollectives_[c.getOutput()] = launches_.size();
     ++externCalls_;
+  } else if (auto w = dyn_cast<tk::WaitOp>(op)) {
+    auto it = asyncCollectives_.find(w.getOutput());
+    if (it == asyncCollectives_.end())
+      throw Error("artifact: a tk.wait without an earlier async tk.collective writing its output");
+    auto step = fb::CreateWait(fbb_, static_cast<uint32_t>(it->second));
+    asyncCollectives_.erase(it);
+    launch = fb::CreateLaunch(fbb_, fb::Step_Wait, step.Union(), nodes);
   } else if (auto c = dyn_cast<tk::CopyOp>(op)) {
     auto step = fb::CreateCopy(fbb_, bufferFor(c.getSource()), bufferFor(c.getTarget()));
     launch = fb::CreateLaunch(fbb_, fb::Step_Copy, step.Union(), nodes);

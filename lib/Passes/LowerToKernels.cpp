@@ -414,7 +414,7 @@ void ProgramBuilder::lowerFusion(FusionOp f) {
     Location nodes = nodesLoc(f);
     for (Operation &op : llvm::make_range(before ? std::next(before->getIterator()) : block->begin(),
                                           block->end()))
-      if (isa<tk::LaunchOp, tk::GemmOp, tk::ConvOp, tk::TopKOp, tk::CollectiveOp>(op))
+      if (isa<tk::LaunchOp, tk::GemmOp, tk::ConvOp, tk::TopKOp, tk::CollectiveOp, tk::WaitOp>(op))
         op.setLoc(nodes);
   });
   Block &body = f.getBody().front();
@@ -542,6 +542,41 @@ LogicalResult ProgramBuilder::run() {
   return success();
 }
 
+/// Reductions (all_reduce, reduce_scatter) start where the program reaches them and finish at
+/// a tk.wait just before the first later op that touches their buffers (or views of them), so
+/// gradient reductions overlap the rest of the backward pass.
+void overlapCollectives(func::FuncOp program) {
+  auto root = [](Value v) {
+    while (auto view = v.getDefiningOp<tk::ViewOp>())
+      v = view.getSource();
+    return v;
+  };
+  Block &block = program.getBody().front();
+  for (auto c : llvm::to_vector(block.getOps<tk::CollectiveOp>())) {
+    if (c.getKind() != "all_reduce" && c.getKind() != "reduce_scatter")
+      continue;
+    Value in = root(c.getInput()), out = root(c.getOutput());
+    Operation *first = block.getTerminator();
+    for (Operation *op = c->getNextNode(); op && op != block.getTerminator(); op = op->getNextNode()) {
+      if (isa<tk::ViewOp, tk::AllocOp>(op))
+        continue;
+      bool touches = llvm::any_of(op->getOperands(), [&](Value v) {
+        Value r = root(v);
+        return r == in || r == out;
+      });
+      if (touches) {
+        first = op;
+        break;
+      }
+    }
+    // A wait right after its collective overlaps nothing.
+    if (first == c->getNextNode())
+      continue;
+    c.setAsync(true);
+    OpBuilder(first).create<tk::WaitOp>(c.getLoc(), c.getInput(), c.getOutput());
+  }
+}
+
 struct LowerToKernelsPass : impl::LowerToKernelsBase<LowerToKernelsPass> {
   using LowerToKernelsBase::LowerToKernelsBase;
   void runOnOperation() override {
@@ -562,7 +597,10 @@ struct LowerToKernelsPass : impl::LowerToKernelsBase<LowerToKernelsPass> {
       return signalPassFailure();
     }
     if (failed(ProgramBuilder(module, graphs[0], *t).run()))
-      signalPassFailure();
+      return signalPassFailure();
+    for (auto f : module.getOps<func::FuncOp>())
+      if (tk::isProgram(f))
+        overlapCollectives(f);
   }
 };
 

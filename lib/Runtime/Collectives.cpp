@@ -192,6 +192,37 @@ void runCollective(const CollectiveStep &s, const std::vector<int64_t> &mesh, co
   }
 }
 
+std::optional<PendingCollective> startCollective(const CollectiveStep &s,
+                                                 const std::vector<int64_t> &mesh, const void *in,
+                                                 void *out, Communicator *comm,
+                                                 const std::string &what) {
+  size_t elem = dtypeSize(s.dtype);
+  size_t inBytes = product(s.inShape, 0, s.inShape.size()) * elem;
+  size_t outBytes = product(s.outShape, 0, s.outShape.size()) * elem;
+  if (s.groupSize == 1 || !comm) {
+    std::vector<uint8_t> unused;
+    runCollective(s, mesh, in, out, comm, unused, what);
+    return std::nullopt;
+  }
+  std::vector<int> group = collectiveGroup(mesh, s.axes, comm->rank());
+  if (s.kind == CollectiveKind::AllReduce)
+    return comm->startAllReduce(group, in, out, inBytes / elem, s.dtype, s.reduction, what);
+  if (s.kind != CollectiveKind::ReduceScatter)
+    throw Error(what + ": only all_reduce and reduce_scatter run asynchronously");
+  std::vector<uint8_t> staging;
+  const void *blocks = in;
+  if (product(s.inShape, 0, s.dim) != 1) {
+    staging.resize(inBytes);
+    Blocks(s.inShape, s.dim, s.groupSize, elem)
+        .pack(static_cast<const uint8_t *>(in), staging.data(), s.groupSize);
+    blocks = staging.data();
+  }
+  PendingCollective p =
+      comm->startReduceScatter(group, blocks, out, outBytes / elem, s.dtype, s.reduction, what);
+  p.staging = std::move(staging);
+  return p;
+}
+
 std::vector<int64_t> blockShape(const std::vector<int64_t> &shape,
                                 const std::vector<std::vector<uint8_t>> &splits,
                                 const std::vector<int64_t> &mesh) {

@@ -10,6 +10,7 @@
 #include "Communicator.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,12 @@ struct CollectiveStep {
   tccrt_dtype dtype = TCCRT_F32;
   std::vector<int64_t> inShape, outShape;
   int64_t groupSize = 1;          // product of the axes' sizes
+  bool async = false;             // started here, finished by a WaitStep (all_reduce, reduce_scatter)
+};
+
+/// Finishes the async collective launched at step `collective`.
+struct WaitStep {
+  uint32_t collective = 0;
 };
 
 /// Checks a decoded step against its buffers' shapes and the mesh; sets groupSize. Throws
@@ -41,6 +48,12 @@ std::vector<int> collectiveGroup(const std::vector<int64_t> &meshSizes,
 void runCollective(const CollectiveStep &step, const std::vector<int64_t> &meshSizes,
                    const void *in, void *out, Communicator *comm, std::vector<uint8_t> &scratch,
                    const std::string &what);
+
+/// Starts an async step (groups of one rank are done at once: a copy, and no pending).
+std::optional<PendingCollective> startCollective(const CollectiveStep &step,
+                                                 const std::vector<int64_t> &meshSizes,
+                                                 const void *in, void *out, Communicator *comm,
+                                                 const std::string &what);
 
 std::string collectiveName(const CollectiveStep &step);
 

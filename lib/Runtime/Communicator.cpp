@@ -95,12 +95,43 @@ public:
 
   void allReduce(const std::vector<int> &group, const void *in, void *out, size_t count,
                  tccrt_dtype dtype, Reduction op, const std::string &what) override {
-    Handle req = nullptr;
-    check(mpi.Iallreduce(in, out, checkedCount(count), type(dtype), reduction(op), comm(group), &req),
+    PendingCollective p = startAllReduce(group, in, out, count, dtype, op, what);
+    finish(p);
+  }
+
+  PendingCollective startAllReduce(const std::vector<int> &group, const void *in, void *out,
+                                   size_t count, tccrt_dtype dtype, Reduction op,
+                                   const std::string &what) override {
+    PendingCollective p{nullptr, group, what, {}, {}};
+    check(mpi.Iallreduce(in, out, checkedCount(count), type(dtype), reduction(op), comm(group),
+                         &p.request),
           "MPI_Iallreduce");
-    wait(req, group, what);
     if (op == Reduction::Avg)
-      divide(out, count, dtype, group.size());
+      p.then = [=] { divide(out, count, dtype, group.size()); };
+    return p;
+  }
+
+  PendingCollective startReduceScatter(const std::vector<int> &group, const void *in, void *out,
+                                       size_t count, tccrt_dtype dtype, Reduction op,
+                                       const std::string &what) override {
+    PendingCollective p{nullptr, group, what, {}, {}};
+    check(mpi.Ireduce_scatter_block(in, out, checkedCount(count), type(dtype), reduction(op),
+                                    comm(group), &p.request),
+          "MPI_Ireduce_scatter_block");
+    if (op == Reduction::Avg)
+      p.then = [=] { divide(out, count, dtype, group.size()); };
+    return p;
+  }
+
+  void finish(PendingCollective &p) override {
+    wait(p.request, p.group, p.what);
+    if (p.then)
+      p.then();
+  }
+
+  void poke(PendingCollective &p) override {
+    int done = 0;
+    check(mpi.Test(&p.request, &done, nullptr), "MPI_Test");
   }
 
   void allGather(const std::vector<int> &group, const void *in, void *out, size_t bytes,
@@ -114,13 +145,8 @@ public:
 
   void reduceScatter(const std::vector<int> &group, const void *in, void *out, size_t count,
                      tccrt_dtype dtype, Reduction op, const std::string &what) override {
-    Handle req = nullptr;
-    check(mpi.Ireduce_scatter_block(in, out, checkedCount(count), type(dtype), reduction(op),
-                                    comm(group), &req),
-          "MPI_Ireduce_scatter_block");
-    wait(req, group, what);
-    if (op == Reduction::Avg)
-      divide(out, count, dtype, group.size());
+    PendingCollective p = startReduceScatter(group, in, out, count, dtype, op, what);
+    finish(p);
   }
 
   void allToAll(const std::vector<int> &group, const void *in, void *out, size_t bytes,

@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,15 @@ namespace tcc::rt {
 
 /// Same numbering as artifact.fbs CollectiveReduction.
 enum class Reduction : uint8_t { Sum, Avg, Max, Min };
+
+/// A collective started and not finished: its buffers must stay untouched until finish().
+struct PendingCollective {
+  void *request = nullptr;          // the library's handle
+  std::vector<int> group;
+  std::string what;
+  std::vector<uint8_t> staging;     // packed input that must outlive the request
+  std::function<void()> then;       // after completion (e.g. avg's division)
+};
 
 class Communicator {
 public:
@@ -51,6 +61,18 @@ public:
   /// Every rank's `buffer` gets the bytes of the rank at group position `root`.
   virtual void broadcast(const std::vector<int> &group, void *buffer, size_t bytes, int root,
                          const std::string &what) = 0;
+
+  /// Non-blocking forms (gradients reduced while the backward pass goes on): start, then
+  /// finish() before the output is read or the input written; poke() lets the library progress
+  /// a started collective meanwhile (MPI progresses only inside its calls).
+  virtual PendingCollective startAllReduce(const std::vector<int> &group, const void *in,
+                                           void *out, size_t count, tccrt_dtype dtype,
+                                           Reduction op, const std::string &what) = 0;
+  virtual PendingCollective startReduceScatter(const std::vector<int> &group, const void *in,
+                                               void *out, size_t count, tccrt_dtype dtype,
+                                               Reduction op, const std::string &what) = 0;
+  virtual void finish(PendingCollective &pending) = 0;
+  virtual void poke(PendingCollective &pending) = 0;
 
   /// Every rank of the job waits for the others (with the deadline).
   virtual void barrier(const std::string &what) = 0;

@@ -105,7 +105,10 @@ void Program::describeSteps() {
       name = "topk " + std::to_string(s->geometry.k) + " of " + std::to_string(s->geometry.size);
     } else if (auto *s = std::get_if<CollectiveStep>(&step)) {
       kind = "collective";
-      name = collectiveName(*s);
+      name = collectiveName(*s) + (s->async ? " (async)" : "");
+    } else if (auto *s = std::get_if<WaitStep>(&step)) {
+      kind = "wait";
+      name = "wait for launch " + std::to_string(s->collective);
     } else if (auto *s = std::get_if<CopyStep>(&step)) {
       kind = "copy";
       name = "copy " + std::to_string(buffers_[s->source].bytes) + " bytes";
@@ -180,15 +183,34 @@ void Program::run(const void *const *inputs, void *const *outputs) {
       runTopK(s->geometry, addresses_[s->input], addresses_[s->values],
               static_cast<int64_t *>(addresses_[s->indices]));
     } else if (auto *s = std::get_if<CollectiveStep>(&step)) {
-      runCollective(*s, meshSizes_, addresses_[s->input], addresses_[s->output],
-                    s->groupSize > 1 ? processCommunicator() : nullptr, collectiveScratch_,
-                    "launch " + std::to_string(index) + " (" + stepNames_[index] +
-                        (stepNodes_[index].empty() ? "" : ", nodes " + stepNodes_[index]) + ")");
+      Communicator *comm = s->groupSize > 1 ? processCommunicator() : nullptr;
+      std::string what = "launch " + std::to_string(index) + " (" + stepNames_[index] +
+                         (stepNodes_[index].empty() ? "" : ", nodes " + stepNodes_[index]) + ")";
+      if (s->async) {
+        pending_.resize(steps_.size());
+        pending_[index] = startCollective(*s, meshSizes_, addresses_[s->input],
+                                          addresses_[s->output], comm, what);
+      } else {
+        runCollective(*s, meshSizes_, addresses_[s->input], addresses_[s->output], comm,
+                      collectiveScratch_, what);
+      }
+    } else if (auto *s = std::get_if<WaitStep>(&step)) {
+      if (s->collective < pending_.size() && pending_[s->collective]) {
+        processCommunicator()->finish(*pending_[s->collective]);
+        pending_[s->collective].reset();
+      }
     } else if (auto *s = std::get_if<CopyStep>(&step)) {
       size_t bytes = buffers_[s->source].bytes;
       if (bytes > 0 && addresses_[s->source] != addresses_[s->target])
         std::memmove(addresses_[s->target], addresses_[s->source], bytes);
     }
+    // Started collectives progress while the program computes (MPI moves data only inside
+    // its calls).
+    for (std::optional<PendingCollective> &p : pending_)
+      if (p) {
+        processCommunicator()->poke(*p);
+        break;
+      }
     if (profiling_) {
       Clock::time_point end = Clock::now();
       StepProfile &p = profiles_[index];

@@ -606,6 +606,7 @@ void Program::decode(const fb::Program *program, const uint8_t *base) {
           step.axes.assign(s->axes()->begin(), s->axes()->end());
         step.dim = s->dim();
         step.dim2 = s->dim2();
+        step.async = s->async();
         step.dtype = x.dtype;
         step.inShape = x.shape;
         step.outShape = y.shape;
@@ -614,7 +615,24 @@ void Program::decode(const fb::Program *program, const uint8_t *base) {
         } catch (const Error &e) {
           throw Error(what + ": " + e.what());
         }
+        if (step.async && step.kind != CollectiveKind::AllReduce &&
+            step.kind != CollectiveKind::ReduceScatter)
+          throw Error(what + ": only all_reduce and reduce_scatter run asynchronously");
         p->steps_.push_back(std::move(step));
+        break;
+      }
+      case fb::Step_Wait: {
+        const fb::Wait *s = launch->step_as_Wait();
+        what += " (wait)";
+        uint32_t c = s->collective();
+        auto *target = c < p->steps_.size() ? std::get_if<CollectiveStep>(&p->steps_[c]) : nullptr;
+        if (!target || !target->async)
+          throw Error(what + ": launch " + std::to_string(c) +
+                      " is not an earlier asynchronous collective");
+        for (const Step &earlier : p->steps_)
+          if (auto *w = std::get_if<WaitStep>(&earlier); w && w->collective == c)
+            throw Error(what + ": launch " + std::to_string(c) + " is already waited for");
+        p->steps_.push_back(WaitStep{c});
         break;
       }
       default:

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <variant>
@@ -95,7 +96,8 @@ struct TopKStep {
 struct CopyStep {
   uint32_t source, target;
 };
-using Step = std::variant<KernelStep, GemmStep, ConvStep, TopKStep, CopyStep, CollectiveStep>;
+using Step = std::variant<KernelStep, GemmStep, ConvStep, TopKStep, CopyStep, CollectiveStep,
+                          WaitStep>;
 
 /// An aligned, owned byte array (the artifact copy).
 struct AlignedBytes {
@@ -203,6 +205,7 @@ private:
   std::vector<Step> steps_;
   std::vector<int64_t> meshSizes_;       // distributed programs: the mesh of their collectives
   std::vector<uint8_t> collectiveScratch_;
+  std::vector<std::optional<PendingCollective>> pending_; // async collectives, by step
   std::vector<std::string> stepKinds_, stepNames_, stepNodes_; // per step (profiles)
   bool profiling_ = false;
   std::vector<StepProfile> profiles_;

@@ -285,7 +285,7 @@ void annotateParallelism(TrainingSpec &spec, const ParallelOptions &options,
   }
 }
 
-void partitionTraining(TrainingSpec &spec,
+void partitionTraining(TrainingSpec &spec, const ParallelOptions &options,
                        std::vector<std::pair<std::string, ShardingReport>> *report) {
   if (spec.entries.empty())
     return;
@@ -322,6 +322,7 @@ void partitionTraining(TrainingSpec &spec,
     auto plan = ShardingPlan::build(main, &rep);
     if (failed(plan))
       throw Error("sharding training entry '" + e.name + "': " + diagnostics);
+    plan->setBucketBytes(options.bucketBytes);
     for (int64_t r = 0; r < mesh.numRanks(); ++r) {
       func::FuncOp local = plan->partition(r, "main_rank" + std::to_string(r), r == 0 ? &rep : nullptr);
       OwningOpRef<ModuleOp> module = ModuleOp::create(main.getLoc());

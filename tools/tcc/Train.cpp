@@ -142,7 +142,8 @@ void shardTraining(TrainingSpec &spec, const TrainingArgs &args,
   std::vector<std::string> notes;
   annotateParallelism(spec, parallel, &notes);
   std::vector<std::pair<std::string, ShardingReport>> reports;
-  partitionTraining(spec, &reports);
+  parallel.bucketBytes = static_cast<int64_t>(args.bucketMb * (1 << 20));
+  partitionTraining(spec, parallel, &reports);
   for (const auto &[entry, report] : reports) {
     std::map<std::pair<std::string, std::string>, CompileReport::Distributed::Collectives> byKind;
     for (const CollectiveRecord &c : report.collectives) {

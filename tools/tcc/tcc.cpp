@@ -209,6 +209,12 @@ void addTrainingArgs(CLI::App *cmd, TrainingCli &cli) {
                       "accumulators) or 3 (+ parameters, gathered where used)")
           ->check(CLI::Range(0, 3)),
       "--zero");
+  add(cmd->add_option("--bucket-mb", a.bucketMb,
+                      "data parallel: gradients ready together are all-reduced in buckets of at "
+                      "most this many MiB (default 25, as PyTorch DDP; 0: one all_reduce each), "
+                      "started as soon as they are ready and finished before the update")
+          ->check(CLI::NonNegativeNumber),
+      "--bucket-mb");
   add(cmd->add_flag("--explain-sharding", a.explainSharding,
                     "print each sharding decision and each collective inserted, with its bytes "
                     "per rank and step"),

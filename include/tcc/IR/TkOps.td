@@ -279,10 +279,20 @@ def Tk_CollectiveOp : Tk_Op<"collective"> {
   }];
   let arguments = (ins Arg<Tk_Buffer, "", [MemRead]>:$input, Arg<Tk_Buffer, "", [MemWrite]>:$output,
                    StrAttr:$kind, Tcc_CollectiveReduceKind:$reduction, I64Attr:$dim, I64Attr:$dim2,
-                   StrArrayAttr:$axes);
+                   StrArrayAttr:$axes, UnitAttr:$async);
   let assemblyFormat = [{
     $kind $reduction $input `,` $output `dim` `=` $dim `dim2` `=` $dim2 `over` $axes attr-dict `:` type($input) `,` type($output)
   }];
+}
+
+def Tk_WaitOp : Tk_Op<"wait"> {
+  let summary = "finishes the async tk.collective that reads `input` and writes `output`";
+  let description = [{
+    Placed before the first later op that reads or writes either buffer (or a view of it), so
+    the collective overlaps everything in between. Its uses keep both buffers alive to here.
+  }];
+  let arguments = (ins Arg<Tk_Buffer, "", [MemRead]>:$input, Arg<Tk_Buffer, "", [MemWrite]>:$output);
+  let assemblyFormat = "$input `,` $output attr-dict `:` type($input) `,` type($output)";
 }
 
 def Tk_CopyOp : Tk_Op<"copy"> {

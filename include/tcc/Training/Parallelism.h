@@ -19,6 +19,7 @@ namespace tcc {
 struct ParallelOptions {
   int64_t dp = 1; // data-parallel ranks: the batch is split over them
   int64_t tp = 1; // tensor-parallel ranks: Megatron pairs of weights are split over them
+  int64_t bucketBytes = 25 << 20; // gradient buckets (one all_reduce each), PyTorch DDP's size
   int zero = 0;   // 0: state replicated; 1: optimizer state, 2: + gradient accumulators,
                   // 3: + parameters split over dp (gathered where used)
   bool enabled() const { return dp > 1 || tp > 1; }
@@ -41,6 +42,7 @@ void annotateParallelism(TrainingSpec &spec, const ParallelOptions &options,
 /// state records its splits, the spec its mesh. `report` (optional) gets each entry's
 /// propagation decisions and rank 0's collectives, for --explain-sharding. Throws tcc::Error.
 struct ShardingReport;
-void partitionTraining(TrainingSpec &spec, std::vector<std::pair<std::string, ShardingReport>> *report = nullptr);
+void partitionTraining(TrainingSpec &spec, const ParallelOptions &options,
+                       std::vector<std::pair<std::string, ShardingReport>> *report = nullptr);
 
 } // namespace tcc
