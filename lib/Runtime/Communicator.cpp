@@ -248,9 +248,12 @@ private:
         mpi.Abort(mpi.commWorld, 3);
         std::_Exit(3);
       }
-      // Spin briefly, then yield the core: ranks are often oversubscribed.
-      if (spins > 200)
-        std::this_thread::sleep_for(std::chrono::microseconds(spins > 2000 ? 500 : 20));
+      // Spin, yielding the core (ranks are often oversubscribed); after a while sleep briefly
+      // so a long wait does not burn a core.
+      if (spins > 20000)
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      else
+        std::this_thread::yield();
     }
   }
 
