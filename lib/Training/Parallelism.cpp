@@ -8,6 +8,8 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
 
 #include <deque>
 #include <functional>
@@ -43,6 +45,44 @@ ParallelOptions parseMesh(const std::string &text) {
     (name == "dp" ? o.dp : o.tp) = n;
   }
   return o;
+}
+
+std::map<std::string, std::vector<std::vector<std::string>>>
+readShardingFile(const std::string &path) {
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    throw Error("cannot read the sharding file '" + path + "'");
+  llvm::Expected<llvm::json::Value> json = llvm::json::parse((*buffer)->getBuffer());
+  if (!json) {
+    std::string message = llvm::toString(json.takeError());
+    throw Error("sharding file '" + path + "' is not JSON: " + message);
+  }
+  const llvm::json::Object *object = json->getAsObject();
+  if (!object)
+    throw Error("sharding file '" + path + "' must be a JSON object mapping parameter names to "
+                "per-dim lists of mesh axes, e.g. {\"fc1.weight\": [[\"tp\"], []]}");
+  std::map<std::string, std::vector<std::vector<std::string>>> out;
+  for (const auto &[key, value] : *object) {
+    std::string what = "sharding file '" + path + "', entry '" + key.str() + "'";
+    const llvm::json::Array *dims = value.getAsArray();
+    if (!dims)
+      throw Error(what + ": expected a list with one list of mesh axes per dim");
+    std::vector<std::vector<std::string>> split;
+    for (const llvm::json::Value &dim : *dims) {
+      const llvm::json::Array *axes = dim.getAsArray();
+      if (!axes)
+        throw Error(what + ": each dim is a list of mesh axis names ([] keeps it whole)");
+      split.emplace_back();
+      for (const llvm::json::Value &axis : *axes) {
+        auto name = axis.getAsString();
+        if (!name)
+          throw Error(what + ": mesh axes are names such as \"dp\" or \"tp\"");
+        split.back().push_back(name->str());
+      }
+    }
+    out[key.str()] = split;
+  }
+  return out;
 }
 
 namespace {
@@ -242,6 +282,27 @@ void annotateParallelism(TrainingSpec &spec, const ParallelOptions &options,
     }
     return best;
   };
+  // --sharding-file: parameters whose split is given outright.
+  std::map<int64_t, DimSharding> overridden;
+  for (const auto &[name, split] : options.overrides) {
+    auto it = llvm::find_if(paramArg, [&](const auto &p) { return spec.state[p.first].name == name; });
+    if (it == paramArg.end())
+      throw Error("sharding file: '" + name + "' is not a trained parameter of the model");
+    Builder b(ctx);
+    SmallVector<Attribute> dims;
+    for (const auto &axes : split) {
+      SmallVector<Attribute> names;
+      for (const std::string &axis : axes)
+        names.push_back(b.getStringAttr(axis));
+      dims.push_back(b.getArrayAttr(names));
+    }
+    std::string error;
+    auto s = DimSharding::fromAttr(ShardingAttr::get(ctx, b.getArrayAttr(dims), b.getArrayAttr({})),
+                                   a.mesh, shapeOf(it->second), error);
+    if (failed(s))
+      throw Error("sharding file, '" + name + "': " + error);
+    overridden[it->first] = *s;
+  }
   // Each state tensor's sharding, decided once for every entry.
   std::vector<DimSharding> stateSharding;
   for (size_t s = 0; s < spec.state.size(); ++s) {
@@ -249,9 +310,12 @@ void annotateParallelism(TrainingSpec &spec, const ParallelOptions &options,
     ArrayRef<int64_t> shape(st.initial.shape().data(), st.initial.shape().size());
     int64_t owner = st.kind == StateKind::Parameter ? (int64_t)s : ownerOf(s);
     DimSharding base = DimSharding::replicated(shape.size());
-    if (owner >= 0 && paramArg.count(owner) && tpSplit.count(paramArg[owner]) &&
-        shapeOf(paramArg[owner]) == shape)
-      base = tpSplit[paramArg[owner]];
+    if (owner >= 0 && paramArg.count(owner) && shapeOf(paramArg[owner]) == shape) {
+      if (overridden.count(owner))
+        base = overridden[owner];
+      else if (tpSplit.count(paramArg[owner]))
+        base = tpSplit[paramArg[owner]];
+    }
     bool zeroSplit = (st.kind == StateKind::OptimizerState && options.zero >= 1) ||
                      (st.kind == StateKind::GradAccumulator && options.zero >= 2) ||
                      (st.kind == StateKind::Parameter && options.zero >= 3);

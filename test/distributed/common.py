@@ -24,8 +24,8 @@ def run(cmd, **kw):
     return subprocess.run(cmd, **kw)
 
 
-def compile_training(tcc, model, out, batch, mesh=None, zero=0):
-    cmd = [tcc, "compile", model, "--train", "--batch-size", str(batch), "-o", out]
+def compile_training(tcc, model, out, batch, mesh=None, zero=0, extra=()):
+    cmd = [tcc, "compile", model, "--train", "--batch-size", str(batch), "-o", out, *extra]
     if mesh:
         cmd += ["--mesh", mesh]
     if zero:

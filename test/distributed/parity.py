@@ -26,6 +26,7 @@ def main():
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--lr", default="1e-3")
     p.add_argument("--tolerance", type=float, default=1e-5)
+    p.add_argument("--sharding-file", help="JSON overrides: also run dp=2 with them")
     a = p.parse_args()
     check_prerequisites(a.data)
     os.makedirs(a.work_dir, exist_ok=True)
@@ -35,22 +36,27 @@ def main():
     reference = train(a.tcc, w("single.tcc"), a.data, a.steps, w("single.json"), lr=a.lr)
     failures = []
     print(f"{'strategy':<22} {'ranks':>5} {'max rel. loss diff':>20}")
-    for mesh, zero, ranks in STRATEGIES:
-        name = mesh.replace("=", "").replace(",", "_") + (f"_zero{zero}" if zero else "")
-        compile_training(a.tcc, a.model, w(name + ".tcc"), a.batch, mesh, zero)
+    strategies = [(m, z, r, None) for m, z, r in STRATEGIES]
+    if a.sharding_file:
+        strategies.append(("dp=2", 0, 2, a.sharding_file))
+    for mesh, zero, ranks, overrides in strategies:
+        name = (mesh.replace("=", "").replace(",", "_") + (f"_zero{zero}" if zero else "") +
+                ("_file" if overrides else ""))
+        compile_training(a.tcc, a.model, w(name + ".tcc"), a.batch, mesh, zero,
+                         ["--sharding-file", overrides] if overrides else [])
         losses = train(a.tcc, w(name + ".tcc"), a.data, a.steps, w(name + ".json"), nproc=ranks,
                        lr=a.lr)
         if len(losses) != len(reference):
             failures.append(f"{name}: {len(losses)} losses, expected {len(reference)}")
             continue
         worst = max(abs(x - y) / max(abs(y), 1e-30) for x, y in zip(losses, reference))
-        label = mesh + (f" zero {zero}" if zero else "")
+        label = mesh + (f" zero {zero}" if zero else "") + (" +file" if overrides else "")
         print(f"{label:<22} {ranks:>5} {worst:>20.3g}")
         if worst > a.tolerance:
             failures.append(f"{label}: losses differ by {worst:.3g} relative (> {a.tolerance})")
     if failures:
         sys.exit("FAILED:\n  " + "\n  ".join(failures))
-    print(f"all {len(STRATEGIES)} strategies match the single-process losses over {a.steps} steps")
+    print(f"all {len(strategies)} strategies match the single-process losses over {a.steps} steps")
 
 
 if __name__ == "__main__":

@@ -136,6 +136,8 @@ void shardTraining(TrainingSpec &spec, const TrainingArgs &args,
                    std::vector<CompileReport::Distributed::Collectives> &collectives) {
   ParallelOptions parallel = parseMesh(args.mesh);
   parallel.zero = args.zero;
+  if (!args.shardingFile.empty())
+    parallel.overrides = readShardingFile(args.shardingFile);
   if (parallel.zero && parallel.dp < 2)
     throw Error("--zero " + std::to_string(parallel.zero) + " splits state over the data-parallel "
                 "ranks: give --mesh dp=N with N >= 2");
@@ -220,6 +222,9 @@ CompiledModel compileTrainingModel(const std::string &path, const TrainingArgs &
   context.disableMultithreading();
   TrainingSpec spec = buildTraining(context, model, options);
   std::vector<CompileReport::Distributed::Collectives> collectives;
+  if (args.mesh.empty() && (!args.shardingFile.empty() || args.zero))
+    throw Error(std::string(args.zero ? "--zero" : "--sharding-file") +
+                " applies to distributed training: give --mesh");
   if (!args.mesh.empty())
     shardTraining(spec, args, collectives);
   CompiledModel compiled = compileTraining(spec, compile);

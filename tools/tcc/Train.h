@@ -25,6 +25,7 @@ struct TrainingArgs {
   std::string mesh;      // --mesh dp=N,tp=M: distributed training (tcc/Training/Parallelism.h)
   int zero = 0;          // --zero 1|2|3
   double bucketMb = 25;  // --bucket-mb
+  std::string shardingFile; // --sharding-file
   bool explainSharding = false;
   /// The options above that were given on the command line ("--loss", "--momentum", ...):
   /// with an artifact none may be, and optimizer-specific ones must fit the optimizer.

@@ -209,6 +209,11 @@ void addTrainingArgs(CLI::App *cmd, TrainingCli &cli) {
                       "accumulators) or 3 (+ parameters, gathered where used)")
           ->check(CLI::Range(0, 3)),
       "--zero");
+  add(cmd->add_option("--sharding-file", a.shardingFile,
+                      "JSON object overriding the strategy for single parameters: name -> per-dim "
+                      "lists of mesh axes, e.g. {\"fc1.weight\": [[\"tp\"], []]} (their "
+                      "optimizer state follows)"),
+      "--sharding-file");
   add(cmd->add_option("--bucket-mb", a.bucketMb,
                       "data parallel: gradients ready together are all-reduced in buckets of at "
                       "most this many MiB (default 25, as PyTorch DDP; 0: one all_reduce each), "

@@ -11,6 +11,7 @@
 
 #include "tcc/Training/TrainingSpec.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,9 @@ struct ParallelOptions {
   int64_t bucketBytes = 25 << 20; // gradient buckets (one all_reduce each), PyTorch DDP's size
   int zero = 0;   // 0: state replicated; 1: optimizer state, 2: + gradient accumulators,
                   // 3: + parameters split over dp (gathered where used)
+  /// Per-parameter shardings that override the presets (--sharding-file): parameter name ->
+  /// per dim the mesh axes splitting it. Its optimizer state and accumulators follow it.
+  std::map<std::string, std::vector<std::vector<std::string>>> overrides;
   bool enabled() const { return dp > 1 || tp > 1; }
   /// "dp=2,tp=2", "dp=4 zero=3".
   std::string str() const;
@@ -29,6 +33,11 @@ struct ParallelOptions {
 
 /// Parses "dp=2", "tp=2", "dp=2,tp=2" (axes in any order, each at most once). Throws tcc::Error.
 ParallelOptions parseMesh(const std::string &text);
+
+/// Reads a sharding file: a JSON object mapping parameter names to per-dim lists of mesh axes,
+/// e.g. {"fc1.weight": [["tp"], []], "fc1.bias": [["tp"]]}. Throws tcc::Error naming the
+/// file and the entry.
+std::map<std::string, std::vector<std::vector<std::string>>> readShardingFile(const std::string &path);
 
 /// Sets the mesh on every entry's module and shardings on its @main arguments and results
 /// (state shardings decided once, from train_step, and shared by every entry; eval's outputs
