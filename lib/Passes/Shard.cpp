@@ -391,8 +391,17 @@ private:
     int64_t rank = out.size(), m = rank - 2, n = rank - 1;
     int64_t k = shapeOf(o.getLhs()).back();
     DimSharding r = DimSharding::replicated(rank);
-    // A product is linear in each operand: one pending sum may stay pending.
-    bool lhsPartial = !lhs.partial.empty(), rhsPartial = !rhs.partial.empty() && !lhsPartial;
+    // A product is linear in each operand: one pending sum may stay pending, unless the other
+    // operand is split over the same axes (a partial embedding output meeting a column-split
+    // head): then the sum is reduced first rather than the split undone and the (larger)
+    // product reduced after.
+    auto conflicts = [&](const DimSharding &partialSide, const DimSharding &other) {
+      return llvm::any_of(partialSide.partial, [&](int a) {
+        return llvm::any_of(other.dims, [&](const Axes &d) { return llvm::is_contained(d, a); });
+      });
+    };
+    bool lhsPartial = !lhs.partial.empty() && !conflicts(lhs, rhs);
+    bool rhsPartial = !rhs.partial.empty() && !lhsPartial && !conflicts(rhs, lhs);
     r.partial = lhsPartial ? lhs.partial : rhsPartial ? rhs.partial : Axes{};
     for (int64_t b = 0; b < m; ++b) {
       adopt(mesh, r, b, lhs.dims[b], out[b]);
@@ -487,7 +496,21 @@ private:
     DimSharding r = DimSharding::replicated(out.size());
     r.partial = in[0].partial;
     DimSharding needX = in[0];
-    needX.dims[axis].clear();
+    // A table split along the gathered axis (a vocabulary-parallel embedding) stays split:
+    // each rank looks up the indices in its rows, zeros elsewhere, and the result is the sum
+    // over the split axes (partition() writes the masked lookup).
+    // Not over axes that split the indices: the lookups of a rank's own indices need every
+    // row there (a ZeRO-3 table is gathered before use, as any parameter).
+    Axes tableSplit;
+    if (in[0].partial.empty())
+      for (int a : in[0].dims[axis])
+        if (!in[1].uses(a))
+          tableSplit.push_back(a);
+    if (tableSplit.size() != in[0].dims[axis].size())
+      tableSplit.clear();
+    needX.dims[axis] = tableSplit;
+    for (int a : tableSplit)
+      r.partial.push_back(a);
     DimSharding needI = DimSharding::replicated(idxRank);
     for (int64_t d = 0; d < axis; ++d)
       adopt(mesh, r, d, needX.dims[d], out[d]);
@@ -496,7 +519,7 @@ private:
     for (int64_t d = 0; d < idxRank; ++d)
       if (adopt(mesh, r, axis + d, in[1].dims[d], out[axis + d]))
         needI.dims[d] = r.dims[axis + d];
-    // x keeps only the splits the result took.
+    // x keeps only the splits the result took (and its table split).
     for (int64_t d = 0; d < (int64_t)needX.dims.size(); ++d)
       if (d != axis)
         needX.dims[d] = r.dims[d < axis ? d : d - 1 + idxRank];
@@ -837,6 +860,37 @@ private:
 
 } // namespace
 
+namespace {
+
+/// A gather from this rank's rows of a table split along the gathered axis: indices outside
+/// them look up row 0 and are zeroed, so the sum over the split axes is the whole lookup.
+/// Returns the op whose result replaces the gather's.
+Operation *maskedLookup(OpBuilder &b, GatherOp g, const DimSharding &table, Value x, Value idx,
+                        int64_t rank, MeshAttr mesh, RankedTensorType resultType) {
+  Location loc = g.getLoc();
+  CoreBuilder cb(b, loc);
+  int64_t axis = g.getAxis();
+  ArrayRef<int64_t> whole = shapeOf(g.getX());
+  int64_t offset = table.blockOffset(mesh, whole, axis, rank);
+  int64_t rows = whole[axis] / table.splits(mesh, axis);
+  Value local = cb.sub(idx, cb.scalarLike(idx, (double)offset));
+  Value inside = cb.builder().create<BinaryOp>(
+      loc, BinaryKind::And, cb.compare(CompareKind::Ge, local, cb.scalarLike(local, 0.0)),
+      cb.compare(CompareKind::Lt, local, cb.scalarLike(local, (double)rows)));
+  Value safe = cb.select(inside, local, cb.scalarLike(local, 0.0));
+  Value looked = cb.builder().create<GatherOp>(loc, resultType, x, safe, axis);
+  // The mask broadcast over the result: index dims sit at axis .. axis + rank(idx).
+  SmallVector<int64_t> dims;
+  for (int64_t d = 0; d < CoreBuilder::rankOf(idx); ++d)
+    dims.push_back(axis + d);
+  Value mask = cb.builder().create<BroadcastInDimOp>(
+      loc, RankedTensorType::get(resultType.getShape(), b.getI1Type()), inside, dims);
+  return cb.builder().create<SelectOp>(loc, resultType, mask, looked,
+                                       cb.splat(resultType, 0.0));
+}
+
+} // namespace
+
 func::FuncOp ShardingPlan::partition(int64_t rank, StringRef name, ShardingReport *report) const {
   if (report)
     report->collectives.clear();
@@ -882,7 +936,13 @@ func::FuncOp ShardingPlan::partition(int64_t rank, StringRef name, ShardingRepor
         if (!op.isAncestor(v.getParentBlock()->getParentOp()) && !operands.contains(v))
           operands.map(v, operandIn(v, DimSharding::replicated(shapeOf(v).size()), &op));
     });
-    Operation *clone = b.clone(op, operands);
+    Operation *clone = nullptr;
+    if (auto g = dyn_cast<GatherOp>(op); g && !plan.operands[0].dims[g.getAxis()].empty())
+      clone = maskedLookup(b, g, plan.operands[0], operands.lookup(g.getX()),
+                           operands.lookup(g.getIndices()), rank, mesh_,
+                           p.localType(g.getResult(), values_.find(g.getResult())->second));
+    else
+      clone = b.clone(op, operands);
     for (auto [g, r] : llvm::zip(op.getResults(), clone->getResults())) {
       DimSharding s = values_.find(g)->second;
       r.setType(p.localType(g, s));

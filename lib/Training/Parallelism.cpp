@@ -170,6 +170,13 @@ void findTensorParallelPairs(const llvm::DenseSet<Value> &params, Annotator &a,
     return uses[x].matmul->isBeforeInBlock(uses[y].matmul);
   });
   llvm::DenseSet<Value> assigned;
+  SmallVector<Value> heads; // weights whose output reaches no other weight: the model's head
+  auto split = [&](Value w, int64_t dim) {
+    DimSharding s = DimSharding::replicated(shapeOf(w).size());
+    s.dims[dim] = {a.tpAxis};
+    out[w] = s;
+    assigned.insert(w);
+  };
   for (Value p : ordered) {
     if (assigned.contains(p))
       continue;
@@ -196,19 +203,15 @@ void findTensorParallelPairs(const llvm::DenseSet<Value> &params, Annotator &a,
             work.push_back(r);
       }
     }
-    if (!found)
+    if (!found) {
+      heads.push_back(p);
       continue;
+    }
     Value q = weightOf[found];
     WeightUse uq = uses[q];
     int64_t pOut = u.transposed ? 0 : 1, qIn = uq.transposed ? 1 : 0;
     if (shapeOf(p)[pOut] % tp || shapeOf(q)[qIn] % tp)
       continue;
-    auto split = [&](Value w, int64_t dim) {
-      DimSharding s = DimSharding::replicated(shapeOf(w).size());
-      s.dims[dim] = {a.tpAxis};
-      out[w] = s;
-      assigned.insert(w);
-    };
     split(p, pOut);
     if (!assigned.contains(q))
       split(q, qIn);
@@ -224,6 +227,30 @@ void findTensorParallelPairs(const llvm::DenseSet<Value> &params, Annotator &a,
     a.note("tp: column-parallel " + std::to_string(shapeOf(p)[0]) + "x" +
            std::to_string(shapeOf(p)[1]) + " weight, then row-parallel " +
            std::to_string(shapeOf(q)[0]) + "x" + std::to_string(shapeOf(q)[1]) + " weight");
+  }
+  // The head (the vocabulary projection of a language model, a classifier's last layer): split
+  // by output features, so the logits are split and the loss's log-softmax combines its max and
+  // sum across tp (vocabulary-parallel cross-entropy).
+  for (Value p : heads) {
+    int64_t pOut = uses[p].transposed ? 0 : 1;
+    if (assigned.contains(p) || shapeOf(p)[pOut] % tp)
+      continue;
+    split(p, pOut);
+    a.note("tp: vocabulary-parallel head " + std::to_string(shapeOf(p)[0]) + "x" +
+           std::to_string(shapeOf(p)[1]) + " (split by output features)");
+  }
+  // Embedding tables (gathered along rows): split by rows, each rank looking up its share.
+  for (Value p : params) {
+    if (assigned.contains(p) || shapeOf(p).size() != 2 || shapeOf(p)[0] % tp)
+      continue;
+    if (llvm::any_of(p.getUsers(), [&](Operation *u) {
+          auto g = dyn_cast<GatherOp>(u);
+          return g && g.getX() == p && g.getAxis() == 0;
+        })) {
+      split(p, 0);
+      a.note("tp: vocabulary-parallel embedding " + std::to_string(shapeOf(p)[0]) + "x" +
+             std::to_string(shapeOf(p)[1]) + " (split by rows)");
+    }
   }
 }
 

@@ -253,6 +253,41 @@ func.func @cnn(%x: tensor<4x4x6x6xf32> {tcc.sharding = #tcc.sharding<[[dp], [tp]
   EXPECT_CONTAINS(got, "all_reduce(tp)"); // the input channels' partial sums, and the max
 }
 
+TEST_F(ShardTest, VocabularyParallelEmbeddingAndCrossEntropy) {
+  // The table and the head split by vocabulary over tp, the batch over dp: each rank looks up
+  // the tokens in its rows (the rest zero, summed over tp), and the log-softmax over the split
+  // vocabulary combines its max and its sum across tp.
+  auto f = parse(R"(
+module attributes {tcc.mesh = #tcc.mesh<dp = 2, tp = 2>} {
+func.func @lm(%ids: tensor<4x3xi64> {tcc.sharding = #tcc.sharding<[[dp], []]>},
+              %wte: tensor<8x4xf32> {tcc.sharding = #tcc.sharding<[[tp], []]>},
+              %head: tensor<4x8xf32> {tcc.sharding = #tcc.sharding<[[], [tp]]>}) -> tensor<4x3xf32> {
+  %e = tcc.gather %wte[%ids] axis = 0 : tensor<8x4xf32>, tensor<4x3xi64> -> tensor<4x3x4xf32>
+  %hb = tcc.broadcast_in_dim %head dims = [1, 2] : tensor<4x8xf32> -> tensor<4x4x8xf32>
+  %l = tcc.matmul %e, %hb : tensor<4x3x4xf32>, tensor<4x4x8xf32> -> tensor<4x3x8xf32>
+  %m = tcc.reduce max %l dims = [2] : tensor<4x3x8xf32> -> tensor<4x3xf32>
+  %mb = tcc.broadcast_in_dim %m dims = [0, 1] : tensor<4x3xf32> -> tensor<4x3x8xf32>
+  %d = tcc.binary sub %l, %mb : tensor<4x3x8xf32>
+  %x = tcc.unary exp %d : tensor<4x3x8xf32>
+  %s = tcc.reduce sum %x dims = [2] : tensor<4x3x8xf32> -> tensor<4x3xf32>
+  %ls = tcc.unary log %s : tensor<4x3xf32>
+  return %ls : tensor<4x3xf32>
+}
+}
+)");
+  mlir::func::FuncOp main = f;
+  std::vector<Tensor> inputs;
+  std::vector<int64_t> ids(12);
+  for (int64_t i = 0; i < 12; ++i)
+    ids[i] = (i * 5 + 3) % 8;
+  inputs.push_back(Tensor::fromVector<int64_t>({4, 3}, ids));
+  inputs.push_back(random({8, 4}, DType::F32));
+  inputs.push_back(random({4, 8}, DType::F32));
+  std::string got = kinds(expectShardedEqualsWhole(main, inputs));
+  EXPECT_CONTAINS(got, "all_reduce(tp)");
+  EXPECT_EQ(got.find("all_gather(tp)"), std::string::npos) << got;
+}
+
 //===--- Training steps under every strategy ------------------------------------===//
 
 struct StrategyCase {
