@@ -245,7 +245,7 @@ private:
   std::string rowIllegality(Group &producer, Group &consumer);
   std::string epilogueIllegality(Group &lib, Group &consumer);
   // ---- Step 4 ----
-  void materialize();
+  LogicalResult materialize();
 
   void remark(Operation *op, const Twine &message) {
     if (explain_ && remarked_.insert({op, message.str()}).second)
@@ -842,7 +842,7 @@ void FusionPolicy::fuseHorizontal() {
 
 //===--- Materialisation -----------------------------------------------------------===//
 
-void FusionPolicy::materialize() {
+LogicalResult FusionPolicy::materialize() {
   Block &block = func_.getBody().front();
   Operation *ret = block.getTerminator();
   // Nodes: alive groups and views; edges: producer -> consumer.
@@ -993,8 +993,10 @@ void FusionPolicy::materialize() {
     for (auto [old, now] : llvm::zip(results, fusion.getResults()))
       mapped[old] = now;
   }
-  assert(emitted == nodes.size() && "fusion groups form a cycle");
-  (void)emitted;
+  if (emitted != nodes.size())
+    return func_.emitError("internal: fusion groups depend on each other in a cycle (")
+           << (nodes.size() - emitted) << " of " << nodes.size()
+           << " groups unplaced); please report this model";
   for (OpOperand &operand : ret->getOpOperands())
     operand.set(lookup(operand.get()));
   // The old ops are now unused (constants stay where still used).
@@ -1004,6 +1006,7 @@ void FusionPolicy::materialize() {
     op->dropAllUses();
     op->erase();
   }
+  return success();
 }
 
 LogicalResult FusionPolicy::run() {
@@ -1012,8 +1015,7 @@ LogicalResult FusionPolicy::run() {
   fuseEpilogues();
   fuseRows();
   fuseHorizontal();
-  materialize();
-  return success();
+  return materialize();
 }
 
 struct FusePass : impl::FuseBase<FusePass> {
