@@ -4,6 +4,7 @@
 #include "Pipeline.h"
 
 #include "tcc/Compiler/Compiler.h"
+#include "tcc/Training/CostModel.h"
 #include "tcc/Training/TrainingBuilder.h"
 
 #include <cstdint>
@@ -58,6 +59,21 @@ struct TrainRunArgs {
 };
 
 int runTrain(const TrainRunArgs &run, const TrainingArgs &training, const CompileOptions &compile);
+
+struct PlanArgs {
+  std::string model;            // .onnx
+  LinkModel link;
+  int64_t memoryPerDevice = 0;  // bytes; 0: no limit
+  int devices = 0;              // --search: the ranks to spread over
+  bool search = false;
+  int threads = 1;              // CPU threads of one rank when measuring compute
+  int steps = 20;               // timed steps when measuring compute
+  bool json = false;
+};
+
+/// `tcc plan`: per-rank memory, communication and predicted step time of a mesh and strategy
+/// (tcc/Training/CostModel.h), or with --search the fastest that fits the memory.
+int runPlan(const PlanArgs &plan, const TrainingArgs &training, const CompileOptions &compile);
 
 struct GradArgs {
   std::string model, device = "cpu", outDir;

@@ -678,6 +678,29 @@ int main(int argc, char **argv) {
   gradCmd->add_option("--out-dir", gradOut, "where to write grad_<i>.pb (TensorProto)");
   addCompileArgs(gradCmd, gradCompile);
 
+  PlanArgs plan;
+  TrainingCli planTraining;
+  CompileArgs planCompile;
+  double planBandwidth = 10, planLatency = 5;
+  auto *planCmd = app.add_subcommand(
+      "plan", "Predict per-rank memory, communication and step time of distributed training "
+              "(--mesh, --zero) from the sharded program and one rank's measured compute; with "
+              "--search --devices N, the fastest mesh and strategy that fits the memory");
+  planCmd->add_option("MODEL", plan.model, "ONNX model (.onnx)")->required();
+  planCmd->add_option("--link-bandwidth", planBandwidth,
+                      "GB/s of the link between ranks (alpha-beta model)")->default_val(10);
+  planCmd->add_option("--link-latency", planLatency, "microseconds per message")->default_val(5);
+  planCmd->add_option("--memory-per-device", plan.memoryPerDevice,
+                      "bytes a rank may hold (state, its next value, temporaries); 0: no limit");
+  planCmd->add_flag("--search", plan.search, "try dp x tp meshes and ZeRO stages over --devices");
+  planCmd->add_option("--devices", plan.devices, "ranks to spread over (--search)");
+  planCmd->add_option("--threads", plan.threads, "CPU threads of one rank when measuring")
+      ->default_val(1);
+  planCmd->add_option("--steps", plan.steps, "timed steps when measuring compute")->default_val(20);
+  planCmd->add_flag("--json", plan.json, "print the candidates as a JSON list");
+  addTrainingArgs(planCmd, planTraining);
+  addCompileArgs(planCmd, planCompile);
+
   ModelArgs benchArgs;
   CompileArgs benchCompile;
   BenchArgs bench;
@@ -774,6 +797,12 @@ int main(int argc, char **argv) {
           throw Error("tcc train compiles the model: train with --device cpu, cuda or auto");
       }
       return runTrain(trainRun, trainTraining.args, options);
+    }
+    if (*planCmd) {
+      noteGiven(planTraining);
+      plan.link.bytesPerSecond = planBandwidth * 1e9;
+      plan.link.latencySeconds = planLatency * 1e-6;
+      return runPlan(plan, planTraining.args, compileOptions(planCompile, "cpu"));
     }
     if (*gradCmd) {
       CompileOptions options = compileOptions(gradCompile, "cpu"); // the options checked first
