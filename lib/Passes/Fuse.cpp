@@ -845,6 +845,28 @@ void FusionPolicy::fuseHorizontal() {
 LogicalResult FusionPolicy::materialize() {
   Block &block = func_.getBody().front();
   Operation *ret = block.getTerminator();
+  // A loop group reading a view of a value it computes itself takes the reshape in (an index
+  // remap in its kernel): as a separate view node it would sit between the group and itself.
+  for (Group &g : groups_) {
+    if (!g.alive || g.external)
+      continue;
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (Operation *m : llvm::to_vector(g.members))
+        for (Value v : m->getOperands()) {
+          Operation *d = v.getDefiningOp();
+          if (!d || g.members.contains(d) || status_.lookup(d) != Status::View)
+            continue;
+          Operation *source = d->getOperand(0).getDefiningOp();
+          while (source && !g.members.contains(source) && status_.lookup(source) == Status::View)
+            source = source->getOperand(0).getDefiningOp();
+          if (source && g.members.contains(source)) {
+            g.members.insert(d);
+            changed = true;
+          }
+        }
+    }
+  }
   // Nodes: alive groups and views; edges: producer -> consumer.
   struct Node {
     int group = -1;
