@@ -19,6 +19,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <condition_variable>
 
 namespace tcc::rt {
 
@@ -61,6 +62,48 @@ struct MpiApi {
   }
 };
 
+/// Runs a blocking MPI call that has no non-blocking form (start-up, communicator creation)
+/// under the deadline: if it has not returned by then, this rank reports what it was waiting
+/// for and exits, and mpirun ends the others.
+template <class F> void withDeadline(double seconds, const std::string &what, F &&call) {
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread watchdog([&] {
+    std::unique_lock<std::mutex> lock(m);
+    if (!cv.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return done; })) {
+      std::fprintf(stderr,
+                   "tcc: error: %s did not complete within %g s: a rank died or hung before it; "
+                   "ending this rank\n",
+                   what.c_str(), seconds);
+      std::fflush(stderr);
+      std::_Exit(3);
+    }
+  });
+  try {
+    call();
+  } catch (...) {
+    {
+      std::lock_guard<std::mutex> lock(m);
+      done = true;
+    }
+    cv.notify_all();
+    watchdog.join();
+    throw;
+  }
+  {
+    std::lock_guard<std::mutex> lock(m);
+    done = true;
+  }
+  cv.notify_all();
+  watchdog.join();
+}
+
+double startupDeadline() {
+  const char *t = std::getenv("TCC_COLLECTIVE_TIMEOUT");
+  return t && std::atof(t) > 0 ? std::atof(t) : 300;
+}
+
 void check(int rc, const char *call) {
   if (rc != 0)
     throw Error(std::string(call) + " failed with MPI error " + std::to_string(rc));
@@ -72,7 +115,8 @@ public:
     int initialized = 0;
     check(mpi.Initialized(&initialized), "MPI_Initialized");
     if (!initialized) {
-      check(mpi.Init(nullptr, nullptr), "MPI_Init");
+      withDeadline(startupDeadline(), "MPI start-up (MPI_Init)",
+                   [&] { check(mpi.Init(nullptr, nullptr), "MPI_Init"); });
       std::atexit([] {
         if (auto *self = instance) {
           int finalized = 0;
@@ -222,7 +266,9 @@ private:
         position = (int)i;
     int color = *std::min_element(group.begin(), group.end());
     Handle c = nullptr;
-    check(mpi.Comm_split(mpi.commWorld, color, position, &c), "MPI_Comm_split");
+    withDeadline(deadlineSeconds_, "rank " + std::to_string(rank_) + ": making the communicator of group " +
+                                       std::to_string(color) + " (MPI_Comm_split)",
+                 [&] { check(mpi.Comm_split(mpi.commWorld, color, position, &c), "MPI_Comm_split"); });
     return comms[group] = c;
   }
 

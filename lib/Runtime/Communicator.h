@@ -8,7 +8,9 @@
 // Every collective has a deadline (TCC_COLLECTIVE_TIMEOUT seconds, 300 by default, or
 // setDeadline): it is started non-blocking and polled; when the deadline passes, the rank
 // prints which collective, step and group it was waiting on and aborts the whole job
-// (MPI_Abort), so a dead or hung rank ends every rank with a non-zero exit, never a hang.
+// (MPI_Abort), so a dead or hung rank ends every rank with a non-zero exit, never a hang. The
+// blocking calls MPI offers no other form of (MPI_Init, MPI_Comm_split) run under a watchdog
+// with the same deadline that ends the rank, and mpirun the job.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
