@@ -665,9 +665,16 @@ public:
     if (from == to)
       return local;
     auto key = std::make_pair(global.getAsOpaquePointer(), to.str(mesh));
+    // A resharded value is reused by later consumers, except a gathered parameter (a function
+    // argument) far from where it was gathered: as FSDP does, it is gathered again (for the
+    // backward pass) rather than kept whole in between, so a ZeRO-3 rank holds about one
+    // gathered layer at a time.
     auto cached = cache.find(key);
-    if (cached != cache.end())
+    if (cached != cache.end() &&
+        (!isa<BlockArgument>(global) || !cacheUser.count(key) ||
+         userIndex(user) - cacheUser[key] <= kRegatherDistance))
       return cached->second;
+    cacheUser[key] = userIndex(user);
     ArrayRef<int64_t> shape = shapeOf(global);
     Location loc = user->getLoc();
     // A broadcast is recomputed in the target sharding from its (smaller) operand rather than
@@ -853,6 +860,17 @@ private:
   const IRMapping &localValues;
   const llvm::DenseMap<Value, DimSharding> &shardings;
   std::map<std::pair<void *, std::string>, Value> cache;
+  /// For gathered arguments: the position (in the original function) of the op that made the
+  /// cached value; more than kRegatherDistance ops later it is gathered again.
+  static constexpr int64_t kRegatherDistance = 64;
+  std::map<std::pair<void *, std::string>, int64_t> cacheUser;
+  llvm::DenseMap<Operation *, int64_t> positions;
+  int64_t userIndex(Operation *user) {
+    if (positions.empty())
+      for (auto [i, op] : llvm::enumerate(*user->getBlock()))
+        positions[&op] = i;
+    return positions.lookup(user);
+  }
   /// Reductions of a value's pending sums, by the split its consumer wanted: the reduced value
   /// and its sharding.
   std::map<std::pair<void *, std::string>, std::pair<Value, DimSharding>> reducedCache;
