@@ -485,8 +485,9 @@ LogicalResult BroadcastOp::verify() {
   int64_t n;
   if (failed(verifyAxes(*this, getAxes(), n)))
     return failure();
-  if (getRoot() < 0 || getRoot() >= n)
-    return emitOpError() << "root " << getRoot() << " is outside the group of " << n << " ranks";
+  int64_t root = static_cast<int64_t>(getRoot());
+  if (root < 0 || root >= n)
+    return emitOpError() << "root " << root << " is outside the group of " << n << " ranks";
   return success();
 }
 

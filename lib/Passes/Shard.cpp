@@ -181,7 +181,7 @@ public:
           ArrayRef<int64_t> shape = shapeOf(o.getResult());
           for (const DimSharding &s : in)
             for (int64_t d = 0; d < rank; ++d)
-              if (d != o.getAxis())
+              if (d != static_cast<int64_t>(o.getAxis()))
                 adopt(mesh, r, d, s.dims[d], shape[d]);
           plan.operands.assign(in.size(), r);
           plan.results = {r};
@@ -1040,7 +1040,6 @@ void bucketAllReduces(func::FuncOp fn, int64_t capBytes, ShardingReport *report)
     currentBytes += bytesOf(ar);
   }
   close();
-  MLIRContext *ctx = fn.getContext();
   std::vector<CollectiveRecord> merged;
   std::set<int64_t> replaced;
   for (auto &bucket : buckets) {
@@ -1096,7 +1095,6 @@ void bucketAllReduces(func::FuncOp fn, int64_t capBytes, ShardingReport *report)
     report->collectives = std::move(kept);
   }
   fn.walk([&](AllReduceOp op) { op->removeAttr(kRecordAttr); });
-  (void)ctx;
 }
 
 //===--- -tcc-shard ------------------------------------------------------------===//
