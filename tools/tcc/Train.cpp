@@ -251,6 +251,9 @@ struct Position {
     int64_t epoch;
     double trainLoss, testLoss, testAccuracy, seconds;
     uint64_t steps;
+    /// This process's host allocator peak at the epoch's end (for --metrics; not checkpointed:
+    /// 0 for epochs of a resumed run's history).
+    uint64_t hostPeakBytes = 0;
   };
   std::vector<Epoch> history; // completed epochs
 
@@ -334,7 +337,8 @@ std::string metricsJson(const std::vector<Position::Epoch> &history) {
          ", \"train_loss\": " + jsonNumber(e.trainLoss) + ", \"test_loss\": " +
          jsonNumber(e.testLoss) + ", \"test_accuracy\": " + jsonNumber(e.testAccuracy) +
          ", \"seconds\": " + jsonNumber(e.seconds) + ", \"steps\": " + std::to_string(e.steps) +
-         "}";
+         ", \"host_peak_bytes\": " +
+         (e.hostPeakBytes ? std::to_string(e.hostPeakBytes) : std::string("null")) + "}";
   }
   return s + "\n]\n";
 }
@@ -734,9 +738,12 @@ int runTrain(const TrainRunArgs &run, const TrainingArgs &training, const Compil
     auto [testLoss, testAccuracy] = evaluate(trainer, data.test, testLabels, batchSize);
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    tccrt_allocator_stats memory{};
+    tccrt_allocator_get_stats(&memory);
     Position::Epoch e{pos.epoch + 1,
                       lossSum / std::max<size_t>(pos.stepLosses.size() - epochFirstLoss, 1),
-                      testLoss, testAccuracy, seconds, trainer.steps()};
+                      testLoss, testAccuracy, seconds, trainer.steps(),
+                      memory.peak_allocated_bytes};
     char summary[160];
     if (classification)
       snprintf(summary, sizeof summary, "test loss %.4f  accuracy %.2f%%", testLoss,

@@ -643,7 +643,8 @@ int main(int argc, char **argv) {
   trainCmd->add_flag("--no-shuffle", noShuffle, "visit the training samples in file order");
   trainCmd->add_option("--metrics", trainRun.metricsPath,
                        "write a JSON list, one object per epoch: epoch, train_loss, test_loss, "
-                       "test_accuracy (0..1, null for mse), seconds, steps");
+                       "test_accuracy (0..1, null for mse), seconds, steps, host_peak_bytes (this "
+                       "process's host allocator peak; rank 0's in a distributed run)");
   trainCmd->add_option("--step-log", trainRun.stepLogPath,
                        "write every micro-batch's training loss as a JSON list");
   trainCmd->add_option("--save-model", trainRun.saveModelPath,
