@@ -21,6 +21,7 @@
 #include <random>
 
 using namespace tcc;
+using tcc::test::values;
 
 namespace {
 
@@ -44,13 +45,6 @@ protected:
     for (double &x : v)
       x = d(rng);
     return Tensor::fromVector<double>(shape, v);
-  }
-
-  static std::vector<double> values(const Tensor &t) {
-    std::vector<double> v;
-    for (int64_t i = 0; i < t.numElements(); ++i)
-      v.push_back(t.getDouble(i));
-    return v;
   }
 
   mlir::MLIRContext ctx;

@@ -7,6 +7,8 @@
 // non-smooth ops; the tie rules themselves are tested with exact expected gradients.
 //
 //===----------------------------------------------------------------------===//
+#include "TestSupport.h"
+
 #include "tcc/IR/CoreBuilder.h"
 #include "tcc/IR/TccDialect.h"
 #include "tcc/Interp/Interpreter.h"
@@ -25,6 +27,7 @@
 #include <random>
 
 using namespace tcc;
+using tcc::test::values;
 using mlir::Value;
 using mlir::ValueRange;
 
@@ -179,13 +182,6 @@ protected:
     });
     EXPECT_TRUE(mlir::failed(build(inputs, body)));
     return text;
-  }
-
-  static std::vector<double> values(const Tensor &t) {
-    std::vector<double> v;
-    for (int64_t i = 0; i < t.numElements(); ++i)
-      v.push_back(t.getDouble(i));
-    return v;
   }
 
   mlir::MLIRContext ctx;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 namespace tcc::test {
 
@@ -19,6 +20,14 @@ template <class F> std::string errorOf(F &&f) {
   }
   ADD_FAILURE() << "expected a tcc::Error";
   return "";
+}
+
+/// Every element of `t` as a double, in row-major order (for EXPECT_EQ on whole tensors).
+inline std::vector<double> values(const Tensor &t) {
+  std::vector<double> v;
+  for (int64_t i = 0; i < t.numElements(); ++i)
+    v.push_back(t.getDouble(i));
+  return v;
 }
 
 } // namespace tcc::test
