@@ -1,5 +1,6 @@
 //===- TccDistributed.cpp - Meshes, shardings and collective ops -------------===//
 #include "tcc/IR/Sharding.h"
+#include "tcc/Support/MeshGeometry.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -141,40 +142,26 @@ MeshAttr meshOf(Operation *op) {
   return {};
 }
 
+namespace {
+std::vector<int64_t> sizesOf(MeshAttr mesh) {
+  return std::vector<int64_t>(mesh.getSizes().begin(), mesh.getSizes().end());
+}
+} // namespace
+
 SmallVector<int64_t> meshCoordinates(MeshAttr mesh, int64_t rank) {
-  ArrayRef<int64_t> sizes = mesh.getSizes();
-  SmallVector<int64_t> coords(sizes.size());
-  for (int i = (int)sizes.size() - 1; i >= 0; --i) {
-    coords[i] = rank % sizes[i];
-    rank /= sizes[i];
-  }
-  return coords;
+  std::vector<int64_t> coords = mesh::coordinates(sizesOf(mesh), rank);
+  return SmallVector<int64_t>(coords.begin(), coords.end());
 }
 
 int64_t rankAt(MeshAttr mesh, ArrayRef<int64_t> coords) {
-  int64_t rank = 0;
-  for (auto [c, size] : llvm::zip(coords, mesh.getSizes()))
-    rank = rank * size + c;
-  return rank;
+  return mesh::rankAt(sizesOf(mesh), std::vector<int64_t>(coords.begin(), coords.end()));
 }
 
 CollectiveGroup collectiveGroup(MeshAttr mesh, ArrayRef<int> axes, int64_t rank) {
-  SmallVector<int64_t> coords = meshCoordinates(mesh, rank);
   CollectiveGroup group;
-  int64_t size = 1;
-  for (int a : axes) {
-    group.position = group.position * mesh.getSizes()[a] + coords[a];
-    size *= mesh.getSizes()[a];
-  }
-  for (int64_t p = 0; p < size; ++p) {
-    SmallVector<int64_t> c = coords;
-    int64_t rest = p;
-    for (int a : llvm::reverse(axes)) {
-      c[a] = rest % mesh.getSizes()[a];
-      rest /= mesh.getSizes()[a];
-    }
-    group.ranks.push_back(rankAt(mesh, c));
-  }
+  std::vector<int64_t> ranks = mesh::groupRanks(sizesOf(mesh), axes, rank);
+  group.ranks.assign(ranks.begin(), ranks.end());
+  group.position = mesh::positionOver(sizesOf(mesh), axes, rank);
   return group;
 }
 
@@ -224,11 +211,7 @@ SmallVector<int64_t> DimSharding::localShape(MeshAttr mesh, ArrayRef<int64_t> gl
 
 int64_t DimSharding::blockOffset(MeshAttr mesh, ArrayRef<int64_t> global, int64_t d,
                                  int64_t rank) const {
-  SmallVector<int64_t> coords = meshCoordinates(mesh, rank);
-  int64_t block = 0;
-  for (int a : dims[d])
-    block = block * mesh.getSizes()[a] + coords[a];
-  return block * (global[d] / splits(mesh, d));
+  return mesh::positionOver(sizesOf(mesh), dims[d], rank) * (global[d] / splits(mesh, d));
 }
 
 ShardingAttr DimSharding::toAttr(MeshAttr mesh) const {

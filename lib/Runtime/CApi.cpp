@@ -7,6 +7,7 @@
 #include "Program.h"
 #include "Trainer.h"
 #include "tcc/Runtime/tccrt.h"
+#include "tcc/Support/MeshGeometry.h"
 
 #include <cstdio>
 #include <fstream>
@@ -362,10 +363,7 @@ int tccrt_trainer_data_position(const tccrt_trainer *trainer) {
   int axis = dataAxis(t);
   if (axis < 0)
     return 0;
-  int64_t rest = t.rank;
-  for (int i = (int)t.meshSizes.size() - 1; i > axis; --i)
-    rest /= t.meshSizes[i];
-  return (int)(rest % t.meshSizes[axis]);
+  return (int)tcc::mesh::coordinates(t.meshSizes, t.rank)[axis];
 }
 
 size_t tccrt_trainer_num_eval_outputs(const tccrt_trainer *trainer) {

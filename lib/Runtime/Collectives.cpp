@@ -2,6 +2,7 @@
 #include "Collectives.h"
 #include "DType.h"
 #include "Program.h"
+#include "tcc/Support/MeshGeometry.h"
 
 #include <cstring>
 #include <numeric>
@@ -55,29 +56,8 @@ std::string collectiveName(const CollectiveStep &s) {
 
 std::vector<int> collectiveGroup(const std::vector<int64_t> &mesh, const std::vector<uint8_t> &axes,
                                  int rank) {
-  std::vector<int64_t> coords(mesh.size());
-  int64_t rest = rank;
-  for (size_t i = mesh.size(); i-- > 0;) {
-    coords[i] = rest % mesh[i];
-    rest /= mesh[i];
-  }
-  int64_t size = 1;
-  for (uint8_t a : axes)
-    size *= mesh[a];
-  std::vector<int> group;
-  for (int64_t p = 0; p < size; ++p) {
-    std::vector<int64_t> c = coords;
-    int64_t r = p;
-    for (size_t i = axes.size(); i-- > 0;) {
-      c[axes[i]] = r % mesh[axes[i]];
-      r /= mesh[axes[i]];
-    }
-    int64_t world = 0;
-    for (size_t i = 0; i < mesh.size(); ++i)
-      world = world * mesh[i] + c[i];
-    group.push_back(static_cast<int>(world));
-  }
-  return group;
+  std::vector<int64_t> ranks = tcc::mesh::groupRanks(mesh, axes, rank);
+  return std::vector<int>(ranks.begin(), ranks.end());
 }
 
 void checkCollective(CollectiveStep &s, const std::vector<int64_t> &mesh) {
@@ -240,19 +220,9 @@ std::vector<int64_t> blockOffset(const std::vector<int64_t> &shape,
                                  const std::vector<std::vector<uint8_t>> &splits,
                                  const std::vector<int64_t> &mesh, int rank) {
   std::vector<int64_t> local = blockShape(shape, splits, mesh);
-  std::vector<int64_t> coords(mesh.size());
-  int64_t rest = rank;
-  for (size_t i = mesh.size(); i-- > 0;) {
-    coords[i] = rest % mesh[i];
-    rest /= mesh[i];
-  }
   std::vector<int64_t> offset(shape.size(), 0);
-  for (size_t d = 0; d < splits.size() && d < shape.size(); ++d) {
-    int64_t block = 0;
-    for (uint8_t a : splits[d])
-      block = block * mesh[a] + coords[a];
-    offset[d] = block * local[d];
-  }
+  for (size_t d = 0; d < splits.size() && d < shape.size(); ++d)
+    offset[d] = tcc::mesh::positionOver(mesh, splits[d], rank) * local[d];
   return offset;
 }
 
