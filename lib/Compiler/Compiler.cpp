@@ -549,6 +549,8 @@ CompiledModel compileTraining(TrainingSpec &spec, const CompileOptions &options)
                               kernelsAfter - kernelsBefore[i],
                               stats[i].launches, stats[i].arenaBytes});
   }
+  for (const StateSpec &st : spec.state)
+    report.stateBytes += numElements(localStateShape(spec, st)) * dtypeSize(st.initial.dtype());
   if (!spec.meshSizes.empty()) {
     CompileReport::Distributed d;
     d.ranks = 1;

@@ -46,13 +46,7 @@ double measureStep(const std::vector<uint8_t> &artifact, int threads, int steps)
   tccrt::Program program = tccrt::Program::fromBuffer(artifact.data(), artifact.size(), threads);
   tccrt::Trainer trainer(program, 0);
   std::vector<tccrt::Tensor> batch = trainer.makeBatch();
-  int64_t classes = 0;
-  if (auto config = llvm::json::parse(program.trainingConfig())) {
-    if (const llvm::json::Object *o = config->getAsObject())
-      classes = o->getInteger("classes").value_or(0);
-  } else {
-    llvm::consumeError(config.takeError());
-  }
+  int64_t classes = configClasses(program);
   for (size_t i = 0; i < batch.size(); ++i) {
     tccrt::Tensor &t = batch[i];
     bool labels = i + 1 == batch.size();
@@ -131,9 +125,9 @@ int runPlan(const PlanArgs &plan, const TrainingArgs &trainingIn, const CompileO
       for (const CompileReport::Entry &e : compiled.report.entries)
         if (e.name == "train_step" || e.name == "train_step/rank0")
           c.arenaBytes = e.arenaBytes;
+      c.stateBytes = compiled.report.stateBytes;
       if (compiled.report.distributed) {
         const auto &d = *compiled.report.distributed;
-        c.stateBytes = d.parameterBytes + d.optimizerBytes + d.accumulatorBytes + d.bufferBytes;
         ParallelOptions mesh = parseMesh(c.mesh);
         for (const auto &col : d.collectives) {
           if (col.entry != "train_step")
@@ -147,8 +141,6 @@ int runPlan(const PlanArgs &plan, const TrainingArgs &trainingIn, const CompileO
           c.wireBytes += col.wireBytes;
           c.commSeconds += collectiveSeconds(col.kind, ranks, col.count, col.bytes, plan.link);
         }
-      } else {
-        c.stateBytes = compiled.report.constantBytes; // one process: no split state
       }
       // Current and next state (the trainer double-buffers what a step updates) + temporaries.
       c.memoryBytes = 2 * c.stateBytes + c.arenaBytes;
@@ -161,8 +153,6 @@ int runPlan(const PlanArgs &plan, const TrainingArgs &trainingIn, const CompileO
         single.batchSize = local;
         CompiledModel one = compileTrainingModel(plan.model, single, compile);
         computeByLocalBatch[local] = measureStep(one.artifact, plan.threads, plan.steps);
-        if (c.mesh.empty())
-          c.stateBytes = 0;
       }
       c.computeSeconds = computeByLocalBatch[local] / c.tp;
       c.ok = true;

@@ -146,7 +146,14 @@ void shardTraining(TrainingSpec &spec, const TrainingArgs &args,
   std::vector<std::pair<std::string, ShardingReport>> reports;
   parallel.bucketBytes = static_cast<int64_t>(args.bucketMb * (1 << 20));
   partitionTraining(spec, parallel, &reports);
+  std::ostream &os = std::cerr;
+  if (args.explainSharding) {
+    os << "sharding: " << parallel.str() << "\n";
+    for (const std::string &n : notes)
+      os << "  " << n << "\n";
+  }
   for (const auto &[entry, report] : reports) {
+    // Per step, by kind and axes: what the report records and the explanation totals.
     std::map<std::pair<std::string, std::string>, CompileReport::Distributed::Collectives> byKind;
     for (const CollectiveRecord &c : report.collectives) {
       auto &k = byKind[{c.kind, c.axes}];
@@ -159,29 +166,18 @@ void shardTraining(TrainingSpec &spec, const TrainingArgs &args,
     }
     for (auto &[key, k] : byKind)
       collectives.push_back(k);
-  }
-  if (!args.explainSharding)
-    return;
-  std::ostream &os = std::cerr;
-  os << "sharding: " << parallel.str() << "\n";
-  for (const std::string &n : notes)
-    os << "  " << n << "\n";
-  for (const auto &[entry, report] : reports) {
+    if (!args.explainSharding)
+      continue;
     os << "entry " << entry << ": propagation\n";
     for (const std::string &d : report.decisions)
       os << "  " << d << "\n";
-    std::map<std::string, std::pair<int64_t, int64_t>> totals; // kind -> (count, bytes)
     os << "entry " << entry << ": collectives of rank 0 (bytes one rank contributes per step)\n";
-    for (const CollectiveRecord &c : report.collectives) {
+    for (const CollectiveRecord &c : report.collectives)
       os << "  " << c.kind << " over " << c.axes << ": " << c.bytes << " bytes (sends "
          << c.wireBytes << "), " << c.value << "\n";
-      auto &t = totals[c.kind + " over " + c.axes];
-      t.first += 1;
-      t.second += c.wireBytes;
-    }
-    for (const auto &[kind, t] : totals)
-      os << "  total " << kind << ": " << t.first << " collectives, a rank sends " << t.second
-         << " bytes (ring algorithms)\n";
+    for (const auto &[key, k] : byKind)
+      os << "  total " << k.kind << " over " << k.axes << ": " << k.count
+         << " collectives, a rank sends " << k.wireBytes << " bytes (ring algorithms)\n";
   }
 }
 
@@ -403,18 +399,6 @@ std::pair<double, double> evaluate(tccrt::Trainer &trainer, const Dataset &test,
           classification && counted ? (double)correct / counted : NAN};
 }
 
-/// Cross-entropy's class count from the artifact's training config (0 if it does not say:
-/// artifacts from before the field existed, or other losses).
-int64_t configClasses(const tccrt::Program &program) {
-  llvm::Expected<llvm::json::Value> config = llvm::json::parse(program.trainingConfig());
-  if (!config) {
-    llvm::consumeError(config.takeError());
-    return 0;
-  }
-  const llvm::json::Object *object = config->getAsObject();
-  std::optional<int64_t> classes = object ? object->getInteger("classes") : std::nullopt;
-  return classes.value_or(0);
-}
 
 /// Checks that `data` fits the trainer's batch tensors and that class labels lie in
 /// [0, classes) (`classes` 0: unknown, only negatives are caught); returns the labels converted
@@ -766,6 +750,19 @@ int runTrain(const TrainRunArgs &run, const TrainingArgs &training, const Compil
   if (!run.saveModelPath.empty())
     saveModel(run.model, run.saveModelPath, trainer);
   return 0;
+}
+
+/// Cross-entropy's class count from the artifact's training config (0 if it does not say:
+/// artifacts from before the field existed, or other losses).
+int64_t configClasses(const tccrt::Program &program) {
+  llvm::Expected<llvm::json::Value> config = llvm::json::parse(program.trainingConfig());
+  if (!config) {
+    llvm::consumeError(config.takeError());
+    return 0;
+  }
+  const llvm::json::Object *object = config->getAsObject();
+  std::optional<int64_t> classes = object ? object->getInteger("classes") : std::nullopt;
+  return classes.value_or(0);
 }
 
 } // namespace tcc

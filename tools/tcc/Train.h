@@ -11,6 +11,10 @@
 #include <string>
 #include <vector>
 
+namespace tccrt {
+class Program;
+}
+
 namespace tcc {
 
 /// The loss/optimizer options of `tcc compile --train` and `tcc train`, as given.
@@ -70,6 +74,9 @@ struct PlanArgs {
   int steps = 20;               // timed steps when measuring compute
   bool json = false;
 };
+
+/// Cross-entropy's class count from a training artifact's config (0 when it does not say).
+int64_t configClasses(const tccrt::Program &program);
 
 /// `tcc plan`: per-rank memory, communication and predicted step time of a mesh and strategy
 /// (tcc/Training/CostModel.h), or with --search the fastest that fits the memory.

@@ -50,6 +50,7 @@ struct CompileReport {
   uint64_t arenaBytes = 0;     // temporaries, after memory planning
   uint64_t unplannedBytes = 0; // what the temporaries would take without sharing
   uint64_t constantBytes = 0;
+  uint64_t stateBytes = 0;     // training artifacts: the state one rank holds (all of it in one process)
   uint64_t artifactBytes = 0;
   size_t cacheHits = 0;        // kernels whose object came from the disk cache
   double compileSeconds = 0;   // whole compile (set by the caller if it includes loading)
