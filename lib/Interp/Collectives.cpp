@@ -42,13 +42,6 @@ CollectiveGroup groupOf(Operation *op, ArrayAttr axes, CollectiveTransport *tran
   return collectiveGroup(mesh, meshAxes(op, axes), transport ? transport->rank() : 0);
 }
 
-std::string describe(Operation *op) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  os << "'" << op->getName() << "' at " << op->getLoc();
-  return s;
-}
-
 Tensor combine(CollectiveReduceKind kind, const std::vector<Tensor> &parts) {
   namespace k = kernels;
   k::BinaryKind op = kind == CollectiveReduceKind::Max   ? k::BinaryKind::Max
@@ -86,7 +79,7 @@ bool needsTransport(Operation *op) { return isCollective(op) || isa<AxisIndexOp>
 
 std::vector<Tensor> evaluateCollective(Operation *op, const std::vector<Tensor> &in,
                                        CollectiveTransport *transport) {
-  std::string what = describe(op);
+  std::string what = describeOp(op);
   // Exchanges `mine` within the group over `axes`; a group of one needs no transport.
   auto exchange = [&](ArrayAttr axes, const Tensor &mine, CollectiveGroup &group) {
     group = groupOf(op, axes, transport);

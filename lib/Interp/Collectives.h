@@ -5,6 +5,9 @@
 
 namespace tcc {
 
+/// "'tcc.op' at loc(...)": how interpreter errors name an op (Interpreter.cpp).
+std::string describeOp(mlir::Operation *op);
+
 /// Whether the interpreter evaluates `op` with evaluateCollective (collectives, axis_index).
 bool needsTransport(mlir::Operation *op);
 

@@ -211,12 +211,6 @@ std::vector<Tensor> evaluate(Operation *op, const std::vector<Tensor> &in) {
       });
 }
 
-std::string describe(Operation *op) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  os << "'" << op->getName() << "' at " << op->getLoc();
-  return s;
-}
 
 /// Evaluates the ops of `block` with `env` holding the values defined outside it; returns the
 /// operands of its terminator.
@@ -270,7 +264,7 @@ private:
     } catch (const Error &e) {
       if (llvm::StringRef(e.what()).starts_with("in '"))
         throw; // already located (an op inside a region)
-      throw Error("in " + describe(op) + ": " + e.what());
+      throw Error("in " + describeOp(op) + ": " + e.what());
     }
   }
 
@@ -316,6 +310,13 @@ private:
 };
 
 } // namespace
+
+std::string describeOp(Operation *op) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << "'" << op->getName() << "' at " << op->getLoc();
+  return s;
+}
 
 std::vector<Tensor> evaluateOp(Operation *op, const std::vector<Tensor> &operands) {
   return evaluate(op, operands);
