@@ -474,8 +474,10 @@ template <class E> void runGemmCase(const GemmCase &g, bool graph) {
       }
   }
   // f16/bf16: one rounding of the f32 result (half an ulp: 2^-11, 2^-8); f32: a few ulps (a
-  // real GPU's GELU may differ a little more than the fake's).
-  double tol = sizeof(E) == 8                                       ? 1e-12
+  // real GPU's GELU may differ a little more than the fake's); f64: cuBLASLt's GELU is good to
+  // about 1e-9 relative on an H100 (tcc's compiler keeps f64 GELUs out of the epilogue).
+  bool realGelu = !onFakeDriver() && g.act == fb::GemmActivation_GeluTanh;
+  double tol = sizeof(E) == 8                                       ? (realGelu ? 1e-8 : 1e-12)
                : std::is_same_v<E, F16>                             ? 1e-3
                : std::is_same_v<E, BF16>                            ? 8e-3
                : onFakeDriver() || g.act == fb::GemmActivation_None ? 2e-6

@@ -66,6 +66,38 @@ func.func @linear_gelu_tanh(%x: tensor<4x16xf32>, %w: tensor<16x8xf32>, %bias: t
 
 // -----
 
+// In f64 cuBLASLt's GELU is not exact to f64 precision: the bias goes into the epilogue, the
+// GELU stays in a kernel.
+// CHECK-LABEL: func.func @linear_gelu_tanh_f64(
+// CHECK-NEXT:    tk.gemm %arg0, %arg1, %arg3 bias(%arg2 : memref<8xf64>) : memref<4x16xf64>, memref<16x8xf64>, memref<4x8xf64>
+// CHECK-NEXT:    tk.launch @k0_gemm_epilogue(%arg3)
+// EXPLAIN: remark: bias fused into the cuBLASLt epilogue
+func.func @linear_gelu_tanh_f64(%x: tensor<4x16xf64>, %w: tensor<16x8xf64>, %bias: tensor<8xf64>) -> tensor<4x8xf64> {
+  %y = tcc.matmul %x, %w : tensor<4x16xf64>, tensor<16x8xf64> -> tensor<4x8xf64>
+  %bb = tcc.broadcast_in_dim %bias dims = [1] : tensor<8xf64> -> tensor<4x8xf64>
+  %v = tcc.binary add %bb, %y : tensor<4x8xf64>
+  %c0 = tcc.constant dense<0.5> : tensor<f64>
+  %half = tcc.broadcast_in_dim %c0 dims = [] : tensor<f64> -> tensor<4x8xf64>
+  %c1 = tcc.constant dense<1.0> : tensor<f64>
+  %one = tcc.broadcast_in_dim %c1 dims = [] : tensor<f64> -> tensor<4x8xf64>
+  %c2 = tcc.constant dense<0.7978845608028654> : tensor<f64>
+  %s = tcc.broadcast_in_dim %c2 dims = [] : tensor<f64> -> tensor<4x8xf64>
+  %c3 = tcc.constant dense<0.044715> : tensor<f64>
+  %k = tcc.broadcast_in_dim %c3 dims = [] : tensor<f64> -> tensor<4x8xf64>
+  %xx = tcc.binary mul %v, %v : tensor<4x8xf64>
+  %xxx = tcc.binary mul %v, %xx : tensor<4x8xf64>
+  %kx3 = tcc.binary mul %k, %xxx : tensor<4x8xf64>
+  %sum = tcc.binary add %v, %kx3 : tensor<4x8xf64>
+  %inner = tcc.binary mul %s, %sum : tensor<4x8xf64>
+  %t = tcc.unary tanh %inner : tensor<4x8xf64>
+  %onePlus = tcc.binary add %one, %t : tensor<4x8xf64>
+  %hx = tcc.binary mul %half, %v : tensor<4x8xf64>
+  %g = tcc.binary mul %hx, %onePlus : tensor<4x8xf64>
+  return %g : tensor<4x8xf64>
+}
+
+// -----
+
 // The tanh GELU as PyTorch decomposes it (other factor orders, x^3 as pow(x, 3)), no bias: the
 // activation alone.
 // CHECK-LABEL: func.func @gelu_tanh_pow(
