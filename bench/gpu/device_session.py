@@ -200,6 +200,9 @@ class Session:
         self.device = self.manifest["device"]  # "cuda" (a GPU bundle) or "cpu" (--cpu-check)
         self.rt_env = dict(os.environ)
         self.rt_env["LD_LIBRARY_PATH"] = os.environ.get("TCCRT_LIBRARY_PATH", str(self.bundle / "lib"))
+        nccl = find_nccl()
+        if nccl and "TCC_NCCL_LIBRARY" not in self.rt_env:
+            self.rt_env["TCC_NCCL_LIBRARY"] = nccl
         self.tccrt_run = self.bundle / "bin" / "tccrt-run"
         self.sections: dict[str, dict] = {}
         self.rows: list[dict] = []  # the table
@@ -269,6 +272,7 @@ class Session:
         info["host"] = platform.node()
         info["bundle"] = {k: self.manifest.get(k) for k in ("created", "git", "device", "arch", "bundle_bytes")}
         info["python"] = sys.version.split()[0]
+        info["nccl_library"] = self.rt_env.get("TCC_NCCL_LIBRARY", "not found")
         p = subprocess.run([str(self.tccrt_run), "--device-available", self.device], capture_output=True,
                            text=True, env=self.rt_env)
         info["tccrt_device"] = (p.stdout.strip() or p.stderr.strip())
@@ -367,6 +371,14 @@ class Session:
                             r["passed"] += 1
             else:
                 r["error"] = (p.stderr.strip().splitlines() or ["no JSON written"])[-1]
+            # NCCL bandwidth lines of CudaCollectives.NcclOneRankAllReduceBandwidth.
+            for m in re.finditer(r"\[nccl\] all_reduce f32 (\d+) MiB, 1 rank: ([\d.]+) ms each, algbw ([\d.]+) GB/s",
+                                 p.stdout):
+                self.rows.append({"kind": "nccl", "name": f"all_reduce f32 {m[1]} MiB (1 rank)",
+                                  "timing": "device", "tcc": float(m[2]),
+                                  "metric": f"algbw {m[3]} GB/s", "check": "ok"})
+                r.setdefault("nccl_allreduce", []).append(
+                    {"mib": int(m[1]), "ms": float(m[2]), "algbw_gbs": float(m[3])})
             results[t] = r
             skip_reasons = sorted(set(m.split("\n")[0] for m in r["skipped"].values() if m))
             self.log(f"   {t}: exit {p.returncode}, {r['passed']} passed, {len(r['failed'])} failed, "
@@ -746,7 +758,7 @@ class Session:
         for row in self.rows:
             table.append("| " + " | ".join(cell(row, k).replace("|", "/") for k, _ in cols) + " |")
         head = [f"# GPU session {self.info['date']} on {self.info.get('gpu') or self.device_tag}", ""]
-        for k in ("time_utc", "host", "gpu", "nvidia_smi", "tccrt_device", "torch", "onnxruntime", "ort_providers",
+        for k in ("time_utc", "host", "gpu", "nvidia_smi", "tccrt_device", "nccl_library", "torch", "onnxruntime", "ort_providers",
                   "ncu", "copy_bandwidth_gbs", "geomean_tcc_over_compile"):
             if k in self.info:
                 v = self.info[k]
@@ -803,6 +815,23 @@ def peer_main(args) -> int:
 
 
 TRAIN_STEPS, TRAIN_WARMUP, TRAIN_BATCH = 200, 20, 64
+
+
+def find_nccl() -> str:
+    """libnccl.so.2 for libtccrt's CUDA collectives: the CUDA toolkit's, else a Python package's
+    (nvidia-nccl, as PyTorch's wheels install it); "" if none."""
+    candidates = [Path(p) / "libnccl.so.2" for p in ("/usr/local/cuda/lib64", "/usr/local/cuda/lib",
+                                                     "/usr/lib/x86_64-linux-gnu")]
+    try:
+        import nvidia.nccl  # type: ignore
+        for base in nvidia.nccl.__path__:
+            candidates.append(Path(base) / "lib" / "libnccl.so.2")
+    except Exception:
+        pass
+    for c in candidates:
+        if c.exists():
+            return str(c)
+    return ""
 
 
 def train_batches(n: int, seed: int = 0):

@@ -292,9 +292,6 @@ void Writer::addStep(Operation *op) {
     launch = fb::CreateLaunch(fbb_, fb::Step_TopK, step.Union(), nodes);
     ++externCalls_;
   } else if (auto c = dyn_cast<tk::CollectiveOp>(op)) {
-    if (cuda())
-      throw Error("artifact: collectives in a CUDA program need NCCL, which libtccrt does not "
-                  "drive yet; compile distributed programs for the CPU");
     MeshAttr mesh = meshOf(op);
     if (!mesh)
       throw Error("artifact: a tk.collective in a module without a tcc.mesh");

@@ -65,7 +65,9 @@ struct MpiApi {
 /// Runs a blocking MPI call that has no non-blocking form (start-up, communicator creation)
 /// under the deadline: if it has not returned by then, this rank reports what it was waiting
 /// for and exits, and mpirun ends the others.
-template <class F> void withDeadline(double seconds, const std::string &what, F &&call) {
+} // namespace
+
+void runWithDeadline(double seconds, const std::string &what, const std::function<void()> &call) {
   std::mutex m;
   std::condition_variable cv;
   bool done = false;
@@ -99,6 +101,8 @@ template <class F> void withDeadline(double seconds, const std::string &what, F 
   watchdog.join();
 }
 
+namespace {
+
 double startupDeadline() {
   const char *t = std::getenv("TCC_COLLECTIVE_TIMEOUT");
   return t && std::atof(t) > 0 ? std::atof(t) : 300;
@@ -115,7 +119,7 @@ public:
     int initialized = 0;
     check(mpi.Initialized(&initialized), "MPI_Initialized");
     if (!initialized) {
-      withDeadline(startupDeadline(), "MPI start-up (MPI_Init)",
+      runWithDeadline(startupDeadline(), "MPI start-up (MPI_Init)",
                    [&] { check(mpi.Init(nullptr, nullptr), "MPI_Init"); });
       std::atexit([] {
         if (auto *self = instance) {
@@ -210,6 +214,14 @@ public:
     wait(req, group, what);
   }
 
+  [[noreturn]] void abortJob(const std::string &message) override {
+    std::fprintf(stderr, "tcc: error: rank %d: %s%s%s; aborting every rank\n", rank_,
+                 message.c_str(), context_.empty() ? "" : " in ", context_.c_str());
+    std::fflush(stderr);
+    mpi.Abort(mpi.commWorld, 3);
+    std::_Exit(3);
+  }
+
   void barrier(const std::string &what) override {
     Handle req = nullptr;
     check(mpi.Ibarrier(mpi.commWorld, &req), "MPI_Ibarrier");
@@ -266,7 +278,7 @@ private:
         position = (int)i;
     int color = *std::min_element(group.begin(), group.end());
     Handle c = nullptr;
-    withDeadline(deadlineSeconds_, "rank " + std::to_string(rank_) + ": making the communicator of group " +
+    runWithDeadline(deadlineSeconds_, "rank " + std::to_string(rank_) + ": making the communicator of group " +
                                        std::to_string(color) + " (MPI_Comm_split)",
                  [&] { check(mpi.Comm_split(mpi.commWorld, color, position, &c), "MPI_Comm_split"); });
     return comms[group] = c;

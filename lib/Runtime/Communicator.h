@@ -79,14 +79,25 @@ public:
   /// Every rank of the job waits for the others (with the deadline).
   virtual void barrier(const std::string &what) = 0;
 
+  /// Prints "tcc: error: rank R: <message> [in <context>]; aborting every rank" and ends the
+  /// whole job with exit code 3 (a deadline missed outside this communicator, e.g. NCCL's).
+  [[noreturn]] virtual void abortJob(const std::string &message) = 0;
+
   /// Names the current training step (or anything) in deadline errors.
   void setContext(const std::string &context) { context_ = context; }
   void setDeadline(double seconds) { deadlineSeconds_ = seconds; }
+  double deadline() const { return deadlineSeconds_; }
 
 protected:
   std::string context_;
   double deadlineSeconds_ = 300;
 };
+
+/// Runs `call`, a blocking call that has no non-blocking form (start-up, making a
+/// communicator), under a watchdog: if it has not returned within `seconds`, the process prints
+/// "tcc: error: <what> did not complete within S s ..." and exits with code 3 (mpirun then ends
+/// the other ranks).
+void runWithDeadline(double seconds, const std::string &what, const std::function<void()> &call);
 
 /// The process's communicator: MPI when an MPI launcher started this process with more than
 /// one rank, else null. Throws tcc::rt::Error when the launcher is there but MPI is not usable.

@@ -75,6 +75,7 @@ Outcome load() {
       {{"cuMemcpyHtoDAsync_v2"}, slot(d.cuMemcpyHtoDAsync)},
       {{"cuMemcpyDtoHAsync_v2"}, slot(d.cuMemcpyDtoHAsync)},
       {{"cuMemcpyDtoDAsync_v2"}, slot(d.cuMemcpyDtoDAsync)},
+      {{"cuMemcpy2DAsync_v2"}, slot(d.cuMemcpy2DAsync)},
       {{"cuMemsetD8Async"}, slot(d.cuMemsetD8Async)},
       {{"cuModuleLoadDataEx"}, slot(d.cuModuleLoadDataEx)},
       {{"cuModuleUnload"}, slot(d.cuModuleUnload)},

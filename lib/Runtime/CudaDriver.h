@@ -43,6 +43,25 @@ using CUgraph = CUgraph_st *;
 struct CUgraphExec_st;
 using CUgraphExec = CUgraphExec_st *;
 using CUjit_option = int;
+struct CUarray_st;
+using CUarray = CUarray_st *;
+/// cuda.h's CUDA_MEMCPY2D (_v2): a pitched copy of Height rows of WidthInBytes bytes.
+struct CUDA_MEMCPY2D {
+  size_t srcXInBytes, srcY;
+  int srcMemoryType;
+  const void *srcHost;
+  CUdeviceptr srcDevice;
+  CUarray srcArray;
+  size_t srcPitch;
+  size_t dstXInBytes, dstY;
+  int dstMemoryType;
+  void *dstHost;
+  CUdeviceptr dstDevice;
+  CUarray dstArray;
+  size_t dstPitch;
+  size_t WidthInBytes, Height;
+};
+constexpr int CU_MEMORYTYPE_DEVICE = 2;
 
 constexpr CUresult CUDA_SUCCESS = 0;
 constexpr CUresult CUDA_ERROR_INVALID_VALUE = 1;
@@ -98,6 +117,7 @@ struct CudaDriver {
                                 CUstream stream);                          // _v2
   CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
                                 CUstream stream);                          // _v2
+  CUresult (*cuMemcpy2DAsync)(const CUDA_MEMCPY2D *copy, CUstream stream); // _v2
   CUresult (*cuMemsetD8Async)(CUdeviceptr dst, unsigned char value, size_t bytes,
                               CUstream stream);
   CUresult (*cuModuleLoadDataEx)(CUmodule *module, const void *image, unsigned numOptions,

@@ -27,7 +27,9 @@ CUdeviceptr CudaExecutor::allocate(size_t bytes) {
 
 CudaExecutor::CudaExecutor(const Program &program, const LoadOptions &options,
                            CUdeviceptr sharedArena)
-    : program_(program), device_(CudaDevice::get(options.deviceOrdinal)),
+    : program_(program),
+      device_(CudaDevice::get(program.meshSizes_.empty() ? options.deviceOrdinal
+                                                         : rankDeviceOrdinal(options.deviceOrdinal))),
       useGraph_(options.cudaGraph) {
   const CudaDriver &driver = device_.driver();
   device_.makeCurrent();
@@ -147,10 +149,20 @@ CudaExecutor::CudaExecutor(const Program &program, const LoadOptions &options,
         if (overlap)
           scratchBytes = std::max(scratchBytes, bytes);
         ops_.emplace_back(Copy{source, target, overlap ? CUdeviceptr(1) : 0, bytes});
+      } else if (std::holds_alternative<CollectiveStep>(step)) {
+        ops_.emplace_back(Collective{i});
+      } else if (auto *s = std::get_if<WaitStep>(&step)) {
+        ops_.emplace_back(WaitFor{s->collective});
       } else {
         // The loader refuses conv and top-k steps in CUDA programs.
         throw Error(what + ": not a step a CUDA program can run");
       }
+    }
+    if (std::any_of(ops_.begin(), ops_.end(),
+                    [](const Op &op) { return std::holds_alternative<Collective>(op); })) {
+      collectives_ = std::make_unique<DeviceCollectives>(
+          device_, program, *stream_, addresses, [this](size_t bytes) { return allocate(bytes); });
+      useGraph_ = false; // host staging cannot be captured; NCCL capture is not tried yet
     }
     for (size_t k = 0; k < functions.size(); ++k)
       if (maxShared[k] > 0)
@@ -178,6 +190,7 @@ CudaExecutor::CudaExecutor(const Program &program, const LoadOptions &options,
     } catch (...) {
     }
     ops_.clear();
+    collectives_.reset();
     for (void *p : blocks_)
       device_.allocator().deallocate(p);
     blocks_.clear();
@@ -193,6 +206,7 @@ CudaExecutor::~CudaExecutor() {
   }
   graph_.reset();
   ops_.clear();
+  collectives_.reset();
   for (void *p : blocks_) {
     try {
       device_.allocator().deallocate(p);
@@ -222,6 +236,10 @@ void CudaExecutor::enqueueLaunchList() {
       driver.check(driver.cuMemsetD8Async(f->target, 0, f->bytes, stream), "zeroing a GEMM's c");
     } else if (auto *g = std::get_if<std::unique_ptr<CublasLtGemm>>(&op)) {
       (*g)->enqueue(stream, workspace_);
+    } else if (auto *c = std::get_if<Collective>(&op)) {
+      collectives_->launch(c->step);
+    } else if (auto *w = std::get_if<WaitFor>(&op)) {
+      collectives_->wait(w->collective);
     }
   }
 }
@@ -256,7 +274,10 @@ void CudaExecutor::run(const void *const *inputs, void *const *outputs) {
           driver.cuMemcpyDtoHAsync(staging + outputStaging_[i], outputs_[i], bytes, stream),
           "copying output " + std::to_string(i) + " from the device");
     }
-    stream_->synchronize();
+    if (collectives_)
+      collectives_->synchronize(); // within the collective deadline
+    else
+      stream_->synchronize();
   } catch (...) {
     try { // nothing may still be using the staging buffer when the next run fills it
       stream_->synchronize();
@@ -272,10 +293,14 @@ void CudaExecutor::run(const void *const *inputs, void *const *outputs) {
 std::string CudaExecutor::deviceName() const {
   std::string out = "cuda:" + std::to_string(device_.ordinal()) + " " + device_.name() + " (";
   if (!module_)
-    return out + "sm_" + std::to_string(device_.computeCapability()) + ", no kernels)";
-  if (module_->jitFromPtx())
-    return out + module_->loadedArch() + " PTX, JIT)";
-  return out + module_->loadedArch() + ", cubin)";
+    out += "sm_" + std::to_string(device_.computeCapability()) + ", no kernels";
+  else if (module_->jitFromPtx())
+    out += module_->loadedArch() + " PTX, JIT";
+  else
+    out += module_->loadedArch() + ", cubin";
+  if (collectives_ && collectives_->backend() != CollectiveBackend::None)
+    out += "; collectives: " + collectives_->describe();
+  return out + ")";
 }
 
 } // namespace tcc::rt::cuda

@@ -16,7 +16,10 @@
 // offset; copies as cuMemcpyDtoDAsync; GEMMs through cuBLASLt), the device-to-host copies into
 // the pinned buffer, synchronises the stream once and copies the outputs out.
 //
-// With the cuda_graph option the launch list (everything between the input copies and the
+// A distributed program's collective steps run through DeviceCollectives (NCCL, or staged
+// through the host's MPI); the GPU of each rank of a job is rankDeviceOrdinal's.
+//
+// With the cuda_graph option (ignored for programs with collectives) the launch list (everything between the input copies and the
 // output copies) is captured into a CUDA graph at the second run and replayed with one
 // cuGraphLaunch on that run and every later one; addresses being fixed, the graph stays valid
 // and the results are identical to plain launches. The first run launches plainly: it warms up
@@ -27,6 +30,7 @@
 #pragma once
 
 #include "CublasLt.h"
+#include "CudaCollectives.h"
 #include "CudaDevice.h"
 #include "Program.h"
 
@@ -72,7 +76,13 @@ private:
     CUdeviceptr target;
     size_t bytes;
   };
-  using Op = std::variant<Launch, Copy, Fill, std::unique_ptr<CublasLtGemm>>;
+  struct Collective { // a collective step (CudaCollectives.h)
+    size_t step;
+  };
+  struct WaitFor { // the Wait step of an asynchronous collective
+    size_t collective;
+  };
+  using Op = std::variant<Launch, Copy, Fill, std::unique_ptr<CublasLtGemm>, Collective, WaitFor>;
 
   CUdeviceptr allocate(size_t bytes); // from the caching allocator on stream_, freed at the end
   void enqueueLaunchList();
@@ -92,6 +102,7 @@ private:
   size_t stagingBytes_ = 0;
   std::vector<Op> ops_;
   std::unique_ptr<CudaGraph> graph_;
+  std::unique_ptr<DeviceCollectives> collectives_;
 };
 
 } // namespace tcc::rt::cuda

@@ -589,9 +589,6 @@ void Program::decode(const fb::Program *program, const uint8_t *base) {
       case fb::Step_Collective: {
         const fb::Collective *s = launch->step_as_Collective();
         what += " (collective)";
-        if (onCuda)
-          throw Error(what + ": collectives run on host buffers; a CUDA program's need NCCL, "
-                      "which this runtime does not drive yet");
         const BufferDesc &x = buffer(s->input(), what), &y = writable(s->output(), what);
         if (x.dtype != y.dtype)
           throw Error(what + ": input and output dtypes differ");

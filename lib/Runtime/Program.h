@@ -39,6 +39,7 @@ namespace tcc::rt {
 struct TrainingDesc;
 namespace cuda {
 class CudaExecutor;
+class DeviceCollectives;
 }
 
 struct Error : std::runtime_error {
@@ -174,6 +175,7 @@ public:
 
 private:
   friend class cuda::CudaExecutor;
+  friend class cuda::DeviceCollectives;
   Program() = default;
   /// Verifies and decodes one Program table of the file at `base` (the root, or an entry).
   void decode(const tcc::artifact::Program *program, const uint8_t *base);

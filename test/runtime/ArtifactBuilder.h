@@ -84,6 +84,11 @@ public:
     bool hasBias = false;
     uint32_t bias = 0;
     fb::GemmActivation activation = fb::GemmActivation_None;
+    // Collective.
+    fb::CollectiveKind collective = fb::CollectiveKind_AllReduce;
+    fb::CollectiveReduction reduction = fb::CollectiveReduction_Sum;
+    std::vector<uint8_t> axes;
+    int64_t dim2 = 0;
   };
   struct CudaImageEntry {
     std::string arch;
@@ -121,6 +126,7 @@ public:
   std::vector<uint8_t> constantData;
   std::vector<KernelEntry> kernels;
   std::vector<Step> steps;
+  std::vector<int64_t> meshSizes; // programs with collectives
 
   /// A graph input and a buffer covering it; returns the buffer index.
   uint32_t input(fb::DType d, std::vector<int64_t> shape, std::string name = "") {
@@ -198,6 +204,22 @@ public:
     steps.push_back(s);
   }
   void copy(uint32_t source, uint32_t target) { steps.push_back(Step{fb::Step_Copy, {source, target}}); }
+  /// A collective over `axes` of meshSizes (async: all_reduce / reduce_scatter, finished by a
+  /// later wait(step index)).
+  void collective(fb::CollectiveKind kind, uint32_t in, uint32_t out, std::vector<uint8_t> axes,
+                  int64_t dim = 0, int64_t dim2 = 0,
+                  fb::CollectiveReduction reduction = fb::CollectiveReduction_Sum,
+                  bool async = false) {
+    Step s{fb::Step_Collective, {in, out}};
+    s.collective = kind;
+    s.reduction = reduction;
+    s.axes = std::move(axes);
+    s.dim = dim;
+    s.dim2 = dim2;
+    s.flagA = async;
+    steps.push_back(s);
+  }
+  void wait(uint32_t collectiveStep) { steps.push_back(Step{fb::Step_Wait, {collectiveStep}}); }
 
   std::vector<uint8_t> finish() const {
     flatbuffers::FlatBufferBuilder b;
@@ -282,15 +304,24 @@ public:
       case fb::Step_Copy:
         step = fb::CreateCopy(b, s.ops[0], s.ops[1]).Union();
         break;
+      case fb::Step_Collective:
+        step = fb::CreateCollectiveDirect(b, s.collective, s.reduction, s.ops[0], s.ops[1],
+                                          &s.axes, s.dim, s.dim2, s.flagA)
+                   .Union();
+        break;
+      case fb::Step_Wait:
+        step = fb::CreateWait(b, s.ops[0]).Union();
+        break;
       default:
         break;
       }
       launches.push_back(fb::CreateLaunch(b, s.type, step));
     }
     auto launchVec = b.CreateVector(launches);
+    auto mesh = meshSizes.empty() ? 0 : b.CreateVector(meshSizes);
     return fb::CreateProgram(b, version, b.CreateString("tcc test"), device, in, out, bufVec,
                              arenaBytes ? *arenaBytes : arenaEnd, constVec, data, kernelVec,
-                             module, cudaModule, launchVec, training);
+                             module, cudaModule, launchVec, training, mesh);
   }
 };
 

@@ -10,11 +10,13 @@
 //    that needs a GPU skips naming the reason, the structural ones run.
 //  * tccrt-cuda-no-driver: TCC_CUDA_DRIVER=/nonexistent: a valid CUDA artifact fails with the
 //    no-GPU message, a damaged one with its structural message.
+#include "CudaCollectives.h"
 #include "TestUtil.h"
 
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
@@ -934,3 +936,192 @@ TEST(CudaNoDriver, ValidArtifactsNeedAGpuDamagedOnesFailAsDamaged) {
 }
 
 } // namespace
+
+// ---- Collectives ----------------------------------------------------------------------------------
+
+/// This process's rank and the job's size (mpirun's variables; 1 process without it).
+int jobSize() {
+  const char *w = std::getenv("OMPI_COMM_WORLD_SIZE");
+  return w ? std::atoi(w) : 1;
+}
+int jobRank() {
+  const char *r = std::getenv("OMPI_COMM_WORLD_RANK");
+  return r ? std::atoi(r) : 0;
+}
+
+/// Every collective kind over a mesh of the job's size (W), along the first dim and along inner
+/// dims (packed blocks), synchronous and asynchronous: a[3,5] and b[2W,3] f32, c[3,2W] f32,
+/// d[7] f64, e[2,2W,3] f32, g[4] i64.
+ArtifactBuilder collectivesProgram(ArtifactBuilder a, int64_t w) {
+  using K = fb::CollectiveKind;
+  a.meshSizes = {w};
+  uint32_t x = a.input(fb::DType_F32, {3, 5}, "a"), b = a.input(fb::DType_F32, {2 * w, 3}, "b"),
+           c = a.input(fb::DType_F32, {3, 2 * w}, "c"), d = a.input(fb::DType_F64, {7}, "d"),
+           e = a.input(fb::DType_F32, {2, 2 * w, 3}, "e"), g = a.input(fb::DType_I64, {4}, "g");
+  a.collective(K::CollectiveKind_AllReduce, x, a.output(fb::DType_F32, {3, 5}, "sum"), {0});
+  a.collective(K::CollectiveKind_AllReduce, x, a.output(fb::DType_F32, {3, 5}, "avg"), {0}, 0, 0,
+               fb::CollectiveReduction_Avg, /*async=*/true);
+  uint32_t avgStep = (uint32_t)a.steps.size() - 1;
+  a.collective(K::CollectiveKind_AllReduce, d, a.output(fb::DType_F64, {7}, "max"), {0}, 0, 0,
+               fb::CollectiveReduction_Max);
+  a.collective(K::CollectiveKind_AllReduce, g, a.output(fb::DType_I64, {4}, "isum"), {0});
+  a.collective(K::CollectiveKind_AllGather, x, a.output(fb::DType_F32, {3 * w, 5}, "gather0"), {0}, 0);
+  a.collective(K::CollectiveKind_AllGather, x, a.output(fb::DType_F32, {3, 5 * w}, "gather1"), {0}, 1);
+  a.collective(K::CollectiveKind_ReduceScatter, b, a.output(fb::DType_F32, {2, 3}, "scatter0"), {0}, 0);
+  a.collective(K::CollectiveKind_ReduceScatter, c, a.output(fb::DType_F32, {3, 2}, "scatter1"), {0}, 1,
+               0, fb::CollectiveReduction_Sum, /*async=*/true);
+  uint32_t scatterStep = (uint32_t)a.steps.size() - 1;
+  a.collective(K::CollectiveKind_AllToAll, e, a.output(fb::DType_F32, {2 * w, 2, 3}, "alltoall"), {0},
+               1, 0);
+  a.collective(K::CollectiveKind_Broadcast, x, a.output(fb::DType_F32, {3, 5}, "bcast"), {0}, 0, w - 1);
+  a.wait(avgStep);
+  a.wait(scatterStep);
+  return a;
+}
+
+/// Runs `program` on this rank's inputs (drawn from the rank's own seed).
+std::vector<tccrt::Tensor> runCollectives(tccrt::Program &program) {
+  std::vector<tccrt::Tensor> in = program.makeInputs();
+  std::mt19937 rng(1000 + jobRank());
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (tccrt::Tensor &t : in) {
+    size_t n = t.bytes() / tccrt::dtypeSize(t.dtype());
+    for (size_t i = 0; i < n; ++i) {
+      if (t.dtype() == TCCRT_F32)
+        t.data<float>()[i] = (float)u(rng);
+      else if (t.dtype() == TCCRT_F64)
+        t.data<double>()[i] = u(rng);
+      else
+        t.data<int64_t>()[i] = (int64_t)(u(rng) * 1000);
+    }
+  }
+  return program.run(in);
+}
+
+/// The CUDA program's collectives give the CPU runtime's results (MPI, checked against the
+/// interpreter's in test/distributed) on every rank: run by CTest on the fake driver in one
+/// process, and as two ranks under mpirun with host staging (tccrt-cuda-collectives-2ranks).
+TEST(CudaCollectives, MatchTheCpuRuntime) {
+  REQUIRE_CUDA();
+  int64_t w = jobSize();
+  std::vector<uint8_t> cpu = collectivesProgram(ArtifactBuilder(), w).finish();
+  std::vector<uint8_t> gpu = collectivesProgram(ArtifactBuilder::cuda(), w).finish();
+  tccrt::Program cpuProgram = tccrt::Program::fromBuffer(cpu.data(), cpu.size(), 1);
+  tccrt::Program gpuProgram = load(gpu);
+  std::vector<tccrt::Tensor> want = runCollectives(cpuProgram), got = runCollectives(gpuProgram);
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_EQ(want[i].bytes(), got[i].bytes());
+    EXPECT_EQ(std::memcmp(want[i].data(), got[i].data(), want[i].bytes()), 0)
+        << "output " << i << " (" << cpuProgram.output(i).name << ") differs on rank " << jobRank()
+        << " of " << w << " (" << gpuProgram.deviceName() << ")";
+  }
+  if (w > 1)
+    EXPECT_NE(gpuProgram.deviceName().find("collectives: "), std::string::npos)
+        << gpuProgram.deviceName();
+}
+
+/// On a real GPU with NCCL, one process: every collective through a one-rank NCCL communicator
+/// (TCC_CUDA_COLLECTIVES=nccl), packed blocks included.
+TEST(CudaCollectives, OneRankThroughNccl) {
+  REQUIRE_CUDA();
+  if (onFakeDriver())
+    GTEST_SKIP() << "NCCL needs a real GPU";
+  if (jobSize() != 1)
+    GTEST_SKIP() << "one process only";
+  std::string version;
+  try {
+    version = tcc::rt::cuda::ncclVersion();
+  } catch (const std::exception &e) {
+    GTEST_SKIP() << e.what();
+  }
+  setenv("TCC_CUDA_COLLECTIVES", "nccl", 1);
+  std::vector<uint8_t> cpu = collectivesProgram(ArtifactBuilder(), 1).finish();
+  std::vector<uint8_t> gpu = collectivesProgram(ArtifactBuilder::cuda(), 1).finish();
+  tccrt::Program cpuProgram = tccrt::Program::fromBuffer(cpu.data(), cpu.size(), 1);
+  tccrt::Program gpuProgram = load(gpu);
+  unsetenv("TCC_CUDA_COLLECTIVES");
+  EXPECT_NE(gpuProgram.deviceName().find("collectives: NCCL " + version), std::string::npos)
+      << gpuProgram.deviceName();
+  std::vector<tccrt::Tensor> want = runCollectives(cpuProgram), got = runCollectives(gpuProgram);
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(std::memcmp(want[i].data(), got[i].data(), want[i].bytes()), 0)
+        << "output " << i << " (" << cpuProgram.output(i).name << ")";
+}
+
+/// NCCL all-reduce bandwidth through libtccrt on one rank (printed for bench/results; a
+/// one-rank all-reduce is a device copy, so this is NCCL's overhead and local bandwidth).
+TEST(CudaCollectives, NcclOneRankAllReduceBandwidth) {
+  REQUIRE_CUDA();
+  if (onFakeDriver())
+    GTEST_SKIP() << "NCCL needs a real GPU";
+  if (jobSize() != 1)
+    GTEST_SKIP() << "one process only";
+  try {
+    tcc::rt::cuda::ncclVersion();
+  } catch (const std::exception &e) {
+    GTEST_SKIP() << e.what();
+  }
+  for (int64_t mib : {1, 16, 256}) {
+    int64_t n = mib * 1024 * 1024 / 4;
+    ArtifactBuilder a = ArtifactBuilder::cuda();
+    a.meshSizes = {1};
+    uint32_t x = a.arena(0, fb::DType_F32, {n}), y = a.arena((uint64_t)n * 4, fb::DType_F32, {n});
+    const int reps = 20;
+    for (int r = 0; r < reps; ++r)
+      a.collective(fb::CollectiveKind_AllReduce, r % 2 ? y : x, r % 2 ? x : y, {0});
+    a.copy(a.arena(0, fb::DType_F32, {1}), a.output(fb::DType_F32, {1}, "probe"));
+    setenv("TCC_CUDA_COLLECTIVES", "nccl", 1);
+    std::vector<uint8_t> bytes = a.finish();
+    tccrt::Program program = load(bytes);
+    unsetenv("TCC_CUDA_COLLECTIVES");
+    std::vector<tccrt::Tensor> in = program.makeInputs();
+    program.run(in); // warm-up
+    auto t0 = std::chrono::steady_clock::now();
+    const int runs = 5;
+    for (int i = 0; i < runs; ++i)
+      program.run(in);
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    double gbs = (double)runs * reps * n * 4 / s / 1e9;
+    std::printf("[nccl] all_reduce f32 %lld MiB, 1 rank: %.3f ms each, algbw %.1f GB/s\n",
+                (long long)mib, s * 1e3 / (runs * reps), gbs);
+    RecordProperty("allreduce_" + std::to_string(mib) + "MiB_GBps", std::to_string(gbs));
+  }
+}
+
+/// The pitched copies NCCL's packed collectives use: blocks along an inner dim, there and back.
+TEST(CudaCollectives, BlocksPackAndUnpackAlongAnInnerDim) {
+  REQUIRE_CUDA();
+  using namespace tcc::rt::cuda;
+  CudaDevice &device = CudaDevice::get(0);
+  device.makeCurrent();
+  const CudaDriver &d = device.driver();
+  CudaStream stream(device);
+  const std::vector<int64_t> shape{3, 8, 5};
+  const int64_t n = 4, count = 3 * 8 * 5;
+  std::vector<float> tensor(count);
+  for (int64_t i = 0; i < count; ++i)
+    tensor[i] = (float)i;
+  // Block b holds rows [2b, 2b + 2) of dim 1 of every outer index: [3, 2, 5].
+  std::vector<float> want;
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t o = 0; o < 3; ++o)
+      for (int64_t r = 2 * b; r < 2 * b + 2; ++r)
+        for (int64_t k = 0; k < 5; ++k)
+          want.push_back(tensor[(o * 8 + r) * 5 + k]);
+  size_t bytes = count * sizeof(float);
+  auto t = (CUdeviceptr)device.allocator().allocate(bytes, stream.id());
+  auto blocks = (CUdeviceptr)device.allocator().allocate(bytes, stream.id());
+  auto back = (CUdeviceptr)device.allocator().allocate(bytes, stream.id());
+  d.check(d.cuMemcpyHtoDAsync(t, tensor.data(), bytes, stream.get()), "upload");
+  copyBlocks(d, stream.get(), shape, 1, n, sizeof(float), t, blocks, /*pack=*/true);
+  copyBlocks(d, stream.get(), shape, 1, n, sizeof(float), back, blocks, /*pack=*/false);
+  std::vector<float> packed(count), unpacked(count);
+  d.check(d.cuMemcpyDtoHAsync(packed.data(), blocks, bytes, stream.get()), "download");
+  d.check(d.cuMemcpyDtoHAsync(unpacked.data(), back, bytes, stream.get()), "download");
+  stream.synchronize();
+  EXPECT_EQ(packed, want);
+  EXPECT_EQ(unpacked, tensor);
+  for (CUdeviceptr p : {t, blocks, back})
+    device.allocator().deallocate((void *)p);
+}

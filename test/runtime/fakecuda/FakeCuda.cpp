@@ -20,6 +20,7 @@
 //    (default 16 GiB, not reserved): cuMemAlloc beyond it returns CUDA_ERROR_OUT_OF_MEMORY.
 //    cuMemFree and cuMemFreeHost first finish all queued work, as the real ones synchronise.
 //    Pinned host memory (cuMemAllocHost) is page-aligned host memory in its own registry.
+//    cuMemcpy2DAsync_v2 copies device to device only (other memory types: CUDA_ERROR_INVALID_VALUE).
 //  * Streams run their work in enqueue order. By default work runs when enqueued (so every
 //    event is complete at once). With $TCC_FAKE_CUDA_DEFERRED=1 work is queued per stream and
 //    runs only when someone waits: cuStreamSynchronize (that stream), cuEventSynchronize (the
@@ -901,6 +902,30 @@ FAKE_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t 
       [=] {
         std::memmove(reinterpret_cast<void *>(static_cast<uintptr_t>(dst)),
                      reinterpret_cast<const void *>(static_cast<uintptr_t>(src)), bytes);
+      });
+}
+
+/// Device-to-device pitched copies only (what libtccrt's collectives use to pack blocks).
+FAKE_API CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *c, CUstream handle) {
+  LOCKED;
+  NEED_CONTEXT;
+  if (!c || c->srcMemoryType != CU_MEMORYTYPE_DEVICE || c->dstMemoryType != CU_MEMORYTYPE_DEVICE ||
+      c->WidthInBytes > c->srcPitch || c->WidthInBytes > c->dstPitch)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (c->Height == 0 || c->WidthInBytes == 0)
+    return CUDA_SUCCESS;
+  CUDA_MEMCPY2D k = *c;
+  CUdeviceptr src = k.srcDevice + k.srcY * k.srcPitch + k.srcXInBytes;
+  CUdeviceptr dst = k.dstDevice + k.dstY * k.dstPitch + k.dstXInBytes;
+  size_t srcSpan = (k.Height - 1) * k.srcPitch + k.WidthInBytes;
+  size_t dstSpan = (k.Height - 1) * k.dstPitch + k.WidthInBytes;
+  return enqueueMemoryOp(
+      handle, srcSpan, true, [=] { return deviceRange(src, srcSpan) && deviceRange(dst, dstSpan); },
+      [=] {
+        for (size_t row = 0; row < k.Height; ++row)
+          std::memmove(reinterpret_cast<void *>(static_cast<uintptr_t>(dst + row * k.dstPitch)),
+                       reinterpret_cast<const void *>(static_cast<uintptr_t>(src + row * k.srcPitch)),
+                       k.WidthInBytes);
       });
 }
 
