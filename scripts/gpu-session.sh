@@ -5,7 +5,8 @@
 #       Builds tcc (scripts/build.sh, unless --build-dir names a build to use), compiles the
 #       bench models, the kernel microbenchmarks, a sample of the ONNX conformance node tests
 #       and the FashionMNIST training artifact for CUDA (tcc compile --device cuda --arch
-#       sm_90,sm_80), and copies them with libtccrt, the libraries it needs, tccrt-run and the
+#       sm_90,sm_80; the training artifact also with --mesh dp=2, and Debian's Open MPI packages to
+#       run it there), and copies them with libtccrt, the libraries it needs, tccrt-run and the
 #       runtime's test binaries into .gpu/ (ignored by git; at most 60 MiB).
 #
 #   bash scripts/gpu-session.sh device [device_session.py options]               # there
@@ -67,6 +68,12 @@ device)
   if ! LD_LIBRARY_PATH="$libpath" "$G/bin/tccrt-run" --device-available cpu >/dev/null; then
     echo "gpu-session: tccrt-run does not start here:" >&2
     LD_LIBRARY_PATH="$libpath" ldd "$G/bin/tccrt-run" >&2 || true
+  fi
+  # Open MPI for the distributed training check: the GPU machine has none; the bundle carries
+  # Debian's packages, unpacked into / (the machine is discarded after the session).
+  if ! command -v mpirun >/dev/null 2>&1 && ls "$G"/train/debs/*.deb >/dev/null 2>&1; then
+    for d in "$G"/train/debs/*.deb; do dpkg -x "$d" / || echo "gpu-session: could not unpack $d" >&2; done
+    ldconfig || true
   fi
   out="${OUT:-/tmp/tcc-gpu-session/out}"
   PYTHONUNBUFFERED=1 exec "$PY" bench/gpu/device_session.py --bundle "$G" --out "$out" "$@"

@@ -54,6 +54,13 @@ TEST_RUNS = [
 MODEL_PRIORITY = ["mlp", "transformer_block", "mobilenet_v2", "resnet18", "minilm_l6"]
 
 
+# Debian's Open MPI and the libraries its launcher and plugins load (ldd of orterun, orted,
+# libmpi and the MCA plugins), for the distributed training check on the GPU machine.
+MPI_PACKAGES = ["openmpi-bin", "openmpi-common", "libopenmpi3", "libpmix2", "libhwloc15", "libevent-core-2.1-7",
+                "libevent-pthreads-2.1-7", "libfabric1", "libibverbs1", "libnl-3-200", "libnl-route-3-200",
+                "libnuma1", "libpsm-infinipath1", "libpsm2-2", "librdmacm1", "libucx0", "libmunge2"]
+
+
 def log(msg: str) -> None:
     print(f"[bundle] {msg}", flush=True)
 
@@ -345,7 +352,29 @@ def main() -> int:
                                      extra=["--batch-size", "64", "--optimizer", "adam"], train=True)
         manifest["training"] = {"ok": ok, "error": err, "batch_size": 64, "optimizer": "adam",
                                 "model": "examples/fashion-mnist/model.onnx"}
-        if not ok:
+        if ok:
+            # The same with data parallelism over 2 ranks, run there under mpirun (the machine's
+            # Open MPI, else Debian's packages carried here and unpacked there by gpu-session.sh):
+            # as compiled by default, with one all_reduce per gradient (no buckets), and for the
+            # CPU (to tell the CUDA path from the rest).
+            variants = [("dp2", "train-dp2.tcc", []), ("dp2-no-buckets", "train-dp2-b0.tcc", ["--bucket-mb", "0"]),
+                        ("dp2-cpu", "train-dp2-cpu.tcc", None)]
+            manifest["training"]["distributed"] = []
+            for label, name, extra in variants:
+                device = comp.device
+                if extra is None:
+                    comp.device, extra = "cpu", []
+                ok2, err2, _ = comp.compile(ROOT / "examples" / "fashion-mnist" / "model.onnx", tr / name, train=True,
+                                            extra=["--batch-size", "64", "--optimizer", "adam", "--mesh", "dp=2", *extra])
+                comp.device = device
+                manifest["training"]["distributed"].append({"label": label, "artifact": name, "ok": ok2, "error": err2})
+                log(f"{label} training artifact: {'ok' if ok2 else 'FAILED: ' + err2}")
+            debs = tr / "debs"
+            debs.mkdir()
+            p = subprocess.run(["apt-get", "download", *MPI_PACKAGES], cwd=debs, capture_output=True, text=True)
+            log("Open MPI packages: " + ("downloaded" if p.returncode == 0 else
+                                         "FAILED: " + (p.stderr.strip().splitlines() or [""])[-1]))
+        else:
             shutil.rmtree(tr)
         log(f"training artifact: {'ok' if ok else 'FAILED: ' + err}")
 

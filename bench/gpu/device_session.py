@@ -689,8 +689,9 @@ class Session:
                     "error": f"exit {p.returncode}: {(p.stderr.strip().splitlines() or [''])[-1][:300]}"}
             except subprocess.TimeoutExpired:
                 res[side] = {"error": "timed out"}
-            self.log(f"   {side}: {res[side]}")
+            self.log(f"   {side}: { {k: v for k, v in res[side].items() if k != 'losses'} }")
         t, p = res.get("tcc", {}), res.get("torch", {})
+        res["distributed"] = self.distributed_training(t)
         self.sections["training"] = {"status": "ok", "results": res}
         ratio = t.get("ms_per_step") / p.get("ms_per_step") if t.get("ms_per_step") and p.get("ms_per_step") else None
         self.rows.append({"kind": "training", "name": "fashion-mnist step (batch 64, Adam)", "timing": "h2h",
@@ -698,6 +699,77 @@ class Session:
                           "metric": f"tcc/eager {ratio:.2f}" if ratio else "",
                           "check": t.get("error") or f"loss {t.get('first_loss', 0):.3f} -> {t.get('last_loss', 0):.3f}",
                           "note": p.get("error") or f"torch loss {p.get('first_loss', 0):.3f} -> {p.get('last_loss', 0):.3f}"})
+
+    def distributed_training(self, single: dict) -> dict:
+        """The bundle's dp=2 training artifacts as two ranks under mpirun on this GPU (two ranks on
+        one GPU: collectives staged through MPI; NCCL refuses a GPU shared by ranks, tried once
+        with TCC_CUDA_COLLECTIVES=nccl): rank 0's losses against the single-process run's."""
+        variants = [v for v in (self.manifest.get("training") or {}).get("distributed", []) if v.get("ok")]
+        if not variants:
+            return {"skipped": "no distributed training artifacts in the bundle"}
+        mpirun = shutil.which("mpirun")
+        if not mpirun:
+            return {"skipped": "mpirun not found (the bundle's Open MPI packages were not unpacked)"}
+        runs = [(v["label"], v["artifact"], {}) for v in variants]
+        runs.insert(1, ("dp2 again", variants[0]["artifact"], {}))
+        runs.append(("dp2 nccl", variants[0]["artifact"], {"TCC_CUDA_COLLECTIVES": "nccl"}))
+        out = {}
+        for label, artifact, extra_env in runs:
+            if self.left() < 30:
+                out[label] = {"skipped": "session budget"}
+                continue
+            outf = self.work / ("train-" + re.sub(r"[^\w.-]+", "_", label) + ".json")
+            env = dict(self.rt_env, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                       TCC_COLLECTIVE_TIMEOUT="60", **extra_env)
+            for stale in self.work.glob(outf.name + ".*"):
+                stale.unlink()
+            cmd = [mpirun, "-np", "2", "--oversubscribe", sys.executable, __file__, "--train-worker", "tcc",
+                   "--device", self.device, "--bundle", str(self.bundle), "--train-artifact", artifact,
+                   "--peer-out", str(outf)]
+            try:
+                p = subprocess.run(cmd, capture_output=True, text=True, env=env,
+                                   timeout=max(10, min(120, self.left() - 20)))
+                with open(self.out / "tests.log", "a") as f:
+                    f.write(f"==== dp=2 training {label} (exit {p.returncode})\n{p.stdout[-20000:]}{p.stderr[-20000:]}\n")
+                ranks = [json.loads(Path(f"{outf}.{r}").read_text()) if Path(f"{outf}.{r}").exists() else None
+                         for r in range(2)]
+                r0 = ranks[0] or {"error": f"exit {p.returncode}: " +
+                                  ((p.stderr.strip().splitlines() or [''])[-1][:300])}
+            except subprocess.TimeoutExpired:
+                r0 = {"error": "timed out"}
+            if "losses" in r0 and "losses" in single:
+                a, b = r0["losses"], single["losses"]
+                rel = [abs(x - y) / max(abs(y), 1e-12) for x, y in zip(a, b)]
+                r0["max_rel_loss_diff"] = max(rel)
+                r0["first_step_off_1e-5"] = next((i for i, d in enumerate(rel) if d > 1e-5), None)
+                r0["first_losses"] = [(round(x, 7), round(y, 7)) for x, y in zip(a[:6], b[:6])]
+                # Per-step loss differences, and the state: replicas (rank 0 vs 1) and vs 1 process.
+                r0["rel_loss_diff_by_step"] = [float(f"{d:.1e}") for d in rel[:40]]
+                import numpy as np
+                st = {}
+                for k in SNAPSHOT_STEPS:
+                    f0, f1 = Path(f"{outf}.state{k}.0.npy"), Path(f"{outf}.state{k}.1.npy")
+                    fs = Path(f"{self.work / 'train-tcc.json'}.state{k}.single.npy")
+                    if f0.exists() and f1.exists() and fs.exists():
+                        x0, x1, xs = np.load(f0), np.load(f1), np.load(fs)
+                        st[k] = {"rank0_vs_rank1": float(np.abs(x0 - x1).max()),
+                                 "rank0_vs_single": float(np.abs(x0 - xs).max() / max(np.abs(xs).max(), 1e-30))}
+                r0["state_diff_by_step"] = st
+                if label == "dp2 again" and "losses" in out.get("dp2", {}):
+                    r0["same_as_first_dp2_run"] = a == out["dp2"]["losses"]
+            out[label] = r0
+            self.log(f"   dp=2 {label}: { {k: v for k, v in r0.items() if k != 'losses'} }")
+            self.rows.append({"kind": "training", "name": f"fashion-mnist dp=2, 2 ranks on 1 GPU: {label}",
+                              "timing": "h2h", "tcc": r0.get("ms_per_step"),
+                              "metric": (f"max rel loss diff vs 1 process {r0['max_rel_loss_diff']:.1e} "
+                                         f"(first step off: {r0['first_step_off_1e-5']})"
+                                         if "max_rel_loss_diff" in r0 else ""),
+                              "check": r0.get("error") or f"loss {r0.get('first_loss', 0):.3f} -> {r0.get('last_loss', 0):.3f}",
+                              "note": r0.get("device_name", "")})
+        for r in out.values():
+            r.pop("losses", None)
+        single.pop("losses", None)
+        return out
 
     def model_rows(self) -> None:
         res = getattr(self, "model_results", {}) or {}
@@ -815,6 +887,7 @@ def peer_main(args) -> int:
 
 
 TRAIN_STEPS, TRAIN_WARMUP, TRAIN_BATCH = 200, 20, 64
+SNAPSHOT_STEPS = (1, 2, 4, 8, 12, 15, 16, 17, 24, 40)  # state saved after these steps, to compare runs
 
 
 def find_nccl() -> str:
@@ -864,7 +937,7 @@ def train_worker_tcc(args) -> dict:
         if rc != 0:
             raise RuntimeError(f"{what}: {lib.tccrt_last_error().decode()}")
     prog, trainer = C.c_void_p(), C.c_void_p()
-    path = str(Path(args.bundle) / "train" / "train.tcc")
+    path = str(Path(args.bundle) / "train" / (args.train_artifact or "train.tcc"))
     check(lib.tccrt_load_file(path.encode(), C.byref(Options(0, 0, 0)), C.byref(prog)), f"load {path}")
     check(lib.tccrt_trainer_create(prog, C.c_uint64(0), C.byref(trainer)), "tccrt_trainer_create")
     n = lib.tccrt_trainer_num_batch_tensors(trainer)
@@ -874,22 +947,50 @@ def train_worker_tcc(args) -> dict:
         info = Info()
         check(lib.tccrt_trainer_batch_info(trainer, C.c_size_t(i), C.byref(info)), "batch info")
         want.append((dtypes[info.dtype], tuple(info.shape[k] for k in range(info.rank))))
+    # A distributed artifact (under mpirun): this rank feeds its block of each global batch.
+    for f in ("rank", "world_size", "data_parallel", "data_position"):
+        getattr(lib, "tccrt_trainer_" + f).argtypes = [C.c_void_p]
+    dp, pos = lib.tccrt_trainer_data_parallel(trainer), lib.tccrt_trainer_data_position(trainer)
     batches = []
     for images, labels in train_batches(8):
+        rows = TRAIN_BATCH // dp
+        images, labels = images[pos * rows:(pos + 1) * rows], labels[pos * rows:(pos + 1) * rows]
         arrs = [np.ascontiguousarray(images.reshape(want[0][1]), want[0][0]),
                 np.ascontiguousarray(labels.reshape(want[1][1]), want[1][0])]
         ptrs = (C.c_void_p * n)(*[a.ctypes.data for a in arrs])
         batches.append((arrs, ptrs))
     loss = C.c_float()
     losses, ts = [], []
+    lib.tccrt_trainer_num_state.restype = C.c_size_t
+    lib.tccrt_trainer_num_state.argtypes = [C.c_void_p]
+    lib.tccrt_trainer_state_info.argtypes = [C.c_void_p, C.c_size_t, C.c_void_p, C.c_void_p]
+    lib.tccrt_trainer_get_state.argtypes = [C.c_void_p, C.c_size_t, C.c_void_p]
+
+    def snapshot(step):
+        """The float32 state after `step` steps, for comparing runs (saved beside --peer-out)."""
+        parts = []
+        for i in range(lib.tccrt_trainer_num_state(trainer)):
+            info, kind = Info(), C.c_int()
+            check(lib.tccrt_trainer_state_info(trainer, C.c_size_t(i), C.byref(info), C.byref(kind)), "state info")
+            if info.dtype != 11:
+                continue
+            a = np.empty(info.bytes // 4, np.float32)
+            check(lib.tccrt_trainer_get_state(trainer, C.c_size_t(i), a.ctypes.data_as(C.c_void_p)), "get state")
+            parts.append(a)
+        rank = os.environ.get("OMPI_COMM_WORLD_RANK", "single")
+        np.save(f"{args.peer_out}.state{step}.{rank}.npy", np.concatenate(parts))
     for step in range(TRAIN_WARMUP + TRAIN_STEPS):
         _, ptrs = batches[step % len(batches)]
         t0 = time.perf_counter()
         check(lib.tccrt_trainer_step(trainer, ptrs, C.c_float(1e-3), C.byref(loss)), "tccrt_trainer_step")
         ts.append((time.perf_counter() - t0) * 1e3)
         losses.append(loss.value)
+        if step + 1 in SNAPSHOT_STEPS:
+            snapshot(step + 1)
     return {"ms_per_step": statistics.median(ts[TRAIN_WARMUP:]), "first_loss": losses[0], "last_loss": losses[-1],
-            "device_name": lib.tccrt_program_device_name(prog).decode(), "steps": TRAIN_STEPS}
+            "device_name": lib.tccrt_program_device_name(prog).decode(), "steps": TRAIN_STEPS,
+            "rank": lib.tccrt_trainer_rank(trainer), "world_size": lib.tccrt_trainer_world_size(trainer),
+            "losses": losses}
 
 
 def train_worker_torch(args) -> dict:
@@ -1005,6 +1106,7 @@ def main() -> int:
     # Internal: one peer mode / training side in its own process.
     ap.add_argument("--peer", choices=["eager", "ort", "default", "max-autotune"], help=argparse.SUPPRESS)
     ap.add_argument("--train-worker", choices=["tcc", "torch"], help=argparse.SUPPRESS)
+    ap.add_argument("--train-artifact", help=argparse.SUPPRESS)
     ap.add_argument("--device", default="cuda", help=argparse.SUPPRESS)
     ap.add_argument("--peer-out", help=argparse.SUPPRESS)
     ap.add_argument("--models", nargs="*", help=argparse.SUPPRESS)
@@ -1024,7 +1126,8 @@ def main() -> int:
             res = fn(args)
         except Exception as e:
             res = {"error": f"{type(e).__name__}: {e}"[:400]}
-        Path(args.peer_out).write_text(json.dumps(res))
+        rank = os.environ.get("OMPI_COMM_WORLD_RANK")
+        Path(args.peer_out + (f".{rank}" if rank else "")).write_text(json.dumps(res))
         return 0
     if not (args.bundle / "manifest.json").exists():
         print(f"device_session: {args.bundle}/manifest.json not found: make the bundle first "
