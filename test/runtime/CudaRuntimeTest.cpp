@@ -1017,12 +1017,13 @@ TEST(CudaCollectives, MatchTheCpuRuntime) {
         << " of " << w << " (" << gpuProgram.deviceName() << ")";
   }
   const char *backend = std::getenv("TCC_CUDA_COLLECTIVES");
-  if (w > 1)
+  if (w > 1) {
     EXPECT_NE(gpuProgram.deviceName().find(backend && std::string(backend) == "nccl"
                                                ? "collectives: NCCL "
                                                : "collectives: host-staged"),
               std::string::npos)
         << gpuProgram.deviceName();
+  }
 }
 
 /// On a real GPU with NCCL, one process: every collective through a one-rank NCCL communicator
