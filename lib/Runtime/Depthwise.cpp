@@ -1,5 +1,6 @@
 //===- Depthwise.cpp - Direct 2-D convolution for groups of one input channel ===//
 #include "Depthwise.h"
+#include "IsaClones.h"
 #include "Parallel.h"
 
 #include <algorithm>
@@ -17,8 +18,8 @@ constexpr int64_t kBlockFloats = 2048;
 
 /// o[i] = sum of the nine taps w[t] * p[t][i], i in [0, n), n a multiple of kStep. Cloned for
 /// AVX-512 and AVX2 (the runtime is built for the baseline ISA).
-__attribute__((target_clones("avx512f", "avx2", "default"))) void
-nineTaps(float *__restrict o, int64_t n, const float *__restrict p0, const float *__restrict p1,
+TCC_ISA_BODY void
+nineTapsBody(float *__restrict o, int64_t n, const float *__restrict p0, const float *__restrict p1,
          const float *__restrict p2, const float *__restrict p3, const float *__restrict p4,
          const float *__restrict p5, const float *__restrict p6, const float *__restrict p7,
          const float *__restrict p8, const float *__restrict w) {
@@ -29,10 +30,11 @@ nineTaps(float *__restrict o, int64_t n, const float *__restrict p0, const float
     o[i] = ((w0 * p0[i] + w1 * p1[i]) + (w2 * p2[i] + w3 * p3[i])) +
            ((w4 * p4[i] + w5 * p5[i]) + (w6 * p6[i] + w7 * p7[i])) + w8 * p8[i];
 }
+TCC_ISA_CLONES(nineTaps, nineTapsBody)
 
 /// o[i] (+)= w * p[i], i in [0, n).
-__attribute__((target_clones("avx512f", "avx2", "default"))) void
-oneTap(float *__restrict o, int64_t n, const float *__restrict p, float w, bool accumulate) {
+TCC_ISA_BODY void
+oneTapBody(float *__restrict o, int64_t n, const float *__restrict p, float w, bool accumulate) {
   if (accumulate) {
 #pragma GCC ivdep
     for (int64_t i = 0; i < n; ++i)
@@ -43,14 +45,16 @@ oneTap(float *__restrict o, int64_t n, const float *__restrict p, float w, bool 
       o[i] = w * p[i];
   }
 }
+TCC_ISA_CLONES(oneTap, oneTapBody)
 
 /// Rows [r0, r1) of an output plane from the flat buffer (row length v).
-__attribute__((target_clones("avx512f", "avx2", "default"))) void
-copyRows(float *__restrict out, const float *__restrict flat, int64_t rows, int64_t ow,
+TCC_ISA_BODY void
+copyRowsBody(float *__restrict out, const float *__restrict flat, int64_t rows, int64_t ow,
          int64_t v) {
   for (int64_t r = 0; r < rows; ++r)
     std::memcpy(out + r * ow, flat + r * v, sizeof(float) * ow);
 }
+TCC_ISA_CLONES(copyRows, copyRowsBody)
 
 /// Phase rows of one phase: padded input rows a, a + sh, ...; columns [c0, c1) of each are in
 /// bounds and read input column c * sw + colShift.
@@ -60,8 +64,8 @@ struct Phase {
   int64_t c0 = 0, c1 = 0, colShift = 0;
 };
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) void
-fillPhase(float *__restrict dst, const float *__restrict in, const Phase &ph, int64_t v,
+TCC_ISA_BODY void
+fillPhaseBody(float *__restrict dst, const float *__restrict in, const Phase &ph, int64_t v,
           int64_t sh, int64_t sw, int64_t iw) {
   int64_t count = ph.c1 - ph.c0;
   for (int64_t r = ph.r0; r < ph.r1; ++r) {
@@ -79,6 +83,7 @@ fillPhase(float *__restrict dst, const float *__restrict in, const Phase &ph, in
     }
   }
 }
+TCC_ISA_CLONES(fillPhase, fillPhaseBody)
 
 int64_t floorDiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
 int64_t ceilDiv(int64_t a, int64_t b) { return -floorDiv(-a, b); }

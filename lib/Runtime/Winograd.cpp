@@ -8,6 +8,7 @@
 // scattering the results are plain copies. Threads take whole items (each its own workspace);
 // a single item (one small image) splits its transforms by channel and its GEMMs instead.
 #include "Winograd.h"
+#include "IsaClones.h"
 #include "Parallel.h"
 
 
@@ -31,8 +32,8 @@ constexpr int64_t kWorkspaceBudget = 768 << 10; // per-thread V + M + scratch, a
 // ---- The row transforms: n contiguous values (tiles) per row, rows `xs` / `ys` apart ----------
 
 // B^T of F(2x2,3x3): rows {1,0,-1,0}, {0,1,1,0}, {0,-1,1,0}, {0,1,0,-1}.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void
-inputRows2(const float *__restrict x, int64_t xs, float *__restrict y, int64_t ys, int64_t n) {
+TCC_ISA_BODY void
+inputRows2Body(const float *__restrict x, int64_t xs, float *__restrict y, int64_t ys, int64_t n) {
 #pragma GCC ivdep
   for (int64_t t = 0; t < n; ++t) {
     float x0 = x[t], x1 = x[xs + t], x2 = x[2 * xs + t], x3 = x[3 * xs + t];
@@ -42,10 +43,11 @@ inputRows2(const float *__restrict x, int64_t xs, float *__restrict y, int64_t y
     y[3 * ys + t] = x1 - x3;
   }
 }
+TCC_ISA_CLONES(inputRows2, inputRows2Body)
 
 // A^T of F(2x2,3x3): rows {1,1,1,0}, {0,1,-1,-1}.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void
-outputRows2(const float *__restrict x, int64_t xs, float *__restrict y, int64_t ys, int64_t n) {
+TCC_ISA_BODY void
+outputRows2Body(const float *__restrict x, int64_t xs, float *__restrict y, int64_t ys, int64_t n) {
 #pragma GCC ivdep
   for (int64_t t = 0; t < n; ++t) {
     float x0 = x[t], x1 = x[xs + t], x2 = x[2 * xs + t], x3 = x[3 * xs + t];
@@ -53,10 +55,11 @@ outputRows2(const float *__restrict x, int64_t xs, float *__restrict y, int64_t 
     y[ys + t] = x1 - x2 - x3;
   }
 }
+TCC_ISA_CLONES(outputRows2, outputRows2Body)
 
 // B^T of F(4x4,3x3) (points 0, 1, -1, 2, -2, inf).
-__attribute__((target_clones("avx512f", "avx2", "default"))) void
-inputRows4(const float *__restrict x, int64_t xs, float *__restrict y, int64_t ys, int64_t n) {
+TCC_ISA_BODY void
+inputRows4Body(const float *__restrict x, int64_t xs, float *__restrict y, int64_t ys, int64_t n) {
 #pragma GCC ivdep
   for (int64_t t = 0; t < n; ++t) {
     float x0 = x[t], x1 = x[xs + t], x2 = x[2 * xs + t], x3 = x[3 * xs + t],
@@ -69,10 +72,11 @@ inputRows4(const float *__restrict x, int64_t xs, float *__restrict y, int64_t y
     y[5 * ys + t] = 4.0f * x1 - 5.0f * x3 + x5;
   }
 }
+TCC_ISA_CLONES(inputRows4, inputRows4Body)
 
 // A^T of F(4x4,3x3).
-__attribute__((target_clones("avx512f", "avx2", "default"))) void
-outputRows4(const float *__restrict x, int64_t xs, float *__restrict y, int64_t ys, int64_t n) {
+TCC_ISA_BODY void
+outputRows4Body(const float *__restrict x, int64_t xs, float *__restrict y, int64_t ys, int64_t n) {
 #pragma GCC ivdep
   for (int64_t t = 0; t < n; ++t) {
     float x0 = x[t], x1 = x[xs + t], x2 = x[2 * xs + t], x3 = x[3 * xs + t],
@@ -84,6 +88,7 @@ outputRows4(const float *__restrict x, int64_t xs, float *__restrict y, int64_t 
     y[3 * ys + t] = d12 + 8.0f * d34 + x5;
   }
 }
+TCC_ISA_CLONES(outputRows4, outputRows4Body)
 
 // G (alpha x 3) in double, for the weight transform.
 constexpr double kG2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
@@ -202,8 +207,11 @@ void winogradItem(const ConvGeometry &g, const Tiles &t, const float *in, const 
     vPacked.push_back(sgemmPackedView(isa, false, nb, gi, v + xi * vFloats));
   const SgemmPacked &layout = vPacked[0];
   const int64_t NR = layout.panel;
-  auto rows = m == 4 ? inputRows4 : inputRows2;
-  auto outRows = m == 4 ? outputRows4 : outputRows2;
+  using RowTransform = void (*)(const float *, int64_t, float *, int64_t, int64_t);
+  RowTransform rows = m == 4 ? inputRows4<const float *, int64_t, float *, int64_t, int64_t>
+                             : inputRows2<const float *, int64_t, float *, int64_t, int64_t>;
+  RowTransform outRows = m == 4 ? outputRows4<const float *, int64_t, float *, int64_t, int64_t>
+                                : outputRows2<const float *, int64_t, float *, int64_t, int64_t>;
   // Runs body(c0, c1, d, tmp) over [0, count) in chunks; d and tmp ([a2][nb] each: gathered
   // tiles, then the column pass) are the running thread's.
   auto split = [&](int64_t count, auto body) {
