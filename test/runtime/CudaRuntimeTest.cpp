@@ -1026,20 +1026,26 @@ TEST(CudaCollectives, MatchTheCpuRuntime) {
   }
 }
 
+/// Skips unless a real GPU and NCCL are here and this is a single process; sets `version`.
+#define REQUIRE_NCCL_ONE_PROCESS(version)                                                          \
+  do {                                                                                             \
+    REQUIRE_CUDA();                                                                                \
+    if (onFakeDriver())                                                                            \
+      GTEST_SKIP() << "NCCL needs a real GPU";                                                     \
+    if (jobSize() != 1)                                                                            \
+      GTEST_SKIP() << "one process only";                                                          \
+    try {                                                                                          \
+      version = tcc::rt::cuda::ncclVersion();                                                      \
+    } catch (const std::exception &e) {                                                            \
+      GTEST_SKIP() << e.what();                                                                    \
+    }                                                                                              \
+  } while (0)
+
 /// On a real GPU with NCCL, one process: every collective through a one-rank NCCL communicator
 /// (TCC_CUDA_COLLECTIVES=nccl), packed blocks included.
 TEST(CudaCollectives, OneRankThroughNccl) {
-  REQUIRE_CUDA();
-  if (onFakeDriver())
-    GTEST_SKIP() << "NCCL needs a real GPU";
-  if (jobSize() != 1)
-    GTEST_SKIP() << "one process only";
   std::string version;
-  try {
-    version = tcc::rt::cuda::ncclVersion();
-  } catch (const std::exception &e) {
-    GTEST_SKIP() << e.what();
-  }
+  REQUIRE_NCCL_ONE_PROCESS(version);
   setenv("TCC_CUDA_COLLECTIVES", "nccl", 1);
   std::vector<uint8_t> cpu = collectivesProgram(ArtifactBuilder(), 1).finish();
   std::vector<uint8_t> gpu = collectivesProgram(ArtifactBuilder::cuda(), 1).finish();
@@ -1057,16 +1063,8 @@ TEST(CudaCollectives, OneRankThroughNccl) {
 /// NCCL all-reduce bandwidth through libtccrt on one rank (printed for bench/results; a
 /// one-rank all-reduce is a device copy, so this is NCCL's overhead and local bandwidth).
 TEST(CudaCollectives, NcclOneRankAllReduceBandwidth) {
-  REQUIRE_CUDA();
-  if (onFakeDriver())
-    GTEST_SKIP() << "NCCL needs a real GPU";
-  if (jobSize() != 1)
-    GTEST_SKIP() << "one process only";
-  try {
-    tcc::rt::cuda::ncclVersion();
-  } catch (const std::exception &e) {
-    GTEST_SKIP() << e.what();
-  }
+  std::string version;
+  REQUIRE_NCCL_ONE_PROCESS(version);
   for (int64_t mib : {1, 16, 256}) {
     int64_t n = mib * 1024 * 1024 / 4;
     ArtifactBuilder a = ArtifactBuilder::cuda();
