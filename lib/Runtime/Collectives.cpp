@@ -9,14 +9,14 @@
 
 namespace tcc::rt {
 
-namespace {
-
-int64_t product(const std::vector<int64_t> &v, size_t from, size_t to) {
+int64_t dimsProduct(const std::vector<int64_t> &v, size_t from, size_t to) {
   int64_t p = 1;
   for (size_t i = from; i < to && i < v.size(); ++i)
     p *= v[i];
   return p;
 }
+
+namespace {
 
 std::string shapeText(const std::vector<int64_t> &s) {
   std::string t;
@@ -25,23 +25,19 @@ std::string shapeText(const std::vector<int64_t> &s) {
   return t.empty() ? "scalar" : t;
 }
 
-/// Views `shape` as [outer, n, inner] around `dim` split into n blocks: copies block b of every
-/// outer row between a tensor and a contiguous block buffer.
-struct Blocks {
-  int64_t outer, blockRow; // bytes of one block's part of an outer row
-  Blocks(const std::vector<int64_t> &shape, int64_t dim, int64_t n, size_t elem) {
-    outer = product(shape, 0, dim);
-    blockRow = product(shape, dim, shape.size()) / n * elem;
-  }
+/// Copies block b of every outer row (BlockRows) between a tensor and n contiguous blocks, on
+/// the host.
+struct Blocks : BlockRows {
+  using BlockRows::BlockRows;
   void pack(const uint8_t *tensor, uint8_t *blocks, int64_t n) const {
     for (int64_t b = 0; b < n; ++b)
       for (int64_t o = 0; o < outer; ++o)
-        std::memcpy(blocks + (b * outer + o) * blockRow, tensor + (o * n + b) * blockRow, blockRow);
+        std::memcpy(blocks + (b * outer + o) * rowBytes, tensor + (o * n + b) * rowBytes, rowBytes);
   }
   void unpack(const uint8_t *blocks, uint8_t *tensor, int64_t n) const {
     for (int64_t b = 0; b < n; ++b)
       for (int64_t o = 0; o < outer; ++o)
-        std::memcpy(tensor + (o * n + b) * blockRow, blocks + (b * outer + o) * blockRow, blockRow);
+        std::memcpy(tensor + (o * n + b) * rowBytes, blocks + (b * outer + o) * rowBytes, rowBytes);
   }
 };
 
@@ -115,16 +111,18 @@ void runCollective(const CollectiveStep &s, const std::vector<int64_t> &mesh, co
                    void *out, Communicator *comm, std::vector<uint8_t> &scratch,
                    const std::string &what) {
   size_t elem = dtypeSize(s.dtype);
-  size_t inBytes = product(s.inShape, 0, s.inShape.size()) * elem;
-  size_t outBytes = product(s.outShape, 0, s.outShape.size()) * elem;
+  size_t inBytes = dimsProduct(s.inShape, 0, s.inShape.size()) * elem;
+  size_t outBytes = dimsProduct(s.outShape, 0, s.outShape.size()) * elem;
   if (s.groupSize == 1) {
     if (in != out)
       std::memmove(out, in, outBytes);
     return;
   }
-  if (!comm)
-    throw Error(what + ": this program was compiled for " + std::to_string(product(mesh, 0, mesh.size())) +
-                " ranks; start it with mpirun -np " + std::to_string(product(mesh, 0, mesh.size())));
+  if (!comm) {
+    std::string ranks = std::to_string(dimsProduct(mesh, 0, mesh.size()));
+    throw Error(what + ": this program was compiled for " + ranks +
+                " ranks; start it with mpirun -np " + ranks);
+  }
   std::vector<int> group = collectiveGroup(mesh, s.axes, comm->rank());
   int64_t n = s.groupSize;
   auto *src = static_cast<const uint8_t *>(in);
@@ -141,7 +139,7 @@ void runCollective(const CollectiveStep &s, const std::vector<int64_t> &mesh, co
     return;
   }
   case CollectiveKind::AllGather: {
-    if (product(s.inShape, 0, s.dim) == 1) {
+    if (dimsProduct(s.inShape, 0, s.dim) == 1) {
       comm->allGather(group, in, out, inBytes, what);
       return;
     }
@@ -152,7 +150,7 @@ void runCollective(const CollectiveStep &s, const std::vector<int64_t> &mesh, co
   }
   case CollectiveKind::ReduceScatter: {
     const void *blocks = in;
-    if (product(s.inShape, 0, s.dim) != 1) {
+    if (dimsProduct(s.inShape, 0, s.dim) != 1) {
       scratch.resize(inBytes);
       Blocks(s.inShape, s.dim, n, elem).pack(src, scratch.data(), n);
       blocks = scratch.data();
@@ -177,8 +175,8 @@ std::optional<PendingCollective> startCollective(const CollectiveStep &s,
                                                  void *out, Communicator *comm,
                                                  const std::string &what) {
   size_t elem = dtypeSize(s.dtype);
-  size_t inBytes = product(s.inShape, 0, s.inShape.size()) * elem;
-  size_t outBytes = product(s.outShape, 0, s.outShape.size()) * elem;
+  size_t inBytes = dimsProduct(s.inShape, 0, s.inShape.size()) * elem;
+  size_t outBytes = dimsProduct(s.outShape, 0, s.outShape.size()) * elem;
   if (s.groupSize == 1 || !comm) {
     std::vector<uint8_t> unused;
     runCollective(s, mesh, in, out, comm, unused, what);
@@ -191,7 +189,7 @@ std::optional<PendingCollective> startCollective(const CollectiveStep &s,
     throw Error(what + ": only all_reduce and reduce_scatter run asynchronously");
   std::vector<uint8_t> staging;
   const void *blocks = in;
-  if (product(s.inShape, 0, s.dim) != 1) {
+  if (dimsProduct(s.inShape, 0, s.dim) != 1) {
     staging.resize(inBytes);
     Blocks(s.inShape, s.dim, s.groupSize, elem)
         .pack(static_cast<const uint8_t *>(in), staging.data(), s.groupSize);

@@ -36,6 +36,20 @@ struct WaitStep {
   uint32_t collective = 0;
 };
 
+/// The product of shape[from, to) (the elements of a shape, or of its outer dims).
+int64_t dimsProduct(const std::vector<int64_t> &shape, size_t from, size_t to);
+
+/// A tensor of `shape` viewed as [outer, n blocks along `dim`, rest], for collectives along a dim
+/// other than the first: block b of every outer row is `rowBytes` bytes at (o * n + b) *
+/// rowBytes in the tensor and at (b * outer + o) * rowBytes among n contiguous blocks.
+struct BlockRows {
+  int64_t outer;
+  size_t rowBytes;
+  BlockRows(const std::vector<int64_t> &shape, int64_t dim, int64_t n, size_t elemBytes)
+      : outer(dimsProduct(shape, 0, dim)),
+        rowBytes(dimsProduct(shape, dim, shape.size()) / n * elemBytes) {}
+};
+
 /// Checks a decoded step against its buffers' shapes and the mesh; sets groupSize. Throws
 /// Error with the reason.
 void checkCollective(CollectiveStep &step, const std::vector<int64_t> &meshSizes);

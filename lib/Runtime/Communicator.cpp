@@ -101,12 +101,12 @@ void runWithDeadline(double seconds, const std::string &what, const std::functio
   watchdog.join();
 }
 
-namespace {
-
-double startupDeadline() {
+double collectiveTimeout() {
   const char *t = std::getenv("TCC_COLLECTIVE_TIMEOUT");
   return t && std::atof(t) > 0 ? std::atof(t) : 300;
 }
+
+namespace {
 
 void check(int rc, const char *call) {
   if (rc != 0)
@@ -119,7 +119,7 @@ public:
     int initialized = 0;
     check(mpi.Initialized(&initialized), "MPI_Initialized");
     if (!initialized) {
-      runWithDeadline(startupDeadline(), "MPI start-up (MPI_Init)",
+      runWithDeadline(collectiveTimeout(), "MPI start-up (MPI_Init)",
                    [&] { check(mpi.Init(nullptr, nullptr), "MPI_Init"); });
       std::atexit([] {
         if (auto *self = instance) {
@@ -132,8 +132,7 @@ public:
     }
     check(mpi.Comm_rank(mpi.commWorld, &rank_), "MPI_Comm_rank");
     check(mpi.Comm_size(mpi.commWorld, &size_), "MPI_Comm_size");
-    if (const char *t = std::getenv("TCC_COLLECTIVE_TIMEOUT"))
-      deadlineSeconds_ = std::atof(t) > 0 ? std::atof(t) : deadlineSeconds_;
+    deadlineSeconds_ = collectiveTimeout();
     instance = this;
   }
 
@@ -184,11 +183,7 @@ public:
 
   void allGather(const std::vector<int> &group, const void *in, void *out, size_t bytes,
                  const std::string &what) override {
-    Handle req = nullptr;
-    int n = checkedCount(bytes);
-    check(mpi.Iallgather(in, n, mpi.byteType, out, n, mpi.byteType, comm(group), &req),
-          "MPI_Iallgather");
-    wait(req, group, what);
+    exchangeBytes(mpi.Iallgather, "MPI_Iallgather", group, in, out, bytes, what);
   }
 
   void reduceScatter(const std::vector<int> &group, const void *in, void *out, size_t count,
@@ -199,11 +194,7 @@ public:
 
   void allToAll(const std::vector<int> &group, const void *in, void *out, size_t bytes,
                 const std::string &what) override {
-    Handle req = nullptr;
-    int n = checkedCount(bytes);
-    check(mpi.Ialltoall(in, n, mpi.byteType, out, n, mpi.byteType, comm(group), &req),
-          "MPI_Ialltoall");
-    wait(req, group, what);
+    exchangeBytes(mpi.Ialltoall, "MPI_Ialltoall", group, in, out, bytes, what);
   }
 
   void broadcast(const std::vector<int> &group, void *buffer, size_t bytes, int root,
@@ -232,6 +223,16 @@ public:
   }
 
 private:
+  using ByteExchange = int (*)(const void *, int, Handle, void *, int, Handle, Handle, Handle *);
+  /// MPI_Iallgather or MPI_Ialltoall of `bytes` bytes per rank, waited for.
+  void exchangeBytes(ByteExchange start, const char *call, const std::vector<int> &group,
+                     const void *in, void *out, size_t bytes, const std::string &what) {
+    Handle req = nullptr;
+    int n = checkedCount(bytes);
+    check(start(in, n, mpi.byteType, out, n, mpi.byteType, comm(group), &req), call);
+    wait(req, group, what);
+  }
+
   static int checkedCount(size_t n) {
     if (n > (size_t)INT32_MAX)
       throw Error("a collective of " + std::to_string(n) + " elements exceeds MPI's int count");

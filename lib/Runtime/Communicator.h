@@ -93,6 +93,9 @@ protected:
   double deadlineSeconds_ = 300;
 };
 
+/// The collective deadline in seconds: $TCC_COLLECTIVE_TIMEOUT if positive, else 300.
+double collectiveTimeout();
+
 /// Runs `call`, a blocking call that has no non-blocking form (start-up, making a
 /// communicator), under a watchdog: if it has not returned within `seconds`, the process prints
 /// "tcc: error: <what> did not complete within S s ..." and exits with code 3 (mpirun then ends

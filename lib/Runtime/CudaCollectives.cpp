@@ -137,23 +137,9 @@ int ncclOp(Reduction r) {
   return kNcclSum;
 }
 
-int64_t product(const std::vector<int64_t> &v, size_t from, size_t to) {
-  int64_t p = 1;
-  for (size_t i = from; i < to && i < v.size(); ++i)
-    p *= v[i];
-  return p;
-}
-
 int envInt(const char *name, int fallback) {
   const char *v = std::getenv(name);
   return v && *v ? std::atoi(v) : fallback;
-}
-
-int deviceCount() {
-  int n = 0;
-  const CudaDriver &d = loadCudaDriver();
-  d.check(d.cuDeviceGetCount(&n), "cuDeviceGetCount");
-  return n;
 }
 
 } // namespace
@@ -168,7 +154,7 @@ int rankDeviceOrdinal(int ordinal) {
   int local = envInt("OMPI_COMM_WORLD_LOCAL_RANK", -1);
   if (local < 0)
     return ordinal;
-  int n = deviceCount();
+  int n = cudaDeviceCount();
   return n > 0 ? (ordinal + local) % n : ordinal;
 }
 
@@ -186,8 +172,8 @@ struct DeviceCollectives::Planned {
 
 void copyBlocks(const CudaDriver &d, CUstream s, const std::vector<int64_t> &shape, int64_t dim,
                 int64_t n, size_t elem, CUdeviceptr tensor, CUdeviceptr blocks, bool pack) {
-  size_t outer = product(shape, 0, dim);
-  size_t row = product(shape, dim, shape.size()) / n * elem; // one block's part of an outer row
+  BlockRows rows(shape, dim, n, elem);
+  size_t outer = rows.outer, row = rows.rowBytes;
   for (int64_t b = 0; b < n; ++b) {
     CUDA_MEMCPY2D c{};
     c.srcMemoryType = c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
@@ -227,8 +213,8 @@ DeviceCollectives::DeviceCollectives(CudaDevice &device, const Program &program,
     p->in = addresses[s->input];
     p->out = addresses[s->output];
     p->elem = dtypeSize(s->dtype);
-    p->inBytes = product(s->inShape, 0, s->inShape.size()) * p->elem;
-    p->outBytes = product(s->outShape, 0, s->outShape.size()) * p->elem;
+    p->inBytes = dimsProduct(s->inShape, 0, s->inShape.size()) * p->elem;
+    p->outBytes = dimsProduct(s->outShape, 0, s->outShape.size()) * p->elem;
     needBackend |= s->groupSize > 1 || forceNccl;
     planned_[i] = std::move(p);
   }
@@ -237,7 +223,7 @@ DeviceCollectives::DeviceCollectives(CudaDevice &device, const Program &program,
 
   Communicator *host = processCommunicator();
   int world = host ? host->size() : 1;
-  int meshRanks = (int)product(mesh, 0, mesh.size());
+  int meshRanks = (int)dimsProduct(mesh, 0, mesh.size());
   if (meshRanks != world)
     throw Error("this program was compiled for " + std::to_string(meshRanks) +
                 " ranks and runs in a job of " + std::to_string(world) + "; start it with mpirun -np " +
@@ -250,7 +236,7 @@ DeviceCollectives::DeviceCollectives(CudaDevice &device, const Program &program,
     loadNccl();
     backend_ = CollectiveBackend::Nccl;
   } else {
-    bool gpuPerRank = envInt("OMPI_COMM_WORLD_LOCAL_SIZE", 1) <= deviceCount();
+    bool gpuPerRank = envInt("OMPI_COMM_WORLD_LOCAL_SIZE", 1) <= cudaDeviceCount();
     bool ncclLoads = false;
     try {
       loadNccl();
@@ -266,8 +252,8 @@ DeviceCollectives::DeviceCollectives(CudaDevice &device, const Program &program,
       continue;
     p->group = collectiveGroup(mesh, p->step.axes, rank);
     const CollectiveStep &s = p->step;
-    bool packedIn = s.kind == CollectiveKind::ReduceScatter && product(s.inShape, 0, s.dim) != 1;
-    if (s.kind == CollectiveKind::AllGather && product(s.outShape, 0, s.dim) != 1)
+    bool packedIn = s.kind == CollectiveKind::ReduceScatter && dimsProduct(s.inShape, 0, s.dim) != 1;
+    if (s.kind == CollectiveKind::AllGather && dimsProduct(s.outShape, 0, s.dim) != 1)
       scratchBytes = std::max(scratchBytes, p->outBytes);
     if (packedIn && !s.async)
       scratchBytes = std::max(scratchBytes, p->inBytes);
@@ -318,7 +304,7 @@ DeviceCollectives::DeviceCollectives(CudaDevice &device, const Program &program,
     if (p->group.size() > 1)
       host->broadcast(p->group, &id, sizeof id, 0, what + ": its unique id");
     void *comm = nullptr;
-    double deadline = host ? host->deadline() : 300;
+    double deadline = host ? host->deadline() : collectiveTimeout();
     runWithDeadline(deadline, what, [&] {
       nccl.check(nccl.CommInitRank(&comm, (int)p->group.size(), id, position), what);
     });
@@ -407,7 +393,7 @@ void DeviceCollectives::launchNccl(Planned &p) {
                p.what + ": ncclBroadcast");
     break;
   case CollectiveKind::AllGather: {
-    bool direct = product(s.outShape, 0, s.dim) == 1;
+    bool direct = dimsProduct(s.outShape, 0, s.dim) == 1;
     nccl.check(nccl.AllGather((void *)p.in, (void *)(direct ? p.out : scratch_), p.inBytes,
                               kNcclInt8, p.comm, cs),
                p.what + ": ncclAllGather");
@@ -417,7 +403,7 @@ void DeviceCollectives::launchNccl(Planned &p) {
   }
   case CollectiveKind::ReduceScatter: {
     CUdeviceptr blocks = p.in;
-    if (product(s.inShape, 0, s.dim) != 1) {
+    if (dimsProduct(s.inShape, 0, s.dim) != 1) {
       blocks = s.async ? p.staging : scratch_;
       copyBlocks(d, cs, s.inShape, s.dim, n, p.elem, p.in, blocks, /*pack=*/true);
     }
@@ -457,7 +443,7 @@ void DeviceCollectives::synchronize() {
   CudaEvent end(device_);
   end.record(compute_);
   Communicator *host = processCommunicator();
-  double seconds = host ? host->deadline() : envInt("TCC_COLLECTIVE_TIMEOUT", 300);
+  double seconds = host ? host->deadline() : collectiveTimeout();
   auto start = std::chrono::steady_clock::now();
   for (int spins = 0;; ++spins) {
     CUresult r = d.cuEventQuery(end.get());

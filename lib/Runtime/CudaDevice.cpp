@@ -175,8 +175,7 @@ CudaDevice &CudaDevice::get(int ordinal) {
   auto it = devices->find(ordinal);
   if (it != devices->end())
     return *it->second;
-  int count = 0;
-  driver.check(driver.cuDeviceGetCount(&count), "cuDeviceGetCount");
+  int count = cudaDeviceCount();
   if (ordinal < 0 || ordinal >= count)
     throw Error("CUDA device " + std::to_string(ordinal) + " does not exist (" +
                 std::to_string(count) + (count == 1 ? " device" : " devices") + ": cuda:0" +

@@ -194,4 +194,11 @@ bool cudaAvailable(std::string *reason) {
   return o.error.empty();
 }
 
+int cudaDeviceCount() {
+  const CudaDriver &driver = loadCudaDriver();
+  int count = 0;
+  driver.check(driver.cuDeviceGetCount(&count), "cuDeviceGetCount");
+  return count;
+}
+
 } // namespace tcc::rt::cuda

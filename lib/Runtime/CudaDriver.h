@@ -156,6 +156,9 @@ struct CudaDriver {
 /// The process-wide driver (see the file comment); throws tcc::rt::Error when CUDA is unusable.
 const CudaDriver &loadCudaDriver();
 
+/// The number of CUDA devices (loads the driver; throws as loadCudaDriver does).
+int cudaDeviceCount();
+
 /// Whether CUDA is usable in this process; if not and `reason` is given, why (the message
 /// loadCudaDriver would throw).
 bool cudaAvailable(std::string *reason = nullptr);

@@ -3,12 +3,11 @@
 ZeRO-3 (resharded on load) with the losses of an uninterrupted single-process run; and the
 weights of a distributed run (ZeRO-3, its checkpoint resumed in one process and saved as ONNX)
 equal the single-process run's."""
-import argparse
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import check_prerequisites, compile_training, run, train  # noqa: E402
+from common import arguments, check_prerequisites, compile_training, run, train  # noqa: E402
 
 
 def max_rel(a, b):
@@ -16,11 +15,7 @@ def max_rel(a, b):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--tcc", required=True)
-    p.add_argument("--model", required=True)
-    p.add_argument("--data", required=True)
-    p.add_argument("--work-dir", required=True)
+    p = arguments()
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--tolerance", type=float, default=1e-5)
     a = p.parse_args()

@@ -1,9 +1,22 @@
-"""Shared by the distributed tests: skipping, and compiling/training with tcc. Standard library only."""
+"""Shared by the distributed tests: their arguments, skipping, and compiling/training with tcc.
+Standard library only."""
+import argparse
 import json
 import os
 import shutil
 import subprocess
 import sys
+
+
+def arguments():
+    """The arguments every distributed test takes (tcc, the model, its data, a work folder); tests
+    add their own."""
+    p = argparse.ArgumentParser()
+    p.add_argument("--tcc", required=True)
+    p.add_argument("--model", required=True)
+    p.add_argument("--data", required=True)
+    p.add_argument("--work-dir", required=True)
+    return p
 
 
 def skip(reason):

@@ -2,7 +2,6 @@
 """A rank that stops answering (SIGSTOP) mid-training ends the whole job within the collective
 deadline: non-zero exit, an error naming the rank, the collective and the step, no process
 left behind."""
-import argparse
 import os
 import signal
 import subprocess
@@ -11,7 +10,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import check_prerequisites, compile_training  # noqa: E402
+from common import arguments, check_prerequisites, compile_training  # noqa: E402
 
 
 def rank_pids(tcc, artifact):
@@ -22,11 +21,7 @@ def rank_pids(tcc, artifact):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--tcc", required=True)
-    p.add_argument("--model", required=True)
-    p.add_argument("--data", required=True)
-    p.add_argument("--work-dir", required=True)
+    p = arguments()
     p.add_argument("--timeout", type=float, default=3)
     a = p.parse_args()
     check_prerequisites(a.data)

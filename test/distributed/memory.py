@@ -4,21 +4,16 @@ under dp=2, dp=2 ZeRO-3 and dp=4 ZeRO-3 falls with the state a rank holds, and s
 budget: twice its share of the state (the trainer double-buffers what a step updates) plus its
 planned temporaries (--report arena bytes of its entries) plus 2 MiB (batches, outputs, GEMM
 packing buffers)."""
-import argparse
 import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import check_prerequisites, compile_training, run  # noqa: E402
+from common import arguments, check_prerequisites, compile_training, run  # noqa: E402
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--tcc", required=True)
-    p.add_argument("--model", required=True)
-    p.add_argument("--data", required=True)
-    p.add_argument("--work-dir", required=True)
+    p = arguments()
     a = p.parse_args()
     check_prerequisites(a.data)
     os.makedirs(a.work_dir, exist_ok=True)

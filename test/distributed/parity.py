@@ -3,12 +3,11 @@
 single-process run with the same global batch, within --tolerance relative. Models: the
 FashionMNIST example (an MLP with dropout) and the tiny transformer language model
 (examples/tiny-lm: embedding, causal attention, layer norms)."""
-import argparse
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import check_prerequisites, compile_training, train  # noqa: E402
+from common import arguments, check_prerequisites, compile_training, train  # noqa: E402
 
 STRATEGIES = [  # (mesh, zero, ranks)
     ("dp=2", 0, 2), ("dp=4", 0, 4), ("dp=2", 1, 2), ("dp=2", 2, 2), ("dp=2", 3, 2),
@@ -17,11 +16,7 @@ STRATEGIES = [  # (mesh, zero, ranks)
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--tcc", required=True)
-    p.add_argument("--model", required=True)
-    p.add_argument("--data", required=True)
-    p.add_argument("--work-dir", required=True)
+    p = arguments()
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--lr", default="1e-3")
