@@ -73,6 +73,9 @@ class Layer:
     def input_paths(self) -> list[Path]:
         return [self.input]
 
+    def fields(self) -> dict:
+        return {"m": self.m, "k": self.k, "n": self.n, "form": self.form}
+
     @property
     def gflop(self) -> float:
         return 2.0 * self.m * self.n * self.k * 1e-9
@@ -84,7 +87,9 @@ def gemm_bench(binary: Path, threads: int, repeats: int) -> dict:
     return json.loads(out)
 
 
-def layers_vs_ort(layers: list[Layer], tcc: run_cpu.Tcc, threads: int, iters: int) -> list[dict]:
+def layers_vs_ort(layers: list, tcc: run_cpu.Tcc, threads: int, iters: int) -> list[dict]:
+    """Each layer: name, onnx_path, input_paths(), gflop (useful work) and fields() (its shape,
+    for the JSON rows); tcc and onnxruntime timed in alternating rounds, outputs compared."""
     rows = []
     for layer in layers:
         ort = run_cpu.OrtRunner(layer, threads)
@@ -97,22 +102,38 @@ def layers_vs_ort(layers: list[Layer], tcc: run_cpu.Tcc, threads: int, iters: in
             o_blocks.append(ort.block(10, iters))
             t_blocks.append(tcc.bench(layer, threads, 10, iters, art))
         t, o = run_cpu.combine(t_blocks), run_cpu.combine(o_blocks)
-        rows.append({"layer": layer.name, "m": layer.m, "k": layer.k, "n": layer.n, "form": layer.form,
-                     "threads": threads, "tcc_ms": t["median_ms"], "ort_ms": o["median_ms"],
+        rows.append({"layer": layer.name, **layer.fields(), "threads": threads, "tcc_ms": t["median_ms"], "ort_ms": o["median_ms"],
                      "ratio": t["median_ms"] / o["median_ms"], "outputs_ok": check["ok"],
                      "tcc_gflops": layer.gflop / (t["median_ms"] * 1e-3),
                      "ort_gflops": layer.gflop / (o["median_ms"] * 1e-3)})
-        print(f"  {threads}t {layer.name:42s} tcc {t['median_ms']:.4f} ms  ORT {o['median_ms']:.4f} ms  "
+        print(f"  {threads}t {layer.name:52s} tcc {t['median_ms']:.4f} ms  ORT {o['median_ms']:.4f} ms  "
               f"tcc/ORT {rows[-1]['ratio']:.2f}  outputs {'ok' if check['ok'] else 'DIFFER'}", flush=True)
     return rows
 
 
+def machine_lines(title: str, info: dict) -> list[str]:
+    return [f"# {title}", "",
+            f"- date: {info['date']}; host: {info['host']}",
+            f"- CPU: {info['cpu']} ({info['cores']} cores; {info['cpu_flags']}); {info['os']}",
+            f"- tcc at git {info['git_commit']}{' (dirty)' if info['git_dirty'] else ''}; onnxruntime "
+            f"{info['onnxruntime']} (CPUExecutionProvider, ORT_ENABLE_ALL)", ""]
+
+
+def layers_markdown(layers: list[dict], intro: str) -> list[str]:
+    lines = ["## Single layers: tcc vs onnxruntime", "", intro, "",
+             "| layer | threads | tcc ms | ORT ms | tcc/ORT | tcc GFLOP/s | ORT GFLOP/s | outputs |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in layers:
+        lines.append(f"| {r['layer']} | {r['threads']} | {r['tcc_ms']:.4f} | {r['ort_ms']:.4f} | {r['ratio']:.2f} | "
+                     f"{r['tcc_gflops']:.1f} | {r['ort_gflops']:.1f} | {'ok' if r['outputs_ok'] else 'DIFFER'} |")
+    for t in sorted({r["threads"] for r in layers}):
+        rs = [r["ratio"] for r in layers if r["threads"] == t]
+        lines.append(f"\ngeometric mean tcc/ORT, {t} thread(s): **{math.exp(sum(map(math.log, rs)) / len(rs)):.2f}**")
+    return lines
+
+
 def markdown(info: dict, kernels: dict[int, dict], layers: list[dict]) -> str:
-    lines = ["# libtccrt sgemm vs FMA peak, OpenBLAS and onnxruntime (CPU)", "",
-             f"- date: {info['date']}; host: {info['host']}",
-             f"- CPU: {info['cpu']} ({info['cores']} cores; {info['cpu_flags']}); {info['os']}",
-             f"- tcc at git {info['git_commit']}{' (dirty)' if info['git_dirty'] else ''}; onnxruntime "
-             f"{info['onnxruntime']} (CPUExecutionProvider, ORT_ENABLE_ALL)", ""]
+    lines = machine_lines("libtccrt sgemm vs FMA peak, OpenBLAS and onnxruntime (CPU)", info)
     for threads, k in kernels.items():
         peak = k["fma_peak_512_gflops"] if k["family"] == "avx512" else k["fma_peak_256_gflops"]
         lines += [f"## GEMM kernels, {threads} thread{'s' if threads > 1 else ''}", "",
@@ -128,17 +149,9 @@ def markdown(info: dict, kernels: dict[int, dict], layers: list[dict]) -> str:
                          f"{pct:.0f}% | {s['openblas_gflops'] / s['tcc_gflops']:.2f} |")
         lines.append("")
     if layers:
-        lines += ["## Single layers: tcc vs onnxruntime", "",
-                  "One ONNX node with a constant weight (Gemm transB=1 + bias as exporters write nn.Linear, or MatMul), "
-                  "`tcc bench` on the compiled artifact vs `InferenceSession.run`, median of 3 alternating rounds.", "",
-                  "| layer | threads | tcc ms | ORT ms | tcc/ORT | tcc GFLOP/s | ORT GFLOP/s | outputs |",
-                  "|---|---|---|---|---|---|---|---|"]
-        for r in layers:
-            lines.append(f"| {r['layer']} | {r['threads']} | {r['tcc_ms']:.4f} | {r['ort_ms']:.4f} | {r['ratio']:.2f} | "
-                         f"{r['tcc_gflops']:.1f} | {r['ort_gflops']:.1f} | {'ok' if r['outputs_ok'] else 'DIFFER'} |")
-        for t in sorted({r["threads"] for r in layers}):
-            rs = [r["ratio"] for r in layers if r["threads"] == t]
-            lines.append(f"\ngeometric mean tcc/ORT, {t} thread(s): **{math.exp(sum(map(math.log, rs)) / len(rs)):.2f}**")
+        lines += layers_markdown(layers, "One ONNX node with a constant weight (Gemm transB=1 + bias as exporters "
+                                 "write nn.Linear, or MatMul), `tcc bench` on the compiled artifact vs "
+                                 "`InferenceSession.run`, median of 3 alternating rounds.")
     return "\n".join(lines) + "\n"
 
 

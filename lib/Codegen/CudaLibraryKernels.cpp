@@ -108,6 +108,7 @@ CudaKernel makeKernel(const std::string &name, std::string source, const std::st
 struct ConvShape {
   int64_t batch, inChannels, outChannels, groups, groupIn, groupOut;
   std::vector<int64_t> in, kernel, out, strides, padLow, padHigh, dilations;
+  std::vector<int64_t> lhsDilations; // input dilation (transposed convolution), 1 = none
   int64_t inSize, kernelSize, outSize;
 };
 
@@ -130,6 +131,8 @@ ConvShape convShape(tk::ConvOp op) {
   s.padLow.assign(op.getPadLow().begin(), op.getPadLow().end());
   s.padHigh.assign(op.getPadHigh().begin(), op.getPadHigh().end());
   s.dilations.assign(op.getDilations().begin(), op.getDilations().end());
+  llvm::SmallVector<int64_t> lhsDilations = op.getLhsDilationPerDim();
+  s.lhsDilations.assign(lhsDilations.begin(), lhsDilations.end());
   if (s.strides.size() != spatial || s.padLow.size() != spatial ||
       s.padHigh.size() != spatial || s.dilations.size() != spatial)
     throw Error(name + ": strides, pad_low, pad_high and dilations need one entry per spatial "
@@ -143,11 +146,12 @@ ConvShape convShape(tk::ConvOp op) {
     throw Error(name + ": channel counts do not agree with groups = " + str(s.groups) +
                 ": input" + list(x) + ", weight" + list(w) + ", output" + list(y));
   for (size_t d = 0; d < spatial; ++d) {
-    int64_t k = w[d + 2], st = s.strides[d], dil = s.dilations[d];
-    if (k < 1 || st < 1 || dil < 1)
+    int64_t k = w[d + 2], st = s.strides[d], dil = s.dilations[d], ld = s.lhsDilations[d];
+    if (k < 1 || st < 1 || dil < 1 || ld < 1)
       throw Error(name + ": kernel dims, strides and dilations must be >= 1; got weight" +
                   list(w) + ", strides" + list(s.strides) + ", dilations" + list(s.dilations));
-    __int128 padded = (__int128)x[d + 2] + s.padLow[d] + s.padHigh[d];
+    __int128 dilatedIn = x[d + 2] == 0 ? 0 : (__int128)(x[d + 2] - 1) * ld + 1;
+    __int128 padded = dilatedIn + s.padLow[d] + s.padHigh[d];
     __int128 span = (__int128)(k - 1) * dil + 1;
     int64_t expected = padded < span ? 0 : (int64_t)((padded - span) / st + 1);
     if (y[d + 2] != expected)
@@ -171,7 +175,23 @@ std::string describe(const ConvShape &s) {
          str(s.outChannels) + "," + str(s.groupIn) + "]" + list(s.kernel) + " y=" +
          list(s.out) + " strides=" + list(s.strides) + " pad_low=" + list(s.padLow) +
          " pad_high=" + list(s.padHigh) + " dilations=" + list(s.dilations) +
-         " groups=" + str(s.groups);
+         " groups=" + str(s.groups) +
+         (llvm::all_of(s.lhsDilations, [](int64_t d) { return d == 1; })
+              ? ""
+              : " lhs_dilation=" + list(s.lhsDilations));
+}
+
+/// Reading the input at coordinate `q` (an expression: a position in the dilated input) of
+/// spatial dim d: the condition that an input element is there, and its index. With an input
+/// dilation s, only multiples of s hold one (a negative q fails the unsigned compare).
+std::pair<std::string, std::string> dilatedInput(const ConvShape &s, size_t d,
+                                                 const std::string &q, const std::string &U) {
+  int64_t ld = s.lhsDilations[d];
+  if (ld == 1)
+    return {"(" + U + ")" + q + " < " + str(s.in[d]) + "u", q};
+  std::string index = "(" + q + " / " + str(ld) + ")";
+  return {q + " % " + str(ld) + " == 0 && (" + U + ")" + index + " < " + str(s.in[d]) + "u",
+          index};
 }
 
 /// Lines that split the output pixel `p` (an expression) into coordinates and set
@@ -211,7 +231,8 @@ std::string indexType(const ConvShape &s) {
                                s.batch * s.outSize});
   for (size_t d = 0; d < s.in.size(); ++d) {
     __int128 reach = (__int128)s.strides[d] * s.out[d] + std::abs(s.padLow[d]) +
-                     std::abs(s.padHigh[d]) + (__int128)s.dilations[d] * s.kernel[d] + s.in[d];
+                     std::abs(s.padHigh[d]) + (__int128)s.dilations[d] * s.kernel[d] +
+                     (__int128)s.in[d] * s.lhsDilations[d];
     biggest = std::max(biggest, reach);
   }
   return biggest < kInt32Limit ? "int" : "long long";
@@ -351,8 +372,9 @@ CudaKernel emitGemmConv(const ConvShape &s, const std::string &name, const std::
         c += ind + "  const I tq" + str(d) + " = " + rest + " / " + str(s.kernel[d]) + ";\n";
         rest = "tq" + str(d);
       }
-      inside += " && (" + U + ")i" + str(d) + " < " + str(s.in[d]) + "u";
-      offset += " + i" + str(d) + (inSt[d] == 1 ? "" : " * " + str(inSt[d]));
+      auto [valid, index] = dilatedInput(s, d, "i" + str(d), U);
+      inside += " && " + valid;
+      offset += " + " + index + (inSt[d] == 1 ? "" : " * " + str(inSt[d]));
     }
     c += ind + "  rb[e] = " + inside + " ? xg[" + offset + "] : 0.0f;\n";
     c += ind + "}\n";
@@ -476,8 +498,9 @@ CudaKernel emitDirectConv(const ConvShape &s, const std::string &name, const std
     ind += "  ";
     src += ind + "const I " + i + " = o" + str(d) + " + " + k + " * " + str(s.dilations[d]) +
            ";\n";
-    src += ind + "if ((" + U + ")" + i + " >= " + str(s.in[d]) + "u)\n" + ind + "  continue;\n";
-    offset += (d ? " + " : "") + i + (inSt[d] == 1 ? "" : " * " + str(inSt[d]));
+    auto [valid, index] = dilatedInput(s, d, i, U);
+    src += ind + "if (!(" + valid + "))\n" + ind + "  continue;\n";
+    offset += (d ? " + " : "") + index + (inSt[d] == 1 ? "" : " * " + str(inSt[d]));
     tap = d == 0 ? k : "(" + tap + ") * " + str(s.kernel[d]) + " + " + k;
   }
   src += ind + "acc = fmaf(__ldg(wc + " + tap + "), __ldg(xc + " + offset + "), acc);\n";

@@ -283,7 +283,11 @@ void Writer::addStep(Operation *op) {
              out = bufferFor(c.getOutput());
     auto strides = longs(c.getStrides()), low = longs(c.getPadLow()),
          high = longs(c.getPadHigh()), dil = longs(c.getDilations());
-    auto step = fb::CreateConv(fbb_, in, w, out, strides, low, high, dil, c.getGroups());
+    flatbuffers::Offset<flatbuffers::Vector<int64_t>> lhsDil;
+    if (!c.getLhsDilation().empty())
+      lhsDil = longs(c.getLhsDilation());
+    auto step =
+        fb::CreateConv(fbb_, in, w, out, strides, low, high, dil, c.getGroups(), lhsDil);
     launch = fb::CreateLaunch(fbb_, fb::Step_Conv, step.Union(), nodes);
     ++externCalls_;
   } else if (auto t = dyn_cast<tk::TopKOp>(op)) {

@@ -193,11 +193,23 @@ LogicalResult ConvOp::verify() {
   if (getStrides().size() != spatial || getPadLow().size() != spatial ||
       getPadHigh().size() != spatial || getDilations().size() != spatial)
     return emitOpError("strides, pads and dilations need one entry per spatial dim");
+  if (!getLhsDilation().empty() && getLhsDilation().size() != spatial)
+    return emitOpError("lhs_dilation needs one entry per spatial dim (or none: all 1)");
+  if (llvm::any_of(getLhsDilation(), [](int64_t d) { return d < 1; }) ||
+      llvm::any_of(getStrides(), [](int64_t d) { return d < 1; }) ||
+      llvm::any_of(getDilations(), [](int64_t d) { return d < 1; }))
+    return emitOpError("strides and dilations must be >= 1");
   int64_t groups = static_cast<int64_t>(getGroups());
   if (groups < 1 || x.getDimSize(1) != w.getDimSize(1) * groups ||
       w.getDimSize(0) % groups != 0 || y.getDimSize(1) != w.getDimSize(0))
     return emitOpError("channel counts do not agree with groups");
   return success();
+}
+
+SmallVector<int64_t> ConvOp::getLhsDilationPerDim() {
+  if (!getLhsDilation().empty())
+    return SmallVector<int64_t>(getLhsDilation());
+  return SmallVector<int64_t>(getStrides().size(), 1);
 }
 
 LogicalResult TopKOp::verify() {

@@ -20,11 +20,7 @@ bool isLibraryMatmul(MatmulOp op) {
   return e.isF32() || e.isF64();
 }
 
-bool isLibraryConv(ConvOp op) {
-  if (!tensorType(op.getResult()).getElementType().isF32())
-    return false;
-  return llvm::all_of(op.getLhsDilation(), [](int64_t d) { return d == 1; });
-}
+bool isLibraryConv(ConvOp op) { return tensorType(op.getResult()).getElementType().isF32(); }
 
 OpClass classify(Operation *op) {
   return llvm::TypeSwitch<Operation *, OpClass>(op)

@@ -28,7 +28,7 @@ enum class OpClass {
   Constant,   // tcc.constant: never in a group (splats are cloned into the groups using them)
   Pointwise,  // computes an element from a few operand elements: inlined into consumers
   Reduction,  // tcc.reduce, tcc.arg_reduce: a loop group of its own, fuses by rows
-  Library,    // f32/f64 matmul, f32 conv with lhs_dilation 1: an extern group (+ epilogue)
+  Library,    // f32/f64 matmul, f32 conv: an extern group (+ epilogue)
   LoopRoot,   // elements computed by an inner reduction (reduce_window, other matmul/conv)
   Sequential, // cumsum, scatter_elements, scatter_nd, dynamic_update_slice
   WholeBuffer, // library calls on whole buffers, no epilogue (extern): top-k, collectives

@@ -348,14 +348,18 @@ void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
   } else {
     auto c = cast<ConvOp>(lib);
     if (!isLibraryConv(c))
-      throw LoweringError{c, "a library convolution must be f32 with lhs_dilation 1"};
+      throw LoweringError{c, "a library convolution must be f32"};
     auto in = dyn_cast<BlockArgument>(c.getInput());
     auto w = dyn_cast<BlockArgument>(c.getWeight());
     if (!in || !w || in.getOwner() != &body || w.getOwner() != &body)
       throw LoweringError{c, "its input and weight must be inputs of its fusion"};
+    // Empty when it is 1 everywhere (tk.conv's form for plain convolutions).
+    ArrayRef<int64_t> lhsDilation = c.getLhsDilation();
+    if (llvm::all_of(lhsDilation, [](int64_t d) { return d == 1; }))
+      lhsDilation = {};
     b_.create<tk::ConvOp>(c.getLoc(), fusionArgBuffers_.lookup(in), fusionArgBuffers_.lookup(w),
                           target, c.getStrides(), c.getPadLow(), c.getPadHigh(),
-                          c.getRhsDilation(), (uint64_t)c.getGroups());
+                          c.getRhsDilation(), (uint64_t)c.getGroups(), lhsDilation);
   }
 
   // The epilogue: every other yield, computed elementwise from the library result.

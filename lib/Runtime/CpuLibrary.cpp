@@ -6,6 +6,7 @@
 #include "Depthwise.h"
 #include "Parallel.h"
 #include "Program.h"
+#include "TransposedConv.h"
 #include "Winograd.h"
 #include "tcc/Support/TopKOrder.h"
 
@@ -218,7 +219,8 @@ void runGemm(const GemmGeometry &g, const void *a, const void *b, void *c, int n
 
 ConvGeometry makeConvGeometry(const Shape &input, const Shape &weight, const Shape &output,
                               const Shape &strides, const Shape &padLow, const Shape &padHigh,
-                              const Shape &dilations, int64_t groups) {
+                              const Shape &dilations, int64_t groups,
+                              const Shape &lhsDilation) {
   const char *op = "conv";
   size_t r = input.size();
   if (r < 3 || weight.size() != r || output.size() != r)
@@ -232,7 +234,11 @@ ConvGeometry makeConvGeometry(const Shape &input, const Shape &weight, const Sha
                 "spatial dim (" + std::to_string(spatial) + "); got " +
                 std::to_string(strides.size()) + ", " + std::to_string(padLow.size()) + ", " +
                 std::to_string(padHigh.size()) + ", " + std::to_string(dilations.size()));
+  if (!lhsDilation.empty() && lhsDilation.size() != spatial)
+    throw Error(std::string(op) + ": lhs_dilation needs one entry per spatial dim (" +
+                std::to_string(spatial) + ") or none; got " + std::to_string(lhsDilation.size()));
   ConvGeometry g;
+  g.lhsDilations = lhsDilation.empty() ? Shape(spatial, 1) : lhsDilation;
   g.batch = input[0];
   g.inChannels = input[1];
   g.outChannels = weight[0];
@@ -245,7 +251,11 @@ ConvGeometry makeConvGeometry(const Shape &input, const Shape &weight, const Sha
   constexpr int64_t kLimit = int64_t(1) << 40;
   for (size_t d = 0; d < spatial; ++d) {
     int64_t in = input[d + 2], k = weight[d + 2], s = strides[d], dil = dilations[d];
-    int64_t lo = padLow[d], hi = padHigh[d];
+    int64_t lo = padLow[d], hi = padHigh[d], ld = g.lhsDilations[d];
+    if (ld < 1 || ld > kLimit)
+      throw Error(std::string(op) + ": lhs_dilation must be in [1, 2^40], got " +
+                  std::to_string(ld) + " in spatial dim " + std::to_string(d));
+    g.transposed = g.transposed || ld > 1;
     if (k < 1)
       throw Error(std::string(op) + ": kernel dims must be >= 1, got weight" +
                   shapeString(weight));
@@ -256,7 +266,8 @@ ConvGeometry makeConvGeometry(const Shape &input, const Shape &weight, const Sha
     if (lo < -kLimit || lo > kLimit || hi < -kLimit || hi > kLimit)
       throw Error(std::string(op) + ": pads must be in [-2^40, 2^40], got " +
                   std::to_string(lo) + ", " + std::to_string(hi));
-    __int128 padded = (__int128)in + lo + hi, span = (__int128)(k - 1) * dil + 1;
+    __int128 dilatedIn = in == 0 ? 0 : (__int128)(in - 1) * ld + 1;
+    __int128 padded = dilatedIn + lo + hi, span = (__int128)(k - 1) * dil + 1;
     int64_t expected = padded < span ? 0 : (int64_t)((padded - span) / s + 1);
     if (output[d + 2] != expected)
       throw Error(std::string(op) + ": output spatial dim " + std::to_string(d) + " is " +
@@ -277,7 +288,7 @@ ConvGeometry makeConvGeometry(const Shape &input, const Shape &weight, const Sha
   g.groupIn = g.inChannels / groups;
   g.groupOut = g.outChannels / groups;
   g.rows = g.groupIn * g.kernelSize;
-  g.pointwise = true;
+  g.pointwise = !g.transposed;
   for (size_t d = 0; d < spatial; ++d)
     g.pointwise = g.pointwise && g.kernel[d] == 1 && g.strides[d] == 1 && g.padLow[d] == 0 &&
                   g.padHigh[d] == 0;
@@ -296,6 +307,10 @@ ConvGeometry makeConvGeometry(const Shape &input, const Shape &weight, const Sha
       tile = std::max<int64_t>(64, tile / 64 * 64);
     g.columnTile = std::min(tile, g.outSize);
     g.workspaceBytes = (size_t)g.rows * (size_t)g.columnTile * sizeof(float);
+  }
+  if (g.transposed) {
+    g.workspaceBytes = (planTransposedConv(g) + 63) / 64 * 64; // col2im replaces im2col
+    return g;
   }
   if (size_t winograd = planWinograd(g))
     g.workspaceBytes = (winograd + 63) / 64 * 64; // the Winograd path replaces im2col
@@ -415,6 +430,12 @@ void runConv(const ConvGeometry &g, const float *input, const float *weight, flo
     cache = &local;
   std::vector<SgemmPacked> &packedWeights = cache->matrices;
   bool fresh = resetIfStale(*cache, weight, weightIsConstant);
+  if (g.transposed) {
+    if (fresh)
+      transposedConvPackWeights(g, weight, packedWeights, numThreads);
+    runTransposedConv(g, input, packedWeights.data(), output, workspace, numThreads);
+    return;
+  }
   if (g.winogradTile) {
     if (fresh) {
       std::vector<float> transformed(winogradWeightFloats(g)); // packed, then dropped

@@ -57,6 +57,9 @@ void runGemm(const GemmGeometry &g, const void *a, const void *b, void *c, int n
 struct ConvGeometry {
   int64_t batch = 0, inChannels = 0, outChannels = 0, groups = 1;
   Shape inSpatial, kernel, outSpatial, strides, padLow, padHigh, dilations;
+  Shape lhsDilations;      // input dilation per spatial dim (1: none)
+  bool transposed = false; // some lhs dilation > 1: GEMM + col2im (TransposedConv.h)
+  int64_t transposedTile = 0; // input pixels per col2im tile
   int64_t inSize = 0, kernelSize = 0, outSize = 0; // elements per channel / per filter tap set
   int64_t groupIn = 0, groupOut = 0;               // channels per group
   int64_t rows = 0;                                // groupIn * kernelSize: the im2col rows
@@ -69,10 +72,13 @@ struct ConvGeometry {
 
 /// Checks tk.conv's rules (f32, same rank >= 3, one stride/pad/dilation per spatial dim,
 /// strides and dilations >= 1, kernel dims >= 1, channels agree with groups, the output shape
-/// is what tcc.conv infers with lhs_dilation 1; negative pads allowed).
+/// is what tcc.conv infers; negative pads allowed). `lhsDilation` empty: 1 in every dim.
 ConvGeometry makeConvGeometry(const Shape &input, const Shape &weight, const Shape &output,
                               const Shape &strides, const Shape &padLow, const Shape &padHigh,
-                              const Shape &dilations, int64_t groups);
+                              const Shape &dilations, int64_t groups,
+                              const Shape &lhsDilation = {});
+/// Convolutions over a dilated input (lhs_dilation > 1) are one GEMM per input tile + col2im
+/// (TransposedConv.h).
 /// `workspace` holds numThreads x g.workspaceBytes (64-byte aligned); unused when pointwise.
 /// The weights, packed for the sgemm (per group; Winograd: transformed, per group and transform
 /// position), live in `cache` (a local one when null) and are reused across calls when

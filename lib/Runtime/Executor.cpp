@@ -92,7 +92,8 @@ void Program::describeSteps() {
     } else if (auto *s = std::get_if<ConvStep>(&step)) {
       const ConvGeometry &g = s->geometry;
       kind = "conv";
-      const char *path = g.winogradTile                              ? "winograd"
+      const char *path = g.transposed                                ? "col2im gemm"
+                         : g.winogradTile                              ? "winograd"
                          : g.groupIn == 1 && g.kernel.size() == 2   ? "depthwise"
                          : g.pointwise                              ? "1x1 gemm"
                                                                     : "im2col gemm";

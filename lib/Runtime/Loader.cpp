@@ -550,7 +550,8 @@ void Program::decode(const fb::Program *program, const uint8_t *base) {
           ConvStep step{s->input(), s->weight(), s->output(),
                         makeConvGeometry(x.shape, w.shape, y.shape, readAttr(s->strides()),
                                          readAttr(s->pad_low()), readAttr(s->pad_high()),
-                                         readAttr(s->dilations()), s->groups())};
+                                         readAttr(s->dilations()), s->groups(),
+                                         readAttr(s->lhs_dilation()))};
           p->workspaceBytes_ = std::max(p->workspaceBytes_, step.geometry.workspaceBytes);
           p->steps_.push_back(std::move(step));
         } catch (const Error &e) {

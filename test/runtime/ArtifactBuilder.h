@@ -75,7 +75,7 @@ public:
     std::vector<uint32_t> ops; // buffer indices (kernel launch: kernel index first)
     bool flagA = false, flagB = false;
     double alpha = 1, beta = 0;
-    std::vector<int64_t> strides, padLow, padHigh, dilations;
+    std::vector<int64_t> strides, padLow, padHigh, dilations, lhsDilation;
     int64_t groups = 1, dim = 0;
     // CUDA kernel launches (empty on the CPU).
     std::vector<uint32_t> grid, block;
@@ -188,8 +188,10 @@ public:
   }
   void conv(uint32_t x, uint32_t w, uint32_t y, std::vector<int64_t> strides,
             std::vector<int64_t> padLow, std::vector<int64_t> padHigh,
-            std::vector<int64_t> dilations, int64_t groups) {
+            std::vector<int64_t> dilations, int64_t groups,
+            std::vector<int64_t> lhsDilation = {}) {
     Step s{fb::Step_Conv, {x, w, y}};
+    s.lhsDilation = lhsDilation;
     s.strides = strides;
     s.padLow = padLow;
     s.padHigh = padHigh;
@@ -295,7 +297,8 @@ public:
         break;
       case fb::Step_Conv:
         step = fb::CreateConvDirect(b, s.ops[0], s.ops[1], s.ops[2], &s.strides, &s.padLow,
-                                    &s.padHigh, &s.dilations, s.groups)
+                                    &s.padHigh, &s.dilations, s.groups,
+                                    s.lhsDilation.empty() ? nullptr : &s.lhsDilation)
                    .Union();
         break;
       case fb::Step_TopK:

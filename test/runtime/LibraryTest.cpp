@@ -185,12 +185,15 @@ struct ConvCase {
   Shape x, w;
   Shape strides, padLow, padHigh, dilations;
   int64_t groups;
+  Shape lhsDilation = {}; // empty: 1 in every dim
+  int64_t lhsDil(size_t d) const { return lhsDilation.empty() ? 1 : lhsDilation[d]; }
 };
 
 Shape convOutShape(const ConvCase &c) {
   Shape y = {c.x[0], c.w[0]};
   for (size_t d = 0; d + 2 < c.x.size(); ++d) {
-    int64_t padded = c.x[d + 2] + c.padLow[d] + c.padHigh[d];
+    int64_t dilatedIn = c.x[d + 2] == 0 ? 0 : (c.x[d + 2] - 1) * c.lhsDil(d) + 1;
+    int64_t padded = dilatedIn + c.padLow[d] + c.padHigh[d];
     int64_t span = (c.w[d + 2] - 1) * c.dilations[d] + 1;
     y.push_back(padded < span ? 0 : (padded - span) / c.strides[d] + 1);
   }
@@ -225,8 +228,8 @@ std::vector<float> naiveConv(const ConvCase &c, const std::vector<float> &x,
             bool valid = true;
             for (size_t d = 0; d < spatial; ++d) {
               int64_t q = o[d] * c.strides[d] + k[d] * c.dilations[d] - c.padLow[d];
-              valid = valid && q >= 0 && q < inS[d];
-              at = at * inS[d] + q;
+              valid = valid && q >= 0 && q % c.lhsDil(d) == 0 && q / c.lhsDil(d) < inS[d];
+              at = at * inS[d] + q / c.lhsDil(d);
             }
             if (valid)
               acc += (double)x[(n * c.x[1] + g * groupIn + ic) * inSize + at] *
@@ -240,7 +243,7 @@ std::vector<float> naiveConv(const ConvCase &c, const std::vector<float> &x,
 /// Whether the runtime takes the Winograd path for c.
 bool takesWinograd(const ConvCase &c) {
   return tcc::rt::makeConvGeometry(c.x, c.w, convOutShape(c), c.strides, c.padLow, c.padHigh,
-                          c.dilations, c.groups)
+                                   c.dilations, c.groups, c.lhsDilation)
              .winogradTile != 0;
 }
 
@@ -255,7 +258,7 @@ void checkConv(const ConvCase &c, unsigned seed, int threads = 1, bool weightIsI
   uint32_t bw = weightIsInput ? art.input(fb::DType_F32, c.w)
                               : art.constant(fb::DType_F32, c.w, w.data());
   uint32_t by = art.output(fb::DType_F32, ys);
-  art.conv(bx, bw, by, c.strides, c.padLow, c.padHigh, c.dilations, c.groups);
+  art.conv(bx, bw, by, c.strides, c.padLow, c.padHigh, c.dilations, c.groups, c.lhsDilation);
   auto artifact = art.finish();
   // Winograd F(4x4,3x3) is accurate to ~1e-5 of the output's magnitude (see Winograd.cpp), not
   // of each element: outputs near zero get an absolute tolerance of 1e-4 x the largest one.
@@ -403,6 +406,39 @@ TEST(RuntimeConv, LargeTiledAndThreaded) {
   checkConv({{2, 3, 9, 10, 11}, {4, 3, 3, 2, 3}, {2, 1, 3}, {1, 0, 2}, {1, 1, -1}, {1, 2, 1}, 1},
             22, 2);
   checkConv({{2, 8, 7, 7}, {16, 8, 1, 1}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 1}, 23, 2);
+}
+
+TEST(RuntimeConv, DilatedInputIsGemmAndCol2im) {
+  // Transposed convolutions as ONNX ConvTranspose lowers them (kernel flipped, input dilated
+  // by the stride, padded by k - 1 - pad): 2x2 s2 (no overlap), 4x4 s2 p1 (overlapping
+  // windows), 3x3 s2 with output padding, groups, depthwise upsampling, 1-D and 3-D, batches,
+  // rhs dilation and stride, negative pads; 1 to 3 threads. Plus a strided conv's input
+  // gradient shape (lhs dilation 2 with an uneven end) and column tiles (large maps).
+  unsigned seed = 300;
+  std::vector<ConvCase> cases = {
+      {{1, 8, 5, 6}, {4, 8, 2, 2}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, {2, 2}},
+      {{2, 6, 7, 5}, {5, 6, 4, 4}, {1, 1}, {2, 2}, {2, 2}, {1, 1}, 1, {2, 2}},
+      {{1, 4, 6, 6}, {3, 4, 3, 3}, {1, 1}, {1, 1}, {2, 2}, {1, 1}, 1, {2, 2}},
+      {{1, 6, 5, 4}, {8, 3, 3, 3}, {1, 1}, {2, 2}, {2, 2}, {1, 1}, 2, {2, 3}},
+      {{2, 4, 6, 5}, {4, 1, 4, 4}, {1, 1}, {2, 2}, {2, 2}, {1, 1}, 4, {2, 2}},
+      {{1, 3, 11}, {2, 3, 5}, {1}, {3}, {4}, {1}, 1, {3}},
+      {{1, 2, 3, 4, 3}, {3, 2, 2, 3, 2}, {1, 1, 1}, {1, 2, 1}, {1, 2, 0}, {1, 1, 1}, 1, {2, 2, 2}},
+      {{1, 3, 6, 7}, {4, 3, 3, 3}, {2, 1}, {2, 1}, {1, 2}, {2, 1}, 1, {2, 2}},
+      {{1, 3, 6, 7}, {4, 3, 3, 3}, {1, 1}, {-1, 1}, {1, -2}, {1, 1}, 1, {3, 2}},
+      {{2, 5, 9, 8}, {3, 5, 3, 3}, {1, 1}, {2, 2}, {3, 3}, {1, 1}, 1, {2, 2}},
+      {{1, 8, 30, 40}, {64, 8, 4, 4}, {1, 1}, {2, 2}, {2, 2}, {1, 1}, 1, {2, 2}}, // 3 tiles
+      {{1, 2, 1, 1}, {3, 2, 3, 3}, {1, 1}, {2, 2}, {2, 2}, {1, 1}, 1, {2, 2}},
+  };
+  for (const ConvCase &c : cases)
+    for (int threads : {1, 2, 3}) {
+      SCOPED_TRACE("case x" + ::testing::PrintToString(c.x) + " w" +
+                   ::testing::PrintToString(c.w) + ", " + std::to_string(threads) + " threads");
+      checkConv(c, seed, threads);
+      checkConv(c, seed + 1, threads, /*weightIsInput=*/true);
+      seed += 3;
+    }
+  // No input pixels: the output is all zeros.
+  checkConv({{1, 2, 0, 3}, {3, 2, 3, 3}, {1, 1}, {2, 2}, {2, 2}, {1, 1}, 1, {2, 2}}, seed);
 }
 
 //===--- Top-k ------------------------------------------------------------===//

@@ -247,11 +247,20 @@ def Tk_GemmOp : Tk_Op<"gemm"> {
 }
 
 def Tk_ConvOp : Tk_Op<"conv"> {
-  let summary = "library convolution (tcc.conv semantics, lhs_dilation 1), f32";
+  let summary = "library convolution (tcc.conv semantics), f32";
+  let description = [{
+    `lhs_dilation` (the input dilation of a transposed convolution) is empty when it is 1 in
+    every spatial dim; `dilations` is tcc.conv's rhs_dilation.
+  }];
   let arguments = (ins Arg<Tk_Buffer, "", [MemRead]>:$input, Arg<Tk_Buffer, "", [MemRead]>:$weight,
                    Arg<Tk_Buffer, "", [MemWrite]>:$output,
                    DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pad_low,
-                   DenseI64ArrayAttr:$pad_high, DenseI64ArrayAttr:$dilations, I64Attr:$groups);
+                   DenseI64ArrayAttr:$pad_high, DenseI64ArrayAttr:$dilations, I64Attr:$groups,
+                   DefaultValuedOptionalAttr<DenseI64ArrayAttr, "{}">:$lhs_dilation);
+  let extraClassDeclaration = [{
+    /// lhs_dilation with one entry per spatial dim (ones when the attribute is empty).
+    ::llvm::SmallVector<int64_t> getLhsDilationPerDim();
+  }];
   let assemblyFormat = [{
     $input `,` $weight `,` $output attr-dict `:` type($input) `,` type($weight) `,` type($output)
   }];

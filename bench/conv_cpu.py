@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""Convolution layers of the kinds real models use, tcc against onnxruntime, in one run.
+
+Interpreter: the `python3` on PATH (pip install -r bench/requirements.txt). Each layer is one
+ONNX node with constant weights (and a bias), shaped as in a known architecture: transposed
+convolutions of upsampling heads (text detection, U-Net, FCN's grouped bilinear upsampling,
+a vocoder's 1-D upsampler), dilated (DeepLab's ASPP), 1-D (a Whisper-style audio stem), 3-D
+(video), grouped and depthwise. `tcc bench` on the compiled artifact vs `InferenceSession.run`
+with the same inputs and threads, alternating rounds; outputs compared. Writes
+bench/results/<date>-conv-cpu.md and .json and prints the table.
+
+  python3 bench/conv_cpu.py                       # 1 and 2 threads
+  python3 bench/conv_cpu.py --threads 1 --iters 20 --only ConvTranspose
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper, shape_inference
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+import gemm_cpu  # noqa: E402  (layers_vs_ort, markdown pieces)
+import run_cpu  # noqa: E402  (machine info, the tcc driver)
+
+# name, op, input shape, weight shape, attributes
+LAYERS = [
+    ("text-detection head: ConvTranspose 2x2 s2 64->64 @160x160", "ConvTranspose",
+     [1, 64, 160, 160], [64, 64, 2, 2], {"strides": [2, 2]}),
+    ("text-detection head: ConvTranspose 2x2 s2 64->1 @320x320", "ConvTranspose",
+     [1, 64, 320, 320], [64, 1, 2, 2], {"strides": [2, 2]}),
+    ("U-Net up: ConvTranspose 2x2 s2 256->128 @32x32", "ConvTranspose",
+     [1, 256, 32, 32], [256, 128, 2, 2], {"strides": [2, 2]}),
+    ("decoder: ConvTranspose 4x4 s2 p1 128->64 @40x40", "ConvTranspose",
+     [1, 128, 40, 40], [128, 64, 4, 4], {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ("decoder: ConvTranspose 3x3 s2 p1 op1 64->32 @56x56", "ConvTranspose",
+     [1, 64, 56, 56], [64, 32, 3, 3], {"strides": [2, 2], "pads": [1, 1, 1, 1], "output_padding": [1, 1]}),
+    ("FCN bilinear up: ConvTranspose 4x4 s2 p1 group 21 @64x64", "ConvTranspose",
+     [1, 21, 64, 64], [21, 1, 4, 4], {"strides": [2, 2], "pads": [1, 1, 1, 1], "group": 21}),
+    ("vocoder up: ConvTranspose1d k16 s8 p4 512->256 @64", "ConvTranspose",
+     [1, 512, 64], [512, 256, 16], {"strides": [8], "pads": [4, 4]}),
+    ("ASPP: Conv 3x3 dilation 6 256->256 @33x33", "Conv",
+     [1, 256, 33, 33], [256, 256, 3, 3], {"dilations": [6, 6], "pads": [6, 6, 6, 6]}),
+    ("Whisper stem: Conv1d k3 80->384 @3000", "Conv",
+     [1, 80, 3000], [384, 80, 3], {"pads": [1, 1]}),
+    ("Whisper stem: Conv1d k3 s2 384->384 @3000", "Conv",
+     [1, 384, 3000], [384, 384, 3], {"pads": [1, 1], "strides": [2]}),
+    ("video: Conv3d 3x3x3 32->32 @8x28x28", "Conv",
+     [1, 32, 8, 28, 28], [32, 32, 3, 3, 3], {"pads": [1, 1, 1, 1, 1, 1]}),
+    ("ResNeXt: Conv 3x3 group 32 256->256 @28x28", "Conv",
+     [1, 256, 28, 28], [256, 8, 3, 3], {"pads": [1, 1, 1, 1], "group": 32}),
+    ("MobileNet: depthwise Conv 3x3 32ch @112x112", "Conv",
+     [1, 32, 112, 112], [32, 1, 3, 3], {"pads": [1, 1, 1, 1], "group": 32}),
+    ("Conformer: depthwise Conv1d k31 256ch @256", "Conv",
+     [1, 256, 256], [256, 1, 31], {"pads": [15, 15], "group": 256}),
+]
+
+
+class ConvLayer:
+    def __init__(self, root: Path, name: str, op: str, x_shape: list[int], w_shape: list[int], attrs: dict,
+                 seed: int):
+        self.name, self.op, self.x_shape, self.w_shape, self.attrs = name, op, x_shape, w_shape, attrs
+        self.dir = root / f"conv{seed}"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.onnx_path = self.dir / "model.onnx"
+        rng = np.random.default_rng(seed)
+        x = rng.standard_normal(x_shape, dtype=np.float32)
+        group = attrs.get("group", 1)
+        fan_in = int(np.prod(w_shape[1:])) if op == "Conv" else int(np.prod(w_shape[2:])) * w_shape[0] // group
+        w = (rng.standard_normal(w_shape) / math.sqrt(fan_in)).astype(np.float32)
+        out_channels = w_shape[0] if op == "Conv" else w_shape[1] * group
+        b = rng.standard_normal((out_channels,), dtype=np.float32)
+        node = helper.make_node(op, ["x", "w", "b"], ["y"], **attrs)
+        graph = helper.make_graph([node], "layer",
+                                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                                  [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+        model = shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+                                             strict_mode=True)
+        self.y_shape = [d.dim_value for d in model.graph.output[0].type.tensor_type.shape.dim]
+        onnx.save(model, self.onnx_path)
+        self.input = self.dir / "input_0.pb"
+        self.input.write_bytes(numpy_helper.from_array(x, "x").SerializeToString())
+
+    def input_paths(self) -> list[Path]:
+        return [self.input]
+
+    def fields(self) -> dict:
+        return {"op": self.op, "x": self.x_shape, "w": self.w_shape, "y": self.y_shape, "attrs": self.attrs}
+
+    @property
+    def gflop(self) -> float:
+        """Useful multiply-adds x 2: per output element of a Conv, or per input element of a
+        ConvTranspose (each input pixel meets every tap of its group's filters once)."""
+        group = self.attrs.get("group", 1)
+        taps = int(np.prod(self.w_shape[2:]))
+        if self.op == "Conv":
+            return 2.0 * int(np.prod(self.y_shape)) * self.w_shape[1] * taps * 1e-9
+        return 2.0 * int(np.prod(self.x_shape)) * self.w_shape[1] * taps * 1e-9
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--iters", type=int, default=30, help="timed runs per round (default 30)")
+    ap.add_argument("--only", default="", help="only layers whose name contains this text")
+    ap.add_argument("--tcc", default=str(run_cpu.ROOT / "build" / "bin" / "tcc"))
+    ap.add_argument("--out-dir", default=str(BENCH / "results"))
+    args = ap.parse_args()
+
+    info = run_cpu.machine_info()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="tcc-conv-bench-") as tmp:
+        work = Path(tmp)
+        specs = [s for s in LAYERS if args.only in s[0]]
+        layers = [ConvLayer(work / "models", *spec, seed=i) for i, spec in enumerate(specs)]
+        tcc = run_cpu.Tcc(args.tcc, 600, work / "tcc")
+        for t in args.threads:
+            rows += gemm_cpu.layers_vs_ort(layers, tcc, t, args.iters)
+    out_dir = Path(args.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = out_dir / f"{dt.date.today().isoformat()}-conv-cpu"
+    stem.with_suffix(".json").write_text(json.dumps({"machine": info, "layers": rows}, indent=1))
+    lines = gemm_cpu.machine_lines("Convolution layers: tcc vs onnxruntime (CPU)", info)
+    lines += gemm_cpu.layers_markdown(rows, "One ONNX Conv or ConvTranspose node with constant weights and bias, "
+                                      "`tcc bench` on the compiled artifact vs `InferenceSession.run`, same input "
+                                      "and threads, median of 3 alternating rounds. GFLOP/s count useful "
+                                      "multiply-adds only (not the zeros of a dilated input).")
+    md = "\n".join(lines) + "\n"
+    stem.with_suffix(".md").write_text(md)
+    print(md)
+    print(f"-> {stem}.md", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
