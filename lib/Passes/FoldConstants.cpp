@@ -31,8 +31,14 @@ bool foldConstantOp(Operation *op, int64_t maxElements,
       return false;
     operands.push_back(tensorFromAttr(c.getValue()));
   }
+  // Above the limit, still fold what only rearranges a constant nothing else uses (a weight
+  // transposed, flipped or reshaped for its consumer, as ConvTranspose's import does): the
+  // folded constant replaces the old one, so constant memory does not grow, and the kernel sees
+  // a program constant (packed once) instead of a tensor recomputed on every run.
+  bool rearrangesSoleUse =
+      isa<TransposeOp, ReverseOp, ReshapeOp>(op) && op->getOperand(0).hasOneUse();
   for (Type t : op->getResultTypes())
-    if (cast<RankedTensorType>(t).getNumElements() > maxElements)
+    if (cast<RankedTensorType>(t).getNumElements() > maxElements && !rearrangesSoleUse)
       return false;
   // Broadcasting a (non-splat) constant only copies it: keep the small constant and the
   // broadcast, which fuses into its users, rather than a large materialized copy.

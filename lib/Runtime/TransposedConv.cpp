@@ -16,7 +16,9 @@
 namespace tcc::rt {
 namespace {
 
-constexpr int64_t kColumnsBudget = 2 << 20; // bytes of `cols` per tile: about L2
+constexpr int64_t kColumnsBudget = 512 << 10; // bytes of `cols` per tile: stays in L2
+
+int64_t floorDiv(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
 
 /// The output pixel input pixel i reaches through tap k in spatial dim d, or -1.
 int64_t reachedPixel(const ConvGeometry &g, size_t d, int64_t k, int64_t i) {
@@ -25,6 +27,17 @@ int64_t reachedPixel(const ConvGeometry &g, size_t d, int64_t k, int64_t i) {
     return -1;
   int64_t p = q / g.strides[d];
   return p < g.outSpatial[d] ? p : -1;
+}
+
+/// d[2i + shift] += even[i], d[2i + shift + 1] += odd[i] for i in [a, b): two taps of an input
+/// dilation of 2 whose outputs interleave, written as contiguous pairs (vectorised).
+void addInterleaved(float *d, const float *even, const float *odd, int64_t shift, int64_t a,
+                    int64_t b) {
+  float *out = d + shift;
+  for (int64_t i = a; i < b; ++i) {
+    out[2 * i] += even[i];
+    out[2 * i + 1] += odd[i];
+  }
 }
 
 /// Where each input pixel's contributions go, precomputed per spatial dim.
@@ -64,21 +77,42 @@ struct Col2im {
     }
   }
 
+  /// Adds one tap's row (row[i]: input pixel i of the line) to the output line `dst` for the
+  /// input pixels [iBegin, iEnd).
+  void addTap(const float *row, float *dst, int64_t kl, int64_t iBegin, int64_t iEnd) const {
+    int64_t s = g.lhsDilations[last];
+    if (g.strides[last] != 1) {
+      const int64_t *t = target[last].data() + kl * g.inSpatial[last];
+      for (int64_t i = iBegin; i < iEnd; ++i)
+        if (int64_t p = t[i]; p >= 0)
+          dst[p] += row[i];
+      return;
+    }
+    int64_t a = std::max(lastLo[kl], iBegin), b = std::min(lastHi[kl], iEnd);
+    float *d = dst + lastShift[kl];
+    if (s == 1) {
+      for (int64_t i = a; i < b; ++i)
+        d[i] += row[i];
+    } else {
+      for (int64_t i = a; i < b; ++i)
+        d[i * s] += row[i];
+    }
+  }
+
   /// Adds the rows of output channel o (cols: kernelSize rows of width j1 - j0, the input
   /// pixels [j0, j1)) into its output plane.
   void add(const float *cols, float *plane, int64_t j0, int64_t j1) const {
-    int64_t width = j1 - j0, inLast = g.inSpatial[last];
-    bool affine = g.strides[last] == 1;
-    int64_t s = g.lhsDilations[last];
+    int64_t width = j1 - j0, inLast = g.inSpatial[last], kLast = g.kernel[last];
+    // Input dilation 2, stride 1, dilation 1 in the last dim: taps kl and kl + 1 reach
+    // neighbouring output pixels (shifts differ by 1), so they go in pairs.
+    bool pairs = g.lhsDilations[last] == 2 && g.strides[last] == 1 && g.dilations[last] == 1;
     std::vector<int64_t> kpos(spatial);
-    for (int64_t kIndex = 0; kIndex < g.kernelSize; ++kIndex) {
+    for (int64_t kIndex = 0; kIndex < g.kernelSize; kIndex += kLast) { // outer taps
       for (size_t d = spatial, rest = kIndex; d-- > 0;) {
         kpos[d] = (int64_t)rest % g.kernel[d];
         rest /= g.kernel[d];
       }
-      const float *row = cols + kIndex * width - j0; // row[j]: input pixel j
-      const int64_t *lastTarget = target[last].data() + kpos[last] * inLast;
-      int64_t lo = lastLo[kpos[last]], hi = lastHi[kpos[last]], shift = lastShift[kpos[last]];
+      const float *rows = cols + kIndex * width - j0; // rows[kl * width + j]: input pixel j
       for (int64_t j = j0; j < j1;) {
         int64_t line = j / inLast, iBegin = j % inLast;
         int64_t iEnd = std::min(inLast, iBegin + (j1 - j));
@@ -92,23 +126,22 @@ struct Col2im {
           base += p * outStrides[d];
         }
         if (valid) {
-          const float *src = row + (j - iBegin);
+          const float *src = rows + (j - iBegin); // src[kl * width + i]: input pixel i
           float *dst = plane + base;
-          if (affine) {
-            int64_t a = std::max(lo, iBegin), b = std::min(hi, iEnd);
-            if (s == 1) {
-              float *d1 = dst + shift;
-              for (int64_t i = a; i < b; ++i)
-                d1[i] += src[i];
-            } else {
-              for (int64_t i = a; i < b; ++i)
-                dst[i * s + shift] += src[i];
+          int64_t kl = 0;
+          for (; pairs && kl + 1 < kLast; kl += 2) {
+            // Tap kl + 1 reaches 2i + shift, tap kl 2i + shift + 1: both for i in [a, b).
+            const float *odd = src + kl * width, *even = odd + width;
+            int64_t a = std::max({lastLo[kl], lastLo[kl + 1], iBegin});
+            int64_t b = std::max(a, std::min({lastHi[kl], lastHi[kl + 1], iEnd}));
+            addInterleaved(dst, even, odd, lastShift[kl + 1], a, b);
+            for (int64_t t : {kl, kl + 1}) { // the ends only one of the two reaches
+              addTap(src + t * width, dst, t, iBegin, std::min(a, iEnd));
+              addTap(src + t * width, dst, t, std::max(b, iBegin), iEnd);
             }
-          } else {
-            for (int64_t i = iBegin; i < iEnd; ++i)
-              if (int64_t p = lastTarget[i]; p >= 0)
-                dst[p] += src[i];
           }
+          for (; kl < kLast; ++kl)
+            addTap(src + kl * width, dst, kl, iBegin, iEnd);
         }
         j += iEnd - iBegin;
       }
@@ -152,24 +185,43 @@ void runTransposedConv(const ConvGeometry &g, const float *input, const SgemmPac
   }
   Col2im col2im(g);
   int64_t rows = g.groupOut * g.kernelSize, tile = g.transposedTile;
+  // Output rows (first spatial dim) are zeroed just before the first tile that can reach them,
+  // so col2im adds into cache-resident lines rather than a plane zeroed long before: input row
+  // i reaches output rows up to (i * lhsDilation + padLow) / stride, non-decreasing in i.
+  int64_t inRow = g.inSize / g.inSpatial[0], outRow = g.outSize / g.outSpatial[0];
+  auto zeroRows = [&](float *out, int64_t from, int64_t to) {
+    if (to > from)
+      parallelFor(numThreads, g.groupOut, (to - from) * outRow, [&](int64_t b, int64_t e) {
+        for (int64_t o = b; o < e; ++o)
+          std::memset(out + o * g.outSize + from * outRow, 0,
+                      sizeof(float) * (size_t)((to - from) * outRow));
+      });
+  };
   for (int64_t n = 0; n < g.batch; ++n)
     for (int64_t grp = 0; grp < g.groups; ++grp) {
       const float *in = input + (n * g.inChannels + grp * g.groupIn) * g.inSize;
       float *out = output + (n * g.outChannels + grp * g.groupOut) * g.outSize;
+      int64_t zeroed = 0; // output rows [0, zeroed) are zeroed in every channel
       for (int64_t j0 = 0; j0 < g.inSize; j0 += tile) {
         int64_t j1 = std::min(g.inSize, j0 + tile), width = j1 - j0;
         sgemm(false, false, rows, width, g.groupIn, 1.0f, nullptr, g.groupIn, in + j0,
               g.inSize, 0.0f, workspace, width, numThreads, &packed[grp]);
-        parallelFor(numThreads, g.groupOut, g.kernelSize * width * 2,
+        int64_t lastRow = (j1 - 1) / inRow;
+        int64_t reach = floorDiv(lastRow * g.lhsDilations[0] + g.padLow[0], g.strides[0]) + 1;
+        reach = std::clamp(reach, zeroed, g.outSpatial[0]);
+        int64_t fresh = reach - zeroed;
+        parallelFor(numThreads, g.groupOut, (g.kernelSize * width + fresh * outRow) * 2,
                     [&](int64_t oBegin, int64_t oEnd) {
                       for (int64_t o = oBegin; o < oEnd; ++o) {
                         float *plane = out + o * g.outSize;
-                        if (j0 == 0)
-                          std::memset(plane, 0, sizeof(float) * (size_t)g.outSize);
+                        std::memset(plane + zeroed * outRow, 0,
+                                    sizeof(float) * (size_t)(fresh * outRow));
                         col2im.add(workspace + o * g.kernelSize * width, plane, j0, j1);
                       }
                     });
+        zeroed = reach;
       }
+      zeroRows(out, zeroed, g.outSpatial[0]); // rows no input pixel reaches
     }
 }
 

@@ -9,7 +9,8 @@ def FoldConstants : Pass<"tcc-fold-constants"> {
   let description = [{
     Replaces each region-free tcc op whose operands are all `tcc.constant` by a constant holding
     its result, computed by the reference kernels (the interpreter's semantics, by construction).
-    Ops with a result larger than `max-elements` elements are left alone.
+    Ops with a result larger than `max-elements` elements are left alone, except a transpose,
+    reverse or reshape of a constant with no other use (the fold replaces it: no growth).
   }];
   let options = [
     Option<"maxElements", "max-elements", "int64_t", /*default=*/"1 << 20",

@@ -203,3 +203,19 @@ func.func @max_elements() -> (tensor<f32>, tensor<f32>, tensor<4xi32>, tensor<5x
   %4 = tcc.iota dim = 0 : tensor<5xi32>
   return %1, %2, %3, %4 : tensor<f32>, tensor<f32>, tensor<4xi32>, tensor<5xi32>
 }
+
+// Above max-elements, a transpose / reverse / reshape of a constant that has no other use still
+// folds (it replaces that constant: no growth): the reverse, then the first transpose; the
+// second transpose stays, its operand is also returned. (The constants left without uses go
+// with the next canonicalization.)
+// SMALL-LABEL: func.func @rearranged_weights()
+// SMALL:      %[[T:.*]] = tcc.constant dense<{{\[\[}}1.000000e+00, 4.000000e+00], [2.000000e+00, 5.000000e+00], [3.000000e+00, 6.000000e+00]]> : tensor<3x2xf32>
+// SMALL-NEXT: %[[R:.*]] = tcc.transpose %[[T]] perm = [1, 0] : tensor<3x2xf32> -> tensor<2x3xf32>
+// SMALL-NEXT: return %[[R]], %[[T]] : tensor<2x3xf32>, tensor<3x2xf32>
+func.func @rearranged_weights() -> (tensor<2x3xf32>, tensor<3x2xf32>) {
+  %w = tcc.constant dense<[[3.0, 2.0, 1.0], [6.0, 5.0, 4.0]]> : tensor<2x3xf32>
+  %0 = tcc.reverse %w dims = [1] : tensor<2x3xf32>
+  %1 = tcc.transpose %0 perm = [1, 0] : tensor<2x3xf32> -> tensor<3x2xf32>
+  %2 = tcc.transpose %1 perm = [1, 0] : tensor<3x2xf32> -> tensor<2x3xf32>
+  return %2, %1 : tensor<2x3xf32>, tensor<3x2xf32>
+}
