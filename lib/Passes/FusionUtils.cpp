@@ -22,11 +22,21 @@ bool isLibraryMatmul(MatmulOp op) {
 
 bool isLibraryConv(ConvOp op) { return tensorType(op.getResult()).getElementType().isF32(); }
 
+bool isCopyConcat(ConcatOp op) {
+  if (op.getInputs().size() <= kMaxSelectConcatInputs)
+    return false;
+  ArrayRef<int64_t> shape = shapeOf(op.getResult());
+  return llvm::all_of(shape.take_front(op.getAxis()), [](int64_t d) { return d == 1; });
+}
+
 OpClass classify(Operation *op) {
   return llvm::TypeSwitch<Operation *, OpClass>(op)
       .Case<ConstantOp>([](auto) { return OpClass::Constant; })
+      .Case<ConcatOp>([](ConcatOp c) {
+        return isCopyConcat(c) ? OpClass::WholeBuffer : OpClass::Pointwise;
+      })
       .Case<UnaryOp, BinaryOp, CompareOp, SelectOp, CastOp, ReshapeOp, TransposeOp,
-            BroadcastInDimOp, SliceOp, ReverseOp, ConcatOp, PadOp, IotaOp, DynamicSliceOp,
+            BroadcastInDimOp, SliceOp, ReverseOp, PadOp, IotaOp, DynamicSliceOp,
             GatherOp, GatherElementsOp, GatherNDOp>([](auto) { return OpClass::Pointwise; })
       .Case<ReduceOp, ArgReduceOp>([](auto) { return OpClass::Reduction; })
       .Case<MatmulOp>([](MatmulOp m) {

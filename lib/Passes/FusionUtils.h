@@ -31,13 +31,20 @@ enum class OpClass {
   Library,    // f32/f64 matmul, f32 conv: an extern group (+ epilogue)
   LoopRoot,   // elements computed by an inner reduction (reduce_window, other matmul/conv)
   Sequential, // cumsum, scatter_elements, scatter_nd, dynamic_update_slice
-  WholeBuffer, // library calls on whole buffers, no epilogue (extern): top-k, collectives
+  WholeBuffer, // whole buffers, no epilogue (extern): top-k, collectives, copy concats
   Control,    // tcc.if, tcc.loop, tcc.fusion
 };
 
 OpClass classify(mlir::Operation *op);
 bool isLibraryMatmul(MatmulOp op);
 bool isLibraryConv(ConvOp op);
+
+/// A concat computed in a kernel reads every input for each element (a select chain), so one
+/// of many inputs (the steps of an unrolled recurrence) costs that many loads per element.
+/// Above this many inputs, a concat whose inputs are contiguous slabs of the result (every dim
+/// before the axis is 1) is instead one copy per materialised input into its slab.
+constexpr size_t kMaxSelectConcatInputs = 16;
+bool isCopyConcat(ConcatOp op);
 
 /// For a matmul operand: is `op` (the operand's producer) a transpose of the last two dims or a
 /// broadcast over leading batch dims that tk.gemm can absorb (trans_a/trans_b, batch-1 views)?

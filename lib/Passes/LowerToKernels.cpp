@@ -261,10 +261,35 @@ void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
   auto yields = body.getTerminator()->getOperands();
   Operation *lib = nullptr;
   for (Operation &op : body)
-    if (isa<MatmulOp, ConvOp, TopKOp>(op) || isCollective(&op))
+    if (isa<MatmulOp, ConvOp, TopKOp, ConcatOp>(op) || isCollective(&op))
       lib = &op;
   if (!lib)
-    throw LoweringError{f, "extern fusion without a matmul, conv, topk or collective"};
+    throw LoweringError{f, "extern fusion without a matmul, conv, topk, concat or collective"};
+
+  if (auto concat = dyn_cast<ConcatOp>(lib)) {
+    // Each input is copied into its slab of the result (isCopyConcat: contiguous).
+    if (!isCopyConcat(concat) || yields.size() != 1 || yields[0] != concat.getResult())
+      throw LoweringError{concat, "a copy concat must have contiguous inputs and be its "
+                                  "fusion's only result"};
+    // Bytes of one index along the axis (the buffer's bytes over the axis length).
+    int64_t length = shapeOf(concat.getResult())[concat.getAxis()];
+    int64_t sliceBytes = length ? tk::bufferBytes(cast<MemRefType>(outputs[0].getType())) / length : 0;
+    int64_t offset = 0;
+    for (Value in : concat.getInputs()) {
+      int64_t n = shapeOf(in)[concat.getAxis()];
+      auto arg = dyn_cast<BlockArgument>(in);
+      if (!arg || arg.getOwner() != &body)
+        throw LoweringError{concat, "the inputs of a copy concat must be inputs of its fusion"};
+      if (n > 0) {
+        Value source = fusionArgBuffers_.lookup(arg);
+        Value slab = b_.create<tk::ViewOp>(concat.getLoc(), cast<MemRefType>(source.getType()),
+                                           outputs[0], b_.getI64IntegerAttr(offset * sliceBytes));
+        b_.create<tk::CopyOp>(concat.getLoc(), source, slab);
+      }
+      offset += n;
+    }
+    return;
+  }
 
   if (isCollective(lib)) {
     auto in = dyn_cast_or_null<BlockArgument>(lib->getNumOperands() ? lib->getOperand(0) : Value());

@@ -173,7 +173,7 @@ void Program::run(const void *const *inputs, void *const *outputs) {
       SgemmEpilogue epilogue{s->hasBias ? static_cast<const float *>(addresses_[s->bias]) : nullptr,
                              s->activation == GemmActivation::Relu};
       runGemm(s->geometry, addresses_[s->a], addresses_[s->b], addresses_[s->c], threads,
-              &s->packedA, buffers_[s->a].kind == BufferKind::Constant, &s->packedB,
+              s->packedA.get(), buffers_[s->a].kind == BufferKind::Constant, s->packedB.get(),
               buffers_[s->b].kind == BufferKind::Constant, &epilogue);
     } else if (auto *s = std::get_if<ConvStep>(&step)) {
       runConv(s->geometry, static_cast<const float *>(addresses_[s->input]),

@@ -20,8 +20,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <new>
 #include <thread>
+#include <tuple>
 
 namespace tcc::rt {
 
@@ -433,6 +435,17 @@ void Program::decode(const fb::Program *program, const uint8_t *base) {
   }
 
   // ---- Launch list -----------------------------------------------------------------------------
+  // One packed form per constant GEMM operand read the same way (GemmStep::packedA/B).
+  using PackingKey = std::tuple<uint32_t, uint64_t, bool, bool, int64_t, int64_t, int64_t, Shape>;
+  std::map<PackingKey, std::shared_ptr<PackedOperand>> packings;
+  auto sharedPacking = [&](const BufferDesc &operand, bool isA, bool trans, int64_t outer,
+                           int64_t k, int64_t batches, const Shape &batchStrides,
+                           std::shared_ptr<PackedOperand> own) {
+    if (operand.kind != BufferKind::Constant)
+      return own;
+    PackingKey key{operand.index, operand.offset, isA, trans, outer, k, batches, batchStrides};
+    return packings.emplace(key, std::move(own)).first->second;
+  };
   auto buffer = [&](uint32_t index, const std::string &what) -> const BufferDesc & {
     if (index >= p->buffers_.size())
       throw Error(what + " names buffer " + std::to_string(index) + "; there are " +
@@ -526,6 +539,13 @@ void Program::decode(const fb::Program *program, const uint8_t *base) {
                         shapeString(bias.dtype, bias.shape) + ") must be " +
                         shapeString(c.dtype, want) + ", one value per column of c " +
                         shapeString(c.dtype, c.shape));
+        }
+        if (!onCuda) {
+          const GemmGeometry &g = step.geometry;
+          step.packedA = sharedPacking(a, true, g.transA, g.m, g.k, g.numBatches, g.aBatchStrides,
+                                       std::move(step.packedA));
+          step.packedB = sharedPacking(b, false, g.transB, g.n, g.k, g.numBatches,
+                                       g.bBatchStrides, std::move(step.packedB));
         }
         if (onCuda && step.geometry.k == 0 && step.geometry.m > 0 && step.geometry.n > 0 &&
             step.geometry.numBatches > 0 && (step.geometry.beta != 0 || step.hasBias))

@@ -83,7 +83,11 @@ struct GemmStep {
   bool hasBias = false;
   uint32_t bias = 0;
   GemmActivation activation = GemmActivation::None;
-  mutable PackedOperand packedA, packedB; // constant operands packed for the CPU's sgemm
+  // Constant operands packed for the CPU's sgemm, kept across runs. Steps that read the same
+  // constant the same way share one (an unrolled recurrence's steps all multiply by one
+  // weight: one packed copy stays in cache instead of one per step).
+  std::shared_ptr<PackedOperand> packedA = std::make_shared<PackedOperand>(),
+                                 packedB = std::make_shared<PackedOperand>();
 };
 struct ConvStep {
   uint32_t input, weight, output;

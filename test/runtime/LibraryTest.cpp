@@ -130,6 +130,42 @@ TEST(RuntimeGemm, ConstantOperandsArePackedOnceAndReused) {
       }
 }
 
+TEST(RuntimeGemm, StepsReadingOneConstantShareItsPackedForm) {
+  // Three GEMVs by one constant weight (as an unrolled recurrence has): correct outputs, and the
+  // host allocator holds one packed copy of the weight, not three.
+  const int64_t k = 300, n = 700;
+  auto w = randomFloats(k * n, 7);
+  ArtifactBuilder art;
+  uint32_t bw = art.constant(fb::DType_F32, {k, n}, w.data());
+  std::vector<uint32_t> xs, ys;
+  for (int i = 0; i < 3; ++i) {
+    xs.push_back(art.input(fb::DType_F32, {1, k}));
+    ys.push_back(art.output(fb::DType_F32, {1, n}));
+    art.gemm(xs.back(), bw, ys.back(), false, false, 1, 0);
+  }
+  auto bytes = art.finish();
+  tccrt_allocator_stats before{}, after{};
+  tccrt_allocator_get_stats(&before);
+  tccrt::Program program = tccrt::Program::fromBuffer(bytes.data(), bytes.size(), 1);
+  std::vector<std::vector<float>> inputs;
+  std::vector<tccrt::Tensor> in = program.makeInputs();
+  for (int i = 0; i < 3; ++i) {
+    inputs.push_back(randomFloats(k, 20 + i));
+    std::memcpy(in[i].data(), inputs[i].data(), in[i].bytes());
+  }
+  auto outputs = program.run(in);
+  tccrt_allocator_get_stats(&after);
+  for (int i = 0; i < 3; ++i)
+    expectClose(outputs[i].data<float>(),
+                naiveGemm(inputs[i], {1, k}, w, {k, n}, std::vector<float>(n), {1, n}, false,
+                          false, 1.0, 0.0),
+                1e-4, 1e-5, "gemv " + std::to_string(i));
+  uint64_t packed = (uint64_t)(k * n * sizeof(float));
+  uint64_t held = after.allocated_bytes - before.allocated_bytes;
+  EXPECT_GE(held, packed);
+  EXPECT_LT(held, 2 * packed) << "each step packed its own copy of the weight";
+}
+
 /// c = act(alpha a b + beta c + bias) on the CPU: the sgemm applies the bias and ReLU to each
 /// tile it stores (f32).
 void checkGemmEpilogue(const GemmCase &g, bool withBias, bool relu, unsigned seed, int threads) {

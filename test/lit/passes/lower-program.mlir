@@ -65,3 +65,25 @@ func.func @topk(%x: tensor<2x5xf32>) -> tensor<2x2xf32> {
   %v, %i = tcc.topk %x dim = 1 k = 2 {largest = true} : tensor<2x5xf32> -> tensor<2x2xf32>, tensor<2x2xi64>
   return %v : tensor<2x2xf32>
 }
+
+// -----
+
+// A concat of more than 16 inputs whose inputs are contiguous slabs of the result (the steps of
+// an unrolled recurrence): each input is materialised and copied into its slab (a view at its
+// byte offset), instead of one kernel that loads every input for each element. The last input,
+// computed by a kernel of its own, is one of them. Concats of few inputs stay in kernels.
+// CHECK-LABEL: func.func @many_steps(
+// CHECK:         tk.launch @k0_neg(%arg16, %[[NEG:.*]]) :
+// CHECK-NEXT:    %[[V0:.*]] = tk.view %arg17 : memref<17x4xf32> to memref<1x4xf32>
+// CHECK-NEXT:    tk.copy %arg0, %[[V0]] : memref<1x4xf32>, memref<1x4xf32>
+// CHECK-NEXT:    %[[V1:.*]] = tk.view %arg17 {byte_offset = 16 : i64} : memref<17x4xf32> to memref<1x4xf32>
+// CHECK-NEXT:    tk.copy %arg1, %[[V1]]
+// CHECK:         %[[V16:.*]] = tk.view %arg17 {byte_offset = 256 : i64} : memref<17x4xf32> to memref<1x4xf32>
+// CHECK-NEXT:    tk.copy %[[NEG]], %[[V16]]
+// CHECK-NEXT:    tk.launch @k1_concat(%arg0, %arg1, %arg2, %arg18)
+func.func @many_steps(%x0: tensor<1x4xf32>, %x1: tensor<1x4xf32>, %x2: tensor<1x4xf32>, %x3: tensor<1x4xf32>, %x4: tensor<1x4xf32>, %x5: tensor<1x4xf32>, %x6: tensor<1x4xf32>, %x7: tensor<1x4xf32>, %x8: tensor<1x4xf32>, %x9: tensor<1x4xf32>, %x10: tensor<1x4xf32>, %x11: tensor<1x4xf32>, %x12: tensor<1x4xf32>, %x13: tensor<1x4xf32>, %x14: tensor<1x4xf32>, %x15: tensor<1x4xf32>, %y: tensor<1x4xf32>) -> (tensor<17x4xf32>, tensor<3x4xf32>) {
+  %x16 = tcc.unary neg %y : tensor<1x4xf32>
+  %0 = tcc.concat %x0, %x1, %x2, %x3, %x4, %x5, %x6, %x7, %x8, %x9, %x10, %x11, %x12, %x13, %x14, %x15, %x16 axis = 0 : tensor<1x4xf32>, tensor<1x4xf32>, tensor<1x4xf32>, tensor<1x4xf32>, tensor<1x4xf32>, tensor<1x4xf32>, tensor<1x4xf32>, tensor<1x4xf32>, tensor<1x4xf32>, tensor<1x4xf32>, tensor<1x4xf32>, tensor<1x4xf32>, tensor<1x4xf32>, tensor<1x4xf32>, tensor<1x4xf32>, tensor<1x4xf32>, tensor<1x4xf32> -> tensor<17x4xf32>
+  %1 = tcc.concat %x0, %x1, %x2 axis = 0 : tensor<1x4xf32>, tensor<1x4xf32>, tensor<1x4xf32> -> tensor<3x4xf32>
+  return %0, %1 : tensor<17x4xf32>, tensor<3x4xf32>
+}
