@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
-"""Convolution layers of the kinds real models use, tcc against onnxruntime, in one run.
+"""The layers real models use beyond plain GEMMs, tcc against onnxruntime, in one run.
 
 Interpreter: the `python3` on PATH (pip install -r bench/requirements.txt). Each layer is one
 ONNX node with constant weights (and a bias), shaped as in a known architecture: transposed
 convolutions of upsampling heads (text detection, U-Net, FCN's grouped bilinear upsampling,
 a vocoder's 1-D upsampler), dilated (DeepLab's ASPP), 1-D (a Whisper-style audio stem), 3-D
-(video), grouped and depthwise. `tcc bench` on the compiled artifact vs `InferenceSession.run`
-with the same inputs and threads, alternating rounds; outputs compared. Writes
-bench/results/<date>-conv-cpu.md and .json and prints the table.
+(video), grouped and depthwise convolutions, and LSTM/GRU layers (taggers, speech models).
+`tcc bench` on the compiled artifact vs `InferenceSession.run` with the same inputs and
+threads, alternating rounds; outputs compared. Writes bench/results/<date>-layers-cpu.md and
+.json and prints the table. (GEMM-shaped layers: bench/gemm_cpu.py.)
 
-  python3 bench/conv_cpu.py                       # 1 and 2 threads
-  python3 bench/conv_cpu.py --threads 1 --iters 20 --only ConvTranspose
+  python3 bench/layers_cpu.py                       # 1 and 2 threads
+  python3 bench/layers_cpu.py --threads 1 --iters 20 --only ConvTranspose
 """
 from __future__ import annotations
 
@@ -63,12 +64,32 @@ LAYERS = [
      [1, 256, 256], [256, 1, 31], {"pads": [15, 15], "group": 256}),
 ]
 
+# name, op (LSTM or GRU), sequence length, batch, input size, hidden size, direction
+RECURRENT = [
+    ("tagger: bidirectional LSTM 128->256, 32 tokens", "LSTM", 32, 1, 128, 256, "bidirectional"),
+    ("tagger: bidirectional LSTM 128->256, 200 tokens", "LSTM", 200, 1, 128, 256, "bidirectional"),
+    ("speech: LSTM 80->512, 100 frames, batch 4", "LSTM", 100, 4, 80, 512, "forward"),
+    ("GRU 256->256, 100 steps", "GRU", 100, 1, 256, 256, "forward"),
+]
+
+
+def save_layer(layer, node, inputs, inits, x: np.ndarray) -> None:
+    """Writes layer.dir/model.onnx (one node, output shapes inferred) and its input."""
+    graph = helper.make_graph([node], "layer", inputs,
+                              [helper.make_tensor_value_info(node.output[0], TensorProto.FLOAT, None)], inits)
+    model = shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+                                         strict_mode=True)
+    layer.y_shape = [d.dim_value for d in model.graph.output[0].type.tensor_type.shape.dim]
+    onnx.save(model, layer.onnx_path)
+    layer.input = layer.dir / "input_0.pb"
+    layer.input.write_bytes(numpy_helper.from_array(x, "x").SerializeToString())
+
 
 class ConvLayer:
     def __init__(self, root: Path, name: str, op: str, x_shape: list[int], w_shape: list[int], attrs: dict,
                  seed: int):
         self.name, self.op, self.x_shape, self.w_shape, self.attrs = name, op, x_shape, w_shape, attrs
-        self.dir = root / f"conv{seed}"
+        self.dir = root / f"layer{seed}"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.onnx_path = self.dir / "model.onnx"
         rng = np.random.default_rng(seed)
@@ -79,16 +100,8 @@ class ConvLayer:
         out_channels = w_shape[0] if op == "Conv" else w_shape[1] * group
         b = rng.standard_normal((out_channels,), dtype=np.float32)
         node = helper.make_node(op, ["x", "w", "b"], ["y"], **attrs)
-        graph = helper.make_graph([node], "layer",
-                                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
-                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-                                  [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
-        model = shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
-                                             strict_mode=True)
-        self.y_shape = [d.dim_value for d in model.graph.output[0].type.tensor_type.shape.dim]
-        onnx.save(model, self.onnx_path)
-        self.input = self.dir / "input_0.pb"
-        self.input.write_bytes(numpy_helper.from_array(x, "x").SerializeToString())
+        save_layer(self, node, [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+                   [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")], x)
 
     def input_paths(self) -> list[Path]:
         return [self.input]
@@ -107,6 +120,41 @@ class ConvLayer:
         return 2.0 * int(np.prod(self.x_shape)) * self.w_shape[1] * taps * 1e-9
 
 
+class RecurrentLayer:
+    def __init__(self, root: Path, name: str, op: str, steps: int, batch: int, inputs: int, hidden: int,
+                 direction: str, seed: int):
+        self.name, self.op, self.steps, self.batch, self.inputs, self.hidden = name, op, steps, batch, inputs, hidden
+        self.direction = direction
+        self.dirs = 2 if direction == "bidirectional" else 1
+        self.gates = 4 if op == "LSTM" else 3
+        self.dir = root / f"layer{seed}"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.onnx_path = self.dir / "model.onnx"
+        rng = np.random.default_rng(seed)
+        g, d = self.gates * hidden, self.dirs
+        scale = 1 / math.sqrt(hidden)
+        w = (rng.uniform(-scale, scale, (d, g, inputs))).astype(np.float32)
+        r = (rng.uniform(-scale, scale, (d, g, hidden))).astype(np.float32)
+        b = (rng.uniform(-scale, scale, (d, 2 * g))).astype(np.float32)
+        x = rng.standard_normal((steps, batch, inputs), dtype=np.float32)
+        node = helper.make_node(op, ["x", "W", "R", "B"], ["y"], hidden_size=hidden, direction=direction)
+        save_layer(self, node, [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+                   [numpy_helper.from_array(w, "W"), numpy_helper.from_array(r, "R"),
+                    numpy_helper.from_array(b, "B")], x)
+
+    def input_paths(self) -> list[Path]:
+        return [self.input]
+
+    def fields(self) -> dict:
+        return {"op": self.op, "steps": self.steps, "batch": self.batch, "input_size": self.inputs,
+                "hidden": self.hidden, "direction": self.direction}
+
+    @property
+    def gflop(self) -> float:
+        """The input and recurrent products (2 flops per multiply-add); gates' pointwise work not counted."""
+        return 2.0 * self.dirs * self.steps * self.batch * self.gates * self.hidden * (self.inputs + self.hidden) * 1e-9
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
@@ -114,26 +162,31 @@ def main() -> int:
     ap.add_argument("--only", default="", help="only layers whose name contains this text")
     ap.add_argument("--tcc", default=str(run_cpu.ROOT / "build" / "bin" / "tcc"))
     ap.add_argument("--out-dir", default=str(BENCH / "results"))
+    ap.add_argument("--keep", metavar="DIR", help="write the layer models (layer<i>/model.onnx, input_0.pb) "
+                    "here and keep them, e.g. for tcc profile")
     args = ap.parse_args()
 
     info = run_cpu.machine_info()
     rows = []
     with tempfile.TemporaryDirectory(prefix="tcc-conv-bench-") as tmp:
         work = Path(tmp)
-        specs = [s for s in LAYERS if args.only in s[0]]
-        layers = [ConvLayer(work / "models", *spec, seed=i) for i, spec in enumerate(specs)]
+        models = Path(args.keep) if args.keep else work / "models"
+        layers = [ConvLayer(models, *spec, seed=i) for i, spec in enumerate(LAYERS) if args.only in spec[0]]
+        layers += [RecurrentLayer(models, *spec, seed=100 + i)
+                   for i, spec in enumerate(RECURRENT) if args.only in spec[0]]
         tcc = run_cpu.Tcc(args.tcc, 600, work / "tcc")
         for t in args.threads:
             rows += gemm_cpu.layers_vs_ort(layers, tcc, t, args.iters)
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    stem = out_dir / f"{dt.date.today().isoformat()}-conv-cpu"
+    stem = out_dir / f"{dt.date.today().isoformat()}-layers-cpu"
     stem.with_suffix(".json").write_text(json.dumps({"machine": info, "layers": rows}, indent=1))
-    lines = gemm_cpu.machine_lines("Convolution layers: tcc vs onnxruntime (CPU)", info)
-    lines += gemm_cpu.layers_markdown(rows, "One ONNX Conv or ConvTranspose node with constant weights and bias, "
-                                      "`tcc bench` on the compiled artifact vs `InferenceSession.run`, same input "
-                                      "and threads, median of 3 alternating rounds. GFLOP/s count useful "
-                                      "multiply-adds only (not the zeros of a dilated input).")
+    lines = gemm_cpu.machine_lines("Convolution and recurrent layers: tcc vs onnxruntime (CPU)", info)
+    lines += gemm_cpu.layers_markdown(rows, "One ONNX Conv, ConvTranspose, LSTM or GRU node with constant weights "
+                                      "and bias, `tcc bench` on the compiled artifact vs `InferenceSession.run`, "
+                                      "same input and threads, median of 3 alternating rounds. GFLOP/s count "
+                                      "useful multiply-adds only (not the zeros of a dilated input, not the "
+                                      "gates' pointwise work).")
     md = "\n".join(lines) + "\n"
     stem.with_suffix(".md").write_text(md)
     print(md)
