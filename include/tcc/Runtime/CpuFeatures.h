@@ -8,17 +8,23 @@
 
 #include <string>
 #include <vector>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 namespace tcc::rt {
 
 // (GCC predefined macro, __builtin_cpu_supports name) of the extensions that change codegen.
 #define TCC_CPU_FEATURES(X)                                                                        \
+  X("__F16C__", "f16c")                                                                            \
+  TCC_CPU_FEATURES_BUILTIN(X)
+// Those that both GCC's and clang's __builtin_cpu_supports know.
+#define TCC_CPU_FEATURES_BUILTIN(X)                                                                \
   X("__SSE4_2__", "sse4.2")                                                                        \
   X("__POPCNT__", "popcnt")                                                                        \
   X("__AVX__", "avx")                                                                              \
   X("__AVX2__", "avx2")                                                                            \
   X("__FMA__", "fma")                                                                              \
-  X("__F16C__", "f16c")                                                                            \
   X("__BMI__", "bmi")                                                                              \
   X("__BMI2__", "bmi2")                                                                            \
   X("__AVX512F__", "avx512f")                                                                      \
@@ -43,11 +49,16 @@ inline std::vector<std::string> cpuFeaturesFromMacros(const std::string &macros)
 /// Whether this CPU has the extension `name` (a name from TCC_CPU_FEATURES; others: false).
 inline bool cpuHasFeature(const std::string &name) {
 #if defined(__x86_64__) || defined(__i386__)
+  // F16C from cpuid (leaf 1, ECX bit 29): clang 14's __builtin_cpu_supports does not know it.
+  if (name == "f16c") {
+    unsigned eax, ebx, ecx, edx;
+    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29));
+  }
   __builtin_cpu_init();
 #define TCC_SUPPORTS(macro, feature)                                                               \
   if (name == feature)                                                                             \
     return __builtin_cpu_supports(feature);
-  TCC_CPU_FEATURES(TCC_SUPPORTS)
+  TCC_CPU_FEATURES_BUILTIN(TCC_SUPPORTS)
 #undef TCC_SUPPORTS
 #endif
   return false;
