@@ -397,7 +397,8 @@ void Trainer::load(const std::string &path) {
       if (offset.size() != global.size() || shape.size() != global.size())
         throw Error(where + ": its block does not fit its shape");
       for (size_t d = 0; d < global.size(); ++d)
-        if (offset[d] < 0 || shape[d] < 0 || offset[d] + shape[d] > global[d])
+        if (offset[d] < 0 || shape[d] < 0 || shape[d] > global[d] ||
+            offset[d] > global[d] - shape[d]) // (no overflow: global[d] - shape[d] >= 0)
           throw Error(where + ": its block lies outside the tensor");
       size_t bytes = tensorBytes(dtype, shape, where);
       size_t got = t->data() ? t->data()->size() : 0;
