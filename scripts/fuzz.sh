@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# Builds the runtime's libFuzzer harnesses (preset `fuzz`: clang, AddressSanitizer + UBSan,
-# test/fuzz/), seeds their corpora and runs them.
+# Builds the libFuzzer harnesses (clang, AddressSanitizer + UBSan, test/fuzz/: presets `fuzz`
+# for the runtime's, `fuzz-import` for the ONNX importer's), seeds their corpora and runs them.
 #
 #   bash scripts/fuzz.sh                          # every harness for 20 s (what CI runs)
 #   bash scripts/fuzz.sh --runs 10000000 artifact # 10 million executions of one harness
 #   bash scripts/fuzz.sh --seconds 600 --record   # ... and append the counts to bench/results
 #
 # Harnesses: tensor-file (.npy and TensorProto readers), artifact (the artifact loader, and a
-# run of what it accepts), checkpoint (the checkpoint loader). Seeds: .pb files of Debian's ONNX
-# test data; artifacts compiled by build/bin/tcc (the main build: bash scripts/build.sh) from
-# ONNX conformance cases, and a small training artifact, whose checkpoint seeds the checkpoint
-# harness. Corpora grow in build-fuzz/corpus/<harness>; a crash or leak leaves its input in
+# run of what it accepts), checkpoint (the checkpoint loader), onnx-import (model parsing, ONNX's
+# checks and shape inference, import into the tcc dialect). Seeds: .pb files and models of
+# Debian's ONNX test data; artifacts compiled by build/bin/tcc (the main build: bash
+# scripts/build.sh) from ONNX conformance cases, and a small training artifact, whose
+# checkpoint seeds the checkpoint harness. Corpora grow in build-fuzz/corpus/<harness>; a crash or leak leaves its input in
 # build-fuzz/findings/ and fails the script with libFuzzer's report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,11 +23,11 @@ while [ $# -gt 0 ]; do
     --runs) runs="$2"; shift 2 ;;
     --record) record=1; shift ;;
     -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    tensor-file|artifact|checkpoint) harnesses+=("$1"); shift ;;
+    tensor-file|artifact|checkpoint|onnx-import) harnesses+=("$1"); shift ;;
     *) echo "fuzz.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(tensor-file artifact checkpoint)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(tensor-file artifact checkpoint onnx-import)
 
 tcc=build/bin/tcc
 if [ ! -x "$tcc" ]; then
@@ -35,6 +36,10 @@ if [ ! -x "$tcc" ]; then
 fi
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz
+if [[ " ${harnesses[*]} " == *" onnx-import "* ]]; then
+  cmake --preset fuzz-import >/dev/null
+  cmake --build --preset fuzz-import # the harness and what it links only
+fi
 
 out=build-fuzz
 seeds="$out/seeds" corpus="$out/corpus" findings="$out/findings"
@@ -82,6 +87,13 @@ EOF
     "$out/bin/fuzz-checkpoint" -runs=0 >/dev/null 2>&1
   touch "$seeds/.done"
 fi
+if [ ! -d "$seeds/onnx-import" ]; then
+  mkdir -p "$seeds/onnx-import"
+  # Every fourth conformance model: ~300 models over all operators the suite has.
+  find "$testdata" -name model.onnx | sort | awk 'NR % 4 == 0' | while read -r f; do
+    cp "$f" "$seeds/onnx-import/$(basename "$(dirname "$f")").onnx"
+  done
+fi
 
 # ---- Runs ----------------------------------------------------------------------------------
 # Allocations above 2 GiB fail (the code must report them, not die); libFuzzer's own limits sit
@@ -93,10 +105,12 @@ limit=(-max_total_time="$seconds")
 [ -n "$runs" ] && limit=(-runs="$runs")
 summary=()
 for h in "${harnesses[@]}"; do
+  bin="$out/bin/fuzz-$h"
+  [ "$h" = onnx-import ] && bin="build-fuzz-import/bin/fuzz-$h"
   mkdir -p "$corpus/$h"
   log="$out/fuzz-$h.log"
-  echo "== fuzz-$h (${runs:+$runs runs}${runs:-$seconds s})"
-  if ! "$out/bin/fuzz-$h" "$corpus/$h" "$seeds/$h" "${limit[@]}" -rss_limit_mb=4096 \
+  echo "== fuzz-$h (${limit[*]})"
+  if ! "$bin" "$corpus/$h" "$seeds/$h" "${limit[@]}" -rss_limit_mb=4096 \
        -malloc_limit_mb=4096 -timeout=30 -print_final_stats=1 -artifact_prefix="$findings/$h-" \
        >"$log" 2>&1; then
     tail -60 "$log" >&2

@@ -12,6 +12,7 @@ PACKAGES=(
   zlib1g-dev libzstd-dev
   libonnx-testdata python3-onnx python3-numpy dataset-fashion-mnist
   openmpi-bin libopenmpi3
+  clang-14 libclang-rt-14-dev libomp-14-dev
 )
 
 missing=()

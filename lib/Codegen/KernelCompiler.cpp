@@ -35,9 +35,11 @@ namespace path = llvm::sys::path;
 
 namespace {
 
-/// -z nodelete: dlclose must not unload the module, or libgomp with it while its pooled worker
-/// threads still run (they crash in unmapped code).
-constexpr const char *kLinkFlags = "-shared -fopenmp -Wl,-z,nodelete";
+/// Not -z nodelete: a freed program unloads its module (a service loading and freeing models
+/// would otherwise keep every module mapped, five mappings each, until it runs out). libgomp,
+/// which the module's parallel loops run on, is not unloaded with it: libtccrt links it too,
+/// and its pooled worker threads wait in libgomp's code, never in the module's.
+constexpr const char *kLinkFlags = "-shared -fopenmp";
 
 std::vector<std::string> splitFlags(llvm::StringRef flags) {
   llvm::SmallVector<llvm::StringRef> parts;

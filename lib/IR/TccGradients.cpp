@@ -1069,7 +1069,7 @@ LogicalResult BroadcastOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultAd
                                            adjointOrZeros(v, *this), getAxes());
   Value position = b.createTyped<AxisIndexOp>(b.tensorType({}, b.builder().getI64Type()), getAxes());
   Value isRoot = b.compare(CompareKind::Eq, position,
-                           b.constantI64({getRoot()}, {}));
+                           b.constantI64({(int64_t)getRoot()}, {}));
   v.set(0, b.select(isRoot, total, b.splatLike(total, 0.0)));
   return success();
 }
