@@ -3,6 +3,8 @@
 #include "tcc/Frontend/OnnxModel.h"
 #include "tcc/Support/TensorFiles.h" // fromInt32Field
 
+#include "GuardedSchemas.h"
+
 #include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
 #include <onnx/version_converter/convert.h>
@@ -345,7 +347,9 @@ void runShapeInference(onnx::ModelProto &model) {
   onnx::ShapeInferenceOptions options(/*check_type=*/false, /*error_mode=*/0,
                                       /*enable_data_propagation=*/true);
   try {
-    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), options);
+    // The schemas with guards that keep ONNX's own inference functions from crashing on
+    // inconsistent ranks and attributes (GuardedSchemas.h).
+    onnx::shape_inference::InferShapes(model, guardedSchemaRegistry(), options);
   } catch (const std::exception &e) {
     // ONNX's messages name the node as "(op_type:Add, node name: n): ...".
     throw Error(std::string("ONNX shape inference failed: ") + e.what());
