@@ -213,4 +213,13 @@ std::vector<Value> NodeContext::inlineSubgraph(const onnx::GraphProto &graph,
   return graph_.inlineSubgraph(graph, inputs, graph_.nodeName(node_) + label);
 }
 
+int64_t dimsProduct(llvm::ArrayRef<int64_t> dims) {
+  int64_t p = 1;
+  for (int64_t d : dims)
+    if (__builtin_mul_overflow(p, d, &p))
+      throw Error("the element count of shape " + shapeToString(Shape(dims.begin(), dims.end())) +
+                  " overflows a 64-bit integer");
+  return p;
+}
+
 } // namespace tcc::onnx_import

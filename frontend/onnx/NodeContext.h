@@ -160,6 +160,10 @@ private:
 /// The registry of every lowering (built once, from the register* functions below).
 const OpRegistry &opRegistry();
 
+/// The product of `dims` (an element count); a tcc::Error when it overflows int64 (shapes in a
+/// model are untrusted: the fuzzer reached a Reshape to dims whose product overflowed).
+int64_t dimsProduct(llvm::ArrayRef<int64_t> dims);
+
 // One per file in frontend/onnx/ops/.
 void registerElementwiseOps(OpRegistry &r);
 void registerShapeOps(OpRegistry &r);

@@ -24,9 +24,6 @@ using Shape64 = SmallVector<int64_t>;
 
 bool isFloat(Value v) { return isa<FloatType>(CoreBuilder::elementTypeOf(v)); }
 
-int64_t product(ArrayRef<int64_t> dims) {
-  return std::accumulate(dims.begin(), dims.end(), (int64_t)1, std::multiplies<int64_t>());
-}
 
 /// All dims of a rank-r value.
 Shape64 allDims(int64_t rank) {
@@ -257,7 +254,7 @@ void lowerSoftmax(NodeContext &n, SoftmaxKind kind) {
   int64_t axis = n.normalizeAxis(n.attrInt("axis", legacy ? 1 : -1), rank);
   if (legacy) {
     ArrayRef<int64_t> s(shape);
-    x = b.reshape(x, {product(s.take_front(axis)), product(s.drop_front(axis))});
+    x = b.reshape(x, {dimsProduct(s.take_front(axis)), dimsProduct(s.drop_front(axis))});
     axis = 1;
   }
   if (!isFloat(x))
@@ -542,7 +539,7 @@ void lowerDet(NodeContext &n) {
     n.fail("the input must be a floating-point tensor");
   int64_t size = shape.back();
   Shape64 batchShape(shape.drop_back(2));
-  int64_t batch = product(batchShape);
+  int64_t batch = dimsProduct(batchShape);
   Value a = b.reshape(x, {batch, size, size});
   Type i64 = b.builder().getI64Type();
   Value rows = b.iota({1, size, 1}, i64, 1);

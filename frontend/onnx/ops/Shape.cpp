@@ -28,9 +28,6 @@ Shape64 shapeVec(Value v) {
   return Shape64(s.begin(), s.end());
 }
 
-int64_t product(ArrayRef<int64_t> dims) {
-  return std::accumulate(dims.begin(), dims.end(), (int64_t)1, std::multiplies<int64_t>());
-}
 
 std::string listStr(ArrayRef<int64_t> v) {
   std::string s = "[";
@@ -76,7 +73,7 @@ Value wrapNegativeND(NodeContext &n, Value data, Value idx, int64_t batchDims) {
 
 /// Value x reshaped to 0-d (it must have one element).
 Value asScalar(NodeContext &n, Value x, const std::string &what) {
-  if (product(CoreBuilder::shapeOf(x)) != 1)
+  if (dimsProduct(CoreBuilder::shapeOf(x)) != 1)
     n.fail(what + " must have exactly one element");
   return n.b().reshape(x, {});
 }
@@ -133,7 +130,7 @@ void lowerShape(NodeContext &n) {
 }
 
 void lowerSize(NodeContext &n) {
-  n.setOutput(0, n.b().constantI64({product(n.inputShape(0))}, {}));
+  n.setOutput(0, n.b().constantI64({dimsProduct(n.inputShape(0))}, {}));
 }
 
 void lowerConstantOfShape(NodeContext &n) {
@@ -176,16 +173,16 @@ void lowerReshape(NodeContext &n) {
     }
     out.push_back(d);
   }
-  int64_t total = product(in);
+  int64_t total = dimsProduct(in);
   if (inferred >= 0) {
     out[inferred] = 1;
-    int64_t known = product(out);
+    int64_t known = dimsProduct(out);
     if (known == 0 || total % known != 0)
       n.fail("cannot infer the -1 in shape " + listStr(spec) + " for an input of shape " +
              listStr(in));
     out[inferred] = total / known;
   }
-  if (product(out) != total)
+  if (dimsProduct(out) != total)
     n.fail("cannot reshape " + listStr(in) + " to " + listStr(spec));
   n.setOutput(0, n.b().reshape(x, out));
 }
@@ -199,7 +196,7 @@ void lowerFlatten(NodeContext &n) {
   if (axis < 0)
     axis += rank;
   ArrayRef<int64_t> dims(in);
-  n.setOutput(0, n.b().reshape(x, {product(dims.take_front(axis)), product(dims.drop_front(axis))}));
+  n.setOutput(0, n.b().reshape(x, {dimsProduct(dims.take_front(axis)), dimsProduct(dims.drop_front(axis))}));
 }
 
 /// The axes of (Un)Squeeze: an attribute before opset 13, an optional input from 13.
@@ -632,7 +629,7 @@ void lowerOneHot(NodeContext &n) {
   if (depth < 1)
     n.fail("depth must be positive, got " + std::to_string(depth));
   Value values = n.input(2);
-  if (product(CoreBuilder::shapeOf(values)) != 2)
+  if (dimsProduct(CoreBuilder::shapeOf(values)) != 2)
     n.fail("values must have two elements [off_value, on_value]");
   values = b.reshape(values, {2});
   int64_t axis = n.normalizeAxis(n.attrInt("axis", -1), in.size() + 1);
@@ -720,7 +717,7 @@ void lowerCompress(NodeContext &n) {
   if (n.hasAttr("axis"))
     axis = n.normalizeAxis(n.attrInt("axis", 0), CoreBuilder::rankOf(x));
   else
-    x = b.reshape(x, {product(CoreBuilder::shapeOf(x))});
+    x = b.reshape(x, {dimsProduct(CoreBuilder::shapeOf(x))});
   int64_t dim = CoreBuilder::shapeOf(x)[axis];
   std::vector<int64_t> keep;
   for (int64_t i = 0; i < cond.numElements(); ++i)
@@ -758,8 +755,8 @@ void lowerUnique(NodeContext &n) {
   }
   // Slice r consists of the elements (o, r, i) for o over the outer dims and i the inner ones.
   int64_t rows = t.dim(axis);
-  int64_t outer = product(ArrayRef<int64_t>(t.shape()).take_front(axis));
-  int64_t inner = product(ArrayRef<int64_t>(t.shape()).drop_front(axis + 1));
+  int64_t outer = dimsProduct(ArrayRef<int64_t>(t.shape()).take_front(axis));
+  int64_t inner = dimsProduct(ArrayRef<int64_t>(t.shape()).drop_front(axis + 1));
   auto compareRows = [&](int64_t r1, int64_t r2) {
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t i = 0; i < inner; ++i)
