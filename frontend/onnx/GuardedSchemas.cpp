@@ -6,6 +6,7 @@
 
 #include <onnx/defs/shape_inference.h>
 
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -70,11 +71,37 @@ void guardConvPool(onnx::InferenceContext &ctx, int64_t weightInput) {
     fail_shape_inference("attribute group is ", g->i(), ", expected >= 1");
 }
 
-/// The guard of each guarded op type: the weight's input index (-1: none).
-const std::map<std::string, int64_t> &guardedOps() {
-  static const std::map<std::string, int64_t> ops = {
-      {"Conv", 1},         {"ConvInteger", 1}, {"QLinearConv", 3}, {"ConvTranspose", 1},
-      {"AveragePool", -1}, {"MaxPool", -1},    {"LpPool", -1},     {"MaxUnpool", -1},
+/// Input `i`, when its shape is known, must have rank `rank`.
+void checkRank(onnx::InferenceContext &ctx, size_t i, int64_t rank) {
+  int64_t r = knownRank(ctx, i);
+  if (r >= 0 && r != rank)
+    fail_shape_inference("input ", i, " has rank ", r, ", expected ", rank);
+}
+
+using Guard = std::function<void(onnx::InferenceContext &)>;
+
+/// The guard of each guarded op type (ONNX domain).
+const std::map<std::string, Guard> &guardedOps() {
+  auto convPool = [](int64_t weight) -> Guard {
+    return [weight](onnx::InferenceContext &ctx) { guardConvPool(ctx, weight); };
+  };
+  static const std::map<std::string, Guard> ops = {
+      {"Conv", convPool(1)},
+      {"ConvInteger", convPool(1)},
+      {"QLinearConv", convPool(3)},
+      {"ConvTranspose", convPool(1)},
+      {"AveragePool", convPool(-1)},
+      {"MaxPool", convPool(-1)},
+      {"LpPool", convPool(-1)},
+      {"MaxUnpool", convPool(-1)},
+      // STFT's inference reads dims 0..2 of the signal (fuzzer: a rank-1 signal crashed it).
+      {"STFT",
+       [](onnx::InferenceContext &ctx) {
+         checkRank(ctx, 0, 3);
+         checkRank(ctx, 1, 0);
+         checkRank(ctx, 2, 1);
+         checkRank(ctx, 3, 0);
+       }},
   };
   return ops;
 }
@@ -93,9 +120,9 @@ public:
     if (!guarded) {
       guarded = std::make_unique<onnx::OpSchema>(*schema);
       onnx::InferenceFunction infer = schema->GetTypeAndShapeInferenceFunction();
-      int64_t weight = op->second;
-      guarded->TypeAndShapeInferenceFunction([infer, weight](onnx::InferenceContext &ctx) {
-        guardConvPool(ctx, weight);
+      const Guard &guard = op->second;
+      guarded->TypeAndShapeInferenceFunction([infer, &guard](onnx::InferenceContext &ctx) {
+        guard(ctx);
         infer(ctx);
       });
     }
