@@ -127,7 +127,7 @@ done
 
 if [ -n "$record" ]; then
   file="bench/results/$(date +%F)-fuzz.md"
-  [ -f "$file" ] || printf '# Fuzzing the runtime'"'"'s parsers (scripts/fuzz.sh)\n\n' >"$file"
+  [ -f "$file" ] || printf '# Fuzzing tcc'"'"'s parsers of untrusted input (scripts/fuzz.sh)\n\n' >"$file"
   cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
   {
     echo "- $(date -u +%FT%TZ), $cpu, git $(git rev-parse --short HEAD), clang-14 libFuzzer + ASan + UBSan:"

@@ -4,10 +4,12 @@
 // an error status with the state unchanged, never a crash. The trainer comes from a training
 // artifact named by $TCC_FUZZ_TRAINING_ARTIFACT (scripts/fuzz.sh compiles the FashionMNIST
 // example); $TCC_FUZZ_SEED_OUT, when set, receives a checkpoint of it to seed the corpus. Each
-// input is written to a file in a private directory (the loader reads paths: a manifest's
-// shards are files beside it, which fuzzed names cannot reach outside of).
+// input is written to a file in a private directory (FuzzInputFile.h; the loader reads paths: a
+// manifest's shards are files beside it, which fuzzed names cannot reach outside of).
 //===----------------------------------------------------------------------===//
+#include "FuzzInputFile.h"
 #include "tcc/Runtime/tccrt.h"
+
 
 #include <cstdint>
 #include <cstdio>
@@ -18,7 +20,7 @@
 namespace {
 tccrt_program *program = nullptr;
 tccrt_trainer *trainer = nullptr;
-std::string checkpointPath;
+const tcc::fuzz::InputFile *checkpoint = nullptr;
 
 [[noreturn]] void fail(const char *what) {
   std::fprintf(stderr, "FuzzCheckpoint: %s: %s\n", what, tccrt_last_error());
@@ -39,17 +41,13 @@ extern "C" int LLVMFuzzerInitialize(int *, char ***) {
   if (const char *seed = std::getenv("TCC_FUZZ_SEED_OUT"))
     if (tccrt_trainer_save(trainer, seed, "seed", 4) != TCCRT_OK)
       fail("writing the seed checkpoint");
-  char dir[] = "/tmp/tcc-fuzz-checkpoint-XXXXXX";
-  if (!mkdtemp(dir))
-    fail("making a directory for the inputs");
-  checkpointPath = std::string(dir) + "/checkpoint";
+  static tcc::fuzz::InputFile file("checkpoint");
+  checkpoint = &file;
   return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  FILE *f = std::fopen(checkpointPath.c_str(), "wb");
-  if (!f || (size && std::fwrite(data, 1, size, f) != size) || std::fclose(f) != 0)
-    fail("writing the input file");
-  tccrt_trainer_load(trainer, checkpointPath.c_str());
+  checkpoint->write(data, size);
+  tccrt_trainer_load(trainer, checkpoint->path().c_str());
   return 0;
 }

@@ -6,6 +6,7 @@
 // names the problem, never a crash. Dynamic input dims are fixed to 2 (as --input-shape
 // would). Seeds: the models of Debian's ONNX conformance data (scripts/fuzz.sh).
 //===----------------------------------------------------------------------===//
+#include "FuzzInputFile.h"
 #include "tcc/Frontend/OnnxImporter.h"
 #include "tcc/Frontend/OnnxModel.h"
 #include "tcc/Support/Tensor.h"
@@ -22,7 +23,7 @@
 #include <unistd.h>
 
 namespace {
-std::string modelPath;
+const tcc::fuzz::InputFile *modelFile = nullptr;
 std::unique_ptr<mlir::MLIRContext> context;
 int importsInContext = 0;
 
@@ -46,21 +47,13 @@ tcc::PrepareOptions shapesOf(const onnx::ModelProto &model) {
 } // namespace
 
 extern "C" int LLVMFuzzerInitialize(int *, char ***) {
-  char dir[] = "/tmp/tcc-fuzz-import-XXXXXX";
-  if (!mkdtemp(dir)) {
-    std::perror("FuzzOnnxImport: mkdtemp");
-    std::exit(2);
-  }
-  modelPath = std::string(dir) + "/model.onnx";
+  static tcc::fuzz::InputFile file("model.onnx");
+  modelFile = &file;
   return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  FILE *f = std::fopen(modelPath.c_str(), "wb");
-  if (!f || (size && std::fwrite(data, 1, size, f) != size) || std::fclose(f) != 0) {
-    std::perror("FuzzOnnxImport: writing the input");
-    std::exit(2);
-  }
+  modelFile->write(data, size);
   // A context keeps every type and attribute it has seen: a fresh one now and then bounds that.
   if (!context || ++importsInContext > 500) {
     context = std::make_unique<mlir::MLIRContext>();
@@ -69,7 +62,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     importsInContext = 0;
   }
   try {
-    onnx::ModelProto model = tcc::loadOnnxModel(modelPath);
+    onnx::ModelProto model = tcc::loadOnnxModel(modelFile->path());
     tcc::prepareOnnxModel(model, shapesOf(model));
     tcc::ImportedModel imported = tcc::importOnnxModel(*context, model);
   } catch (const tcc::Error &) {
