@@ -111,6 +111,17 @@ def layers_vs_ort(layers: list, tcc: run_cpu.Tcc, threads: int, iters: int) -> l
     return rows
 
 
+def write_results(out_dir: str, name: str, data: dict, md: str) -> None:
+    """bench/results-style <date>-<name>.json and .md in out_dir; prints the table."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = out / f"{dt.date.today().isoformat()}-{name}"
+    stem.with_suffix(".json").write_text(json.dumps(data, indent=1))
+    stem.with_suffix(".md").write_text(md)
+    print(md)
+    print(f"-> {stem}.md", flush=True)
+
+
 def machine_lines(title: str, info: dict) -> list[str]:
     return [f"# {title}", "",
             f"- date: {info['date']}; host: {info['host']}",
@@ -187,14 +198,8 @@ def main() -> int:
             print("== single layers vs onnxruntime", flush=True)
             for t in args.threads:
                 rows += layers_vs_ort(layers, tcc, t, args.iters)
-    out_dir = Path(args.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stem = out_dir / f"{dt.date.today().isoformat()}-gemm-cpu"
-    stem.with_suffix(".json").write_text(json.dumps({"machine": info, "kernels": kernels, "layers": rows}, indent=1))
-    md = markdown(info, kernels, rows)
-    stem.with_suffix(".md").write_text(md)
-    print(md)
-    print(f"-> {stem}.md", flush=True)
+    write_results(args.out_dir, "gemm-cpu", {"machine": info, "kernels": kernels, "layers": rows},
+                  markdown(info, kernels, rows))
     return 0
 
 

@@ -16,8 +16,6 @@ threads, alternating rounds; outputs compared. Writes bench/results/<date>-layer
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
 import math
 import sys
 import tempfile
@@ -168,7 +166,7 @@ def main() -> int:
 
     info = run_cpu.machine_info()
     rows = []
-    with tempfile.TemporaryDirectory(prefix="tcc-conv-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="tcc-layers-bench-") as tmp:
         work = Path(tmp)
         models = Path(args.keep) if args.keep else work / "models"
         layers = [ConvLayer(models, *spec, seed=i) for i, spec in enumerate(LAYERS) if args.only in spec[0]]
@@ -177,20 +175,13 @@ def main() -> int:
         tcc = run_cpu.Tcc(args.tcc, 600, work / "tcc")
         for t in args.threads:
             rows += gemm_cpu.layers_vs_ort(layers, tcc, t, args.iters)
-    out_dir = Path(args.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stem = out_dir / f"{dt.date.today().isoformat()}-layers-cpu"
-    stem.with_suffix(".json").write_text(json.dumps({"machine": info, "layers": rows}, indent=1))
     lines = gemm_cpu.machine_lines("Convolution and recurrent layers: tcc vs onnxruntime (CPU)", info)
     lines += gemm_cpu.layers_markdown(rows, "One ONNX Conv, ConvTranspose, LSTM or GRU node with constant weights "
                                       "and bias, `tcc bench` on the compiled artifact vs `InferenceSession.run`, "
                                       "same input and threads, median of 3 alternating rounds. GFLOP/s count "
                                       "useful multiply-adds only (not the zeros of a dilated input, not the "
                                       "gates' pointwise work).")
-    md = "\n".join(lines) + "\n"
-    stem.with_suffix(".md").write_text(md)
-    print(md)
-    print(f"-> {stem}.md", flush=True)
+    gemm_cpu.write_results(args.out_dir, "layers-cpu", {"machine": info, "layers": rows}, "\n".join(lines) + "\n")
     return 0
 
 
