@@ -69,7 +69,9 @@ if [ ! -f "$seeds/.done" ]; then
   done
   # A training artifact (8 -> 4 linear layer, cross-entropy, Adam): the checkpoint harness's
   # trainer, and its checkpoint the seed.
-  python3 - "$seeds/linear.onnx" <<'EOF'
+  # (Debian's interpreter, with the python3-onnx and python3-numpy setup.sh installs: never
+  # whichever python3 comes first on PATH.)
+  /usr/bin/python3 - "$seeds/linear.onnx" <<'EOF'
 import sys
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper, save
