@@ -2,8 +2,8 @@
 # Sets up, builds and runs the whole test suite (lit, GoogleTest, ONNX conformance) via CTest,
 # then the runtime (libtccrt, tccrt-run and their tests) under AddressSanitizer + UBSan and under
 # ThreadSanitizer (presets runtime-asan, runtime-tsan: no MLIR in those builds).
-# Last, a short run of every libFuzzer harness (scripts/fuzz.sh: the runtime's parsers and the
-# ONNX importer, built with clang).
+# Last, a short, reproducible run of every libFuzzer harness (scripts/fuzz.sh --ci: the
+# runtime's parsers and the ONNX importer, built with clang).
 # TCC_PRESET=asan runs the whole suite under AddressSanitizer + UBSan instead (build-asan/);
 # TCC_SKIP_RUNTIME_SANITIZERS=1 skips the runtime's sanitizer runs, TCC_SKIP_FUZZ=1 the fuzzing.
 set -euo pipefail
@@ -33,5 +33,5 @@ fi
 
 if [ "$PRESET" = default ] && [ -z "${TCC_SKIP_FUZZ:-}" ]; then
   echo "== fuzz"
-  bash scripts/fuzz.sh --seconds 20
+  bash scripts/fuzz.sh --ci
 fi

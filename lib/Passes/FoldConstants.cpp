@@ -29,8 +29,14 @@ bool foldConstantOp(Operation *op, int64_t maxElements,
     auto c = v.getDefiningOp<ConstantOp>();
     if (!c)
       return false;
-    operands.push_back(tensorFromAttr(c.getValue()));
+    // A splat costs nothing in the IR whatever its shape, but folding would materialise it
+    // (the importer's fuzzer made one of 2^61 elements from a corrupt LayerNormalization axis).
+    if (isa<SplatElementsAttr>(c.getValue()) &&
+        cast<RankedTensorType>(c.getType()).getNumElements() > maxElements)
+      return false;
   }
+  for (Value v : op->getOperands())
+    operands.push_back(tensorFromAttr(v.getDefiningOp<ConstantOp>().getValue()));
   // Above the limit, still fold what only rearranges a constant nothing else uses (a weight
   // transposed, flipped or reshaped for its consumer, as ConvTranspose's import does): the
   // folded constant replaces the old one, so constant memory does not grow, and the kernel sees
