@@ -112,7 +112,7 @@ limit=(-max_total_time="$seconds")
 [ -n "$runs" ] && limit=(-runs="$runs")
 summary=()
 # --ci: runs per harness (~20 s each on a Zen 4 core under ASan).
-declare -A ciRuns=([tensor-file]=600000 [artifact]=300000 [checkpoint]=300000 [onnx-import]=30000)
+declare -A ciRuns=([tensor-file]=600000 [artifact]=300000 [checkpoint]=300000 [onnx-import]=100000)
 for h in "${harnesses[@]}"; do
   bin="$out/bin/fuzz-$h"
   [ "$h" = onnx-import ] && bin="build-fuzz-import/bin/fuzz-$h"
