@@ -201,6 +201,10 @@ void gemmTyped(const GemmGeometry &g, const T *a, const T *b, T *c, int numThrea
 void runGemm(const GemmGeometry &g, const void *a, const void *b, void *c, int numThreads,
              PackedOperand *packedA, bool aIsConstant, PackedOperand *packedB,
              bool bIsConstant, const SgemmEpilogue *epilogue) {
+  // Empty matrices: nothing to compute, however many batches (the artifact fuzzer found a
+  // program of 0x0 matrices in 6e12 batches, whose loop ran for hours).
+  if (g.m == 0 || g.n == 0)
+    return;
   if (g.dtype == TCCRT_F32) {
     gemmTyped(g, static_cast<const float *>(a), static_cast<const float *>(b),
               static_cast<float *>(c), numThreads, packedA, aIsConstant, packedB, bIsConstant,

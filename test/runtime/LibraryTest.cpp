@@ -130,6 +130,17 @@ TEST(RuntimeGemm, ConstantOperandsArePackedOnceAndReused) {
       }
 }
 
+TEST(RuntimeGemm, EmptyMatricesInManyBatchesReturnAtOnce) {
+  // 2^40 batches of 0 x 0 matrices (the artifact fuzzer's: the batch loop ran for hours).
+  const int64_t big = int64_t(1) << 20;
+  ArtifactBuilder art;
+  uint32_t a = art.input(fb::DType_F32, {big, big, 0, 3}), b = art.input(fb::DType_F32, {big, big, 3, 0});
+  uint32_t c = art.output(fb::DType_F32, {big, big, 0, 0});
+  art.gemm(a, b, c, false, false, 1, 0);
+  auto outputs = runArtifact(art.finish(), {nullptr, nullptr});
+  EXPECT_EQ(outputs[0].numElements(), 0u);
+}
+
 TEST(RuntimeGemm, StepsReadingOneConstantShareItsPackedForm) {
   // Three GEMVs by one constant weight (as an unrolled recurrence has): correct outputs, and the
   // host allocator holds one packed copy of the weight, not three.
