@@ -94,6 +94,17 @@ const std::map<std::string, Guard> &guardedOps() {
       {"MaxPool", convPool(-1)},
       {"LpPool", convPool(-1)},
       {"MaxUnpool", convPool(-1)},
+      // LayerNormalization's indexes X's dims by its axis (fuzzer: a rank-0 X crashed it).
+      {"LayerNormalization",
+       [](onnx::InferenceContext &ctx) {
+         int64_t rank = knownRank(ctx, 0);
+         if (rank < 0)
+           return;
+         const onnx::AttributeProto *a = ctx.getAttribute("axis");
+         int64_t axis = a ? a->i() : -1;
+         if (rank < 1 || axis < -rank || axis >= rank)
+           fail_shape_inference("axis ", axis, " is out of range for input 0 of rank ", rank);
+       }},
       // STFT's inference reads dims 0..2 of the signal (fuzzer: a rank-1 signal crashed it).
       {"STFT",
        [](onnx::InferenceContext &ctx) {
