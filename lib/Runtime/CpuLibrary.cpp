@@ -31,11 +31,15 @@ std::string shapeString(const Shape &s) {
 }
 
 /// Product of s[begin, end); shapes were checked on load, so their element counts fit.
+/// The product of s[begin, end); an Error when it overflows int64 (a shape with a zero dim has
+/// no elements, so its buffer checks pass whatever its other dims: the artifact fuzzer's).
 int64_t product(const Shape &s, size_t begin = 0, size_t end = SIZE_MAX) {
   end = std::min(end, s.size());
-  return begin >= end ? 1
-                      : std::accumulate(s.begin() + begin, s.begin() + end, int64_t(1),
-                                        [](int64_t a, int64_t b) { return a * b; });
+  int64_t p = 1;
+  for (size_t i = begin; i < end; ++i)
+    if (__builtin_mul_overflow(p, s[i], &p))
+      throw Error("the dims of shape" + shapeString(s) + " overflow a 64-bit product");
+  return p;
 }
 
 void checkBlasDim(const char *op, const char *what, int64_t v) {
@@ -129,8 +133,10 @@ GemmGeometry makeGemmGeometry(tccrt_dtype dtype, const Shape &a, const Shape &b,
                   shapeString(c));
     g.aBatchStrides[i] = a[i] == 1 ? 0 : aStride;
     g.bBatchStrides[i] = b[i] == 1 ? 0 : bStride;
-    aStride *= a[i];
-    bStride *= b[i];
+    if (__builtin_mul_overflow(aStride, a[i], &aStride) ||
+        __builtin_mul_overflow(bStride, b[i], &bStride))
+      throw Error(std::string(op) + ": the batch dims of a" + shapeString(a) + " or b" +
+                  shapeString(b) + " overflow a 64-bit product");
   }
   g.numBatches = product(g.batch);
   return g;

@@ -163,6 +163,13 @@ void expectRejected(const std::vector<uint8_t> &bytes, const std::string &expect
   tccrt_program_free(p);
 }
 
+TEST(RuntimeVerify, RejectsWhatTheFuzzerFound) {
+  // Batch dims whose product overflows, hidden from the buffer checks by empty dims: computing
+  // the GEMM's batch strides overflowed (signed: undefined).
+  expectRejected(readFile(std::string(TCCRT_FUZZ_FINDINGS) + "/gemm-batch-stride-overflow.tcc"),
+                 "overflow a 64-bit product");
+}
+
 TEST(RuntimeVerify, RejectsWhatTheExecutorCannotRun) {
   {
     ArtifactBuilder a = fullProgram();
