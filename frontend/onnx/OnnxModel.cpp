@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <map>
 #include <set>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -457,6 +458,35 @@ std::optional<std::string> conversionObstacle(const onnx::ModelProto &model, int
   return std::nullopt;
 }
 
+/// What ONNX 1.12's version adapters assume of shapes and would crash on instead of reporting
+/// (found by fuzzing: Gemm_6_7 reads the dims of A and B, and of C to broadcast it).
+std::optional<std::string> adapterObstacle(const onnx::ModelProto &model, int64_t opset) {
+  if (opset >= 7)
+    return std::nullopt;
+  std::map<std::string, int> ranks; // known ranks, by value name
+  const onnx::GraphProto &g = model.graph();
+  for (const auto *infos : {&g.input(), &g.value_info(), &g.output()})
+    for (const onnx::ValueInfoProto &v : *infos)
+      if (v.type().has_tensor_type() && v.type().tensor_type().has_shape())
+        ranks[v.name()] = v.type().tensor_type().shape().dim_size();
+  for (const TensorProto &t : g.initializer())
+    ranks[t.name()] = t.dims_size();
+  for (const onnx::NodeProto &node : g.node()) {
+    if (node.op_type() != "Gemm")
+      continue;
+    for (int i = 0; i < std::min(node.input_size(), 3); ++i) {
+      auto it = ranks.find(node.input(i));
+      bool ok = it != ranks.end() && (i < 2 ? it->second == 2 : it->second >= 1 && it->second <= 2);
+      if (!ok)
+        return nodeDescription(node) + ": its input " + std::to_string(i) + " needs a known rank " +
+               (i < 2 ? "of 2" : "of 1 or 2") + " for the upgrade of Gemm to opset 7" +
+               (it == ranks.end() ? " (its shape is unknown)"
+                                  : " (it has rank " + std::to_string(it->second) + ")");
+    }
+  }
+  return std::nullopt;
+}
+
 void upgradeOpset(onnx::ModelProto &model, int64_t minimumOpset) {
   std::optional<int64_t> opset = defaultDomainOpset(model);
   if (!opset || *opset >= minimumOpset)
@@ -474,6 +504,8 @@ void upgradeOpset(onnx::ModelProto &model, int64_t minimumOpset) {
   } catch (const Error &) {
     withShapes = model; // Convert without shapes; the converter reports what it misses.
   }
+  if (std::optional<std::string> obstacle = adapterObstacle(withShapes, *opset))
+    throw Error(failure + " " + *obstacle);
   // Some adapters only exist between particular versions, so a conversion that fails for the
   // lowest target may still succeed for a more recent one.
   std::vector<int64_t> targets = {minimumOpset};
