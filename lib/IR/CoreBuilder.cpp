@@ -79,9 +79,21 @@ Value CoreBuilder::splat(RankedTensorType type, double value) {
   } else if (e.isInteger(1)) {
     element = b.getIntegerAttr(e, APInt(1, value != 0));
   } else {
+    // Saturated into the type's range (NaN: 0): a double outside it, +-inf say (an old Clip's
+    // default bounds on an integer input, which the importer's fuzzer reached), has no value.
     auto i = llvm::cast<IntegerType>(e);
-    APInt bits = i.isUnsigned() ? APInt(i.getWidth(), (uint64_t)value)
-                                : APInt(i.getWidth(), (int64_t)value, /*isSigned=*/true);
+    unsigned w = i.getWidth();
+    APInt bits;
+    if (std::isnan(value))
+      bits = APInt(w, 0);
+    else if (i.isUnsigned())
+      bits = value <= 0 ? APInt(w, 0)
+             : value >= std::ldexp(1.0, (int)w) ? APInt::getMaxValue(w)
+                                                : APInt(w, (uint64_t)value);
+    else
+      bits = value < -std::ldexp(1.0, (int)w - 1)  ? APInt::getSignedMinValue(w)
+             : value >= std::ldexp(1.0, (int)w - 1) ? APInt::getSignedMaxValue(w)
+                                                    : APInt(w, (int64_t)value, /*isSigned=*/true);
     element = b.getIntegerAttr(e, bits);
   }
   return constant(SplatElementsAttr::get(type, element));
