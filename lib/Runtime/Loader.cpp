@@ -460,7 +460,7 @@ void Program::decode(const fb::Program *program, const uint8_t *base) {
     return b;
   };
   if (auto *mesh = program->mesh_sizes())
-    p->meshSizes_.assign(mesh->begin(), mesh->end());
+    p->meshSizes_ = readShape(mesh); // (alignment checked: the artifact fuzzer's)
   if (auto *launches = program->launches())
     for (unsigned i = 0; i < launches->size(); ++i) {
       const fb::Launch *launch = launches->Get(i);
@@ -721,7 +721,7 @@ void Program::decodeTraining(const fb::Training *t, const uint8_t *base) {
 
   // ---- Distributed artifacts: the mesh, and this process's rank ----------------------------------
   if (const auto *sizes = t->mesh_sizes()) {
-    training->meshSizes.assign(sizes->begin(), sizes->end());
+    training->meshSizes = readShape(sizes); // (alignment checked: the artifact fuzzer's)
     int64_t world = 1;
     for (int64_t n : training->meshSizes) {
       if (n < 1 || n > 65536)

@@ -168,6 +168,9 @@ TEST(RuntimeVerify, RejectsWhatTheFuzzerFound) {
   // the GEMM's batch strides overflowed (signed: undefined).
   expectRejected(readFile(std::string(TCCRT_FUZZ_FINDINGS) + "/gemm-batch-stride-overflow.tcc"),
                  "overflow a 64-bit product");
+  // A training artifact's mesh sizes at a misaligned offset (read unaligned: undefined).
+  expectRejected(readFile(std::string(TCCRT_FUZZ_FINDINGS) + "/training-mesh-misaligned.tcc"),
+                 "misaligned");
 }
 
 TEST(RuntimeVerify, RunsWhatTheFuzzerFoundWithoutHugeScratch) {
