@@ -18,33 +18,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (tccrt_load_buffer(data, size, &options, &program) != TCCRT_OK)
     return 0;
   if (tccrt_program_device(program) == TCCRT_DEVICE_CPU && !tccrt_is_training(program)) {
-    std::vector<std::vector<uint8_t>> in(tccrt_num_inputs(program)),
-        out(tccrt_num_outputs(program));
+    // One zero-filled buffer per input and output, when they total at most 1 MiB.
+    size_t numInputs = tccrt_num_inputs(program), count = numInputs + tccrt_num_outputs(program);
+    std::vector<size_t> bytes(count);
     size_t total = 0;
-    auto bytesOf = [](const tccrt_tensor_info &info) { return info.bytes; };
-    std::vector<const void *> inPtrs;
-    std::vector<void *> outPtrs;
     tccrt_tensor_info info;
-    for (size_t i = 0; i < in.size(); ++i) {
-      tccrt_input_info(program, i, &info);
-      total += std::min<size_t>(bytesOf(info), 1u << 30);
-    }
-    for (size_t i = 0; i < out.size(); ++i) {
-      tccrt_output_info(program, i, &info);
-      total += std::min<size_t>(bytesOf(info), 1u << 30);
+    for (size_t i = 0; i < count; ++i) {
+      if (i < numInputs)
+        tccrt_input_info(program, i, &info);
+      else
+        tccrt_output_info(program, i - numInputs, &info);
+      bytes[i] = info.bytes;
+      total += std::min<size_t>(info.bytes, 1u << 30);
     }
     if (total <= (1u << 20)) {
-      for (size_t i = 0; i < in.size(); ++i) {
-        tccrt_input_info(program, i, &info);
-        in[i].assign(bytesOf(info), 0);
-        inPtrs.push_back(in[i].data());
+      std::vector<std::vector<uint8_t>> buffers(count);
+      std::vector<void *> pointers(count);
+      for (size_t i = 0; i < count; ++i) {
+        buffers[i].assign(bytes[i], 0);
+        pointers[i] = buffers[i].data();
       }
-      for (size_t i = 0; i < out.size(); ++i) {
-        tccrt_output_info(program, i, &info);
-        out[i].assign(bytesOf(info), 0);
-        outPtrs.push_back(out[i].data());
-      }
-      tccrt_run(program, inPtrs.data(), outPtrs.data());
+      tccrt_run(program, pointers.data(), pointers.data() + numInputs);
     }
   }
   tccrt_program_free(program);
