@@ -235,7 +235,7 @@ static std::vector<std::string> nodeNames(Location loc) {
 void Writer::addStep(Operation *op) {
   flatbuffers::Offset<fb::Launch> launch;
   Names nodes;
-  if (isa<tk::LaunchOp, tk::GemmOp, tk::ConvOp, tk::TopKOp, tk::CollectiveOp>(op))
+  if (isa<tk::LaunchOp, tk::GemmOp, tk::ConvOp, tk::TopKOp, tk::AttentionOp, tk::CollectiveOp>(op))
     nodes = fbb_.CreateVectorOfStrings(nodeNames(op->getLoc()));
   if (auto l = dyn_cast<tk::LaunchOp>(op)) {
     SmallVector<Value> args(l.getArgs());
@@ -294,6 +294,17 @@ void Writer::addStep(Operation *op) {
     auto step = fb::CreateTopK(fbb_, bufferFor(t.getInput()), bufferFor(t.getValues()),
                                bufferFor(t.getIndices()), t.getDim(), t.getLargest());
     launch = fb::CreateLaunch(fbb_, fb::Step_TopK, step.Union(), nodes);
+    ++externCalls_;
+  } else if (auto a = dyn_cast<tk::AttentionOp>(op)) {
+    if (cuda())
+      throw Error("artifact: a tk.attention in a CUDA program (the compiler decomposes attention "
+                  "for CUDA)");
+    auto step = fb::CreateAttention(
+        fbb_, bufferFor(a.getQ()), bufferFor(a.getK()), bufferFor(a.getV()),
+        bufferFor(a.getOutput()), (bool)a.getMask(), a.getMask() ? bufferFor(a.getMask()) : 0,
+        (bool)a.getBias(), a.getBias() ? bufferFor(a.getBias()) : 0,
+        a.getScale().convertToDouble(), a.getCausal(), a.getMaskedValue().convertToDouble());
+    launch = fb::CreateLaunch(fbb_, fb::Step_Attention, step.Union(), nodes);
     ++externCalls_;
   } else if (auto c = dyn_cast<tk::CollectiveOp>(op)) {
     MeshAttr mesh = meshOf(op);

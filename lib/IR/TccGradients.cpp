@@ -19,6 +19,7 @@
 //    index overwrote get no gradient (the last write wins, as in the reference kernel).
 //
 //===----------------------------------------------------------------------===//
+#include "tcc/IR/Attention.h"
 #include "tcc/IR/CoreBuilder.h"
 #include "tcc/IR/TccDialect.h"
 #include "tcc/Support/Tensor.h"
@@ -754,6 +755,46 @@ LogicalResult MatmulOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultAdjoi
     v.set(0, b.create<MatmulOp>(g, v.permute(getRhs(), swap)));
   if (v.want(1))
     v.set(1, b.create<MatmulOp>(v.permute(getLhs(), swap), g));
+  return success();
+}
+
+/// Recomputes the probabilities p from q, k and v (as FlashAttention's backward does, from
+/// core ops here) and differentiates the decomposition: dv = p^T g, ds = p (g v^T - rowsum),
+/// zeroed where causal or the mask replaced the score, dq = scale ds k, dk = scale ds^T q,
+/// key/value gradients summed over the query heads of their group; the bias gets ds.
+LogicalResult AttentionOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultAdjoints,
+                                    ArrayRef<bool> wanted, SmallVectorImpl<Value> &operandAdjoints) {
+  Vjp v(builder, *this, resultAdjoints, wanted, operandAdjoints);
+  unsigned biasIndex = getMask() ? 4 : 3;
+  bool wantBias = getBias() && v.want(biasIndex);
+  if (!v.want(0) && !v.want(1) && !v.want(2) && !wantBias)
+    return success();
+  CoreBuilder &b = v.b;
+  AttentionCore c = buildAttentionCore(b, *this);
+  int64_t r = CoreBuilder::rankOf(getQ());
+  SmallVector<int64_t> swap = llvm::to_vector(llvm::seq<int64_t>(0, r));
+  std::swap(swap[r - 1], swap[r - 2]);
+  Value g = v.g();
+  if (v.want(2))
+    v.set(2, sumToKeyBatch(b, b.create<MatmulOp>(v.permute(c.probs, swap), g),
+                           CoreBuilder::shapeOf(getV())));
+  if (!v.want(0) && !v.want(1) && !wantBias)
+    return success();
+  Value dp = b.create<MatmulOp>(g, v.permute(c.v, swap));
+  Value rowDot = b.reduce(ReduceKind::Sum, b.mul(dp, c.probs), {r - 1}, /*keepDims=*/true);
+  Value ds = b.mul(c.probs, b.sub(dp, rowDot));
+  if (wantBias) {
+    auto biasType = cast<RankedTensorType>(getBias().getType());
+    v.set(biasIndex, v.unbroadcast(ds, biasType, llvm::to_vector(llvm::seq<int64_t>(0, r))));
+  }
+  if (c.keep)
+    ds = b.select(c.keep, ds, v.zerosLike(ds));
+  Value scale = v.scalar(ds, getScale().convertToDouble());
+  if (v.want(0))
+    v.set(0, b.mul(b.create<MatmulOp>(ds, c.k), scale));
+  if (v.want(1))
+    v.set(1, sumToKeyBatch(b, b.mul(b.create<MatmulOp>(v.permute(ds, swap), getQ()), scale),
+                           CoreBuilder::shapeOf(getK())));
   return success();
 }
 

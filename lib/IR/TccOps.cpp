@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tcc/IR/TccDialect.h"
+#include "tcc/Support/AttentionShapes.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Matchers.h"
@@ -546,6 +547,31 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   SmallVector<int64_t> shape(a.getShape().drop_back());
   shape.push_back(b.getDimSize(r - 1));
   types.push_back(RankedTensorType::get(shape, a.getElementType()));
+  return success();
+}
+
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  auto q = tensorTypeOf(adaptor.getQ()), k = tensorTypeOf(adaptor.getK()),
+       v = tensorTypeOf(adaptor.getV());
+  Type et = q.getElementType();
+  if (!isa<FloatType>(et) || k.getElementType() != et || v.getElementType() != et)
+    return emitOptionalError(loc, "attention needs q, k and v of one float type, got ", q, ", ",
+                             k, ", ", v);
+  if (adaptor.getBias() && tensorTypeOf(adaptor.getBias()).getElementType() != et)
+    return emitOptionalError(loc, "attention bias must be of q's type ", et);
+  auto shape = [](Value x) {
+    ArrayRef<int64_t> s = x ? tensorTypeOf(x).getShape() : ArrayRef<int64_t>();
+    return std::vector<int64_t>(s.begin(), s.end());
+  };
+  std::vector<int64_t> mask = shape(adaptor.getMask()), bias = shape(adaptor.getBias()), out;
+  std::string error =
+      attentionShapeError(shape(adaptor.getQ()), shape(adaptor.getK()), shape(adaptor.getV()),
+                          adaptor.getMask() ? &mask : nullptr, adaptor.getBias() ? &bias : nullptr,
+                          out);
+  if (!error.empty())
+    return emitOptionalError(loc, "attention: ", error);
+  types.push_back(RankedTensorType::get(out, et));
   return success();
 }
 

@@ -1,5 +1,6 @@
 //===- TkDialect.cpp - tk dialect registration and verifiers ---------------===//
 #include "tcc/IR/TkDialect.h"
+#include "tcc/Support/AttentionShapes.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -220,6 +221,29 @@ LogicalResult TopKOp::verify() {
   if (v.getShape() != i.getShape() || v.getElementType() != x.getElementType() ||
       !i.getElementType().isInteger(64))
     return emitOpError("values must have the input's type and indices be i64 of the same shape");
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  auto shape = [](Value x) {
+    ArrayRef<int64_t> s = x ? cast<MemRefType>(x.getType()).getShape() : ArrayRef<int64_t>();
+    return std::vector<int64_t>(s.begin(), s.end());
+  };
+  std::vector<int64_t> mask = shape(getMask()), bias = shape(getBias()), out;
+  std::string error = attentionShapeError(shape(getQ()), shape(getK()), shape(getV()),
+                                          getMask() ? &mask : nullptr,
+                                          getBias() ? &bias : nullptr, out);
+  if (!error.empty())
+    return emitOpError(error);
+  if (shape(getOutput()) != out)
+    return emitOpError("output must be [B..., Lq, Dv]");
+  Type et = getQ().getType().getElementType();
+  if (getK().getType().getElementType() != et || getV().getType().getElementType() != et ||
+      getOutput().getType().getElementType() != et ||
+      (getBias() && getBias().getType().getElementType() != et))
+    return emitOpError("q, k, v, bias and output must have one element type");
+  if (getMask() && !getMask().getType().getElementType().isInteger(1))
+    return emitOpError("mask must be i1");
   return success();
 }
 

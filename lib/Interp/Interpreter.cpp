@@ -196,6 +196,12 @@ std::vector<Tensor> evaluate(Operation *op, const std::vector<Tensor> &in) {
         return std::vector<Tensor>{values, indices};
       })
       .Case([&](MatmulOp) { return one(k::matmul(in[0], in[1])); })
+      .Case([&](AttentionOp o) {
+        size_t next = 3;
+        Tensor mask = o.getMask() ? in[next++] : Tensor(), bias = o.getBias() ? in[next] : Tensor();
+        return one(k::attention(in[0], in[1], in[2], mask, bias, o.getScale().convertToDouble(),
+                                o.getCausal(), o.getMaskedValue().convertToDouble()));
+      })
       .Case([&](ConvOp o) {
         return one(k::conv(in[0], in[1], vec(o.getStrides()), vec(o.getPadLow()),
                            vec(o.getPadHigh()), vec(o.getLhsDilation()), vec(o.getRhsDilation()),

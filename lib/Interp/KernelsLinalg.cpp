@@ -3,6 +3,8 @@
 #include "KernelUtils.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 namespace tcc::kernels {
 using namespace detail;
@@ -196,6 +198,113 @@ Tensor matmul(const Tensor &lhs, const Tensor &rhs) {
         matmulBlock(a.data() + batch * m * k, b.data() + batch * k * n, c.data(), m, k, n);
         for (int64_t i = 0; i < m * n; ++i)
           out[batch * m * n + i] = T(c[i]);
+      }
+    }
+  });
+  return result;
+}
+
+Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor &mask,
+                 const Tensor &bias, double scale, bool causal, double maskedValue) {
+  const char *op = "attention";
+  checkDefined(op, q);
+  checkDefined(op, k);
+  checkDefined(op, v);
+  checkSameDType(op, q, k);
+  checkSameDType(op, q, v);
+  int64_t r = q.rank();
+  if (r < 3 || k.rank() != r || v.rank() != r || k.dim(r - 1) != q.dim(r - 1) ||
+      v.dim(r - 2) != k.dim(r - 2))
+    fail(op, "incompatible q, k, v " + q.typeString() + ", " + k.typeString() + ", " +
+                 v.typeString());
+  int64_t lq = q.dim(r - 2), d = q.dim(r - 1), lk = k.dim(r - 2), dv = v.dim(r - 1);
+  Shape scores(q.shape().begin(), q.shape().end() - 1);
+  scores.push_back(lk);
+  for (int64_t i = 0; i < r - 2; ++i)
+    if (k.dim(i) != v.dim(i) || k.dim(i) == 0 || q.dim(i) % k.dim(i) != 0)
+      fail(op, "batch dims of k and v must divide q's: " + q.typeString() + ", " +
+                   k.typeString() + ", " + v.typeString());
+  // Row-major strides of `t` over the scores' index space (0 where t broadcasts).
+  auto broadcastStrides = [&](const Tensor &t, const char *what) {
+    std::vector<int64_t> strides(r, 0);
+    if (!t.defined())
+      return strides;
+    if (t.rank() != r)
+      fail(op, std::string(what) + " must have the scores' rank");
+    int64_t stride = 1;
+    for (int64_t i = r - 1; i >= 0; --i) {
+      if (t.dim(i) != 1 && t.dim(i) != scores[i])
+        fail(op, std::string(what) + " " + t.typeString() + " does not broadcast to the scores");
+      strides[i] = t.dim(i) == 1 ? 0 : stride;
+      stride *= t.dim(i);
+    }
+    return strides;
+  };
+  std::vector<int64_t> maskStrides = broadcastStrides(mask, "mask"),
+                       biasStrides = broadcastStrides(bias, "bias");
+  if (mask.defined() && mask.dtype() != DType::Bool)
+    fail(op, "mask must be bool");
+  if (bias.defined())
+    checkSameDType(op, q, bias);
+  Shape resultShape(q.shape().begin(), q.shape().end() - 1);
+  resultShape.push_back(dv);
+  Tensor result(q.dtype(), resultShape);
+  int64_t batches = product(q.shape(), 0, r - 2);
+  visitDType(q.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!isFloatType<T>) {
+      unsupportedDType(op, q.dtype());
+    } else {
+      using A = AccType<T>;
+      const T *qd = q.data<T>(), *kd = k.data<T>(), *vd = v.data<T>();
+      const T *bd = bias.defined() ? bias.data<T>() : nullptr;
+      const bool *md = mask.defined() ? mask.data<bool>() : nullptr;
+      T *out = result.data<T>();
+      std::vector<A> s((size_t)lk), acc((size_t)dv);
+      std::vector<int64_t> index(r, 0); // the scores' index of (batch, i, 0)
+      for (int64_t batch = 0; batch < batches; ++batch) {
+        // The key/value batch of this query batch (grouped: i / (B_d / B'_d) per dim).
+        int64_t kvBatch = 0, rest = batch;
+        std::vector<int64_t> bi(r - 2);
+        for (int64_t dim = r - 3; dim >= 0; --dim) {
+          bi[dim] = rest % q.dim(dim);
+          rest /= q.dim(dim);
+        }
+        for (int64_t dim = 0; dim < r - 2; ++dim)
+          kvBatch = kvBatch * k.dim(dim) + bi[dim] / (q.dim(dim) / k.dim(dim));
+        const T *kb = kd + kvBatch * lk * d, *vb = vd + kvBatch * lk * dv;
+        int64_t maskBase = 0, biasBase = 0;
+        for (int64_t dim = 0; dim < r - 2; ++dim) {
+          maskBase += bi[dim] * maskStrides[dim];
+          biasBase += bi[dim] * biasStrides[dim];
+        }
+        for (int64_t i = 0; i < lq; ++i) {
+          const T *qi = qd + (batch * lq + i) * d;
+          A mx = -std::numeric_limits<A>::infinity();
+          for (int64_t j = 0; j < lk; ++j) {
+            A dot = 0;
+            for (int64_t c = 0; c < d; ++c)
+              dot += A(qi[c]) * A(kb[j * d + c]);
+            A x = A(scale) * dot;
+            if (causal && j > i)
+              x = -std::numeric_limits<A>::infinity();
+            if (md && !md[maskBase + i * maskStrides[r - 2] + j * maskStrides[r - 1]])
+              x = A(maskedValue);
+            if (bd)
+              x += A(bd[biasBase + i * biasStrides[r - 2] + j * biasStrides[r - 1]]);
+            s[j] = x;
+            mx = std::max(mx, x);
+          }
+          A shift = std::isfinite(mx) ? mx : A(0), sum = 0;
+          for (int64_t j = 0; j < lk; ++j)
+            sum += (s[j] = std::exp(s[j] - shift));
+          std::fill(acc.begin(), acc.end(), A(0));
+          for (int64_t j = 0; j < lk; ++j)
+            for (int64_t c = 0; c < dv; ++c)
+              acc[c] += s[j] / sum * A(vb[j * dv + c]);
+          for (int64_t c = 0; c < dv; ++c)
+            out[(batch * lq + i) * dv + c] = T(acc[c]);
+        }
       }
     }
   });

@@ -6,6 +6,7 @@
 #include "FusionUtils.h"
 
 #include "mlir/IR/AffineMap.h"
+#include "mlir/IR/Matchers.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -29,6 +30,25 @@ bool isCopyConcat(ConcatOp op) {
   return llvm::all_of(shape.take_front(op.getAxis()), [](int64_t d) { return d == 1; });
 }
 
+std::optional<double> splatFloatValue(Value v) {
+  while (true) {
+    if (auto b = v.getDefiningOp<BroadcastInDimOp>())
+      v = b.getX();
+    else if (auto r = v.getDefiningOp<ReshapeOp>())
+      v = r.getX();
+    else
+      break;
+  }
+  DenseElementsAttr attr;
+  if (!matchPattern(v, m_Constant(&attr)) || !attr.isSplat() ||
+      !isa<FloatType>(attr.getElementType()))
+    return std::nullopt;
+  APFloat value = attr.getSplatValue<APFloat>();
+  bool losesInfo;
+  value.convert(APFloat::IEEEdouble(), APFloat::rmNearestTiesToEven, &losesInfo);
+  return value.convertToDouble();
+}
+
 OpClass classify(Operation *op) {
   return llvm::TypeSwitch<Operation *, OpClass>(op)
       .Case<ConstantOp>([](auto) { return OpClass::Constant; })
@@ -46,7 +66,7 @@ OpClass classify(Operation *op) {
       .Case<ReduceWindowOp>([](auto) { return OpClass::LoopRoot; })
       .Case<CumsumOp, ScatterElementsOp, ScatterNDOp, DynamicUpdateSliceOp>(
           [](auto) { return OpClass::Sequential; })
-      .Case<TopKOp, AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp, BroadcastOp>(
+      .Case<TopKOp, AttentionOp, AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp, BroadcastOp>(
           [](auto) { return OpClass::WholeBuffer; })
       .Default([](Operation *) { return OpClass::Control; });
 }

@@ -36,6 +36,9 @@ enum class OpClass {
 };
 
 OpClass classify(mlir::Operation *op);
+
+/// The value of `v` when it is a splat float constant (possibly reshaped or broadcast).
+std::optional<double> splatFloatValue(mlir::Value v);
 bool isLibraryMatmul(MatmulOp op);
 bool isLibraryConv(ConvOp op);
 

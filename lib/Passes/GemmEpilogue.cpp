@@ -57,26 +57,6 @@ std::string GemmEpilogue::describe() const {
 
 namespace {
 
-/// The splat value of `v` when it is a splat float constant (possibly broadcast).
-std::optional<double> splatFloatValue(Value v) {
-  while (true) {
-    if (auto b = v.getDefiningOp<BroadcastInDimOp>())
-      v = b.getX();
-    else if (auto r = v.getDefiningOp<ReshapeOp>())
-      v = r.getX();
-    else
-      break;
-  }
-  DenseElementsAttr attr;
-  if (!matchPattern(v, m_Constant(&attr)) || !attr.isSplat() ||
-      !isa<FloatType>(attr.getElementType()))
-    return std::nullopt;
-  APFloat value = attr.getSplatValue<APFloat>();
-  bool losesInfo;
-  value.convert(APFloat::IEEEdouble(), APFloat::rmNearestTiesToEven, &losesInfo);
-  return value.convertToDouble();
-}
-
 /// Is `v` a splat float constant within 1e-6 (relative) of `expected`?
 bool isSplatOf(Value v, double expected) {
   std::optional<double> s = splatFloatValue(v);

@@ -177,7 +177,7 @@ static std::string kernelName(FusionOp f) {
   Operation *main = nullptr;
   for (Operation &op : f.getBody().front()) {
     if (isa<ReduceOp, ArgReduceOp, MatmulOp, ConvOp, ReduceWindowOp, CumsumOp, ScatterElementsOp,
-            ScatterNDOp, DynamicUpdateSliceOp, TopKOp>(op))
+            ScatterNDOp, DynamicUpdateSliceOp, TopKOp, AttentionOp>(op))
       main = &op;
   }
   if (!main) {
@@ -261,10 +261,11 @@ void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
   auto yields = body.getTerminator()->getOperands();
   Operation *lib = nullptr;
   for (Operation &op : body)
-    if (isa<MatmulOp, ConvOp, TopKOp, ConcatOp>(op) || isCollective(&op))
+    if (isa<MatmulOp, ConvOp, TopKOp, AttentionOp, ConcatOp>(op) || isCollective(&op))
       lib = &op;
   if (!lib)
-    throw LoweringError{f, "extern fusion without a matmul, conv, topk, concat or collective"};
+    throw LoweringError{f, "extern fusion without a matmul, conv, topk, attention, concat or "
+                           "collective"};
 
   if (auto concat = dyn_cast<ConcatOp>(lib)) {
     // Each input is copied into its slab of the result (isCopyConcat: contiguous).
@@ -320,6 +321,23 @@ void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
             });
     b_.create<tk::CollectiveOp>(lib->getLoc(), fusionArgBuffers_.lookup(in), out, kind, reduction,
                                 dim, dim2, axes);
+    return;
+  }
+
+  if (auto a = dyn_cast<AttentionOp>(lib)) {
+    SmallVector<Value, 5> ins;
+    for (Value operand : a->getOperands()) {
+      auto in = dyn_cast<BlockArgument>(operand);
+      if (!in || in.getOwner() != &body)
+        throw LoweringError{a, "its operands must be inputs of its fusion"};
+      ins.push_back(fusionArgBuffers_.lookup(in));
+    }
+    auto it = llvm::find(yields, a.getResult());
+    Value out = it != yields.end() ? outputs[it - yields.begin()] : alloc(a.getResult());
+    size_t next = 3;
+    Value mask = a.getMask() ? ins[next++] : Value(), bias = a.getBias() ? ins[next] : Value();
+    b_.create<tk::AttentionOp>(a.getLoc(), ins[0], ins[1], ins[2], mask, bias, out,
+                               a.getScaleAttr(), a.getCausalAttr(), a.getMaskedValueAttr());
     return;
   }
 
@@ -443,7 +461,8 @@ void ProgramBuilder::lowerFusion(FusionOp f) {
     Location nodes = nodesLoc(f);
     for (Operation &op : llvm::make_range(before ? std::next(before->getIterator()) : block->begin(),
                                           block->end()))
-      if (isa<tk::LaunchOp, tk::GemmOp, tk::ConvOp, tk::TopKOp, tk::CollectiveOp, tk::WaitOp>(op))
+      if (isa<tk::LaunchOp, tk::GemmOp, tk::ConvOp, tk::TopKOp, tk::AttentionOp, tk::CollectiveOp,
+              tk::WaitOp>(op))
         op.setLoc(nodes);
   });
   Block &body = f.getBody().front();

@@ -104,6 +104,13 @@ void Program::describeSteps() {
     } else if (auto *s = std::get_if<TopKStep>(&step)) {
       kind = "topk";
       name = "topk " + std::to_string(s->geometry.k) + " of " + std::to_string(s->geometry.size);
+    } else if (auto *s = std::get_if<AttentionStep>(&step)) {
+      const AttentionGeometry &g = s->geometry;
+      kind = "attention";
+      name = "attention " + std::to_string(g.batches) + " x " + std::to_string(g.lq) + "x" +
+             std::to_string(g.lk) + ", head " + std::to_string(g.d) +
+             (g.causal ? ", causal" : "") + (g.hasMask ? ", mask" : "") +
+             (g.hasBias ? ", bias" : "");
     } else if (auto *s = std::get_if<CollectiveStep>(&step)) {
       kind = "collective";
       name = collectiveName(*s) + (s->async ? " (async)" : "");
@@ -183,6 +190,14 @@ void Program::run(const void *const *inputs, void *const *outputs) {
     } else if (auto *s = std::get_if<TopKStep>(&step)) {
       runTopK(s->geometry, addresses_[s->input], addresses_[s->values],
               static_cast<int64_t *>(addresses_[s->indices]));
+    } else if (auto *s = std::get_if<AttentionStep>(&step)) {
+      const AttentionGeometry &g = s->geometry;
+      runAttention(g, static_cast<const float *>(addresses_[s->q]),
+                   static_cast<const float *>(addresses_[s->k]),
+                   static_cast<const float *>(addresses_[s->v]),
+                   g.hasMask ? static_cast<const bool *>(addresses_[s->mask]) : nullptr,
+                   g.hasBias ? static_cast<const float *>(addresses_[s->bias]) : nullptr,
+                   static_cast<float *>(addresses_[s->output]), threads);
     } else if (auto *s = std::get_if<CollectiveStep>(&step)) {
       Communicator *comm = s->groupSize > 1 ? processCommunicator() : nullptr;
       std::string what = "launch " + std::to_string(index) + " (" + stepNames_[index] +

@@ -597,6 +597,33 @@ void Program::decode(const fb::Program *program, const uint8_t *base) {
         }
         break;
       }
+      case fb::Step_Attention: {
+        const fb::Attention *s = launch->step_as_Attention();
+        what += " (attention)";
+        if (onCuda)
+          throw Error(what + ": a CUDA program cannot have library attention steps (the "
+                      "compiler decomposes attention for CUDA)");
+        const BufferDesc &q = buffer(s->q(), what), &k = buffer(s->k(), what),
+                         &v = buffer(s->v(), what), &out = writable(s->output(), what);
+        const BufferDesc *mask = s->has_mask() ? &buffer(s->mask(), what + "'s mask") : nullptr;
+        const BufferDesc *bias = s->has_bias() ? &buffer(s->bias(), what + "'s bias") : nullptr;
+        for (const BufferDesc *b : {&q, &k, &v, &out, bias})
+          if (b && b->dtype != TCCRT_F32)
+            throw Error(what + ": q, k, v, bias and output must be f32, got " +
+                        shapeString(b->dtype, b->shape));
+        if (mask && mask->dtype != TCCRT_BOOL)
+          throw Error(what + ": the mask must be bool, got " + shapeString(mask->dtype, mask->shape));
+        try {
+          p->steps_.push_back(AttentionStep{
+              s->q(), s->k(), s->v(), s->mask(), s->bias(), s->output(),
+              makeAttentionGeometry(q.shape, k.shape, v.shape, mask ? &mask->shape : nullptr,
+                                    bias ? &bias->shape : nullptr, out.shape, s->scale(),
+                                    s->causal(), s->masked_value())});
+        } catch (const Error &e) {
+          throw Error(what + ": " + e.what());
+        }
+        break;
+      }
       case fb::Step_Copy: {
         const fb::Copy *s = launch->step_as_Copy();
         what += " (copy)";

@@ -12,6 +12,7 @@
 // failure throws tcc::rt::Error with a message naming what is wrong.
 #pragma once
 
+#include "Attention.h"
 #include "Collectives.h"
 #include "CpuLibrary.h"
 #include "CpuModule.h"
@@ -98,11 +99,15 @@ struct TopKStep {
   uint32_t input, values, indices;
   TopKGeometry geometry;
 };
+struct AttentionStep {
+  uint32_t q, k, v, mask, bias, output; // mask/bias: only when the geometry has them
+  AttentionGeometry geometry;
+};
 struct CopyStep {
   uint32_t source, target;
 };
 using Step = std::variant<KernelStep, GemmStep, ConvStep, TopKStep, CopyStep, CollectiveStep,
-                          WaitStep>;
+                          WaitStep, AttentionStep>;
 
 /// An aligned, owned byte array (the artifact copy).
 struct AlignedBytes {

@@ -249,6 +249,40 @@ def Tcc_MatmulOp : Tcc_Op<"matmul", [Tcc_Differentiable, Pure, InferTypeOpAdapto
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)";
 }
 
+def Tcc_AttentionOp : Tcc_Op<"attention", [Tcc_Differentiable, Pure, AttrSizedOperandSegments,
+                                           InferTypeOpAdaptor]> {
+  let summary = "scaled dot-product attention: softmax(scale q k^T [masked] [+ bias]) v";
+  let description = [{
+    q [B..., Lq, D], k [B'..., Lk, D], v [B'..., Lk, Dv] -> [B..., Lq, Dv], one float type, one
+    rank >= 3. Each batch dim of k and v divides q's (grouped-query attention: query batch index
+    i reads key/value index i / (B_d / B'_d), so consecutive query heads share a key/value head;
+    B'_d = 1 broadcasts).
+
+    Scores s = scale * q k^T over [B..., Lq, Lk]; then, in this order:
+      - `causal`: s[.., i, j] = -inf where j > i (the upper-left-aligned triangle of ONNX
+        Attention and PyTorch's is_causal);
+      - `mask` (i1): s = mask ? s : masked_value;
+      - `bias` (q's type): s = s + bias;
+    then p = softmax(s) along the last dim (max-shifted; a row whose maximum is not finite is
+    not shifted, so a fully masked row of -inf gives NaN, as a decomposed softmax does), and the
+    result p v. `mask` and `bias` have the scores' rank; each dim is 1 (broadcast) or the
+    scores' size.
+
+    The op is recognised from the decomposed form (-tcc-recognize-attention) and decomposed
+    back into core ops where no fused kernel applies (-tcc-decompose-attention,
+    tcc/IR/Attention.h); the reference interpreter evaluates it directly.
+  }];
+  let arguments = (ins Tcc_Tensor:$q, Tcc_Tensor:$k, Tcc_Tensor:$v,
+                   Optional<StaticShapeTensorOf<[I1]>>:$mask, Optional<Tcc_Tensor>:$bias,
+                   F64Attr:$scale, UnitAttr:$causal,
+                   DefaultValuedAttr<F64Attr, "-INFINITY">:$masked_value);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v (`mask` `(` $mask^ `:` type($mask) `)`)? (`bias` `(` $bias^ `:` type($bias) `)`)?
+    attr-dict `:` type($q) `,` type($k) `,` type($v) `->` type($result)
+  }];
+}
+
 def Tcc_ConvOp : Tcc_Op<"conv", [Tcc_Differentiable, Pure, InferTypeOpAdaptor]> {
   let summary = "N-d convolution [N, C, S...] * [O, C/groups, K...] -> [N, O, S'...]";
   let description = [{

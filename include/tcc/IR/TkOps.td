@@ -278,6 +278,25 @@ def Tk_TopKOp : Tk_Op<"topk"> {
   let hasVerifier = 1;
 }
 
+def Tk_AttentionOp : Tk_Op<"attention", [AttrSizedOperandSegments]> {
+  let summary = "library attention (tcc.attention semantics): the runtime's fused kernel, f32";
+  let description = [{
+    Reads q, k, v and the optional mask (i1) and bias; writes output. It never materialises the
+    scores: the CPU runtime computes them in tiles with an online softmax.
+  }];
+  let arguments = (ins Arg<Tk_Buffer, "", [MemRead]>:$q, Arg<Tk_Buffer, "", [MemRead]>:$k,
+                   Arg<Tk_Buffer, "", [MemRead]>:$v,
+                   Arg<Optional<Tk_Buffer>, "", [MemRead]>:$mask,
+                   Arg<Optional<Tk_Buffer>, "", [MemRead]>:$bias,
+                   Arg<Tk_Buffer, "", [MemWrite]>:$output,
+                   F64Attr:$scale, UnitAttr:$causal, F64Attr:$masked_value);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v (`mask` `(` $mask^ `:` type($mask) `)`)? (`bias` `(` $bias^ `:` type($bias) `)`)?
+    `->` $output attr-dict `:` type($q) `,` type($k) `,` type($v) `,` type($output)
+  }];
+  let hasVerifier = 1;
+}
+
 def Tk_CollectiveOp : Tk_Op<"collective"> {
   let summary = "a collective over this rank's group on the module's mesh (tcc collective semantics)";
   let description = [{

@@ -119,6 +119,13 @@ std::pair<Tensor, Tensor> topk(const Tensor &x, int64_t dim, int64_t k, bool lar
 /// lhs [B..., M, K] x rhs [B..., K, N] -> [B..., M, N], same batch dims, same dtype.
 /// Floats accumulate in double (f64) / float; integers in their own type (wrapping).
 Tensor matmul(const Tensor &lhs, const Tensor &rhs);
+/// Scaled dot-product attention (tcc.attention): q [B..., Lq, D], k [B'..., Lk, D],
+/// v [B'..., Lk, Dv] (B' dims divide B's: grouped-query) -> [B..., Lq, Dv]. Scores
+/// scale q k^T, then -inf above the diagonal when `causal`, masked_value where `mask` (bool,
+/// may be undefined) is false, plus `bias` (may be undefined); mask and bias broadcast from
+/// dims of size 1. Row softmax (max-shifted when the max is finite) in the accumulator type.
+Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor &mask,
+                 const Tensor &bias, double scale, bool causal, double maskedValue);
 /// N-d convolution (cross-correlation), input [N, C, S...], weight [O, C/groups, K...] ->
 /// [N, O, S'...]. Per spatial dim d: the input is dilated by lhsDilation[d] (lhsDilation-1
 /// zeros between elements; used for transposed convolution), padded by padLow[d]/padHigh[d]

@@ -42,6 +42,24 @@ def Shard : Pass<"tcc-shard", "mlir::ModuleOp"> {
   ];
 }
 
+def RecognizeAttention : Pass<"tcc-recognize-attention", "mlir::func::FuncOp"> {
+  let summary = "Replaces decomposed scaled dot-product attention by tcc.attention";
+  let description = [{
+    lib/Passes/Attention.cpp: matmul(softmax(scale q k^T [masked] [+ bias]), v), with heads
+    split by reshape/transpose outside, keys and values repeated for grouped-query attention,
+    causal masks (constant triangles or iota comparisons) and every intermediate used only
+    inside the pattern, becomes one tcc.attention.
+  }];
+}
+
+def DecomposeAttention : Pass<"tcc-decompose-attention", "mlir::func::FuncOp"> {
+  let summary = "Writes tcc.attention as core ops where no fused kernel runs it";
+  let options = [
+    Option<"keepFused", "keep-fused", "bool", /*default=*/"false",
+           "leave the attention ops the CPU runtime runs with its fused kernel (f32)">
+  ];
+}
+
 def Fuse : Pass<"tcc-fuse", "mlir::func::FuncOp"> {
   let summary = "Groups graph ops into tcc.fusion ops: the kernels (and library calls) to generate";
   let description = [{

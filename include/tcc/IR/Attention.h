@@ -1,0 +1,35 @@
+//===- Attention.h - tcc.attention in core ops -------------------------------===//
+//
+// The one place that spells tcc.attention's semantics in core ops: the decomposition that
+// -tcc-decompose-attention writes where no fused kernel applies, and that the op's
+// vector-Jacobian product recomputes its probabilities with.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "tcc/IR/CoreBuilder.h"
+#include "tcc/IR/TccDialect.h"
+
+namespace tcc {
+
+/// The values of one decomposed attention (every one of q's batch shape).
+struct AttentionCore {
+  mlir::Value k, v;      // k and v repeated to q's batch dims (grouped-query heads expanded)
+  mlir::Value keep;      // i1 over the scores: false where causal or the mask removes a score;
+                         // null when neither applies
+  mlir::Value probs;     // softmax of the scores [B..., Lq, Lk]
+  mlir::Value result;    // probs v
+};
+
+/// Builds `op` from core ops at b's insertion point: matmul, scale, causal and mask selects,
+/// bias add, the max-shifted softmax of the frontend's Softmax, matmul.
+AttentionCore buildAttentionCore(CoreBuilder &b, AttentionOp op);
+
+/// k or v [B'..., L, X] repeated to q's batch dims `qBatch` (each B'_d divides B_d; query batch
+/// index i reads i / (B_d / B'_d)).
+mlir::Value expandToQueryBatch(CoreBuilder &b, mlir::Value kv, llvm::ArrayRef<int64_t> qBatch);
+/// The adjoint of expandToQueryBatch: sums the gradient of the expanded value over each group
+/// of query batch indices that read one key/value index, giving `kvShape`.
+mlir::Value sumToKeyBatch(CoreBuilder &b, mlir::Value grad, llvm::ArrayRef<int64_t> kvShape);
+
+} // namespace tcc

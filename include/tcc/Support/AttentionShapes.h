@@ -1,0 +1,58 @@
+//===- AttentionShapes.h - The shape rules of scaled dot-product attention ----===//
+//
+// One statement of tcc.attention's shape rules, for the graph op's type inference, tk.attention's
+// verifier and the runtime's check of an artifact's attention step (header-only: the runtime
+// links no MLIR).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tcc {
+
+/// Checks q [B..., Lq, D], k [B'..., Lk, D], v [B'..., Lk, Dv] (one rank >= 3; every B'_d equal
+/// for k and v, non-zero, and dividing B_d), and mask and bias (when given) of the scores' rank
+/// [B..., Lq, Lk] with each dim 1 or the scores'. Returns what is wrong (empty when nothing) and
+/// sets `result` to [B..., Lq, Dv].
+inline std::string attentionShapeError(const std::vector<int64_t> &q, const std::vector<int64_t> &k,
+                                       const std::vector<int64_t> &v,
+                                       const std::vector<int64_t> *mask,
+                                       const std::vector<int64_t> *bias,
+                                       std::vector<int64_t> &result) {
+  auto str = [](const std::vector<int64_t> &s) {
+    std::string out = "[";
+    for (size_t i = 0; i < s.size(); ++i)
+      out += (i ? ", " : "") + std::to_string(s[i]);
+    return out + "]";
+  };
+  size_t r = q.size();
+  if (r < 3 || k.size() != r || v.size() != r)
+    return "q " + str(q) + ", k " + str(k) + " and v " + str(v) + " need one rank >= 3";
+  for (size_t d = 0; d + 2 < r; ++d)
+    if (k[d] != v[d] || k[d] <= 0 || q[d] % k[d] != 0)
+      return "batch dim " + std::to_string(d) + " of k " + str(k) + " and v " + str(v) +
+             " must be equal and divide q's " + str(q);
+  if (k[r - 1] != q[r - 1])
+    return "the head sizes of q " + str(q) + " and k " + str(k) + " differ";
+  if (v[r - 2] != k[r - 2])
+    return "the key lengths of k " + str(k) + " and v " + str(v) + " differ";
+  std::vector<int64_t> scores(q.begin(), q.end() - 1);
+  scores.push_back(k[r - 2]);
+  for (auto [x, what] : {std::pair{mask, "mask"}, std::pair{bias, "bias"}}) {
+    if (!x)
+      continue;
+    bool ok = x->size() == r;
+    for (size_t d = 0; ok && d < r; ++d)
+      ok = (*x)[d] == 1 || (*x)[d] == scores[d];
+    if (!ok)
+      return std::string(what) + " " + str(*x) + " does not broadcast to the scores " + str(scores);
+  }
+  result.assign(q.begin(), q.end() - 1);
+  result.push_back(v[r - 1]);
+  return "";
+}
+
+} // namespace tcc

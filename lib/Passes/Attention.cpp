@@ -1,0 +1,594 @@
+//===- Attention.cpp - Recognising and decomposing tcc.attention ----------------===//
+//
+// -tcc-recognize-attention finds, in a graph function, every
+//     matmul(softmax(scores), v)
+// whose scores are a chain over matmul(q', k'^T) of: scalar multiplications or divisions (on
+// the product, or on q' and k'^T before it, as torch's SDPA export scales both), at most one
+// boolean mask (tcc.select with a splat fill on either side: masked_fill exports as
+// Where(mask, fill, x)) and at most one additive bias. Heads split by reshape/transpose stay
+// outside; k'^T may be a transpose of the last two dims (absorbed) or any value (a transpose
+// is inserted); keys and values repeated for grouped-query attention (unsqueeze, expand,
+// reshape: a broadcast_in_dim + reshape) are read unrepeated. A mask or bias that is the
+// upper-left causal triangle (a constant, or iota comparisons) becomes `causal`. The softmax
+// is the frontend's (max-shifted, reduce sum, div) or unshifted; every intermediate value must
+// be used only inside the pattern. Each match becomes one tcc.attention.
+//
+// -tcc-decompose-attention writes each tcc.attention back as core ops (tcc/IR/Attention.h),
+// except, with keep-fused, the ones the CPU runtime's fused kernel runs (f32).
+//
+//===----------------------------------------------------------------------===//
+#include "FusionUtils.h"
+
+#include "tcc/IR/Attention.h"
+#include "tcc/Passes/Passes.h"
+
+#include "mlir/IR/Matchers.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/SetVector.h"
+
+#include <cmath>
+#include <limits>
+
+namespace tcc {
+#define GEN_PASS_DEF_RECOGNIZEATTENTION
+#define GEN_PASS_DEF_DECOMPOSEATTENTION
+#include "tcc/Passes/Passes.h.inc"
+} // namespace tcc
+
+using namespace mlir;
+using namespace tcc::fusion;
+
+namespace tcc {
+namespace {
+
+/// Masked scores at or below this are taken for -inf: they underflow exp() after the max shift
+/// (f32's lowest, which exporters use as a finite -inf, is -3.4e38).
+constexpr double kMaskedBelow = -1e30;
+
+bool isLastTwoSwap(ArrayRef<int64_t> perm) {
+  int64_t r = perm.size();
+  if (r < 2 || perm[r - 1] != r - 2 || perm[r - 2] != r - 1)
+    return false;
+  for (int64_t i = 0; i < r - 2; ++i)
+    if (perm[i] != i)
+      return false;
+  return true;
+}
+
+/// `v` with reshapes and broadcasts that only add or remove unit dims looked through.
+Value throughUnitDims(Value v) {
+  while (Operation *op = v.getDefiningOp()) {
+    Value x;
+    if (auto r = dyn_cast<ReshapeOp>(op))
+      x = r.getX();
+    else if (auto b = dyn_cast<BroadcastInDimOp>(op))
+      x = b.getX();
+    else
+      break;
+    auto dropUnits = [](ArrayRef<int64_t> s) {
+      SmallVector<int64_t> out;
+      for (int64_t d : s)
+        if (d != 1)
+          out.push_back(d);
+      return out;
+    };
+    if (dropUnits(shapeOf(x)) != dropUnits(shapeOf(v)))
+      break;
+    v = x;
+  }
+  return v;
+}
+
+/// A tensor that broadcasts (dims of size 1) to `scores`, from `v`, which is broadcast to it:
+/// the broadcast's operand, reshaped to the scores' rank where it had fewer dims.
+Value unbroadcastOperand(OpBuilder &builder, Location loc, Value v, ArrayRef<int64_t> scores) {
+  auto b = v.getDefiningOp<BroadcastInDimOp>();
+  if (!b)
+    return v;
+  ArrayRef<int64_t> dims = b.getDims(), in = shapeOf(b.getX());
+  SmallVector<int64_t> shape(scores.size(), 1);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i > 0 && dims[i] <= dims[i - 1])
+      return v;
+    if (in[i] != 1 && in[i] != scores[dims[i]])
+      return v;
+    shape[dims[i]] = in[i];
+  }
+  if (ArrayRef<int64_t>(shape) == in)
+    return b.getX();
+  auto type = RankedTensorType::get(shape, cast<RankedTensorType>(v.getType()).getElementType());
+  return builder.create<ReshapeOp>(loc, type, b.getX());
+}
+
+/// Whether `v` is an integer iota along `dim` of a rank-r index space (after unit reshapes and
+/// broadcasts, the iota's own dim must be the scores' row (r-2) or column (r-1) dim).
+std::optional<int64_t> iotaDim(Value v, int64_t r) {
+  while (true) {
+    if (auto iota = v.getDefiningOp<IotaOp>()) {
+      auto t = cast<RankedTensorType>(iota.getType());
+      if (t.getRank() != r)
+        return std::nullopt;
+      return (int64_t)iota.getDim();
+    }
+    if (auto b = v.getDefiningOp<BroadcastInDimOp>()) {
+      auto iota = b.getX().getDefiningOp<IotaOp>();
+      if (!iota)
+        return std::nullopt;
+      ArrayRef<int64_t> dims = b.getDims();
+      return dims[iota.getDim()] < r ? std::optional<int64_t>(dims[iota.getDim()]) : std::nullopt;
+    }
+    return std::nullopt;
+  }
+}
+
+/// Whether `shape` is [1..., Lq, Lk] for scores [.., Lq, Lk].
+bool isTriangleShape(ArrayRef<int64_t> shape, ArrayRef<int64_t> scores) {
+  if (shape.size() < 2 || shape.take_back(2) != scores.take_back(2))
+    return false;
+  return llvm::all_of(shape.drop_back(2), [](int64_t d) { return d == 1; });
+}
+
+/// Whether `keep` (i1, [1..., Lq, Lk] for scores [.., Lq, Lk]) is true exactly where j <= i.
+bool isCausalKeep(Value keep, ArrayRef<int64_t> scores) {
+  ArrayRef<int64_t> shape = shapeOf(keep);
+  if (!isTriangleShape(shape, scores))
+    return false;
+  int64_t r = shape.size();
+  if (auto cmp = keep.getDefiningOp<CompareOp>()) {
+    auto a = iotaDim(cmp.getLhs(), r), b = iotaDim(cmp.getRhs(), r);
+    if (!a || !b)
+      return false;
+    // col <= row, or row >= col.
+    return (cmp.getKind() == CompareKind::Le && *a == r - 1 && *b == r - 2) ||
+           (cmp.getKind() == CompareKind::Ge && *a == r - 2 && *b == r - 1);
+  }
+  DenseElementsAttr attr;
+  if (!matchPattern(keep, m_Constant(&attr)) || !attr.getElementType().isInteger(1))
+    return false;
+  int64_t lk = shape.back(), idx = 0;
+  for (bool value : attr.getValues<bool>()) {
+    if (value != (idx % lk <= idx / lk))
+      return false;
+    ++idx;
+  }
+  return true;
+}
+
+/// Whether `bias` is a constant [1..., Lq, Lk] that is 0 where j <= i and -inf (or below
+/// kMaskedBelow) above.
+bool isCausalBias(Value bias, ArrayRef<int64_t> scores) {
+  DenseElementsAttr attr;
+  if (!isTriangleShape(shapeOf(bias), scores) || !matchPattern(bias, m_Constant(&attr)) ||
+      !isa<FloatType>(attr.getElementType()))
+    return false;
+  int64_t lk = scores.back(), idx = 0;
+  for (APFloat f : attr.getValues<APFloat>()) {
+    bool lostInfo;
+    f.convert(APFloat::IEEEdouble(), APFloat::rmNearestTiesToEven, &lostInfo);
+    double x = f.convertToDouble();
+    if (idx % lk <= idx / lk ? x != 0 : !(x <= kMaskedBelow))
+      return false;
+    ++idx;
+  }
+  return true;
+}
+
+/// One match, built up from the softmax backwards.
+struct Match {
+  llvm::SetVector<Operation *> ops; // the ops the attention op replaces
+  Value q, kT, v;                   // kT: k'^T as the product reads it
+  Value mask, bias;
+  double scale = 1, maskedValue = -std::numeric_limits<double>::infinity();
+  bool invertMask = false; // the select keeps the score where `mask` is false
+};
+
+class Recognizer {
+public:
+  explicit Recognizer(func::FuncOp f) : f_(f) {}
+
+  void run() {
+    SmallVector<MatmulOp> candidates;
+    f_.walk([&](MatmulOp m) { candidates.push_back(m); });
+    for (MatmulOp m : candidates)
+      tryRewrite(m);
+  }
+
+private:
+  /// Adds the op defining `v` to the match when it exists and returns it.
+  template <class Op> Op take(Match &match, Value v) {
+    auto op = v.getDefiningOp<Op>();
+    if (op)
+      match.ops.insert(op);
+    return op;
+  }
+
+  /// If `v` (of the scores' shape [B..., Lq, Lk]) reads, through reshapes and broadcasts, the
+  /// element (b..., i) of a row value (shape [B..., Lq], or [B..., Lq, 1]) at every
+  /// (b..., i, j): that row value, with the reshapes and broadcasts added to the match.
+  Value rowSource(Match &match, Value v) {
+    ArrayRef<int64_t> space = shapeOf(v);
+    int64_t r = space.size();
+    Index index = spaceIndex(v.getContext(), space);
+    SmallVector<Operation *> chain;
+    while (Operation *op = v.getDefiningOp()) {
+      if (!isa<ReshapeOp, BroadcastInDimOp>(op))
+        break;
+      std::optional<Index> in = affineOperandIndex(op, 0, index);
+      if (!in)
+        return {};
+      index = simplify(*in, r);
+      chain.push_back(op);
+      v = op->getOperand(0);
+    }
+    ArrayRef<int64_t> base = shapeOf(v);
+    int64_t br = base.size();
+    if (br != r - 1 && !(br == r && base.back() == 1))
+      return {};
+    auto proj = asProjection(index, space, base);
+    if (!proj)
+      return {};
+    for (int64_t t = 0; t < br; ++t)
+      if (t < r - 1 ? !((*proj)[t] == t || ((*proj)[t] == -1 && base[t] == 1)) : (*proj)[t] != -1)
+        return {};
+    match.ops.insert(chain.begin(), chain.end());
+    return v;
+  }
+
+  /// p = softmax(s) along the last dim: returns s.
+  Value matchSoftmax(Match &match, Value p) {
+    int64_t r = CoreBuilder::rankOf(p);
+    auto isRowReduce = [&](Value v, ReduceKind kind, Value of) {
+      auto red = v ? v.getDefiningOp<ReduceOp>() : ReduceOp();
+      return red && red.getKind() == kind && red.getX() == of &&
+             red.getDims() == ArrayRef<int64_t>{r - 1};
+    };
+    auto div = take<BinaryOp>(match, p);
+    if (!div || div.getKind() != BinaryKind::Div)
+      return {};
+    Value e = div.getLhs(), sum = rowSource(match, div.getRhs());
+    if (!isRowReduce(sum, ReduceKind::Sum, e))
+      return {};
+    match.ops.insert(sum.getDefiningOp());
+    auto exp = take<UnaryOp>(match, e);
+    if (!exp || exp.getKind() != UnaryKind::Exp)
+      return {};
+    Value shifted = exp.getX();
+    auto sub = shifted.getDefiningOp<BinaryOp>();
+    if (!sub || sub.getKind() != BinaryKind::Sub)
+      return shifted; // unshifted
+    Value s = sub.getLhs(), shift = rowSource(match, sub.getRhs());
+    if (!shift)
+      return {};
+    // The frontend's guard: select(the max is finite, max, 0), over the row shape. Any row
+    // constant gives the same softmax; only the maximum keeps it from overflowing.
+    if (auto sel = shift.getDefiningOp<SelectOp>()) {
+      auto zero = splatFloatValue(sel.getOnFalse());
+      if (!zero || *zero != 0)
+        return {};
+      if (Operation *guard = sel.getCond().getDefiningOp()) {
+        match.ops.insert(guard);
+        for (Value operand : guard->getOperands())
+          if (Operation *def = operand.getDefiningOp(); def && !isa<ConstantOp>(def))
+            match.ops.insert(def);
+      }
+      match.ops.insert(sel);
+      Value onTrue = sel.getOnTrue();
+      while (auto reshape = onTrue.getDefiningOp<ReshapeOp>()) { // the keepdims reshape
+        match.ops.insert(reshape);
+        onTrue = reshape.getX();
+      }
+      shift = onTrue;
+    }
+    if (!isRowReduce(shift, ReduceKind::Max, s))
+      return {};
+    match.ops.insert(sub);
+    match.ops.insert(shift.getDefiningOp());
+    return s;
+  }
+
+  /// Walks the score chain from the softmax input to the q k^T product.
+  bool matchScores(Match &match, Value s, OpBuilder &builder) {
+    ArrayRef<int64_t> scores = shapeOf(s);
+    bool selectAfterBias = false, sawSelect = false;
+    while (true) {
+      Operation *op = s.getDefiningOp();
+      if (!op)
+        return false;
+      if (auto m = dyn_cast<MatmulOp>(op)) {
+        match.ops.insert(m);
+        match.q = m.getLhs();
+        match.kT = m.getRhs();
+        break;
+      }
+      if (auto bin = dyn_cast<BinaryOp>(op)) {
+        BinaryKind kind = bin.getKind();
+        std::optional<double> lhsSplat = splatFloatValue(bin.getLhs()),
+                              rhsSplat = splatFloatValue(bin.getRhs());
+        if ((kind == BinaryKind::Mul || kind == BinaryKind::Div) && rhsSplat) {
+          match.scale *= kind == BinaryKind::Mul ? *rhsSplat : 1.0 / *rhsSplat;
+          s = bin.getLhs();
+        } else if (kind == BinaryKind::Mul && lhsSplat) {
+          match.scale *= *lhsSplat;
+          s = bin.getRhs();
+        } else if (kind == BinaryKind::Add && !match.bias && match.scale == 1) {
+          // The scores are the operand that continues the chain.
+          bool lhsIsScores = leadsToProduct(bin.getLhs()), rhsIsScores = leadsToProduct(bin.getRhs());
+          if (lhsIsScores == rhsIsScores)
+            return false;
+          s = lhsIsScores ? bin.getLhs() : bin.getRhs();
+          match.bias = unbroadcastOperand(builder, bin.getLoc(), lhsIsScores ? bin.getRhs() : bin.getLhs(),
+                                          scores);
+          selectAfterBias = sawSelect;
+        } else {
+          return false;
+        }
+        match.ops.insert(bin);
+        continue;
+      }
+      // A scale met before (applied after) a mask or bias would scale it too: not matched.
+      if (auto sel = dyn_cast<SelectOp>(op); sel && !match.mask && match.scale == 1) {
+        std::optional<double> fillTrue = splatFloatValue(sel.getOnTrue()),
+                              fillFalse = splatFloatValue(sel.getOnFalse());
+        if (fillFalse && !fillTrue) {
+          match.maskedValue = *fillFalse;
+          s = sel.getOnTrue();
+        } else if (fillTrue && !fillFalse) {
+          match.maskedValue = *fillTrue;
+          match.invertMask = true;
+          s = sel.getOnFalse();
+        } else {
+          return false;
+        }
+        match.mask = unbroadcastOperand(builder, sel.getLoc(), sel.getCond(), scores);
+        match.ops.insert(sel);
+        sawSelect = true;
+        continue;
+      }
+      return false;
+    }
+    // where(m, s + bias, c) is where(m, s, c) + bias only when c is -inf.
+    if (match.bias && match.mask && !selectAfterBias && !std::isinf(match.maskedValue))
+      return false;
+    return true;
+  }
+
+  /// Whether `v` reaches a matmul through the ops a score chain may have (bounded).
+  bool leadsToProduct(Value v, int depth = 0) {
+    Operation *op = v.getDefiningOp();
+    if (!op || depth > 8)
+      return false;
+    if (isa<MatmulOp>(op))
+      return true;
+    if (auto bin = dyn_cast<BinaryOp>(op))
+      return leadsToProduct(bin.getLhs(), depth + 1) || leadsToProduct(bin.getRhs(), depth + 1);
+    if (auto sel = dyn_cast<SelectOp>(op))
+      return leadsToProduct(sel.getOnTrue(), depth + 1) || leadsToProduct(sel.getOnFalse(), depth + 1);
+    return false;
+  }
+
+  /// Peels scalar multiplications and divisions off a product operand into the scale.
+  Value peelScale(Match &match, Value x) {
+    while (auto bin = x.getDefiningOp<BinaryOp>()) {
+      std::optional<double> lhs = splatFloatValue(bin.getLhs()), rhs = splatFloatValue(bin.getRhs());
+      if (bin.getKind() == BinaryKind::Mul && rhs) {
+        match.scale *= *rhs;
+        x = bin.getLhs();
+      } else if (bin.getKind() == BinaryKind::Mul && lhs) {
+        match.scale *= *lhs;
+        x = bin.getRhs();
+      } else if (bin.getKind() == BinaryKind::Div && rhs) {
+        match.scale /= *rhs;
+        x = bin.getLhs();
+      } else {
+        break;
+      }
+      match.ops.insert(bin);
+    }
+    return x;
+  }
+
+  /// Keys or values repeated to the query heads (broadcast_in_dim, maybe with a reshape that
+  /// merges the repeat into the head dim): the unrepeated tensor, else `kv`.
+  Value unrepeat(Match &match, OpBuilder &builder, Value kv) {
+    ArrayRef<int64_t> shape = shapeOf(kv);
+    int64_t r = shape.size();
+    if (auto b = kv.getDefiningOp<BroadcastInDimOp>()) {
+      // Same rank, batch dims broadcast from 1.
+      ArrayRef<int64_t> in = shapeOf(b.getX());
+      if ((int64_t)in.size() == r && llvm::equal(b.getDims(), llvm::seq<int64_t>(0, r)) &&
+          in.take_back(2) == shape.take_back(2)) {
+        match.ops.insert(b);
+        return b.getX();
+      }
+      return kv;
+    }
+    auto reshape = kv.getDefiningOp<ReshapeOp>();
+    if (!reshape)
+      return kv;
+    auto b = reshape.getX().getDefiningOp<BroadcastInDimOp>();
+    if (!b)
+      return kv;
+    ArrayRef<int64_t> wide = shapeOf(b.getX() == reshape.getX() ? kv : b.getResult());
+    if ((int64_t)wide.size() != r + 1)
+      return kv;
+    // [.., H', g, L, X] -> [.., H' g, L, X] at some batch dim h.
+    for (int64_t h = 0; h + 2 < r; ++h) {
+      SmallVector<int64_t> merged(wide.begin(), wide.end());
+      merged[h] *= merged[h + 1];
+      merged.erase(merged.begin() + h + 1);
+      if (merged != shape)
+        continue;
+      // The broadcast's operand must have the repeat dim h+1 absent or 1, every other dim whole.
+      SmallVector<int64_t> want(wide.begin(), wide.end());
+      want[h + 1] = 1;
+      Value x = b.getX();
+      ArrayRef<int64_t> in = shapeOf(x);
+      ArrayRef<int64_t> dims = b.getDims();
+      SmallVector<int64_t> mapped(r + 1, 1);
+      bool ok = llvm::is_sorted(dims);
+      for (size_t i = 0; ok && i < dims.size(); ++i)
+        mapped[dims[i]] = in[i];
+      if (!ok || mapped != want)
+        return kv;
+      match.ops.insert(reshape);
+      match.ops.insert(b);
+      SmallVector<int64_t> unrepeated(wide.begin(), wide.end());
+      unrepeated.erase(unrepeated.begin() + h + 1);
+      auto type = RankedTensorType::get(unrepeated, cast<RankedTensorType>(kv.getType()).getElementType());
+      return builder.create<ReshapeOp>(kv.getLoc(), type, x);
+    }
+    return kv;
+  }
+
+  /// Every matched op's results are used only by matched ops (or, for the last, by anyone).
+  static bool selfContained(const Match &match, Operation *last) {
+    for (Operation *op : match.ops) {
+      if (op == last)
+        continue;
+      for (Operation *user : op->getUsers())
+        if (!match.ops.contains(user))
+          return false;
+    }
+    return true;
+  }
+
+  static bool valid(Value q, Value k, Value v, Value mask, Value bias) {
+    auto tq = cast<RankedTensorType>(q.getType()), tk = cast<RankedTensorType>(k.getType()),
+         tv = cast<RankedTensorType>(v.getType());
+    int64_t r = tq.getRank();
+    if (!isa<FloatType>(tq.getElementType()) || tk.getElementType() != tq.getElementType() ||
+        tv.getElementType() != tq.getElementType() || r < 3 || tk.getRank() != r ||
+        tv.getRank() != r || tk.getDimSize(r - 1) != tq.getDimSize(r - 1) ||
+        tv.getDimSize(r - 2) != tk.getDimSize(r - 2))
+      return false;
+    for (int64_t d = 0; d < r - 2; ++d)
+      if (tk.getDimSize(d) != tv.getDimSize(d) || tk.getDimSize(d) == 0 ||
+          tq.getDimSize(d) % tk.getDimSize(d) != 0)
+        return false;
+    SmallVector<int64_t> scores(tq.getShape().drop_back());
+    scores.push_back(tk.getDimSize(r - 2));
+    for (Value x : {mask, bias}) {
+      if (!x)
+        continue;
+      ArrayRef<int64_t> s = shapeOf(x);
+      if ((int64_t)s.size() != r)
+        return false;
+      for (int64_t d = 0; d < r; ++d)
+        if (s[d] != 1 && s[d] != scores[d])
+          return false;
+    }
+    return !bias || CoreBuilder::elementTypeOf(bias) == tq.getElementType();
+  }
+
+  void tryRewrite(MatmulOp pv) {
+    if (CoreBuilder::rankOf(pv.getResult()) < 3)
+      return;
+    Match match;
+    match.ops.insert(pv);
+    // Ops made while matching (reshapes of masks, unrepeated k/v) are erased again when the
+    // match fails, or when the attention op does not use them.
+    struct Recorder : OpBuilder::Listener {
+      SmallVector<Operation *> created;
+      void notifyOperationInserted(Operation *op, OpBuilder::InsertPoint) override {
+        created.push_back(op);
+      }
+    } recorder;
+    OpBuilder builder(pv);
+    builder.setListener(&recorder);
+    auto cleanUp = [&] {
+      for (Operation *op : llvm::reverse(recorder.created))
+        if (op->use_empty())
+          op->erase();
+    };
+    Value s = matchSoftmax(match, pv.getLhs());
+    if (!s || !matchScores(match, s, builder) || !selfContained(match, pv)) {
+      cleanUp();
+      return;
+    }
+    Value q = peelScale(match, match.q), kT = peelScale(match, match.kT);
+    int64_t r = CoreBuilder::rankOf(q);
+    Value k;
+    if (auto t = kT.getDefiningOp<TransposeOp>(); t && isLastTwoSwap(t.getPerm())) {
+      match.ops.insert(t);
+      k = peelScale(match, t.getX());
+    } else {
+      SmallVector<int64_t> swap = llvm::to_vector(llvm::seq<int64_t>(0, r));
+      std::swap(swap[r - 1], swap[r - 2]);
+      CoreBuilder b(builder, pv.getLoc());
+      k = b.transpose(kT, swap);
+    }
+    k = unrepeat(match, builder, k);
+    Value v = unrepeat(match, builder, pv.getRhs());
+    // The peeled scalings and unrepeats must not be shared with other users either.
+    if (!selfContained(match, pv) || !valid(q, k, v, match.mask, match.bias)) {
+      cleanUp();
+      return;
+    }
+    SmallVector<int64_t> scores(shapeOf(q).drop_back());
+    scores.push_back(shapeOf(k)[r - 2]);
+    CoreBuilder b(builder, pv.getLoc());
+    Value mask = match.mask;
+    if (mask && match.invertMask)
+      mask = b.unary(UnaryKind::Not, mask);
+    bool causal = false;
+    if (mask && match.maskedValue <= kMaskedBelow && isCausalKeep(throughUnitDims(mask), scores)) {
+      causal = true;
+      mask = {};
+    }
+    Value bias = match.bias;
+    if (bias && isCausalBias(throughUnitDims(bias), scores)) {
+      causal = true;
+      bias = {};
+    }
+    auto attention = builder.create<AttentionOp>(
+        pv.getLoc(), pv.getType(), q, k, v, mask, bias, builder.getF64FloatAttr(match.scale),
+        causal ? builder.getUnitAttr() : UnitAttr(), builder.getF64FloatAttr(match.maskedValue));
+    pv.getResult().replaceAllUsesWith(attention.getResult());
+    // Erase the matched ops users-first, then whatever only they used (broadcasts of the
+    // mask and bias, the softmax's constants).
+    SmallVector<Operation *> worklist(match.ops.begin(), match.ops.end());
+    llvm::SmallPtrSet<Operation *, 16> erased;
+    while (!worklist.empty()) {
+      Operation *op = worklist.pop_back_val();
+      if (erased.contains(op) || !isOpTriviallyDead(op))
+        continue;
+      for (Value operand : op->getOperands())
+        if (Operation *def = operand.getDefiningOp())
+          worklist.push_back(def);
+      erased.insert(op);
+      op->erase();
+      // An op it used may have been skipped before its last user went: look again.
+      for (Operation *other : match.ops)
+        if (!erased.contains(other))
+          worklist.push_back(other);
+    }
+    cleanUp();
+  }
+
+  func::FuncOp f_;
+};
+
+struct RecognizeAttentionPass : impl::RecognizeAttentionBase<RecognizeAttentionPass> {
+  void runOnOperation() override { Recognizer(getOperation()).run(); }
+};
+
+struct DecomposeAttentionPass : impl::DecomposeAttentionBase<DecomposeAttentionPass> {
+  using DecomposeAttentionBase::DecomposeAttentionBase;
+  void runOnOperation() override {
+    SmallVector<AttentionOp> ops;
+    getOperation().walk([&](AttentionOp op) {
+      if (!(keepFused && CoreBuilder::elementTypeOf(op.getQ()).isF32()))
+        ops.push_back(op);
+    });
+    for (AttentionOp op : ops) {
+      OpBuilder builder(op);
+      CoreBuilder b(builder, op.getLoc());
+      op.getResult().replaceAllUsesWith(buildAttentionCore(b, op).result);
+      op.erase();
+    }
+  }
+};
+
+} // namespace
+} // namespace tcc
