@@ -101,35 +101,50 @@ Value unbroadcastOperand(OpBuilder &builder, Location loc, Value v, ArrayRef<int
   return builder.create<ReshapeOp>(loc, type, b.getX());
 }
 
-/// Whether `v` is an integer iota along `dim` of a rank-r index space (after unit reshapes and
-/// broadcasts, the iota's own dim must be the scores' row (r-2) or column (r-1) dim).
-std::optional<int64_t> iotaDim(Value v, int64_t r) {
-  while (true) {
-    if (auto iota = v.getDefiningOp<IotaOp>()) {
-      auto t = cast<RankedTensorType>(iota.getType());
-      if (t.getRank() != r)
-        return std::nullopt;
-      return (int64_t)iota.getDim();
-    }
-    if (auto b = v.getDefiningOp<BroadcastInDimOp>()) {
-      auto iota = b.getX().getDefiningOp<IotaOp>();
-      if (!iota)
-        return std::nullopt;
-      ArrayRef<int64_t> dims = b.getDims();
-      return dims[iota.getDim()] < r ? std::optional<int64_t>(dims[iota.getDim()]) : std::nullopt;
-    }
+/// Whether the integer constant or iota `x` counts 0, 1, .. along its one dim of size > 1 (an
+/// iota along a dim: whatever the other sizes): that dim.
+std::optional<int64_t> countingDim(Value x) {
+  if (auto iota = x.getDefiningOp<IotaOp>())
+    return (int64_t)iota.getDim();
+  DenseElementsAttr attr;
+  if (!matchPattern(x, m_Constant(&attr)) || !isa<IntegerType>(attr.getElementType()))
     return std::nullopt;
+  ArrayRef<int64_t> shape = shapeOf(x);
+  std::optional<int64_t> dim;
+  for (int64_t d = 0; d < (int64_t)shape.size(); ++d)
+    if (shape[d] != 1) {
+      if (dim)
+        return std::nullopt;
+      dim = d;
+    }
+  int64_t expected = 0;
+  for (const APInt &value : attr.getValues<APInt>())
+    if (value.getSExtValue() != expected++)
+      return std::nullopt;
+  return dim ? dim : std::optional<int64_t>(0);
+}
+
+/// If `v` (rank r) is a count 0, 1, .. along one of its dims (an iota or a constant range,
+/// possibly broadcast), that dim.
+std::optional<int64_t> iotaDim(Value v, int64_t r) {
+  if (CoreBuilder::rankOf(v) != r)
+    return std::nullopt;
+  if (auto b = v.getDefiningOp<BroadcastInDimOp>()) {
+    std::optional<int64_t> dim = countingDim(b.getX());
+    if (!dim)
+      return std::nullopt;
+    return b.getDims()[*dim];
   }
+  return countingDim(v);
 }
 
-/// Whether `shape` is [1..., Lq, Lk] for scores [.., Lq, Lk].
+/// Whether `shape` ends in [Lq, Lk] for scores [.., Lq, Lk].
 bool isTriangleShape(ArrayRef<int64_t> shape, ArrayRef<int64_t> scores) {
-  if (shape.size() < 2 || shape.take_back(2) != scores.take_back(2))
-    return false;
-  return llvm::all_of(shape.drop_back(2), [](int64_t d) { return d == 1; });
+  return shape.size() >= 2 && shape.take_back(2) == scores.take_back(2);
 }
 
-/// Whether `keep` (i1, [1..., Lq, Lk] for scores [.., Lq, Lk]) is true exactly where j <= i.
+/// Whether `keep` (i1, [.., Lq, Lk] for scores [.., Lq, Lk]) is true exactly where j <= i in
+/// every [Lq, Lk] slice.
 bool isCausalKeep(Value keep, ArrayRef<int64_t> scores) {
   ArrayRef<int64_t> shape = shapeOf(keep);
   if (!isTriangleShape(shape, scores))
@@ -146,28 +161,28 @@ bool isCausalKeep(Value keep, ArrayRef<int64_t> scores) {
   DenseElementsAttr attr;
   if (!matchPattern(keep, m_Constant(&attr)) || !attr.getElementType().isInteger(1))
     return false;
-  int64_t lk = shape.back(), idx = 0;
+  int64_t lk = shape.back(), slice = lk * shape[r - 2], idx = 0;
   for (bool value : attr.getValues<bool>()) {
-    if (value != (idx % lk <= idx / lk))
+    if (value != (idx % lk <= idx % slice / lk))
       return false;
     ++idx;
   }
   return true;
 }
 
-/// Whether `bias` is a constant [1..., Lq, Lk] that is 0 where j <= i and -inf (or below
-/// kMaskedBelow) above.
+/// Whether `bias` is a constant [.., Lq, Lk] that is, in every [Lq, Lk] slice, 0 where j <= i
+/// and -inf (or below kMaskedBelow) above.
 bool isCausalBias(Value bias, ArrayRef<int64_t> scores) {
   DenseElementsAttr attr;
   if (!isTriangleShape(shapeOf(bias), scores) || !matchPattern(bias, m_Constant(&attr)) ||
       !isa<FloatType>(attr.getElementType()))
     return false;
-  int64_t lk = scores.back(), idx = 0;
+  int64_t lk = scores.back(), slice = lk * scores[scores.size() - 2], idx = 0;
   for (APFloat f : attr.getValues<APFloat>()) {
     bool lostInfo;
     f.convert(APFloat::IEEEdouble(), APFloat::rmNearestTiesToEven, &lostInfo);
     double x = f.convertToDouble();
-    if (idx % lk <= idx / lk ? x != 0 : !(x <= kMaskedBelow))
+    if (idx % lk <= idx % slice / lk ? x != 0 : !(x <= kMaskedBelow))
       return false;
     ++idx;
   }
@@ -348,7 +363,7 @@ private:
       return false;
     }
     // where(m, s + bias, c) is where(m, s, c) + bias only when c is -inf.
-    if (match.bias && match.mask && !selectAfterBias && !std::isinf(match.maskedValue))
+    if (selectAfterBias && !std::isinf(match.maskedValue))
       return false;
     return true;
   }
@@ -441,6 +456,31 @@ private:
     return kv;
   }
 
+  /// Erases the ops of `worklist` that are trivially dead, and then the producers that only
+  /// they used, transitively.
+  static void eraseDead(SmallVector<Operation *> worklist) {
+    llvm::SmallPtrSet<Operation *, 16> erased;
+    llvm::SetVector<Operation *> pending(worklist.begin(), worklist.end());
+    bool progress = true;
+    while (progress) {
+      progress = false;
+      for (Operation *op : pending.takeVector()) {
+        if (erased.contains(op))
+          continue;
+        if (!isOpTriviallyDead(op)) {
+          pending.insert(op); // its users may still go
+          continue;
+        }
+        for (Value operand : op->getOperands())
+          if (Operation *def = operand.getDefiningOp())
+            pending.insert(def);
+        erased.insert(op);
+        op->erase();
+        progress = true;
+      }
+    }
+  }
+
   /// Every matched op's results are used only by matched ops (or, for the last, by anyone).
   static bool selfContained(const Match &match, Operation *last) {
     for (Operation *op : match.ops) {
@@ -496,11 +536,7 @@ private:
     } recorder;
     OpBuilder builder(pv);
     builder.setListener(&recorder);
-    auto cleanUp = [&] {
-      for (Operation *op : llvm::reverse(recorder.created))
-        if (op->use_empty())
-          op->erase();
-    };
+    auto cleanUp = [&] { eraseDead(recorder.created); };
     Value s = matchSoftmax(match, pv.getLhs());
     if (!s || !matchScores(match, s, builder) || !selfContained(match, pv)) {
       cleanUp();
@@ -545,24 +581,9 @@ private:
         pv.getLoc(), pv.getType(), q, k, v, mask, bias, builder.getF64FloatAttr(match.scale),
         causal ? builder.getUnitAttr() : UnitAttr(), builder.getF64FloatAttr(match.maskedValue));
     pv.getResult().replaceAllUsesWith(attention.getResult());
-    // Erase the matched ops users-first, then whatever only they used (broadcasts of the
-    // mask and bias, the softmax's constants).
-    SmallVector<Operation *> worklist(match.ops.begin(), match.ops.end());
-    llvm::SmallPtrSet<Operation *, 16> erased;
-    while (!worklist.empty()) {
-      Operation *op = worklist.pop_back_val();
-      if (erased.contains(op) || !isOpTriviallyDead(op))
-        continue;
-      for (Value operand : op->getOperands())
-        if (Operation *def = operand.getDefiningOp())
-          worklist.push_back(def);
-      erased.insert(op);
-      op->erase();
-      // An op it used may have been skipped before its last user went: look again.
-      for (Operation *other : match.ops)
-        if (!erased.contains(other))
-          worklist.push_back(other);
-    }
+    // The matched ops, then whatever only they used (broadcasts of the mask and bias, the
+    // softmax's constants, a causal mask's computation).
+    eraseDead(SmallVector<Operation *>(match.ops.begin(), match.ops.end()));
     cleanUp();
   }
 

@@ -206,6 +206,16 @@ public:
     steps.push_back(s);
   }
   void copy(uint32_t source, uint32_t target) { steps.push_back(Step{fb::Step_Copy, {source, target}}); }
+  /// tk.attention; mask/bias kNone when absent (scale in alpha, masked_value in beta).
+  static constexpr uint32_t kNone = ~0u;
+  void attention(uint32_t q, uint32_t k, uint32_t v, uint32_t mask, uint32_t bias, uint32_t out,
+                 double scale, bool causal, double maskedValue) {
+    Step s{fb::Step_Attention, {q, k, v, out, mask, bias}};
+    s.alpha = scale;
+    s.beta = maskedValue;
+    s.flagA = causal;
+    steps.push_back(s);
+  }
   /// A collective over `axes` of meshSizes (async: all_reduce / reduce_scatter, finished by a
   /// later wait(step index)).
   void collective(fb::CollectiveKind kind, uint32_t in, uint32_t out, std::vector<uint8_t> axes,
@@ -306,6 +316,12 @@ public:
         break;
       case fb::Step_Copy:
         step = fb::CreateCopy(b, s.ops[0], s.ops[1]).Union();
+        break;
+      case fb::Step_Attention:
+        step = fb::CreateAttention(b, s.ops[0], s.ops[1], s.ops[2], s.ops[3], s.ops[4] != kNone,
+                                   s.ops[4] != kNone ? s.ops[4] : 0, s.ops[5] != kNone,
+                                   s.ops[5] != kNone ? s.ops[5] : 0, s.alpha, s.flagA, s.beta)
+                   .Union();
         break;
       case fb::Step_Collective:
         step = fb::CreateCollectiveDirect(b, s.collective, s.reduction, s.ops[0], s.ops[1],

@@ -610,3 +610,139 @@ TEST(RuntimeCopy, ThroughArenaViews) {
 }
 
 } // namespace
+
+//===--- Attention --------------------------------------------------------===//
+
+namespace {
+
+struct AttentionCase {
+  Shape q, k, v, mask, bias; // mask/bias empty: none
+  double scale;
+  bool causal;
+  double maskedValue = -std::numeric_limits<double>::infinity();
+};
+
+/// softmax(scale q k^T, causal, mask, bias) v in double, one row at a time (tcc.attention).
+std::vector<float> naiveAttention(const AttentionCase &c, const std::vector<float> &q,
+                                  const std::vector<float> &k, const std::vector<float> &v,
+                                  const std::vector<uint8_t> &mask, const std::vector<float> &bias) {
+  size_t r = c.q.size();
+  int64_t lq = c.q[r - 2], d = c.q[r - 1], lk = c.k[r - 2], dv = c.v[r - 1];
+  Shape scores(c.q.begin(), c.q.end() - 1);
+  scores.push_back(lk);
+  // Element of a broadcasting operand at a scores index.
+  auto at = [&](const Shape &shape, const Shape &index) {
+    int64_t off = 0;
+    for (size_t i = 0; i < r; ++i)
+      off = off * shape[i] + (shape[i] == 1 ? 0 : index[i]);
+    return off;
+  };
+  int64_t batches = numElements(Shape(c.q.begin(), c.q.end() - 2));
+  std::vector<float> out((size_t)(batches * lq * dv));
+  for (int64_t batch = 0; batch < batches; ++batch) {
+    Shape index(r, 0);
+    int64_t rest = batch, kvBatch = 0, mul = 1;
+    for (size_t dim = r - 2; dim-- > 0;) {
+      index[dim] = rest % c.q[dim];
+      rest /= c.q[dim];
+      kvBatch += index[dim] / (c.q[dim] / c.k[dim]) * mul;
+      mul *= c.k[dim];
+    }
+    for (int64_t i = 0; i < lq; ++i) {
+      std::vector<double> s((size_t)lk);
+      double mx = -INFINITY;
+      for (int64_t j = 0; j < lk; ++j) {
+        double dot = 0;
+        for (int64_t x = 0; x < d; ++x)
+          dot += (double)q[(batch * lq + i) * d + x] * k[(kvBatch * lk + j) * d + x];
+        s[j] = c.scale * dot;
+        index[r - 2] = i;
+        index[r - 1] = j;
+        if (c.causal && j > i)
+          s[j] = -INFINITY;
+        if (!c.mask.empty() && !mask[at(c.mask, index)])
+          s[j] = c.maskedValue;
+        if (!c.bias.empty())
+          s[j] += bias[at(c.bias, index)];
+        mx = std::max(mx, s[j]);
+      }
+      double shift = std::isfinite(mx) ? mx : 0, sum = 0;
+      for (double &e : s)
+        sum += (e = std::exp(e - shift));
+      for (int64_t x = 0; x < dv; ++x) {
+        double acc = 0;
+        for (int64_t j = 0; j < lk; ++j)
+          acc += s[j] / sum * v[(kvBatch * lk + j) * dv + x];
+        out[(batch * lq + i) * dv + x] = (float)acc;
+      }
+    }
+  }
+  return out;
+}
+
+void checkAttention(const AttentionCase &c, unsigned seed, int threads) {
+  auto q = randomFloats(numElements(c.q), seed), k = randomFloats(numElements(c.k), seed + 1),
+       v = randomFloats(numElements(c.v), seed + 2),
+       bias = randomFloats(c.bias.empty() ? 0 : numElements(c.bias), seed + 3);
+  std::vector<uint8_t> mask(c.mask.empty() ? 0 : numElements(c.mask));
+  std::mt19937 rng(seed);
+  for (uint8_t &m : mask)
+    m = rng() % 4 != 0; // a quarter masked
+  Shape out(c.q.begin(), c.q.end() - 1);
+  out.push_back(c.v.back());
+  ArtifactBuilder art;
+  uint32_t bq = art.input(fb::DType_F32, c.q), bk = art.input(fb::DType_F32, c.k),
+           bv = art.input(fb::DType_F32, c.v);
+  std::vector<const void *> inputs = {q.data(), k.data(), v.data()};
+  uint32_t bm = ArtifactBuilder::kNone, bb = ArtifactBuilder::kNone;
+  if (!c.mask.empty()) {
+    bm = art.input(fb::DType_Bool, c.mask);
+    inputs.push_back(mask.data());
+  }
+  if (!c.bias.empty()) {
+    bb = art.input(fb::DType_F32, c.bias);
+    inputs.push_back(bias.data());
+  }
+  uint32_t bo = art.output(fb::DType_F32, out);
+  art.attention(bq, bk, bv, bm, bb, bo, c.scale, c.causal, c.maskedValue);
+  auto outputs = runArtifact(art.finish(), inputs, threads);
+  auto want = naiveAttention(c, q, k, v, mask, bias);
+  const float *got = outputs[0].data<float>();
+  // A row whose every score is masked to -inf is NaN in both.
+  std::vector<float> gotCopy(got, got + want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    if (std::isnan(want[i]) && std::isnan(gotCopy[i]))
+      want[i] = gotCopy[i] = 0;
+  expectClose(gotCopy.data(), want, 2e-5, 2e-6, "attention");
+}
+
+} // namespace
+
+TEST(RuntimeAttention, MatchesTheDefinitionAcrossBlocksMasksAndGroups) {
+  std::vector<AttentionCase> cases = {
+      // One block, then several row and key blocks with ragged ends.
+      {{2, 3, 7, 16}, {2, 3, 9, 16}, {2, 3, 9, 8}, {}, {}, 0.25, false},
+      {{1, 2, 130, 64}, {1, 2, 600, 64}, {1, 2, 600, 64}, {}, {}, 0.125, false},
+      // Causal, with fewer and with more keys than queries.
+      {{1, 2, 300, 32}, {1, 2, 300, 32}, {1, 2, 300, 32}, {}, {}, 0.2, true},
+      {{1, 1, 70, 8}, {1, 1, 40, 8}, {1, 1, 40, 8}, {}, {}, 0.3, true},
+      {{1, 1, 40, 8}, {1, 1, 333, 8}, {1, 1, 333, 24}, {}, {}, 0.3, true},
+      // A padding mask [B, 1, 1, Lk], a full boolean mask with a finite fill, a bias.
+      {{2, 4, 33, 16}, {2, 4, 280, 16}, {2, 4, 280, 16}, {2, 1, 1, 280}, {}, 0.25, false},
+      {{2, 2, 65, 16}, {2, 2, 65, 16}, {2, 2, 65, 16}, {2, 2, 65, 65}, {}, 0.25, false, -1e9},
+      {{2, 3, 20, 8}, {2, 3, 300, 8}, {2, 3, 300, 8}, {}, {1, 3, 20, 300}, 1.0, false},
+      {{2, 3, 20, 8}, {2, 3, 30, 8}, {2, 3, 30, 8}, {1, 1, 20, 30}, {2, 1, 1, 30}, 0.5, true},
+      // Grouped-query (8 query heads over 2 key/value heads) and multi-query attention.
+      {{2, 8, 50, 16}, {2, 2, 270, 16}, {2, 2, 270, 16}, {}, {}, 0.25, true},
+      {{3, 4, 1, 32}, {3, 1, 77, 32}, {3, 1, 77, 32}, {3, 1, 1, 77}, {}, 0.17, false},
+      // Rank 3 (heads folded into the batch), a mask that removes whole rows (NaN rows).
+      {{6, 17, 8}, {6, 19, 8}, {6, 19, 8}, {6, 17, 1}, {}, 0.5, false},
+  };
+  unsigned seed = 10;
+  for (const AttentionCase &c : cases)
+    for (int threads : {1, 3}) {
+      SCOPED_TRACE("case " + std::to_string(seed) + " threads " + std::to_string(threads));
+      checkAttention(c, seed, threads);
+      ++seed;
+    }
+}

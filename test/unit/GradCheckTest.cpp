@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "TestSupport.h"
 
+#include "tcc/IR/Attention.h"
 #include "tcc/IR/CoreBuilder.h"
 #include "tcc/IR/TccDialect.h"
 #include "tcc/Interp/Interpreter.h"
@@ -24,6 +25,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <random>
 
 using namespace tcc;
@@ -483,6 +485,49 @@ TEST_F(GradCheckTest, TopKValues) {
 TEST_F(GradCheckTest, BatchedMatmul) {
   check({random.uniform({2, 3, 4}), random.uniform({2, 4, 5})},
         [](CoreBuilder &b, ValueRange a) { return b.create<MatmulOp>(a[0], a[1]); });
+}
+
+/// Bools for an attention mask: a quarter false, never a whole row of scores.
+Tensor keepMask(Random &random, const Shape &shape) {
+  Tensor t(DType::Bool, shape);
+  for (int64_t i = 0; i < t.numElements(); ++i)
+    t.data<bool>()[i] = random.rng() % 4 != 0 || i % shape.back() == 0;
+  return t;
+}
+
+Value attention(CoreBuilder &b, ValueRange a, double scale, bool causal, bool withMask,
+                bool withBias, double maskedValue) {
+  mlir::OpBuilder &ob = b.builder();
+  size_t next = 3;
+  Value mask = withMask ? a[next++] : Value(), bias = withBias ? a[next] : Value();
+  return b.create<AttentionOp>(a[0], a[1], a[2], mask, bias, ob.getF64FloatAttr(scale),
+                               causal ? ob.getUnitAttr() : mlir::UnitAttr(),
+                               ob.getF64FloatAttr(maskedValue));
+}
+
+TEST_F(GradCheckTest, AttentionWithGroupsCausalMaskAndBias) {
+  double inf = std::numeric_limits<double>::infinity();
+  // Grouped-query (4 query heads over 2 key/value heads), causal, a boolean mask filled with
+  // a finite value, a bias broadcast over heads; then plain attention with more keys.
+  check({random.uniform({2, 4, 5, 3}), random.uniform({2, 2, 6, 3}), random.uniform({2, 2, 6, 2}),
+         keepMask(random, {2, 1, 5, 6}), random.uniform({2, 1, 5, 6})},
+        [&](CoreBuilder &b, ValueRange a) { return attention(b, a, 0.7, true, true, true, -5.0); });
+  check({random.uniform({3, 4, 3}), random.uniform({3, 7, 3}), random.uniform({3, 7, 5})},
+        [&](CoreBuilder &b, ValueRange a) { return attention(b, a, 0.5, false, false, false, -inf); });
+}
+
+TEST_F(GradCheckTest, AttentionDecompositionEqualsTheOp) {
+  std::vector<Tensor> inputs = {random.uniform({2, 6, 4, 3}), random.uniform({2, 3, 5, 3}),
+                                random.uniform({2, 3, 5, 4}), keepMask(random, {1, 1, 4, 5}),
+                                random.uniform({2, 6, 1, 5})};
+  ASSERT_TRUE(mlir::succeeded(build(inputs, [&](CoreBuilder &b, ValueRange a) {
+    Value op = attention(b, a, 0.3, true, true, true, -std::numeric_limits<double>::infinity());
+    AttentionCore core = buildAttentionCore(b, mlir::cast<AttentionOp>(op.getDefiningOp()));
+    // out - decomposition: zero when they agree.
+    return b.sub(op, core.result);
+  })));
+  Tensor loss = runFunction(function("loss"), inputs)[0];
+  EXPECT_NEAR(loss.getDouble(0), 0.0, 1e-12);
 }
 
 struct ConvCase {

@@ -1,0 +1,108 @@
+// RUN: tcc-opt %s -split-input-file -verify-diagnostics
+
+// Result-type inference of tcc.attention (tcc/Support/AttentionShapes.h) and tk.attention's
+// verifier.
+
+func.func @element_types(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf16>) {
+  // expected-error @+2 {{'tcc.attention' op failed to infer returned types}}
+  // expected-error @+1 {{attention needs q, k and v of one float type, got 'tensor<2x4x8xf32>', 'tensor<2x4x8xf16>', 'tensor<2x4x8xf16>'}}
+  %0 = tcc.attention %q, %k, %k {scale = 1.0 : f64} : tensor<2x4x8xf32>, tensor<2x4x8xf16>, tensor<2x4x8xf16> -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @integers(%q: tensor<2x4x8xi32>) {
+  // expected-error @+2 {{'tcc.attention' op failed to infer returned types}}
+  // expected-error @+1 {{attention needs q, k and v of one float type}}
+  %0 = tcc.attention %q, %q, %q {scale = 1.0 : f64} : tensor<2x4x8xi32>, tensor<2x4x8xi32>, tensor<2x4x8xi32> -> tensor<2x4x8xi32>
+  return
+}
+
+// -----
+
+func.func @rank2(%q: tensor<4x8xf32>) {
+  // expected-error @+2 {{'tcc.attention' op failed to infer returned types}}
+  // expected-error @+1 {{attention: q [4, 8], k [4, 8] and v [4, 8] need one rank >= 3}}
+  %0 = tcc.attention %q, %q, %q {scale = 1.0 : f64} : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+// Grouped-query: 6 query heads cannot share 4 key/value heads.
+func.func @groups(%q: tensor<1x6x4x8xf32>, %k: tensor<1x4x4x8xf32>) {
+  // expected-error @+2 {{'tcc.attention' op failed to infer returned types}}
+  // expected-error @+1 {{attention: batch dim 1 of k [1, 4, 4, 8] and v [1, 4, 4, 8] must be equal and divide q's [1, 6, 4, 8]}}
+  %0 = tcc.attention %q, %k, %k {scale = 1.0 : f64} : tensor<1x6x4x8xf32>, tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32> -> tensor<1x6x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @head_size(%q: tensor<2x4x8xf32>, %k: tensor<2x4x6xf32>) {
+  // expected-error @+2 {{'tcc.attention' op failed to infer returned types}}
+  // expected-error @+1 {{attention: the head sizes of q [2, 4, 8] and k [2, 4, 6] differ}}
+  %0 = tcc.attention %q, %k, %k {scale = 1.0 : f64} : tensor<2x4x8xf32>, tensor<2x4x6xf32>, tensor<2x4x6xf32> -> tensor<2x4x6xf32>
+  return
+}
+
+// -----
+
+func.func @key_length(%q: tensor<2x4x8xf32>, %v: tensor<2x5x8xf32>) {
+  // expected-error @+2 {{'tcc.attention' op failed to infer returned types}}
+  // expected-error @+1 {{attention: the key lengths of k [2, 4, 8] and v [2, 5, 8] differ}}
+  %0 = tcc.attention %q, %q, %v {scale = 1.0 : f64} : tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x5x8xf32> -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @mask_shape(%q: tensor<2x4x8xf32>, %m: tensor<2x4x3xi1>) {
+  // expected-error @+2 {{'tcc.attention' op failed to infer returned types}}
+  // expected-error @+1 {{attention: mask [2, 4, 3] does not broadcast to the scores [2, 4, 4]}}
+  %0 = tcc.attention %q, %q, %q mask(%m : tensor<2x4x3xi1>) {scale = 1.0 : f64} : tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @mask_type(%q: tensor<2x4x8xf32>, %m: tensor<2x4x4xf32>) {
+  // expected-error @+1 {{'tcc.attention' op operand #3 must be statically shaped tensor of 1-bit signless integer values}}
+  %0 = tcc.attention %q, %q, %q mask(%m : tensor<2x4x4xf32>) {scale = 1.0 : f64} : tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @bias_type(%q: tensor<2x4x8xf32>, %b: tensor<2x4x4xf16>) {
+  // expected-error @+2 {{'tcc.attention' op failed to infer returned types}}
+  // expected-error @+1 {{attention bias must be of q's type 'f32'}}
+  %0 = tcc.attention %q, %q, %q bias(%b : tensor<2x4x4xf16>) {scale = 1.0 : f64} : tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @bias_rank(%q: tensor<2x4x8xf32>, %b: tensor<4x4xf32>) {
+  // expected-error @+2 {{'tcc.attention' op failed to infer returned types}}
+  // expected-error @+1 {{attention: bias [4, 4] does not broadcast to the scores [2, 4, 4]}}
+  %0 = tcc.attention %q, %q, %q bias(%b : tensor<4x4xf32>) {scale = 1.0 : f64} : tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @tk_output(%q: memref<2x4x8xf32>, %o: memref<2x4x4xf32>) {
+  // expected-error @+1 {{'tk.attention' op output must be [B..., Lq, Dv]}}
+  tk.attention %q, %q, %q -> %o {scale = 1.0 : f64, masked_value = 0.0 : f64} : memref<2x4x8xf32>, memref<2x4x8xf32>, memref<2x4x8xf32>, memref<2x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @tk_groups(%q: memref<1x6x4x8xf32>, %k: memref<1x4x4x8xf32>, %o: memref<1x6x4x8xf32>) {
+  // expected-error @+1 {{'tk.attention' op batch dim 1 of k [1, 4, 4, 8] and v [1, 4, 4, 8] must be equal and divide q's [1, 6, 4, 8]}}
+  tk.attention %q, %k, %k -> %o {scale = 1.0 : f64, masked_value = 0.0 : f64} : memref<1x6x4x8xf32>, memref<1x4x4x8xf32>, memref<1x4x4x8xf32>, memref<1x6x4x8xf32>
+  return
+}
