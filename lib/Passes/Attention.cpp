@@ -20,9 +20,9 @@
 #include "FusionUtils.h"
 
 #include "tcc/IR/Attention.h"
+#include "tcc/Interp/Interpreter.h"
 #include "tcc/Passes/Passes.h"
 
-#include "mlir/IR/Matchers.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/SetVector.h"
@@ -101,13 +101,21 @@ Value unbroadcastOperand(OpBuilder &builder, Location loc, Value v, ArrayRef<int
   return builder.create<ReshapeOp>(loc, type, b.getX());
 }
 
+/// The elements of `v` when it is a tcc.constant (dense or a resource blob).
+std::optional<Tensor> constantValues(Value v) {
+  auto c = v.getDefiningOp<ConstantOp>();
+  if (!c)
+    return std::nullopt;
+  return tensorFromAttr(c.getValue());
+}
+
 /// Whether the integer constant or iota `x` counts 0, 1, .. along its one dim of size > 1 (an
 /// iota along a dim: whatever the other sizes): that dim.
 std::optional<int64_t> countingDim(Value x) {
   if (auto iota = x.getDefiningOp<IotaOp>())
     return (int64_t)iota.getDim();
-  DenseElementsAttr attr;
-  if (!matchPattern(x, m_Constant(&attr)) || !isa<IntegerType>(attr.getElementType()))
+  std::optional<Tensor> values = constantValues(x);
+  if (!values || !isa<IntegerType>(CoreBuilder::elementTypeOf(x)))
     return std::nullopt;
   ArrayRef<int64_t> shape = shapeOf(x);
   std::optional<int64_t> dim;
@@ -117,9 +125,8 @@ std::optional<int64_t> countingDim(Value x) {
         return std::nullopt;
       dim = d;
     }
-  int64_t expected = 0;
-  for (const APInt &value : attr.getValues<APInt>())
-    if (value.getSExtValue() != expected++)
+  for (int64_t i = 0; i < values->numElements(); ++i)
+    if (values->getInt(i) != i)
       return std::nullopt;
   return dim ? dim : std::optional<int64_t>(0);
 }
@@ -158,33 +165,27 @@ bool isCausalKeep(Value keep, ArrayRef<int64_t> scores) {
     return (cmp.getKind() == CompareKind::Le && *a == r - 1 && *b == r - 2) ||
            (cmp.getKind() == CompareKind::Ge && *a == r - 2 && *b == r - 1);
   }
-  DenseElementsAttr attr;
-  if (!matchPattern(keep, m_Constant(&attr)) || !attr.getElementType().isInteger(1))
+  std::optional<Tensor> values = constantValues(keep);
+  if (!values)
     return false;
-  int64_t lk = shape.back(), slice = lk * shape[r - 2], idx = 0;
-  for (bool value : attr.getValues<bool>()) {
-    if (value != (idx % lk <= idx % slice / lk))
+  int64_t lk = shape.back(), slice = lk * shape[r - 2];
+  for (int64_t i = 0; i < values->numElements(); ++i)
+    if ((values->getInt(i) != 0) != (i % lk <= i % slice / lk))
       return false;
-    ++idx;
-  }
   return true;
 }
 
 /// Whether `bias` is a constant [.., Lq, Lk] that is, in every [Lq, Lk] slice, 0 where j <= i
 /// and -inf (or below kMaskedBelow) above.
 bool isCausalBias(Value bias, ArrayRef<int64_t> scores) {
-  DenseElementsAttr attr;
-  if (!isTriangleShape(shapeOf(bias), scores) || !matchPattern(bias, m_Constant(&attr)) ||
-      !isa<FloatType>(attr.getElementType()))
+  std::optional<Tensor> values;
+  if (!isTriangleShape(shapeOf(bias), scores) || !(values = constantValues(bias)))
     return false;
-  int64_t lk = scores.back(), slice = lk * scores[scores.size() - 2], idx = 0;
-  for (APFloat f : attr.getValues<APFloat>()) {
-    bool lostInfo;
-    f.convert(APFloat::IEEEdouble(), APFloat::rmNearestTiesToEven, &lostInfo);
-    double x = f.convertToDouble();
-    if (idx % lk <= idx % slice / lk ? x != 0 : !(x <= kMaskedBelow))
+  int64_t lk = scores.back(), slice = lk * scores[scores.size() - 2];
+  for (int64_t i = 0; i < values->numElements(); ++i) {
+    double x = values->getDouble(i);
+    if (i % lk <= i % slice / lk ? x != 0 : !(x <= kMaskedBelow))
       return false;
-    ++idx;
   }
   return true;
 }

@@ -17,7 +17,7 @@ namespace tcc::rt {
 namespace {
 
 constexpr int64_t kBlockRows = 64;  // query rows per work item
-constexpr int64_t kBlockCols = 256; // keys per score block (64 x 256 floats: 64 KiB, in L2)
+constexpr int64_t kBlockCols = 512; // keys per score block (64 x 512 floats: 128 KiB, in L2)
 constexpr int kLanes = 16;          // one AVX-512 register of floats
 
 Shape broadcastStrides(const Shape &shape) {

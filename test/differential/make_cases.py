@@ -8,7 +8,8 @@ backend is compared against the interpreter on the same inputs.
 
 Families: elementwise chains with broadcasting, reductions over random axes (incl. softmax and
 layer-norm rows), transposes and reshapes, matmuls (batched, broadcast) with bias/activation
-epilogues, convolutions (strides, pads, dilations, groups) and pooling, concat/slice/gather.
+epilogues, convolutions (strides, pads, dilations, groups) and pooling, concat/slice/gather,
+scaled dot-product attention in exporters' forms.
 
 Uses Debian's python3-onnx (onnx 1.12) and numpy: run with /usr/bin/python3.
 """
@@ -229,8 +230,60 @@ def family_conv(g, rng):
     return [y]
 
 
+def family_attention(g, rng):
+    """Scaled dot-product attention as exporters write it (the CPU recognises it and runs its
+    fused kernel): heads split from [B, L, H*D] or given, grouped-query keys and values repeated
+    by Unsqueeze + Expand + Reshape, the scale on the scores or on q and k^T, an additive or a
+    boolean mask (or a constant causal triangle), lengths across the kernel's blocks."""
+    b, hkv = rng.randint(1, 2), rng.randint(1, 2)
+    h = hkv * rng.choice([1, 1, 2, 3])
+    lq = rng.choice([1, rng.randint(2, 20), rng.randint(60, 140)])
+    lk = lq if rng.random() < 0.5 else rng.choice([rng.randint(1, 30), rng.randint(250, 300)])
+    d, dv = rng.choice([4, 8, 16]), rng.choice([4, 8, 12])
+    q, _ = g.input([b, h, lq, d])
+    k, _ = g.input([b, hkv, lk, d])
+    v, _ = g.input([b, hkv, lk, dv])
+    if hkv != h:  # repeat_kv
+        rep = h // hkv
+        for name in ("k", "v"):
+            x = k if name == "k" else v
+            width = d if name == "k" else dv
+            x = g.node("Unsqueeze", [x, g.const(np.array([2], np.int64))])
+            x = g.node("Expand", [x, g.const(np.array([b, hkv, rep, lk, width], np.int64))])
+            x = g.node("Reshape", [x, g.const(np.array([b, h, lk, width], np.int64))])
+            if name == "k":
+                k = x
+            else:
+                v = x
+    kt = g.node("Transpose", [k], perm=[0, 1, 3, 2])
+    scale = float(1 / np.sqrt(d))
+    how = rng.choice(["div", "mul", "both"])
+    if how == "both":
+        root = g.const(np.array(np.sqrt(scale), np.float32))
+        s = g.node("MatMul", [g.node("Mul", [q, root]), g.node("Mul", [kt, root])])
+    else:
+        s = g.node("MatMul", [q, kt])
+        s = g.node("Div", [s, g.const(np.array(np.sqrt(d), np.float32))]) if how == "div" else \
+            g.node("Mul", [s, g.const(np.array(scale, np.float32))])
+    mask = rng.choice(["none", "additive", "bool", "causal"] if lq == lk else
+                      ["none", "additive", "bool"])
+    if mask == "additive":
+        m, _ = g.input(rng.choice([[b, 1, 1, lk], [1, 1, lq, lk]]))
+        s = g.node("Add", [s, m])
+    elif mask == "bool":
+        keep = g.np.random(size=(b, 1, lq, lk)) < 0.7
+        keep[..., 0] = True
+        fill = rng.choice([-np.inf, float(np.finfo(np.float32).min)])
+        s = g.node("Where", [g.const(keep), s, g.const(np.array(fill, np.float32))])
+    elif mask == "causal":
+        tri = np.tril(np.ones((lq, lk), dtype=bool))[None, None]
+        s = g.node("Where", [g.const(tri), s, g.const(np.array(-np.inf, np.float32))])
+    p = g.node("Softmax", [s], axis=-1)
+    return [g.node("MatMul", [p, v])]
+
+
 FAMILIES = [family_elementwise, family_reduce, family_layout, family_matmul, family_gemm,
-            family_conv]
+            family_conv, family_attention]
 
 
 def main():
