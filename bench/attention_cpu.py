@@ -8,8 +8,8 @@ range(L)[None] <= range(L)[:, None], as torch's exporter writes it), and bidirec
 additive padding mask (BERT). For each sequence length: `tcc bench` on the compiled artifact vs
 `InferenceSession.run` (same inputs and threads, alternating rounds), tcc's planned memory
 (the report's arena_bytes: every intermediate of the program), and the peak resident memory of
-a process that loads and runs the model once (`tcc bench --iters 1`, and onnxruntime in a child
-python). Outputs are compared where onnxruntime fits in memory. Writes
+a process that loads and runs the model once (libtccrt's `tccrt-run`, and onnxruntime in a
+fresh python). Outputs are compared where onnxruntime fits in memory. Writes
 bench/results/<date>-attention-cpu.md and .json and prints the table.
 
   python3 bench/attention_cpu.py                         # 1k, 2k, 4k, 8k tokens, 1 and 2 threads
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import subprocess
 import sys
 import tempfile
@@ -94,11 +93,20 @@ class AttentionCase:
         return full / 2 if self.kind == "causal" else full
 
 
+# Runs argv[1:] and prints its peak resident memory in KiB. A fresh interpreter forks it: a child
+# forked from this (large) process would count this process's pages in its maximum.
+PEAK_RSS = """
+import resource, subprocess, sys
+rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss if rc == 0 else -1)
+"""
+
+
 def peak_rss_mib(cmd: list[str]) -> float:
-    """Peak resident memory of a child process (MiB); NaN when it fails."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(proc.pid, 0)
-    return usage.ru_maxrss / 1024 if status == 0 else float("nan")
+    """Peak resident memory of `cmd` (MiB); NaN when it fails."""
+    out = subprocess.run([sys.executable, "-c", PEAK_RSS, *cmd], capture_output=True, text=True).stdout
+    kib = int(out.strip() or -1)
+    return kib / 1024 if kib >= 0 else float("nan")
 
 
 ORT_ONCE = """
@@ -111,13 +119,13 @@ s.run(None, feeds)
 """
 
 
-def measure(case: AttentionCase, tcc: run_cpu.Tcc, threads: int, iters: int, ort_max_tokens: int) -> dict:
+def measure(case: AttentionCase, tcc: run_cpu.Tcc, tccrt_run: Path, threads: int, iters: int,
+            ort_max_tokens: int) -> dict:
     report = tcc.compile(case, f"t{threads}")
     art = report["artifact"]
     row = {"case": case.name, **case.fields(), "threads": threads, "arena_mib": report["arena_bytes"] / 2**20,
-           "tcc_peak_rss_mib": peak_rss_mib([*tcc.cmd, "bench", art, "--device", "cpu", "--threads", "1",
-                                             "--warmup", "0", "--iters", "1", "--inputs",
-                                             *map(str, case.input_paths())])}
+           "tcc_peak_rss_mib": peak_rss_mib([str(tccrt_run), art, "--threads", "1", "--warmup", "0",
+                                             "--inputs", *map(str, case.input_paths())])}
     run_ort = case.length <= ort_max_tokens
     t_blocks, o_blocks = [], []
     ort = run_cpu.OrtRunner(case, threads) if run_ort else None
@@ -148,7 +156,9 @@ def markdown(info: dict, rows: list[dict]) -> str:
               "an additive padding mask; Softmax; MatMul), `tcc bench` on the compiled artifact vs "
               "`InferenceSession.run`, median of 3 alternating rounds. tcc recognises the pattern and runs its "
               "fused online-softmax kernel; onnxruntime runs the graph as written. *arena*: tcc's planned "
-              "intermediates; *peak RSS*: a process loading the model and running it once (1 thread).", "",
+              "intermediates; *peak RSS*: a process loading the model and running it once, 1 thread "
+              "(`tccrt-run`, the deployable runtime; onnxruntime in a fresh python: about 60 MiB of that is "
+              "the interpreter, numpy and onnx). Inputs and output alone are 4 x L x 3 KiB.", "",
               "| case | threads | tcc ms | ORT ms | tcc/ORT | tcc GFLOP/s | ORT GFLOP/s | tcc arena MiB | tcc peak RSS MiB | ORT peak RSS MiB | outputs |",
               "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -187,7 +197,8 @@ def main() -> int:
             for i, length in enumerate(args.lengths):
                 case = AttentionCase(work / "models", kind, length, seed=i)
                 for t in args.threads:
-                    rows.append(measure(case, tcc, t, args.iters, args.ort_max_tokens))
+                    rows.append(measure(case, tcc, Path(args.tcc).parent / "tccrt-run", t, args.iters,
+                                        args.ort_max_tokens))
     gemm_cpu.write_results(args.out_dir, "attention-cpu", {"machine": info, "rows": rows}, markdown(info, rows))
     return 0
 

@@ -592,7 +592,7 @@ private:
 };
 
 struct RecognizeAttentionPass : impl::RecognizeAttentionBase<RecognizeAttentionPass> {
-  void runOnOperation() override { Recognizer(getOperation()).run(); }
+  void runOnOperation() override { recognizeAttention(getOperation()); }
 };
 
 struct DecomposeAttentionPass : impl::DecomposeAttentionBase<DecomposeAttentionPass> {
@@ -613,4 +613,7 @@ struct DecomposeAttentionPass : impl::DecomposeAttentionBase<DecomposeAttentionP
 };
 
 } // namespace
+
+void recognizeAttention(func::FuncOp f) { Recognizer(f).run(); }
+
 } // namespace tcc

@@ -227,6 +227,12 @@ public:
           why = "matmul: batch, M and N dims keep their split; a split K leaves partial sums";
           return true;
         })
+        .Case([&](AttentionOp o) {
+          attention(o, in, plan);
+          why = "attention: batch dims and query rows keep q's split (keys and values follow on "
+                "the batch dims); key length and head dims are whole";
+          return true;
+        })
         .Case([&](ConvOp o) {
           conv(o, in, plan);
           why = "conv: batch and output channels keep their split; split input channels leave "
@@ -382,6 +388,39 @@ private:
     if (dropDim)
       r.dims.erase(r.dims.begin() + dim);
     plan.operands = {need};
+    plan.results = {r};
+  }
+
+  /// Rows of the scores are independent: q's batch dims and query rows may stay split. Keys
+  /// and values must then be split the same way on the batch dims (a grouped-query head dim
+  /// too: contiguous blocks of query heads read contiguous blocks of key/value heads when both
+  /// counts divide), and be whole along the keys. A mask or bias follows the scores' split
+  /// where it is not broadcast. Nothing may stay a pending sum (softmax is not linear).
+  void attention(AttentionOp o, ArrayRef<DimSharding> in, ShardingPlan::OpPlan &plan) {
+    ArrayRef<int64_t> q = shapeOf(o.getQ()), k = shapeOf(o.getK());
+    int64_t rank = q.size();
+    DimSharding r = DimSharding::replicated(rank);
+    for (int64_t d = 0; d < rank - 1; ++d) {
+      const Axes &axes = in[0].dims[d];
+      if (d < rank - 2 && !axes.empty() && k[d] % product(mesh, axes) != 0)
+        continue; // keys/values cannot follow this split: the dim is whole
+      adopt(mesh, r, d, axes, q[d]);
+    }
+    DimSharding needQ = DimSharding::replicated(rank), needKV = DimSharding::replicated(rank);
+    for (int64_t d = 0; d < rank - 2; ++d)
+      needQ.dims[d] = needKV.dims[d] = r.dims[d];
+    needQ.dims[rank - 2] = r.dims[rank - 2];
+    plan.operands = {needQ, needKV, needKV};
+    for (Value extra : {o.getMask(), o.getBias()}) {
+      if (!extra)
+        continue;
+      ArrayRef<int64_t> shape = shapeOf(extra);
+      DimSharding need = DimSharding::replicated(rank);
+      for (int64_t d = 0; d < rank - 1; ++d)
+        if (shape[d] != 1)
+          need.dims[d] = r.dims[d];
+      plan.operands.push_back(need);
+    }
     plan.results = {r};
   }
 

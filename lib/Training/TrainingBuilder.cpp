@@ -11,6 +11,7 @@
 #include "tcc/Frontend/OnnxModel.h"
 #include "tcc/Interp/Interpreter.h"
 #include "tcc/Passes/Autodiff.h"
+#include "tcc/Passes/Passes.h"
 #include "tcc/Training/TrainingOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -290,6 +291,7 @@ TrainingSpec buildTraining(MLIRContext &ctx, const onnx::ModelProto &model,
     trainImport.parameterInitializers.insert(graph.initializer(i).name());
   trainImport.training = true;
   ImportedModel train = importOnnxModel(ctx, model, trainImport);
+  recognizeAttention(mainOf(*train.module)); // before autodiff: the op's own gradient rule
   // The import keeps as constants the initializers whose values it needs at compile time.
   std::vector<int64_t> trained = train.parameterIndices;
   for (const std::string &name : options.trainable)
@@ -531,6 +533,7 @@ ImportedModel buildGradientOfSum(MLIRContext &ctx, const onnx::ModelProto &model
     throw Error("the model has no floating-point initializers to differentiate");
   ImportedModel imported = importOnnxModel(ctx, model, withParams);
   func::FuncOp main = mainOf(*imported.module);
+  recognizeAttention(main);
   if (main.getNumResults() == 0)
     throw Error("the model has no outputs");
   Operation *ret = main.getBody().front().getTerminator();

@@ -18,6 +18,12 @@ namespace tcc {
 bool foldConstantOp(mlir::Operation *op, int64_t maxElements,
                     llvm::function_ref<void(mlir::Value, mlir::Value)> onReplace = {});
 
+/// -tcc-recognize-attention on one function (lib/Passes/Attention.cpp): every decomposed
+/// scaled dot-product attention whose intermediates nothing else uses becomes a tcc.attention.
+/// The training builder runs it before autodiff, so the op's gradient rule (which recomputes
+/// the probabilities) replaces the saved score matrices.
+void recognizeAttention(mlir::func::FuncOp f);
+
 #define GEN_PASS_REGISTRATION
 #include "tcc/Passes/Passes.h.inc"
 
