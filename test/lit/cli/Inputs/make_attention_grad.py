@@ -22,7 +22,10 @@ for t in "qkv":
     nodes += [helper.make_node("MatMul", ["x", "W" + t], [t + "p"]),
               helper.make_node("Reshape", [t + "p", "split"], [t + "r"]),
               helper.make_node("Transpose", [t + "r"], [t], perm=[0, 2, 1, 3])]
-nodes += [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+# The scale and the fill are Constant nodes: float initializers would be trained parameters.
+nodes += [helper.make_node("Constant", [], ["root"], value=f32("root", 2.0)),
+          helper.make_node("Constant", [], ["ninf"], value=f32("ninf", -np.inf)),
+          helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
           helper.make_node("MatMul", ["q", "kt"], ["s0"]),
           helper.make_node("Div", ["s0", "root"], ["s1"]),
           helper.make_node("Where", ["tri", "s1", "ninf"], ["s2"]),
@@ -33,8 +36,7 @@ nodes += [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
           helper.make_node("Reshape", ["ot", "merge"], ["om"]),
           helper.make_node("MatMul", ["om", "Wo"], ["y"])]
 inits += [f32("B", rng.uniform(-1, 1, (1, 2, 6, 6))), f32("Wo", rng.uniform(-0.6, 0.6, (8, 8))),
-          i64("split", [2, 6, 2, 4]), i64("merge", [2, 6, 8]), f32("root", 2.0),
-          f32("ninf", -np.inf),
+          i64("split", [2, 6, 2, 4]), i64("merge", [2, 6, 8]),
           numpy_helper.from_array(np.tril(np.ones((6, 6), bool))[None, None], "tri")]
 graph = helper.make_graph(nodes, "attention",
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6, 8])],
