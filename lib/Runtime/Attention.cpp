@@ -16,9 +16,10 @@ namespace tcc::rt {
 
 namespace {
 
-constexpr int64_t kBlockRows = 64;  // query rows per work item
-constexpr int64_t kBlockCols = 512; // keys per score block (64 x 512 floats: 128 KiB, in L2)
+constexpr int64_t kBlockRows = 56;  // query rows per block (rounded up to the sgemm's tile rows)
+constexpr int64_t kBlockCols = 512; // keys per score block (56 x 512 floats: 112 KiB, in L2)
 constexpr int kLanes = 16;          // one AVX-512 register of floats
+typedef float Lanes __attribute__((vector_size(kLanes * sizeof(float))));
 
 Shape broadcastStrides(const Shape &shape) {
   Shape strides(shape.size(), 0);
@@ -72,24 +73,25 @@ TCC_ISA_BODY void softmaxBlockBody(const ScoreBlock *bp) {
         for (int64_t j = 0; j < b.cols; ++j)
           s[j] += brow[0];
     }
-    // Row maximum in kLanes independent lanes (vectorises without reassociation).
-    float lanes[kLanes];
-    for (int t = 0; t < kLanes; ++t)
-      lanes[t] = -inf;
+    // Row maximum in kLanes independent lanes (a vector of them: GCC's vectoriser leaves a max
+    // reduction over floats scalar without -ffast-math; this needs no reassociation).
+    Lanes most = {};
+    most -= inf;
     int64_t j = 0;
-    for (; j + kLanes <= b.cols; j += kLanes)
-      for (int t = 0; t < kLanes; ++t)
-        lanes[t] = s[j + t] > lanes[t] ? s[j + t] : lanes[t];
+    for (; j + kLanes <= b.cols; j += kLanes) {
+      Lanes x;
+      __builtin_memcpy(&x, s + j, sizeof x);
+      most = x > most ? x : most;
+    }
     float mx = b.m[r];
     for (; j < b.cols; ++j)
       mx = s[j] > mx ? s[j] : mx;
     for (int t = 0; t < kLanes; ++t)
-      mx = lanes[t] > mx ? lanes[t] : mx;
+      mx = most[t] > mx ? most[t] : mx;
     // The reference softmax shifts by the maximum only when it is finite.
     float shift = std::isfinite(mx) ? mx : 0.0f;
     float c = tcc_expf(b.m[r] - shift);
-    for (int t = 0; t < kLanes; ++t)
-      lanes[t] = 0;
+    float lanes[kLanes] = {};
     j = 0;
     for (; j + kLanes <= b.cols; j += kLanes)
       for (int t = 0; t < kLanes; ++t) {
@@ -142,7 +144,8 @@ AttentionGeometry makeAttentionGeometry(const Shape &q, const Shape &k, const Sh
   g.hasBias = bias != nullptr;
   g.maskStrides = mask ? broadcastStrides(*mask) : Shape(r, 0);
   g.biasStrides = bias ? broadcastStrides(*bias) : Shape(r, 0);
-  g.blockRows = std::min(kBlockRows, std::max<int64_t>(g.lq, 1));
+  int64_t tile = sgemmTileRows(sgemmIsa());
+  g.blockRows = std::min((kBlockRows + tile - 1) / tile * tile, std::max<int64_t>(g.lq, 1));
   g.blockCols = std::min(kBlockCols, std::max<int64_t>(g.lk, 1));
   // Scores, running output, m, l and corr.
   g.workspaceFloats = (size_t)(g.blockRows * g.blockCols + g.blockRows * g.dv + 3 * g.blockRows);
@@ -153,16 +156,21 @@ void runAttention(const AttentionGeometry &g, const float *q, const float *k, co
                   const bool *mask, const float *bias, float *output, int numThreads) {
   if (g.batches == 0 || g.lq == 0 || g.dv == 0)
     return;
+  // Work items: a batch's row blocks, in as many contiguous chunks as keep every thread busy.
+  // An item packs the key and value blocks it reads once for all its row blocks.
   int64_t rowBlocks = (g.lq + g.blockRows - 1) / g.blockRows;
-  int64_t items = g.batches * rowBlocks;
+  int64_t chunks = std::clamp<int64_t>((2 * std::max(numThreads, 1) + g.batches - 1) / g.batches,
+                                       1, rowBlocks);
+  int64_t items = g.batches * chunks;
   int workers = (int)std::min<int64_t>(std::max(numThreads, 1), items);
   std::vector<float> workspace((size_t)workers * g.workspaceFloats);
   std::vector<int64_t> keyEnds((size_t)(workers * g.blockRows));
-  size_t nb = g.qBatch.size();
+  size_t nb = g.qBatch.size(), rd = nb, cd = nb + 1; // the scores' row and column dims
   const float inf = std::numeric_limits<float>::infinity();
+  SgemmIsa isa = sgemmIsa();
   parallelItems(workers, items, [&](int64_t worker, int64_t item) {
-    int64_t batch = item / rowBlocks, i0 = item % rowBlocks * g.blockRows;
-    int64_t rows = std::min(g.blockRows, g.lq - i0);
+    int64_t batch = item / chunks, chunk = item % chunks;
+    int64_t firstBlock = rowBlocks * chunk / chunks, endBlock = rowBlocks * (chunk + 1) / chunks;
     // The key/value batch this query batch reads, and the mask/bias offsets of its scores.
     int64_t kvBatch = 0, maskBase = 0, biasBase = 0, rest = batch;
     int64_t stride = 1;
@@ -174,47 +182,60 @@ void runAttention(const AttentionGeometry &g, const float *q, const float *k, co
       maskBase += index * g.maskStrides[dim];
       biasBase += index * g.biasStrides[dim];
     }
+    const float *kb = k + kvBatch * g.lk * g.d, *vb = v + kvBatch * g.lk * g.dv;
+    // Causal: keys after the item's last row are never seen.
+    int64_t lastRow = std::min(g.lq, endBlock * g.blockRows);
+    int64_t itemKeys = g.causal ? std::min(g.lk, lastRow) : g.lk;
+    std::vector<SgemmPacked> keyBlocks, valueBlocks;
+    for (int64_t j0 = 0; j0 < itemKeys; j0 += g.blockCols) {
+      int64_t cols = std::min(g.blockCols, itemKeys - j0);
+      keyBlocks.push_back(packSgemmB(isa, /*transB=*/true, g.d, cols, kb + j0 * g.d, g.d));
+      valueBlocks.push_back(packSgemmB(isa, false, cols, g.dv, vb + j0 * g.dv, g.dv));
+    }
     float *s = workspace.data() + worker * g.workspaceFloats;
     float *o = s + g.blockRows * g.blockCols, *m = o + g.blockRows * g.dv, *l = m + g.blockRows,
           *corr = l + g.blockRows;
     int64_t *keyEnd = keyEnds.data() + worker * g.blockRows;
-    std::fill(o, o + rows * g.dv, 0.0f);
-    std::fill(m, m + rows, -inf);
-    std::fill(l, l + rows, 0.0f);
-    const float *qb = q + (batch * g.lq + i0) * g.d;
-    const float *kb = k + kvBatch * g.lk * g.d, *vb = v + kvBatch * g.lk * g.dv;
-    // Causal: keys after the block's last row are never seen.
-    int64_t keys = g.causal ? std::min(g.lk, i0 + rows) : g.lk;
-    for (int64_t j0 = 0; j0 < keys; j0 += g.blockCols) {
-      int64_t cols = std::min(g.blockCols, keys - j0);
-      sgemm(false, true, rows, cols, g.d, (float)g.scale, qb, g.d, kb + j0 * g.d, g.d, 0.0f, s,
-            cols, 1);
-      for (int64_t r = 0; r < rows; ++r)
-        keyEnd[r] = g.causal ? std::clamp<int64_t>(i0 + r + 1 - j0, 0, cols) : cols;
-      ScoreBlock block{s, rows, cols, cols, keyEnd, nullptr, 0, 0, nullptr, 0, 0,
-                       (float)g.maskedValue, m, l, corr};
-      size_t rd = nb, cd = nb + 1; // the scores' row and column dims
-      if (g.hasMask) {
-        block.mask = mask + maskBase + i0 * g.maskStrides[rd] + j0 * g.maskStrides[cd];
-        block.maskRow = g.maskStrides[rd];
-        block.maskCol = g.maskStrides[cd];
+    for (int64_t block = firstBlock; block < endBlock; ++block) {
+      int64_t i0 = block * g.blockRows, rows = std::min(g.blockRows, g.lq - i0);
+      std::fill(o, o + rows * g.dv, 0.0f);
+      std::fill(m, m + rows, -inf);
+      std::fill(l, l + rows, 0.0f);
+      const float *qb = q + (batch * g.lq + i0) * g.d;
+      SgemmPacked queries = packSgemmA(isa, false, rows, g.d, qb, g.d);
+      int64_t keys = g.causal ? std::min(g.lk, i0 + rows) : g.lk;
+      for (int64_t j0 = 0, kbi = 0; j0 < keys; j0 += g.blockCols, ++kbi) {
+        // A causal block's last key block may be cut short of the packed one: same panels.
+        int64_t cols = std::min(g.blockCols, keys - j0);
+        sgemm(false, true, rows, cols, g.d, (float)g.scale, qb, g.d, kb + j0 * g.d, g.d, 0.0f,
+              s, cols, 1, &queries, keyBlocks[kbi].outer == cols ? &keyBlocks[kbi] : nullptr);
+        for (int64_t r = 0; r < rows; ++r)
+          keyEnd[r] = g.causal ? std::clamp<int64_t>(i0 + r + 1 - j0, 0, cols) : cols;
+        ScoreBlock sb{s, rows, cols, cols, keyEnd, nullptr, 0, 0, nullptr, 0, 0,
+                      (float)g.maskedValue, m, l, corr};
+        if (g.hasMask) {
+          sb.mask = mask + maskBase + i0 * g.maskStrides[rd] + j0 * g.maskStrides[cd];
+          sb.maskRow = g.maskStrides[rd];
+          sb.maskCol = g.maskStrides[cd];
+        }
+        if (g.hasBias) {
+          sb.bias = bias + biasBase + i0 * g.biasStrides[rd] + j0 * g.biasStrides[cd];
+          sb.biasRow = g.biasStrides[rd];
+          sb.biasCol = g.biasStrides[cd];
+        }
+        softmaxBlock(&sb);
+        for (int64_t r = 0; r < rows; ++r)
+          if (corr[r] != 1.0f)
+            for (int64_t c = 0; c < g.dv; ++c)
+              o[r * g.dv + c] *= corr[r];
+        sgemm(false, false, rows, g.dv, cols, 1.0f, s, cols, vb + j0 * g.dv, g.dv, 1.0f, o, g.dv,
+              1, nullptr, valueBlocks[kbi].k == cols ? &valueBlocks[kbi] : nullptr);
       }
-      if (g.hasBias) {
-        block.bias = bias + biasBase + i0 * g.biasStrides[rd] + j0 * g.biasStrides[cd];
-        block.biasRow = g.biasStrides[rd];
-        block.biasCol = g.biasStrides[cd];
-      }
-      softmaxBlock(&block);
+      float *out = output + (batch * g.lq + i0) * g.dv;
       for (int64_t r = 0; r < rows; ++r)
-        if (corr[r] != 1.0f)
-          for (int64_t c = 0; c < g.dv; ++c)
-            o[r * g.dv + c] *= corr[r];
-      sgemm(false, false, rows, g.dv, cols, 1.0f, s, cols, vb + j0 * g.dv, g.dv, 1.0f, o, g.dv, 1);
+        for (int64_t c = 0; c < g.dv; ++c)
+          out[r * g.dv + c] = o[r * g.dv + c] / l[r];
     }
-    float *out = output + (batch * g.lq + i0) * g.dv;
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < g.dv; ++c)
-        out[r * g.dv + c] = o[r * g.dv + c] / l[r];
   });
 }
 

@@ -272,6 +272,8 @@ SgemmIsa sgemmIsa() {
   return isa;
 }
 
+int sgemmTileRows(SgemmIsa isa) { return family(isa).mr; }
+
 size_t sgemmPackedFloats(SgemmIsa isa, bool isA, int64_t outer, int64_t k) {
   const SgemmKernelFamily &f = family(isa);
   return packedFloats(outer, k, isA ? f.mr : f.nr);

@@ -33,6 +33,9 @@ SgemmIsa sgemmIsa();
 const char *sgemmIsaName(SgemmIsa isa);
 /// Whether the CPU (and OS) can run the family.
 bool sgemmIsaSupported(SgemmIsa isa);
+/// The family's register tile height (MR): callers that choose their own row blocks make them
+/// multiples of it, so no microkernel call is a partial one.
+int sgemmTileRows(SgemmIsa isa);
 
 /// An operand in the layout the microkernels read: for each block of KC along k, the panels of
 /// `panel` rows of A (or columns of B), each panel kc x panel floats, zero-padded at the edge.
