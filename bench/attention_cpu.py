@@ -36,41 +36,94 @@ import run_cpu  # noqa: E402  (machine info, the tcc driver, onnxruntime runner)
 HEADS, HEAD_DIM = 12, 64
 
 
+WIDTH = HEADS * HEAD_DIM
+
+
+def causal_where(scores: str, out: str, length: int, nodes: list, inits: list) -> None:
+    """Where(range(L)[None] <= range(L)[:, None], scores, -inf), as torch's exporter writes it."""
+    i64 = lambda name, v: numpy_helper.from_array(np.asarray(v, np.int64), name)  # noqa: E731
+    nodes += [helper.make_node("Range", ["zero", "len", "one"], ["idx"]),
+              helper.make_node("Unsqueeze", ["idx", "axis0"], ["col"]),
+              helper.make_node("Unsqueeze", ["idx", "axis1"], ["row"]),
+              helper.make_node("LessOrEqual", ["col", "row"], ["keep"]),
+              helper.make_node("Where", ["keep", scores, "ninf"], [out])]
+    inits += [i64("zero", 0), i64("len", length), i64("one", 1), i64("axis0", [0]), i64("axis1", [1]),
+              numpy_helper.from_array(np.asarray(-np.inf, np.float32), "ninf")]
+
+
+def gpt2_block(length: int, rng) -> tuple[list, list, dict]:
+    """One GPT-2-small layer (pre-LayerNorm, fused QKV projection, causal attention, output
+    projection, tanh-GELU MLP of width 4 x 768, residuals), as torch exports it at opset 17."""
+    f32 = lambda name, v: numpy_helper.from_array(np.asarray(v, np.float32), name)  # noqa: E731
+    i64 = lambda name, v: numpy_helper.from_array(np.asarray(v, np.int64), name)  # noqa: E731
+    w = lambda name, *shape: f32(name, rng.standard_normal(shape) * 0.02)  # noqa: E731
+    n = helper.make_node
+    inits = [f32("g1", np.ones(WIDTH)), f32("b1", np.zeros(WIDTH)), f32("g2", np.ones(WIDTH)),
+             f32("b2", np.zeros(WIDTH)), w("Wqkv", WIDTH, 3 * WIDTH), w("bqkv", 3 * WIDTH),
+             w("Wo", WIDTH, WIDTH), w("bo", WIDTH), w("W1", WIDTH, 4 * WIDTH), w("bm1", 4 * WIDTH),
+             w("W2", 4 * WIDTH, WIDTH), w("bm2", WIDTH), i64("thirds", [WIDTH] * 3),
+             i64("split", [1, length, HEADS, HEAD_DIM]), i64("merge", [1, length, WIDTH]),
+             f32("scale", 1 / math.sqrt(HEAD_DIM)), f32("half", 0.5), f32("one_f", 1.0),
+             f32("c", math.sqrt(2 / math.pi)), f32("k3", 0.044715), f32("three", 3.0)]
+    nodes = [n("LayerNormalization", ["x", "g1", "b1"], ["ln1"], axis=-1, epsilon=1e-5),
+             n("MatMul", ["ln1", "Wqkv"], ["qkv0"]), n("Add", ["qkv0", "bqkv"], ["qkv"]),
+             n("Split", ["qkv", "thirds"], ["qm", "km", "vm"], axis=-1)]
+    for t in "qkv":
+        nodes += [n("Reshape", [t + "m", "split"], [t + "r"]),
+                  n("Transpose", [t + "r"], [t], perm=[0, 2, 1, 3])]
+    nodes += [n("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]), n("MatMul", ["q", "kt"], ["s0"]),
+              n("Mul", ["s0", "scale"], ["s1"])]
+    causal_where("s1", "s2", length, nodes, inits)
+    nodes += [n("Softmax", ["s2"], ["p"], axis=-1), n("MatMul", ["p", "v"], ["o"]),
+              n("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3]), n("Reshape", ["ot", "merge"], ["om"]),
+              n("MatMul", ["om", "Wo"], ["pr0"]), n("Add", ["pr0", "bo"], ["pr"]), n("Add", ["x", "pr"], ["x2"]),
+              n("LayerNormalization", ["x2", "g2", "b2"], ["ln2"], axis=-1, epsilon=1e-5),
+              n("MatMul", ["ln2", "W1"], ["h0"]), n("Add", ["h0", "bm1"], ["h"]),
+              # tanh GELU: 0.5 h (1 + tanh(c (h + 0.044715 h^3)))
+              n("Pow", ["h", "three"], ["h3"]), n("Mul", ["h3", "k3"], ["h3k"]), n("Add", ["h", "h3k"], ["inner0"]),
+              n("Mul", ["inner0", "c"], ["inner"]), n("Tanh", ["inner"], ["th"]), n("Add", ["th", "one_f"], ["th1"]),
+              n("Mul", ["h", "th1"], ["g0"]), n("Mul", ["g0", "half"], ["g"]),
+              n("MatMul", ["g", "W2"], ["m0"]), n("Add", ["m0", "bm2"], ["m"]), n("Add", ["x2", "m"], ["y"])]
+    x = rng.standard_normal([1, length, WIDTH]).astype(np.float32)
+    return nodes, inits, {"x": x}
+
+
 class AttentionCase:
     def __init__(self, root: Path, kind: str, length: int, seed: int):
         self.kind, self.length = kind, length
-        self.name = f"{kind} attention, {HEADS} heads x {HEAD_DIM}, {length} tokens"
+        self.name = (f"GPT-2 block (768 wide, causal), {length} tokens" if kind == "gpt2-block" else
+                     f"{kind} attention, {HEADS} heads x {HEAD_DIM}, {length} tokens")
         self.dir = root / f"{kind}-{length}"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.onnx_path = self.dir / "model.onnx"
         rng = np.random.default_rng(seed)
+        if kind == "gpt2-block":
+            nodes, inits, arrays = gpt2_block(length, rng)
+            self.save(nodes, inits, arrays, [1, length, WIDTH])
+            return
         shape = [1, HEADS, length, HEAD_DIM]
         arrays = {t: rng.standard_normal(shape, dtype=np.float32) for t in "qkv"}
-        i64 = lambda name, v: numpy_helper.from_array(np.asarray(v, np.int64), name)  # noqa: E731
         f32 = lambda name, v: numpy_helper.from_array(np.asarray(v, np.float32), name)  # noqa: E731
         nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
                  helper.make_node("MatMul", ["q", "kt"], ["s0"]),
                  helper.make_node("Mul", ["s0", "scale"], ["s1"])]
         inits = [f32("scale", 1 / math.sqrt(HEAD_DIM))]
-        inputs = [helper.make_tensor_value_info(t, TensorProto.FLOAT, shape) for t in "qkv"]
         if kind == "causal":
-            nodes += [helper.make_node("Range", ["zero", "len", "one"], ["idx"]),
-                      helper.make_node("Unsqueeze", ["idx", "axis0"], ["col"]),
-                      helper.make_node("Unsqueeze", ["idx", "axis1"], ["row"]),
-                      helper.make_node("LessOrEqual", ["col", "row"], ["keep"]),
-                      helper.make_node("Where", ["keep", "s1", "ninf"], ["s2"])]
-            inits += [i64("zero", 0), i64("len", length), i64("one", 1), i64("axis0", [0]),
-                      i64("axis1", [1]), f32("ninf", -np.inf)]
+            causal_where("s1", "s2", length, nodes, inits)
         else:  # padding: the last eighth of the keys masked out
             pad = np.zeros([1, 1, 1, length], np.float32)
             pad[..., length - length // 8:] = -1e4
             arrays["mask"] = pad
-            inputs.append(helper.make_tensor_value_info("mask", TensorProto.FLOAT, list(pad.shape)))
             nodes.append(helper.make_node("Add", ["s1", "mask"], ["s2"]))
         nodes += [helper.make_node("Softmax", ["s2"], ["p"], axis=-1),
                   helper.make_node("MatMul", ["p", "v"], ["o"])]
+        self.save(nodes, inits, arrays, shape)
+
+    def save(self, nodes: list, inits: list, arrays: dict, out_shape: list[int]) -> None:
+        inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(a.shape)) for n, a in arrays.items()]
         graph = helper.make_graph(nodes, "attention", inputs,
-                                  [helper.make_tensor_value_info("o", TensorProto.FLOAT, shape)], inits)
+                                  [helper.make_tensor_value_info(nodes[-1].output[0], TensorProto.FLOAT, out_shape)],
+                                  inits)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
         model.ir_version = 8
         onnx.save(model, self.onnx_path)
@@ -88,9 +141,13 @@ class AttentionCase:
 
     @property
     def gflop(self) -> float:
-        """q k^T and p v (2 flops per multiply-add); causal: the half below the diagonal."""
+        """q k^T and p v (2 flops per multiply-add; causal: the half below the diagonal), and
+        for a block its four projections."""
         full = 2 * 2 * HEADS * self.length * self.length * HEAD_DIM * 1e-9
-        return full / 2 if self.kind == "causal" else full
+        if self.kind == "padding":
+            return full
+        projections = 2 * self.length * WIDTH * (3 * WIDTH + WIDTH + 8 * WIDTH) * 1e-9
+        return full / 2 + (projections if self.kind == "gpt2-block" else 0)
 
 
 # Runs argv[1:] and prints its peak resident memory in KiB. A fresh interpreter forks it: a child
@@ -180,7 +237,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lengths", type=int, nargs="+", default=[1024, 2048, 4096, 8192])
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    ap.add_argument("--kinds", nargs="+", default=["causal", "padding"], choices=["causal", "padding"])
+    ap.add_argument("--kinds", nargs="+", default=["causal", "padding", "gpt2-block"],
+                    choices=["causal", "padding", "gpt2-block"])
     ap.add_argument("--iters", type=int, default=3, help="timed runs per round (default 3)")
     ap.add_argument("--ort-max-tokens", type=int, default=4096,
                     help="run onnxruntime up to this length (it materialises every L x L score matrix)")
