@@ -46,16 +46,6 @@ namespace {
 /// (f32's lowest, which exporters use as a finite -inf, is -3.4e38).
 constexpr double kMaskedBelow = -1e30;
 
-bool isLastTwoSwap(ArrayRef<int64_t> perm) {
-  int64_t r = perm.size();
-  if (r < 2 || perm[r - 1] != r - 2 || perm[r - 2] != r - 1)
-    return false;
-  for (int64_t i = 0; i < r - 2; ++i)
-    if (perm[i] != i)
-      return false;
-  return true;
-}
-
 /// `v` with reshapes and broadcasts that only add or remove unit dims looked through.
 Value throughUnitDims(Value v) {
   while (Operation *op = v.getDefiningOp()) {

@@ -71,17 +71,19 @@ OpClass classify(Operation *op) {
       .Default([](Operation *) { return OpClass::Control; });
 }
 
-bool isGemmAbsorbable(Operation *op) {
-  if (auto t = dyn_cast_or_null<TransposeOp>(op)) {
-    ArrayRef<int64_t> perm = t.getPerm();
-    int64_t r = perm.size();
-    if (r < 2 || perm[r - 1] != r - 2 || perm[r - 2] != r - 1)
+bool isLastTwoSwap(ArrayRef<int64_t> perm) {
+  int64_t r = perm.size();
+  if (r < 2 || perm[r - 1] != r - 2 || perm[r - 2] != r - 1)
+    return false;
+  for (int64_t i = 0; i < r - 2; ++i)
+    if (perm[i] != i)
       return false;
-    for (int64_t i = 0; i < r - 2; ++i)
-      if (perm[i] != i)
-        return false;
-    return true;
-  }
+  return true;
+}
+
+bool isGemmAbsorbable(Operation *op) {
+  if (auto t = dyn_cast_or_null<TransposeOp>(op))
+    return isLastTwoSwap(t.getPerm());
   if (auto b = dyn_cast_or_null<BroadcastInDimOp>(op)) {
     ArrayRef<int64_t> in = shapeOf(b.getX()), out = shapeOf(b.getResult());
     int64_t ri = in.size(), ro = out.size();

@@ -49,6 +49,9 @@ bool isLibraryConv(ConvOp op);
 constexpr size_t kMaxSelectConcatInputs = 16;
 bool isCopyConcat(ConcatOp op);
 
+/// Whether `perm` swaps the last two dims and keeps the others (a matrix transpose per batch).
+bool isLastTwoSwap(llvm::ArrayRef<int64_t> perm);
+
 /// For a matmul operand: is `op` (the operand's producer) a transpose of the last two dims or a
 /// broadcast over leading batch dims that tk.gemm can absorb (trans_a/trans_b, batch-1 views)?
 bool isGemmAbsorbable(mlir::Operation *op);
