@@ -226,7 +226,9 @@ void lowerModule(ModuleOp module, const CompileOptions &options) {
   runPasses(module, "fusion", options.explainFusion, [&](PassManager &pm) {
     // Attention becomes one op; the CPU runtime runs f32 ones with its fused kernel, the rest
     // (and every one on CUDA, which has no fused kernel yet) go back to core ops.
-    pm.addNestedPass<func::FuncOp>(createRecognizeAttention());
+    RecognizeAttentionOptions recognize;
+    recognize.explain = options.explainFusion;
+    pm.addNestedPass<func::FuncOp>(createRecognizeAttention(recognize));
     DecomposeAttentionOptions decompose;
     decompose.keepFused = options.device == "cpu";
     pm.addNestedPass<func::FuncOp>(createDecomposeAttention(decompose));

@@ -191,7 +191,7 @@ struct Match {
 
 class Recognizer {
 public:
-  explicit Recognizer(func::FuncOp f) : f_(f) {}
+  Recognizer(func::FuncOp f, bool explain) : f_(f), explain_(explain) {}
 
   void run() {
     SmallVector<MatmulOp> candidates;
@@ -528,11 +528,23 @@ private:
     OpBuilder builder(pv);
     builder.setListener(&recorder);
     auto cleanUp = [&] { eraseDead(recorder.created); };
-    Value s = matchSoftmax(match, pv.getLhs());
-    if (!s || !matchScores(match, s, builder) || !selfContained(match, pv)) {
+    // Once a softmax feeds the product, a failed match is worth a remark: it looked like
+    // attention.
+    auto notAttention = [&](const Twine &why) {
+      if (explain_)
+        pv.emitRemark() << "attention: not fused into one op: " << why;
       cleanUp();
-      return;
-    }
+    };
+    Value s = matchSoftmax(match, pv.getLhs());
+    if (!s)
+      return cleanUp();
+    if (!matchScores(match, s, builder))
+      return notAttention("the softmax's input is not scale * q k^T with at most one boolean "
+                          "mask and one additive bias (a scale after a mask or bias, a finite "
+                          "fill selected after the bias, or another op)");
+    if (!selfContained(match, pv))
+      return notAttention("an intermediate (the scores or the probabilities) is used outside "
+                          "the pattern");
     Value q = peelScale(match, match.q), kT = peelScale(match, match.kT);
     int64_t r = CoreBuilder::rankOf(q);
     Value k;
@@ -548,10 +560,11 @@ private:
     k = unrepeat(match, builder, k);
     Value v = unrepeat(match, builder, pv.getRhs());
     // The peeled scalings and unrepeats must not be shared with other users either.
-    if (!selfContained(match, pv) || !valid(q, k, v, match.mask, match.bias)) {
-      cleanUp();
-      return;
-    }
+    if (!selfContained(match, pv))
+      return notAttention("a scaled or repeated q, k or v is used outside the pattern");
+    if (!valid(q, k, v, match.mask, match.bias))
+      return notAttention("q, k, v, the mask or the bias do not have attention's shapes and "
+                          "types");
     SmallVector<int64_t> scores(shapeOf(q).drop_back());
     scores.push_back(shapeOf(k)[r - 2]);
     CoreBuilder b(builder, pv.getLoc());
@@ -572,6 +585,18 @@ private:
         pv.getLoc(), pv.getType(), q, k, v, mask, bias, builder.getF64FloatAttr(match.scale),
         causal ? builder.getUnitAttr() : UnitAttr(), builder.getF64FloatAttr(match.maskedValue));
     pv.getResult().replaceAllUsesWith(attention.getResult());
+    if (explain_) {
+      ArrayRef<int64_t> qs = shapeOf(q), ks = shapeOf(k);
+      std::string what;
+      for (size_t d = 0; d + 2 < qs.size(); ++d)
+        if (qs[d] != ks[d])
+          what += ", " + std::to_string(qs[d] / ks[d]) + " query heads per key/value head (dim " +
+                  std::to_string(d) + ")";
+      attention.emitRemark() << "attention: one op for " << match.ops.size() << " ops, "
+                             << scores[r - 2] << " x " << scores[r - 1] << " scores"
+                             << (causal ? ", causal" : "") << (mask ? ", boolean mask" : "")
+                             << (bias ? ", additive bias" : "") << what;
+    }
     // The matched ops, then whatever only they used (broadcasts of the mask and bias, the
     // softmax's constants, a causal mask's computation).
     eraseDead(SmallVector<Operation *>(match.ops.begin(), match.ops.end()));
@@ -579,10 +604,12 @@ private:
   }
 
   func::FuncOp f_;
+  bool explain_;
 };
 
 struct RecognizeAttentionPass : impl::RecognizeAttentionBase<RecognizeAttentionPass> {
-  void runOnOperation() override { recognizeAttention(getOperation()); }
+  using RecognizeAttentionBase::RecognizeAttentionBase;
+  void runOnOperation() override { recognizeAttention(getOperation(), explain); }
 };
 
 struct DecomposeAttentionPass : impl::DecomposeAttentionBase<DecomposeAttentionPass> {
@@ -604,6 +631,6 @@ struct DecomposeAttentionPass : impl::DecomposeAttentionBase<DecomposeAttentionP
 
 } // namespace
 
-void recognizeAttention(func::FuncOp f) { Recognizer(f).run(); }
+void recognizeAttention(func::FuncOp f, bool explain) { Recognizer(f, explain).run(); }
 
 } // namespace tcc

@@ -21,8 +21,9 @@ bool foldConstantOp(mlir::Operation *op, int64_t maxElements,
 /// -tcc-recognize-attention on one function (lib/Passes/Attention.cpp): every decomposed
 /// scaled dot-product attention whose intermediates nothing else uses becomes a tcc.attention.
 /// The training builder runs it before autodiff, so the op's gradient rule (which recomputes
-/// the probabilities) replaces the saved score matrices.
-void recognizeAttention(mlir::func::FuncOp f);
+/// the probabilities) replaces the saved score matrices. With `explain`, each recognised op and
+/// each softmax-times-v that is not one (with the reason) is a remark.
+void recognizeAttention(mlir::func::FuncOp f, bool explain = false);
 
 #define GEN_PASS_REGISTRATION
 #include "tcc/Passes/Passes.h.inc"

@@ -50,6 +50,11 @@ def RecognizeAttention : Pass<"tcc-recognize-attention", "mlir::func::FuncOp"> {
     causal masks (constant triangles or iota comparisons) and every intermediate used only
     inside the pattern, becomes one tcc.attention.
   }];
+  let options = [
+    Option<"explain", "explain", "bool", /*default=*/"false",
+           "report each recognised attention, and each softmax times v that is not one with "
+           "the reason, as a remark">
+  ];
 }
 
 def DecomposeAttention : Pass<"tcc-decompose-attention", "mlir::func::FuncOp"> {
