@@ -137,7 +137,7 @@ void addCompileArgs(CLI::App *cmd, CompileArgs &args) {
                   "kernel cache directory (default: $TCC_CACHE_DIR, else $XDG_CACHE_HOME/tcc, else "
                   "~/.cache/tcc)");
   cmd->add_flag("--explain-fusion", args.explainFusion,
-                "print every fusion decision with its reason");
+                "print every fusion decision with its reason, and each attention recognised as one op (or why a softmax times v was not)");
   cmd->add_option("--dump-dir", args.dumpDir,
                   "write each IR stage (.mlir) and the generated kernel sources here");
   cmd->add_option("--arch", args.archs,
