@@ -196,8 +196,11 @@ public:
   void run() {
     SmallVector<MatmulOp> candidates;
     f_.walk([&](MatmulOp m) { candidates.push_back(m); });
+    // A rewrite erases only producers of its product, which come earlier in the walk; the
+    // set guards against visiting an erased one all the same.
     for (MatmulOp m : candidates)
-      tryRewrite(m);
+      if (!erased_.contains(m))
+        tryRewrite(m);
   }
 
 private:
@@ -449,7 +452,7 @@ private:
 
   /// Erases the ops of `worklist` that are trivially dead, and then the producers that only
   /// they used, transitively.
-  static void eraseDead(SmallVector<Operation *> worklist) {
+  void eraseDead(SmallVector<Operation *> worklist) {
     llvm::SmallPtrSet<Operation *, 16> erased;
     llvm::SetVector<Operation *> pending(worklist.begin(), worklist.end());
     bool progress = true;
@@ -466,6 +469,7 @@ private:
           if (Operation *def = operand.getDefiningOp())
             pending.insert(def);
         erased.insert(op);
+        erased_.insert(op);
         op->erase();
         progress = true;
       }
@@ -605,6 +609,7 @@ private:
 
   func::FuncOp f_;
   bool explain_;
+  llvm::SmallPtrSet<Operation *, 32> erased_; // for skipping candidates; never dereferenced
 };
 
 struct RecognizeAttentionPass : impl::RecognizeAttentionBase<RecognizeAttentionPass> {
