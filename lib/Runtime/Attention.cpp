@@ -156,6 +156,10 @@ void runAttention(const AttentionGeometry &g, const float *q, const float *k, co
                   const bool *mask, const float *bias, float *output, int numThreads) {
   if (g.batches == 0 || g.lq == 0 || g.dv == 0)
     return;
+  if (g.lk == 0) { // no keys: every row is the empty sum, as the decomposed product gives
+    std::fill(output, output + g.batches * g.lq * g.dv, 0.0f);
+    return;
+  }
   // Work items: a batch's row blocks, in as many contiguous chunks as keep every thread busy.
   // An item packs the key and value blocks it reads once for all its row blocks.
   int64_t rowBlocks = (g.lq + g.blockRows - 1) / g.blockRows;

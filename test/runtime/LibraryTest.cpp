@@ -736,6 +736,9 @@ TEST(RuntimeAttention, MatchesTheDefinitionAcrossBlocksMasksAndGroups) {
       // Grouped-query (8 query heads over 2 key/value heads) and multi-query attention.
       {{2, 8, 50, 16}, {2, 2, 270, 16}, {2, 2, 270, 16}, {}, {}, 0.25, true},
       {{3, 4, 1, 32}, {3, 1, 77, 32}, {3, 1, 77, 32}, {3, 1, 1, 77}, {}, 0.17, false},
+      // No keys (the output is zeros), a head size of 0 (uniform probabilities).
+      {{2, 3, 4, 8}, {2, 3, 0, 8}, {2, 3, 0, 5}, {}, {}, 0.5, false},
+      {{1, 2, 9, 0}, {1, 2, 7, 0}, {1, 2, 7, 3}, {}, {}, 0.5, true},
       // Rank 3 (heads folded into the batch), a mask that removes whole rows (NaN rows).
       {{6, 17, 8}, {6, 19, 8}, {6, 19, 8}, {6, 17, 1}, {}, 0.5, false},
   };
