@@ -31,8 +31,8 @@ Shape broadcastStrides(const Shape &shape) {
   return strides;
 }
 
-/// One block of score rows (row stride ld): applies the causal triangle (keys after `lastKey`
-/// of each row), mask and bias, then the online softmax step: m (running max), l (running sum)
+/// One block of score rows (row stride ld): applies the causal triangle (keys from keyEnd[r]
+/// on), mask and bias, then the online softmax step: m (running max), l (running sum)
 /// and corr (the factor the row's running output must be scaled by) are updated and the scores
 /// replaced by their exponentials. keyEnd[r]: first masked key of row r (cols when none).
 struct ScoreBlock {
@@ -147,13 +147,16 @@ AttentionGeometry makeAttentionGeometry(const Shape &q, const Shape &k, const Sh
   int64_t tile = sgemmTileRows(sgemmIsa());
   g.blockRows = std::min((kBlockRows + tile - 1) / tile * tile, std::max<int64_t>(g.lq, 1));
   g.blockCols = std::min(kBlockCols, std::max<int64_t>(g.lk, 1));
-  // Scores, running output, m, l and corr.
-  g.workspaceFloats = (size_t)(g.blockRows * g.blockCols + g.blockRows * g.dv + 3 * g.blockRows);
+  // Scores, running output, m, l and corr, then each row's key end.
+  size_t floats = (size_t)(g.blockRows * g.blockCols + g.blockRows * g.dv + 3 * g.blockRows);
+  g.workspaceBytes = (floats * sizeof(float) + 63) / 64 * 64 +
+                     ((size_t)g.blockRows * sizeof(int64_t) + 63) / 64 * 64;
   return g;
 }
 
 void runAttention(const AttentionGeometry &g, const float *q, const float *k, const float *v,
-                  const bool *mask, const float *bias, float *output, int numThreads) {
+                  const bool *mask, const float *bias, float *output, void *workspace,
+                  int numThreads) {
   if (g.batches == 0 || g.lq == 0 || g.dv == 0)
     return;
   if (g.lk == 0) { // no keys: every row is the empty sum, as the decomposed product gives
@@ -167,8 +170,6 @@ void runAttention(const AttentionGeometry &g, const float *q, const float *k, co
                                        1, rowBlocks);
   int64_t items = g.batches * chunks;
   int workers = (int)std::min<int64_t>(std::max(numThreads, 1), items);
-  std::vector<float> workspace((size_t)workers * g.workspaceFloats);
-  std::vector<int64_t> keyEnds((size_t)(workers * g.blockRows));
   size_t nb = g.qBatch.size(), rd = nb, cd = nb + 1; // the scores' row and column dims
   const float inf = std::numeric_limits<float>::infinity();
   SgemmIsa isa = sgemmIsa();
@@ -196,10 +197,12 @@ void runAttention(const AttentionGeometry &g, const float *q, const float *k, co
       keyBlocks.push_back(packSgemmB(isa, /*transB=*/true, g.d, cols, kb + j0 * g.d, g.d));
       valueBlocks.push_back(packSgemmB(isa, false, cols, g.dv, vb + j0 * g.dv, g.dv));
     }
-    float *s = workspace.data() + worker * g.workspaceFloats;
+    char *own = static_cast<char *>(workspace) + worker * g.workspaceBytes;
+    float *s = reinterpret_cast<float *>(own);
     float *o = s + g.blockRows * g.blockCols, *m = o + g.blockRows * g.dv, *l = m + g.blockRows,
           *corr = l + g.blockRows;
-    int64_t *keyEnd = keyEnds.data() + worker * g.blockRows;
+    int64_t *keyEnd = reinterpret_cast<int64_t *>(
+        own + ((corr + g.blockRows - s) * sizeof(float) + 63) / 64 * 64);
     for (int64_t block = firstBlock; block < endBlock; ++block) {
       int64_t i0 = block * g.blockRows, rows = std::min(g.blockRows, g.lq - i0);
       std::fill(o, o + rows * g.dv, 0.0f);
@@ -209,7 +212,8 @@ void runAttention(const AttentionGeometry &g, const float *q, const float *k, co
       SgemmPacked queries = packSgemmA(isa, false, rows, g.d, qb, g.d);
       int64_t keys = g.causal ? std::min(g.lk, i0 + rows) : g.lk;
       for (int64_t j0 = 0, kbi = 0; j0 < keys; j0 += g.blockCols, ++kbi) {
-        // A causal block's last key block may be cut short of the packed one: same panels.
+        // A causal row block may stop inside the item's last key block: the sgemm then packs
+        // that shorter block itself.
         int64_t cols = std::min(g.blockCols, keys - j0);
         sgemm(false, true, rows, cols, g.d, (float)g.scale, qb, g.d, kb + j0 * g.d, g.d, 0.0f,
               s, cols, 1, &queries, keyBlocks[kbi].outer == cols ? &keyBlocks[kbi] : nullptr);

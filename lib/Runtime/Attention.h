@@ -29,7 +29,8 @@ struct AttentionGeometry {
   bool causal = false, hasMask = false, hasBias = false;
   Shape maskStrides, biasStrides;   // per scores dim [B..., Lq, Lk]; 0 where broadcast
   int64_t blockRows = 0, blockCols = 0;
-  size_t workspaceFloats = 0;       // per thread: a score block, an output block, row state
+  size_t workspaceBytes = 0;        // per thread (a multiple of 64): a score block, an output
+                                    // block, row state and each row's key end
 };
 
 /// Checks tk.attention's rules (tcc/Support/AttentionShapes.h) on the shapes; `mask`/`bias` null
@@ -40,8 +41,10 @@ AttentionGeometry makeAttentionGeometry(const Shape &q, const Shape &k, const Sh
 
 /// Runs on up to numThreads threads; each element of the output is computed by one thread in a
 /// fixed order (the result does not depend on the thread count). `mask` (bool) and `bias` may
-/// be null when the geometry has none.
+/// be null when the geometry has none. `workspace` holds numThreads x g.workspaceBytes
+/// (64-byte aligned): the program's per-thread workspace, as for convolutions.
 void runAttention(const AttentionGeometry &g, const float *q, const float *k, const float *v,
-                  const bool *mask, const float *bias, float *output, int numThreads);
+                  const bool *mask, const float *bias, float *output, void *workspace,
+                  int numThreads);
 
 } // namespace tcc::rt

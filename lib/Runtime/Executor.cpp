@@ -197,7 +197,7 @@ void Program::run(const void *const *inputs, void *const *outputs) {
                    static_cast<const float *>(addresses_[s->v]),
                    g.hasMask ? static_cast<const bool *>(addresses_[s->mask]) : nullptr,
                    g.hasBias ? static_cast<const float *>(addresses_[s->bias]) : nullptr,
-                   static_cast<float *>(addresses_[s->output]), threads);
+                   static_cast<float *>(addresses_[s->output]), workspace_, threads);
     } else if (auto *s = std::get_if<CollectiveStep>(&step)) {
       Communicator *comm = s->groupSize > 1 ? processCommunicator() : nullptr;
       std::string what = "launch " + std::to_string(index) + " (" + stepNames_[index] +

@@ -614,11 +614,13 @@ void Program::decode(const fb::Program *program, const uint8_t *base) {
         if (mask && mask->dtype != TCCRT_BOOL)
           throw Error(what + ": the mask must be bool, got " + shapeString(mask->dtype, mask->shape));
         try {
-          p->steps_.push_back(AttentionStep{
+          AttentionStep step{
               s->q(), s->k(), s->v(), s->mask(), s->bias(), s->output(),
               makeAttentionGeometry(q.shape, k.shape, v.shape, mask ? &mask->shape : nullptr,
                                     bias ? &bias->shape : nullptr, out.shape, s->scale(),
-                                    s->causal(), s->masked_value())});
+                                    s->causal(), s->masked_value())};
+          p->workspaceBytes_ = std::max(p->workspaceBytes_, step.geometry.workspaceBytes);
+          p->steps_.push_back(std::move(step));
         } catch (const Error &e) {
           throw Error(what + ": " + e.what());
         }

@@ -222,10 +222,10 @@ private:
   std::vector<StepProfile> profiles_;
   std::vector<CpuKernelFn> kernels_;
   std::unique_ptr<CpuModule> module_;
-  size_t workspaceBytes_ = 0; // the largest conv's im2col workspace per thread
+  size_t workspaceBytes_ = 0; // the largest conv's or attention's workspace per thread
   void *arena_ = nullptr;     // hostAllocate'd once, reused across runs
   bool ownsArena_ = true;     // false in a training entry: the root's arena, shared by entries
-  void *workspace_ = nullptr; // conv im2col workspaces (one per thread), reused across runs
+  void *workspace_ = nullptr; // conv and attention workspaces (one per thread), reused across runs
   size_t workspaceCapacity_ = 0;
   void reserveWorkspace(); // for numThreads_
   int numThreads_ = 1;
