@@ -310,28 +310,21 @@ private:
         match.kT = m.getRhs();
         break;
       }
+      if (Value unscaled = peelScale(match, s); unscaled != s) {
+        s = unscaled;
+        continue;
+      }
       if (auto bin = dyn_cast<BinaryOp>(op)) {
-        BinaryKind kind = bin.getKind();
-        std::optional<double> lhsSplat = splatFloatValue(bin.getLhs()),
-                              rhsSplat = splatFloatValue(bin.getRhs());
-        if ((kind == BinaryKind::Mul || kind == BinaryKind::Div) && rhsSplat) {
-          match.scale *= kind == BinaryKind::Mul ? *rhsSplat : 1.0 / *rhsSplat;
-          s = bin.getLhs();
-        } else if (kind == BinaryKind::Mul && lhsSplat) {
-          match.scale *= *lhsSplat;
-          s = bin.getRhs();
-        } else if (kind == BinaryKind::Add && !match.bias && match.scale == 1) {
-          // The scores are the operand that continues the chain.
-          bool lhsIsScores = leadsToProduct(bin.getLhs()), rhsIsScores = leadsToProduct(bin.getRhs());
-          if (lhsIsScores == rhsIsScores)
-            return false;
-          s = lhsIsScores ? bin.getLhs() : bin.getRhs();
-          match.bias = unbroadcastOperand(builder, bin.getLoc(), lhsIsScores ? bin.getRhs() : bin.getLhs(),
-                                          scores);
-          selectAfterBias = sawSelect;
-        } else {
+        if (bin.getKind() != BinaryKind::Add || match.bias || match.scale != 1)
           return false;
-        }
+        // The scores are the operand that continues the chain.
+        bool lhsIsScores = leadsToProduct(bin.getLhs()), rhsIsScores = leadsToProduct(bin.getRhs());
+        if (lhsIsScores == rhsIsScores)
+          return false;
+        s = lhsIsScores ? bin.getLhs() : bin.getRhs();
+        match.bias = unbroadcastOperand(builder, bin.getLoc(),
+                                        lhsIsScores ? bin.getRhs() : bin.getLhs(), scores);
+        selectAfterBias = sawSelect;
         match.ops.insert(bin);
         continue;
       }
@@ -418,7 +411,7 @@ private:
     auto b = reshape.getX().getDefiningOp<BroadcastInDimOp>();
     if (!b)
       return kv;
-    ArrayRef<int64_t> wide = shapeOf(b.getX() == reshape.getX() ? kv : b.getResult());
+    ArrayRef<int64_t> wide = shapeOf(b.getResult());
     if ((int64_t)wide.size() != r + 1)
       return kv;
     // [.., H', g, L, X] -> [.., H' g, L, X] at some batch dim h.
