@@ -2,6 +2,8 @@
 
 #include "KernelUtils.h"
 
+#include "tcc/Support/AttentionShapes.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -212,42 +214,30 @@ Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor
   checkDefined(op, v);
   checkSameDType(op, q, k);
   checkSameDType(op, q, v);
+  // tcc.attention's shape rules (one statement of them: tcc/Support/AttentionShapes.h).
+  Shape resultShape;
+  std::string error = attentionShapeError(q.shape(), k.shape(), v.shape(),
+                                          mask.defined() ? &mask.shape() : nullptr,
+                                          bias.defined() ? &bias.shape() : nullptr, resultShape);
+  if (!error.empty())
+    fail(op, error);
   int64_t r = q.rank();
-  if (r < 3 || k.rank() != r || v.rank() != r || k.dim(r - 1) != q.dim(r - 1) ||
-      v.dim(r - 2) != k.dim(r - 2))
-    fail(op, "incompatible q, k, v " + q.typeString() + ", " + k.typeString() + ", " +
-                 v.typeString());
   int64_t lq = q.dim(r - 2), d = q.dim(r - 1), lk = k.dim(r - 2), dv = v.dim(r - 1);
-  Shape scores(q.shape().begin(), q.shape().end() - 1);
-  scores.push_back(lk);
-  for (int64_t i = 0; i < r - 2; ++i)
-    if (k.dim(i) != v.dim(i) || k.dim(i) == 0 || q.dim(i) % k.dim(i) != 0)
-      fail(op, "batch dims of k and v must divide q's: " + q.typeString() + ", " +
-                   k.typeString() + ", " + v.typeString());
   // Row-major strides of `t` over the scores' index space (0 where t broadcasts).
-  auto broadcastStrides = [&](const Tensor &t, const char *what) {
+  auto broadcastStrides = [&](const Tensor &t) {
     std::vector<int64_t> strides(r, 0);
-    if (!t.defined())
-      return strides;
-    if (t.rank() != r)
-      fail(op, std::string(what) + " must have the scores' rank");
     int64_t stride = 1;
-    for (int64_t i = r - 1; i >= 0; --i) {
-      if (t.dim(i) != 1 && t.dim(i) != scores[i])
-        fail(op, std::string(what) + " " + t.typeString() + " does not broadcast to the scores");
+    for (int64_t i = r - 1; t.defined() && i >= 0; --i) {
       strides[i] = t.dim(i) == 1 ? 0 : stride;
       stride *= t.dim(i);
     }
     return strides;
   };
-  std::vector<int64_t> maskStrides = broadcastStrides(mask, "mask"),
-                       biasStrides = broadcastStrides(bias, "bias");
+  std::vector<int64_t> maskStrides = broadcastStrides(mask), biasStrides = broadcastStrides(bias);
   if (mask.defined() && mask.dtype() != DType::Bool)
     fail(op, "mask must be bool");
   if (bias.defined())
     checkSameDType(op, q, bias);
-  Shape resultShape(q.shape().begin(), q.shape().end() - 1);
-  resultShape.push_back(dv);
   Tensor result(q.dtype(), resultShape);
   int64_t batches = product(q.shape(), 0, r - 2);
   visitDType(q.dtype(), [&](auto tag) {
@@ -261,7 +251,6 @@ Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor
       const bool *md = mask.defined() ? mask.data<bool>() : nullptr;
       T *out = result.data<T>();
       std::vector<A> s((size_t)lk), acc((size_t)dv);
-      std::vector<int64_t> index(r, 0); // the scores' index of (batch, i, 0)
       for (int64_t batch = 0; batch < batches; ++batch) {
         // The key/value batch of this query batch (grouped: i / (B_d / B'_d) per dim).
         int64_t kvBatch = 0, rest = batch;
