@@ -39,23 +39,28 @@ HEADS, HEAD_DIM = 12, 64
 WIDTH = HEADS * HEAD_DIM
 
 
+def f32(name: str, value) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.asarray(value, np.float32), name)
+
+
+def i64(name: str, value) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.asarray(value, np.int64), name)
+
+
 def causal_where(scores: str, out: str, length: int, nodes: list, inits: list) -> None:
     """Where(range(L)[None] <= range(L)[:, None], scores, -inf), as torch's exporter writes it."""
-    i64 = lambda name, v: numpy_helper.from_array(np.asarray(v, np.int64), name)  # noqa: E731
     nodes += [helper.make_node("Range", ["zero", "len", "one"], ["idx"]),
               helper.make_node("Unsqueeze", ["idx", "axis0"], ["col"]),
               helper.make_node("Unsqueeze", ["idx", "axis1"], ["row"]),
               helper.make_node("LessOrEqual", ["col", "row"], ["keep"]),
               helper.make_node("Where", ["keep", scores, "ninf"], [out])]
     inits += [i64("zero", 0), i64("len", length), i64("one", 1), i64("axis0", [0]), i64("axis1", [1]),
-              numpy_helper.from_array(np.asarray(-np.inf, np.float32), "ninf")]
+              f32("ninf", -np.inf)]
 
 
 def gpt2_block(length: int, rng) -> tuple[list, list, dict]:
     """One GPT-2-small layer (pre-LayerNorm, fused QKV projection, causal attention, output
     projection, tanh-GELU MLP of width 4 x 768, residuals), as torch exports it at opset 17."""
-    f32 = lambda name, v: numpy_helper.from_array(np.asarray(v, np.float32), name)  # noqa: E731
-    i64 = lambda name, v: numpy_helper.from_array(np.asarray(v, np.int64), name)  # noqa: E731
     w = lambda name, *shape: f32(name, rng.standard_normal(shape) * 0.02)  # noqa: E731
     n = helper.make_node
     inits = [f32("g1", np.ones(WIDTH)), f32("b1", np.zeros(WIDTH)), f32("g2", np.ones(WIDTH)),
@@ -103,7 +108,6 @@ class AttentionCase:
             return
         shape = [1, HEADS, length, HEAD_DIM]
         arrays = {t: rng.standard_normal(shape, dtype=np.float32) for t in "qkv"}
-        f32 = lambda name, v: numpy_helper.from_array(np.asarray(v, np.float32), name)  # noqa: E731
         nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
                  helper.make_node("MatMul", ["q", "kt"], ["s0"]),
                  helper.make_node("Mul", ["s0", "scale"], ["s1"])]
