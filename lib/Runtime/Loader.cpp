@@ -415,7 +415,7 @@ void Program::decode(const fb::Program *program, const uint8_t *base) {
     if (module->shared_object_hash() == 0)
       throw Error("the CPU module has no shared_object_hash (the artifact writer must set it to "
                   "tcc::rt::artifactHash of the shared object, see ArtifactHash.h)");
-    if (artifactHash(object->Data(), object->size()) != module->shared_object_hash())
+    if (!artifactHashMatches(object->Data(), object->size(), module->shared_object_hash()))
       throw Error("damaged artifact: the CPU module's bytes do not match their hash");
     if (const auto *isa = module->isa())
       for (unsigned j = 0; j < isa->size(); ++j) {

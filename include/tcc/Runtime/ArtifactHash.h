@@ -31,4 +31,18 @@ inline uint64_t artifactHash(const uint8_t *data, size_t size) {
   return h == 0 ? 1 : h;
 }
 
+/// Whether `stored` is artifactHash(data, size): the runtime's check before dlopen. Kept out of
+/// line and, in clang builds, out of SanitizerCoverage: libFuzzer's comparison tracing would
+/// otherwise hand the computed hash to the mutator, which then writes it into the artifact and
+/// reaches the dynamic loader with arbitrary ELF bytes (code, which no check can make safe).
+/// Random damage cannot forge the checksum; neither should the fuzzer.
+#if defined(__clang__)
+__attribute__((noinline, no_sanitize("coverage")))
+#else
+__attribute__((noinline))
+#endif
+inline bool artifactHashMatches(const uint8_t *data, size_t size, uint64_t stored) {
+  return artifactHash(data, size) == stored;
+}
+
 } // namespace tcc::rt
