@@ -1225,21 +1225,20 @@ CudaKernel CudaKernelEmitter::emit() {
   return out;
 }
 
-/// Alignment (bytes, at most kVectorBytes) of a buffer in a program.
-unsigned bufferAlignment(Value buffer) {
+} // namespace
+
+unsigned tcc::codegen::cudaBufferAlignment(Value buffer) {
   Operation *def = buffer.getDefiningOp();
   if (!def || isa<tk::AllocOp, memref::GetGlobalOp>(def))
     return kVectorBytes; // program arguments (runtime contract), arena offsets, constants
   if (auto view = dyn_cast<tk::ViewOp>(def)) {
-    unsigned source = bufferAlignment(view.getSource());
+    unsigned source = cudaBufferAlignment(view.getSource());
     uint64_t offset = (uint64_t)view.getByteOffset();
     return offset == 0 ? source : (unsigned)std::gcd<uint64_t>(source, offset);
   }
   auto type = cast<MemRefType>(buffer.getType());
   return elementBytes(type.getElementType());
 }
-
-} // namespace
 
 CudaKernel tcc::codegen::emitCudaKernel(func::FuncOp kernel, const CudaEmitOptions &options) {
   return CudaKernelEmitter(kernel, options).emit();
@@ -1257,6 +1256,6 @@ std::vector<unsigned> tcc::codegen::cudaArgumentAlignments(func::FuncOp kernel) 
     if (auto launch = dyn_cast<tk::LaunchOp>(use.getUser()))
       for (auto [i, arg] : llvm::enumerate(launch.getArgs()))
         if (i < align.size())
-          align[i] = std::min(align[i], bufferAlignment(arg));
+          align[i] = std::min(align[i], cudaBufferAlignment(arg));
   return align;
 }

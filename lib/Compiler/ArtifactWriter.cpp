@@ -240,7 +240,7 @@ void Writer::addStep(Operation *op) {
   if (auto l = dyn_cast<tk::LaunchOp>(op)) {
     SmallVector<Value> args(l.getArgs());
     launch = kernelLaunch(kernelFor(l.getCallee()), args, l.getCallee(), nodes);
-  } else if (cuda() && isa<tk::ConvOp, tk::TopKOp>(op)) {
+  } else if (cuda() && isa<tk::ConvOp, tk::TopKOp, tk::AttentionOp>(op)) {
     // Generated kernels take the op's buffers in operand order.
     auto it = contents_.cudaLibraryCalls.find(op);
     if (it == contents_.cudaLibraryCalls.end() || it->second >= contents_.cudaKernels.size())

@@ -224,13 +224,14 @@ void lowerModule(ModuleOp module, const CompileOptions &options) {
   }
 
   runPasses(module, "fusion", options.explainFusion, [&](PassManager &pm) {
-    // Attention becomes one op; the CPU runtime runs f32 ones with its fused kernel, the rest
-    // (and every one on CUDA, which has no fused kernel yet) go back to core ops.
+    // Attention becomes one op; the CPU runtime runs f32 ones with its fused kernel, CUDA
+    // f16/bf16 ones with a generated FlashAttention-2-style kernel, the rest go back to core
+    // ops.
     RecognizeAttentionOptions recognize;
     recognize.explain = options.explainFusion;
     pm.addNestedPass<func::FuncOp>(createRecognizeAttention(recognize));
     DecomposeAttentionOptions decompose;
-    decompose.keepFused = options.device == "cpu";
+    decompose.target = options.device;
     pm.addNestedPass<func::FuncOp>(createDecomposeAttention(decompose));
     FuseOptions fuse;
     fuse.explain = options.explainFusion;
@@ -270,7 +271,12 @@ CudaProgramKernels emitCudaProgram(ModuleOp module) {
         k = codegen::emitCudaConv(conv);
       else if (auto topk = dyn_cast<tk::TopKOp>(op))
         k = codegen::emitCudaTopK(topk);
-      else
+      else if (auto attention = dyn_cast<tk::AttentionOp>(op)) {
+        unsigned alignment = 16;
+        for (Value buffer : op->getOperands())
+          alignment = std::min(alignment, codegen::cudaBufferAlignment(buffer));
+        k = codegen::emitCudaAttention(attention, alignment);
+      } else
         return;
       auto [it, inserted] = byName.try_emplace(k.name, out.kernels.size());
       if (inserted)

@@ -14,7 +14,8 @@
 // be used only inside the pattern. Each match becomes one tcc.attention.
 //
 // -tcc-decompose-attention writes each tcc.attention back as core ops (tcc/IR/Attention.h),
-// except, with keep-fused, the ones the CPU runtime's fused kernel runs (f32).
+// except the ones the `target`'s fused kernel runs: the CPU runtime's (f32), CUDA's generated
+// one (f16/bf16, head dims multiples of 16 up to 128).
 //
 //===----------------------------------------------------------------------===//
 #include "FusionUtils.h"
@@ -22,6 +23,7 @@
 #include "tcc/IR/Attention.h"
 #include "tcc/Interp/Interpreter.h"
 #include "tcc/Passes/Passes.h"
+#include "tcc/Support/AttentionShapes.h"
 
 #include "mlir/Transforms/RegionUtils.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -612,10 +614,26 @@ struct RecognizeAttentionPass : impl::RecognizeAttentionBase<RecognizeAttentionP
 
 struct DecomposeAttentionPass : impl::DecomposeAttentionBase<DecomposeAttentionPass> {
   using DecomposeAttentionBase::DecomposeAttentionBase;
+  bool hasFusedKernel(AttentionOp op) {
+    Type et = CoreBuilder::elementTypeOf(op.getQ());
+    if (target == "cpu")
+      return et.isF32();
+    if (target == "cuda") {
+      auto q = cast<RankedTensorType>(op.getQ().getType());
+      auto v = cast<RankedTensorType>(op.getV().getType());
+      for (Value x : {op.getQ(), op.getK(), op.getV(), op.getMask(), op.getBias()})
+        if (x && !cast<RankedTensorType>(x.getType()).hasStaticShape())
+          return false;
+      std::string type;
+      llvm::raw_string_ostream(type) << et;
+      return cudaAttentionKernelRefusal(type, q.getShape().back(), v.getShape().back()).empty();
+    }
+    return false;
+  }
   void runOnOperation() override {
     SmallVector<AttentionOp> ops;
     getOperation().walk([&](AttentionOp op) {
-      if (!(keepFused && CoreBuilder::elementTypeOf(op.getQ()).isF32()))
+      if (!hasFusedKernel(op))
         ops.push_back(op);
     });
     for (AttentionOp op : ops) {

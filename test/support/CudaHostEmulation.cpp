@@ -31,6 +31,7 @@ const char *const kEmulation = R"cpp(
 #include <math.h>
 #include <mutex>
 
+#define TCC_CUDA_EMULATION 1
 #define __global__
 #define __device__
 #define __host__
@@ -190,6 +191,44 @@ tcc_emu_launch(void (*kernel)(void **), void **args, unsigned grid, unsigned bx,
 }
 )cpp";
 
+/// Tensor-core instructions, after the CPU prelude (they use its 16-bit conversions):
+/// tcc_emu_mma16816 is `mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32` with
+/// d as c, a warp-wide exchange of the PTX ISA's fragment layout (groupID = lane / 4,
+/// t = lane % 4): a0 = A[g][2t..2t+1], a1 = A[g+8][2t..], a2 = A[g][2t+8..], a3 = A[g+8][2t+8..];
+/// b0 = B[2t..2t+1][g], b1 = B[2t+8..2t+9][g]; d0,d1 = D[g][2t..2t+1], d2,d3 = D[g+8][2t..].
+/// Products are exact in float and summed in float in k order.
+const char *const kEmulationMma = R"cpp(
+namespace tcc_emu {
+static unsigned mmaA[32][32][4], mmaB[32][32][2];
+}
+static inline void tcc_emu_mma16816(float d[4], const uint32_t a[4], const uint32_t b[2], int bf16) {
+  unsigned warp = tcc_emu::linear / 32, lane = tcc_emu::linear % 32;
+  std::memcpy(tcc_emu::mmaA[warp][lane], a, 16);
+  std::memcpy(tcc_emu::mmaB[warp][lane], b, 8);
+  tcc_emu::warps[warp].wait();
+  auto value = [&](unsigned word, unsigned half) {
+    uint16_t h = (uint16_t)(half ? word >> 16 : word & 0xffffu);
+    return bf16 ? tcc_bf16_to_f32(h) : tcc_f16_to_f32(h);
+  };
+  auto A = [&](unsigned row, unsigned col) {
+    unsigned reg = (row >= 8 ? 1 : 0) + (col >= 8 ? 2 : 0);
+    return value(tcc_emu::mmaA[warp][(row % 8) * 4 + (col % 8) / 2][reg], col % 2);
+  };
+  auto B = [&](unsigned row, unsigned col) {
+    return value(tcc_emu::mmaB[warp][col * 4 + (row % 8) / 2][row >= 8 ? 1 : 0], row % 2);
+  };
+  unsigned g = lane / 4, t = lane % 4;
+  for (unsigned e = 0; e < 4; ++e) {
+    unsigned row = g + (e >= 2 ? 8 : 0), col = 2 * t + (e & 1);
+    float sum = d[e];
+    for (unsigned k = 0; k < 16; ++k)
+      sum += A(row, k) * B(k, col);
+    d[e] = sum;
+  }
+  tcc_emu::warps[warp].wait();
+}
+)cpp";
+
 void replaceAll(std::string &text, const std::string &from, const std::string &to) {
   for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
     text.replace(at, from.size(), to);
@@ -207,7 +246,8 @@ std::vector<uint8_t> compile(const std::vector<EmulatedKernel> &kernels,
 
 std::string cudaEmulationSource(const std::vector<EmulatedKernel> &kernels) {
   std::string cudaPrelude = cg::ScalarEmitter(cg::Target::Cuda).prelude();
-  std::string text = std::string(kEmulation) + cg::ScalarEmitter(cg::Target::Cpu).prelude();
+  std::string text = std::string(kEmulation) + cg::ScalarEmitter(cg::Target::Cpu).prelude() +
+                     kEmulationMma;
   for (const EmulatedKernel &k : kernels) {
     if (k.source.compare(0, cudaPrelude.size(), cudaPrelude) != 0)
       throw tcc::Error("kernel " + k.name + " does not start with the CUDA prelude");

@@ -16,6 +16,9 @@
 //    run in turn, so a block sees the previous block's leftovers, like a GPU may;
 //  * the kernel's own prelude (ScalarEmitter's CUDA prelude) is replaced by the CPU prelude:
 //    the same helpers with software f16/bf16 conversions and libm math;
+//  * `tcc_emu_mma16816`: the warp-wide tensor-core product mma.sync m16n8k16 (f16/bf16 in,
+//    f32 accumulate) with the PTX ISA's fragment layouts; kernels that use tensor cores call it
+//    where TCC_CUDA_EMULATION is defined (it is, here) instead of their inline PTX;
 //  * a few device intrinsics: `__ldg`, `__float_as_uint`/`__uint_as_float`,
 //    `__float_as_int`/`__int_as_float`, `__double_as_longlong`/`__longlong_as_double`,
 //    `min`/`max` on integers, `atomicAdd` on int, unsigned and unsigned long long,
@@ -23,7 +26,8 @@
 // Not modelled: memory-model races between threads that a GPU would tolerate or not (the
 // threads really run concurrently, so a missing __syncthreads usually shows as a wrong
 // result, but not always), warp-synchronous code without __syncwarp, other atomics, textures,
-// cooperative groups, tensor-core instructions (mma/wmma), cp.async, and timing.
+// cooperative groups, other tensor-core instructions (wmma, wgmma, ldmatrix), cp.async, and
+// timing.
 //
 //===----------------------------------------------------------------------===//
 #pragma once

@@ -1,7 +1,7 @@
 //===- CudaLibraryKernelsTest.cpp - Generated CUDA conv and top-k, on the host -===//
 //
-// emitCudaConv and emitCudaTopK (CudaLibraryKernels.h) on many geometries, checked without a
-// GPU two ways, like CudaCodegenTest:
+// emitCudaConv, emitCudaTopK and emitCudaAttention (CudaLibraryKernels.h) on many geometries,
+// checked without a GPU two ways, like CudaCodegenTest:
 //  * Semantics: every kernel runs through the host emulation of CUDA
 //    (test/support/CudaHostEmulation.h) on seeded random data, with its grid shrunk to at most
 //    3 blocks so the grid-stride loops wrap (1 block for one conv and one top-k), against the
@@ -12,6 +12,11 @@
 //    are within (K - 1) * 2^-24 * sum |w * x| of the exact sum, so the test allows
 //    2 * K * 2^-24 * sum |w * x| (the sum of magnitudes computed by the same reference on |x|
 //    and |w|). Top-k must match exactly: values bit for bit, indices equal.
+//    Attention (f16/bf16 on emulated tensor cores) against the reference on the same 16-bit
+//    inputs computed in f32: the kernel rounds the probabilities to the input type before
+//    P v and rounds the result, so each output may differ by (2 eps + 2^-16) times the
+//    reference computed with |v| (eps = 2^-11 for f16, 2^-8 for bf16); NaN rows (masked
+//    entirely) must be NaN.
 //  * Compilation: every kernel, and a few too large to run here (64-bit offsets and indices),
 //    compiles with NVRTC for sm_80 and sm_90 without spills or a stack frame; registers are
 //    printed. Skipped, visibly, without NVRTC.
@@ -60,6 +65,16 @@ struct ConvCase {
   std::string strategy; // expected substring of the kernel's strategy
 };
 
+struct AttentionCase {
+  std::string name;
+  DType dtype;
+  Shape q, k, v;
+  bool causal = false;
+  Shape mask, bias;            // empty: none
+  double maskedValue = -INFINITY;
+  unsigned alignment = 16;     // < 16: the kernel's unaligned loads
+};
+
 struct TopKCase {
   std::string name;
   DType dtype;
@@ -97,6 +112,25 @@ std::vector<ConvCase> convCases() {
       {"big_tiles", {1, 1, 184, 184}, {96, 1, 3, 3}, one2, one2, one2, one2, 1, "128x128"},
       {"empty_output", {1, 2, 2, 2}, {3, 2, 3, 3}, one2, zero2, zero2, one2, 1, "empty"},
   };
+}
+
+std::vector<AttentionCase> attentionCases() {
+  std::vector<AttentionCase> c;
+  c.push_back({"f16_d64_tails", DType::F16, {2, 3, 70, 64}, {2, 3, 100, 64}, {2, 3, 100, 64}});
+  c.push_back({"bf16_d128_causal", DType::BF16, {1, 2, 130, 128}, {1, 2, 130, 128},
+               {1, 2, 130, 128}, true});
+  c.push_back({"f16_d32_causal_more_keys", DType::F16, {1, 1, 40, 32}, {1, 1, 150, 32},
+               {1, 1, 150, 32}, true});
+  c.push_back({"bf16_d64_gqa_mask", DType::BF16, {1, 4, 33, 64}, {1, 2, 65, 64},
+               {1, 2, 65, 64}, false, {1, 1, 33, 65}});
+  c.push_back({"f16_d16_dv48_bias", DType::F16, {2, 3, 20, 16}, {2, 3, 90, 16}, {2, 3, 90, 48},
+               false, {}, {2, 1, 1, 90}});
+  c.push_back({"f16_causal_finite_mask_bias", DType::F16, {2, 2, 66, 32}, {2, 2, 66, 32},
+               {2, 2, 66, 32}, true, {2, 1, 66, 66}, {1, 2, 66, 66}, -1e4});
+  c.push_back({"f16_rank3_unaligned", DType::F16, {3, 50, 64}, {3, 50, 64}, {3, 50, 64}, false,
+               {}, {}, -INFINITY, 2});
+  c.push_back({"bf16_no_keys", DType::BF16, {1, 1, 5, 16}, {1, 1, 0, 16}, {1, 1, 0, 16}});
+  return c;
 }
 
 std::vector<TopKCase> topkCases() {
@@ -209,6 +243,27 @@ struct OpFactory {
                                 c.dilations, (uint64_t)c.groups);
   }
 
+  tk::AttentionOp attention(const AttentionCase &c) {
+    Shape out = c.q;
+    out.back() = c.v.back();
+    std::vector<Type> types = {memref(c.q, c.dtype), memref(c.k, c.dtype), memref(c.v, c.dtype)};
+    if (!c.mask.empty())
+      types.push_back(memref(c.mask, DType::Bool));
+    if (!c.bias.empty())
+      types.push_back(memref(c.bias, c.dtype));
+    types.push_back(memref(out, c.dtype));
+    Block *entry = function(c.name, types);
+    unsigned next = 3;
+    Value mask = c.mask.empty() ? Value() : entry->getArgument(next++);
+    Value bias = c.bias.empty() ? Value() : entry->getArgument(next++);
+    double scale = 1.0 / std::sqrt((double)c.q.back());
+    return b.create<tk::AttentionOp>(b.getUnknownLoc(), entry->getArgument(0),
+                                     entry->getArgument(1), entry->getArgument(2), mask, bias,
+                                     entry->getArgument(next), b.getF64FloatAttr(scale),
+                                     c.causal ? b.getUnitAttr() : UnitAttr(),
+                                     b.getF64FloatAttr(c.maskedValue));
+  }
+
   tk::TopKOp topk(const TopKCase &c) {
     Shape v = c.x;
     v[c.dim] = c.k;
@@ -226,6 +281,13 @@ std::string storage(MLIRContext *ctx, DType dtype) {
 struct ConvRun {
   ConvCase c;
   Tensor x, w, want, magnitude; // magnitude: the reference on |x| and |w|
+  cg::CudaKernel kernel;
+};
+
+struct AttentionRun {
+  AttentionCase c;
+  Tensor q, k, v, mask, bias; // the kernel's inputs (16-bit, bool)
+  Tensor want, magnitude;     // f32: the reference, and the reference on |v|
   cg::CudaKernel kernel;
 };
 
@@ -247,6 +309,7 @@ struct Corpus {
   OpFactory ops;
   std::vector<ConvRun> convs;
   std::vector<TopKRun> topks;
+  std::vector<AttentionRun> attentions;
   /// Geometries too large to run here, compiled only: 64-bit offsets in the conv (an input of
   /// 2^32 + elements) and 64-bit indices in top-k (a line of 2^32 elements).
   std::vector<std::pair<std::string, cg::CudaKernel>> compileOnly;
@@ -268,6 +331,44 @@ struct Corpus {
       std::tie(r.wantValues, r.wantIndices) = kernels::topk(r.x, c.dim, c.k, c.largest);
       r.kernel = cg::emitCudaTopK(ops.topk(c));
       topks.push_back(std::move(r));
+    }
+    for (const AttentionCase &c : attentionCases()) {
+      AttentionRun r{c, {}, {}, {}, {}, {}, {}, {}, {}};
+      auto input = [&](const Shape &shape) {
+        return kernels::cast(randomFloats(shape, rng), c.dtype);
+      };
+      r.q = input(c.q);
+      r.k = input(c.k);
+      r.v = input(c.v);
+      Tensor maskF32, biasF32;
+      if (!c.mask.empty()) {
+        // A quarter masked, and the first row masked entirely (NaN with -inf).
+        r.mask = Tensor(DType::Bool, c.mask);
+        std::bernoulli_distribution keep(0.75);
+        int64_t lk = c.mask.back();
+        for (int64_t i = 0; i < r.mask.numElements(); ++i)
+          r.mask.data<bool>()[i] = i >= lk && keep(rng);
+      }
+      if (!c.bias.empty()) {
+        r.bias = input(c.bias);
+        biasF32 = kernels::cast(r.bias, DType::F32);
+      }
+      double scale = 1.0 / std::sqrt((double)c.q.back());
+      Tensor q32 = kernels::cast(r.q, DType::F32), k32 = kernels::cast(r.k, DType::F32),
+             v32 = kernels::cast(r.v, DType::F32);
+      r.want = kernels::attention(q32, k32, v32, r.mask, biasF32, scale, c.causal, c.maskedValue);
+      r.magnitude = kernels::attention(q32, k32, absolute(v32), r.mask, biasF32, scale,
+                                       c.causal, c.maskedValue);
+      r.kernel = cg::emitCudaAttention(ops.attention(c), c.alignment);
+      attentions.push_back(std::move(r));
+    }
+    for (DType dtype : {DType::F16, DType::BF16}) {
+      AttentionCase big{std::string("attention_8k_causal_gqa_mask_") + dtypeName(dtype), dtype, {64, 16, 8192, 128}, {64, 4, 8192, 128},
+                        {64, 4, 8192, 128}, true, {64, 1, 1, 8192}, {}};
+      compileOnly.push_back({big.name, cg::emitCudaAttention(ops.attention(big), 16)});
+      AttentionCase d64{std::string("attention_d64_bias_") + dtypeName(dtype), dtype, {8, 12, 1024, 64}, {8, 12, 1024, 64},
+                        {8, 12, 1024, 64}, false, {}, {8, 1, 1, 1024}};
+      compileOnly.push_back({d64.name, cg::emitCudaAttention(ops.attention(d64), 16)});
     }
     ConvCase huge{"conv_64bit", {2, 8, 1 << 14, 1 << 14}, {16, 8, 3, 3}, {2, 2}, {1, 1}, {1, 1},
                   {1, 1}, 1, ""};
@@ -291,6 +392,16 @@ struct Corpus {
     for (const TopKRun &r : topks) {
       std::string t = storage(&ops.ctx, r.c.dtype);
       out.push_back({r.kernel.name, r.kernel.source, {t, t, "int64_t"}});
+    }
+    for (const AttentionRun &r : attentions) {
+      std::string t = storage(&ops.ctx, r.c.dtype);
+      std::vector<std::string> types = {t, t, t};
+      if (r.mask.defined())
+        types.push_back("uint8_t");
+      if (r.bias.defined())
+        types.push_back(t);
+      types.push_back(t);
+      out.push_back({r.kernel.name, r.kernel.source, types});
     }
     return out;
   }
@@ -397,6 +508,57 @@ TEST(CudaLibraryKernelsTest, EmulatedTopKMatchesTheReferenceExactly) {
   }
 }
 
+TEST(CudaLibraryKernelsTest, EmulatedAttentionMatchesTheReference) {
+  for (const AttentionRun &r : corpus().attentions) {
+    unsigned maxGrid = &r - corpus().attentions.data() == 0 ? 1 : 3;
+    SCOPED_TRACE(r.c.name + " (" + r.kernel.name + ")");
+    Tensor got(r.c.dtype, r.want.shape());
+    std::memset(got.raw(), 0xFF, got.byteSize()); // NaN: every element must be written
+    Tensor q = r.q.clone(), k = r.k.clone(), v = r.v.clone();
+    std::vector<void *> args = {q.raw(), k.raw(), v.raw()};
+    Tensor mask = r.mask.defined() ? r.mask.clone() : Tensor(),
+           bias = r.bias.defined() ? r.bias.clone() : Tensor();
+    if (mask.defined())
+      args.push_back(mask.raw());
+    if (bias.defined())
+      args.push_back(bias.raw());
+    args.push_back(got.raw());
+    launch(r.kernel, args, maxGrid);
+    Tensor got32 = kernels::cast(got, DType::F32);
+    double eps = r.c.dtype == DType::F16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
+    int64_t bad = 0, nans = 0;
+    std::string report;
+    for (int64_t i = 0; i < got32.numElements(); ++i) {
+      double g = got32.data<float>()[i], want = r.want.data<float>()[i];
+      double tol = (2 * eps + std::ldexp(1.0, -16)) * r.magnitude.data<float>()[i] + 1e-6;
+      bool ok = std::isnan(want) ? std::isnan(g) : std::fabs(g - want) <= tol;
+      nans += std::isnan(want);
+      if (!ok && bad++ < 5)
+        report += " [" + std::to_string(i) + "] got " + std::to_string(g) + " want " +
+                  std::to_string(want) + " (tolerance " + std::to_string(tol) + ");";
+    }
+    EXPECT_EQ(bad, 0) << bad << " of " << got32.numElements() << " elements differ:" << report;
+    if (r.mask.defined() && std::isinf(r.c.maskedValue))
+      EXPECT_GT(nans, 0) << "the fully masked row should be NaN";
+    EXPECT_EQ(std::memcmp(q.raw(), r.q.raw(), q.byteSize()), 0) << "q was written";
+    EXPECT_EQ(std::memcmp(v.raw(), r.v.raw(), v.byteSize()), 0) << "v was written";
+  }
+}
+
+TEST(CudaLibraryKernelsTest, AttentionOutsideTheKernelIsRefused) {
+  OpFactory ops;
+  AttentionCase c = attentionCases()[0];
+  c.dtype = DType::F32;
+  EXPECT_CONTAINS(test::errorOf([&] { cg::emitCudaAttention(ops.attention(c), 16); }),
+                  "f16 or bf16 (got f32)");
+  c = attentionCases()[0];
+  c.q.back() = c.k.back() = c.v.back() = 72;
+  EXPECT_CONTAINS(test::errorOf([&] { cg::emitCudaAttention(ops.attention(c), 16); }),
+                  "multiples of 16 up to 128 (got 72 and 72)");
+  c.q.back() = c.k.back() = c.v.back() = 256;
+  EXPECT_CONTAINS(cg::cudaAttentionUnsupported(ops.attention(c)), "got 256 and 256");
+}
+
 TEST(CudaLibraryKernelsTest, NamesComeFromTheGeometry) {
   Corpus &c = corpus();
   std::regex conv("conv_[0-9a-f]{16}"), topk("topk_[0-9a-f]{16}");
@@ -469,6 +631,10 @@ TEST(CudaLibraryKernelsTest, AllKernelsCompileWithNvrtcWithoutSpills) {
   for (const TopKRun &r : c.topks) {
     sources.push_back({r.kernel.name, r.kernel.source});
     what.push_back("topk " + r.c.name + " [" + r.kernel.strategy + "]");
+  }
+  for (const AttentionRun &r : c.attentions) {
+    sources.push_back({r.kernel.name, r.kernel.source});
+    what.push_back("attention " + r.c.name + " [" + r.kernel.strategy + "]");
   }
   for (const auto &[name, kernel] : c.compileOnly) {
     sources.push_back({kernel.name, kernel.source});

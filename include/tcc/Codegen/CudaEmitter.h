@@ -82,4 +82,8 @@ CudaKernel emitCudaKernel(mlir::func::FuncOp kernel, const CudaEmitOptions &opti
 /// 16.
 std::vector<unsigned> cudaArgumentAlignments(mlir::func::FuncOp kernel);
 
+/// The alignment in bytes (at most 16) of `buffer` in a program: 16 for program arguments,
+/// arena offsets and constants, reduced by the byte offsets of tk.view.
+unsigned cudaBufferAlignment(mlir::Value buffer);
+
 } // namespace tcc::codegen

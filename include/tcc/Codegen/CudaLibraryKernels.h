@@ -8,6 +8,10 @@
 //    kernelSize, whose B operand is gathered from the input on the fly (no im2col buffer).
 //  * emitCudaTopK: sorted top-k along `dim`, ties and NaN ordered exactly as the reference
 //    (CpuLibrary.h's runTopK).
+//  * emitCudaAttention: FlashAttention-2's forward pass on tensor cores (mma.sync, sm_80+) for
+//    f16/bf16 with f32 accumulation (CudaAttentionKernel.cpp); cudaAttentionUnsupported says
+//    why an op is out of its reach (empty when it is not). `alignment` is the smallest byte
+//    alignment of the op's buffers (16 or more: vector loads).
 // The returned kernel is an NVRTC translation unit like CudaEmitter's (same prelude), whose
 // __global__ function takes the op's buffers in operand order, (input, weight, output) and
 // (input, values, indices), as typed device pointers; it covers its work with grid-stride loops
@@ -23,11 +27,14 @@
 namespace tcc::tk {
 class ConvOp;
 class TopKOp;
+class AttentionOp;
 } // namespace tcc::tk
 
 namespace tcc::codegen {
 
 CudaKernel emitCudaConv(tk::ConvOp op);
 CudaKernel emitCudaTopK(tk::TopKOp op);
+CudaKernel emitCudaAttention(tk::AttentionOp op, unsigned alignment);
+std::string cudaAttentionUnsupported(tk::AttentionOp op);
 
 } // namespace tcc::codegen

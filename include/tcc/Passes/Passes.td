@@ -60,8 +60,10 @@ def RecognizeAttention : Pass<"tcc-recognize-attention", "mlir::func::FuncOp"> {
 def DecomposeAttention : Pass<"tcc-decompose-attention", "mlir::func::FuncOp"> {
   let summary = "Writes tcc.attention as core ops where no fused kernel runs it";
   let options = [
-    Option<"keepFused", "keep-fused", "bool", /*default=*/"false",
-           "leave the attention ops the CPU runtime runs with its fused kernel (f32)">
+    Option<"target", "target", "std::string", /*default=*/"\"\"",
+           "leave the attention ops this target runs with a fused kernel: cpu (f32, the "
+           "runtime's), cuda (f16/bf16 with head dims multiples of 16 up to 128, a generated "
+           "kernel); empty: decompose every one">
   ];
 }
 

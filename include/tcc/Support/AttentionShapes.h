@@ -55,4 +55,17 @@ inline std::string attentionShapeError(const std::vector<int64_t> &q, const std:
   return "";
 }
 
+/// Why the generated CUDA attention kernel (FlashAttention-2 style, tensor cores) cannot run an
+/// attention of element type `elementType` ("f16", "bf16", "f32", ...) and head dims d (q, k)
+/// and dv (v); empty when it can. Where it cannot, the compiler decomposes the op.
+inline std::string cudaAttentionKernelRefusal(const std::string &elementType, int64_t d,
+                                              int64_t dv) {
+  if (elementType != "f16" && elementType != "bf16")
+    return "the CUDA attention kernel takes f16 or bf16 (got " + elementType + ")";
+  if (d % 16 != 0 || d < 16 || d > 128 || dv % 16 != 0 || dv < 16 || dv > 128)
+    return "the CUDA attention kernel takes head dims that are multiples of 16 up to 128 (got " +
+           std::to_string(d) + " and " + std::to_string(dv) + ")";
+  return "";
+}
+
 } // namespace tcc

@@ -1,0 +1,424 @@
+//===- CudaAttentionKernel.cpp - FlashAttention-2-style CUDA kernel for tk.attention -===//
+//
+// emitCudaAttention (CudaLibraryKernels.h): one generated kernel per attention geometry, for
+// f16 and bf16 (f32 accumulation), head dims D = Dv in {16, 32, ..., 128}, on sm_80 and later.
+//
+// The algorithm is FlashAttention-2's forward pass:
+//  * a block of 4 warps owns 64 query rows of one (batch..., head) slice, each warp 16 rows,
+//    whose q fragments stay in registers for the whole pass (the A operands of S = q k^T);
+//  * keys and values stream through shared memory in tiles of 64: k row-major, v transposed
+//    (so both B operands are read as 32-bit pairs along the reduction dim; rows are padded by
+//    8 halves, so a warp's fragment reads hit 32 different banks);
+//  * S = q k^T tile by tile on tensor cores (mma.sync m16n8k16, 16-bit inputs, f32
+//    accumulators); scale, the causal triangle, the boolean mask and the additive bias are
+//    applied to the accumulators in registers; the online softmax keeps each row's running
+//    maximum and sum (the 4 threads sharing a row agree on the maximum through two shuffles;
+//    the sums stay per thread until the end) and rescales the output accumulators;
+//  * P (rounded to the input type, as FlashAttention does) is reused from the S accumulators
+//    directly as the A operand of O += P v: the m16n8 accumulator layout of two neighbouring
+//    n-tiles is exactly the m16k16 A layout;
+//  * causal: key tiles wholly above the row block's diagonal are skipped (unless a finite
+//    masked_value overrides the triangle there), and row blocks are dealt out longest first.
+// Exponentials are exp2 of scores pre-multiplied by log2(e). A row whose scores are all -inf
+// sums to 0 and gives 0/0 = NaN, as the op's definition (and a decomposed softmax) does; with
+// no keys at all (Lk = 0) the result is 0.
+//
+// mma.sync is inline PTX; tests compile the kernel for the host with a warp-level emulation of
+// the same fragment layout (test/support/CudaHostEmulation), selected by TCC_CUDA_EMULATION.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tcc/Codegen/CudaLibraryKernels.h"
+
+#include "tcc/Codegen/ScalarEmitter.h"
+#include "tcc/IR/TkDialect.h"
+#include "tcc/Support/AttentionShapes.h"
+#include "tcc/Support/Tensor.h"
+
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Support/xxhash.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace tcc;
+using namespace tcc::codegen;
+
+namespace {
+
+constexpr int64_t kRowsPerBlock = 64; // 4 warps x 16 rows
+constexpr uint32_t kMaxGrid = 65535;
+
+std::vector<int64_t> staticShape(Value buffer, const char *what) {
+  auto type = cast<MemRefType>(buffer.getType());
+  if (!type.hasStaticShape() || !type.getLayout().isIdentity())
+    throw Error(std::string("tk.attention: the ") + what +
+                " must be a static, contiguous row-major buffer for the CUDA kernel");
+  return std::vector<int64_t>(type.getShape().begin(), type.getShape().end());
+}
+
+/// The kernel body; the generator prepends the geometry as constants (see emitCudaAttention).
+const char *const kAttentionBody = R"cpp(
+// d += a b on tensor cores: m16n8k16, a 16x16 (row), b 16x8 (col), 16-bit inputs, f32 d.
+__device__ __forceinline__ void tcc_mma16816(float d[4], const uint32_t a[4], const uint32_t b[2]) {
+#ifdef TCC_CUDA_EMULATION
+  tcc_emu_mma16816(d, a, b, TCC_ATTN_BF16);
+#elif TCC_ATTN_BF16
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+#else
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+#endif
+#ifndef TCC_CUDA_EMULATION
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
+__device__ __forceinline__ uint32_t tcc_attn_pack(float lo, float hi) {
+#if TCC_ATTN_BF16
+  return (uint32_t)tcc_f32_to_bf16(lo) | ((uint32_t)tcc_f32_to_bf16(hi) << 16);
+#else
+  return (uint32_t)tcc_f32_to_f16(lo) | ((uint32_t)tcc_f32_to_f16(hi) << 16);
+#endif
+}
+__device__ __forceinline__ float tcc_attn_float(uint16_t h) {
+#if TCC_ATTN_BF16
+  return tcc_bf16_to_f32(h);
+#else
+  return tcc_f16_to_f32(h);
+#endif
+}
+// Two neighbouring 16-bit elements as one 32-bit word (the first in the low half).
+__device__ __forceinline__ uint32_t tcc_attn_pair(const uint16_t *p) {
+#if TCC_ATTN_ALIGNED
+  return *(const uint32_t *)p;
+#else
+  return (uint32_t)p[0] | ((uint32_t)p[1] << 16);
+#endif
+}
+// Eight consecutive 16-bit elements of global memory into `to` (16-byte aligned shared memory).
+__device__ __forceinline__ void tcc_attn_copy8(uint16_t *to, const uint16_t *from) {
+#if TCC_ATTN_ALIGNED
+  *(tcc_vec<uint32_t, 4> *)to = *(const tcc_vec<uint32_t, 4> *)from;
+#else
+  for (int i = 0; i < 8; ++i)
+    to[i] = from[i];
+#endif
+}
+
+} // namespace
+
+extern "C" __global__ void __launch_bounds__(128) TCC_ATTN_NAME(TCC_ATTN_PARAMS) {
+  using namespace TCC_ATTN_IMPL;
+  constexpr int BR = 64, BC = 64, KP = D + 8, VP = BC + 8;
+  const float NEG_INF = -__int_as_float(0x7f800000);
+  __shared__ __align__(16) uint16_t ks[BC * KP];  // keys of the tile, row-major
+  __shared__ __align__(16) uint16_t vts[DV * VP]; // values of the tile, transposed
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  constexpr long long ROW_BLOCKS = (LQ + BR - 1) / BR;
+  for (long long item = blockIdx.x; item < BATCH * ROW_BLOCKS; item += gridDim.x) {
+    const long long b = item % BATCH;
+    const long long rb = CAUSAL ? ROW_BLOCKS - 1 - item / BATCH : item / BATCH;
+    long long kvOffset = 0, maskOffset = 0, biasOffset = 0;
+    {
+      long long rest = b, index;
+      TCC_ATTN_BATCH_OFFSETS
+    }
+    const uint16_t *qb = q + b * LQ * D, *kb = k + kvOffset * LK * D, *vb = v + kvOffset * LK * DV;
+    const int row0 = (int)(rb * BR) + warp * 16 + g, row1 = row0 + 8; // this thread's two rows
+    uint32_t qf[D / 16][4];
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const int c = kk * 16 + 2 * t;
+      qf[kk][0] = row0 < LQ ? tcc_attn_pair(qb + (long long)row0 * D + c) : 0u;
+      qf[kk][1] = row1 < LQ ? tcc_attn_pair(qb + (long long)row1 * D + c) : 0u;
+      qf[kk][2] = row0 < LQ ? tcc_attn_pair(qb + (long long)row0 * D + c + 8) : 0u;
+      qf[kk][3] = row1 < LQ ? tcc_attn_pair(qb + (long long)row1 * D + c + 8) : 0u;
+    }
+    float o[DV / 8][4];
+    for (int n = 0; n < DV / 8; ++n)
+      o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+    float m0 = NEG_INF, m1 = NEG_INF, l0 = 0.f, l1 = 0.f;
+    const long long keyEnd = SKIP_ABOVE_DIAGONAL ? ((rb + 1) * BR < LK ? (rb + 1) * BR : LK) : LK;
+    for (long long key0 = 0; key0 < keyEnd; key0 += BC) {
+      __syncthreads(); // every warp is done with the previous tile
+      for (int chunk = tid; chunk < BC * D / 8; chunk += 128) {
+        const int j = chunk / (D / 8), d0 = chunk % (D / 8) * 8;
+        uint16_t *to = ks + j * KP + d0;
+        if (key0 + j < LK)
+          tcc_attn_copy8(to, kb + (key0 + j) * D + d0);
+        else
+          for (int i = 0; i < 8; ++i)
+            to[i] = 0;
+      }
+      for (int chunk = tid; chunk < BC * DV / 8; chunk += 128) {
+        const int j = chunk % BC, d0 = chunk / BC * 8;
+        alignas(16) uint16_t row[8];
+        if (key0 + j < LK)
+          tcc_attn_copy8(row, vb + (key0 + j) * DV + d0);
+        else
+          for (int i = 0; i < 8; ++i)
+            row[i] = 0;
+        for (int i = 0; i < 8; ++i)
+          vts[(d0 + i) * VP + j] = row[i];
+      }
+      __syncthreads();
+      float s[BC / 8][4];
+      for (int n = 0; n < BC / 8; ++n) {
+        s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+        const uint16_t *kr = ks + (n * 8 + g) * KP + 2 * t;
+        for (int kk = 0; kk < D / 16; ++kk) {
+          const uint32_t bf[2] = {tcc_attn_pair(kr + kk * 16), tcc_attn_pair(kr + kk * 16 + 8)};
+          tcc_mma16816(s[n], qf[kk], bf);
+        }
+      }
+      // Scores in the log2 domain, masked; each thread's row maxima.
+      float mx0 = NEG_INF, mx1 = NEG_INF;
+      for (int n = 0; n < BC / 8; ++n)
+        for (int e = 0; e < 4; ++e) {
+          const int row = e < 2 ? row0 : row1;
+          const long long key = key0 + n * 8 + 2 * t + (e & 1);
+          float x = s[n][e] * SCALE_LOG2E;
+          if (key >= LK) {
+            x = NEG_INF; // not a key: left out entirely
+          } else {
+            if (CAUSAL && key > row)
+              x = NEG_INF;
+#if TCC_ATTN_MASK
+            if (row < LQ && !mask[maskOffset + (long long)row * MASK_ROW + key * MASK_COL])
+              x = MASKED_VALUE_LOG2E;
+#endif
+#if TCC_ATTN_BIAS
+            if (row < LQ)
+              x += tcc_attn_float(bias[biasOffset + (long long)row * BIAS_ROW + key * BIAS_COL]) * LOG2E;
+#endif
+          }
+          s[n][e] = x;
+          if (e < 2)
+            mx0 = fmaxf(mx0, x);
+          else
+            mx1 = fmaxf(mx1, x);
+        }
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+      const float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1);
+      // Shift by the running maximum unless it is not finite (then nothing was seen yet).
+      const float base0 = n0 == NEG_INF ? 0.f : n0, base1 = n1 == NEG_INF ? 0.f : n1;
+      const float alpha0 = exp2f(m0 - base0), alpha1 = exp2f(m1 - base1);
+      m0 = n0;
+      m1 = n1;
+      l0 *= alpha0;
+      l1 *= alpha1;
+      for (int n = 0; n < DV / 8; ++n) {
+        o[n][0] *= alpha0;
+        o[n][1] *= alpha0;
+        o[n][2] *= alpha1;
+        o[n][3] *= alpha1;
+      }
+      for (int kk = 0; kk < BC / 16; ++kk) {
+        float p[8];
+        for (int e = 0; e < 4; ++e) {
+          p[e] = exp2f(s[2 * kk][e] - (e < 2 ? base0 : base1));
+          p[4 + e] = exp2f(s[2 * kk + 1][e] - (e < 2 ? base0 : base1));
+        }
+        l0 += p[0] + p[1] + p[4] + p[5];
+        l1 += p[2] + p[3] + p[6] + p[7];
+        const uint32_t pa[4] = {tcc_attn_pack(p[0], p[1]), tcc_attn_pack(p[2], p[3]),
+                                tcc_attn_pack(p[4], p[5]), tcc_attn_pack(p[6], p[7])};
+        const uint16_t *vr = vts + g * VP + kk * 16 + 2 * t;
+        for (int n = 0; n < DV / 8; ++n) {
+          const uint32_t bf[2] = {*(const uint32_t *)(vr + n * 8 * VP),
+                                  *(const uint32_t *)(vr + n * 8 * VP + 8)};
+          tcc_mma16816(o[n], pa, bf);
+        }
+      }
+    }
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    // No keys: the empty sum, 0. Else o / l (0 / 0 = NaN for a row masked entirely with -inf).
+    const float inv0 = LK == 0 ? 0.f : 1.f / l0, inv1 = LK == 0 ? 0.f : 1.f / l1;
+    uint16_t *ob = out + b * LQ * DV;
+    for (int n = 0; n < DV / 8; ++n) {
+      const int c = n * 8 + 2 * t;
+      const uint32_t w0 = tcc_attn_pack(LK == 0 ? 0.f : o[n][0] * inv0, LK == 0 ? 0.f : o[n][1] * inv0);
+      const uint32_t w1 = tcc_attn_pack(LK == 0 ? 0.f : o[n][2] * inv1, LK == 0 ? 0.f : o[n][3] * inv1);
+      if (row0 < LQ) {
+        ob[(long long)row0 * DV + c] = (uint16_t)w0;
+        ob[(long long)row0 * DV + c + 1] = (uint16_t)(w0 >> 16);
+      }
+      if (row1 < LQ) {
+        ob[(long long)row1 * DV + c] = (uint16_t)w1;
+        ob[(long long)row1 * DV + c + 1] = (uint16_t)(w1 >> 16);
+      }
+    }
+  }
+}
+#undef TCC_ATTN_IMPL
+#undef TCC_ATTN_BF16
+#undef TCC_ATTN_ALIGNED
+#undef TCC_ATTN_MASK
+#undef TCC_ATTN_BIAS
+#undef TCC_ATTN_PARAMS
+#undef TCC_ATTN_BATCH_OFFSETS
+#undef TCC_ATTN_NAME
+#undef SCALE_LOG2E
+#undef MASKED_VALUE_LOG2E
+)cpp";
+
+} // namespace
+
+std::string tcc::codegen::cudaAttentionUnsupported(tk::AttentionOp op) {
+  for (Value x : {op.getQ(), op.getK(), op.getV(), op.getOutput(), op.getMask(), op.getBias()}) {
+    if (!x)
+      continue;
+    auto type = cast<MemRefType>(x.getType());
+    if (!type.hasStaticShape() || !type.getLayout().isIdentity())
+      return "the CUDA attention kernel needs static, contiguous buffers";
+  }
+  return cudaAttentionKernelRefusal(typeString(op.getQ().getType().getElementType()),
+                                    op.getQ().getType().getShape().back(),
+                                    op.getV().getType().getShape().back());
+}
+
+CudaKernel tcc::codegen::emitCudaAttention(tk::AttentionOp op, unsigned alignment) {
+  std::string why = cudaAttentionUnsupported(op);
+  if (!why.empty())
+    throw Error("tk.attention: " + why);
+  if (failed(op.verify()))
+    throw Error("tk.attention: the op does not verify");
+  std::vector<int64_t> q = staticShape(op.getQ(), "query"), k = staticShape(op.getK(), "key"),
+                       v = staticShape(op.getV(), "value");
+  size_t rank = q.size();
+  int64_t lq = q[rank - 2], lk = k[rank - 2], d = q[rank - 1], dv = v[rank - 1];
+  int64_t batch = 1;
+  for (size_t i = 0; i + 2 < rank; ++i)
+    batch *= q[i];
+  Type et = cast<MemRefType>(op.getQ().getType()).getElementType();
+  ScalarEmitter cuda(Target::Cuda);
+  const double log2e = 1.4426950408889634;
+  auto f32 = [&](double value) {
+    return cuda.literal(FloatAttr::get(Float32Type::get(op->getContext()), value));
+  };
+
+  // Batch offsets: the query batch index decomposed (last dim fastest) into the key/value
+  // index (grouped heads share one) and the mask's and bias's broadcast offsets.
+  auto broadcastStrides = [&](Value x) {
+    std::vector<int64_t> shape = staticShape(x, "mask or bias"), strides(rank, 0);
+    int64_t stride = 1;
+    for (size_t i = rank; i-- > 0;) {
+      strides[i] = shape[i] == 1 ? 0 : stride;
+      stride *= shape[i];
+    }
+    return strides;
+  };
+  std::vector<int64_t> maskStrides(rank, 0), biasStrides(rank, 0);
+  if (op.getMask())
+    maskStrides = broadcastStrides(op.getMask());
+  if (op.getBias())
+    biasStrides = broadcastStrides(op.getBias());
+  std::string offsets;
+  int64_t kvStride = 1;
+  for (size_t i = rank - 2; i-- > 0;) {
+    offsets += "index = rest % " + std::to_string(q[i]) + "; rest /= " + std::to_string(q[i]) +
+               ";";
+    offsets += " kvOffset += index / " + std::to_string(q[i] / k[i]) + " * " +
+               std::to_string(kvStride) + "LL;";
+    if (maskStrides[i])
+      offsets += " maskOffset += index * " + std::to_string(maskStrides[i]) + "LL;";
+    if (biasStrides[i])
+      offsets += " biasOffset += index * " + std::to_string(biasStrides[i]) + "LL;";
+    offsets += " \\\n      ";
+    kvStride *= k[i];
+  }
+  offsets += "(void)rest; (void)index;";
+
+  std::string storage = cuda.storageType(et);
+  std::string params = "const " + storage + " *__restrict__ q, const " + storage +
+                       " *__restrict__ k, const " + storage + " *__restrict__ v";
+  if (op.getMask())
+    params += ", const " + cuda.storageType(op.getMask().getType().getElementType()) +
+              " *__restrict__ mask";
+  if (op.getBias())
+    params += ", const " + storage + " *__restrict__ bias";
+  params += ", " + storage + " *__restrict__ out";
+
+  std::string desc;
+  llvm::raw_string_ostream os(desc);
+  auto list = [&](const std::vector<int64_t> &s) {
+    os << "[";
+    for (size_t i = 0; i < s.size(); ++i)
+      os << (i ? "," : "") << s[i];
+    os << "]";
+  };
+  os << "q";
+  list(q);
+  os << " k";
+  list(k);
+  os << " v";
+  list(v);
+  os << " " << typeString(et) << " scale " << op.getScale().convertToDouble()
+     << (op.getCausal() ? " causal" : "");
+  if (op.getMask()) {
+    os << " mask";
+    list(staticShape(op.getMask(), "mask"));
+    os << " masked_value " << op.getMaskedValue().convertToDouble();
+  }
+  if (op.getBias()) {
+    os << " bias";
+    list(staticShape(op.getBias(), "bias"));
+  }
+  bool aligned = alignment >= 16;
+  os << (aligned ? " aligned" : " unaligned");
+
+  std::string defs;
+  auto def = [&](const std::string &name, const std::string &value) {
+    defs += "#define " + name + " " + value + "\n";
+  };
+  def("TCC_ATTN_BF16", et.isBF16() ? "1" : "0");
+  def("TCC_ATTN_ALIGNED", aligned ? "1" : "0");
+  def("TCC_ATTN_MASK", op.getMask() ? "1" : "0");
+  def("TCC_ATTN_BIAS", op.getBias() ? "1" : "0");
+  def("TCC_ATTN_PARAMS", params);
+  def("TCC_ATTN_BATCH_OFFSETS", offsets);
+  std::string body = "constexpr long long BATCH = " + std::to_string(batch) +
+                     "LL, LQ = " + std::to_string(lq) + "LL, LK = " + std::to_string(lk) + "LL;\n";
+  body += "constexpr int D = " + std::to_string(d) + ", DV = " + std::to_string(dv) + ";\n";
+  body += "constexpr bool CAUSAL = " + std::string(op.getCausal() ? "true" : "false") + ";\n";
+  // The mask applies after the triangle: a finite masked_value where the mask is false also
+  // replaces the triangle's -inf, so the keys above the diagonal count.
+  bool skipAbove = op.getCausal() &&
+                   (!op.getMask() || op.getMaskedValue().convertToDouble() == -INFINITY);
+  body += "constexpr bool SKIP_ABOVE_DIAGONAL = " + std::string(skipAbove ? "true" : "false") +
+          ";\n";
+  body += "constexpr float LOG2E = " + f32(log2e) + ";\n";
+  body += "#define SCALE_LOG2E " +
+          f32(op.getScale().convertToDouble() * log2e) + "\n";
+  body += "#define MASKED_VALUE_LOG2E " +
+          f32(op.getMaskedValue().convertToDouble() * log2e) + "\n";
+  body += "constexpr long long MASK_ROW = " + std::to_string(maskStrides[rank - 2]) +
+          "LL, MASK_COL = " + std::to_string(maskStrides[rank - 1]) + "LL;\n";
+  body += "constexpr long long BIAS_ROW = " + std::to_string(biasStrides[rank - 2]) +
+          "LL, BIAS_COL = " + std::to_string(biasStrides[rank - 1]) + "LL;\n";
+
+  std::string name;
+  llvm::raw_string_ostream ns(name);
+  ns << "attention_" << llvm::format_hex_no_prefix(llvm::xxh3_64bits(desc), 16);
+  def("TCC_ATTN_NAME", name);
+  def("TCC_ATTN_IMPL", name + "_impl");
+
+  CudaKernel kernel;
+  kernel.name = name;
+  // Sources are compiled together (NVRTC, the host emulation): the kernel's constants and
+  // helpers live in a namespace of its own, its macros are undefined at its end.
+  kernel.source = cuda.prelude() + "\n// tk.attention " + desc + "\n" + defs + "namespace " +
+                  name + "_impl {\n" + body + kAttentionBody;
+  kernel.strategy = "attention flash tile=64x64";
+  int64_t items = batch * ((lq + kRowsPerBlock - 1) / kRowsPerBlock);
+  kernel.launch.grid = {(uint32_t)std::clamp<int64_t>(items, 1, kMaxGrid), 1, 1};
+  kernel.launch.block = {128, 1, 1};
+  return kernel;
+}
