@@ -10,7 +10,7 @@ working tree carries): the bench models' ONNX files, inputs and reference output
 microbenchmarks' inputs.
 
   python3 bench/gpu/bundle.py --build-dir build --out .gpu [--budget-mib 60] [--conformance N]
-      [--models mlp transformer_block ...] [--arch sm_90,sm_80] [--cpu-check]
+      [--models mlp transformer_block ...] [--micro 'attn_*' ...] [--arch sm_90,sm_80] [--cpu-check]
 
 Interpreter: the python3 on PATH (onnx, numpy, onnxruntime: bench/requirements.txt).
 Writes OUT/manifest.json, which bench/gpu/device_session.py reads; prints a summary with sizes.
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
+import fnmatch
 import json
 import lzma
 import os
@@ -221,6 +222,9 @@ def main() -> int:
                     choices=["micro", "conformance", "training", "models"], help="what to compile (default: all)")
     ap.add_argument("--models-dir", type=Path, default=None,
                     help="where make_models.py writes the bench models (default bench/models/generated)")
+    ap.add_argument("--micro", nargs="+", default=None, metavar="NAME",
+                    help="only the microbenchmarks matching these names or shell patterns, e.g. --micro 'attn_*' "
+                         "(default: all; bench/gpu/make_micro.py --list names them)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--cpu-check", action="store_true",
                     help="compile for the CPU instead (device CPU, small microbenchmarks): to test the device "
@@ -287,7 +291,12 @@ def main() -> int:
     if compiler_ok and "micro" in args.parts:
         # Microbenchmarks: graphs with every tensor an input (artifacts of a few KB).
         micro_dir = out / "micro"
-        for m in make_micro.micro_list(scale):
+        micros = make_micro.micro_list(scale)
+        if args.micro:
+            micros = [m for m in micros if any(fnmatch.fnmatchcase(m.name, p) for p in args.micro)]
+            if not micros:
+                log(f"warning: no microbenchmark matches --micro {' '.join(args.micro)}")
+        for m in micros:
             d = micro_dir / m.name
             d.mkdir(parents=True)
             onnx.save(make_micro.build_model(m), str(d / "model.onnx"))

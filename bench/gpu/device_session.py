@@ -3,7 +3,8 @@
 
 Runs on the GPU machine over the bundle that bench/gpu/bundle.py made (.gpu/): the runtime's
 GPU tests, every conformance sample through tccrt-run --compare, the kernel microbenchmarks
-against the measured copy bandwidth and cuBLAS/cuDNN alone, and the bench models with tcc
+against the measured copy bandwidth, cuBLAS/cuDNN alone and (16-bit attention) PyTorch's
+scaled_dot_product_attention alone, and the bench models with tcc
 (plain and --cuda-graph) against PyTorch eager, torch.compile (default and max-autotune) and
 onnxruntime's CUDA execution provider, all on the same inputs. Prints one table and writes
 DATE-DEVICE-gpu.md and .json into --out.
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import fnmatch
 import glob
 import io
 import json
@@ -58,6 +60,10 @@ def fmt_ms(v) -> str:
     if v is None:
         return "—"
     return f"{v:.3f}" if v < 10 else f"{v:.1f}"
+
+
+def flop_rate(per_s: float) -> str:
+    return f"{per_s / 1e12:.1f} TFLOP/s" if per_s >= 1e12 else f"{per_s / 1e9:.3g} GFLOP/s"
 
 
 def pct(v) -> str:
@@ -122,6 +128,24 @@ def last_run_ms(kernels: list[tuple[str, float]], runs: int) -> tuple[float, int
     return sum(ms for _, ms in kernels[-per:]), per, ""
 
 
+def last_run_kernels(kernels: list[tuple[str, float]], runs: int) -> list[tuple[str, float]]:
+    """The (name, ms) of the last of `runs` runs, as last_run_ms splits them; where no launch list
+    repeats, every kernel with its time divided by `runs` (an average run)."""
+    total, per, note = last_run_ms(kernels, runs)
+    if note or per == 0:
+        return [(k, ms / runs) for k, ms in kernels]
+    return kernels[-per:]
+
+
+# tcc's attention kernels: "attention_..." or, as tcc numbers its kernels, "k3_attention..."
+# (ncu may append the demangled parameter list).
+ATTENTION_KERNEL = re.compile(r"^(k\d+_)?attention")
+
+
+def is_attention_kernel(name: str) -> bool:
+    return bool(ATTENTION_KERNEL.match(name.strip()))
+
+
 def gtest_skip_messages(stdout: str) -> dict[str, str]:
     """Test name -> the first line of its skip message, from GoogleTest's output (its JSON has
     none): the lines between "[ RUN      ] Suite.Test" and "[  SKIPPED ] Suite.Test (N ms)"."""
@@ -155,6 +179,10 @@ def self_test() -> int:
     assert last_run_ms([w, a, b] + [a, b] * 3, 4) == (3.0, 2, "")          # a one-time kernel first
     assert last_run_ms([a, a] * 4, 4) == (2.0, 2, "")
     assert last_run_ms([a, b, w], 4)[2].startswith("3 kernels over 4 runs")
+    assert last_run_kernels([w, a, b] + [a, b] * 3, 4) == [a, b]
+    assert last_run_kernels([a, b, w], 4) == [("a", 0.25), ("b", 0.5), ("w", 1.25)]
+    assert is_attention_kernel("attention_f16_causal(half const*, half*)") and is_attention_kernel("k1_attention")
+    assert not is_attention_kernel("k0_matmul") and not is_attention_kernel("k2_cast_attention")
     gt = "\n".join([
         "[ RUN      ] Cuda.Runs", "/x/CudaTest.cpp:12: Skipped", "no usable CUDA GPU/driver: libcuda.so.1 not found",
         "", "[  SKIPPED ] Cuda.Runs (0 ms)", "[ RUN      ] Cuda.RunsToo", "[       OK ] Cuda.RunsToo (1 ms)",
@@ -210,6 +238,8 @@ class Session:
         self.device_ok, self.device_reason = False, "the probe did not finish"
         self.torch_ok, self.torch_reason = False, "the probe did not finish"
         self.device_tag, self.ncu = "unknown", None
+        self.ncu_kernels: list[tuple[str, float]] = []  # (name, ms) of the last run ncu_device_ms measured
+        self.copy_bw = None
 
     # -- plumbing --------------------------------------------------------------------------------
     def log(self, msg: str) -> None:
@@ -428,7 +458,9 @@ class Session:
     # -- measurements --------------------------------------------------------------------------------
     def ncu_device_ms(self, args: list, runs: int) -> tuple[float | None, str, int]:
         """Summed kernel durations of the last of `runs` tccrt_run calls under Nsight Compute:
-        (ms or None, why not / a note, kernels in that run)."""
+        (ms or None, why not / a note, kernels in that run). Leaves that run's (name, ms) in
+        self.ncu_kernels."""
+        self.ncu_kernels = []
         if self.device != "cuda":
             return None, "not a GPU run", 0
         if not self.ncu:
@@ -453,6 +485,7 @@ class Session:
         if not vals:
             return None, f"ncu measured no kernels (exit {p.returncode}): {(p.stderr or p.stdout).strip()[-200:]}", 0
         total, per, note = last_run_ms(vals, runs)
+        self.ncu_kernels = last_run_kernels(vals, runs)
         return total, note, per
 
     def copy_bandwidth(self) -> None:
@@ -493,18 +526,29 @@ class Session:
     # -- microbenchmarks -----------------------------------------------------------------------------
     def micro(self) -> None:
         entries = [m for m in self.manifest.get("micro", []) if m["ok"]]
+        if self.args.micro:
+            # --micro NAME...: only these (shell-style patterns, e.g. 'attn_*').
+            entries = [m for m in entries if any(fnmatch.fnmatchcase(m["name"], p) for p in self.args.micro)]
+            if not entries:
+                raise SkipSection(f"no microbenchmark in the bundle matches --micro {' '.join(self.args.micro)}")
         if not entries:
             raise SkipSection(self.manifest.get("compile_error") or "no microbenchmarks in the bundle")
         self.need_device()
-        self.need_torch()
         import numpy as np
-        import torch
         import make_micro
-        F = torch.nn.functional
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
+        # Without torch (a CPU check here) tcc's side still runs: unchecked, no reference or metric.
+        with_torch = self.torch_ok
+        if with_torch:
+            import torch
+            F = torch.nn.functional
+            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cudnn.allow_tf32 = False
+        else:
+            torch = F = None
+            self.log(f"   no torch ({self.torch_reason}): tcc runs alone, without references or metrics")
         dev = "cuda" if self.device == "cuda" else "cpu"
-        self.copy_bandwidth()
+        if with_torch:
+            self.copy_bandwidth()
         micros = {m.name: m for m in make_micro.micro_list(self.manifest.get("micro_scale", 1))}
         results = []
         iters = 20 if dev == "cuda" else 3
@@ -521,54 +565,95 @@ class Session:
             for i, a in enumerate(arrays):
                 paths.append(d / f"input_{i}.npy")
                 np.save(paths[-1], a)
-            xs = [torch.from_numpy(a).to(dev) for a in arrays]
-            with torch.no_grad():
-                ref = m.torch_fn(torch, F, *xs)
-                np.save(d / "output_0.npy", ref.cpu().numpy())
-                torch_ms = self.time_torch(lambda: m.torch_fn(torch, F, *xs), iters, 3)
-                base_ms = (self.time_torch(lambda: m.baseline_fn(torch, F, *xs), iters, 3)
-                           if m.baseline_fn else None)
-            del xs, ref
+            torch_ms = base_ms = None
+            base_note = ""
+            if with_torch:
+                xs = [torch.from_numpy(a).to(dev) for a in arrays]
+                with torch.no_grad():
+                    ref = m.torch_fn(torch, F, *xs)
+                    np.save(d / "output_0.npy", ref.cpu().numpy())
+                    torch_ms = self.time_torch(lambda: m.torch_fn(torch, F, *xs), iters, 3)
+                    if m.baseline_fn:
+                        # The library's work alone, on inputs prepared outside the timing (the
+                        # attention micros' 16-bit casts).
+                        bxs = m.baseline_prep(torch, F, *xs) if m.baseline_prep else xs
+                        try:
+                            base_ms = self.time_torch(lambda: m.baseline_fn(torch, F, *bxs), iters, 3)
+                        except Exception as ex:  # e.g. an SDPA backend this device or build lacks
+                            base_note = f"baseline failed: {type(ex).__name__}: {str(ex).splitlines()[0] if str(ex) else ''}"[:300]
+                        del bxs
+                del xs, ref
             art = self.bundle / "micro" / m.name / "model.tcc"
-            res, err = self.tcc_json([art, "--inputs", *paths, "--compare", d, "--rtol", MICRO_RTOL,
-                                      "--atol", MICRO_ATOL, "--iters", iters, "--warmup", 3], timeout=300)
+            rtol = m.rtol if m.rtol is not None else MICRO_RTOL
+            atol = m.atol if m.atol is not None else MICRO_ATOL
+            check_args = ["--compare", d, "--rtol", rtol, "--atol", atol] if with_torch else []
+            res, err = self.tcc_json([art, "--inputs", *paths, *check_args, "--iters", iters, "--warmup", 3],
+                                     timeout=300)
             r = {"name": m.name, "kind": m.kind, "doc": m.doc, "torch_ms": torch_ms, "baseline_ms": base_ms,
-                 "bytes": m.bytes_moved(), "flops": m.flops}
+                 "bytes": m.bytes_moved(), "flops": m.flops, "rtol": rtol, "atol": atol}
+            if base_note:
+                r["baseline_note"] = base_note
             if res is None:
                 r["status"] = f"tcc failed: {err}"
                 results.append(r)
                 self.rows.append({"kind": "micro", "name": m.name, "check": r["status"]})
+                self.log(f"   {m.name}: {r['status']}")
                 continue
             r["status"] = "ok"
             r["tcc_h2h_ms"] = res.get("median_ms")
-            r["compare"] = res["compare"]
+            r["compare"] = res.get("compare")
             dev_ms, why, kernels = self.ncu_device_ms([art, "--inputs", *paths, "--iters", 1, "--warmup", 2], runs=4)
             if dev == "cpu":
                 dev_ms, why = r["tcc_h2h_ms"], ""  # on the CPU a run has no copies
             r["tcc_device_ms"], r["device_note"], r["kernels"] = dev_ms, why, kernels
-            if dev_ms:
+            # The attention kernel alone (its 16-bit casts are kernels of their own), where ncu
+            # names one: then the attention metric uses it.
+            attn_ms = None
+            if m.kind == "attention" and dev == "cuda" and dev_ms:
+                attn = [(k, ms) for k, ms in self.ncu_kernels if is_attention_kernel(k)]
+                if attn:
+                    attn_ms = sum(ms for _, ms in attn)
+                    r["attention_kernel_ms"] = attn_ms
+                    r["attention_kernels"] = sorted({k.split("(")[0] for k, _ in attn})
+            if not with_torch:
+                metric = "n/a (no torch)"
+            elif dev_ms:
                 if m.kind == "memory":
                     r["fraction"] = m.bytes_moved() / (dev_ms * 1e-3) / self.copy_bw
                     r["torch_fraction"] = m.bytes_moved() / (torch_ms * 1e-3) / self.copy_bw
                     metric = f"{pct(r['fraction'])} of copy BW (torch {pct(r['torch_fraction'])})"
                 else:
-                    r["fraction"] = base_ms / dev_ms
-                    lib = "cuBLAS" if m.kind == "gemm" else "cuDNN"
-                    rate = m.flops / (dev_ms * 1e-3)
-                    metric = (f"{pct(r['fraction'])} of {lib} alone; " +
-                              (f"{rate / 1e12:.1f} TFLOP/s" if rate >= 1e12 else f"{rate / 1e9:.0f} GFLOP/s"))
+                    t = attn_ms or dev_ms
+                    lib = {"gemm": "cuBLAS", "conv": "cuDNN"}.get(m.kind, "SDPA")
+                    r["fraction"] = base_ms / t if base_ms else None
+                    rate = m.flops / (t * 1e-3)
+                    r["tflops"] = rate / 1e12
+                    if m.kind == "attention" and base_ms:
+                        r["baseline_tflops"] = m.flops / (base_ms * 1e-3) / 1e12
+                    metric = ((f"{pct(r['fraction'])} of {lib} alone; " if base_ms else f"{lib} alone n/a; ") +
+                              flop_rate(rate) +
+                              (f" (SDPA {flop_rate(r['baseline_tflops'] * 1e12)})" if r.get("baseline_tflops") else ""))
             else:
                 metric = f"device time n/a ({why})"
             results.append(r)
-            check = ("ok" if res["exit"] == 0 else "MISMATCH") + f" (max abs {res['compare']['max_abs_error']:.1e})"
+            if with_torch:
+                check = ("ok" if res["exit"] == 0 else "MISMATCH") + f" (max abs {res['compare']['max_abs_error']:.1e})"
+            else:
+                check = "unchecked (no torch)"
             self.rows.append({"kind": "micro", "name": m.name, "timing": "device", "tcc": dev_ms,
                               "eager": torch_ms, "metric": metric, "check": check,
                               "note": "; ".join(x for x in (
+                                  f"attention kernel {fmt_ms(attn_ms)} ms" if attn_ms else "",
                                   f"tcc h2h {fmt_ms(r['tcc_h2h_ms'])} ms, {kernels} kernel(s) run" if dev == "cuda" else "",
-                                  kernel_summary(e.get("report"))) if x)})
-            self.log(f"   {m.name}: tcc {fmt_ms(dev_ms)} ms, torch {fmt_ms(torch_ms)} ms, {metric}, {check}")
+                                  f"rtol {rtol:g}, atol {atol:g}" if (rtol, atol) != (MICRO_RTOL, MICRO_ATOL) else "",
+                                  base_note, kernel_summary(e.get("report"))) if x)})
+            self.log(f"   {m.name}: tcc {fmt_ms(dev_ms)} ms"
+                     + (f" (attention kernel {fmt_ms(attn_ms)} ms)" if attn_ms else "")
+                     + f", torch {fmt_ms(torch_ms)} ms, {metric}, {check}" + (f"; {base_note}" if base_note else ""))
             shutil.rmtree(d, ignore_errors=True)
-        self.sections["micro"] = {"status": "ok", "results": results, "copy_bandwidth_gbs": self.copy_bw / 1e9}
+        self.sections["micro"] = {"status": "ok" if with_torch else "ok (no torch: tcc alone, unchecked)",
+                                  "results": results,
+                                  "copy_bandwidth_gbs": self.copy_bw / 1e9 if self.copy_bw else None}
 
     # -- bench models ----------------------------------------------------------------------------------
     def models(self) -> None:
@@ -843,7 +928,9 @@ class Session:
         head += ["", "Timing: `h2h` = host-to-host per run (inputs copied in, outputs copied out, synchronous) for "
                  "every peer; `device` = tcc's summed kernel time of one run (ncu) vs torch's CUDA-event time. "
                  "micro metric: bytes moved / time as a fraction of the measured copy bandwidth (memory), or "
-                 "cuBLAS/cuDNN-alone time / tcc time (gemm, conv). tcc/compile < 1: tcc faster.", ""]
+                 "cuBLAS/cuDNN-alone time / tcc time (gemm, conv), or SDPA-alone time (flash, or memory-efficient "
+                 "with a bias; 16-bit q, k, v cast beforehand) / tcc time (attention: its attention kernel's alone "
+                 "where ncu names one). tcc/compile < 1: tcc faster.", ""]
         text = "\n".join(head + table) + "\n"
         print("\n" + text, flush=True)
         stem = f"{self.info['date']}-{self.device_tag}-gpu"
@@ -885,6 +972,9 @@ def peer_main(args) -> int:
         print(f"{name} {args.mode}: {rec}", file=sys.stderr, flush=True)
     return 0
 
+
+# The sections main() runs, in this order (after the probe).
+SECTIONS = ("gpu_tests", "conformance", "models", "training", "peers", "micro", "autotune")
 
 TRAIN_STEPS, TRAIN_WARMUP, TRAIN_BATCH = 200, 20, 64
 SNAPSHOT_STEPS = (1, 2, 4, 8, 12, 15, 16, 17, 24, 40)  # state saved after these steps, to compare runs
@@ -1102,7 +1192,12 @@ def main() -> int:
     ap.add_argument("--models-dir", type=Path, default=None,
                     help="where make_models.py regenerates the bench models (default bench/models/generated)")
     ap.add_argument("--sections", nargs="*", default=None,
-                    help="run only these: gpu_tests conformance models training peers micro autotune")
+                    metavar="SECTION",
+                    help="run only these (in the session's order): gpu_tests conformance models training peers "
+                         "micro autotune (the probe always runs)")
+    ap.add_argument("--micro", nargs="+", default=None, metavar="NAME",
+                    help="micro section: only the microbenchmarks matching these names or shell patterns, e.g. "
+                         "--micro 'attn_*' (bench/gpu/make_micro.py --list names them)")
     # Internal: one peer mode / training side in its own process.
     ap.add_argument("--peer", choices=["eager", "ort", "default", "max-autotune"], help=argparse.SUPPRESS)
     ap.add_argument("--train-worker", choices=["tcc", "torch"], help=argparse.SUPPRESS)
@@ -1111,6 +1206,9 @@ def main() -> int:
     ap.add_argument("--peer-out", help=argparse.SUPPRESS)
     ap.add_argument("--models", nargs="*", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    unknown = sorted(set(args.sections or ()) - set(SECTIONS))
+    if unknown:
+        ap.error(f"--sections: no section {', '.join(unknown)} (there are: {' '.join(SECTIONS)})")
     if args.self_test:
         return self_test()
     if args.models_dir:

@@ -10,7 +10,18 @@ Each entry says how its time is judged:
   memory: bytes read + written (inputs + outputs) / time, as a fraction of the device-to-device
           copy bandwidth measured in the same session (torch copy_, counting read + write);
   gemm:   the time of cuBLAS alone (torch.matmul, TF32 off) for the same product / tcc's time;
-  conv:   the time of cuDNN alone (torch conv2d, TF32 off) / tcc's time.
+  conv:   the time of cuDNN alone (torch conv2d, TF32 off) / tcc's time;
+  attention: the time of PyTorch's scaled_dot_product_attention alone (flash backend, or the
+          memory-efficient one where there is a bias: flash takes no mask) on q, k, v already
+          cast to 16 bits / tcc's time (its attention kernel's alone where ncu names one).
+
+The attention graphs take float32 inputs (tccrt-run reads .npy files; NumPy has no bf16), cast
+q, k, v (and the bias) to float16 or bfloat16 and compute attention in that type as exporters
+write it: MatMul(q, Transpose(k)) * scale -> [Where(causal keep, s, fill) | + bias] -> Softmax
+-> MatMul(p, v), then Cast the result back to float32. The causal keep mask is computed in the
+graph (Range, Unsqueeze, LessOrEqual: range(L)[None] <= range(L)[:, None]), not an [L, L]
+constant, so the artifacts stay small; `tcc compile --explain-fusion` recognises each graph as
+one attention op (causal where masked).
 
   python3 bench/gpu/make_micro.py --out-dir DIR          # writes DIR/<name>/model.onnx
   python3 bench/gpu/make_micro.py --list [--scale 16]
@@ -36,15 +47,20 @@ OPSET = 17
 @dataclass
 class Micro:
     name: str
-    kind: str                         # "memory", "gemm" or "conv"
+    kind: str                         # "memory", "gemm", "conv" or "attention"
     doc: str
     inputs: list[tuple[str, list[int]]]   # float32 graph inputs
     build: Callable                   # (helper, TensorProto) -> (nodes, initializers, outputs)
     output_shapes: list[list[int]]
     torch_fn: Callable                # (torch, F, *inputs) -> output (what the graph computes)
     baseline_fn: Callable | None = None   # (torch, F, *inputs) -> the library-alone work
-    flops: float = 0.0                # gemm/conv: multiply-add = 2
+    flops: float = 0.0                # gemm/conv/attention: multiply-add = 2
     tags: list[str] = field(default_factory=list)
+    # (torch, F, *inputs) -> the tensors baseline_fn takes, made once outside its timing (the
+    # attention micros' casts to 16 bits); None: baseline_fn takes the inputs.
+    baseline_prep: Callable | None = None
+    rtol: float | None = None         # tccrt-run --compare tolerances; None: the session's default
+    atol: float | None = None
 
     def bytes_moved(self) -> int:
         n = sum(math.prod(s) for _, s in self.inputs) + sum(math.prod(s) for s in self.output_shapes)
@@ -78,6 +94,95 @@ def _gelu_erf(helper, TP, x, out, tag):
          helper.make_node("Mul", [x, f"g2_{tag}"], [f"g3_{tag}"]),
          helper.make_node("Mul", [f"g3_{tag}", f"half_{tag}"], [out])]
     return n, inits
+
+
+ATTN_TYPES = {"f16": ("FLOAT16", "float16"), "bf16": ("BFLOAT16", "bfloat16")}
+# tccrt-run --compare tolerances for 16-bit attention (outputs are |o| < 1 here).
+ATTN_TOL = {"f16": (2e-2, 2e-2), "bf16": (5e-2, 5e-2)}
+
+
+def _attn_scale(dt: str, head_dim: int) -> float:
+    """1/sqrt(D) rounded to the 16-bit type, as the graph's constant holds it (the reference uses
+    the same value)."""
+    x = np.float32(1.0 / math.sqrt(head_dim))
+    if dt == "f16":
+        return float(np.float16(x))
+    bits = int(x.view(np.uint32))
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000  # round to nearest even, as onnx does
+    return float(np.array(bits, np.uint32).view(np.float32))
+
+
+def _attn_fill(dt: str) -> float:
+    """The causal Where's fill: the type's lowest value, as GPT-2 exports it (torch.finfo.min), for
+    bf16 (-3.39e38); -inf for f16, whose lowest (-65504) tcc's recognizer takes for a finite
+    fill (a boolean mask, not `causal`: it wants <= -1e30)."""
+    return -3.3895313892515355e38 if dt == "bf16" else -math.inf
+
+
+def _attention_graph(h, TP, dt: str, head_dim: int, seq: int, mask: str):
+    """Cast q, k, v (and bias) to `dt`; MatMul(q, Transpose(k)) * scale; the mask; Softmax;
+    MatMul(., v); Cast to float32. mask: "" (none), "causal" or "bias" (an additive input)."""
+    to = getattr(TP, ATTN_TYPES[dt][0])
+    inits = [h.make_tensor("scale", to, [], [_attn_scale(dt, head_dim)])]
+    n = [h.make_node("Cast", [x], [x + "16"], to=to) for x in ("q", "k", "v")]
+    n += [h.make_node("Transpose", ["k16"], ["kt"], perm=[0, 1, 3, 2]),
+          h.make_node("MatMul", ["q16", "kt"], ["s0"]),
+          h.make_node("Mul", ["s0", "scale"], ["s1"])]
+    scores = "s1"
+    if mask == "causal":
+        # GPT-2's form, Where(keep, scores, fill), with keep = range(L)[None] <= range(L)[:, None]
+        # computed in the graph (no [L, L] constant in the artifact).
+        inits += [h.make_tensor("zero", TP.INT64, [], [0]), h.make_tensor("len", TP.INT64, [], [seq]),
+                  h.make_tensor("one", TP.INT64, [], [1]), h.make_tensor("ax0", TP.INT64, [1], [0]),
+                  h.make_tensor("ax1", TP.INT64, [1], [1]),
+                  h.make_tensor("fill", to, [], [_attn_fill(dt)])]
+        n += [h.make_node("Range", ["zero", "len", "one"], ["pos"]),
+              h.make_node("Unsqueeze", ["pos", "ax0"], ["col"]),
+              h.make_node("Unsqueeze", ["pos", "ax1"], ["row"]),
+              h.make_node("LessOrEqual", ["col", "row"], ["keep"]),
+              h.make_node("Where", ["keep", "s1", "fill"], ["s2"])]
+        scores = "s2"
+    elif mask == "bias":
+        n += [h.make_node("Cast", ["bias"], ["bias16"], to=to), h.make_node("Add", ["s1", "bias16"], ["s2"])]
+        scores = "s2"
+    n += [h.make_node("Softmax", [scores], ["p"], axis=-1), h.make_node("MatMul", ["p", "v16"], ["o"]),
+          h.make_node("Cast", ["o"], ["y"], to=TP.FLOAT)]
+    return n, inits
+
+
+def _attention_micro(name: str, dt: str, shape: list[int], mask: str, scale: int) -> Micro:
+    """q = k = v of `shape` [B, H, L, D]; the batch and L divided by `scale` (at least 1)."""
+    b, heads, seq, dim = shape
+    b, seq = max(1, b // scale), max(1, seq // scale)
+    qkv = [b, heads, seq, dim]
+    sc = _attn_scale(dt, dim)
+    causal = mask == "causal"
+    inputs = [("q", qkv), ("k", qkv), ("v", qkv)] + ([("bias", [b, 1, 1, seq])] if mask == "bias" else [])
+
+    def cast(torch, xs):
+        t = getattr(torch, ATTN_TYPES[dt][1])
+        return tuple(x.to(t) for x in xs)
+
+    def sdpa(torch, F, q, k, v, bias=None):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, is_causal=causal, scale=sc)
+
+    def reference(torch, F, *xs):
+        return sdpa(torch, F, *cast(torch, xs)).float()
+
+    def baseline(torch, F, *xs):
+        # Flash takes no mask: with a bias, the memory-efficient kernel.
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION if mask == "bias" else SDPBackend.FLASH_ATTENTION):
+            return sdpa(torch, F, *xs)
+    what = {"causal": "causal (in-graph range mask, Where)", "bias": f"additive bias [{b},1,1,{seq}]",
+            "": "no mask"}[mask]
+    flops = 4.0 * b * heads * seq * seq * dim / (2 if causal else 1)
+    rtol, atol = ATTN_TOL[dt]
+    return Micro(
+        name, "attention", f"{dt} attention q=k=v [{b},{heads},{seq},{dim}], {what}, cast from/to f32 "
+        f"(vs SDPA {'efficient' if mask == 'bias' else 'flash'})",
+        inputs, lambda h, TP: _attention_graph(h, TP, dt, dim, seq, mask), [qkv], reference, baseline,
+        flops=flops, baseline_prep=lambda torch, F, *xs: cast(torch, xs), rtol=rtol, atol=atol)
 
 
 def micro_list(scale: int = 1) -> list[Micro]:
@@ -156,6 +261,12 @@ def micro_list(scale: int = 1) -> list[Micro]:
         lambda h, TP: ([h.make_node("Conv", ["x", "w", "bias"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])], []),
         [[N, 64, 56, 56]], lambda torch, F, x, w, b: F.conv2d(x, w, b, padding=1),
         lambda torch, F, x, w, b: F.conv2d(x, w, b, padding=1), flops=2.0 * N * 64 * 56 * 56 * 64 * 9))
+    # Attention in 16 bits against PyTorch's SDPA (flash; memory-efficient with a bias).
+    out.append(_attention_micro("attn_f16_causal_d64", "f16", [4, 16, 2048, 64], "causal", scale))
+    out.append(_attention_micro("attn_f16_causal_d128", "f16", [1, 16, 8192, 128], "causal", scale))
+    out.append(_attention_micro("attn_bf16_causal_d128", "bf16", [2, 16, 4096, 128], "causal", scale))
+    out.append(_attention_micro("attn_f16_bias_d64", "f16", [8, 12, 1024, 64], "bias", scale))
+    out.append(_attention_micro("attn_bf16_d64", "bf16", [8, 16, 1024, 64], "", scale))
     return out
 
 
@@ -182,7 +293,7 @@ def main() -> int:
     micros = micro_list(args.scale)
     if args.list or not args.out_dir:
         for m in micros:
-            print(f"{m.name:18s} {m.kind:7s} {m.doc}")
+            print(f"{m.name:22s} {m.kind:9s} {m.doc}")
         return 0
     import onnx
     args.out_dir.mkdir(parents=True, exist_ok=True)
@@ -193,7 +304,7 @@ def main() -> int:
         onnx.save(build_model(m), str(d / "model.onnx"))
         meta.append({"name": m.name, "kind": m.kind, "doc": m.doc, "inputs": m.inputs,
                      "outputs": m.output_shapes, "bytes": m.bytes_moved(), "flops": m.flops})
-        print(f"{m.name:18s} {m.kind:7s} {d / 'model.onnx'}")
+        print(f"{m.name:22s} {m.kind:9s} {d / 'model.onnx'}")
     (args.out_dir / "micro.json").write_text(json.dumps(meta, indent=1) + "\n")
     return 0
 

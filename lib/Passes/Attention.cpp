@@ -44,9 +44,10 @@ using namespace tcc::fusion;
 namespace tcc {
 namespace {
 
-/// Masked scores at or below this are taken for -inf: they underflow exp() after the max shift
-/// (f32's lowest, which exporters use as a finite -inf, is -3.4e38).
-constexpr double kMaskedBelow = -1e30;
+/// Masked scores at or below this are taken for -inf: they underflow exp() after the max shift.
+/// It is f16's lowest finite value, which exporters use as a finite -inf in f16 models
+/// (finfo(float16).min); f32's and bf16's are -3.4e38.
+constexpr double kMaskedBelow = -65504.0;
 
 /// `v` with reshapes and broadcasts that only add or remove unit dims looked through.
 Value throughUnitDims(Value v) {

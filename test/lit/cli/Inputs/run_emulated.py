@@ -1,11 +1,11 @@
 """Runs ONNX backend-test cases as compiled CUDA artifacts without a GPU.
 
 Usage (under lit's %fakecuda, which points libtccrt at the fake CUDA driver and cuBLASLt):
-  run_emulated.py WORKDIR CASE_DIR...
+  run_emulated.py [--rtol R --atol A] WORKDIR CASE_DIR...
 For each case: `tcc compile --device cuda` on its first data set's inputs (with --dump-dir),
 `tcc-cuda-emulate` builds the host library of its kernels, and `tccrt-run` runs the artifact on
 the fake driver (kernels emulated on the host, $TCC_FAKE_CUDA_KERNELS) and compares the outputs
-with the case's expected ones (rtol 1e-3, atol 1e-5, as tcc check). Prints PASS/FAIL per case
+with the case's expected ones (rtol 1e-3, atol 1e-5 unless given, as tcc check). Prints PASS/FAIL per case
 and exits 1 if any fails. Any python3 works (only the standard library).
 """
 import glob
@@ -13,10 +13,15 @@ import os
 import subprocess
 import sys
 
-work = sys.argv[1]
+args = sys.argv[1:]
+tolerance = []
+while args and args[0] in ("--rtol", "--atol"):
+    tolerance += args[:2]
+    args = args[2:]
+work, cases = args[0], args[1:]
 os.makedirs(work, exist_ok=True)
 failed = 0
-for case in sys.argv[2:]:
+for case in cases:
     name = os.path.basename(os.path.normpath(case))
     data = os.path.join(case, "test_data_set_0")
     inputs = sorted(glob.glob(os.path.join(data, "input_*.pb")),
@@ -28,7 +33,8 @@ for case in sys.argv[2:]:
         ["tcc", "compile", os.path.join(case, "model.onnx"), "--device", "cuda", "-o", artifact,
          "--dump-dir", dump] + (["--inputs"] + inputs if inputs else []),
         ["tcc-cuda-emulate", artifact, os.path.join(dump, "kernels"), "-o", lib],
-        ["tccrt-run", artifact, "--compare", data] + (["--inputs"] + inputs if inputs else []),
+        ["tccrt-run", artifact, "--compare", data] + tolerance +
+        (["--inputs"] + inputs if inputs else []),
     ]
     env = dict(os.environ, TCC_FAKE_CUDA_KERNELS=lib)
     for step in steps:
@@ -40,5 +46,5 @@ for case in sys.argv[2:]:
             break
     else:
         print("PASS", name)
-print("%d of %d failed" % (failed, len(sys.argv) - 2))
+print("%d of %d failed" % (failed, len(cases)))
 sys.exit(1 if failed else 0)

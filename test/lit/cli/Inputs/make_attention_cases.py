@@ -1,0 +1,140 @@
+"""Writes ONNX backend-test-style cases (model.onnx, test_data_set_0/{input,output}_N.pb) of
+16-bit attention into argv[1], for cuda-attention-emulated.test: the CUDA backend runs them with
+its generated FlashAttention kernel. Run with Debian's /usr/bin/python3 (python3-onnx,
+python3-numpy): opset 17, expected outputs computed in float64 from the 16-bit inputs.
+
+  gpt2_f16:  f16 inputs [1, 2, 80, 64], causal as GPT-2 writes it (Where over a constant
+             lower triangle, filled with f16's lowest value), scores scaled by 1/8.
+  bert_f16:  f16 inputs [2, 2, 40, 32], an additive padding bias [2, 1, 1, 40] (an input).
+  gqa_bf16:  f32 inputs cast to bf16 in the graph: q [1, 4, 70, 64], k/v [1, 2, 70, 64]
+             repeated to 4 heads (Unsqueeze, Expand, Reshape), a boolean padding mask [1, 1, 1,
+             70] (masked_fill with -inf); the result cast back to f32.
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+out = sys.argv[1]
+rng = np.random.default_rng(20261127)
+
+
+def node(op, ins, outs, **attrs):
+    return helper.make_node(op, ins, outs, **attrs)
+
+
+def bf16_round(x):
+    """float32 -> the nearest bf16 (ties to even), as float32."""
+    bits = np.asarray(x, np.float32).reshape(-1).view(np.uint32).astype(np.uint64)
+    bits = (bits + np.uint64(0x7FFF) + ((bits >> np.uint64(16)) & np.uint64(1))) & np.uint64(0xFFFF0000)
+    return bits.astype(np.uint32).view(np.float32).reshape(np.shape(x))
+
+
+def reference(q, k, v, scale, causal=False, mask=None, bias=None):
+    """softmax(scale q k^T [causal] [mask -> -inf] [+ bias]) v in float64; heads of k/v
+    repeated to q's."""
+    q, k, v = (np.asarray(t, np.float64) for t in (q, k, v))
+    rep = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, rep, axis=1), np.repeat(v, rep, axis=1)
+    s = scale * q @ np.swapaxes(k, -1, -2)
+    if causal:
+        lq, lk = s.shape[-2:]
+        s = np.where(np.tril(np.ones((lq, lk), bool)), s, -np.inf)
+    if mask is not None:
+        s = np.where(mask, s, -np.inf)
+    if bias is not None:
+        s = s + bias
+    s = np.exp(s - s.max(-1, keepdims=True))
+    return (s / s.sum(-1, keepdims=True)) @ v
+
+
+def save(name, nodes, inputs, outputs, feeds, expected, initializers=()):
+    graph = helper.make_graph(nodes, name, inputs, outputs, list(initializers))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    d = os.path.join(out, name)
+    os.makedirs(os.path.join(d, "test_data_set_0"), exist_ok=True)
+    onnx.save(model, os.path.join(d, "model.onnx"))
+    for i, (vi, a) in enumerate(zip(inputs, feeds)):
+        t = numpy_helper.from_array(a, vi.name)
+        with open(os.path.join(d, "test_data_set_0", "input_%d.pb" % i), "wb") as f:
+            f.write(t.SerializeToString())
+    t = numpy_helper.from_array(expected, outputs[0].name)
+    with open(os.path.join(d, "test_data_set_0", "output_0.pb"), "wb") as f:
+        f.write(t.SerializeToString())
+
+
+H16, F, B = TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.BOOL
+
+# GPT-2, f16.
+shape = [1, 2, 80, 64]
+q, k, v = (rng.uniform(-1, 1, shape).astype(np.float16) for _ in range(3))
+tri = np.tril(np.ones((80, 80), bool))[None, None]
+save("gpt2_f16", [
+    node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+    node("MatMul", ["q", "kt"], ["s0"]),
+    node("Div", ["s0", "sqrt_d"], ["s1"]),
+    node("Where", ["tri", "s1", "lowest"], ["s2"]),
+    node("Softmax", ["s2"], ["p"], axis=-1),
+    node("MatMul", ["p", "v"], ["y"])],
+    [helper.make_tensor_value_info(n, H16, shape) for n in "qkv"],
+    [helper.make_tensor_value_info("y", H16, shape)],
+    [q, k, v], reference(q, k, v, 1 / 8, causal=True).astype(np.float16),
+    [numpy_helper.from_array(tri, "tri"),
+     numpy_helper.from_array(np.array(8, np.float16), "sqrt_d"),
+     numpy_helper.from_array(np.array(np.finfo(np.float16).min, np.float16), "lowest")])
+
+# BERT padding bias, f16.
+shape, bshape = [2, 2, 40, 32], [2, 1, 1, 40]
+q, k, v = (rng.uniform(-1, 1, shape).astype(np.float16) for _ in range(3))
+bias = np.zeros(bshape, np.float16)
+bias[1, ..., 25:] = -10000
+save("bert_f16", [
+    node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+    node("MatMul", ["q", "kt"], ["s0"]),
+    node("Mul", ["s0", "scale"], ["s1"]),
+    node("Add", ["s1", "bias"], ["s2"]),
+    node("Softmax", ["s2"], ["p"], axis=-1),
+    node("MatMul", ["p", "v"], ["y"])],
+    [helper.make_tensor_value_info(n, H16, shape) for n in "qkv"] +
+    [helper.make_tensor_value_info("bias", H16, bshape)],
+    [helper.make_tensor_value_info("y", H16, shape)],
+    [q, k, v, bias],
+    reference(q, k, v, float(np.float16(1 / np.sqrt(32))), bias=bias).astype(np.float16),
+    [numpy_helper.from_array(np.array(1 / np.sqrt(32), np.float16), "scale")])
+
+# Grouped-query attention with a boolean padding mask, bf16 inside an f32 graph.
+qs, kvs, ms = [1, 4, 70, 64], [1, 2, 70, 64], [1, 1, 1, 70]
+q = rng.uniform(-1, 1, qs).astype(np.float32)
+k, v = (rng.uniform(-1, 1, kvs).astype(np.float32) for _ in range(2))
+pad = np.ones(ms, bool)
+pad[..., 60:] = False
+nodes = [node("Cast", [n], [n + "16"], to=TensorProto.BFLOAT16) for n in "qkv"]
+for n in "kv":
+    nodes += [node("Unsqueeze", [n + "16", "axis2"], [n + "u"]),
+              node("Expand", [n + "u", "rep_shape"], [n + "e"]),
+              node("Reshape", [n + "e", "heads"], [n + "r"])]
+nodes += [
+    node("Transpose", ["kr"], ["kt"], perm=[0, 1, 3, 2]),
+    node("MatMul", ["q16", "kt"], ["s0"]),
+    node("Mul", ["s0", "scale"], ["s1"]),
+    node("Not", ["pad"], ["masked"]),
+    node("Where", ["masked", "ninf", "s1"], ["s2"]),
+    node("Softmax", ["s2"], ["p"], axis=-1),
+    node("MatMul", ["p", "vr"], ["o16"]),
+    node("Cast", ["o16"], ["y"], to=F)]
+scale = float(bf16_round(np.float32(1 / 8)))
+save("gqa_bf16", nodes,
+     [helper.make_tensor_value_info("q", F, qs), helper.make_tensor_value_info("k", F, kvs),
+      helper.make_tensor_value_info("v", F, kvs), helper.make_tensor_value_info("pad", B, ms)],
+     [helper.make_tensor_value_info("y", F, qs)],
+     [q, k, v, pad],
+     reference(bf16_round(q), bf16_round(k), bf16_round(v), scale, mask=pad).astype(np.float32),
+     [helper.make_tensor("axis2", TensorProto.INT64, [1], [2]),
+      helper.make_tensor("rep_shape", TensorProto.INT64, [5], [1, 2, 2, 70, 64]),
+      helper.make_tensor("heads", TensorProto.INT64, [4], [1, 4, 70, 64]),
+      helper.make_tensor("scale", TensorProto.BFLOAT16, [], [scale]),
+      helper.make_tensor("ninf", TensorProto.BFLOAT16, [], [-np.inf])])
