@@ -6,9 +6,10 @@
 // The algorithm is FlashAttention-2's forward pass:
 //  * a block of 4 warps owns 64 query rows of one (batch..., head) slice, each warp 16 rows,
 //    whose q fragments stay in registers for the whole pass (the A operands of S = q k^T);
-//  * keys and values stream through shared memory in tiles of 64: k row-major, v transposed
-//    (so both B operands are read as 32-bit pairs along the reduction dim; rows are padded by
-//    8 halves, so a warp's fragment reads hit 32 different banks);
+//  * keys and values stream through shared memory in tiles of 64 rows, double-buffered: the
+//    next tile's copies (cp.async, 16 bytes each) fly while this one is multiplied; rows are
+//    padded by 8 elements, so the fragment loads (ldmatrix, four 8x8 matrices at a time;
+//    transposing for v) hit 32 different banks;
 //  * S = q k^T tile by tile on tensor cores (mma.sync m16n8k16, 16-bit inputs, f32
 //    accumulators); scale, the causal triangle, the boolean mask and the additive bias are
 //    applied to the accumulators in registers; the online softmax keeps each row's running
@@ -19,12 +20,13 @@
 //    n-tiles is exactly the m16k16 A layout;
 //  * causal: key tiles wholly above the row block's diagonal are skipped (unless a finite
 //    masked_value overrides the triangle there), and row blocks are dealt out longest first.
-// Exponentials are exp2 of scores pre-multiplied by log2(e). A row whose scores are all -inf
+// Exponentials are exp2 (ex2.approx) of scores pre-multiplied by log2(e). A row whose scores are all -inf
 // sums to 0 and gives 0/0 = NaN, as the op's definition (and a decomposed softmax) does; with
 // no keys at all (Lk = 0) the result is 0.
 //
-// mma.sync is inline PTX; tests compile the kernel for the host with a warp-level emulation of
-// the same fragment layout (test/support/CudaHostEmulation), selected by TCC_CUDA_EMULATION.
+// mma.sync, ldmatrix, cp.async and ex2 are inline PTX; tests compile the kernel for the host
+// with a warp-level emulation of the same fragment layouts (test/support/CudaHostEmulation),
+// selected by TCC_CUDA_EMULATION.
 //
 //===----------------------------------------------------------------------===//
 
@@ -60,21 +62,81 @@ std::vector<int64_t> staticShape(Value buffer, const char *what) {
 
 /// The kernel body; the generator prepends the geometry as constants (see emitCudaAttention).
 const char *const kAttentionBody = R"cpp(
+// Shared-memory address of a generic pointer (for the inline PTX below).
+__device__ __forceinline__ uint32_t tcc_attn_smem_address(const void *p) {
+#ifdef TCC_CUDA_EMULATION
+  return 0;
+#else
+  return (uint32_t)__cvta_generic_to_shared(p);
+#endif
+}
 // d += a b on tensor cores: m16n8k16, a 16x16 (row), b 16x8 (col), 16-bit inputs, f32 d.
 __device__ __forceinline__ void tcc_mma16816(float d[4], const uint32_t a[4], const uint32_t b[2]) {
 #ifdef TCC_CUDA_EMULATION
   tcc_emu_mma16816(d, a, b, TCC_ATTN_BF16);
-#elif TCC_ATTN_BF16
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
 #else
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+  asm volatile(
+#if TCC_ATTN_BF16
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+#else
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
 #endif
-#ifndef TCC_CUDA_EMULATION
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 #endif
 }
-
+// Four 8x8 16-bit matrices of shared memory into fragments: lane l gives the address of row
+// l % 8 of matrix l / 8 and receives, of each matrix i, r[i] = M_i[l / 4][2 (l % 4) ..+1]
+// (transposed: M_i[2 (l % 4) ..+1][l / 4]).
+template <bool TRANS>
+__device__ __forceinline__ void tcc_ldmatrix_x4(uint32_t r[4], const uint16_t *row) {
+#ifdef TCC_CUDA_EMULATION
+  tcc_emu_ldmatrix_x4(r, row, TRANS);
+#else
+  if (TRANS)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(tcc_attn_smem_address(row)));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(tcc_attn_smem_address(row)));
+#endif
+}
+// 2^x (ex2.approx: relative error 2^-22, far below the 16-bit rounding of P).
+__device__ __forceinline__ float tcc_attn_exp2(float x) {
+#ifdef TCC_CUDA_EMULATION
+  return exp2f(x);
+#else
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#endif
+}
+// Eight consecutive 16-bit elements from global into 16-byte aligned shared memory,
+// asynchronously where the source is 16-byte aligned (cp.async, waited for by
+// tcc_attn_wait); element by element otherwise.
+__device__ __forceinline__ void tcc_attn_copy8(uint16_t *to, const uint16_t *from) {
+#if TCC_ATTN_ALIGNED && !defined(TCC_CUDA_EMULATION)
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(tcc_attn_smem_address(to)), "l"(from));
+#elif TCC_ATTN_ALIGNED
+  *(tcc_vec<uint32_t, 4> *)to = *(const tcc_vec<uint32_t, 4> *)from;
+#else
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    to[i] = from[i];
+#endif
+}
+__device__ __forceinline__ void tcc_attn_commit() {
+#ifndef TCC_CUDA_EMULATION
+  asm volatile("cp.async.commit_group;");
+#endif
+}
+// Waits until at most N groups of this thread's copies are in flight.
+template <int N> __device__ __forceinline__ void tcc_attn_wait() {
+#ifndef TCC_CUDA_EMULATION
+  asm volatile("cp.async.wait_group %0;" :: "n"(N));
+#endif
+}
 __device__ __forceinline__ uint32_t tcc_attn_pack(float lo, float hi) {
 #if TCC_ATTN_BF16
   return (uint32_t)tcc_f32_to_bf16(lo) | ((uint32_t)tcc_f32_to_bf16(hi) << 16);
@@ -89,7 +151,7 @@ __device__ __forceinline__ float tcc_attn_float(uint16_t h) {
   return tcc_f16_to_f32(h);
 #endif
 }
-// Two neighbouring 16-bit elements as one 32-bit word (the first in the low half).
+// Two neighbouring 16-bit elements as one 32-bit word (the first in the low half), and back.
 __device__ __forceinline__ uint32_t tcc_attn_pair(const uint16_t *p) {
 #if TCC_ATTN_ALIGNED
   return *(const uint32_t *)p;
@@ -97,26 +159,50 @@ __device__ __forceinline__ uint32_t tcc_attn_pair(const uint16_t *p) {
   return (uint32_t)p[0] | ((uint32_t)p[1] << 16);
 #endif
 }
-// Eight consecutive 16-bit elements of global memory into `to` (16-byte aligned shared memory).
-__device__ __forceinline__ void tcc_attn_copy8(uint16_t *to, const uint16_t *from) {
+__device__ __forceinline__ void tcc_attn_store_pair(uint16_t *p, uint32_t w) {
 #if TCC_ATTN_ALIGNED
-  *(tcc_vec<uint32_t, 4> *)to = *(const tcc_vec<uint32_t, 4> *)from;
+  *(uint32_t *)p = w;
 #else
-  for (int i = 0; i < 8; ++i)
-    to[i] = from[i];
+  p[0] = (uint16_t)w;
+  p[1] = (uint16_t)(w >> 16);
 #endif
 }
-
+constexpr int BR = 64, BC = 64, KP = D + 8, VP = DV + 8; // padded rows: 16-byte aligned, no conflicts
+constexpr long long ROW_BLOCKS = (LQ + BR - 1) / BR;
+constexpr long long KEY_TILES = (LK + BC - 1) / BC;
+// Issues the copies of key/value tile `tile` into stage buffers ks/vs (rows past LK zeroed).
+__device__ __forceinline__ void tcc_attn_load_tile(uint16_t *ks, uint16_t *vs, const uint16_t *kb,
+                                                   const uint16_t *vb, long long tile, int tid) {
+  const long long key0 = tile * BC;
+#pragma unroll
+  for (int chunk = tid; chunk < BC * D / 8; chunk += 128) {
+    const int j = chunk / (D / 8), d0 = chunk % (D / 8) * 8;
+    if (key0 + j < LK)
+      tcc_attn_copy8(ks + j * KP + d0, kb + (key0 + j) * D + d0);
+    else
+      *(tcc_vec<uint32_t, 4> *)(ks + j * KP + d0) = tcc_vec<uint32_t, 4>{{0u, 0u, 0u, 0u}};
+  }
+#pragma unroll
+  for (int chunk = tid; chunk < BC * DV / 8; chunk += 128) {
+    const int j = chunk / (DV / 8), d0 = chunk % (DV / 8) * 8;
+    if (key0 + j < LK)
+      tcc_attn_copy8(vs + j * VP + d0, vb + (key0 + j) * DV + d0);
+    else
+      *(tcc_vec<uint32_t, 4> *)(vs + j * VP + d0) = tcc_vec<uint32_t, 4>{{0u, 0u, 0u, 0u}};
+  }
+  tcc_attn_commit();
+}
 } // namespace
 
-extern "C" __global__ void __launch_bounds__(128) TCC_ATTN_NAME(TCC_ATTN_PARAMS) {
+extern "C" __global__ void __launch_bounds__(128, 1) TCC_ATTN_NAME(TCC_ATTN_PARAMS) {
   using namespace TCC_ATTN_IMPL;
-  constexpr int BR = 64, BC = 64, KP = D + 8, VP = BC + 8;
   const float NEG_INF = -__int_as_float(0x7f800000);
-  __shared__ __align__(16) uint16_t ks[BC * KP];  // keys of the tile, row-major
-  __shared__ __align__(16) uint16_t vts[DV * VP]; // values of the tile, transposed
+  // Two stages of keys and values, row-major (dynamic shared memory: SHARED_BYTES).
+  extern __shared__ __align__(16) unsigned char tcc_smem[];
+  // Stage i: keys at smem + i * STAGE, values BC * KP elements after them.
+  uint16_t *const smem = (uint16_t *)tcc_smem;
+  constexpr int STAGE = BC * (KP + VP);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-  constexpr long long ROW_BLOCKS = (LQ + BR - 1) / BR;
   for (long long item = blockIdx.x; item < BATCH * ROW_BLOCKS; item += gridDim.x) {
     const long long b = item % BATCH;
     const long long rb = CAUSAL ? ROW_BLOCKS - 1 - item / BATCH : item / BATCH;
@@ -126,8 +212,14 @@ extern "C" __global__ void __launch_bounds__(128) TCC_ATTN_NAME(TCC_ATTN_PARAMS)
       TCC_ATTN_BATCH_OFFSETS
     }
     const uint16_t *qb = q + b * LQ * D, *kb = k + kvOffset * LK * D, *vb = v + kvOffset * LK * DV;
+    const long long tiles = SKIP_ABOVE_DIAGONAL
+                                ? ((rb + 1) * BR < LK ? (rb + 1) * BR + BC - 1 : LK + BC - 1) / BC
+                                : KEY_TILES;
+    if (tiles > 0) // stage 0 is free: the previous item's last tile ended with a barrier
+      tcc_attn_load_tile(smem, smem + BC * KP, kb, vb, 0, tid);
     const int row0 = (int)(rb * BR) + warp * 16 + g, row1 = row0 + 8; // this thread's two rows
     uint32_t qf[D / 16][4];
+#pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       const int c = kk * 16 + 2 * t;
       qf[kk][0] = row0 < LQ ? tcc_attn_pair(qb + (long long)row0 * D + c) : 0u;
@@ -136,45 +228,43 @@ extern "C" __global__ void __launch_bounds__(128) TCC_ATTN_NAME(TCC_ATTN_PARAMS)
       qf[kk][3] = row1 < LQ ? tcc_attn_pair(qb + (long long)row1 * D + c + 8) : 0u;
     }
     float o[DV / 8][4];
+#pragma unroll
     for (int n = 0; n < DV / 8; ++n)
       o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
     float m0 = NEG_INF, m1 = NEG_INF, l0 = 0.f, l1 = 0.f;
-    const long long keyEnd = SKIP_ABOVE_DIAGONAL ? ((rb + 1) * BR < LK ? (rb + 1) * BR : LK) : LK;
-    for (long long key0 = 0; key0 < keyEnd; key0 += BC) {
-      __syncthreads(); // every warp is done with the previous tile
-      for (int chunk = tid; chunk < BC * D / 8; chunk += 128) {
-        const int j = chunk / (D / 8), d0 = chunk % (D / 8) * 8;
-        uint16_t *to = ks + j * KP + d0;
-        if (key0 + j < LK)
-          tcc_attn_copy8(to, kb + (key0 + j) * D + d0);
-        else
-          for (int i = 0; i < 8; ++i)
-            to[i] = 0;
+    for (long long tile = 0; tile < tiles; ++tile) {
+      if (tile + 1 < tiles) {
+        uint16_t *next = smem + ((tile + 1) & 1) * STAGE;
+        tcc_attn_load_tile(next, next + BC * KP, kb, vb, tile + 1, tid);
+        tcc_attn_wait<1>(); // this tile's copies are done, the next one's may fly
+      } else {
+        tcc_attn_wait<0>();
       }
-      for (int chunk = tid; chunk < BC * DV / 8; chunk += 128) {
-        const int j = chunk % BC, d0 = chunk / BC * 8;
-        alignas(16) uint16_t row[8];
-        if (key0 + j < LK)
-          tcc_attn_copy8(row, vb + (key0 + j) * DV + d0);
-        else
-          for (int i = 0; i < 8; ++i)
-            row[i] = 0;
-        for (int i = 0; i < 8; ++i)
-          vts[(d0 + i) * VP + j] = row[i];
-      }
-      __syncthreads();
+      __syncthreads(); // every thread's copies of this tile are visible
+      const uint16_t *ks = smem + (tile & 1) * STAGE, *vs = ks + BC * KP;
+      const long long key0 = tile * BC;
       float s[BC / 8][4];
-      for (int n = 0; n < BC / 8; ++n) {
+#pragma unroll
+      for (int n = 0; n < BC / 8; ++n)
         s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
-        const uint16_t *kr = ks + (n * 8 + g) * KP + 2 * t;
+      // S = q k^T: lane l addresses row l % 8 of key block n + (l / 16), columns (l / 8 % 2) * 8.
+#pragma unroll
+      for (int n = 0; n < BC / 8; n += 2) {
+        const uint16_t *kr = ks + (n * 8 + (lane / 16) * 8 + lane % 8) * KP + (lane / 8 % 2) * 8;
+#pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) {
-          const uint32_t bf[2] = {tcc_attn_pair(kr + kk * 16), tcc_attn_pair(kr + kk * 16 + 8)};
-          tcc_mma16816(s[n], qf[kk], bf);
+          uint32_t r[4];
+          tcc_ldmatrix_x4<false>(r, kr + kk * 16);
+          const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+          tcc_mma16816(s[n], qf[kk], b0);
+          tcc_mma16816(s[n + 1], qf[kk], b1);
         }
       }
       // Scores in the log2 domain, masked; each thread's row maxima.
       float mx0 = NEG_INF, mx1 = NEG_INF;
+#pragma unroll
       for (int n = 0; n < BC / 8; ++n)
+#pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int row = e < 2 ? row0 : row1;
           const long long key = key0 + n * 8 + 2 * t + (e & 1);
@@ -206,34 +296,43 @@ extern "C" __global__ void __launch_bounds__(128) TCC_ATTN_NAME(TCC_ATTN_PARAMS)
       const float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1);
       // Shift by the running maximum unless it is not finite (then nothing was seen yet).
       const float base0 = n0 == NEG_INF ? 0.f : n0, base1 = n1 == NEG_INF ? 0.f : n1;
-      const float alpha0 = exp2f(m0 - base0), alpha1 = exp2f(m1 - base1);
+      const float alpha0 = tcc_attn_exp2(m0 - base0), alpha1 = tcc_attn_exp2(m1 - base1);
       m0 = n0;
       m1 = n1;
       l0 *= alpha0;
       l1 *= alpha1;
+#pragma unroll
       for (int n = 0; n < DV / 8; ++n) {
         o[n][0] *= alpha0;
         o[n][1] *= alpha0;
         o[n][2] *= alpha1;
         o[n][3] *= alpha1;
       }
+      // O += P v: P from the score accumulators; v^T fragments by transposing loads, lane l
+      // addressing key row kk * 16 + (l / 8 % 2) * 8 + l % 8 of value columns n + (l / 16).
+#pragma unroll
       for (int kk = 0; kk < BC / 16; ++kk) {
         float p[8];
+#pragma unroll
         for (int e = 0; e < 4; ++e) {
-          p[e] = exp2f(s[2 * kk][e] - (e < 2 ? base0 : base1));
-          p[4 + e] = exp2f(s[2 * kk + 1][e] - (e < 2 ? base0 : base1));
+          p[e] = tcc_attn_exp2(s[2 * kk][e] - (e < 2 ? base0 : base1));
+          p[4 + e] = tcc_attn_exp2(s[2 * kk + 1][e] - (e < 2 ? base0 : base1));
         }
         l0 += p[0] + p[1] + p[4] + p[5];
         l1 += p[2] + p[3] + p[6] + p[7];
         const uint32_t pa[4] = {tcc_attn_pack(p[0], p[1]), tcc_attn_pack(p[2], p[3]),
                                 tcc_attn_pack(p[4], p[5]), tcc_attn_pack(p[6], p[7])};
-        const uint16_t *vr = vts + g * VP + kk * 16 + 2 * t;
-        for (int n = 0; n < DV / 8; ++n) {
-          const uint32_t bf[2] = {*(const uint32_t *)(vr + n * 8 * VP),
-                                  *(const uint32_t *)(vr + n * 8 * VP + 8)};
-          tcc_mma16816(o[n], pa, bf);
+        const uint16_t *vr = vs + (kk * 16 + (lane / 8 % 2) * 8 + lane % 8) * VP + (lane / 16) * 8;
+#pragma unroll
+        for (int n = 0; n < DV / 8; n += 2) {
+          uint32_t r[4];
+          tcc_ldmatrix_x4<true>(r, vr + n * 8);
+          const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+          tcc_mma16816(o[n], pa, b0);
+          tcc_mma16816(o[n + 1], pa, b1);
         }
       }
+      __syncthreads(); // every warp is done with this stage before it is refilled
     }
     l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
     l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
@@ -242,18 +341,15 @@ extern "C" __global__ void __launch_bounds__(128) TCC_ATTN_NAME(TCC_ATTN_PARAMS)
     // No keys: the empty sum, 0. Else o / l (0 / 0 = NaN for a row masked entirely with -inf).
     const float inv0 = LK == 0 ? 0.f : 1.f / l0, inv1 = LK == 0 ? 0.f : 1.f / l1;
     uint16_t *ob = out + b * LQ * DV;
+#pragma unroll
     for (int n = 0; n < DV / 8; ++n) {
       const int c = n * 8 + 2 * t;
-      const uint32_t w0 = tcc_attn_pack(LK == 0 ? 0.f : o[n][0] * inv0, LK == 0 ? 0.f : o[n][1] * inv0);
-      const uint32_t w1 = tcc_attn_pack(LK == 0 ? 0.f : o[n][2] * inv1, LK == 0 ? 0.f : o[n][3] * inv1);
-      if (row0 < LQ) {
-        ob[(long long)row0 * DV + c] = (uint16_t)w0;
-        ob[(long long)row0 * DV + c + 1] = (uint16_t)(w0 >> 16);
-      }
-      if (row1 < LQ) {
-        ob[(long long)row1 * DV + c] = (uint16_t)w1;
-        ob[(long long)row1 * DV + c + 1] = (uint16_t)(w1 >> 16);
-      }
+      if (row0 < LQ)
+        tcc_attn_store_pair(ob + (long long)row0 * DV + c,
+                            tcc_attn_pack(LK == 0 ? 0.f : o[n][0] * inv0, LK == 0 ? 0.f : o[n][1] * inv0));
+      if (row1 < LQ)
+        tcc_attn_store_pair(ob + (long long)row1 * DV + c,
+                            tcc_attn_pack(LK == 0 ? 0.f : o[n][2] * inv1, LK == 0 ? 0.f : o[n][3] * inv1));
     }
   }
 }
@@ -416,7 +512,9 @@ CudaKernel tcc::codegen::emitCudaAttention(tk::AttentionOp op, unsigned alignmen
   // helpers live in a namespace of its own, its macros are undefined at its end.
   kernel.source = cuda.prelude() + "\n// tk.attention " + desc + "\n" + defs + "namespace " +
                   name + "_impl {\n" + body + kAttentionBody;
-  kernel.strategy = "attention flash tile=64x64";
+  kernel.strategy = "attention flash tile=64x64 stages=2";
+  // Two stages of a 64-key tile of k and v, rows padded by 8 elements.
+  kernel.launch.sharedBytes = (uint32_t)(2 * 64 * ((d + 8) + (dv + 8)) * 2);
   int64_t items = batch * ((lq + kRowsPerBlock - 1) / kRowsPerBlock);
   kernel.launch.grid = {(uint32_t)std::clamp<int64_t>(items, 1, kMaxGrid), 1, 1};
   kernel.launch.block = {128, 1, 1};

@@ -46,7 +46,7 @@ const char *const kEmulation = R"cpp(
 struct tcc_dim3 { unsigned x, y, z; };
 static thread_local tcc_dim3 threadIdx, blockIdx;
 static tcc_dim3 blockDim, gridDim;
-alignas(16) static unsigned char tcc_smem[65536];
+alignas(16) static unsigned char tcc_smem[232448]; // 227 KiB, an H100's opt-in maximum
 
 namespace tcc_emu {
 // A reusable barrier; a thread stuck for a minute means the kernel's threads diverged at a
@@ -191,8 +191,10 @@ tcc_emu_launch(void (*kernel)(void **), void **args, unsigned grid, unsigned bx,
 }
 )cpp";
 
-/// Tensor-core instructions, after the CPU prelude (they use its 16-bit conversions):
-/// tcc_emu_mma16816 is `mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32` with
+/// Tensor-core instructions, after the CPU prelude (they use its 16-bit conversions);
+/// tcc_emu_ldmatrix_x4 is ldmatrix (fragment loads from shared memory) and
+/// tcc_emu_mma16816 is
+/// `mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32` with
 /// d as c, a warp-wide exchange of the PTX ISA's fragment layout (groupID = lane / 4,
 /// t = lane % 4): a0 = A[g][2t..2t+1], a1 = A[g+8][2t..], a2 = A[g][2t+8..], a3 = A[g+8][2t+8..];
 /// b0 = B[2t..2t+1][g], b1 = B[2t+8..2t+9][g]; d0,d1 = D[g][2t..2t+1], d2,d3 = D[g+8][2t..].
@@ -200,6 +202,27 @@ tcc_emu_launch(void (*kernel)(void **), void **args, unsigned grid, unsigned bx,
 const char *const kEmulationMma = R"cpp(
 namespace tcc_emu {
 static unsigned mmaA[32][32][4], mmaB[32][32][2];
+static const uint16_t *rows[32][32];
+}
+// ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: lane l gives row l % 8 of matrix l / 8;
+// lane l receives r[i] = M_i[l / 4][2 (l % 4) ..+1], transposed M_i[2 (l % 4) ..+1][l / 4].
+static inline void tcc_emu_ldmatrix_x4(uint32_t r[4], const uint16_t *row, bool trans) {
+  unsigned warp = tcc_emu::linear / 32, lane = tcc_emu::linear % 32;
+  tcc_emu::rows[warp][lane] = row;
+  tcc_emu::warps[warp].wait();
+  for (unsigned i = 0; i < 4; ++i) {
+    const uint16_t *const *m = tcc_emu::rows[warp] + 8 * i;
+    uint16_t lo, hi;
+    if (trans) {
+      lo = m[2 * (lane % 4)][lane / 4];
+      hi = m[2 * (lane % 4) + 1][lane / 4];
+    } else {
+      lo = m[lane / 4][2 * (lane % 4)];
+      hi = m[lane / 4][2 * (lane % 4) + 1];
+    }
+    r[i] = (uint32_t)lo | ((uint32_t)hi << 16);
+  }
+  tcc_emu::warps[warp].wait();
 }
 static inline void tcc_emu_mma16816(float d[4], const uint32_t a[4], const uint32_t b[2], int bf16) {
   unsigned warp = tcc_emu::linear / 32, lane = tcc_emu::linear % 32;

@@ -12,13 +12,15 @@
 //    threads present is assumed (divergent shuffles deadlock, and the emulation aborts after a
 //    minute at a barrier, naming it);
 //  * `__shared__` variables (static ones declared in a kernel, and `extern __shared__` dynamic
-//    shared memory, backed by one 64 KiB buffer) are one object shared by all threads; blocks
+//    shared memory, backed by one 227 KiB buffer) are one object shared by all threads; blocks
 //    run in turn, so a block sees the previous block's leftovers, like a GPU may;
 //  * the kernel's own prelude (ScalarEmitter's CUDA prelude) is replaced by the CPU prelude:
 //    the same helpers with software f16/bf16 conversions and libm math;
-//  * `tcc_emu_mma16816`: the warp-wide tensor-core product mma.sync m16n8k16 (f16/bf16 in,
-//    f32 accumulate) with the PTX ISA's fragment layouts; kernels that use tensor cores call it
-//    where TCC_CUDA_EMULATION is defined (it is, here) instead of their inline PTX;
+//  * `tcc_emu_mma16816` and `tcc_emu_ldmatrix_x4`: the warp-wide tensor-core product mma.sync
+//    m16n8k16 (f16/bf16 in, f32 accumulate) and fragment load ldmatrix m8n8.x4 (.trans) with
+//    the PTX ISA's fragment layouts; kernels that use tensor cores call them where
+//    TCC_CUDA_EMULATION is defined (it is, here) instead of their inline PTX (and copy
+//    synchronously where they would use cp.async);
 //  * a few device intrinsics: `__ldg`, `__float_as_uint`/`__uint_as_float`,
 //    `__float_as_int`/`__int_as_float`, `__double_as_longlong`/`__longlong_as_double`,
 //    `min`/`max` on integers, `atomicAdd` on int, unsigned and unsigned long long,
@@ -26,7 +28,7 @@
 // Not modelled: memory-model races between threads that a GPU would tolerate or not (the
 // threads really run concurrently, so a missing __syncthreads usually shows as a wrong
 // result, but not always), warp-synchronous code without __syncwarp, other atomics, textures,
-// cooperative groups, other tensor-core instructions (wmma, wgmma, ldmatrix), cp.async, and
+// cooperative groups, other tensor-core instructions (wmma, wgmma), cp.async, and
 // timing.
 //
 //===----------------------------------------------------------------------===//

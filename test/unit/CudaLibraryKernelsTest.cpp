@@ -425,7 +425,7 @@ void launch(const cg::CudaKernel &k, const std::vector<void *> &args, unsigned m
   ASSERT_EQ(k.launch.block[1] * k.launch.block[2], 1u);
   ASSERT_EQ(k.launch.grid[1] * k.launch.grid[2], 1u);
   ASSERT_GE(k.launch.grid[0], 1u);
-  ASSERT_LE(k.launch.sharedBytes, 48u * 1024);
+  ASSERT_LE(k.launch.sharedBytes, 227u * 1024); // the emulation's buffer, an H100's opt-in limit
   emulation().launch(k.name, args, std::min(k.launch.grid[0], maxGrid), k.launch.block[0]);
 }
 
