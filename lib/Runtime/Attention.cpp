@@ -142,6 +142,7 @@ AttentionGeometry makeAttentionGeometry(const Shape &q, const Shape &k, const Sh
   g.maskedValue = maskedValue;
   g.hasMask = mask != nullptr;
   g.hasBias = bias != nullptr;
+  g.skipAboveDiagonal = causal && !(g.hasMask && maskedValue > -HUGE_VAL);
   g.maskStrides = mask ? broadcastStrides(*mask) : Shape(r, 0);
   g.biasStrides = bias ? broadcastStrides(*bias) : Shape(r, 0);
   int64_t tile = sgemmTileRows(sgemmIsa());
@@ -188,9 +189,9 @@ void runAttention(const AttentionGeometry &g, const float *q, const float *k, co
       biasBase += index * g.biasStrides[dim];
     }
     const float *kb = k + kvBatch * g.lk * g.d, *vb = v + kvBatch * g.lk * g.dv;
-    // Causal: keys after the item's last row are never seen.
+    // Causal (without a finite fill): keys after the item's last row are never seen.
     int64_t lastRow = std::min(g.lq, endBlock * g.blockRows);
-    int64_t itemKeys = g.causal ? std::min(g.lk, lastRow) : g.lk;
+    int64_t itemKeys = g.skipAboveDiagonal ? std::min(g.lk, lastRow) : g.lk;
     std::vector<SgemmPacked> keyBlocks, valueBlocks;
     for (int64_t j0 = 0; j0 < itemKeys; j0 += g.blockCols) {
       int64_t cols = std::min(g.blockCols, itemKeys - j0);
@@ -210,7 +211,7 @@ void runAttention(const AttentionGeometry &g, const float *q, const float *k, co
       std::fill(l, l + rows, 0.0f);
       const float *qb = q + (batch * g.lq + i0) * g.d;
       SgemmPacked queries = packSgemmA(isa, false, rows, g.d, qb, g.d);
-      int64_t keys = g.causal ? std::min(g.lk, i0 + rows) : g.lk;
+      int64_t keys = g.skipAboveDiagonal ? std::min(g.lk, i0 + rows) : g.lk;
       for (int64_t j0 = 0, kbi = 0; j0 < keys; j0 += g.blockCols, ++kbi) {
         // A causal row block may stop inside the item's last key block: the sgemm then packs
         // that shorter block itself.

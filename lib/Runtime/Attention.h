@@ -27,6 +27,9 @@ struct AttentionGeometry {
   int64_t lq = 0, lk = 0, d = 0, dv = 0;
   double scale = 1, maskedValue = 0;
   bool causal = false, hasMask = false, hasBias = false;
+  // Keys past the causal diagonal can be skipped: causal, and no mask with a finite fill (the
+  // mask applies after the triangle, so a finite fill would replace its -inf there).
+  bool skipAboveDiagonal = false;
   Shape maskStrides, biasStrides;   // per scores dim [B..., Lq, Lk]; 0 where broadcast
   int64_t blockRows = 0, blockCols = 0;
   size_t workspaceBytes = 0;        // per thread (a multiple of 64): a score block, an output

@@ -733,6 +733,9 @@ TEST(RuntimeAttention, MatchesTheDefinitionAcrossBlocksMasksAndGroups) {
       {{2, 2, 65, 16}, {2, 2, 65, 16}, {2, 2, 65, 16}, {2, 2, 65, 65}, {}, 0.25, false, -1e9},
       {{2, 3, 20, 8}, {2, 3, 600, 8}, {2, 3, 600, 8}, {}, {1, 3, 20, 600}, 1.0, false},
       {{2, 3, 20, 8}, {2, 3, 30, 8}, {2, 3, 30, 8}, {1, 1, 20, 30}, {2, 1, 1, 30}, 0.5, true},
+      // Causal with a finite fill: where the mask is false the fill replaces the triangle's
+      // -inf too, so keys past the diagonal count (no block may be skipped).
+      {{1, 2, 70, 8}, {1, 2, 600, 8}, {1, 2, 600, 8}, {1, 2, 70, 600}, {}, 0.5, true, -30.0},
       // Grouped-query (8 query heads over 2 key/value heads) and multi-query attention.
       {{2, 8, 50, 16}, {2, 2, 270, 16}, {2, 2, 270, 16}, {}, {}, 0.25, true},
       {{3, 4, 1, 32}, {3, 1, 77, 32}, {3, 1, 77, 32}, {3, 1, 1, 77}, {}, 0.17, false},
