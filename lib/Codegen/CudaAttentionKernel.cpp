@@ -170,26 +170,24 @@ __device__ __forceinline__ void tcc_attn_store_pair(uint16_t *p, uint32_t w) {
 constexpr int BR = 64, BC = 64, KP = D + 8, VP = DV + 8; // padded rows: 16-byte aligned, no conflicts
 constexpr long long ROW_BLOCKS = (LQ + BR - 1) / BR;
 constexpr long long KEY_TILES = (LK + BC - 1) / BC;
-// Issues the copies of key/value tile `tile` into stage buffers ks/vs (rows past LK zeroed).
+// Copies rows [key0, key0 + BC) of a [LK, W] matrix into a stage buffer with rows of P
+// elements (rows past LK zeroed).
+template <int W, int P>
+__device__ __forceinline__ void tcc_attn_load_rows(uint16_t *to, const uint16_t *from, long long key0, int tid) {
+#pragma unroll
+  for (int chunk = tid; chunk < BC * W / 8; chunk += 128) {
+    const int j = chunk / (W / 8), d0 = chunk % (W / 8) * 8;
+    if (key0 + j < LK)
+      tcc_attn_copy8(to + j * P + d0, from + (key0 + j) * W + d0);
+    else
+      *(tcc_vec<uint32_t, 4> *)(to + j * P + d0) = tcc_vec<uint32_t, 4>{{0u, 0u, 0u, 0u}};
+  }
+}
+// Issues the copies of key/value tile `tile` into stage buffers ks/vs, as one cp.async group.
 __device__ __forceinline__ void tcc_attn_load_tile(uint16_t *ks, uint16_t *vs, const uint16_t *kb,
                                                    const uint16_t *vb, long long tile, int tid) {
-  const long long key0 = tile * BC;
-#pragma unroll
-  for (int chunk = tid; chunk < BC * D / 8; chunk += 128) {
-    const int j = chunk / (D / 8), d0 = chunk % (D / 8) * 8;
-    if (key0 + j < LK)
-      tcc_attn_copy8(ks + j * KP + d0, kb + (key0 + j) * D + d0);
-    else
-      *(tcc_vec<uint32_t, 4> *)(ks + j * KP + d0) = tcc_vec<uint32_t, 4>{{0u, 0u, 0u, 0u}};
-  }
-#pragma unroll
-  for (int chunk = tid; chunk < BC * DV / 8; chunk += 128) {
-    const int j = chunk / (DV / 8), d0 = chunk % (DV / 8) * 8;
-    if (key0 + j < LK)
-      tcc_attn_copy8(vs + j * VP + d0, vb + (key0 + j) * DV + d0);
-    else
-      *(tcc_vec<uint32_t, 4> *)(vs + j * VP + d0) = tcc_vec<uint32_t, 4>{{0u, 0u, 0u, 0u}};
-  }
+  tcc_attn_load_rows<D, KP>(ks, kb, tile * BC, tid);
+  tcc_attn_load_rows<DV, VP>(vs, vb, tile * BC, tid);
   tcc_attn_commit();
 }
 } // namespace
