@@ -267,6 +267,11 @@ def micro_list(scale: int = 1) -> list[Micro]:
     out.append(_attention_micro("attn_bf16_causal_d128", "bf16", [2, 16, 4096, 128], "causal", scale))
     out.append(_attention_micro("attn_f16_bias_d64", "f16", [8, 12, 1024, 64], "bias", scale))
     out.append(_attention_micro("attn_bf16_d64", "bf16", [8, 16, 1024, 64], "", scale))
+    # Sequence-length sweep (causal f16, one sequence of 16 heads; 8k d128 is above).
+    for dim, lengths in ((64, (1024, 4096, 8192, 16384)), (128, (1024, 2048, 4096, 16384))):
+        for seq in lengths:
+            out.append(_attention_micro(f"attn_sweep_f16_causal_d{dim}_{seq // 1024}k", "f16",
+                                        [1, 16, seq, dim], "causal", scale))
     return out
 
 
