@@ -137,8 +137,17 @@ template <int N> __device__ __forceinline__ void tcc_attn_wait() {
   asm volatile("cp.async.wait_group %0;" :: "n"(N));
 #endif
 }
+// Two floats rounded to the input type, `lo` in the low half (one cvt on the GPU).
 __device__ __forceinline__ uint32_t tcc_attn_pack(float lo, float hi) {
+#ifndef TCC_CUDA_EMULATION
+  uint32_t r;
 #if TCC_ATTN_BF16
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+#else
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+#endif
+  return r;
+#elif TCC_ATTN_BF16
   return (uint32_t)tcc_f32_to_bf16(lo) | ((uint32_t)tcc_f32_to_bf16(hi) << 16);
 #else
   return (uint32_t)tcc_f32_to_f16(lo) | ((uint32_t)tcc_f32_to_f16(hi) << 16);
@@ -192,7 +201,7 @@ __device__ __forceinline__ void tcc_attn_load_tile(uint16_t *ks, uint16_t *vs, c
 }
 } // namespace
 
-extern "C" __global__ void __launch_bounds__(128, 1) TCC_ATTN_NAME(TCC_ATTN_PARAMS) {
+extern "C" __global__ void __launch_bounds__(128, MIN_BLOCKS) TCC_ATTN_NAME(TCC_ATTN_PARAMS) {
   using namespace TCC_ATTN_IMPL;
   const float NEG_INF = -__int_as_float(0x7f800000);
   // Two stages of keys and values, row-major (dynamic shared memory: SHARED_BYTES).
@@ -215,7 +224,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) TCC_ATTN_NAME(TCC_ATTN_PARA
                                 : KEY_TILES;
     if (tiles > 0) // stage 0 is free: the previous item's last tile ended with a barrier
       tcc_attn_load_tile(smem, smem + BC * KP, kb, vb, 0, tid);
-    const int row0 = (int)(rb * BR) + warp * 16 + g, row1 = row0 + 8; // this thread's two rows
+    const KeyIndex row0 = (KeyIndex)(rb * BR) + warp * 16 + g, row1 = row0 + 8; // this thread's two rows
     uint32_t qf[D / 16][4];
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
@@ -258,35 +267,60 @@ extern "C" __global__ void __launch_bounds__(128, 1) TCC_ATTN_NAME(TCC_ATTN_PARA
           tcc_mma16816(s[n + 1], qf[kk], b1);
         }
       }
-      // Scores in the log2 domain, masked; each thread's row maxima.
+      // Scores in the log2 domain, masked; each thread's row maxima. Most tiles need no
+      // masking: every key real and, causal, none after the warp's first row (warp-uniform).
       float mx0 = NEG_INF, mx1 = NEG_INF;
+      const bool plain = !TCC_ATTN_MASK && !TCC_ATTN_BIAS && key0 + BC <= LK &&
+                         (!CAUSAL || key0 + BC - 1 <= rb * BR + warp * 16);
+      // Plain tiles keep the raw products and fold the scale into the exponent's FMA (a
+      // positive scale commutes with the maximum).
+      const bool deferScale = plain && SCALE_LOG2E > 0.f;
+      const float factor = deferScale ? SCALE_LOG2E : 1.f;
+      if (plain) {
 #pragma unroll
-      for (int n = 0; n < BC / 8; ++n)
+        for (int n = 0; n < BC / 8; ++n) {
+          if (!deferScale) {
+            s[n][0] *= SCALE_LOG2E;
+            s[n][1] *= SCALE_LOG2E;
+            s[n][2] *= SCALE_LOG2E;
+            s[n][3] *= SCALE_LOG2E;
+          }
+          mx0 = fmaxf(mx0, fmaxf(s[n][0], s[n][1]));
+          mx1 = fmaxf(mx1, fmaxf(s[n][2], s[n][3]));
+        }
+        if (deferScale) {
+          mx0 *= SCALE_LOG2E;
+          mx1 *= SCALE_LOG2E;
+        }
+      } else {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int row = e < 2 ? row0 : row1;
-          const long long key = key0 + n * 8 + 2 * t + (e & 1);
-          float x = s[n][e] * SCALE_LOG2E;
-          if (key >= LK) {
-            x = NEG_INF; // not a key: left out entirely
-          } else {
-            if (CAUSAL && key > row)
-              x = NEG_INF;
+        for (int n = 0; n < BC / 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const KeyIndex row = e < 2 ? row0 : row1;
+            const KeyIndex key = (KeyIndex)key0 + n * 8 + 2 * t + (e & 1);
+            float x = s[n][e] * SCALE_LOG2E;
+            if (key >= LK) {
+              x = NEG_INF; // not a key: left out entirely
+            } else {
+              if (CAUSAL && key > row)
+                x = NEG_INF;
 #if TCC_ATTN_MASK
-            if (row < LQ && !mask[maskOffset + (long long)row * MASK_ROW + key * MASK_COL])
-              x = MASKED_VALUE_LOG2E;
+              if (row < LQ && !mask[maskOffset + (long long)row * MASK_ROW + (long long)key * MASK_COL])
+                x = MASKED_VALUE_LOG2E;
 #endif
 #if TCC_ATTN_BIAS
-            if (row < LQ)
-              x += tcc_attn_float(bias[biasOffset + (long long)row * BIAS_ROW + key * BIAS_COL]) * LOG2E;
+              if (row < LQ)
+                x += tcc_attn_float(bias[biasOffset + (long long)row * BIAS_ROW + (long long)key * BIAS_COL]) * LOG2E;
 #endif
+            }
+            s[n][e] = x;
+            if (e < 2)
+              mx0 = fmaxf(mx0, x);
+            else
+              mx1 = fmaxf(mx1, x);
           }
-          s[n][e] = x;
-          if (e < 2)
-            mx0 = fmaxf(mx0, x);
-          else
-            mx1 = fmaxf(mx1, x);
-        }
+      }
       mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
       mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
       mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
@@ -313,8 +347,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) TCC_ATTN_NAME(TCC_ATTN_PARA
         float p[8];
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          p[e] = tcc_attn_exp2(s[2 * kk][e] - (e < 2 ? base0 : base1));
-          p[4 + e] = tcc_attn_exp2(s[2 * kk + 1][e] - (e < 2 ? base0 : base1));
+          p[e] = tcc_attn_exp2(__fmaf_rn(s[2 * kk][e], factor, -(e < 2 ? base0 : base1)));
+          p[4 + e] = tcc_attn_exp2(__fmaf_rn(s[2 * kk + 1][e], factor, -(e < 2 ? base0 : base1)));
         }
         l0 += p[0] + p[1] + p[4] + p[5];
         l1 += p[2] + p[3] + p[6] + p[7];
@@ -361,6 +395,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) TCC_ATTN_NAME(TCC_ATTN_PARA
 #undef TCC_ATTN_NAME
 #undef SCALE_LOG2E
 #undef MASKED_VALUE_LOG2E
+#undef MIN_BLOCKS
 )cpp";
 
 } // namespace
@@ -481,6 +516,12 @@ CudaKernel tcc::codegen::emitCudaAttention(tk::AttentionOp op, unsigned alignmen
   std::string body = "constexpr long long BATCH = " + std::to_string(batch) +
                      "LL, LQ = " + std::to_string(lq) + "LL, LK = " + std::to_string(lk) + "LL;\n";
   body += "constexpr int D = " + std::to_string(d) + ", DV = " + std::to_string(dv) + ";\n";
+  // Row and key indices in 32 bits where they fit (64-bit compares cost two instructions).
+  bool narrow = lq + 64 < (int64_t(1) << 31) && lk + 64 < (int64_t(1) << 31);
+  body += std::string("typedef ") + (narrow ? "int" : "long long") + " KeyIndex;\n";
+  // Blocks per SM the registers must allow (without it ptxas may cap registers and spill):
+  // three for head dims up to 64 (<= 168 registers), two above.
+  def("MIN_BLOCKS", d <= 64 && dv <= 64 ? "3" : "2");
   body += "constexpr bool CAUSAL = " + std::string(op.getCausal() ? "true" : "false") + ";\n";
   // The mask applies after the triangle: a finite masked_value where the mask is false also
   // replaces the triangle's -inf, so the keys above the diagonal count.

@@ -22,8 +22,8 @@
 //    TCC_CUDA_EMULATION is defined (it is, here) instead of their inline PTX (and copy
 //    synchronously where they would use cp.async);
 //  * a few device intrinsics: `__ldg`, `__float_as_uint`/`__uint_as_float`,
-//    `__float_as_int`/`__int_as_float`, `__double_as_longlong`/`__longlong_as_double`,
-//    `min`/`max` on integers, `atomicAdd` on int, unsigned and unsigned long long,
+//    `__float_as_int`/`__int_as_float`, `__fmaf_rn`,
+//    `__double_as_longlong`/`__longlong_as_double`, `min`/`max` on integers, `atomicAdd` on int, unsigned and unsigned long long,
 //    `__launch_bounds__`, `__restrict__`, `__align__`, `__forceinline__`.
 // Not modelled: memory-model races between threads that a GPU would tolerate or not (the
 // threads really run concurrently, so a missing __syncthreads usually shows as a wrong
