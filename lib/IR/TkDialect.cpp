@@ -163,8 +163,9 @@ LogicalResult GemmOp::verify() {
   if (a.getRank() < 2 || a.getRank() != b.getRank() || a.getRank() != c.getRank())
     return emitOpError("operands must have the same rank, at least 2");
   Type e = c.getElementType();
-  if (a.getElementType() != e || b.getElementType() != e || !(e.isF32() || e.isF64()))
-    return emitOpError("operands must all be f32 or all f64");
+  if (a.getElementType() != e || b.getElementType() != e ||
+      !(e.isF32() || e.isF64() || e.isF16() || e.isBF16()))
+    return emitOpError("operands must all be f32, f64, f16 or bf16 (one type)");
   int64_t r = a.getRank();
   int64_t m = a.getDimSize(r - (getTransA() ? 1 : 2)), k = a.getDimSize(r - (getTransA() ? 2 : 1));
   int64_t kb = b.getDimSize(r - (getTransB() ? 1 : 2)), n = b.getDimSize(r - (getTransB() ? 2 : 1));

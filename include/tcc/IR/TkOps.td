@@ -223,7 +223,8 @@ def Tk_GemmOp : Tk_Op<"gemm"> {
   let description = [{
     Shapes [batch..., M, K] x [batch..., K, N] -> [batch..., M, N] (before transposition when
     `trans_a`/`trans_b` say the operand is stored [.., K, M] / [.., N, K]). Every operand has the
-    same rank; a batch dim of size 1 in `a` or `b` broadcasts. Element type f32 or f64.
+    same rank; a batch dim of size 1 in `a` or `b` broadcasts. Element type f32 or f64, or f16
+    or bf16 (accumulated in f32; CUDA only: the CPU runtime's GEMMs are f32 and f64).
 
     The epilogue: `bias` (optional, c's element type, shape [N]) is added to every row of every
     batch (bias[n] to c[..., m, n]), then `activation` is applied to each element (none;

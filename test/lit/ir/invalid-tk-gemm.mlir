@@ -43,8 +43,16 @@ func.func @shapes(%a: memref<4x16xf32>, %b: memref<8x8xf32>, %c: memref<4x8xf32>
 // -----
 
 func.func @element_types(%a: memref<4x16xi32>, %b: memref<16x8xi32>, %c: memref<4x8xi32>) {
-  // expected-error @+1 {{'tk.gemm' op operands must all be f32 or all f64}}
+  // expected-error @+1 {{'tk.gemm' op operands must all be f32, f64, f16 or bf16 (one type)}}
   tk.gemm %a, %b, %c : memref<4x16xi32>, memref<16x8xi32>, memref<4x8xi32>
+  return
+}
+
+// -----
+
+func.func @mixed_element_types(%a: memref<4x16xf16>, %b: memref<16x8xf16>, %c: memref<4x8xf32>) {
+  // expected-error @+1 {{'tk.gemm' op operands must all be f32, f64, f16 or bf16 (one type)}}
+  tk.gemm %a, %b, %c : memref<4x16xf16>, memref<16x8xf16>, memref<4x8xf32>
   return
 }
 

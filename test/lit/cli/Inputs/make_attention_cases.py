@@ -138,3 +138,50 @@ save("gqa_bf16", nodes,
       helper.make_tensor("heads", TensorProto.INT64, [4], [1, 4, 70, 64]),
       helper.make_tensor("scale", TensorProto.BFLOAT16, [], [scale]),
       helper.make_tensor("ninf", TensorProto.BFLOAT16, [], [-np.inf])])
+
+# A causal self-attention block in f16: one QKV projection (a 16-bit GEMM: cuBLASLt on CUDA),
+# heads split, attention, heads merged, the output projection with a bias (a GEMM epilogue).
+# The reference rounds to f16 after every op, as the f16 graph stores its values.
+B_, L_, E_, H_ = 2, 40, 64, 2
+Dh = E_ // H_
+x = rng.uniform(-1, 1, [B_, L_, E_]).astype(np.float16)
+w_qkv = (rng.uniform(-1, 1, [E_, 3 * E_]) / np.sqrt(E_)).astype(np.float16)
+w_o = (rng.uniform(-1, 1, [E_, E_]) / np.sqrt(E_)).astype(np.float16)
+b_o = rng.uniform(-0.5, 0.5, [E_]).astype(np.float16)
+
+
+def f16(a):
+    return np.asarray(a, np.float64).astype(np.float16)
+
+
+qkv = f16(x.astype(np.float64) @ w_qkv.astype(np.float64))
+heads = [f16(qkv[..., i * E_:(i + 1) * E_]).reshape(B_, L_, H_, Dh).transpose(0, 2, 1, 3) for i in range(3)]
+att = f16(reference(*heads, float(np.float16(1 / np.sqrt(Dh))), causal=True))
+merged = att.transpose(0, 2, 1, 3).reshape(B_, L_, E_)
+expected = f16(f16(merged.astype(np.float64) @ w_o.astype(np.float64)).astype(np.float64) + b_o)
+nodes = [node("MatMul", ["x", "w_qkv"], ["qkv"]),
+         node("Split", ["qkv", "split3"], ["qx", "kx", "vx"], axis=-1)]
+for t in "qkv":
+    nodes += [node("Reshape", [t + "x", "split_heads"], [t + "r"]),
+              node("Transpose", [t + "r"], [t], perm=[0, 2, 1, 3])]
+nodes += [
+    node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+    node("MatMul", ["q", "kt"], ["s0"]),
+    node("Mul", ["s0", "scale"], ["s1"]),
+    node("Where", ["tri", "s1", "ninf"], ["s2"]),
+    node("Softmax", ["s2"], ["p"], axis=-1),
+    node("MatMul", ["p", "v"], ["o"]),
+    node("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3]),
+    node("Reshape", ["ot", "merge_heads"], ["m"]),
+    node("MatMul", ["m", "w_o"], ["proj"]),
+    node("Add", ["proj", "b_o"], ["y"])]
+save("block_f16", nodes, [helper.make_tensor_value_info("x", H16, [B_, L_, E_])],
+     [helper.make_tensor_value_info("y", H16, [B_, L_, E_])], [x], expected,
+     [numpy_helper.from_array(w_qkv, "w_qkv"), numpy_helper.from_array(w_o, "w_o"),
+      numpy_helper.from_array(b_o, "b_o"),
+      numpy_helper.from_array(np.array([E_] * 3, np.int64), "split3"),
+      numpy_helper.from_array(np.array([B_, L_, H_, Dh], np.int64), "split_heads"),
+      numpy_helper.from_array(np.array([B_, L_, E_], np.int64), "merge_heads"),
+      numpy_helper.from_array(np.array(1 / np.sqrt(Dh), np.float16), "scale"),
+      numpy_helper.from_array(np.tril(np.ones((L_, L_), bool))[None, None], "tri"),
+      numpy_helper.from_array(np.array(-np.inf, np.float16), "ninf")])
