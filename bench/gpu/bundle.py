@@ -300,7 +300,12 @@ def main() -> int:
             d = micro_dir / m.name
             d.mkdir(parents=True)
             onnx.save(make_micro.build_model(m), str(d / "model.onnx"))
-            ok, err, secs = comp.compile(d / "model.onnx", d / "model.tcc", report=d / "report.json")
+            # --precision is CUDA-only: a CPU check of the session compiles the f32 graph.
+            extra = [a for a in m.compile_args] if device == "cuda" else \
+                [a for i, a in enumerate(m.compile_args)
+                 if a != "--precision" and (i == 0 or m.compile_args[i - 1] != "--precision")]
+            ok, err, secs = comp.compile(d / "model.onnx", d / "model.tcc", report=d / "report.json",
+                                         extra=extra)
             (d / "model.onnx").unlink()
             entry = {"name": m.name, "ok": ok, "error": err, "compile_seconds": round(secs, 2)}
             if ok:

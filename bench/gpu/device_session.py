@@ -624,7 +624,7 @@ class Session:
                     metric = f"{pct(r['fraction'])} of copy BW (torch {pct(r['torch_fraction'])})"
                 else:
                     t = attn_ms or dev_ms
-                    lib = {"gemm": "cuBLAS", "conv": "cuDNN"}.get(m.kind, "SDPA")
+                    lib = {"gemm": "cuBLAS", "conv": "cuDNN", "block": "torch"}.get(m.kind, "SDPA")
                     r["fraction"] = base_ms / t if base_ms else None
                     rate = m.flops / (t * 1e-3)
                     r["tflops"] = rate / 1e12

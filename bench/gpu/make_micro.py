@@ -47,7 +47,7 @@ OPSET = 17
 @dataclass
 class Micro:
     name: str
-    kind: str                         # "memory", "gemm", "conv" or "attention"
+    kind: str                         # "memory", "gemm", "conv", "attention" or "block"
     doc: str
     inputs: list[tuple[str, list[int]]]   # float32 graph inputs
     build: Callable                   # (helper, TensorProto) -> (nodes, initializers, outputs)
@@ -61,6 +61,9 @@ class Micro:
     baseline_prep: Callable | None = None
     rtol: float | None = None         # tccrt-run --compare tolerances; None: the session's default
     atol: float | None = None
+    # `tcc compile` flags (e.g. --precision fp16); a CPU check of the session drops --precision,
+    # which is CUDA-only.
+    compile_args: list[str] = field(default_factory=list)
 
     def bytes_moved(self) -> int:
         n = sum(math.prod(s) for _, s in self.inputs) + sum(math.prod(s) for s in self.output_shapes)
@@ -148,6 +151,79 @@ def _attention_graph(h, TP, dt: str, head_dim: int, seq: int, mask: str):
     n += [h.make_node("Softmax", [scores], ["p"], axis=-1), h.make_node("MatMul", ["p", "v16"], ["o"]),
           h.make_node("Cast", ["o"], ["y"], to=TP.FLOAT)]
     return n, inits
+
+
+def _block_graph(h, TP, seq: int, heads: int):
+    """A causal self-attention block in f32, every weight an input: qkv = x @ w_qkv, split into
+    `heads` heads, causal attention (the mask computed in the graph), heads merged,
+    y = . @ w_o + b_o."""
+    inits = [h.make_tensor("zero", TP.INT64, [], [0]), h.make_tensor("len", TP.INT64, [], [seq]),
+             h.make_tensor("one", TP.INT64, [], [1]), h.make_tensor("ax0", TP.INT64, [1], [0]),
+             h.make_tensor("ax1", TP.INT64, [1], [1]), h.make_tensor("fill", TP.FLOAT, [], [-math.inf]),
+             h.make_tensor("heads_shape", TP.INT64, [4], [0, 0, heads, -1]),
+             h.make_tensor("merge_shape", TP.INT64, [3], [0, 0, -1])]
+    # Opset 17's Split without sizes: three equal parts.
+    # Weights drawn uniform(-1, 1) are scaled by 1/sqrt(E) in the graph (initialisation-sized:
+    # activations stay O(1) and the softmax is not one-hot).
+    n = [h.make_node("Mul", ["w_qkv", "w_scale"], ["w_qkv_s"]),
+         h.make_node("Mul", ["w_o", "w_scale"], ["w_o_s"]),
+         h.make_node("MatMul", ["x", "w_qkv_s"], ["qkv"]),
+         h.make_node("Split", ["qkv"], ["qx", "kx", "vx"], axis=-1)]
+    for t in "qkv":
+        n += [h.make_node("Reshape", [t + "x", "heads_shape"], [t + "r"]),
+              h.make_node("Transpose", [t + "r"], [t], perm=[0, 2, 1, 3])]
+    n += [h.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+          h.make_node("MatMul", ["q", "kt"], ["s0"]),
+          h.make_node("Mul", ["s0", "scale"], ["s1"]),
+          h.make_node("Range", ["zero", "len", "one"], ["pos"]),
+          h.make_node("Unsqueeze", ["pos", "ax0"], ["col"]),
+          h.make_node("Unsqueeze", ["pos", "ax1"], ["row"]),
+          h.make_node("LessOrEqual", ["col", "row"], ["keep"]),
+          h.make_node("Where", ["keep", "s1", "fill"], ["s2"]),
+          h.make_node("Softmax", ["s2"], ["p"], axis=-1),
+          h.make_node("MatMul", ["p", "v"], ["o"]),
+          h.make_node("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3]),
+          h.make_node("Reshape", ["ot", "merge_shape"], ["m"]),
+          h.make_node("MatMul", ["m", "w_o_s"], ["proj"]),
+          h.make_node("Add", ["proj", "b_o"], ["y"])]
+    return n, inits
+
+
+def _block_micro(name: str, batch: int, seq: int, embed: int, heads: int, precision: str,
+                 scale: int) -> Micro:
+    """The f32 block of _block_graph compiled with --precision `precision` against PyTorch
+    eager in f32 (the check) and under torch.autocast to the same 16-bit type (the baseline)."""
+    batch, seq = max(1, batch // scale), max(1, seq // scale)
+    dh = embed // heads
+
+    def torch_block(torch, F, x, w_qkv, w_o, b_o):
+        b, l, e = x.shape
+        w_qkv, w_o = w_qkv * (1 / math.sqrt(e)), w_o * (1 / math.sqrt(e))
+        q, k, v = (t.reshape(b, l, heads, dh).transpose(1, 2) for t in (x @ w_qkv).split(e, dim=-1))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=1 / math.sqrt(dh))
+        return a.transpose(1, 2).reshape(b, l, e) @ w_o + b_o
+
+    def autocast(torch, F, *xs):
+        if precision == "fp32":
+            return torch_block(torch, F, *xs)
+        dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+        with torch.autocast("cuda" if xs[0].is_cuda else "cpu", dtype=dtype):
+            return torch_block(torch, F, *xs)
+
+    def build(h, TP):
+        n, inits = _block_graph(h, TP, seq, heads)
+        return n, inits + [h.make_tensor("scale", TP.FLOAT, [], [1 / math.sqrt(dh)]),
+                           h.make_tensor("w_scale", TP.FLOAT, [], [1 / math.sqrt(embed)])]
+
+    flops = 2.0 * batch * seq * embed * 4 * embed + 4.0 * batch * heads * seq * seq * dh / 2
+    tol = {"fp32": (1e-4, 1e-4), "fp16": (1e-2, 1e-2), "bf16": (4e-2, 4e-2)}[precision]
+    return Micro(name, "block",
+                 f"causal self-attention block x [{batch},{seq},{embed}], {heads} heads, f32 graph compiled "
+                 f"with --precision {precision} (vs torch eager {precision}: autocast for 16 bits)",
+                 [("x", [batch, seq, embed]), ("w_qkv", [embed, 3 * embed]), ("w_o", [embed, embed]),
+                  ("b_o", [embed])], build, [[batch, seq, embed]], torch_block, autocast, flops=flops,
+                 rtol=tol[0], atol=tol[1],
+                 compile_args=[] if precision == "fp32" else ["--precision", precision])
 
 
 def _attention_micro(name: str, dt: str, shape: list[int], mask: str, scale: int) -> Micro:
@@ -267,6 +343,10 @@ def micro_list(scale: int = 1) -> list[Micro]:
     out.append(_attention_micro("attn_bf16_causal_d128", "bf16", [2, 16, 4096, 128], "causal", scale))
     out.append(_attention_micro("attn_f16_bias_d64", "f16", [8, 12, 1024, 64], "bias", scale))
     out.append(_attention_micro("attn_bf16_d64", "bf16", [8, 16, 1024, 64], "", scale))
+    # A GPT-2-small-sized block (768 wide, 12 heads) in f32 run with --precision.
+    out.append(_block_micro("block_gpt2_fp32", 8, 1024, 768, 12, "fp32", scale))
+    out.append(_block_micro("block_gpt2_fp16", 8, 1024, 768, 12, "fp16", scale))
+    out.append(_block_micro("block_gpt2_bf16", 8, 1024, 768, 12, "bf16", scale))
     # Sequence-length sweep (causal f16, one sequence of 16 heads; 8k d128 is above).
     for dim, lengths in ((64, (1024, 4096, 8192, 16384)), (128, (1024, 2048, 4096, 16384))):
         for seq in lengths:

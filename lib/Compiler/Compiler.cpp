@@ -197,6 +197,12 @@ std::string joined(const std::vector<std::string> &list) {
 } // namespace
 
 void checkCompileOptions(const CompileOptions &options) {
+  if (options.precision != "fp32" && options.precision != "bf16" && options.precision != "fp16")
+    throw Error("--precision '" + options.precision + "': expected fp32, bf16 or fp16");
+  if (options.precision != "fp32" && options.device != "cuda")
+    throw Error("--precision " + options.precision + " needs --device cuda: its 16-bit GEMMs "
+                "run on cuBLASLt; the CPU runtime's GEMMs are f32 (no AVX512-BF16/AMX kernels "
+                "yet), so 16-bit products there would be slower, not faster");
   if (options.device == "cpu")
     return;
   if (options.device != "cuda")
@@ -230,6 +236,13 @@ void lowerModule(ModuleOp module, const CompileOptions &options) {
     RecognizeAttentionOptions recognize;
     recognize.explain = options.explainFusion;
     pm.addNestedPass<func::FuncOp>(createRecognizeAttention(recognize));
+    if (options.precision != "fp32") {
+      AutocastOptions autocast;
+      autocast.precision = options.precision;
+      autocast.target = options.device;
+      pm.addNestedPass<func::FuncOp>(createAutocast(autocast));
+      pm.addPass(createFoldConstants()); // weights converted once, here
+    }
     DecomposeAttentionOptions decompose;
     decompose.target = options.device;
     pm.addNestedPass<func::FuncOp>(createDecomposeAttention(decompose));
@@ -532,6 +545,9 @@ CompiledModel compileModule(ModuleOp module, const CompileOptions &options) {
 CompiledModel compileTraining(TrainingSpec &spec, const CompileOptions &options) {
   auto start = std::chrono::steady_clock::now();
   checkCompileOptions(options);
+  if (options.precision != "fp32")
+    throw Error("--precision " + options.precision + " is for inference: mixed-precision "
+                "training (f32 master weights, loss scaling) is not built yet");
   checkTrainingSpec(spec);
   CompiledModel out;
   CompileReport &report = out.report;

@@ -615,26 +615,10 @@ struct RecognizeAttentionPass : impl::RecognizeAttentionBase<RecognizeAttentionP
 
 struct DecomposeAttentionPass : impl::DecomposeAttentionBase<DecomposeAttentionPass> {
   using DecomposeAttentionBase::DecomposeAttentionBase;
-  bool hasFusedKernel(AttentionOp op) {
-    Type et = CoreBuilder::elementTypeOf(op.getQ());
-    if (target == "cpu")
-      return et.isF32();
-    if (target == "cuda") {
-      auto q = cast<RankedTensorType>(op.getQ().getType());
-      auto v = cast<RankedTensorType>(op.getV().getType());
-      for (Value x : {op.getQ(), op.getK(), op.getV(), op.getMask(), op.getBias()})
-        if (x && !cast<RankedTensorType>(x.getType()).hasStaticShape())
-          return false;
-      std::string type;
-      llvm::raw_string_ostream(type) << et;
-      return cudaAttentionKernelRefusal(type, q.getShape().back(), v.getShape().back()).empty();
-    }
-    return false;
-  }
   void runOnOperation() override {
     SmallVector<AttentionOp> ops;
     getOperation().walk([&](AttentionOp op) {
-      if (!hasFusedKernel(op))
+      if (!hasFusedAttentionKernel(op, CoreBuilder::elementTypeOf(op.getQ()), target))
         ops.push_back(op);
     });
     for (AttentionOp op : ops) {
@@ -649,5 +633,20 @@ struct DecomposeAttentionPass : impl::DecomposeAttentionBase<DecomposeAttentionP
 } // namespace
 
 void recognizeAttention(func::FuncOp f, bool explain) { Recognizer(f, explain).run(); }
+
+bool hasFusedAttentionKernel(AttentionOp op, Type elementType, llvm::StringRef target) {
+  if (target == "cpu")
+    return elementType.isF32();
+  if (target != "cuda")
+    return false;
+  for (Value x : {op.getQ(), op.getK(), op.getV(), op.getMask(), op.getBias()})
+    if (x && !cast<RankedTensorType>(x.getType()).hasStaticShape())
+      return false;
+  std::string type;
+  llvm::raw_string_ostream(type) << elementType;
+  return cudaAttentionKernelRefusal(type, op.getQ().getType().getShape().back(),
+                                    op.getV().getType().getShape().back())
+      .empty();
+}
 
 } // namespace tcc

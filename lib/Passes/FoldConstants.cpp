@@ -41,8 +41,13 @@ bool foldConstantOp(Operation *op, int64_t maxElements,
   // transposed, flipped or reshaped for its consumer, as ConvTranspose's import does): the
   // folded constant replaces the old one, so constant memory does not grow, and the kernel sees
   // a program constant (packed once) instead of a tensor recomputed on every run.
-  bool rearrangesSoleUse =
-      isa<TransposeOp, ReverseOp, ReshapeOp>(op) && op->getOperand(0).hasOneUse();
+  // Likewise a conversion to a narrower type (a weight in 16 bits for --precision).
+  auto bits = [](Value v) {
+    return cast<RankedTensorType>(v.getType()).getElementType().getIntOrFloatBitWidth();
+  };
+  bool narrows = isa<CastOp>(op) && bits(op->getResult(0)) <= bits(op->getOperand(0));
+  bool rearrangesSoleUse = (isa<TransposeOp, ReverseOp, ReshapeOp>(op) || narrows) &&
+                           op->getOperand(0).hasOneUse();
   for (Type t : op->getResultTypes())
     if (cast<RankedTensorType>(t).getNumElements() > maxElements && !rearrangesSoleUse)
       return false;

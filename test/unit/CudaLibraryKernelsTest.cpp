@@ -369,6 +369,10 @@ struct Corpus {
       AttentionCase d64{std::string("attention_d64_bias_") + dtypeName(dtype), dtype, {8, 12, 1024, 64}, {8, 12, 1024, 64},
                         {8, 12, 1024, 64}, false, {}, {8, 1, 1, 1024}};
       compileOnly.push_back({d64.name, cg::emitCudaAttention(ops.attention(d64), 16)});
+      // GPT-2 small's heads, causal: spilled on sm_80 when registers were capped at 168.
+      AttentionCase gpt2{std::string("attention_gpt2_causal_") + dtypeName(dtype), dtype,
+                         {8, 12, 1024, 64}, {8, 12, 1024, 64}, {8, 12, 1024, 64}, true};
+      compileOnly.push_back({gpt2.name, cg::emitCudaAttention(ops.attention(gpt2), 16)});
     }
     ConvCase huge{"conv_64bit", {2, 8, 1 << 14, 1 << 14}, {16, 8, 3, 3}, {2, 2}, {1, 1}, {1, 1},
                   {1, 1}, 1, ""};

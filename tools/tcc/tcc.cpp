@@ -107,6 +107,7 @@ struct CompileArgs {
   bool noCache = false;
   std::string cacheDir;
   bool explainFusion = false;
+  std::string precision = "fp32";
   std::string dumpDir;
   std::string archs = "sm_80,sm_90";
 };
@@ -138,6 +139,11 @@ void addCompileArgs(CLI::App *cmd, CompileArgs &args) {
                   "~/.cache/tcc)");
   cmd->add_flag("--explain-fusion", args.explainFusion,
                 "print every fusion decision with its reason, and each attention recognised as one op (or why a softmax times v was not)");
+  cmd->add_option("--precision", args.precision,
+                  "fp32, or bf16/fp16: matrix products and attention in 16 bits with f32 "
+                  "accumulation, the rest (softmax, normalisation, reductions) in f32 "
+                  "(--device cuda; inference)")
+      ->default_val("fp32");
   cmd->add_option("--dump-dir", args.dumpDir,
                   "write each IR stage (.mlir) and the generated kernel sources here");
   cmd->add_option("--arch", args.archs,
@@ -153,6 +159,7 @@ CompileOptions compileOptions(const CompileArgs &args, const std::string &device
   c.useCache = !args.noCache;
   c.cacheDir = args.cacheDir;
   c.explainFusion = args.explainFusion;
+  c.precision = args.precision;
   c.dumpDir = args.dumpDir;
   c.progress = true;
   return c;

@@ -34,6 +34,9 @@ struct CompileOptions {
   std::string cacheDir;        // empty: the default (see KernelCompiler.h)
   unsigned jobs = 0;           // parallel kernel compiles; 0 = one per core
   bool explainFusion = false;  // print every fusion decision with its reason (stderr)
+  /// "fp32", or "bf16"/"fp16": matrix products and attention in 16 bits with f32 accumulation,
+  /// everything else in f32 (-tcc-autocast; CUDA inference only for now).
+  std::string precision = "fp32";
   bool progress = false;       // a progress line on stderr while kernels compile
   std::string dumpDir;         // if set: write each IR stage and the kernel sources there
   /// Inputs whose values the import baked into the graph: recorded so the runtime can refuse

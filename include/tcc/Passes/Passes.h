@@ -8,6 +8,8 @@
 
 namespace tcc {
 
+class AttentionOp;
+
 #define GEN_PASS_DECL
 #include "tcc/Passes/Passes.h.inc"
 
@@ -24,6 +26,11 @@ bool foldConstantOp(mlir::Operation *op, int64_t maxElements,
 /// the probabilities) replaces the saved score matrices. With `explain`, each recognised op and
 /// each softmax-times-v that is not one (with the reason) is a remark.
 void recognizeAttention(mlir::func::FuncOp f, bool explain = false);
+
+/// Whether `target` ("cpu", "cuda") has a fused kernel for `op` computed in `elementType`: the
+/// CPU runtime's takes f32, CUDA's generated one f16/bf16 with head dims multiples of 16 up to
+/// 128 and static shapes. -tcc-decompose-attention and -tcc-autocast decide with it.
+bool hasFusedAttentionKernel(AttentionOp op, mlir::Type elementType, llvm::StringRef target);
 
 #define GEN_PASS_REGISTRATION
 #include "tcc/Passes/Passes.h.inc"

@@ -9,6 +9,9 @@ python3-numpy): opset 17, expected outputs computed in float64 from the 16-bit i
   gqa_bf16:  f32 inputs cast to bf16 in the graph: q [1, 4, 70, 64], k/v [1, 2, 70, 64]
              repeated to 4 heads (Unsqueeze, Expand, Reshape), a boolean padding mask [1, 1, 1,
              70] (masked_fill with -inf); the result cast back to f32.
+  block_f16: a causal self-attention block [2, 40, 64], 2 heads: QKV projection, attention,
+             output projection with a bias, all f16 (reference rounded to f16 after each op).
+  block_f32: the same block in f32 (for --precision fp16/bf16).
 """
 import os
 import sys
@@ -139,6 +142,49 @@ save("gqa_bf16", nodes,
       helper.make_tensor("scale", TensorProto.BFLOAT16, [], [scale]),
       helper.make_tensor("ninf", TensorProto.BFLOAT16, [], [-np.inf])])
 
+# The same block in f32 (for --precision): x, weights and the float64 reference in f32.
+
+
+def block(name, dtype, cast_each):
+    """The block of `dtype` with the reference rounded by `cast_each` after every op."""
+    xs = x.astype(dtype)
+    wq, wo, bo = w_qkv.astype(dtype), w_o.astype(dtype), b_o.astype(dtype)
+    qkv = cast_each(xs.astype(np.float64) @ wq.astype(np.float64))
+    heads = [cast_each(qkv[..., i * E_:(i + 1) * E_]).reshape(B_, L_, H_, Dh).transpose(0, 2, 1, 3)
+             for i in range(3)]
+    scale = dtype(1 / np.sqrt(Dh))
+    att = cast_each(reference(*heads, float(scale), causal=True))
+    merged = att.transpose(0, 2, 1, 3).reshape(B_, L_, E_)
+    expected = cast_each(cast_each(merged.astype(np.float64) @ wo.astype(np.float64)).astype(np.float64) + bo)
+    nodes = [node("MatMul", ["x", "w_qkv"], ["qkv"]),
+             node("Split", ["qkv", "split3"], ["qx", "kx", "vx"], axis=-1)]
+    for t in "qkv":
+        nodes += [node("Reshape", [t + "x", "split_heads"], [t + "r"]),
+                  node("Transpose", [t + "r"], [t], perm=[0, 2, 1, 3])]
+    nodes += [
+        node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+        node("MatMul", ["q", "kt"], ["s0"]),
+        node("Mul", ["s0", "scale"], ["s1"]),
+        node("Where", ["tri", "s1", "ninf"], ["s2"]),
+        node("Softmax", ["s2"], ["p"], axis=-1),
+        node("MatMul", ["p", "v"], ["o"]),
+        node("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3]),
+        node("Reshape", ["ot", "merge_heads"], ["m"]),
+        node("MatMul", ["m", "w_o"], ["proj"]),
+        node("Add", ["proj", "b_o"], ["y"])]
+    et = H16 if dtype == np.float16 else F
+    save(name, nodes, [helper.make_tensor_value_info("x", et, [B_, L_, E_])],
+         [helper.make_tensor_value_info("y", et, [B_, L_, E_])], [xs], expected,
+         [numpy_helper.from_array(wq, "w_qkv"), numpy_helper.from_array(wo, "w_o"),
+          numpy_helper.from_array(bo, "b_o"),
+          numpy_helper.from_array(np.array([E_] * 3, np.int64), "split3"),
+          numpy_helper.from_array(np.array([B_, L_, H_, Dh], np.int64), "split_heads"),
+          numpy_helper.from_array(np.array([B_, L_, E_], np.int64), "merge_heads"),
+          numpy_helper.from_array(np.array(scale, dtype), "scale"),
+          numpy_helper.from_array(np.tril(np.ones((L_, L_), bool))[None, None], "tri"),
+          numpy_helper.from_array(np.array(-np.inf, dtype), "ninf")])
+
+
 # A causal self-attention block in f16: one QKV projection (a 16-bit GEMM: cuBLASLt on CUDA),
 # heads split, attention, heads merged, the output projection with a bias (a GEMM epilogue).
 # The reference rounds to f16 after every op, as the f16 graph stores its values.
@@ -154,34 +200,5 @@ def f16(a):
     return np.asarray(a, np.float64).astype(np.float16)
 
 
-qkv = f16(x.astype(np.float64) @ w_qkv.astype(np.float64))
-heads = [f16(qkv[..., i * E_:(i + 1) * E_]).reshape(B_, L_, H_, Dh).transpose(0, 2, 1, 3) for i in range(3)]
-att = f16(reference(*heads, float(np.float16(1 / np.sqrt(Dh))), causal=True))
-merged = att.transpose(0, 2, 1, 3).reshape(B_, L_, E_)
-expected = f16(f16(merged.astype(np.float64) @ w_o.astype(np.float64)).astype(np.float64) + b_o)
-nodes = [node("MatMul", ["x", "w_qkv"], ["qkv"]),
-         node("Split", ["qkv", "split3"], ["qx", "kx", "vx"], axis=-1)]
-for t in "qkv":
-    nodes += [node("Reshape", [t + "x", "split_heads"], [t + "r"]),
-              node("Transpose", [t + "r"], [t], perm=[0, 2, 1, 3])]
-nodes += [
-    node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
-    node("MatMul", ["q", "kt"], ["s0"]),
-    node("Mul", ["s0", "scale"], ["s1"]),
-    node("Where", ["tri", "s1", "ninf"], ["s2"]),
-    node("Softmax", ["s2"], ["p"], axis=-1),
-    node("MatMul", ["p", "v"], ["o"]),
-    node("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3]),
-    node("Reshape", ["ot", "merge_heads"], ["m"]),
-    node("MatMul", ["m", "w_o"], ["proj"]),
-    node("Add", ["proj", "b_o"], ["y"])]
-save("block_f16", nodes, [helper.make_tensor_value_info("x", H16, [B_, L_, E_])],
-     [helper.make_tensor_value_info("y", H16, [B_, L_, E_])], [x], expected,
-     [numpy_helper.from_array(w_qkv, "w_qkv"), numpy_helper.from_array(w_o, "w_o"),
-      numpy_helper.from_array(b_o, "b_o"),
-      numpy_helper.from_array(np.array([E_] * 3, np.int64), "split3"),
-      numpy_helper.from_array(np.array([B_, L_, H_, Dh], np.int64), "split_heads"),
-      numpy_helper.from_array(np.array([B_, L_, E_], np.int64), "merge_heads"),
-      numpy_helper.from_array(np.array(1 / np.sqrt(Dh), np.float16), "scale"),
-      numpy_helper.from_array(np.tril(np.ones((L_, L_), bool))[None, None], "tri"),
-      numpy_helper.from_array(np.array(-np.inf, np.float16), "ninf")])
+block("block_f16", np.float16, f16)
+block("block_f32", np.float32, lambda a: np.asarray(a, np.float64).astype(np.float32))

@@ -1,7 +1,7 @@
 """Runs ONNX backend-test cases as compiled CUDA artifacts without a GPU.
 
 Usage (under lit's %fakecuda, which points libtccrt at the fake CUDA driver and cuBLASLt):
-  run_emulated.py [--rtol R --atol A] WORKDIR CASE_DIR...
+  run_emulated.py [--rtol R --atol A] [--precision P] WORKDIR CASE_DIR...
 For each case: `tcc compile --device cuda` on its first data set's inputs (with --dump-dir),
 `tcc-cuda-emulate` builds the host library of its kernels, and `tccrt-run` runs the artifact on
 the fake driver (kernels emulated on the host, $TCC_FAKE_CUDA_KERNELS) and compares the outputs
@@ -14,9 +14,9 @@ import subprocess
 import sys
 
 args = sys.argv[1:]
-tolerance = []
-while args and args[0] in ("--rtol", "--atol"):
-    tolerance += args[:2]
+tolerance, compile_flags = [], []
+while args and args[0] in ("--rtol", "--atol", "--precision"):
+    (compile_flags if args[0] == "--precision" else tolerance).extend(args[:2])
     args = args[2:]
 work, cases = args[0], args[1:]
 os.makedirs(work, exist_ok=True)
@@ -31,7 +31,7 @@ for case in cases:
     lib = os.path.join(work, name + ".so")
     steps = [
         ["tcc", "compile", os.path.join(case, "model.onnx"), "--device", "cuda", "-o", artifact,
-         "--dump-dir", dump] + (["--inputs"] + inputs if inputs else []),
+         "--dump-dir", dump] + compile_flags + (["--inputs"] + inputs if inputs else []),
         ["tcc-cuda-emulate", artifact, os.path.join(dump, "kernels"), "-o", lib],
         ["tccrt-run", artifact, "--compare", data] + tolerance +
         (["--inputs"] + inputs if inputs else []),
