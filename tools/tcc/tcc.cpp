@@ -335,8 +335,23 @@ RuntimeProgram loadArtifact(const std::string &path, const std::string &requeste
   return RuntimeProgram::fromFile(path, run);
 }
 
+/// --precision changes what the compiler makes: refused where nothing is compiled (an artifact
+/// file, the interpreter) rather than ignored.
+void checkPrecisionApplies(const CompileArgs &compile, const std::string &model,
+                           const std::string &device) {
+  if (compile.precision == "fp32")
+    return;
+  if (isArtifactFile(model))
+    throw Error("--precision " + compile.precision + " applies when compiling; '" + model +
+                "' is compiled already (compile the ONNX model with --precision)");
+  if (device == "interp")
+    throw Error("--precision " + compile.precision + " applies to compiled programs (--device "
+                "cuda); the interpreter evaluates the graph in its own types");
+}
+
 int runRun(const ModelArgs &args, const std::string &requestedDevice, const CompileArgs &compile,
            const RunOptions &run, const std::string &outDir) {
+  checkPrecisionApplies(compile, args.model, requestedDevice);
   if (isArtifactFile(args.model)) {
     RuntimeProgram program = loadArtifact(args.model, requestedDevice, run, "run");
     std::vector<Tensor> outputs = program.run(artifactInputs(program, args));
@@ -426,6 +441,7 @@ int runBench(const ModelArgs &args, const std::string &requestedDevice,
              const CompileArgs &compile, const RunOptions &run, const BenchArgs &bench) {
   if (bench.iters < 1 || bench.warmup < 0)
     throw Error("--iters must be at least 1 and --warmup non-negative");
+  checkPrecisionApplies(compile, args.model, requestedDevice);
   double compileSeconds = 0;
   std::vector<double> times;
   auto timeRuns = [&](auto &&runOnce) {
