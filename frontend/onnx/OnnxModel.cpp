@@ -796,11 +796,16 @@ onnx::ModelProto loadOnnxModel(const std::string &path) {
   return model;
 }
 
-/// Tensor graph inputs whose element type is no ONNX type at all (UNDEFINED, or a number
-/// outside the enum) are refused before ONNX's shape inference sees them (fuzzer: an input of
-/// element type UNDEFINED crashed ONNX 1.12's propagateShape). Valid types tcc lacks (strings)
-/// are left to the unsupported-operator report.
+/// Graph inputs with no type at all, and tensor graph inputs whose element type is no ONNX type
+/// (UNDEFINED, or a number outside the enum), are refused before ONNX's shape inference sees
+/// them (fuzzer: an input of element type UNDEFINED crashed ONNX 1.12's propagateShape, and an
+/// untyped input its Shape inference, which dereferences the missing type). Valid types tcc
+/// lacks (strings) are left to the unsupported-operator report.
 void checkGraphInputTypes(const onnx::GraphProto &graph) {
+  for (const onnx::ValueInfoProto &in : graph.input())
+    if (in.type().value_case() == onnx::TypeProto::VALUE_NOT_SET)
+      throw Error("graph input " + inQuotes(in.name()) +
+                  " has no type (ONNX requires one on every graph input)");
   for (const onnx::ValueInfoProto &in : graph.input())
     if (int32_t t = in.type().tensor_type().elem_type();
         in.type().has_tensor_type() &&
@@ -810,10 +815,10 @@ void checkGraphInputTypes(const onnx::GraphProto &graph) {
 }
 
 void prepareOnnxModel(onnx::ModelProto &model, const PrepareOptions &opts) {
-  // Input shapes first: the opset upgrade also profits from them.
+  checkGraphInputTypes(model.graph());
+  // Input shapes next: the opset upgrade also profits from them.
   fixInputShapes(*model.mutable_graph(), opts.inputShapes);
   checkGraphWiring(model.graph(), {});
-  checkGraphInputTypes(model.graph());
   verifyNodesAgainstSchemas(model);
   upgradeOpset(model, std::max<int64_t>(opts.minimumOpset, 1));
   runShapeInference(model);
