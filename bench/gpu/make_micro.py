@@ -61,9 +61,8 @@ class Micro:
     baseline_prep: Callable | None = None
     rtol: float | None = None         # tccrt-run --compare tolerances; None: the session's default
     atol: float | None = None
-    # `tcc compile` flags (e.g. --precision fp16); a CPU check of the session drops --precision,
-    # which is CUDA-only.
-    compile_args: list[str] = field(default_factory=list)
+    # tcc compile --precision (CUDA only: a CPU check of the session compiles in f32).
+    precision: str = "fp32"
 
     def bytes_moved(self) -> int:
         n = sum(math.prod(s) for _, s in self.inputs) + sum(math.prod(s) for s in self.output_shapes)
@@ -223,7 +222,7 @@ def _block_micro(name: str, batch: int, seq: int, embed: int, heads: int, precis
                  [("x", [batch, seq, embed]), ("w_qkv", [embed, 3 * embed]), ("w_o", [embed, embed]),
                   ("b_o", [embed])], build, [[batch, seq, embed]], torch_block, autocast, flops=flops,
                  rtol=tol[0], atol=tol[1],
-                 compile_args=[] if precision == "fp32" else ["--precision", precision])
+                 precision=precision)
 
 
 def _attention_micro(name: str, dt: str, shape: list[int], mask: str, scale: int) -> Micro:

@@ -32,14 +32,14 @@
 
 #include "tcc/Codegen/CudaLibraryKernels.h"
 
+#include "LibraryKernelUtils.h"
+
 #include "tcc/Codegen/ScalarEmitter.h"
 #include "tcc/IR/TkDialect.h"
 #include "tcc/Support/AttentionShapes.h"
 #include "tcc/Support/Tensor.h"
 
-#include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
-#include "llvm/Support/xxhash.h"
 
 #include <cmath>
 
@@ -49,15 +49,12 @@ using namespace tcc::codegen;
 
 namespace {
 
-constexpr int64_t kRowsPerBlock = 64; // 4 warps x 16 rows
+constexpr int64_t kRowsPerBlock = 64; // 4 warps x 16 rows (the kernel's BR)
+constexpr int64_t kKeysPerTile = 64;  // keys of k and v per shared-memory stage (BC)
 constexpr uint32_t kMaxGrid = 65535;
 
 std::vector<int64_t> staticShape(Value buffer, const char *what) {
-  auto type = cast<MemRefType>(buffer.getType());
-  if (!type.hasStaticShape() || !type.getLayout().isIdentity())
-    throw Error(std::string("tk.attention: the ") + what +
-                " must be a static, contiguous row-major buffer for the CUDA kernel");
-  return std::vector<int64_t>(type.getShape().begin(), type.getShape().end());
+  return codegen::detail::shapeOf("tk.attention", buffer, what);
 }
 
 /// The kernel body; the generator prepends the geometry as constants (see emitCudaAttention).
@@ -176,7 +173,7 @@ __device__ __forceinline__ void tcc_attn_store_pair(uint16_t *p, uint32_t w) {
   p[1] = (uint16_t)(w >> 16);
 #endif
 }
-constexpr int BR = 64, BC = 64, KP = D + 8, VP = DV + 8; // padded rows: 16-byte aligned, no conflicts
+constexpr int KP = D + 8, VP = DV + 8; // padded rows: 16-byte aligned, no bank conflicts
 constexpr long long ROW_BLOCKS = (LQ + BR - 1) / BR;
 constexpr long long KEY_TILES = (LK + BC - 1) / BC;
 // Copies rows [key0, key0 + BC) of a [LK, W] matrix into a stage buffer with rows of P
@@ -370,18 +367,17 @@ extern "C" __global__ void __launch_bounds__(128, MIN_BLOCKS) TCC_ATTN_NAME(TCC_
     l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-    // No keys: the empty sum, 0. Else o / l (0 / 0 = NaN for a row masked entirely with -inf).
+    // No keys: the empty sum, 0 (o is 0, and so is inv). Else o / l (0 / 0 = NaN for a row
+    // masked entirely with -inf).
     const float inv0 = LK == 0 ? 0.f : 1.f / l0, inv1 = LK == 0 ? 0.f : 1.f / l1;
     uint16_t *ob = out + b * LQ * DV;
 #pragma unroll
     for (int n = 0; n < DV / 8; ++n) {
       const int c = n * 8 + 2 * t;
       if (row0 < LQ)
-        tcc_attn_store_pair(ob + (long long)row0 * DV + c,
-                            tcc_attn_pack(LK == 0 ? 0.f : o[n][0] * inv0, LK == 0 ? 0.f : o[n][1] * inv0));
+        tcc_attn_store_pair(ob + (long long)row0 * DV + c, tcc_attn_pack(o[n][0] * inv0, o[n][1] * inv0));
       if (row1 < LQ)
-        tcc_attn_store_pair(ob + (long long)row1 * DV + c,
-                            tcc_attn_pack(LK == 0 ? 0.f : o[n][2] * inv1, LK == 0 ? 0.f : o[n][3] * inv1));
+        tcc_attn_store_pair(ob + (long long)row1 * DV + c, tcc_attn_pack(o[n][2] * inv1, o[n][3] * inv1));
     }
   }
 }
@@ -435,20 +431,11 @@ CudaKernel tcc::codegen::emitCudaAttention(tk::AttentionOp op, unsigned alignmen
 
   // Batch offsets: the query batch index decomposed (last dim fastest) into the key/value
   // index (grouped heads share one) and the mask's and bias's broadcast offsets.
-  auto broadcastStrides = [&](Value x) {
-    std::vector<int64_t> shape = staticShape(x, "mask or bias"), strides(rank, 0);
-    int64_t stride = 1;
-    for (size_t i = rank; i-- > 0;) {
-      strides[i] = shape[i] == 1 ? 0 : stride;
-      stride *= shape[i];
-    }
-    return strides;
-  };
-  std::vector<int64_t> maskStrides(rank, 0), biasStrides(rank, 0);
+  std::vector<int64_t> maskShape, biasShape, maskStrides(rank, 0), biasStrides(rank, 0);
   if (op.getMask())
-    maskStrides = broadcastStrides(op.getMask());
+    maskStrides = attentionBroadcastStrides(maskShape = staticShape(op.getMask(), "mask"));
   if (op.getBias())
-    biasStrides = broadcastStrides(op.getBias());
+    biasStrides = attentionBroadcastStrides(biasShape = staticShape(op.getBias(), "bias"));
   std::string offsets;
   int64_t kvStride = 1;
   for (size_t i = rank - 2; i-- > 0;) {
@@ -477,29 +464,14 @@ CudaKernel tcc::codegen::emitCudaAttention(tk::AttentionOp op, unsigned alignmen
 
   std::string desc;
   llvm::raw_string_ostream os(desc);
-  auto list = [&](const std::vector<int64_t> &s) {
-    os << "[";
-    for (size_t i = 0; i < s.size(); ++i)
-      os << (i ? "," : "") << s[i];
-    os << "]";
-  };
-  os << "q";
-  list(q);
-  os << " k";
-  list(k);
-  os << " v";
-  list(v);
-  os << " " << typeString(et) << " scale " << op.getScale().convertToDouble()
+  os << "q" << codegen::detail::list(q) << " k" << codegen::detail::list(k) << " v" << codegen::detail::list(v) << " "
+     << typeString(et) << " scale " << op.getScale().convertToDouble()
      << (op.getCausal() ? " causal" : "");
-  if (op.getMask()) {
-    os << " mask";
-    list(staticShape(op.getMask(), "mask"));
-    os << " masked_value " << op.getMaskedValue().convertToDouble();
-  }
-  if (op.getBias()) {
-    os << " bias";
-    list(staticShape(op.getBias(), "bias"));
-  }
+  if (op.getMask())
+    os << " mask" << codegen::detail::list(maskShape) << " masked_value "
+       << op.getMaskedValue().convertToDouble();
+  if (op.getBias())
+    os << " bias" << codegen::detail::list(biasShape);
   bool aligned = alignment >= 16;
   os << (aligned ? " aligned" : " unaligned");
 
@@ -515,7 +487,9 @@ CudaKernel tcc::codegen::emitCudaAttention(tk::AttentionOp op, unsigned alignmen
   def("TCC_ATTN_BATCH_OFFSETS", offsets);
   std::string body = "constexpr long long BATCH = " + std::to_string(batch) +
                      "LL, LQ = " + std::to_string(lq) + "LL, LK = " + std::to_string(lk) + "LL;\n";
-  body += "constexpr int D = " + std::to_string(d) + ", DV = " + std::to_string(dv) + ";\n";
+  body += "constexpr int D = " + std::to_string(d) + ", DV = " + std::to_string(dv) +
+          ", BR = " + std::to_string(kRowsPerBlock) + ", BC = " + std::to_string(kKeysPerTile) +
+          ";\n";
   // Row and key indices in 32 bits where they fit (64-bit compares cost two instructions).
   bool narrow = lq + 64 < (int64_t(1) << 31) && lk + 64 < (int64_t(1) << 31);
   body += std::string("typedef ") + (narrow ? "int" : "long long") + " KeyIndex;\n";
@@ -540,9 +514,7 @@ CudaKernel tcc::codegen::emitCudaAttention(tk::AttentionOp op, unsigned alignmen
   body += "constexpr long long BIAS_ROW = " + std::to_string(biasStrides[rank - 2]) +
           "LL, BIAS_COL = " + std::to_string(biasStrides[rank - 1]) + "LL;\n";
 
-  std::string name;
-  llvm::raw_string_ostream ns(name);
-  ns << "attention_" << llvm::format_hex_no_prefix(llvm::xxh3_64bits(desc), 16);
+  std::string name = codegen::detail::hashName("attention", desc);
   def("TCC_ATTN_NAME", name);
   def("TCC_ATTN_IMPL", name + "_impl");
 
@@ -553,8 +525,8 @@ CudaKernel tcc::codegen::emitCudaAttention(tk::AttentionOp op, unsigned alignmen
   kernel.source = cuda.prelude() + "\n// tk.attention " + desc + "\n" + defs + "namespace " +
                   name + "_impl {\n" + body + kAttentionBody;
   kernel.strategy = "attention flash tile=64x64 stages=2";
-  // Two stages of a 64-key tile of k and v, rows padded by 8 elements.
-  kernel.launch.sharedBytes = (uint32_t)(2 * 64 * ((d + 8) + (dv + 8)) * 2);
+  // Two stages of a tile of k and v, rows padded by 8 16-bit elements.
+  kernel.launch.sharedBytes = (uint32_t)(2 * kKeysPerTile * ((d + 8) + (dv + 8)) * 2);
   int64_t items = batch * ((lq + kRowsPerBlock - 1) / kRowsPerBlock);
   kernel.launch.grid = {(uint32_t)std::clamp<int64_t>(items, 1, kMaxGrid), 1, 1};
   kernel.launch.block = {128, 1, 1};

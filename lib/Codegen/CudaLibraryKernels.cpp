@@ -37,6 +37,8 @@
 
 #include "tcc/Codegen/CudaLibraryKernels.h"
 
+#include "LibraryKernelUtils.h"
+
 #include "tcc/Codegen/ScalarEmitter.h"
 #include "tcc/IR/TkDialect.h"
 #include "tcc/Support/Tensor.h"
@@ -51,40 +53,17 @@
 using namespace mlir;
 using namespace tcc;
 using namespace tcc::codegen;
+using namespace tcc::codegen::detail;
 
 namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
-
-std::string list(llvm::ArrayRef<int64_t> v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i)
-    s += (i ? "," : "") + str(v[i]);
-  return s + "]";
-}
 
 int64_t product(llvm::ArrayRef<int64_t> v) {
   int64_t p = 1;
   for (int64_t x : v)
     p *= x;
   return p;
-}
-
-std::string hashName(const char *prefix, const std::string &description) {
-  std::string name;
-  llvm::raw_string_ostream os(name);
-  os << prefix << "_" << llvm::format_hex_no_prefix(llvm::xxh3_64bits(description), 16);
-  return name;
-}
-
-/// A static, contiguous buffer's shape; throws naming the op and operand otherwise.
-std::vector<int64_t> shapeOf(const std::string &op, Value buffer, const char *what) {
-  auto type = cast<MemRefType>(buffer.getType());
-  if (!type.hasStaticShape())
-    throw Error(op + ": the " + what + " has a dynamic shape; CUDA kernels need static shapes");
-  if (!type.getLayout().isIdentity())
-    throw Error(op + ": the " + what + " is not a contiguous row-major buffer");
-  return std::vector<int64_t>(type.getShape().begin(), type.getShape().end());
 }
 
 constexpr int64_t kInt32Limit = (int64_t(1) << 31) - 1;

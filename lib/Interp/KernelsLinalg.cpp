@@ -223,15 +223,9 @@ Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor
     fail(op, error);
   int64_t r = q.rank();
   int64_t lq = q.dim(r - 2), d = q.dim(r - 1), lk = k.dim(r - 2), dv = v.dim(r - 1);
-  // Row-major strides of `t` over the scores' index space (0 where t broadcasts).
+  // Strides over the scores' index space (0 where broadcast; all 0 where there is none).
   auto broadcastStrides = [&](const Tensor &t) {
-    std::vector<int64_t> strides(r, 0);
-    int64_t stride = 1;
-    for (int64_t i = r - 1; t.defined() && i >= 0; --i) {
-      strides[i] = t.dim(i) == 1 ? 0 : stride;
-      stride *= t.dim(i);
-    }
-    return strides;
+    return t.defined() ? attentionBroadcastStrides(t.shape()) : std::vector<int64_t>(r, 0);
   };
   std::vector<int64_t> maskStrides = broadcastStrides(mask), biasStrides = broadcastStrides(bias);
   if (mask.defined() && mask.dtype() != DType::Bool)

@@ -21,15 +21,6 @@ constexpr int64_t kBlockCols = 512; // keys per score block (56 x 512 floats: 11
 constexpr int kLanes = 16;          // one AVX-512 register of floats
 typedef float Lanes __attribute__((vector_size(kLanes * sizeof(float))));
 
-Shape broadcastStrides(const Shape &shape) {
-  Shape strides(shape.size(), 0);
-  int64_t stride = 1;
-  for (size_t i = shape.size(); i-- > 0;) {
-    strides[i] = shape[i] == 1 ? 0 : stride;
-    stride *= shape[i];
-  }
-  return strides;
-}
 
 /// One block of score rows (row stride ld): applies the causal triangle (keys from keyEnd[r]
 /// on), mask and bias, then the online softmax step: m (running max), l (running sum)
@@ -143,8 +134,8 @@ AttentionGeometry makeAttentionGeometry(const Shape &q, const Shape &k, const Sh
   g.hasMask = mask != nullptr;
   g.hasBias = bias != nullptr;
   g.skipAboveDiagonal = causal && !(g.hasMask && maskedValue > -HUGE_VAL);
-  g.maskStrides = mask ? broadcastStrides(*mask) : Shape(r, 0);
-  g.biasStrides = bias ? broadcastStrides(*bias) : Shape(r, 0);
+  g.maskStrides = mask ? attentionBroadcastStrides(*mask) : Shape(r, 0);
+  g.biasStrides = bias ? attentionBroadcastStrides(*bias) : Shape(r, 0);
   int64_t tile = sgemmTileRows(sgemmIsa());
   g.blockRows = std::min((kBlockRows + tile - 1) / tile * tile, std::max<int64_t>(g.lq, 1));
   g.blockCols = std::min(kBlockCols, std::max<int64_t>(g.lk, 1));

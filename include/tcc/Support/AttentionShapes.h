@@ -55,6 +55,18 @@ inline std::string attentionShapeError(const std::vector<int64_t> &q, const std:
   return "";
 }
 
+/// Row-major element strides of a mask or bias of `shape` over the scores' index space
+/// [B..., Lq, Lk] (the same rank): 0 where it broadcasts (a dim of 1).
+inline std::vector<int64_t> attentionBroadcastStrides(const std::vector<int64_t> &shape) {
+  std::vector<int64_t> strides(shape.size(), 0);
+  int64_t stride = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = shape[i] == 1 ? 0 : stride;
+    stride *= shape[i];
+  }
+  return strides;
+}
+
 /// Why the generated CUDA attention kernel (FlashAttention-2 style, tensor cores) cannot run an
 /// attention of element type `elementType` ("f16", "bf16", "f32", ...) and head dims d (q, k)
 /// and dv (v); empty when it can. Where it cannot, the compiler decomposes the op.
