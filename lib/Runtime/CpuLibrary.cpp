@@ -1,6 +1,6 @@
 //===- CpuLibrary.cpp - gemm, conv (im2col + sgemm) and topk on the CPU ---===//
 //
-// f32 products run on Sgemm.h; f64 GEMMs on OpenBLAS (cblas_dgemm).
+// f32 products run on Sgemm.h, f16/bf16 GEMMs on its gemm16; f64 GEMMs on OpenBLAS (cblas_dgemm).
 #include "CpuLibrary.h"
 #include "DType.h"
 #include "Depthwise.h"
@@ -66,23 +66,24 @@ void setBlasThreads(int numThreads) {
 /// Empties `cache` unless it holds what was packed, for this process's kernels, from the
 /// constant at `source`; returns whether it did (its contents must then be made again). A
 /// non-constant operand empties it every time (it is packed on every call).
-bool resetIfStale(PackedOperand &cache, const void *source, bool isConstant) {
+bool resetIfStale(PackedOperand &cache, const void *source, bool isConstant, SgemmIsa isa) {
   if (isConstant && cache.source == source &&
-      (cache.matrices.empty() || cache.matrices[0].isa == sgemmIsa()))
+      (cache.matrices.empty() || cache.matrices[0].isa == isa))
     return false;
   cache.matrices.clear();
   cache.source = isConstant ? source : nullptr;
   return true;
 }
 
-/// The packed form of matrix `index` (of `count`) of a constant operand, made on first use;
-/// null when the operand is not constant (sgemm packs it on every call).
+/// The packed form of matrix `index` (of `count`) of a constant operand, made on first use
+/// for the kernel family `isa`; null when the operand is not constant (sgemm packs it on every
+/// call).
 template <class Make>
 const SgemmPacked *packedMatrix(PackedOperand *cache, bool isConstant, const void *source,
-                                size_t count, size_t index, const Make &make) {
+                                size_t count, size_t index, SgemmIsa isa, const Make &make) {
   if (!cache || !isConstant)
     return nullptr;
-  if (resetIfStale(*cache, source, isConstant) || cache->matrices.size() != count) {
+  if (resetIfStale(*cache, source, isConstant, isa) || cache->matrices.size() != count) {
     cache->matrices.clear();
     cache->matrices.resize(count);
   }
@@ -99,8 +100,8 @@ GemmGeometry makeGemmGeometry(tccrt_dtype dtype, const Shape &a, const Shape &b,
                               bool transA, bool transB, double alpha, double beta) {
   const char *op = "gemm";
   GemmGeometry g;
-  if (dtype != TCCRT_F32 && dtype != TCCRT_F64)
-    throw Error(std::string(op) + ": element type must be f32 or f64, got " +
+  if (dtype != TCCRT_F16 && dtype != TCCRT_BF16 && dtype != TCCRT_F32 && dtype != TCCRT_F64)
+    throw Error(std::string(op) + ": element type must be f16, bf16, f32 or f64, got " +
                 dtypeName(dtype));
   size_t r = c.size();
   if (r < 2 || a.size() != r || b.size() != r)
@@ -164,22 +165,46 @@ void gemmTyped(const GemmGeometry &g, const T *a, const T *b, T *c, int numThrea
     const T *bBase = b + bOffset * bMatrix;
     T *cBase = c + batch * cMatrix;
     if (m > 0 && n > 0) {
-      if (k == 0 && !epilogue) { // an empty sum: c = beta * c
+      // An empty sum: c = beta * c (f16/bf16: gemm16 below does it in f32).
+      if (k == 0 && !epilogue && !std::is_same_v<T, uint16_t>) {
         for (int64_t i = 0; i < cMatrix; ++i)
           cBase[i] = g.beta == 0.0 ? T(0) : T(g.beta * cBase[i]);
       } else {
         int lda = g.transA ? m : k, ldb = g.transB ? k : n;
         if constexpr (std::is_same_v<T, float>) {
           const SgemmPacked *pa =
-              packedMatrix(packedA, aIsConstant, a, aCount, (size_t)aOffset, [&] {
+              packedMatrix(packedA, aIsConstant, a, aCount, (size_t)aOffset, sgemmIsa(), [&] {
                 return packSgemmA(sgemmIsa(), g.transA, m, k, aBase, lda, numThreads);
               });
           const SgemmPacked *pb =
-              packedMatrix(packedB, bIsConstant, b, bCount, (size_t)bOffset, [&] {
+              packedMatrix(packedB, bIsConstant, b, bCount, (size_t)bOffset, sgemmIsa(), [&] {
                 return packSgemmB(sgemmIsa(), g.transB, k, n, bBase, ldb, numThreads);
               });
           sgemm(g.transA, g.transB, m, n, k, (float)g.alpha, aBase, lda, bBase, ldb,
                 (float)g.beta, cBase, n, numThreads, pa, pb, epilogue);
+        } else if constexpr (std::is_same_v<T, uint16_t>) {
+          // f16/bf16: summed in f32 into a float copy of C, rounded once into C.
+          const Half16 type = g.dtype == TCCRT_BF16 ? Half16::BF16 : Half16::F16;
+          const SgemmIsa isa = gemm16Isa(type);
+          const SgemmPacked *pa =
+              packedMatrix(packedA, aIsConstant, a, aCount, (size_t)aOffset, isa, [&] {
+                return packGemm16A(type, g.transA, m, k, aBase, lda, numThreads);
+              });
+          const SgemmPacked *pb =
+              packedMatrix(packedB, bIsConstant, b, bCount, (size_t)bOffset, isa, [&] {
+                return packGemm16B(type, g.transB, k, n, bBase, ldb, numThreads);
+              });
+          thread_local std::vector<float> wide;
+          wide.resize((size_t)cMatrix);
+          auto widen = type == Half16::BF16 ? bfloat16ToFloat : halfToFloat;
+          auto narrow = type == Half16::BF16 ? floatToBfloat16 : floatToHalf;
+          if (g.beta != 0.0)
+            for (int64_t i = 0; i < cMatrix; ++i)
+              wide[i] = widen(cBase[i]);
+          gemm16(type, g.transA, g.transB, m, n, k, (float)g.alpha, aBase, lda, bBase, ldb,
+                 (float)g.beta, wide.data(), n, numThreads, pa, pb, epilogue);
+          for (int64_t i = 0; i < cMatrix; ++i)
+            cBase[i] = narrow(wide[i]);
         } else {
           auto ta = g.transA ? CblasTrans : CblasNoTrans;
           auto tb = g.transB ? CblasTrans : CblasNoTrans;
@@ -211,14 +236,18 @@ void runGemm(const GemmGeometry &g, const void *a, const void *b, void *c, int n
   // program of 0x0 matrices in 6e12 batches, whose loop ran for hours).
   if (g.m == 0 || g.n == 0)
     return;
+  if (g.dtype != TCCRT_F32 && epilogue && (epilogue->bias || epilogue->relu))
+    throw Error("gemm: epilogues are for f32 GEMMs on the CPU, got " +
+                std::string(dtypeName(g.dtype)));
   if (g.dtype == TCCRT_F32) {
     gemmTyped(g, static_cast<const float *>(a), static_cast<const float *>(b),
               static_cast<float *>(c), numThreads, packedA, aIsConstant, packedB, bIsConstant,
               epilogue);
+  } else if (g.dtype == TCCRT_F16 || g.dtype == TCCRT_BF16) {
+    gemmTyped(g, static_cast<const uint16_t *>(a), static_cast<const uint16_t *>(b),
+              static_cast<uint16_t *>(c), numThreads, packedA, aIsConstant, packedB, bIsConstant,
+              nullptr);
   } else {
-    if (epilogue && (epilogue->bias || epilogue->relu))
-      throw Error("gemm: epilogues are for f32 GEMMs on the CPU, got " +
-                  std::string(dtypeName(g.dtype)));
     setBlasThreads(numThreads);
     gemmTyped(g, static_cast<const double *>(a), static_cast<const double *>(b),
               static_cast<double *>(c), numThreads, nullptr, false, nullptr, false, nullptr);
@@ -439,7 +468,7 @@ void runConv(const ConvGeometry &g, const float *input, const float *weight, flo
   if (!cache)
     cache = &local;
   std::vector<SgemmPacked> &packedWeights = cache->matrices;
-  bool fresh = resetIfStale(*cache, weight, weightIsConstant);
+  bool fresh = resetIfStale(*cache, weight, weightIsConstant, sgemmIsa());
   if (g.transposed) {
     if (fresh)
       transposedConvPackWeights(g, weight, packedWeights, numThreads);

@@ -24,7 +24,7 @@ using Shape = std::vector<int64_t>;
 //===--- GEMM -------------------------------------------------------------===//
 
 struct GemmGeometry {
-  tccrt_dtype dtype = TCCRT_F32; // f32 or f64
+  tccrt_dtype dtype = TCCRT_F32; // f16, bf16, f32 or f64
   bool transA = false, transB = false;
   double alpha = 1.0, beta = 0.0;
   int64_t m = 0, n = 0, k = 0;
@@ -40,12 +40,12 @@ struct PackedOperand {
   const void *source = nullptr;
 };
 
-/// Checks tk.gemm's shape rules (same rank >= 2, one dtype f32/f64, matrix dims agree, batch
+/// Checks tk.gemm's shape rules (same rank >= 2, one dtype f16/bf16/f32/f64, matrix dims agree, batch
 /// dims of a and b equal to c's or 1).
 GemmGeometry makeGemmGeometry(tccrt_dtype dtype, const Shape &a, const Shape &b, const Shape &c,
                               bool transA, bool transB, double alpha, double beta);
 /// `packedA`/`packedB` (optional) keep the packed forms of a and b across runs when
-/// `aIsConstant`/`bIsConstant` (f32 only). `epilogue` (f32 only: a bias of n values added to
+/// `aIsConstant`/`bIsConstant` (not f64). `epilogue` (f32 only: a bias of n values added to
 /// every row of every batch, then ReLU) is applied as each tile of c is stored.
 void runGemm(const GemmGeometry &g, const void *a, const void *b, void *c, int numThreads,
              PackedOperand *packedA = nullptr, bool aIsConstant = false,

@@ -61,4 +61,34 @@ inline float bfloat16ToFloat(uint16_t b) {
   return f;
 }
 
+/// float to bfloat16 bits, rounded to nearest even; NaN stays NaN (quiet).
+inline uint16_t floatToBfloat16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u)
+    return (uint16_t)((x >> 16) | 0x40u);
+  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+/// float to IEEE binary16 bits, rounded to nearest even (overflow to infinity, subnormals
+/// rounded by a float addition); NaN stays NaN (quiet).
+inline uint16_t floatToHalf(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+  const uint32_t ax = x & 0x7fffffffu;
+  if (ax >= 0x47800000u) // >= 2^16, infinity or NaN
+    return sign | (uint16_t)(ax > 0x7f800000u ? 0x7e00u | ((ax >> 13) & 0x3ffu) : 0x7c00u);
+  if (ax < 0x38800000u) { // below 2^-14: adding 0.5 rounds it at the subnormal's last bit
+    float a;
+    std::memcpy(&a, &ax, 4);
+    a += 0.5f;
+    uint32_t b;
+    std::memcpy(&b, &a, 4);
+    return sign | (uint16_t)(b - 0x3f000000u);
+  }
+  // Rebias the exponent (127 -> 15) and round the 13 dropped bits to nearest even.
+  return sign | (uint16_t)((ax + 0xc8000fffu + ((ax >> 13) & 1u)) >> 13);
+}
+
 } // namespace tcc::rt

@@ -501,21 +501,16 @@ void Program::decode(const fb::Program *program, const uint8_t *base) {
         what += " (gemm)";
         const BufferDesc &a = buffer(s->a(), what), &b = buffer(s->b(), what),
                          &c = writable(s->c(), what);
-        bool halfTypes = c.dtype == TCCRT_F16 || c.dtype == TCCRT_BF16;
-        bool cudaTypes = halfTypes || c.dtype == TCCRT_F32 || c.dtype == TCCRT_F64;
-        if (a.dtype != c.dtype || b.dtype != c.dtype || (onCuda && !cudaTypes))
-          throw Error(what + ": operands must all be " +
-                      (onCuda ? "f16, all bf16, all f32 or all f64" : "f32 or all f64") +
-                      ", got " + shapeString(a.dtype, a.shape) + ", " +
-                      shapeString(b.dtype, b.shape) + ", " + shapeString(c.dtype, c.shape));
-        halfTypes = halfTypes && onCuda;
+        bool gemmTypes = c.dtype == TCCRT_F16 || c.dtype == TCCRT_BF16 ||
+                         c.dtype == TCCRT_F32 || c.dtype == TCCRT_F64;
+        if (a.dtype != c.dtype || b.dtype != c.dtype || !gemmTypes)
+          throw Error(what + ": operands must all be f16, all bf16, all f32 or all f64, got " +
+                      shapeString(a.dtype, a.shape) + ", " + shapeString(b.dtype, b.shape) +
+                      ", " + shapeString(c.dtype, c.shape));
         GemmStep step{s->a(), s->b(), s->c(), {}};
         try {
-          // f16/bf16 (CUDA only) share f32's shape rules.
-          step.geometry = makeGemmGeometry(halfTypes ? TCCRT_F32 : c.dtype, a.shape, b.shape,
-                                           c.shape, s->trans_a(), s->trans_b(), s->alpha(),
-                                           s->beta());
-          step.geometry.dtype = c.dtype;
+          step.geometry = makeGemmGeometry(c.dtype, a.shape, b.shape, c.shape, s->trans_a(),
+                                           s->trans_b(), s->alpha(), s->beta());
         } catch (const Error &e) {
           throw Error(what + ": " + e.what());
         }

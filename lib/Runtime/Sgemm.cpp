@@ -1,5 +1,6 @@
 //===- Sgemm.cpp - Packing, blocking, threading and dispatch of Sgemm.h ----===//
 #include "Sgemm.h"
+#include "DType.h"
 #include "HostMemory.h"
 #include "Parallel.h"
 #include "tcc/Runtime/CpuFeatures.h"
@@ -58,6 +59,8 @@ const SgemmKernelFamily kGenericFamily = {
 
 const SgemmKernelFamily &family(SgemmIsa isa) {
   switch (isa) {
+  case SgemmIsa::Avx512Bf16:
+    return *sgemmAvx512Bf16Kernels();
   case SgemmIsa::Avx512:
     return *sgemmAvx512Kernels();
   case SgemmIsa::Avx2:
@@ -68,17 +71,24 @@ const SgemmKernelFamily &family(SgemmIsa isa) {
   return kGenericFamily;
 }
 
-SgemmIsa detectIsa() {
-  SgemmIsa best = SgemmIsa::Generic;
-  for (SgemmIsa isa : {SgemmIsa::Avx2, SgemmIsa::Avx512})
-    if (sgemmIsaSupported(isa))
-      best = isa;
-  if (const char *forced = std::getenv("TCC_GEMM_ISA")) {
-    for (SgemmIsa isa : {SgemmIsa::Generic, SgemmIsa::Avx2, SgemmIsa::Avx512})
-      if (std::string(forced) == sgemmIsaName(isa) && isa <= best)
-        return isa;
-  }
-  return best;
+constexpr SgemmIsa kAllIsas[] = {SgemmIsa::Generic, SgemmIsa::Avx2, SgemmIsa::Avx512,
+                                 SgemmIsa::Avx512Bf16};
+
+/// The widest family the CPU supports, capped by $TCC_GEMM_ISA (Avx512Bf16 included).
+SgemmIsa widestIsa() {
+  static const SgemmIsa widest = [] {
+    SgemmIsa best = SgemmIsa::Generic;
+    for (SgemmIsa isa : kAllIsas)
+      if (sgemmIsaSupported(isa))
+        best = isa;
+    if (const char *forced = std::getenv("TCC_GEMM_ISA")) {
+      for (SgemmIsa isa : kAllIsas)
+        if (std::string(forced) == sgemmIsaName(isa) && isa <= best)
+          return isa;
+    }
+    return best;
+  }();
+  return widest;
 }
 
 /// The k block: the A micro-panel (kc x MR: 21 KiB for AVX-512) stays in L1 while the kernel
@@ -245,6 +255,8 @@ const float *SgemmPacked::at(int64_t k0, int64_t outer0) const {
 
 const char *sgemmIsaName(SgemmIsa isa) {
   switch (isa) {
+  case SgemmIsa::Avx512Bf16:
+    return "avx512bf16";
   case SgemmIsa::Avx512:
     return "avx512";
   case SgemmIsa::Avx2:
@@ -257,6 +269,8 @@ const char *sgemmIsaName(SgemmIsa isa) {
 
 bool sgemmIsaSupported(SgemmIsa isa) {
   switch (isa) {
+  case SgemmIsa::Avx512Bf16:
+    return cpuHasFeature("avx512f") && cpuHasFeature("avx512bf16") && sgemmAvx512Bf16Kernels();
   case SgemmIsa::Avx512: // the CPU first: nothing of those files runs on a CPU without it
     return cpuHasFeature("avx512f") && sgemmAvx512Kernels();
   case SgemmIsa::Avx2:
@@ -267,10 +281,7 @@ bool sgemmIsaSupported(SgemmIsa isa) {
   return true;
 }
 
-SgemmIsa sgemmIsa() {
-  static const SgemmIsa isa = detectIsa();
-  return isa;
-}
+SgemmIsa sgemmIsa() { return std::min(widestIsa(), SgemmIsa::Avx512); }
 
 int sgemmTileRows(SgemmIsa isa) { return family(isa).mr; }
 
@@ -298,64 +309,59 @@ SgemmPacked packSgemmB(SgemmIsa isa, bool transB, int64_t k, int64_t n, const fl
   return pack(isa, false, transB, n, k, b, ldb, numThreads, nullptr);
 }
 
-void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha,
-           const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
-           int64_t ldc, int numThreads, const SgemmPacked *packedA, const SgemmPacked *packedB,
-           const SgemmEpilogue *epilogue) {
-  if (m <= 0 || n <= 0)
-    return;
-  if (epilogue && !epilogue->bias && !epilogue->relu)
-    epilogue = nullptr;
-  if (k == 0) { // an empty sum: C = beta * C, then the epilogue
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j)
-        c[i * ldc + j] =
-            applyEpilogue(beta == 0.0f ? 0.0f : beta * c[i * ldc + j], epilogue, j);
-    return;
-  }
-  const SgemmIsa isa = sgemmIsa();
-  const SgemmKernelFamily &f = family(isa);
-  const int64_t MR = f.mr, NR = f.nr;
+namespace {
+
+/// C = act(beta * C) for an empty sum (k = 0).
+void emptySum(int64_t m, int64_t n, float beta, float *c, int64_t ldc,
+              const SgemmEpilogue *epilogue) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      c[i * ldc + j] = applyEpilogue(beta == 0.0f ? 0.0f : beta * c[i * ldc + j], epilogue, j);
+}
+
+/// The threads a product is worth: below ~2 MFLOP a second thread costs more than it saves,
+/// unless B is large enough that reading it is the work (batch-1 layers: each thread then
+/// reads its share of B).
+int threadsFor(int64_t m, int64_t n, int64_t k, int numThreads) {
   double flops = 2.0 * (double)m * (double)n * (double)k;
-  // Below ~2 MFLOP a second thread costs more than it saves, unless B is large enough that
-  // reading it is the work (batch-1 layers: each thread then reads its share of B).
   bool worthThreads = flops >= 2e6 || (double)k * (double)n >= kParallelBFloats;
-  int threads = worthThreads ? std::max(numThreads, 1) : 1;
+  return worthThreads ? std::max(numThreads, 1) : 1;
+}
 
-  auto usable = [&](const SgemmPacked *p, bool isA, int64_t outer) {
-    return p && p->data && p->isa == isa && p->isA == isA && p->outer == outer && p->k == k &&
-           p->panel == (isA ? MR : NR) && p->kc == kKC;
-  };
-  const int64_t mPanels = (m + MR - 1) / MR;
-  thread_local Scratch scratchA, scratchB;
-  SgemmPacked ownA, ownB;
-  if (!usable(packedA, true, m)) {
-    ownA = pack(isa, true, transA, m, k, a, lda, threads, scratchA.get(packedFloats(m, k, MR)));
-    packedA = &ownA;
-  }
-  // With few rows of A, a non-transposed B is read in place (only its last, partial panel is
-  // packed: the kernel reads NR columns): each panel of B is read once or twice, and a packing
-  // pass would cost more than it saves.
-  const bool directB = !usable(packedB, false, n) && !transB && mPanels <= kDirectBMaxPanels;
-  const int64_t nDirect = directB ? n / NR * NR : 0;
-  if (directB) {
-    if (n > nDirect)
-      ownB = pack(isa, false, false, n - nDirect, k, b + nDirect, ldb, 1,
-                  scratchB.get(packedFloats(n - nDirect, k, NR)));
-  } else if (!usable(packedB, false, n)) {
-    ownB = pack(isa, false, transB, n, k, b, ldb, threads, scratchB.get(packedFloats(n, k, NR)));
-    packedB = &ownB;
-  }
-  auto bPanel = [&](int64_t k0, int64_t j, int64_t &stride) -> const float * {
-    stride = NR;
-    if (!directB)
-      return packedB->at(k0, j);
+/// Whether `p` was packed for `isa` as operand A (or B) of these sizes (k in panel elements).
+bool packedFor(const SgemmPacked *p, SgemmIsa isa, bool isA, int64_t outer, int64_t k) {
+  const SgemmKernelFamily &f = family(isa);
+  return p && p->data && p->isa == isa && p->isA == isA && p->outer == outer && p->k == k &&
+         p->panel == (isA ? f.mr : f.nr) && p->kc == kKC;
+}
+
+/// Where the microkernels read B: its packed panels or, with few rows of A and B not
+/// transposed, B itself in place (row stride ldb) up to column nDirect, the partial panel
+/// after it packed in `edge`.
+struct BPanels {
+  const SgemmPacked *packed = nullptr;
+  const float *direct = nullptr;
+  int64_t ldb = 0, nDirect = 0;
+  const SgemmPacked *edge = nullptr;
+
+  const float *at(int64_t k0, int64_t j, int64_t nr, int64_t &stride) const {
+    stride = nr;
+    if (!direct)
+      return packed->at(k0, j);
     if (j >= nDirect)
-      return ownB.at(k0, j - nDirect);
+      return edge->at(k0, j - nDirect);
     stride = ldb;
-    return b + k0 * ldb + j;
-  };
+    return direct + k0 * ldb + j;
+  }
+};
 
+/// The blocked product over packed A and B (k in panel elements), cut into (column block,
+/// row range) tasks on `threads` threads; see Sgemm.h.
+void runTiles(const SgemmKernelFamily &f, int64_t m, int64_t n, int64_t k, float alpha,
+              const SgemmPacked &packedA, const BPanels &b, float beta, float *c, int64_t ldc,
+              int threads, const SgemmEpilogue *epilogue) {
+  const int64_t MR = f.mr, NR = f.nr;
+  const int64_t mPanels = (m + MR - 1) / MR;
   // Tasks: (column block of up to kNC columns, range of MR-row panels).
   int64_t nc = roundUp(kNC, NR);
   if (threads > 1 && mPanels < threads) // few rows: split the columns finer, two blocks a thread
@@ -383,19 +389,19 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alph
       };
       for (int64_t ip = ip0; ip < ip1; ++ip) {
         int64_t i0 = ip * MR, rows = std::min(MR, m - i0);
-        const float *aPanel = packedA->at(k0, i0);
-        if (rows == 1 && !directB && f.rowPanels[0]) { // a batch-1 row: 4 panels of B at once
+        const float *aPanel = packedA.at(k0, i0);
+        if (rows == 1 && !b.direct && f.rowPanels[0]) { // a batch-1 row: 4 panels of B at once
           int64_t panelStride = kc * NR; // consecutive panels of one k block
           for (int64_t j = j0; j < j1; j += 4 * NR) {
             int64_t cols = std::min(4 * NR, j1 - j), panels = (cols + NR - 1) / NR;
-            f.rowPanels[panels - 1](kc, aPanel, packedB->at(k0, j), panelStride, c + i0 * ldc + j,
-                                    cols, alpha, blockBeta, tileEpilogue(j));
+            f.rowPanels[panels - 1](kc, aPanel, b.packed->at(k0, j), panelStride,
+                                    c + i0 * ldc + j, cols, alpha, blockBeta, tileEpilogue(j));
           }
           continue;
         }
         for (int64_t j = j0; j < j1; j += NR) {
           int64_t stride, cols = std::min(NR, j1 - j);
-          const float *bp = bPanel(k0, j, stride);
+          const float *bp = b.at(k0, j, NR, stride);
           SgemmMicroKernel kernel =
               cols <= f.narrowCols ? f.narrow[rows - 1] : f.byRows[rows - 1];
           kernel(kc, aPanel, bp, stride, c + i0 * ldc + j, ldc, cols, alpha, blockBeta,
@@ -410,6 +416,173 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alph
   } else {
     parallelItems(threads, tasks, [&](int64_t, int64_t task) { runTask(task); });
   }
+}
+
+thread_local Scratch scratchA, scratchB;
+
+} // namespace
+
+void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha,
+           const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+           int64_t ldc, int numThreads, const SgemmPacked *packedA, const SgemmPacked *packedB,
+           const SgemmEpilogue *epilogue) {
+  if (m <= 0 || n <= 0)
+    return;
+  if (epilogue && !epilogue->bias && !epilogue->relu)
+    epilogue = nullptr;
+  if (k == 0)
+    return emptySum(m, n, beta, c, ldc, epilogue);
+  const SgemmIsa isa = sgemmIsa();
+  const SgemmKernelFamily &f = family(isa);
+  const int64_t MR = f.mr, NR = f.nr;
+  const int threads = threadsFor(m, n, k, numThreads);
+  SgemmPacked ownA, ownB;
+  if (!packedFor(packedA, isa, true, m, k)) {
+    ownA = pack(isa, true, transA, m, k, a, lda, threads, scratchA.get(packedFloats(m, k, MR)));
+    packedA = &ownA;
+  }
+  // With few rows of A, a non-transposed B is read in place (only its last, partial panel is
+  // packed: the kernel reads NR columns): each panel of B is read once or twice, and a packing
+  // pass would cost more than it saves.
+  const bool bPacked = packedFor(packedB, isa, false, n, k);
+  const bool directB = !bPacked && !transB && (m + MR - 1) / MR <= kDirectBMaxPanels;
+  BPanels panels;
+  if (directB) {
+    panels.direct = b;
+    panels.ldb = ldb;
+    panels.nDirect = n / NR * NR;
+    if (n > panels.nDirect)
+      ownB = pack(isa, false, false, n - panels.nDirect, k, b + panels.nDirect, ldb, 1,
+                  scratchB.get(packedFloats(n - panels.nDirect, k, NR)));
+    panels.edge = &ownB;
+  } else {
+    if (!bPacked) {
+      ownB = pack(isa, false, transB, n, k, b, ldb, threads,
+                  scratchB.get(packedFloats(n, k, NR)));
+      packedB = &ownB;
+    }
+    panels.packed = packedB;
+  }
+  runTiles(f, m, n, k, alpha, *packedA, panels, beta, c, ldc, threads, epilogue);
+  scratchA.trim();
+  scratchB.trim();
+}
+
+//===--- 16-bit operands --------------------------------------------------===//
+
+namespace {
+
+/// Packs panels [panel0, panel1) of `into` from the 16-bit matrix element(o, p) =
+/// src[o * outerStride + p * kStride] of k columns: as pairs (p = 2u, 2u + 1 in one 32-bit
+/// element u, the first in its low half; past k: zero) for the bf16 pair family, otherwise
+/// converted to f32.
+template <int P>
+void packPanels16Of(SgemmPacked &into, Half16 type, const uint16_t *src, int64_t outerStride,
+                    int64_t kStride, int64_t k, int64_t panel0, int64_t panel1) {
+  const bool pairs = into.isa == SgemmIsa::Avx512Bf16;
+  auto value = [&](int64_t o, int64_t u) -> float {
+    if (o >= into.outer)
+      return 0.0f;
+    const uint16_t *e = src + o * outerStride;
+    if (!pairs) {
+      uint16_t bits = e[u * kStride];
+      return type == Half16::BF16 ? bfloat16ToFloat(bits) : halfToFloat(bits);
+    }
+    uint32_t lo = e[2 * u * kStride], hi = 2 * u + 1 < k ? e[(2 * u + 1) * kStride] : 0;
+    uint32_t both = lo | hi << 16;
+    float f;
+    std::memcpy(&f, &both, sizeof f);
+    return f;
+  };
+  for (int64_t k0 = 0; k0 < into.k; k0 += into.kc) {
+    int64_t kc = std::min(into.kc, into.k - k0);
+    for (int64_t ip = panel0; ip < panel1; ++ip) {
+      float *dst = const_cast<float *>(into.at(k0, ip * P));
+      int64_t o0 = ip * P;
+      if (outerStride == 1) { // along each source row (one k) first
+        for (int64_t u = 0; u < kc; ++u)
+          for (int o = 0; o < P; ++o)
+            dst[u * P + o] = value(o0 + o, k0 + u);
+      } else { // along each source row (one row of op(A) / column of op(B)) first
+        for (int o = 0; o < P; ++o)
+          for (int64_t u = 0; u < kc; ++u)
+            dst[u * P + o] = value(o0 + o, k0 + u);
+      }
+    }
+  }
+}
+
+SgemmPacked pack16(Half16 type, SgemmIsa isa, bool isA, bool trans, int64_t outer, int64_t k,
+                   const uint16_t *src, int64_t ld, int numThreads, Scratch *scratch) {
+  int64_t units = isa == SgemmIsa::Avx512Bf16 ? (k + 1) / 2 : k;
+  const SgemmKernelFamily &f = family(isa);
+  int64_t panel = isA ? f.mr : f.nr;
+  SgemmPacked out = layout(isa, isA, outer, units,
+                           scratch ? scratch->get(packedFloats(outer, units, panel)) : nullptr);
+  bool outerAlongRows = isA != trans;
+  int64_t outerStride = outerAlongRows ? ld : 1, kStride = outerAlongRows ? 1 : ld;
+  int64_t panels = (outer + panel - 1) / panel;
+  parallelFor(numThreads, panels, 8 * units * panel, [&](int64_t begin, int64_t end) {
+    switch (panel) {
+#define TCC_PACK16_CASE(P)                                                                         \
+  case P:                                                                                          \
+    return packPanels16Of<P>(out, type, src, outerStride, kStride, k, begin, end);
+      TCC_PACK16_CASE(4)
+      TCC_PACK16_CASE(6)
+      TCC_PACK16_CASE(14)
+      TCC_PACK16_CASE(16)
+      TCC_PACK16_CASE(32)
+#undef TCC_PACK16_CASE
+    }
+  });
+  return out;
+}
+
+/// k in the panel elements of `isa`.
+int64_t panelK(SgemmIsa isa, int64_t k) { return isa == SgemmIsa::Avx512Bf16 ? (k + 1) / 2 : k; }
+
+} // namespace
+
+SgemmIsa gemm16Isa(Half16 type) {
+  return type == Half16::BF16 && widestIsa() == SgemmIsa::Avx512Bf16 ? SgemmIsa::Avx512Bf16
+                                                                     : sgemmIsa();
+}
+
+SgemmPacked packGemm16A(Half16 type, bool transA, int64_t m, int64_t k, const uint16_t *a,
+                        int64_t lda, int numThreads) {
+  return pack16(type, gemm16Isa(type), true, transA, m, k, a, lda, numThreads, nullptr);
+}
+
+SgemmPacked packGemm16B(Half16 type, bool transB, int64_t k, int64_t n, const uint16_t *b,
+                        int64_t ldb, int numThreads) {
+  return pack16(type, gemm16Isa(type), false, transB, n, k, b, ldb, numThreads, nullptr);
+}
+
+void gemm16(Half16 type, bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha,
+            const uint16_t *a, int64_t lda, const uint16_t *b, int64_t ldb, float beta, float *c,
+            int64_t ldc, int numThreads, const SgemmPacked *packedA, const SgemmPacked *packedB,
+            const SgemmEpilogue *epilogue) {
+  if (m <= 0 || n <= 0)
+    return;
+  if (epilogue && !epilogue->bias && !epilogue->relu)
+    epilogue = nullptr;
+  if (k == 0)
+    return emptySum(m, n, beta, c, ldc, epilogue);
+  const SgemmIsa isa = gemm16Isa(type);
+  const int64_t units = panelK(isa, k);
+  const int threads = threadsFor(m, n, k, numThreads);
+  SgemmPacked ownA, ownB;
+  if (!packedFor(packedA, isa, true, m, units)) {
+    ownA = pack16(type, isa, true, transA, m, k, a, lda, threads, &scratchA);
+    packedA = &ownA;
+  }
+  if (!packedFor(packedB, isa, false, n, units)) {
+    ownB = pack16(type, isa, false, transB, n, k, b, ldb, threads, &scratchB);
+    packedB = &ownB;
+  }
+  BPanels panels;
+  panels.packed = packedB;
+  runTiles(family(isa), m, n, units, alpha, *packedA, panels, beta, c, ldc, threads, epilogue);
   scratchA.trim();
   scratchB.trim();
 }

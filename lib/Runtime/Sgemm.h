@@ -12,8 +12,14 @@
 // runtime's one OpenMP pool. Each element of C is summed by one thread in a fixed order, so the
 // result does not depend on the thread count.
 //
-// $TCC_GEMM_ISA (generic, avx2, avx512) forces a kernel family no wider than the CPU supports
-// (tests use it to cover every family on one machine).
+// 16-bit operands (gemm16: bf16 or f16 A and B, f32 accumulation and C) run on the same
+// blocking and threading. Where the CPU has AVX512-BF16, bf16 operands are packed as pairs of
+// values consecutive along k and multiplied by VDPBF16PS (two k steps per instruction, the
+// avx512bf16 family); otherwise (f16, or a CPU without it) they are converted to f32 while
+// packed and run on the f32 family: correct on any CPU, half the bytes read from memory.
+//
+// $TCC_GEMM_ISA (generic, avx2, avx512, avx512bf16) forces a kernel family no wider than the
+// CPU supports (tests use it to cover every family on one machine).
 #pragma once
 
 #include <cstddef>
@@ -24,12 +30,13 @@
 
 namespace tcc::rt {
 
-/// A microkernel family: its register tile and the instructions it needs.
-enum class SgemmIsa { Generic, Avx2, Avx512 };
+/// A microkernel family: its register tile and the instructions it needs. Avx512Bf16 reads
+/// panels of bf16 pairs (gemm16 only); the others read f32 panels.
+enum class SgemmIsa { Generic, Avx2, Avx512, Avx512Bf16 };
 
-/// The family this process uses: the widest one the CPU supports, capped by $TCC_GEMM_ISA.
+/// The f32 family this process uses: the widest one the CPU supports, capped by $TCC_GEMM_ISA.
 SgemmIsa sgemmIsa();
-/// "generic", "avx2" or "avx512".
+/// "generic", "avx2", "avx512" or "avx512bf16".
 const char *sgemmIsaName(SgemmIsa isa);
 /// Whether the CPU (and OS) can run the family.
 bool sgemmIsaSupported(SgemmIsa isa);
@@ -44,7 +51,7 @@ struct SgemmPacked {
   SgemmIsa isa = SgemmIsa::Generic;
   bool isA = false;
   int64_t outer = 0; // rows of op(A) (m) or columns of op(B) (n)
-  int64_t k = 0;
+  int64_t k = 0;     // along k, in panel elements (Avx512Bf16: pairs, (k + 1) / 2)
   int64_t panel = 0; // MR or NR
   int64_t kc = 0;    // the k block
   std::unique_ptr<float[], void (*)(void *)> data{nullptr, nullptr};
@@ -79,5 +86,24 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alph
            const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
            int64_t ldc, int numThreads, const SgemmPacked *packedA = nullptr,
            const SgemmPacked *packedB = nullptr, const SgemmEpilogue *epilogue = nullptr);
+
+/// The 16-bit element types of gemm16 (stored as their bits).
+enum class Half16 { BF16, F16 };
+
+/// The family gemm16 uses for `type`: Avx512Bf16 for bf16 where the CPU has it (and
+/// $TCC_GEMM_ISA allows it), otherwise sgemmIsa() on operands converted to f32.
+SgemmIsa gemm16Isa(Half16 type);
+/// Packs 16-bit op(A) (m x k) or op(B) (k x n) for gemm16Isa(type), as packSgemmA/B do.
+SgemmPacked packGemm16A(Half16 type, bool transA, int64_t m, int64_t k, const uint16_t *a,
+                        int64_t lda, int numThreads = 1);
+SgemmPacked packGemm16B(Half16 type, bool transB, int64_t k, int64_t n, const uint16_t *b,
+                        int64_t ldb, int numThreads = 1);
+/// sgemm's contract for 16-bit A and B: C (f32) = act(alpha * op(A) op(B) + beta * C + bias),
+/// products summed in f32. `packedA`/`packedB` are used when packed by packGemm16A/B for this
+/// type on gemm16Isa(type) with these sizes.
+void gemm16(Half16 type, bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha,
+            const uint16_t *a, int64_t lda, const uint16_t *b, int64_t ldb, float beta, float *c,
+            int64_t ldc, int numThreads, const SgemmPacked *packedA = nullptr,
+            const SgemmPacked *packedB = nullptr, const SgemmEpilogue *epilogue = nullptr);
 
 } // namespace tcc::rt

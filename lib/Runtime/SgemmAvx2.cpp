@@ -20,6 +20,7 @@ struct Vec {
   static __m256 load(const float *p) { return _mm256_loadu_ps(p); }
   static __m256 broadcast(const float *p) { return _mm256_broadcast_ss(p); }
   static __m256 fma(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }
+  static __m256 dot(__m256 a, __m256 b, __m256 c) { return fma(a, b, c); }
   static __m256 add(__m256 a, __m256 b) { return _mm256_add_ps(a, b); }
   static __m256 mul(__m256 a, __m256 b) { return _mm256_mul_ps(a, b); }
   static __m256 max(__m256 a, __m256 b) { return _mm256_max_ps(a, b); }

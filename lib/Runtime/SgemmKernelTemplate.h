@@ -2,7 +2,9 @@
 //
 // Included only by the per-ISA kernel files (SgemmAvx2.cpp, SgemmAvx512.cpp), each compiled
 // with its own -m flags, after defining `Vec`: the vector traits of its instruction set
-// (zero, load, broadcast, fma, the column-masked load and store of C). Everything here has
+// (zero, load, broadcast, fma, the column-masked load and store of C) and `dot`, the k step
+// acc += a * b (an FMA on f32 panels; on panels of bf16 pairs, AVX512-BF16's two-term dot
+// product per 32-bit lane: SgemmAvx512Bf16.cpp). Everything here has
 // internal linkage, so no copy compiled for one instruction set can be used by another file.
 //
 // kernel<M, W, MR>: M rows (<= MR) x W vectors of columns. Few rows give few accumulators and
@@ -40,7 +42,7 @@ void kernel(int64_t k, const float *a, const float *b, int64_t ldb, float *c, in
       V ai = Vec::broadcast(ap + i);
 #pragma GCC unroll 2
       for (int w = 0; w < W; ++w)
-        acc[s][i][w] = Vec::fma(ai, bv[w], acc[s][i][w]);
+        acc[s][i][w] = Vec::dot(ai, bv[w], acc[s][i][w]);
     }
   };
   int64_t p = 0;
@@ -107,8 +109,8 @@ void rowKernel(int64_t k, const float *a, const float *b, int64_t panelStride, f
 #pragma GCC unroll 4
       for (int q = 0; q < P; ++q) {
         const float *bq = b + q * panelStride + (p + s) * NR;
-        acc[s][q][0] = Vec::fma(ai, Vec::load(bq), acc[s][q][0]);
-        acc[s][q][1] = Vec::fma(ai, Vec::load(bq + L), acc[s][q][1]);
+        acc[s][q][0] = Vec::dot(ai, Vec::load(bq), acc[s][q][0]);
+        acc[s][q][1] = Vec::dot(ai, Vec::load(bq + L), acc[s][q][1]);
       }
     }
   }
@@ -117,8 +119,8 @@ void rowKernel(int64_t k, const float *a, const float *b, int64_t panelStride, f
 #pragma GCC unroll 4
     for (int q = 0; q < P; ++q) {
       const float *bq = b + q * panelStride + p * NR;
-      acc[0][q][0] = Vec::fma(ai, Vec::load(bq), acc[0][q][0]);
-      acc[0][q][1] = Vec::fma(ai, Vec::load(bq + L), acc[0][q][1]);
+      acc[0][q][0] = Vec::dot(ai, Vec::load(bq), acc[0][q][0]);
+      acc[0][q][1] = Vec::dot(ai, Vec::load(bq + L), acc[0][q][1]);
     }
   }
   V va = Vec::set1(alpha), vb = Vec::set1(beta);

@@ -39,5 +39,7 @@ struct SgemmKernelFamily {
 /// The families compiled into the library (with their own instruction-set flags).
 const SgemmKernelFamily *sgemmAvx2Kernels();   // null where not built (non-x86)
 const SgemmKernelFamily *sgemmAvx512Kernels(); // null where not built (non-x86)
+/// AVX-512's tile over panels of bf16 pairs (SgemmAvx512Bf16.cpp); null where not built.
+const SgemmKernelFamily *sgemmAvx512Bf16Kernels();
 
 } // namespace tcc::rt

@@ -3,8 +3,10 @@
 // tccrt-gemm-bench [--threads N] [--repeats N] [--json]: measures this core's FMA peak (independent
 // 512- and 256-bit FMA chains, whichever the CPU has), then times libtccrt's sgemm (packing per
 // call, and with the weight operand prepacked as compiled programs do) and OpenBLAS's cblas_sgemm
-// on the same shapes in one run, each the best of N repeats. Not a test (target
+// on the same shapes in one run, each the best of N repeats, and the same product in bf16
+// (gemm16, B prepacked: AVX512-BF16 where the CPU has it). Not a test (target
 // tccrt-gemm-bench, built on request); bench/gemm_cpu.py runs it and writes the result tables.
+#include "DType.h"
 #include "Sgemm.h"
 #include "tcc/Runtime/CpuFeatures.h"
 
@@ -177,15 +179,19 @@ int main(int argc, char **argv) {
   double peak512 = measurePeak(512, 3), peak256 = measurePeak(256, 3);
   const char *family = sgemmIsaName(sgemmIsa());
   double peak = sgemmIsa() == SgemmIsa::Avx512 ? peak512 : peak256;
+  const char *family16 = sgemmIsaName(gemm16Isa(Half16::BF16));
   if (json)
-    std::printf("{\"threads\": %d, \"family\": \"%s\", \"openblas_core\": \"%s\", "
-                "\"fma_peak_512_gflops\": %.2f, \"fma_peak_256_gflops\": %.2f, \"shapes\": [\n",
-                threads, family, openblas_get_corename(), peak512, peak256);
+    std::printf("{\"threads\": %d, \"family\": \"%s\", \"bf16_family\": \"%s\", "
+                "\"openblas_core\": \"%s\", \"fma_peak_512_gflops\": %.2f, "
+                "\"fma_peak_256_gflops\": %.2f, \"shapes\": [\n",
+                threads, family, family16, openblas_get_corename(), peak512, peak256);
   else
-    std::printf("sgemm family %s, OpenBLAS core %s, %d thread(s); one core's FMA peak: 512-bit "
-                "%.1f GFLOP/s, 256-bit %.1f GFLOP/s\n%-34s %9s %9s %9s %9s %8s\n",
-                family, openblas_get_corename(), threads, peak512, peak256, "shape (m n k)",
-                "tcc", "prepacked", "openblas", "% peak", "tcc/obl");
+    std::printf("sgemm family %s (bf16: %s), OpenBLAS core %s, %d thread(s); one core's FMA "
+                "peak: 512-bit %.1f GFLOP/s, 256-bit %.1f GFLOP/s\n%-34s %9s %9s %9s %9s %8s "
+                "%9s %8s\n",
+                family, family16, openblas_get_corename(), threads, peak512, peak256,
+                "shape (m n k)", "tcc", "prepacked", "openblas", "% peak", "tcc/obl", "bf16 pre",
+                "f32/bf16");
   // Large squares; the GEMMs of transformer layers (tokens x d_model x d_ff); im2col GEMMs of
   // ResNet-like convs (c_out x h*w x c_in*9); batch-1 layers (GEMV-like, weights as nn.Linear's
   // transposed [out, in] and as MatMul's [in, out]).
@@ -223,20 +229,33 @@ int main(int argc, char **argv) {
                   (int)s.n, (int)s.k, 1.0f, a.data(), (int)s.k, b.data(), (int)ldb, 0.0f,
                   c.data(), (int)s.n);
     });
+    // The same product in bf16 (gemm16: AVX512-BF16 pairs where the CPU has them), B prepacked.
+    std::vector<uint16_t> a16(a.size()), b16(b.size());
+    for (size_t i = 0; i < a.size(); ++i)
+      a16[i] = floatToBfloat16(a[i]);
+    for (size_t i = 0; i < b.size(); ++i)
+      b16[i] = floatToBfloat16(b[i]);
+    SgemmPacked packed16 =
+        packGemm16B(Half16::BF16, s.transB, s.k, s.n, b16.data(), ldb, threads);
+    double tBf16 = bestSeconds(reps, [&] {
+      gemm16(Half16::BF16, false, s.transB, s.m, s.n, s.k, 1.0f, a16.data(), s.k, nullptr, ldb,
+             0.0f, c.data(), s.n, threads, nullptr, &packed16);
+    });
     double own = flops / tOwn * 1e-9, pre = flops / tPacked * 1e-9, blas = flops / tBlas * 1e-9;
+    double bf16 = flops / tBf16 * 1e-9;
     double ofPeak = peak > 0 ? 100.0 * own / (peak * threads) : 0;
     if (json) {
       std::printf("%s  {\"what\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"trans_b\": %s, "
                   "\"tcc_gflops\": %.2f, \"tcc_prepacked_gflops\": %.2f, "
-                  "\"openblas_gflops\": %.2f}",
+                  "\"openblas_gflops\": %.2f, \"tcc_bf16_prepacked_gflops\": %.2f}",
                   first ? "" : ",\n", s.what, (long long)s.m, (long long)s.n, (long long)s.k,
-                  s.transB ? "true" : "false", own, pre, blas);
+                  s.transB ? "true" : "false", own, pre, blas, bf16);
     } else {
       char name[64];
       std::snprintf(name, sizeof name, "%s (%lld %lld %lld)", s.what, (long long)s.m,
                     (long long)s.n, (long long)s.k);
-      std::printf("%-34s %9.1f %9.1f %9.1f %8.0f%% %8.2f\n", name, own, pre, blas, ofPeak,
-                  tOwn / tBlas);
+      std::printf("%-34s %9.1f %9.1f %9.1f %8.0f%% %8.2f %9.1f %8.2f\n", name, own, pre, blas,
+                  ofPeak, tOwn / tBlas, bf16, tPacked / tBf16);
     }
     first = false;
   }

@@ -1,0 +1,259 @@
+//===- Gemm16Test.cpp - libtccrt's bf16/f16 GEMM against a float64 reference ===//
+//
+// gemm16 (Sgemm.h) on the family this process uses for 16-bit operands: AVX512-BF16's pair
+// kernels where the CPU has them, f32 kernels on converted panels otherwise. CMake registers
+// these tests again with $TCC_GEMM_ISA = avx512, avx2 and generic (the conversion path on each
+// f32 family); a family the CPU lacks skips. Also the f32 <-> 16-bit conversions of DType.h
+// and runGemm's 16-bit steps (batches, constant operands packed once).
+#include "CpuLibrary.h"
+#include "DType.h"
+#include "Sgemm.h"
+#include "tcc/Runtime/CpuFeatures.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+using namespace tcc::rt;
+
+namespace {
+
+void skipUnlessForcedFamilyRuns() {
+  if (const char *forced = std::getenv("TCC_GEMM_ISA"))
+    if (*forced && std::string(forced) != sgemmIsaName(gemm16Isa(Half16::BF16)))
+      GTEST_SKIP() << "this CPU cannot run the " << forced << " kernels (using "
+                   << sgemmIsaName(gemm16Isa(Half16::BF16)) << ")";
+}
+
+float widen(Half16 type, uint16_t bits) {
+  return type == Half16::BF16 ? bfloat16ToFloat(bits) : halfToFloat(bits);
+}
+uint16_t narrow(Half16 type, float f) {
+  return type == Half16::BF16 ? floatToBfloat16(f) : floatToHalf(f);
+}
+const char *typeName(Half16 type) { return type == Half16::BF16 ? "bf16" : "f16"; }
+
+/// A random 16-bit matrix problem; the reference sums the 16-bit values exactly (float64).
+struct Problem16 {
+  Half16 type;
+  bool ta, tb;
+  int64_t m, n, k, lda, ldb, ldc;
+  float alpha, beta;
+  std::vector<uint16_t> a, b;
+  std::vector<float> c;
+
+  Problem16(std::mt19937 &rng, Half16 type, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+            float alpha, float beta, int64_t pad = 0)
+      : type(type), ta(ta), tb(tb), m(m), n(n), k(k), lda((ta ? m : k) + pad),
+        ldb((tb ? k : n) + pad), ldc(n + pad), alpha(alpha), beta(beta) {
+    std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+    a.resize((size_t)((ta ? k : m) * lda));
+    b.resize((size_t)((tb ? n : k) * ldb));
+    c.resize((size_t)(m * ldc));
+    for (uint16_t &x : a)
+      x = narrow(type, dist(rng));
+    for (uint16_t &x : b)
+      x = narrow(type, dist(rng));
+    for (float &x : c)
+      x = dist(rng);
+  }
+  double at(const std::vector<uint16_t> &v, int64_t ld, bool t, int64_t r, int64_t col) const {
+    return widen(type, t ? v[col * ld + r] : v[r * ld + col]);
+  }
+  std::vector<float> run(int threads, const SgemmPacked *pa = nullptr,
+                         const SgemmPacked *pb = nullptr,
+                         const SgemmEpilogue *epilogue = nullptr) const {
+    std::vector<float> out = c;
+    gemm16(type, ta, tb, m, n, k, alpha, a.data(), lda, b.data(), ldb, beta, out.data(), ldc,
+           threads, pa, pb, epilogue);
+    return out;
+  }
+  /// Checks `got` against the float64 sum (then + bias[j], ReLU when given): products of 16-bit
+  /// values are exact in f32, so the bound is f32 summation's.
+  void check(const std::vector<float> &got, const std::string &what,
+             const float *bias = nullptr, bool relu = false) const {
+    size_t bad = 0;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0, mag = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          double x = at(a, lda, ta, i, p) * at(b, ldb, tb, p, j);
+          acc += x;
+          mag += std::fabs(x);
+        }
+        double old = c[i * ldc + j];
+        double want = alpha * acc + (beta == 0 ? 0.0 : beta * old) + (bias ? bias[j] : 0.0);
+        if (relu)
+          want = std::max(want, 0.0);
+        double bound =
+            (std::fabs(alpha) * mag + (beta == 0 ? 0.0 : std::fabs(beta * old))) * (k + 2) * 1.2e-7 +
+            1e-6;
+        float g = got[i * ldc + j];
+        if (!(std::fabs(g - want) <= bound) && ++bad <= 5)
+          ADD_FAILURE() << what << ": C[" << i << "][" << j << "] is " << g << ", expected "
+                        << want;
+      }
+    EXPECT_EQ(bad, 0u) << what;
+  }
+  std::string name() const {
+    return std::string(typeName(type)) + (ta ? " A^T" : " A") + (tb ? " B^T" : " B") +
+           " m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
+           " alpha=" + std::to_string(alpha) + " beta=" + std::to_string(beta) +
+           " ld+" + std::to_string(ldc - n);
+  }
+};
+
+TEST(Gemm16, RandomShapesBothTypesEveryTransposeAndStride) {
+  skipUnlessForcedFamilyRuns();
+  std::mt19937 rng(21);
+  for (Half16 type : {Half16::BF16, Half16::F16})
+    for (int trial = 0; trial < 80; ++trial) {
+      // Odd and even k (the pair kernels pad the last pair), some past one k block of pairs
+      // (384 pairs: 768 values) and one column block (512).
+      int64_t m = 1 + rng() % 40, n = 1 + rng() % 70, k = 1 + rng() % 90;
+      if (trial % 10 == 0)
+        k = 700 + rng() % 200;
+      if (trial % 15 == 0)
+        n = 500 + rng() % 200;
+      float alpha = trial % 3 == 0 ? -0.75f : 1.0f, beta = trial % 4 == 0 ? 0.5f : 0.0f;
+      Problem16 p(rng, type, trial & 1, trial & 2, m, n, k, alpha, beta, trial % 5 == 0 ? 3 : 0);
+      SCOPED_TRACE(p.name());
+      p.check(p.run(1 + trial % 3), "gemm16");
+    }
+}
+
+TEST(Gemm16, ResultDoesNotDependOnThreadsOrPrepacking) {
+  skipUnlessForcedFamilyRuns();
+  std::mt19937 rng(22);
+  for (Half16 type : {Half16::BF16, Half16::F16})
+    for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{40, 1100, 801},
+                           {3, 515, 129},
+                           {1, 1100, 301}}) { // one row: the 4-panel row kernel
+      for (int t = 0; t < 4; ++t) {
+        Problem16 p(rng, type, t & 1, t & 2, m, n, k, 1.0f, 0.25f);
+        SCOPED_TRACE(p.name());
+        std::vector<float> one = p.run(1);
+        p.check(one, "one thread");
+        EXPECT_EQ(p.run(3), one) << "three threads";
+        SgemmPacked pa = packGemm16A(type, p.ta, m, k, p.a.data(), p.lda, 2);
+        SgemmPacked pb = packGemm16B(type, p.tb, k, n, p.b.data(), p.ldb, 2);
+        EXPECT_EQ(pa.isa, gemm16Isa(type));
+        EXPECT_EQ(p.run(2, &pa, &pb), one) << "both prepacked";
+        std::vector<float> out = p.c;
+        gemm16(type, p.ta, p.tb, m, n, k, p.alpha, nullptr, p.lda, nullptr, p.ldb, p.beta,
+               out.data(), p.ldc, 2, &pa, &pb);
+        EXPECT_EQ(out, one) << "prepacked, no plain operands";
+        // Packed for f32 (or for another k) is not the 16-bit layout: repacked from a and b.
+        SgemmPacked otherK = packGemm16B(type, p.tb, k - 1, n, p.b.data(), p.ldb);
+        EXPECT_EQ(p.run(1, nullptr, &otherK), one) << "B packed for another k";
+      }
+    }
+}
+
+TEST(Gemm16, BiasReluAndBetaZeroNeverReadsC) {
+  skipUnlessForcedFamilyRuns();
+  std::mt19937 rng(23);
+  for (Half16 type : {Half16::BF16, Half16::F16})
+    for (int64_t m : {1, 2, 29}) {
+      Problem16 p(rng, type, false, m % 2 == 0, m, 150, 401, 0.5f, 0.0f);
+      std::fill(p.c.begin(), p.c.end(), std::numeric_limits<float>::quiet_NaN());
+      std::vector<float> bias(150);
+      for (float &x : bias)
+        x = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng);
+      SgemmEpilogue epilogue{bias.data(), true};
+      SCOPED_TRACE(p.name());
+      p.check(p.run(2, nullptr, nullptr, &epilogue), "bias + relu", bias.data(), true);
+    }
+}
+
+TEST(Gemm16, EmptyInnerDimensionScalesC) {
+  std::vector<float> c = {1, 2, 3, 4, 5, 6};
+  gemm16(Half16::BF16, false, false, 2, 3, 0, 1.0f, nullptr, 0, nullptr, 3, 2.0f, c.data(), 3, 1);
+  EXPECT_EQ(c, (std::vector<float>{2, 4, 6, 8, 10, 12}));
+}
+
+TEST(Gemm16, Avx512Bf16WhereTheCpuHasIt) {
+  if (const char *forced = std::getenv("TCC_GEMM_ISA"); forced && *forced)
+    GTEST_SKIP() << "$TCC_GEMM_ISA caps the families";
+  bool bf16 = cpuHasFeature("avx512f") && cpuHasFeature("avx512bf16");
+  EXPECT_EQ(gemm16Isa(Half16::BF16) == SgemmIsa::Avx512Bf16, bf16);
+  EXPECT_EQ(sgemmIsaSupported(SgemmIsa::Avx512Bf16), bf16);
+  EXPECT_EQ(gemm16Isa(Half16::F16), sgemmIsa()); // f16 is converted: no f32-accumulating f16 dot
+  EXPECT_NE(sgemmIsa(), SgemmIsa::Avx512Bf16);   // f32 products never take the pair family
+}
+
+TEST(Gemm16, ConversionsRoundToNearestEven) {
+  // Every f16 value round-trips; every midpoint between neighbours rounds to the even one;
+  // past the largest finite value (65504) halfway to the next, infinity.
+  for (uint32_t h = 0; h < 0x7c00u; ++h) {
+    for (uint16_t sign : {0, 0x8000}) {
+      uint16_t bits = (uint16_t)(h | sign);
+      ASSERT_EQ(floatToHalf(halfToFloat(bits)), bits) << std::hex << bits;
+      double lo = halfToFloat(bits), hi = halfToFloat((uint16_t)(bits + 1));
+      if (h + 1 < 0x7c00u) {
+        float mid = (float)((lo + hi) / 2); // exact in float
+        uint16_t even = (h & 1) ? (uint16_t)(bits + 1) : bits;
+        ASSERT_EQ(floatToHalf(mid), even) << "midpoint after " << std::hex << bits;
+        ASSERT_EQ(floatToHalf(std::nextafter(mid, (float)lo)), bits);
+      }
+    }
+  }
+  EXPECT_EQ(floatToHalf(65519.0f), 0x7bffu);
+  EXPECT_EQ(floatToHalf(65520.0f), 0x7c00u);
+  EXPECT_EQ(floatToHalf(-std::numeric_limits<float>::infinity()), 0xfc00u);
+  EXPECT_TRUE(std::isnan(halfToFloat(floatToHalf(std::numeric_limits<float>::quiet_NaN()))));
+  // bf16: the upper half of the float, rounded to nearest even.
+  EXPECT_EQ(floatToBfloat16(1.0f), 0x3f80u);
+  EXPECT_EQ(floatToBfloat16(bfloat16ToFloat(0x3f80) + std::ldexp(1.0f, -8)), 0x3f80u); // tie: even
+  EXPECT_EQ(floatToBfloat16(bfloat16ToFloat(0x3f81) + std::ldexp(1.0f, -8)), 0x3f82u); // tie: even
+  EXPECT_EQ(floatToBfloat16(std::numeric_limits<float>::max()), 0x7f80u);
+  EXPECT_TRUE(std::isnan(bfloat16ToFloat(floatToBfloat16(std::nanf("0x1")))));
+  for (uint32_t b = 0; b < 0x7f80u; b += 7)
+    ASSERT_EQ(floatToBfloat16(bfloat16ToFloat((uint16_t)b)), b);
+}
+
+TEST(Gemm16, RunGemmBatchesWithConstantOperandsPackedOnce) {
+  skipUnlessForcedFamilyRuns();
+  // a [3, 1, 5, 37] x b [1, 2, 37, 9] -> c [3, 2, 5, 9], b constant (packed once, kept).
+  std::mt19937 rng(24);
+  for (Half16 type : {Half16::BF16, Half16::F16}) {
+    tccrt_dtype dtype = type == Half16::BF16 ? TCCRT_BF16 : TCCRT_F16;
+    GemmGeometry g = makeGemmGeometry(dtype, {3, 1, 5, 37}, {1, 2, 37, 9}, {3, 2, 5, 9}, false,
+                                      false, 1.0, 0.0);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<uint16_t> a(3 * 5 * 37), b(2 * 37 * 9), c(3 * 2 * 5 * 9);
+    for (uint16_t &x : a)
+      x = narrow(type, dist(rng));
+    for (uint16_t &x : b)
+      x = narrow(type, dist(rng));
+    PackedOperand packedB;
+    for (int run = 0; run < 2; ++run) {
+      runGemm(g, a.data(), b.data(), c.data(), 2, nullptr, false, &packedB, true);
+      EXPECT_EQ(packedB.matrices.size(), 2u);
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 2; ++j)
+          for (int r = 0; r < 5; ++r)
+            for (int col = 0; col < 9; ++col) {
+              double want = 0;
+              for (int p = 0; p < 37; ++p)
+                want += (double)widen(type, a[(i * 5 + r) * 37 + p]) *
+                        widen(type, b[(j * 37 + p) * 9 + col]);
+              float got = widen(type, c[((i * 2 + j) * 5 + r) * 9 + col]);
+              // One rounding to the 16-bit type: half an ulp (bf16 2^-9, f16 2^-12 relative).
+              double ulp = type == Half16::BF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+              ASSERT_NEAR(got, want, std::fabs(want) * ulp + 1e-4)
+                  << typeName(type) << " batch " << i << "," << j << " C[" << r << "][" << col
+                  << "]";
+            }
+    }
+  }
+}
+
+} // namespace
