@@ -199,10 +199,6 @@ std::string joined(const std::vector<std::string> &list) {
 void checkCompileOptions(const CompileOptions &options) {
   if (options.precision != "fp32" && options.precision != "bf16" && options.precision != "fp16")
     throw Error("--precision '" + options.precision + "': expected fp32, bf16 or fp16");
-  if (options.precision != "fp32" && options.device != "cuda")
-    throw Error("--precision " + options.precision + " needs --device cuda: its 16-bit GEMMs "
-                "run on cuBLASLt; the CPU runtime's GEMMs are f32 (no AVX512-BF16/AMX kernels "
-                "yet), so 16-bit products there would be slower, not faster");
   if (options.device == "cpu")
     return;
   if (options.device != "cuda")

@@ -16,9 +16,9 @@ namespace tcc::fusion {
 RankedTensorType tensorType(Value v) { return cast<RankedTensorType>(v.getType()); }
 ArrayRef<int64_t> shapeOf(Value v) { return tensorType(v).getShape(); }
 
-bool isLibraryMatmul(MatmulOp op, Target target) {
+bool isLibraryMatmul(MatmulOp op) {
   Type e = tensorType(op.getResult()).getElementType();
-  return e.isF32() || e.isF64() || (target == Target::Cuda && (e.isF16() || e.isBF16()));
+  return e.isF32() || e.isF64() || e.isF16() || e.isBF16();
 }
 
 bool isLibraryConv(ConvOp op) { return tensorType(op.getResult()).getElementType().isF32(); }
@@ -49,7 +49,7 @@ std::optional<double> splatFloatValue(Value v) {
   return value.convertToDouble();
 }
 
-OpClass classify(Operation *op, Target target) {
+OpClass classify(Operation *op) {
   return llvm::TypeSwitch<Operation *, OpClass>(op)
       .Case<ConstantOp>([](auto) { return OpClass::Constant; })
       .Case<ConcatOp>([](ConcatOp c) {
@@ -59,8 +59,8 @@ OpClass classify(Operation *op, Target target) {
             BroadcastInDimOp, SliceOp, ReverseOp, PadOp, IotaOp, DynamicSliceOp,
             GatherOp, GatherElementsOp, GatherNDOp>([](auto) { return OpClass::Pointwise; })
       .Case<ReduceOp, ArgReduceOp>([](auto) { return OpClass::Reduction; })
-      .Case<MatmulOp>([&](MatmulOp m) {
-        return isLibraryMatmul(m, target) ? OpClass::Library : OpClass::LoopRoot;
+      .Case<MatmulOp>([](MatmulOp m) {
+        return isLibraryMatmul(m) ? OpClass::Library : OpClass::LoopRoot;
       })
       .Case<ConvOp>([](ConvOp c) { return isLibraryConv(c) ? OpClass::Library : OpClass::LoopRoot; })
       .Case<ReduceWindowOp>([](auto) { return OpClass::LoopRoot; })

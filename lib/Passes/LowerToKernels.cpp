@@ -379,8 +379,8 @@ void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
     target = alloc(result);
 
   if (auto m = dyn_cast<MatmulOp>(lib)) {
-    if (!isLibraryMatmul(m, target_))
-      throw LoweringError{m, "a library GEMM must be f32 or f64 (or f16/bf16 on CUDA)"};
+    if (!isLibraryMatmul(m))
+      throw LoweringError{m, "a library GEMM must be f16, bf16, f32 or f64"};
     bool ta, tb;
     Value a = gemmOperand(f, m.getLhs(), ta), bb = gemmOperand(f, m.getRhs(), tb);
     Value bias;

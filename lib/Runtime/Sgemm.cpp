@@ -499,6 +499,25 @@ void packPanels16Of(SgemmPacked &into, Half16 type, const uint16_t *src, int64_t
     for (int64_t ip = panel0; ip < panel1; ++ip) {
       float *dst = const_cast<float *>(into.at(k0, ip * P));
       int64_t o0 = ip * P;
+      if (pairs && kStride == 1 && o0 + P <= into.outer && 2 * (k0 + kc) <= k) {
+        // Whole pairs, adjacent in memory: 8 of them from each of the P rows, then stored
+        // as 8 packed rows.
+        int64_t u = 0;
+        for (; u + 8 <= kc; u += 8) {
+          uint32_t tile[8][P];
+          for (int o = 0; o < P; ++o) {
+            uint32_t row[8];
+            std::memcpy(row, src + (o0 + o) * outerStride + 2 * (k0 + u), sizeof row);
+            for (int q = 0; q < 8; ++q)
+              tile[q][o] = row[q];
+          }
+          std::memcpy(dst + u * P, tile, sizeof tile);
+        }
+        for (; u < kc; ++u)
+          for (int o = 0; o < P; ++o)
+            std::memcpy(dst + u * P + o, src + (o0 + o) * outerStride + 2 * (k0 + u), 4);
+        continue;
+      }
       if (outerStride == 1) { // along each source row (one k) first
         for (int64_t u = 0; u < kc; ++u)
           for (int o = 0; o < P; ++o)

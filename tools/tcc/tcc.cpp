@@ -140,9 +140,10 @@ void addCompileArgs(CLI::App *cmd, CompileArgs &args) {
   cmd->add_flag("--explain-fusion", args.explainFusion,
                 "print every fusion decision with its reason, and each attention recognised as one op (or why a softmax times v was not)");
   cmd->add_option("--precision", args.precision,
-                  "fp32, or bf16/fp16: matrix products and attention in 16 bits with f32 "
-                  "accumulation, the rest (softmax, normalisation, reductions) in f32 "
-                  "(--device cuda; inference)")
+                  "fp32, or bf16/fp16: matrix products (and, on CUDA, attention) in 16 bits "
+                  "with f32 accumulation, the rest (softmax, normalisation, reductions) in f32; "
+                  "inference. CPU: bf16 products on AVX512-BF16 where the CPU has it, f16 ones "
+                  "(and bf16 without it) converted to f32 as they are packed")
       ->default_val("fp32");
   cmd->add_option("--dump-dir", args.dumpDir,
                   "write each IR stage (.mlir) and the generated kernel sources here");
@@ -346,7 +347,7 @@ void checkPrecisionApplies(const CompileArgs &compile, const std::string &model,
                 "' is compiled already (compile the ONNX model with --precision)");
   if (device == "interp")
     throw Error("--precision " + compile.precision + " applies to compiled programs (--device "
-                "cuda); the interpreter evaluates the graph in its own types");
+                "cpu or cuda); the interpreter evaluates the graph in its own types");
 }
 
 int runRun(const ModelArgs &args, const std::string &requestedDevice, const CompileArgs &compile,
