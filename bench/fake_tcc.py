@@ -62,6 +62,7 @@ def main() -> int:
     c.add_argument("-o", dest="out", required=True)
     c.add_argument("--report")
     c.add_argument("--no-cache", action="store_true")
+    c.add_argument("--precision", default="fp32")
     b = sub.add_parser("bench")
     b.add_argument("model")
     b.add_argument("--device", default="cpu")

@@ -14,6 +14,12 @@ the geometric mean of the tcc/ORT latency ratios (< 1: tcc faster).
   python3 bench/run_cpu.py                          # all models, 1 and 2 threads
   python3 bench/run_cpu.py --threads 1 --iters 5 --models mlp transformer_block
   python3 bench/run_cpu.py --tcc bench/fake_tcc.py --out-dir /tmp/r   # test the script itself
+  python3 bench/run_cpu.py --precision bf16         # also tcc --precision bf16, same rounds
+
+With --precision P, tcc also compiles each model with `--precision P` and times that artifact in
+the same rounds; the table gains its latency, its ratio to tcc's f32 build and to ORT (f32), and
+its output error against ORT's f32 outputs, max|Δ|/max|ref|, judged against PRECISION_TOL[P].
+Results go to <date>-cpu-<N>t-<P>.md/.json.
 """
 from __future__ import annotations
 
@@ -43,6 +49,9 @@ import make_models  # noqa: E402
 
 RTOL = 1e-3  # |tcc - ort| <= RTOL*|ort| + ATOL_REL*max|ort| elementwise
 ATOL_REL = 1e-4
+# --precision builds: max|tcc - ort| / max|ort| over each output (16-bit products: bf16 keeps 8
+# significant bits, f16 11; errors grow with depth and k).
+PRECISION_TOL = {"bf16": 5e-2, "fp16": 1e-2}
 
 
 # ------------------------------------------------------------------------------------------
@@ -272,11 +281,14 @@ class Tcc:
             raise TccError(f"{what} (exit {rc}): {error_line(err or out)}")
         return out, wall
 
-    def compile(self, model, tag: str) -> dict:
+    def compile(self, model, tag: str, precision: str | None = None) -> dict:
         d = self.workdir / model.name
         d.mkdir(parents=True, exist_ok=True)
-        art, rep = d / "model.tcc", d / f"report-{tag}.json"
-        _, wall = self.call(["compile", str(model.onnx_path), "-o", str(art), "--report", str(rep)], f"tcc compile ({tag})")
+        suffix = f"-{precision}" if precision else ""
+        art, rep = d / f"model{suffix}.tcc", d / f"report-{tag}{suffix}.json"
+        flags = ["--precision", precision] if precision else []
+        _, wall = self.call(["compile", str(model.onnx_path), "-o", str(art), "--report", str(rep)] + flags,
+                            f"tcc compile ({tag}{suffix})")
         try:
             report = json.loads(rep.read_text())
         except (OSError, ValueError) as e:
@@ -309,7 +321,8 @@ class Tcc:
         return res
 
 
-def compare(got: list[np.ndarray], ref: dict[str, np.ndarray]) -> dict:
+def compare(got: list[np.ndarray], ref: dict[str, np.ndarray], normwise: float | None = None) -> dict:
+    """Elementwise (RTOL, ATOL_REL), or with `normwise` max|Δ|/max|ref| <= normwise per output."""
     refs = list(ref.values())
     if len(got) != len(refs):
         return {"ok": False, "detail": f"{len(got)} outputs, ORT has {len(refs)}"}
@@ -327,8 +340,11 @@ def compare(got: list[np.ndarray], ref: dict[str, np.ndarray]) -> dict:
         g64, r64 = g.astype(np.float64), r.astype(np.float64)
         scale = float(np.max(np.abs(r64))) if r64.size else 0.0
         err = np.abs(g64 - r64)
-        bad = ~(err <= RTOL * np.abs(r64) + ATOL_REL * max(scale, 1e-30))
         rel = float(np.max(err) / scale) if scale > 0 and err.size else 0.0
+        if normwise is not None:
+            bad = np.array([rel > normwise])
+        else:
+            bad = ~(err <= RTOL * np.abs(r64) + ATOL_REL * max(scale, 1e-30))
         worst = max(worst, rel)
         if bad.any() or not np.isfinite(g64).all():
             ok = False
@@ -390,6 +406,19 @@ def bench_model(model, threads_list, args, tcc: Tcc | None) -> dict:
                 tc["check"] = {"ok": False, "detail": str(e)}
             print(f"   tcc outputs vs ORT: {'ok' if tc['check']['ok'] else 'MISMATCH ' + tc['check']['detail']}",
                   flush=True)
+    p = args.precision
+    lp = {"by_threads": {}} if tcc_ok and p else None
+    if lp is not None:
+        row["tcc_precision"] = lp
+        try:
+            lp["compile"] = tcc.compile(model, "warm", p)
+            if ref is not None:
+                lp["check"] = compare(tcc.run_outputs(model, lp["compile"]["artifact"]), ref, PRECISION_TOL[p])
+                print(f"   tcc {p} outputs vs ORT f32: max|err|/max|ref| {lp['check'].get('max_rel_err', float('nan')):.1e}"
+                      f"{'' if lp['check']['ok'] else ' MISMATCH ' + lp['check']['detail']}", flush=True)
+        except TccError as e:
+            lp["error"] = str(e)
+            print(f"   tcc {p}: FAILED {e}", flush=True)
     per_round = max(1, args.iters // args.rounds)
     for t in threads_list:
         waited = wait_quiet(args.wait_quiet)
@@ -403,7 +432,7 @@ def bench_model(model, threads_list, args, tcc: Tcc | None) -> dict:
                 row["ort"]["by_threads"][t] = {"init_seconds": ort.init_seconds}
             except Exception as e:  # noqa: BLE001
                 row["ort"]["by_threads"][t] = {"error": first_line(str(e))}
-        tcc_err = None
+        tcc_err, lp_blocks, lp_err = None, [], None
         for _ in range(args.rounds):  # alternate the peers so that both see the same load
             if ort is not None:
                 ort_blocks.append(ort.block(args.warmup, per_round))
@@ -413,6 +442,15 @@ def bench_model(model, threads_list, args, tcc: Tcc | None) -> dict:
                                                 tc["compile"].get("warm", {}).get("artifact")))
                 except TccError as e:
                     tcc_err = str(e)
+            if lp is not None and "error" not in lp and lp_err is None:
+                try:
+                    lp_blocks.append(tcc.bench(model, t, args.warmup, per_round, lp["compile"]["artifact"]))
+                except TccError as e:
+                    lp_err = str(e)
+        if lp is not None and (lp_blocks or lp_err):
+            lp["by_threads"][t] = {"error": lp_err} if lp_err else combine(lp_blocks)
+            if not lp_err:
+                print(f"   tcc {p} {t}t: median {lp['by_threads'][t]['median_ms']:.3f} ms", flush=True)
         others = meter.others()
         if ort_blocks:
             row["ort"]["by_threads"][t].update(combine(ort_blocks))
@@ -449,9 +487,30 @@ def geomean(xs: list[float]) -> float | None:
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
 
 
-def table(rows: list[dict], t: int) -> tuple[str, float | None]:
+def precision_cells(row, t: int, p: str) -> str:
+    """The --precision columns: latency, vs tcc f32, vs ORT, output error."""
+    lp = row.get("tcc_precision")
+    if lp is None:
+        return " — | — | — | — |"
+    if "error" in lp:
+        return f" tcc {p} failed: {lp['error']} | — | — | — |"
+    b = lp["by_threads"].get(t, {})
+    if "median_ms" not in b:
+        return f" {b.get('error', '—')} | — | — | — |"
+    f32 = row["tcc"]["by_threads"].get(t, {}).get("median_ms")
+    ort = row["ort"]["by_threads"].get(t, {}).get("median_ms")
+    vs32 = f"{b['median_ms'] / f32:.2f}" if f32 else "—"
+    vsort = f"{b['median_ms'] / ort:.2f}" if ort else "—"
+    chk = lp.get("check")
+    err = "—" if chk is None else f"{chk.get('max_rel_err', float('nan')):.1e}" + ("" if chk["ok"] else " MISMATCH")
+    return f" {fmt_ms(b)} | {vs32} | {vsort} | {err} |"
+
+
+def table(rows: list[dict], t: int, p: str | None = None) -> tuple[str, float | None]:
     head = ("| model | GFLOP | tcc ms median (min–max) | ORT ms median (min–max) | tcc/ORT | "
             "tcc GFLOP/s | compile cold / warm s | ORT init s | kernels / extern | outputs | others' CPU |")
+    if p:
+        head += f" tcc {p} ms median (min–max) | {p}/f32 | {p}/ORT | {p} err |"
     lines = [head, "|" + "|".join(["---"] * (head.count("|") - 1)) + "|"]
     ratios, model_ratios = [], []
     for row in rows:
@@ -489,14 +548,27 @@ def table(rows: list[dict], t: int) -> tuple[str, float | None]:
         oth = "—" if oc is None or oc != oc else f"{oc:.0%}"
         gflop = "—" if row["gflop"] is None else f"{row['gflop']:.3f}"
         lines.append(f"| {row['model']} | {gflop} | {tcc_ms} | {ort_ms} | "
-                     f"{'—' if r is None else f'{r:.2f}'} | {gfs} | {comp} | {init} | {kern} | {chk_s} | {oth} |")
+                     f"{'—' if r is None else f'{r:.2f}'} | {gfs} | {comp} | {init} | {kern} | {chk_s} | {oth} |"
+                     + (precision_cells(row, t, p) if p else ""))
     return "\n".join(lines), geomean(ratios), geomean(model_ratios), len(model_ratios)
 
 
+def precision_geomean(rows: list[dict], t: int) -> str:
+    xs = []
+    for r in rows:
+        b = r.get("tcc_precision", {}).get("by_threads", {}).get(t, {})
+        f32 = r["tcc"]["by_threads"].get(t, {}).get("median_ms")
+        if "median_ms" in b and f32:
+            xs.append(b["median_ms"] / f32)
+    g = geomean(xs)
+    return "—" if g is None else f"{g:.3f}"
+
+
 def write_results(rows, t, info, args, out_dir: Path) -> Path:
-    tab, g, gm_models, n_models = table(rows, t)
+    p = args.precision
+    tab, g, gm_models, n_models = table(rows, t, p)
     day = info["date"][:10]
-    base = out_dir / f"{day}-cpu-{t}t"
+    base = out_dir / (f"{day}-cpu-{t}t" + (f"-{p}" if p else ""))
     gm = "—" if g is None else f"{g:.3f}"
     n = sum(1 for r in rows if ratio(r, t) is not None)
     md = [f"# tcc vs onnxruntime, CPU, {t} thread{'s' if t > 1 else ''}", "",
@@ -512,6 +584,9 @@ def write_results(rows, t, info, args, out_dir: Path) -> Path:
           f"- geometric mean of tcc/ORT over {n} model(s): **{gm}** (< 1: tcc faster); over the "
           f"{n_models} full models (without the single-operator `deb_*` rows): "
           f"**{'—' if gm_models is None else f'{gm_models:.3f}'}**",
+          *([f"- tcc `--precision {p}` in the same rounds: geometric mean of {p}/f32 over the models: "
+             f"**{precision_geomean(rows, t)}**; output error: max|Δ|/max|ref| against ORT's f32 outputs, "
+             f"judged against {PRECISION_TOL[p]:g}"] if p else []),
           "", tab, "",
           "Latency: median (min–max) of one run in ms, without compilation (the median is the median of "
           "the rounds' medians); tcc's from `tcc bench --json`, ORT's from wall time around "
@@ -529,7 +604,10 @@ def write_results(rows, t, info, args, out_dir: Path) -> Path:
                               "others_cpu": r.get("others_cpu", {}).get(t),
                               "ort": r["ort"]["by_threads"].get(t), "tcc": {
                                   "compile": r["tcc"]["compile"], "check": r["tcc"].get("check"),
-                                  "error": r["tcc"].get("error"), "bench": r["tcc"]["by_threads"].get(t)}})
+                                  "error": r["tcc"].get("error"), "bench": r["tcc"]["by_threads"].get(t)},
+                              **({"tcc_precision": {"precision": p, **{k: v for k, v in r["tcc_precision"].items() if k != "by_threads"},
+                                                    "bench": r["tcc_precision"]["by_threads"].get(t)}}
+                                 if p and "tcc_precision" in r else {})})
     base.with_suffix(".json").write_text(json.dumps(raw, indent=1, default=str) + "\n")
     gmm = "—" if gm_models is None else f"{gm_models:.3f}"
     print(f"\n## {t} thread(s)\n\n{tab}\n\ngeometric mean tcc/ORT ({n} models): {gm}; "
@@ -553,6 +631,8 @@ def main() -> int:
     ap.add_argument("--tcc-source", default=None,
                     help="what the tcc binary was built from, for the header (default: this tree's git HEAD)")
     ap.add_argument("--no-tcc", action="store_true", help="onnxruntime only")
+    ap.add_argument("--precision", choices=sorted(PRECISION_TOL),
+                    help="also time tcc --precision P (16-bit products) in the same rounds")
     ap.add_argument("--timeout", type=float, default=1200, help="seconds for each tcc command (default 1200)")
     ap.add_argument("--out-dir", default=str(BENCH / "results"), help="where results go (default bench/results)")
     ap.add_argument("--keep-work", action="store_true", help="keep tcc's artifacts, reports and cache")
