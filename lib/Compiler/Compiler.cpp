@@ -541,9 +541,6 @@ CompiledModel compileModule(ModuleOp module, const CompileOptions &options) {
 CompiledModel compileTraining(TrainingSpec &spec, const CompileOptions &options) {
   auto start = std::chrono::steady_clock::now();
   checkCompileOptions(options);
-  if (options.precision != "fp32")
-    throw Error("--precision " + options.precision + " is for inference: mixed-precision "
-                "training (f32 master weights, loss scaling) is not built yet");
   checkTrainingSpec(spec);
   CompiledModel out;
   CompileReport &report = out.report;
@@ -552,6 +549,9 @@ CompiledModel compileTraining(TrainingSpec &spec, const CompileOptions &options)
   std::vector<size_t> kernelsBefore;
   for (EntrySpec &e : spec.entries) {
     CompileOptions entryOptions = options;
+    // The training builder applied --precision to the forward model (TrainingOptions): the
+    // entries' backward passes and optimizers are not autocast again.
+    entryOptions.precision = "fp32";
     entryOptions.inputNames = e.inputNames;
     entryOptions.outputNames = e.outputNames;
     std::string entryName = spec.meshSizes.empty() ? e.name : e.name + "/rank" + std::to_string(e.rank);

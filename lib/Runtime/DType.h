@@ -28,26 +28,20 @@ inline const char *dtypeName(tccrt_dtype d) {
   return isValidDType(d) ? names[d] : "<invalid dtype>";
 }
 
-/// IEEE binary16 bits to float (exact, including subnormals, infinities and NaN).
+/// IEEE binary16 bits to float (exact, including subnormals, infinities and NaN). Branch-free,
+/// so that loops of it vectorise: the exponent and mantissa bits shifted into a float's place
+/// make a float 2^-112 times the value (subnormals included: a float subnormal then), and the
+/// multiplication rescales it exactly; infinities and NaNs (exponent 31) are set apart.
 inline float halfToFloat(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  uint32_t exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
+  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, magnitude = h & 0x7fffu;
+  const uint32_t shifted = magnitude << 13;
+  float scaled;
+  std::memcpy(&scaled, &shifted, 4);
+  scaled *= 0x1p112f;
   uint32_t bits;
-  if (exponent == 0x1f) {
-    bits = sign | 0x7f800000u | (mantissa << 13);
-  } else if (exponent != 0) {
-    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
-  } else if (mantissa == 0) {
-    bits = sign;
-  } else { // subnormal: normalise
-    int shift = 0;
-    while (!(mantissa & 0x400u)) {
-      mantissa <<= 1;
-      ++shift;
-    }
-    mantissa &= 0x3ffu;
-    bits = sign | ((uint32_t)(113 - shift) << 23) | (mantissa << 13);
-  }
+  std::memcpy(&bits, &scaled, 4);
+  bits = magnitude >= 0x7c00u ? 0x7f800000u | shifted : bits;
+  bits |= sign;
   float f;
   std::memcpy(&f, &bits, 4);
   return f;

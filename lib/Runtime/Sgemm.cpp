@@ -518,6 +518,25 @@ void packPanels16Of(SgemmPacked &into, Half16 type, const uint16_t *src, int64_t
             std::memcpy(dst + u * P + o, src + (o0 + o) * outerStride + 2 * (k0 + u), 4);
         continue;
       }
+      if (!pairs && o0 + P <= into.outer) { // a whole panel converted, branch-free loops
+        auto convert = [&](uint16_t bits) {
+          return type == Half16::BF16 ? bfloat16ToFloat(bits) : halfToFloat(bits);
+        };
+        if (outerStride == 1) {
+          for (int64_t u = 0; u < kc; ++u) {
+            const uint16_t *line = src + (k0 + u) * kStride + o0;
+            for (int o = 0; o < P; ++o)
+              dst[u * P + o] = convert(line[o]);
+          }
+        } else {
+          for (int o = 0; o < P; ++o) {
+            const uint16_t *row = src + (o0 + o) * outerStride + k0 * kStride;
+            for (int64_t u = 0; u < kc; ++u)
+              dst[u * P + o] = convert(row[u * kStride]);
+          }
+        }
+        continue;
+      }
       if (outerStride == 1) { // along each source row (one k) first
         for (int64_t u = 0; u < kc; ++u)
           for (int o = 0; o < P; ++o)

@@ -18,6 +18,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include <algorithm>
@@ -187,6 +188,42 @@ void checkOptions(const TrainingOptions &o) {
   require(o.epsilon > 0, "epsilon must be > 0");
   require(o.clipGradNorm >= 0 && std::isfinite(o.clipGradNorm), "clip_grad_norm must be >= 0");
   require(o.gradAccumulation >= 1, "grad accumulation must be >= 1");
+  require(o.precision == "fp32" || o.precision == "bf16" || o.precision == "fp16",
+          "precision must be fp32, bf16 or fp16");
+  require(o.initialLossScale > 0 && std::isfinite(o.initialLossScale),
+          "the initial loss scale must be positive");
+  require(o.lossScaleGrowthInterval >= 1, "the loss scale's growth interval must be >= 1");
+}
+
+/// torch.autocast's rule on a forward model (the Autocast pass): matrix products in 16 bits.
+/// Attention stays f32 (no fused kernel is named: its gradient is core ops, and a 16-bit
+/// softmax backward would lose what autocast keeps f32).
+void autocastForward(ModuleOp module, const std::string &precision) {
+  if (precision == "fp32")
+    return;
+  PassManager pm(module.getContext());
+  AutocastOptions autocast;
+  autocast.precision = precision;
+  autocast.target = "none";
+  pm.addNestedPass<func::FuncOp>(createAutocast(autocast));
+  ErrorCollector errors(*module.getContext());
+  if (failed(pm.run(module)))
+    throw Error("cannot run the model in " + precision + ": " + errors.text);
+}
+
+/// Whether any element of `grads` is an inf or NaN, as an i1 scalar: sum(g * 0) over every
+/// gradient is 0 when all are finite and NaN otherwise (0 * inf is NaN), exactly.
+Value anyNonFinite(CoreBuilder &b, ArrayRef<Value> grads) {
+  Value probe;
+  for (Value g : grads) {
+    SmallVector<int64_t> all(CoreBuilder::rankOf(g));
+    std::iota(all.begin(), all.end(), 0);
+    Value zeroed = b.reduce(ReduceKind::Sum, b.mul(g, b.scalarLike(g, 0.0)), all, false);
+    if (CoreBuilder::elementTypeOf(zeroed) != b.builder().getF32Type())
+      zeroed = b.cast(zeroed, b.builder().getF32Type());
+    probe = probe ? b.add(probe, zeroed) : zeroed;
+  }
+  return b.compare(CompareKind::Ne, probe, probe);
 }
 
 /// `classes`: cross-entropy's class count (the logits' dim 1), so that users of the artifact
@@ -205,7 +242,12 @@ std::string configJson(const TrainingOptions &o, const std::vector<std::string> 
   else
     os << ", \"beta1\": " << o.beta1 << ", \"beta2\": " << o.beta2 << ", \"epsilon\": " << o.epsilon;
   os << ", \"weight_decay\": " << o.weightDecay << ", \"clip_grad_norm\": " << o.clipGradNorm
-     << ", \"grad_accumulation\": " << o.gradAccumulation << ", \"trainable\": [";
+     << ", \"grad_accumulation\": " << o.gradAccumulation << ", \"precision\": \""
+     << o.precision << "\"";
+  if (o.precision == "fp16")
+    os << ", \"initial_loss_scale\": " << o.initialLossScale
+       << ", \"loss_scale_growth_interval\": " << o.lossScaleGrowthInterval;
+  os << ", \"trainable\": [";
   for (size_t i = 0; i < trained.size(); ++i) {
     os << (i ? ", " : "") << '"';
     for (char c : trained[i]) {
@@ -292,6 +334,7 @@ TrainingSpec buildTraining(MLIRContext &ctx, const onnx::ModelProto &model,
   trainImport.training = true;
   ImportedModel train = importOnnxModel(ctx, model, trainImport);
   recognizeAttention(mainOf(*train.module)); // before autodiff: the op's own gradient rule
+  autocastForward(*train.module, options.precision);
   // The import keeps as constants the initializers whose values it needs at compile time.
   std::vector<int64_t> trained = train.parameterIndices;
   for (const std::string &name : options.trainable)
@@ -307,6 +350,8 @@ TrainingSpec buildTraining(MLIRContext &ctx, const onnx::ModelProto &model,
   for (int64_t i : trained)
     evalImport.parameterInitializers.insert(graph.initializer(i).name());
   ImportedModel eval = importOnnxModel(ctx, model, evalImport);
+  recognizeAttention(mainOf(*eval.module));
+  autocastForward(*eval.module, options.precision);
   if (eval.parameterIndices != trained || eval.bufferIndices != train.bufferIndices)
     throw Error("internal error: the eval graph's parameters differ from the train step's");
 
@@ -344,6 +389,19 @@ TrainingSpec buildTraining(MLIRContext &ctx, const onnx::ModelProto &model,
       optState[p].push_back(zerosLike(p, slot, StateKind::OptimizerState));
   size_t stepState = spec.state.size();
   spec.state.push_back({"step", StateKind::Step, Tensor::scalar<int64_t>(0)});
+  // fp16: the dynamic loss scale, its run of good steps and the steps skipped.
+  const bool scaled = options.precision == "fp16";
+  std::vector<size_t> scaleState;
+  if (scaled) {
+    scaleState.push_back(spec.state.size());
+    spec.state.push_back({"loss_scale", StateKind::LossScale,
+                          Tensor::scalar<float>((float)options.initialLossScale)});
+    scaleState.push_back(spec.state.size());
+    spec.state.push_back({"loss_scale.good_steps", StateKind::LossScale, Tensor::scalar<int64_t>(0)});
+    scaleState.push_back(spec.state.size());
+    spec.state.push_back({"loss_scale.skipped_steps", StateKind::LossScale,
+                          Tensor::scalar<int64_t>(0)});
+  }
   std::vector<size_t> accState;
   if (accumulate)
     for (size_t p = 0; p < numParams; ++p)
@@ -397,12 +455,13 @@ TrainingSpec buildTraining(MLIRContext &ctx, const onnx::ModelProto &model,
       args.push_back(m.arg(key));
     return inlineMain(m.builder, *imported.module, args);
   };
-  /// Forward in training mode, the mean loss and its gradients with respect to the parameters.
+  /// Forward in training mode, the mean loss and its gradients with respect to the parameters
+  /// (`lossScale`, when given: of the loss times it, divided by it afterwards).
   struct Step {
     Value loss;
     SmallVector<Value> grads, buffersNext;
   };
-  auto trainForward = [&](MainBuilder &m, size_t data, int64_t key) {
+  auto trainForward = [&](MainBuilder &m, size_t data, int64_t key, Value lossScale) {
     SmallVector<Value> outputs = forward(m, train, data, key);
     CoreBuilder b(m.builder, NameLoc::get(StringAttr::get(&ctx, "loss")));
     Step step;
@@ -410,7 +469,13 @@ TrainingSpec buildTraining(MLIRContext &ctx, const onnx::ModelProto &model,
     SmallVector<Value> params;
     for (size_t p = 0; p < numParams; ++p)
       params.push_back(m.arg(p));
-    step.grads = gradientsOf(m.builder, step.loss, params);
+    step.grads = gradientsOf(m.builder, lossScale ? b.mul(step.loss, lossScale) : step.loss,
+                             params);
+    if (lossScale) {
+      Value inverse = b.div(b.scalarLike(lossScale, 1.0), lossScale);
+      for (Value &g : step.grads)
+        g = b.mul(g, inverse);
+    }
     step.buffersNext.assign(outputs.begin() + numOutputs, outputs.end());
     return step;
   };
@@ -423,6 +488,7 @@ TrainingSpec buildTraining(MLIRContext &ctx, const onnx::ModelProto &model,
       extra.insert(extra.end(), slotsOfParam.begin(), slotsOfParam.end());
     extra.push_back(stepState);
     extra.insert(extra.end(), accState.begin(), accState.end());
+    extra.insert(extra.end(), scaleState.begin(), scaleState.end());
     stateArgs(in, extra);
     // Argument number of each state in this entry.
     std::vector<size_t> argOf(spec.state.size());
@@ -433,7 +499,7 @@ TrainingSpec buildTraining(MLIRContext &ctx, const onnx::ModelProto &model,
     int64_t key = usesKey ? (int64_t)in.add(keyType, "rng_key", BindingRole::RngKey) : -1;
 
     MainBuilder m(ctx, in.types);
-    Step step = trainForward(m, data, key);
+    Step step = trainForward(m, data, key, scaled ? m.arg(argOf[scaleState[0]]) : Value());
     CoreBuilder b(m.builder, NameLoc::get(StringAttr::get(&ctx, "optimizer")));
     SmallVector<Value> grads = step.grads;
     if (accumulate)
@@ -451,6 +517,28 @@ TrainingSpec buildTraining(MLIRContext &ctx, const onnx::ModelProto &model,
     }
     OptimizerUpdate update = buildOptimizerUpdate(b, options, paramValues, grads, optValues,
                                                   m.arg(argOf[stepState]), m.arg(lr));
+    SmallVector<Value> scaleNext;
+    if (scaled) {
+      // A step with an inf or NaN gradient keeps every parameter, optimizer state and the step
+      // count; the scale halves. Otherwise it doubles after growth-interval good steps.
+      Value skip = anyNonFinite(b, grads);
+      auto unlessSkipped = [&](Value next, Value old) { return b.select(skip, old, next); };
+      for (size_t p = 0; p < numParams; ++p) {
+        update.params[p] = unlessSkipped(update.params[p], paramValues[p]);
+        for (size_t s = 0; s < slots.size(); ++s)
+          update.state[p][s] = unlessSkipped(update.state[p][s], optValues[p][s]);
+      }
+      update.step = unlessSkipped(update.step, m.arg(argOf[stepState]));
+      Value scale = m.arg(argOf[scaleState[0]]), good = m.arg(argOf[scaleState[1]]),
+            skipped = m.arg(argOf[scaleState[2]]);
+      Value zero = b.scalarLike(good, 0), one = b.scalarLike(good, 1);
+      Value goodNext = b.select(skip, zero, b.add(good, one));
+      Value grow = b.compare(CompareKind::Ge, goodNext,
+                             b.scalarLike(good, (double)options.lossScaleGrowthInterval));
+      scaleNext = {b.select(skip, b.mul(scale, b.scalarLike(scale, 0.5)),
+                            b.select(grow, b.mul(scale, b.scalarLike(scale, 2.0)), scale)),
+                   b.select(grow, zero, goodNext), b.add(skipped, b.select(skip, one, zero))};
+    }
     SmallVector<Value> results;
     auto result = [&](Value v, size_t state) {
       results.push_back(v);
@@ -466,6 +554,8 @@ TrainingSpec buildTraining(MLIRContext &ctx, const onnx::ModelProto &model,
     result(update.step, stepState);
     for (size_t p = 0; p < accState.size(); ++p)
       result(b.splatLike(grads[p], 0), accState[p]);
+    for (size_t i = 0; i < scaleNext.size(); ++i)
+      result(scaleNext[i], scaleState[i]);
     results.push_back(step.loss);
     out.add(step.loss.getType(), "loss", BindingRole::Loss);
     spec.entries.push_back(makeEntry("train_step", in, out, m.finish(results)));
@@ -474,12 +564,16 @@ TrainingSpec buildTraining(MLIRContext &ctx, const onnx::ModelProto &model,
   // ---- accumulate_step: State(parameters, buffers, accumulators) ----
   if (accumulate) {
     Signature in, out;
-    stateArgs(in, accState);
+    std::vector<size_t> extra = accState;
+    if (scaled)
+      extra.push_back(scaleState[0]); // read, not updated: train_step updates it
+    stateArgs(in, extra);
     size_t data = dataArgs(in);
     int64_t key = usesKey ? (int64_t)in.add(keyType, "rng_key", BindingRole::RngKey) : -1;
 
     MainBuilder m(ctx, in.types);
-    Step step = trainForward(m, data, key);
+    Value lossScale = scaled ? m.arg(numParams + numBuffers + accState.size()) : Value();
+    Step step = trainForward(m, data, key, lossScale);
     CoreBuilder b(m.builder, NameLoc::get(StringAttr::get(&ctx, "accumulate")));
     SmallVector<Value> results;
     auto result = [&](Value v, size_t state) {

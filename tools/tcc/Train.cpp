@@ -113,6 +113,8 @@ TrainingOptions trainingOptions(const TrainingArgs &args) {
   check(args.clipGradNorm >= 0, "--clip-grad-norm must be non-negative (0: no clipping)");
   check(args.labelSmoothing >= 0 && args.labelSmoothing < 1, "--label-smoothing must be in [0, 1)");
   check(args.gradAccumulation >= 1, "--grad-accumulation must be at least 1");
+  check(args.lossScale > 0 && std::isfinite(args.lossScale), "--loss-scale must be positive");
+  check(args.lossScaleGrowth >= 1, "--loss-scale-growth must be at least 1");
 
   o.momentum = args.momentum;
   o.nesterov = args.nesterov;
@@ -123,6 +125,8 @@ TrainingOptions trainingOptions(const TrainingArgs &args) {
   o.clipGradNorm = args.clipGradNorm;
   o.labelSmoothing = args.labelSmoothing;
   o.gradAccumulation = args.gradAccumulation;
+  o.initialLossScale = args.lossScale;
+  o.lossScaleGrowthInterval = args.lossScaleGrowth;
   o.trainable.insert(args.trainable.begin(), args.trainable.end());
   o.frozen.insert(args.freeze.begin(), args.freeze.end());
   return o;
@@ -186,6 +190,15 @@ void shardTraining(TrainingSpec &spec, const TrainingArgs &args,
 CompiledModel compileTrainingModel(const std::string &path, const TrainingArgs &args,
                                    const CompileOptions &compile) {
   TrainingOptions options = trainingOptions(args);
+  options.precision = compile.precision;
+  for (const char *opt : {"--loss-scale", "--loss-scale-growth"})
+    if (given(args, opt) && options.precision != "fp16")
+      throw Error(std::string(opt) + " applies to --precision fp16 (dynamic loss scaling), not " +
+                  options.precision);
+  if (options.precision == "fp16" && !args.mesh.empty())
+    throw Error("--precision fp16 with --mesh: each rank would decide alone whether to skip a "
+                "step of non-finite gradients (the loss scale is not agreed across ranks yet); "
+                "bf16 needs no loss scaling and works with --mesh");
   if (args.batchSize < 1)
     throw Error("--batch-size must be given and at least 1 (it fixes the first input's leading "
                 "dimension)");
@@ -250,6 +263,11 @@ struct Position {
     /// This process's host allocator peak at the epoch's end (for --metrics; not checkpointed:
     /// 0 for epochs of a resumed run's history).
     uint64_t hostPeakBytes = 0;
+    /// fp16 training: the dynamic loss scale and the optimizer steps skipped for non-finite
+    /// gradients so far, at the epoch's end (for --metrics; in the trainer's checkpointed state,
+    /// not in this record: a resumed run's earlier epochs have none). Negative: none.
+    double lossScale = -1;
+    int64_t skippedSteps = -1;
   };
   std::vector<Epoch> history; // completed epochs
 
@@ -334,7 +352,11 @@ std::string metricsJson(const std::vector<Position::Epoch> &history) {
          jsonNumber(e.testLoss) + ", \"test_accuracy\": " + jsonNumber(e.testAccuracy) +
          ", \"seconds\": " + jsonNumber(e.seconds) + ", \"steps\": " + std::to_string(e.steps) +
          ", \"host_peak_bytes\": " +
-         (e.hostPeakBytes ? std::to_string(e.hostPeakBytes) : std::string("null")) + "}";
+         (e.hostPeakBytes ? std::to_string(e.hostPeakBytes) : std::string("null")) +
+         (e.lossScale >= 0 ? ", \"loss_scale\": " + jsonNumber(e.lossScale) +
+                                 ", \"skipped_steps\": " + std::to_string(e.skippedSteps)
+                           : std::string()) +
+         "}";
   }
   return s + "\n]\n";
 }
@@ -456,6 +478,21 @@ Tensor checkData(const tccrt::Trainer &trainer, const Dataset &data, const std::
     }
   });
   return out;
+}
+
+/// fp16 training's loss scale and skipped-step count (TCCRT_STATE_LOSS_SCALE state), into `e`.
+void readLossScale(const tccrt::Trainer &trainer, Position::Epoch &e) {
+  for (size_t i = 0; i < trainer.numState(); ++i) {
+    tccrt_state_kind kind;
+    tccrt::TensorInfo info = trainer.stateInfo(i, &kind);
+    if (kind != TCCRT_STATE_LOSS_SCALE)
+      continue;
+    tccrt::Tensor value = trainer.getState(i);
+    if (info.name == "loss_scale" && info.dtype == TCCRT_F32)
+      e.lossScale = *static_cast<const float *>(value.data());
+    else if (info.name == "loss_scale.skipped_steps" && info.dtype == TCCRT_I64)
+      e.skippedSteps = *static_cast<const int64_t *>(value.data());
+  }
 }
 
 void saveModel(const std::string &modelPath, const std::string &outPath,
@@ -728,6 +765,7 @@ int runTrain(const TrainRunArgs &run, const TrainingArgs &training, const Compil
                       lossSum / std::max<size_t>(pos.stepLosses.size() - epochFirstLoss, 1),
                       testLoss, testAccuracy, seconds, trainer.steps(),
                       memory.peak_allocated_bytes};
+    readLossScale(trainer, e);
     char summary[160];
     if (classification)
       snprintf(summary, sizeof summary, "test loss %.4f  accuracy %.2f%%", testLoss,

@@ -26,6 +26,8 @@ struct TrainingArgs {
   bool nesterov = false;
   double clipGradNorm = 0, labelSmoothing = 0;
   int64_t gradAccumulation = 1;
+  double lossScale = 65536;         // --loss-scale (fp16: the initial dynamic loss scale)
+  int64_t lossScaleGrowth = 2000;   // --loss-scale-growth (good steps before it doubles)
   std::vector<std::string> trainable, freeze;
   std::string mesh;      // --mesh dp=N,tp=M: distributed training (tcc/Training/Parallelism.h)
   int zero = 0;          // --zero 1|2|3

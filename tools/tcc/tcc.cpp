@@ -140,10 +140,12 @@ void addCompileArgs(CLI::App *cmd, CompileArgs &args) {
   cmd->add_flag("--explain-fusion", args.explainFusion,
                 "print every fusion decision with its reason, and each attention recognised as one op (or why a softmax times v was not)");
   cmd->add_option("--precision", args.precision,
-                  "fp32, or bf16/fp16: matrix products (and, on CUDA, attention) in 16 bits "
-                  "with f32 accumulation, the rest (softmax, normalisation, reductions) in f32; "
-                  "inference. CPU: bf16 products on AVX512-BF16 where the CPU has it, f16 ones "
-                  "(and bf16 without it) converted to f32 as they are packed")
+                  "fp32, or bf16/fp16: matrix products (and, on CUDA inference, attention) in 16 "
+                  "bits with f32 accumulation, the rest (softmax, normalisation, reductions) in "
+                  "f32. Training keeps f32 parameters and optimizer state; fp16 adds dynamic "
+                  "loss scaling (steps with inf/NaN gradients skipped). CPU: bf16 products on "
+                  "AVX512-BF16 where the CPU has it, f16 ones (and bf16 without it) converted to "
+                  "f32 as they are packed")
       ->default_val("fp32");
   cmd->add_option("--dump-dir", args.dumpDir,
                   "write each IR stage (.mlir) and the generated kernel sources here");
@@ -200,6 +202,15 @@ void addTrainingArgs(CLI::App *cmd, TrainingCli &cli) {
       "--grad-accumulation");
   add(cmd->add_option("--label-smoothing", a.labelSmoothing, "cross-entropy label smoothing"),
       "--label-smoothing");
+  add(cmd->add_option("--loss-scale", a.lossScale,
+                      "--precision fp16: the initial dynamic loss scale (halved on each step "
+                      "with inf/NaN gradients, which is skipped)")
+          ->default_val(65536),
+      "--loss-scale");
+  add(cmd->add_option("--loss-scale-growth", a.lossScaleGrowth,
+                      "--precision fp16: good steps in a row after which the loss scale doubles")
+          ->default_val(2000),
+      "--loss-scale-growth");
   add(cmd->add_option("--trainable", a.trainable,
                       "initializer to train (repeatable; default: every floating-point one)")
           ->allow_extra_args(false),
@@ -668,7 +679,8 @@ int main(int argc, char **argv) {
   trainCmd->add_option("--metrics", trainRun.metricsPath,
                        "write a JSON list, one object per epoch: epoch, train_loss, test_loss, "
                        "test_accuracy (0..1, null for mse), seconds, steps, host_peak_bytes (this "
-                       "process's host allocator peak; rank 0's in a distributed run)");
+                       "process's host allocator peak; rank 0's in a distributed run); with "
+                       "--precision fp16 also loss_scale and skipped_steps (so far)");
   trainCmd->add_option("--step-log", trainRun.stepLogPath,
                        "write every micro-batch's training loss as a JSON list");
   trainCmd->add_option("--save-model", trainRun.saveModelPath,

@@ -126,7 +126,8 @@ typedef struct tccrt_trainer tccrt_trainer;
 
 typedef enum tccrt_state_kind {
   TCCRT_STATE_PARAMETER, TCCRT_STATE_OPTIMIZER, TCCRT_STATE_STEP, TCCRT_STATE_GRAD_ACCUMULATOR,
-  TCCRT_STATE_BUFFER
+  TCCRT_STATE_BUFFER,
+  TCCRT_STATE_LOSS_SCALE /* fp16 training: loss_scale, loss_scale.good_steps, .skipped_steps */
 } tccrt_state_kind;
 
 /* 1 if the program is a training artifact. */

@@ -48,6 +48,18 @@ struct TrainingOptions {
   /// at compile time (a Dropout ratio) stay constants: naming either here is an error.
   std::set<std::string> trainable;
   std::set<std::string> frozen; // never trained (applied after `trainable`)
+
+  /// "fp32", or "bf16"/"fp16": torch.autocast's rule on the forward model (matrix products in
+  /// 16 bits with f32 sums, the rest f32; attention stays f32), parameters and optimizer state
+  /// f32 (master weights), the backward pass as autodiff derives it (16-bit products of 16-bit
+  /// gradients). fp16 adds dynamic loss scaling as torch.cuda.amp.GradScaler does: the loss is
+  /// multiplied by the state `loss_scale` before differentiation and the gradients divided by
+  /// it; a step whose gradients hold an inf or NaN changes no parameter, optimizer state or
+  /// step count, halves the scale and counts in `loss_scale.skipped_steps`; after
+  /// `lossScaleGrowthInterval` good steps in a row the scale doubles.
+  std::string precision = "fp32";
+  double initialLossScale = 65536.0;
+  int64_t lossScaleGrowthInterval = 2000;
 };
 
 /// `model` is prepared (prepareOnnxModel: static input shapes, shape inference). Throws

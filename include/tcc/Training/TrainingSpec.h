@@ -31,7 +31,8 @@
 namespace tcc {
 
 /// Same numbering as artifact.fbs StateKind and tccrt_state_kind.
-enum class StateKind : uint8_t { Parameter, OptimizerState, Step, GradAccumulator, Buffer };
+/// LossScale: fp16 training's dynamic loss scale and its counters (TrainingBuilder.h).
+enum class StateKind : uint8_t { Parameter, OptimizerState, Step, GradAccumulator, Buffer, LossScale };
 
 struct StateSpec {
   std::string name;      // Parameter: the ONNX initializer's name; others "<param>.adam_m", "step"
