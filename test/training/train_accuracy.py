@@ -4,8 +4,8 @@
     train_accuracy.py --tcc build/bin/tcc --model examples/fashion-mnist/model.onnx \
         --data /usr/share/datasets/fashion-mnist --work-dir DIR
 
-Trains the example MLP (with Dropout) with Adam lr 1e-3, batch 64, a fixed seed, for --epochs
-epochs, reads the per-epoch metrics tcc writes (--metrics) and checks that the test accuracy
+Trains the example MLP (with Dropout) with Adam lr 1e-3, batch 64, a fixed seed (and --precision),
+for --epochs epochs, reads the per-epoch metrics tcc writes (--metrics) and checks that the test accuracy
 reaches --min-accuracy within those epochs (the best epoch's; the issue's wording, "reaches >= 88%
 in 10 epochs"). The recipe sits close to 88% (PyTorch eager: 87.4-88.5% after 10 epochs), so the
 last epoch alone would pass or fail with the exact float trajectory, which differs between CPUs
@@ -38,6 +38,8 @@ def main():
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--min-accuracy", type=float, default=0.88)
+    parser.add_argument("--precision", default="fp32",
+                        help="tcc train --precision (fp32, bf16, fp16)")
     args = parser.parse_args()
 
     for name in FILES:
@@ -54,7 +56,8 @@ def main():
     cmd = [args.tcc, "train", args.model, "--data", args.data, "--loss", "cross-entropy",
            "--optimizer", "adam", "--lr", "1e-3", "--batch-size", "64",
            "--epochs", str(args.epochs), "--seed", str(args.seed),
-           "--threads", str(args.threads), "--metrics", metrics_path]
+           "--threads", str(args.threads), "--metrics", metrics_path,
+           "--precision", args.precision]
     print("$ " + " ".join(cmd), flush=True)
     start = time.monotonic()
     # The progress bar goes to the terminal only; keep the log short.
