@@ -115,7 +115,10 @@ std::string CompileReport::toJson() const {
     for (size_t i = 0; i < entries.size(); ++i)
       os << (i ? ",\n    " : "\n    ") << "{\"name\": \"" << entries[i].name
          << "\", \"kernels\": " << entries[i].kernels << ", \"launches\": "
-         << entries[i].launches << ", \"arena_bytes\": " << entries[i].arenaBytes << "}";
+         << entries[i].launches << ", \"arena_bytes\": " << entries[i].arenaBytes
+         << ", \"activation_bytes\": " << entries[i].activationBytes
+         << ", \"activation_bytes_without_remat\": " << entries[i].activationBytesWithoutRemat
+         << "}";
     os << "\n  ]";
   }
   if (distributed) {
@@ -538,6 +541,26 @@ CompiledModel compileModule(ModuleOp module, const CompileOptions &options) {
   return out;
 }
 
+/// A training step's saved activations (after, before): with options.remat, -tcc-remat
+/// recomputes the cheap ones in the backward pass first. eval saves nothing.
+std::pair<uint64_t, uint64_t> checkpointActivations(ModuleOp module, const std::string &entry,
+                                                    const CompileOptions &options) {
+  if (entry == "eval")
+    return {0, 0};
+  auto main = module.lookupSymbol<func::FuncOp>("main");
+  if (!main)
+    return {0, 0};
+  uint64_t before = savedActivationBytes(main);
+  if (!options.remat)
+    return {before, before};
+  runPasses(module, "activation checkpointing", options.explainFusion, [&](PassManager &pm) {
+    RematOptions remat;
+    remat.explain = options.explainFusion;
+    pm.addNestedPass<func::FuncOp>(createRemat(remat));
+  });
+  return {savedActivationBytes(main), before};
+}
+
 CompiledModel compileTraining(TrainingSpec &spec, const CompileOptions &options) {
   auto start = std::chrono::steady_clock::now();
   checkCompileOptions(options);
@@ -547,6 +570,7 @@ CompiledModel compileTraining(TrainingSpec &spec, const CompileOptions &options)
   report.device = options.device;
   std::vector<ArtifactContents> contents;
   std::vector<size_t> kernelsBefore;
+  std::vector<std::pair<uint64_t, uint64_t>> activations; // per entry: after, before remat
   for (EntrySpec &e : spec.entries) {
     CompileOptions entryOptions = options;
     // The training builder applied --precision to the forward model (TrainingOptions): the
@@ -558,6 +582,7 @@ CompiledModel compileTraining(TrainingSpec &spec, const CompileOptions &options)
     if (!options.dumpDir.empty())
       entryOptions.dumpDir = options.dumpDir + "/" + entryName;
     kernelsBefore.push_back(report.kernels);
+    activations.push_back(checkpointActivations(*e.module, e.name, options));
     try {
       contents.push_back(compileProgram(*e.module, entryOptions, entryName + "/", report));
     } catch (const Error &err) {
@@ -573,7 +598,8 @@ CompiledModel compileTraining(TrainingSpec &spec, const CompileOptions &options)
                                                      : spec.entries[i].name + "/rank" +
                                                            std::to_string(spec.entries[i].rank),
                               kernelsAfter - kernelsBefore[i],
-                              stats[i].launches, stats[i].arenaBytes});
+                              stats[i].launches, stats[i].arenaBytes, activations[i].first,
+                              activations[i].second});
   }
   for (const StateSpec &st : spec.state)
     report.stateBytes += numElements(localStateShape(spec, st)) * dtypeSize(st.initial.dtype());

@@ -291,6 +291,11 @@ LogicalResult TccDialect::verifyOperationAttribute(Operation *op, NamedAttribute
       return op->emitError() << "'" << kMeshAttrName << "' must be a #tcc.mesh on a module";
     return success();
   }
+  if (attr.getName() == kRecomputedAttrName) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitError() << "'" << kRecomputedAttrName << "' is a unit attribute";
+    return success();
+  }
   return op->emitError() << "unknown tcc attribute '" << attr.getName().getValue() << "'";
 }
 

@@ -24,7 +24,8 @@
 //     - rows: a group with reductions joins a consumer group that reads its results at the same
 //       row (index maps composed from the consumer's index space: a projection onto the row
 //       dims), so a softmax or a layer norm becomes one kernel;
-//     - horizontal: independent loop groups with the same iteration space sharing an input.
+//     - horizontal: independent loop groups with the same iteration space sharing an input
+//       (not a group of values -tcc-remat recomputes with one of the forward pass).
 //     A merge that would create a cycle between groups is refused.
 //  4. Each group becomes a tcc.fusion (inputs = what it reads from outside, results = what is
 //     read outside), in a topological order; splat constants are cloned into the bodies.
@@ -831,6 +832,11 @@ void FusionPolicy::fuseHorizontal() {
           continue;
         Group &ga = group(a), &gb = group(b);
         if (ga.hasReduction != gb.hasReduction || space(ga) != space(gb))
+          continue;
+        // A value recomputed for the backward pass (-tcc-remat) stays there: merged with the
+        // forward group it copies, it would be computed (and kept) in the forward pass again.
+        if (ga.roots.front()->hasAttr(TccDialect::kRecomputedAttrName) !=
+            gb.roots.front()->hasAttr(TccDialect::kRecomputedAttrName))
           continue;
         bool sameShapes = true;
         if (!ga.hasReduction)

@@ -236,7 +236,9 @@ CompiledModel compileTrainingModel(const std::string &path, const TrainingArgs &
                 " applies to distributed training: give --mesh");
   if (!args.mesh.empty())
     shardTraining(spec, args, collectives);
-  CompiledModel compiled = compileTraining(spec, compile);
+  CompileOptions checkpointed = compile;
+  checkpointed.remat = args.remat == "auto";
+  CompiledModel compiled = compileTraining(spec, checkpointed);
   if (compiled.report.distributed)
     compiled.report.distributed->collectives = collectives;
   return compiled;

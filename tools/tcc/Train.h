@@ -28,6 +28,7 @@ struct TrainingArgs {
   int64_t gradAccumulation = 1;
   double lossScale = 65536;         // --loss-scale (fp16: the initial dynamic loss scale)
   int64_t lossScaleGrowth = 2000;   // --loss-scale-growth (good steps before it doubles)
+  std::string remat = "off";        // --remat off|auto: activation checkpointing
   std::vector<std::string> trainable, freeze;
   std::string mesh;      // --mesh dp=N,tp=M: distributed training (tcc/Training/Parallelism.h)
   int zero = 0;          // --zero 1|2|3

@@ -202,6 +202,15 @@ void addTrainingArgs(CLI::App *cmd, TrainingCli &cli) {
       "--grad-accumulation");
   add(cmd->add_option("--label-smoothing", a.labelSmoothing, "cross-entropy label smoothing"),
       "--label-smoothing");
+  add(cmd->add_option("--remat", a.remat,
+                      "activation checkpointing: auto recomputes the cheap forward ops "
+                      "(pointwise, data movement, reductions) in the backward pass instead of "
+                      "keeping their results (matrix products and attention stay saved); off "
+                      "keeps every saved activation. The compile report gives the saved bytes "
+                      "with and without")
+          ->check(CLI::IsMember({"off", "auto"}))
+          ->default_val("off"),
+      "--remat");
   add(cmd->add_option("--loss-scale", a.lossScale,
                       "--precision fp16: the initial dynamic loss scale (halved on each step "
                       "with inf/NaN gradients, which is skipped)")
@@ -417,6 +426,15 @@ int runCompile(const ModelArgs &args, const std::string &device, const CompileAr
             << ", arena " << r.arenaBytes << " bytes (" << r.unplannedBytes
             << " unplanned), constants " << r.constantBytes << " bytes, " << r.compileSeconds
             << " s (" << r.cacheHits << " of " << r.kernels << " kernels cached)\n";
+  for (const CompileReport::Entry &e : r.entries)
+    if (e.activationBytesWithoutRemat)
+      std::cerr << "tcc: " << e.name << " keeps " << e.activationBytes
+                << " bytes of activations for the backward pass"
+                << (e.activationBytes != e.activationBytesWithoutRemat
+                        ? " (" + std::to_string(e.activationBytesWithoutRemat) +
+                              " without activation checkpointing)"
+                        : std::string())
+                << ", arena " << e.arenaBytes << " bytes\n";
   if (r.device == "cuda") {
     std::string most;
     int registers = r.maxRegisters(&most);

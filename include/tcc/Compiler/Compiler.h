@@ -35,8 +35,11 @@ struct CompileOptions {
   unsigned jobs = 0;           // parallel kernel compiles; 0 = one per core
   bool explainFusion = false;  // print every fusion decision with its reason (stderr)
   /// "fp32", or "bf16"/"fp16": matrix products and attention in 16 bits with f32 accumulation,
-  /// everything else in f32 (-tcc-autocast; CUDA inference only for now).
+  /// everything else in f32 (-tcc-autocast; training: the builder's TrainingOptions::precision).
   std::string precision = "fp32";
+  /// Training steps: activation checkpointing (-tcc-remat): the cheap ops' saved values are
+  /// recomputed in the backward pass.
+  bool remat = false;
   bool progress = false;       // a progress line on stderr while kernels compile
   std::string dumpDir;         // if set: write each IR stage and the kernel sources there
   /// Inputs whose values the import baked into the graph: recorded so the runtime can refuse
@@ -64,6 +67,9 @@ struct CompileReport {
     std::string name;
     size_t kernels = 0, launches = 0;
     uint64_t arenaBytes = 0;
+    /// Training steps: the bytes of forward values the backward pass reads (the saved
+    /// activations), after and before activation checkpointing (equal without it).
+    uint64_t activationBytes = 0, activationBytesWithoutRemat = 0;
   };
   std::vector<Entry> entries;
 
@@ -110,7 +116,8 @@ struct CompileReport {
 
   /// JSON object: kernels, extern_calls, launches, arena_bytes, unplanned_bytes,
   /// constant_bytes, artifact_bytes, cache_hits, compile_seconds, codegen_seconds, device,
-  /// kernel_names, for training artifacts entries ([{name, kernels, launches, arena_bytes}]),
+  /// kernel_names, for training artifacts entries ([{name, kernels, launches, arena_bytes,
+  /// activation_bytes, activation_bytes_without_remat}]),
   /// and for CUDA cuda_archs, nvrtc_programs, nvrtc_seconds and cuda_kernels ([{name,
   /// strategy, grid, block, shared_bytes, archs: {<arch>: {registers, spill_stores,
   /// spill_loads, stack_bytes, static_shared_bytes}}}]), and for distributed training

@@ -27,6 +27,9 @@ def Tcc_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kMeshAttrName = "tcc.mesh";
     /// The function argument/result attribute holding a value's sharding (#tcc.sharding).
     static constexpr ::llvm::StringLiteral kShardingAttrName = "tcc.sharding";
+    /// The unit attribute on ops -tcc-remat added to recompute forward values in the backward
+    /// pass (fusion keeps them apart from the forward ops they copy).
+    static constexpr ::llvm::StringLiteral kRecomputedAttrName = "tcc.recomputed";
   private:
     void registerAttributes(); // lib/IR/TccDistributed.cpp
   public:

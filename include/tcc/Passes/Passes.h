@@ -32,6 +32,12 @@ void recognizeAttention(mlir::func::FuncOp f, bool explain = false);
 /// 128 and static shapes. -tcc-decompose-attention and -tcc-autocast decide with it.
 bool hasFusedAttentionKernel(AttentionOp op, mlir::Type elementType, llvm::StringRef target);
 
+/// A training step's activation memory (lib/Passes/Remat.cpp): the bytes of the values that the
+/// loss (result `lossResult`; -1: the last) is computed from and that ops after the loss (the
+/// backward pass, the optimizer) read. -tcc-remat lowers it.
+uint64_t savedActivationBytes(mlir::func::FuncOp f, int64_t lossResult = -1);
+
+
 #define GEN_PASS_REGISTRATION
 #include "tcc/Passes/Passes.h.inc"
 

@@ -75,6 +75,24 @@ def Autocast : Pass<"tcc-autocast", "mlir::func::FuncOp"> {
   ];
 }
 
+def Remat : Pass<"tcc-remat", "mlir::func::FuncOp"> {
+  let summary = "Activation checkpointing: recomputes forward values in the backward pass";
+  let description = [{
+    lib/Passes/Remat.cpp, on a training step (forward ops, then autodiff's backward and the
+    optimizer, in one block): the values the loss is computed from that the backward pass
+    reads (the saved activations) are recomputed just before their first backward use, from
+    values that stay saved. Cheap ops (pointwise, data movement, casts, reductions, gathers)
+    are recomputed; matrix products, convolutions and attention, ops with regions and ops
+    with side effects are kept.
+  }];
+  let options = [
+    Option<"lossResult", "loss-result", "int64_t", /*default=*/"-1",
+           "which result of the function is the loss (-1: the last)">,
+    Option<"explain", "explain", "bool", /*default=*/"false",
+           "report each saved activation's fate and the totals as remarks">
+  ];
+}
+
 def DecomposeAttention : Pass<"tcc-decompose-attention", "mlir::func::FuncOp"> {
   let summary = "Writes tcc.attention as core ops where no fused kernel runs it";
   let options = [

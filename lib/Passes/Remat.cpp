@@ -1,0 +1,207 @@
+//===- Remat.cpp - Activation checkpointing on a training step ------------===//
+//
+// -tcc-remat (Passes.td). A training step is one block: the forward ops the loss is computed
+// from, then the backward ops autodiff appended after the loss, then the optimizer. Every
+// forward value a later op reads (a saved activation) lives from its forward op to its last
+// backward use, and at the loss all of them are live together: that sum is the step's
+// activation memory.
+//
+// Recomputing a saved value just before its first backward use ends the original's life in
+// the forward pass; the copy lives only through the backward ops that read it. A copy's
+// operands are recomputed in turn, back to values that stay saved (the roots): the outputs of
+// ops that are not recomputed, the function's arguments and constants. Cheap ops (pointwise,
+// data movement, casts, reductions, gathers) are recomputed; matrix products, convolutions and
+// attention are kept (Inductor's default policy): fusion then folds most copies into the
+// backward kernels that read them. Copies are shared: a value recomputed for one backward use
+// serves the later ones. (Recomputing the expensive ops too, to fit a budget, needs the copies
+// of a block scheduled with that block's backward pass: shared copies of a whole recomputed
+// forward would all be live at once, which measured no better than keeping it.)
+//
+// Ops with regions or side effects are never recomputed (nor are collectives); dropout's masks
+// are pure functions of the step's rng key, so their copies draw the same bits.
+//
+//===----------------------------------------------------------------------===//
+#include "tcc/IR/TccDialect.h"
+#include "tcc/Passes/Passes.h"
+
+#include "mlir/Analysis/SliceAnalysis.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/SetVector.h"
+
+#include <algorithm>
+#include <functional>
+
+namespace tcc {
+#define GEN_PASS_DEF_REMAT
+#include "tcc/Passes/Passes.h.inc"
+} // namespace tcc
+
+using namespace mlir;
+
+namespace tcc {
+namespace {
+
+uint64_t bytesOf(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  if (!t || !t.hasStaticShape())
+    return 0;
+  return (uint64_t)t.getNumElements() * ((t.getElementTypeBitWidth() + 7) / 8);
+}
+
+/// Recomputed whenever the backward pass reads them: O(size) work.
+bool isCheap(Operation *op) {
+  return isa<UnaryOp, BinaryOp, CompareOp, SelectOp, CastOp, ReshapeOp, TransposeOp,
+             BroadcastInDimOp, SliceOp, ReverseOp, ConcatOp, PadOp, IotaOp, DynamicSliceOp,
+             GatherOp, GatherElementsOp, GatherNDOp, ReduceOp, ArgReduceOp>(op);
+}
+
+/// The forward part of a training step and what the backward part reads from it.
+class StepAnalysis {
+public:
+  StepAnalysis(func::FuncOp f, int64_t lossResult) : block_(f.getBody().front()) {
+    Operation *ret = block_.getTerminator();
+    int64_t n = ret->getNumOperands();
+    int64_t index = lossResult < 0 ? n + lossResult : lossResult;
+    if (index < 0 || index >= n)
+      return;
+    Value loss = ret->getOperand(index);
+    lossOp_ = loss.getDefiningOp();
+    if (!lossOp_ || lossOp_->getBlock() != &block_)
+      return;
+    size_t i = 0;
+    for (Operation &op : block_)
+      position_[&op] = i++;
+    SetVector<Operation *> slice;
+    BackwardSliceOptions options;
+    options.inclusive = true;
+    getBackwardSlice(lossOp_, &slice, options);
+    for (Operation *op : slice)
+      if (op->getBlock() == &block_)
+        forward_.insert(op);
+    // Saved: forward results read by an op after the loss (the terminator excepted: returned
+    // values are outputs whatever happens; constants live with the program, not the step).
+    for (Operation &op : block_) {
+      if (!forward_.count(&op) || isa<ConstantOp>(op))
+        continue;
+      for (Value r : op.getResults())
+        if (!backwardUsers(r).empty())
+          saved_.insert(r);
+    }
+  }
+
+  bool valid() const { return lossOp_ != nullptr; }
+  bool isForward(Operation *op) const { return forward_.count(op); }
+  const SetVector<Value> &saved() const { return saved_; }
+
+  /// Users of `v` after the loss, in block order (the terminator excepted).
+  SmallVector<Operation *> backwardUsers(Value v) const {
+    SmallVector<Operation *> users;
+    size_t lossAt = position_.lookup(lossOp_);
+    for (Operation *user : v.getUsers()) {
+      Operation *top = block_.findAncestorOpInBlock(*user);
+      if (!top || top == block_.getTerminator() || forward_.count(top))
+        continue;
+      auto at = position_.find(top);
+      if (at != position_.end() && at->second > lossAt)
+        users.push_back(user);
+    }
+    llvm::sort(users, [&](Operation *a, Operation *b) {
+      return position_.lookup(block_.findAncestorOpInBlock(*a)) <
+             position_.lookup(block_.findAncestorOpInBlock(*b));
+    });
+    return users;
+  }
+
+  size_t positionOf(Operation *op) const {
+    return position_.lookup(block_.findAncestorOpInBlock(*op));
+  }
+
+private:
+  Block &block_;
+  Operation *lossOp_ = nullptr;
+  llvm::DenseMap<Operation *, size_t> position_;
+  llvm::DenseSet<Operation *> forward_;
+  SetVector<Value> saved_;
+};
+
+struct RematPass : impl::RematBase<RematPass> {
+  using RematBase::RematBase;
+
+  void runOnOperation() override {
+    func::FuncOp f = getOperation();
+    if (f.getBody().getBlocks().size() != 1)
+      return;
+    StepAnalysis step(f, lossResult);
+    if (!step.valid() || step.saved().empty())
+      return;
+
+    auto recomputable = [&](Operation *op) {
+      return op && step.isForward(op) && op->getNumRegions() == 0 && isMemoryEffectFree(op) &&
+             isCheap(op);
+    };
+    uint64_t before = 0;
+    for (Value v : step.saved())
+      before += bytesOf(v);
+
+    // Recompute: each saved value just before its first backward use; copies shared.
+    llvm::DenseMap<Value, Value> copies;
+    std::function<Value(Value, OpBuilder &)> copyOf = [&](Value v, OpBuilder &b) -> Value {
+      Operation *def = v.getDefiningOp();
+      if (!recomputable(def))
+        return v;
+      if (Value known = copies.lookup(v))
+        return known;
+      IRMapping map;
+      for (Value operand : def->getOperands())
+        map.map(operand, copyOf(operand, b));
+      Operation *copy = b.clone(*def, map);
+      copy->setAttr(TccDialect::kRecomputedAttrName, b.getUnitAttr());
+      for (auto [original, result] : llvm::zip(def->getResults(), copy->getResults()))
+        copies[original] = result;
+      return copies.lookup(v);
+    };
+    SmallVector<std::pair<size_t, Value>> order;
+    for (Value v : step.saved())
+      order.push_back({step.positionOf(step.backwardUsers(v).front()), v});
+    llvm::stable_sort(order, [](auto &a, auto &b) { return a.first < b.first; });
+    for (auto [at, v] : order) {
+      if (!recomputable(v.getDefiningOp())) {
+        if (explain)
+          v.getDefiningOp()->emitRemark("remat: kept for the backward pass (")
+              << bytesOf(v) << " bytes)";
+        continue;
+      }
+      SmallVector<Operation *> users = step.backwardUsers(v);
+      OpBuilder b(block(users.front()));
+      Value copy = copyOf(v, b);
+      for (Operation *user : users)
+        user->replaceUsesOfWith(v, copy);
+      if (explain)
+        v.getDefiningOp()->emitRemark("remat: recomputed before its first backward use (")
+            << bytesOf(v) << " bytes)";
+    }
+    if (explain)
+      f.emitRemark("remat: saved activations ") << before << " bytes -> "
+                                                << savedActivationBytes(f, lossResult) << " bytes";
+  }
+
+  /// The op of the function's block that holds `op` (the insertion point before it).
+  Operation *block(Operation *op) {
+    return getOperation().getBody().front().findAncestorOpInBlock(*op);
+  }
+};
+
+} // namespace
+
+uint64_t savedActivationBytes(func::FuncOp f, int64_t lossResult) {
+  if (f.getBody().getBlocks().size() != 1)
+    return 0;
+  StepAnalysis step(f, lossResult);
+  uint64_t bytes = 0;
+  for (Value v : step.saved())
+    bytes += bytesOf(v);
+  return bytes;
+}
+
+} // namespace tcc
