@@ -190,8 +190,9 @@ LogicalResult ConvOp::verify() {
   size_t spatial = x.getRank() - 2;
   if (x.getRank() < 3 || w.getRank() != x.getRank() || y.getRank() != x.getRank())
     return emitOpError("input, weight and output must have the same rank, at least 3");
-  if (!x.getElementType().isF32() || !w.getElementType().isF32() || !y.getElementType().isF32())
-    return emitOpError("operands must be f32");
+  Type e = y.getElementType();
+  if (x.getElementType() != e || w.getElementType() != e || !(e.isF32() || e.isF16() || e.isBF16()))
+    return emitOpError("operands must all be f32, all f16 or all bf16");
   if (getStrides().size() != spatial || getPadLow().size() != spatial ||
       getPadHigh().size() != spatial || getDilations().size() != spatial)
     return emitOpError("strides, pads and dilations need one entry per spatial dim");

@@ -1,8 +1,8 @@
 //===- Autocast.cpp - Matrix products and attention in 16 bits -------------===//
 //
 // -tcc-autocast (Passes.td): torch.autocast's rule for inference, on the graph. The ops whose
-// cost is multiply-adds (tcc.matmul, and tcc.attention where the target's fused kernel takes
-// the 16-bit op) read their f32 operands converted to bf16 or f16 and give a 16-bit result that
+// cost is multiply-adds (tcc.matmul, tcc.attention where the target's fused kernel takes the
+// 16-bit op, tcc.conv where the CPU runtime has a 16-bit kernel for it) read their f32 operands converted to bf16 or f16 and give a 16-bit result that
 // is converted back to f32 for its users; the libraries behind them (cuBLASLt, the generated
 // attention kernel) accumulate in f32. Reductions, softmax, normalisation statistics and
 // pointwise math stay in f32, as do attention ops that would be decomposed (their softmax).
@@ -14,6 +14,7 @@
 
 #include "tcc/IR/TccDialect.h"
 #include "tcc/Passes/Passes.h"
+#include "tcc/Support/ConvShapes.h"
 
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
@@ -77,6 +78,25 @@ private:
   llvm::DenseMap<Value, Value> converted_;
 };
 
+/// Whether `target` runs `conv` in 16 bits faster than in f32: the CPU runtime's im2col and
+/// pointwise convolutions (16-bit GEMMs at twice the f32 rate), not those it runs with Winograd
+/// in f32 (less work than that); its transposed and depthwise ones would only be widened back,
+/// and CUDA's convolution kernels are f32.
+bool hasHalfConvKernel(ConvOp conv, StringRef target) {
+  if (target != "cpu")
+    return false;
+  bool transposed = llvm::any_of(conv.getLhsDilation(), [](int64_t d) { return d > 1; });
+  auto w = cast<RankedTensorType>(conv.getWeight().getType());
+  auto y = cast<RankedTensorType>(conv.getResult().getType());
+  int64_t groupIn = w.getDimSize(1), groupOut = w.getDimSize(0) / conv.getGroups();
+  std::vector<int64_t> kernel(w.getShape().drop_front(2).begin(), w.getShape().end());
+  std::vector<int64_t> out(y.getShape().drop_front(2).begin(), y.getShape().end());
+  std::vector<int64_t> strides(conv.getStrides().begin(), conv.getStrides().end());
+  std::vector<int64_t> dilations(conv.getRhsDilation().begin(), conv.getRhsDilation().end());
+  return !transposed && groupIn > 1 &&
+         !winogradTileFor(kernel, strides, dilations, groupIn, groupOut, out);
+}
+
 struct AutocastPass : impl::AutocastBase<AutocastPass> {
   using AutocastBase::AutocastBase;
 
@@ -97,6 +117,9 @@ struct AutocastPass : impl::AutocastBase<AutocastPass> {
           ops.push_back(op);
       } else if (auto a = dyn_cast<AttentionOp>(op)) {
         if (isF32Tensor(a.getResult()) && hasFusedAttentionKernel(a, half, target))
+          ops.push_back(op);
+      } else if (auto c = dyn_cast<ConvOp>(op)) {
+        if (isF32Tensor(c.getResult()) && hasHalfConvKernel(c, target))
           ops.push_back(op);
       }
     });

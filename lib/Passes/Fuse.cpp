@@ -209,14 +209,14 @@ struct Group {
 /// ops are recomputed in them. (A 3x3 stride-2 max pool reads each input 2.25 times: ResNet's
 /// batch norm + ReLU recomputed in it, with every read a clamped gather, cost 2.5 ms against
 /// 1.8 ms for the pool alone and 0.1 ms to write them once, on Zen 4.)
-bool readsRepeatedly(Operation *user) {
+bool readsRepeatedly(Operation *user, Target target) {
   if (auto pool = dyn_cast<ReduceWindowOp>(user)) {
     for (auto [window, stride] : llvm::zip(pool.getWindow(), pool.getStrides()))
       if (window > stride)
         return true;
     return false;
   }
-  return classify(user) == OpClass::LoopRoot;
+  return classify(user, target) == OpClass::LoopRoot;
 }
 constexpr int kOpsRecomputedPerRead = 1;
 
@@ -304,7 +304,7 @@ int FusionPolicy::costOf(Operation *op) {
       ++cost;
     for (Value v : o->getOperands())
       if (Operation *d = v.getDefiningOp())
-        if (classify(d) == OpClass::Pointwise && status_.lookup(d) != Status::View &&
+        if (classify(d, target_) == OpClass::Pointwise && status_.lookup(d) != Status::View &&
             status_.lookup(d) != Status::LibraryEpilogue)
           work.push_back(d);
   }
@@ -317,7 +317,7 @@ bool FusionPolicy::needsBuffer(Operation *user, Value operand) {
   Status s = status_.lookup(user);
   if (s == Status::View || s == Status::Absorbed)
     return true;
-  switch (classify(user)) {
+  switch (classify(user, target_)) {
   case OpClass::Library:
     return !(isa<MatmulOp>(user) && operand.getDefiningOp() &&
              status_.lookup(operand.getDefiningOp()) == Status::Absorbed);
@@ -335,11 +335,11 @@ void FusionPolicy::decideLibraryEpilogues() {
   Block *block = &func_.getBody().front();
   for (Operation *op : ops_) {
     auto matmul = dyn_cast<MatmulOp>(op);
-    if (!matmul || classify(op) != OpClass::Library)
+    if (!matmul || classify(op, target_) != OpClass::Library)
       continue;
     // Any pointwise op of the function can join the matmul's group.
     GemmEpilogue ep = matchGemmEpilogue(matmul, target_, [&](Operation *o) {
-      return o->getBlock() == block && classify(o) == OpClass::Pointwise && !status_.count(o);
+      return o->getBlock() == block && classify(o, target_) == OpClass::Pointwise && !status_.count(o);
     });
     Type elementType = tensorType(matmul.getResult()).getElementType();
     StringRef library = gemmEpilogueSupport(target_, elementType).library;
@@ -366,7 +366,7 @@ void FusionPolicy::decide() {
   for (Operation *op : llvm::reverse(ops_)) {
     if (status_.lookup(op) == Status::LibraryEpilogue)
       continue;
-    OpClass cls = classify(op);
+    OpClass cls = classify(op, target_);
     if (cls == OpClass::Constant) {
       status_[op] = Status::Constant;
       continue;
@@ -382,7 +382,7 @@ void FusionPolicy::decide() {
     }
     // Absorbed by GEMMs: every user is a library matmul (or another absorbed op).
     if (isGemmAbsorbable(op) && llvm::all_of(op->getUsers(), [&](Operation *u) {
-          return (isa<MatmulOp>(u) && classify(u) == OpClass::Library) ||
+          return (isa<MatmulOp>(u) && classify(u, target_) == OpClass::Library) ||
                  status_.lookup(u) == Status::Absorbed;
         })) {
       status_[op] = Status::Absorbed;
@@ -396,7 +396,7 @@ void FusionPolicy::decide() {
     for (OpOperand &use : op->getUses()) {
       Operation *user = use.getOwner();
       needBuffer |= needsBuffer(user, use.get());
-      repeated |= readsRepeatedly(user);
+      repeated |= readsRepeatedly(user, target_);
       for (Operation *r : consumerRoots_.lookup(user))
         roots.insert(r);
     }
@@ -440,7 +440,7 @@ void FusionPolicy::buildGroups() {
     Group g;
     g.id = groups_.size();
     g.roots.push_back(op);
-    OpClass cls = classify(op);
+    OpClass cls = classify(op, target_);
     g.external = cls == OpClass::Library || cls == OpClass::WholeBuffer;
     g.sequential = cls == OpClass::Sequential || cls == OpClass::LoopRoot;
     if (cls == OpClass::Reduction) {
@@ -991,7 +991,7 @@ LogicalResult FusionPolicy::materialize() {
           Operation *u = use.getOwner();
           if (!g.members.contains(u))
             return true;
-          OpClass cls = classify(u);
+          OpClass cls = classify(u, target_);
           return !(cls == OpClass::Library || cls == OpClass::WholeBuffer ||
                    status_.lookup(u) == Status::Absorbed ||
                    (isa<ScatterElementsOp, ScatterNDOp, DynamicUpdateSliceOp>(u) &&

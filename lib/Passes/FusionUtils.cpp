@@ -21,7 +21,10 @@ bool isLibraryMatmul(MatmulOp op) {
   return e.isF32() || e.isF64() || e.isF16() || e.isBF16();
 }
 
-bool isLibraryConv(ConvOp op) { return tensorType(op.getResult()).getElementType().isF32(); }
+bool isLibraryConv(ConvOp op, Target target) {
+  Type e = tensorType(op.getResult()).getElementType();
+  return e.isF32() || (target == Target::Cpu && (e.isF16() || e.isBF16()));
+}
 
 bool isCopyConcat(ConcatOp op) {
   if (op.getInputs().size() <= kMaxSelectConcatInputs)
@@ -49,7 +52,7 @@ std::optional<double> splatFloatValue(Value v) {
   return value.convertToDouble();
 }
 
-OpClass classify(Operation *op) {
+OpClass classify(Operation *op, Target target) {
   return llvm::TypeSwitch<Operation *, OpClass>(op)
       .Case<ConstantOp>([](auto) { return OpClass::Constant; })
       .Case<ConcatOp>([](ConcatOp c) {
@@ -62,7 +65,9 @@ OpClass classify(Operation *op) {
       .Case<MatmulOp>([](MatmulOp m) {
         return isLibraryMatmul(m) ? OpClass::Library : OpClass::LoopRoot;
       })
-      .Case<ConvOp>([](ConvOp c) { return isLibraryConv(c) ? OpClass::Library : OpClass::LoopRoot; })
+      .Case<ConvOp>([&](ConvOp c) {
+        return isLibraryConv(c, target) ? OpClass::Library : OpClass::LoopRoot;
+      })
       .Case<ReduceWindowOp>([](auto) { return OpClass::LoopRoot; })
       .Case<CumsumOp, ScatterElementsOp, ScatterNDOp, DynamicUpdateSliceOp>(
           [](auto) { return OpClass::Sequential; })

@@ -29,21 +29,23 @@ enum class OpClass {
   Constant,   // tcc.constant: never in a group (splats are cloned into the groups using them)
   Pointwise,  // computes an element from a few operand elements: inlined into consumers
   Reduction,  // tcc.reduce, tcc.arg_reduce: a loop group of its own, fuses by rows
-  Library,    // f16/bf16/f32/f64 matmul, f32 conv: an extern group (+ epilogue)
+  Library,    // f16/bf16/f32/f64 matmul, f32 conv (CPU: also f16/bf16): an extern group (+ epilogue)
   LoopRoot,   // elements computed by an inner reduction (reduce_window, other matmul/conv)
   Sequential, // cumsum, scatter_elements, scatter_nd, dynamic_update_slice
   WholeBuffer, // whole buffers, no epilogue (extern): top-k, collectives, copy concats
   Control,    // tcc.if, tcc.loop, tcc.fusion
 };
 
-OpClass classify(mlir::Operation *op);
+OpClass classify(mlir::Operation *op, Target target);
 
 /// The value of `v` when it is a splat float constant (possibly reshaped or broadcast).
 std::optional<double> splatFloatValue(mlir::Value v);
 /// Matmuls the targets' GEMM libraries run: f16, bf16, f32 and f64 (16-bit ones with f32
 /// accumulation: cuBLASLt, libtccrt's gemm16); the others (integers) are generated loops.
 bool isLibraryMatmul(MatmulOp op);
-bool isLibraryConv(ConvOp op);
+/// Convolutions the target's library runs: f32 (CPU: im2col + sgemm, Winograd, depthwise; CUDA:
+/// the generated convolution kernels), and on the CPU f16/bf16 (libtccrt's runConv16).
+bool isLibraryConv(ConvOp op, Target target);
 
 /// A concat computed in a kernel reads every input for each element (a select chain), so one
 /// of many inputs (the steps of an unrolled recurrence) costs that many loads per element.

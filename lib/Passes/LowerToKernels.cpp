@@ -390,8 +390,8 @@ void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
                           APFloat(0.0), gemmEpilogue.activation);
   } else {
     auto c = cast<ConvOp>(lib);
-    if (!isLibraryConv(c))
-      throw LoweringError{c, "a library convolution must be f32"};
+    if (!isLibraryConv(c, target_))
+      throw LoweringError{c, "a library convolution must be f32 (or f16/bf16 on the CPU)"};
     auto in = dyn_cast<BlockArgument>(c.getInput());
     auto w = dyn_cast<BlockArgument>(c.getWeight());
     if (!in || !w || in.getOwner() != &body || w.getOwner() != &body)

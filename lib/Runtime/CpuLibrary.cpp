@@ -273,7 +273,10 @@ void runGemm(const GemmGeometry &g, const void *a, const void *b, void *c, int n
 ConvGeometry makeConvGeometry(const Shape &input, const Shape &weight, const Shape &output,
                               const Shape &strides, const Shape &padLow, const Shape &padHigh,
                               const Shape &dilations, int64_t groups,
-                              const Shape &lhsDilation) {
+                              const Shape &lhsDilation, tccrt_dtype dtype) {
+  if (dtype != TCCRT_F32 && dtype != TCCRT_F16 && dtype != TCCRT_BF16)
+    throw Error(std::string("conv: element type must be f32, f16 or bf16, got ") +
+                dtypeName(dtype));
   const char *op = "conv";
   size_t r = input.size();
   if (r < 3 || weight.size() != r || output.size() != r)
@@ -361,10 +364,13 @@ ConvGeometry makeConvGeometry(const Shape &input, const Shape &weight, const Sha
     g.columnTile = std::min(tile, g.outSize);
     g.workspaceBytes = (size_t)g.rows * (size_t)g.columnTile * sizeof(float);
   }
+  g.dtype = dtype;
   if (g.transposed) {
     g.workspaceBytes = (planTransposedConv(g) + 63) / 64 * 64; // col2im replaces im2col
     return g;
   }
+  if (dtype != TCCRT_F32)
+    return g; // runConv16: no Winograd
   if (size_t winograd = planWinograd(g))
     g.workspaceBytes = (winograd + 63) / 64 * 64; // the Winograd path replaces im2col
   return g;
@@ -413,8 +419,9 @@ struct Im2col {
   }
 
   /// Fills rows [rowBegin, rowEnd) of the tile of output columns [j0, j1) (row stride j1 - j0)
-  /// from one group's input channels.
-  void fill(const float *in, float *col, int64_t rowBegin, int64_t rowEnd, int64_t j0,
+  /// from one group's input channels (f32, or 16-bit values as their bits).
+  template <class T>
+  void fill(const T *in, T *col, int64_t rowBegin, int64_t rowEnd, int64_t j0,
             int64_t j1) const {
     size_t last = spatial - 1;
     int64_t outLast = g.outSpatial[last], s = g.strides[last];
@@ -426,15 +433,15 @@ struct Im2col {
         kpos[d] = kIndex % g.kernel[d];
         kIndex /= g.kernel[d];
       }
-      const float *src = in + c * g.inSize;
-      float *dst = col + (r - rowBegin) * width;
+      const T *src = in + c * g.inSize;
+      T *dst = col + (r - rowBegin) * width;
       int64_t kl = kpos[last];
       int64_t lo = lastLo[kl], hi = lastHi[kl];
       int64_t shift = kl * g.dilations[last] - g.padLow[last];
       for (int64_t j = j0; j < j1;) {
         int64_t line = j / outLast, oBegin = j % outLast;
         int64_t count = std::min(j1 - j, outLast - oBegin);
-        float *out = dst + (j - j0);
+        T *out = dst + (j - j0);
         // The outer output position of this line and the input row it reads.
         int64_t base = 0;
         bool valid = true;
@@ -450,21 +457,21 @@ struct Im2col {
         }
         int64_t oEnd = oBegin + count;
         if (!valid) {
-          std::memset(out, 0, sizeof(float) * count);
+          std::memset(out, 0, sizeof(T) * count);
         } else {
           int64_t a = std::clamp(lo, oBegin, oEnd), b = std::clamp(hi, a, oEnd);
           if (a > oBegin)
-            std::memset(out, 0, sizeof(float) * (a - oBegin));
-          const float *row = src + base + shift;
+            std::memset(out, 0, sizeof(T) * (a - oBegin));
+          const T *row = src + base + shift;
           if (s == 1) {
             if (b > a)
-              std::memcpy(out + (a - oBegin), row + a, sizeof(float) * (b - a));
+              std::memcpy(out + (a - oBegin), row + a, sizeof(T) * (b - a));
           } else {
             for (int64_t o = a; o < b; ++o)
               out[o - oBegin] = row[o * s];
           }
           if (oEnd > b)
-            std::memset(out + (b - oBegin), 0, sizeof(float) * (oEnd - b));
+            std::memset(out + (b - oBegin), 0, sizeof(T) * (oEnd - b));
         }
         j += count;
       }
@@ -570,6 +577,90 @@ void runConv(const ConvGeometry &g, const float *input, const float *weight, flo
               ldc, 1, &packed[grp]);
       }
     }
+}
+
+void runConv16(const ConvGeometry &g, const uint16_t *input, const uint16_t *weight,
+               uint16_t *output, void *workspace, int numThreads, PackedOperand *cache,
+               bool weightIsConstant) {
+  if (g.outSize == 0 || g.groupOut == 0 || g.batch == 0)
+    return;
+  const Half16 type = g.dtype == TCCRT_BF16 ? Half16::BF16 : Half16::F16;
+  auto widen = [type](uint16_t x) {
+    return type == Half16::BF16 ? bfloat16ToFloat(x) : halfToFloat(x);
+  };
+  auto narrowInto = [type](const float *from, uint16_t *to, int64_t n) {
+    if (type == Half16::BF16)
+      for (int64_t i = 0; i < n; ++i)
+        to[i] = floatToBfloat16(from[i]);
+    else
+      for (int64_t i = 0; i < n; ++i)
+        to[i] = floatToHalf(from[i]);
+  };
+  const int64_t outElements = g.batch * g.outChannels * g.outSize;
+  if (g.transposed || (g.groupIn == 1 && g.kernel.size() == 2)) {
+    // No 16-bit kernel: the f32 path on widened copies (the weights widened once when constant).
+    ConvGeometry wide = g;
+    wide.dtype = TCCRT_F32;
+    const int64_t inElements = g.batch * g.inChannels * g.inSize;
+    const int64_t wElements = g.outChannels * g.groupIn * g.kernelSize;
+    std::vector<float> x((size_t)inElements), y((size_t)outElements);
+    for (int64_t i = 0; i < inElements; ++i)
+      x[i] = widen(input[i]);
+    if (!weightIsConstant || cache->source != weight || cache->widened.empty()) {
+      cache->widened.resize((size_t)wElements);
+      for (int64_t i = 0; i < wElements; ++i)
+        cache->widened[i] = widen(weight[i]);
+      cache->source = weightIsConstant ? weight : nullptr;
+      cache->widenedPacking = std::make_shared<PackedOperand>();
+    }
+    runConv(wide, x.data(), cache->widened.data(), y.data(), static_cast<float *>(workspace),
+            numThreads, cache->widenedPacking.get(), weightIsConstant);
+    narrowInto(y.data(), output, outElements);
+    return;
+  }
+  if (g.rows == 0) {
+    std::memset(output, 0, sizeof(uint16_t) * (size_t)outElements);
+    return;
+  }
+  const SgemmIsa isa = gemm16Isa(type);
+  std::vector<SgemmPacked> &packedWeights = cache->matrices;
+  if (resetIfStale(*cache, weight, weightIsConstant, isa))
+    for (int64_t grp = 0; grp < g.groups; ++grp)
+      packedWeights.push_back(packGemm16A(type, false, g.groupOut, g.rows,
+                                          weight + grp * g.groupOut * g.rows, g.rows,
+                                          numThreads));
+  const SgemmPacked *packed = packedWeights.data();
+  const int64_t m = g.groupOut, k = g.rows;
+  // One (image, group, column tile): the f32 product tile, rounded into the output rows.
+  auto tileProduct = [&](const uint16_t *b, int64_t ldb, int64_t n, int64_t grp, int64_t j0,
+                         int64_t width, int threads) {
+    thread_local std::vector<float> sums;
+    sums.resize((size_t)(m * width));
+    gemm16(type, false, false, m, width, k, 1.0f, nullptr, k, b, ldb, 0.0f, sums.data(), width,
+           threads, &packed[grp]);
+    uint16_t *out = output + (n * g.outChannels + grp * g.groupOut) * g.outSize + j0;
+    for (int64_t r = 0; r < m; ++r)
+      narrowInto(sums.data() + r * width, out + r * g.outSize, width);
+  };
+  if (g.pointwise) {
+    for (int64_t n = 0; n < g.batch; ++n)
+      for (int64_t grp = 0; grp < g.groups; ++grp)
+        tileProduct(input + (n * g.inChannels + grp * g.groupIn) * g.inSize, g.outSize, n, grp, 0,
+                    g.outSize, numThreads);
+    return;
+  }
+  Im2col im2col(g);
+  const int64_t tile = g.columnTile, tilesPerImage = (g.outSize + tile - 1) / tile;
+  const int64_t items = g.batch * g.groups * tilesPerImage;
+  parallelItems(numThreads, items, [&](int64_t worker, int64_t item) {
+    auto *col = reinterpret_cast<uint16_t *>(static_cast<char *>(workspace) +
+                                             (size_t)worker * g.workspaceBytes);
+    int64_t image = item / tilesPerImage, j0 = item % tilesPerImage * tile;
+    int64_t n = image / g.groups, grp = image % g.groups;
+    int64_t j1 = std::min(g.outSize, j0 + tile), width = j1 - j0;
+    im2col.fill(input + (n * g.inChannels + grp * g.groupIn) * g.inSize, col, 0, g.rows, j0, j1);
+    tileProduct(col, width, n, grp, j0, width, 1);
+  });
 }
 
 //===--- Top-k ------------------------------------------------------------===//

@@ -11,6 +11,8 @@
 #pragma once
 
 #include "Sgemm.h"
+
+#include <memory>
 #include "tcc/Runtime/tccrt.h"
 
 #include <cstddef>
@@ -38,6 +40,9 @@ struct GemmGeometry {
 struct PackedOperand {
   std::vector<SgemmPacked> matrices;
   const void *source = nullptr;
+  /// runConv16's f32 copy of 16-bit weights it runs on runConv, and runConv's packing of it.
+  std::vector<float> widened;
+  std::shared_ptr<PackedOperand> widenedPacking;
 };
 
 /// Checks tk.gemm's shape rules (same rank >= 2, one dtype f16/bf16/f32/f64, matrix dims agree, batch
@@ -68,15 +73,16 @@ struct ConvGeometry {
   // Winograd F(m x m, 3 x 3) (Winograd.h): m (2 or 4; 0 = not used) and tiles per work item.
   int64_t winogradTile = 0, winogradBlock = 0;
   size_t workspaceBytes = 0;
+  tccrt_dtype dtype = TCCRT_F32; // f32, or f16/bf16 (runConv16)
 };
 
-/// Checks tk.conv's rules (f32, same rank >= 3, one stride/pad/dilation per spatial dim,
+/// Checks tk.conv's rules (f32, f16 or bf16: `dtype`; same rank >= 3, one stride/pad/dilation per spatial dim,
 /// strides and dilations >= 1, kernel dims >= 1, channels agree with groups, the output shape
 /// is what tcc.conv infers; negative pads allowed). `lhsDilation` empty: 1 in every dim.
 ConvGeometry makeConvGeometry(const Shape &input, const Shape &weight, const Shape &output,
                               const Shape &strides, const Shape &padLow, const Shape &padHigh,
                               const Shape &dilations, int64_t groups,
-                              const Shape &lhsDilation = {});
+                              const Shape &lhsDilation = {}, tccrt_dtype dtype = TCCRT_F32);
 /// Convolutions over a dilated input (lhs_dilation > 1) are one GEMM per input tile + col2im
 /// (TransposedConv.h).
 /// `workspace` holds numThreads x g.workspaceBytes (64-byte aligned); unused when pointwise.
@@ -91,6 +97,14 @@ ConvGeometry makeConvGeometry(const Shape &input, const Shape &weight, const Sha
 void runConv(const ConvGeometry &g, const float *input, const float *weight, float *output,
              float *workspace, int numThreads, PackedOperand *cache = nullptr,
              bool weightIsConstant = false);
+/// runConv for f16/bf16 tensors (g.dtype; f32 sums, the output rounded once): im2col and
+/// pointwise convolutions are 16-bit GEMMs (gemm16: AVX512-BF16 for bf16 where the CPU has it),
+/// their weights packed once as runConv's; transposed and depthwise ones are widened to f32
+/// and run by runConv (correct, not faster). No Winograd: a bf16 GEMM of the im2col matrix
+/// does the 3x3 convolutions' work at twice the f32 rate.
+void runConv16(const ConvGeometry &g, const uint16_t *input, const uint16_t *weight,
+               uint16_t *output, void *workspace, int numThreads, PackedOperand *cache,
+               bool weightIsConstant);
 
 //===--- Top-k ------------------------------------------------------------===//
 

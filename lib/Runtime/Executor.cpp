@@ -183,10 +183,17 @@ void Program::run(const void *const *inputs, void *const *outputs) {
               s->packedA.get(), buffers_[s->a].kind == BufferKind::Constant, s->packedB.get(),
               buffers_[s->b].kind == BufferKind::Constant, &epilogue);
     } else if (auto *s = std::get_if<ConvStep>(&step)) {
-      runConv(s->geometry, static_cast<const float *>(addresses_[s->input]),
-              static_cast<const float *>(addresses_[s->weight]),
-              static_cast<float *>(addresses_[s->output]), static_cast<float *>(workspace_),
-              threads, &s->weightCache, buffers_[s->weight].kind == BufferKind::Constant);
+      bool constantWeight = buffers_[s->weight].kind == BufferKind::Constant;
+      if (s->geometry.dtype == TCCRT_F32)
+        runConv(s->geometry, static_cast<const float *>(addresses_[s->input]),
+                static_cast<const float *>(addresses_[s->weight]),
+                static_cast<float *>(addresses_[s->output]), static_cast<float *>(workspace_),
+                threads, &s->weightCache, constantWeight);
+      else
+        runConv16(s->geometry, static_cast<const uint16_t *>(addresses_[s->input]),
+                  static_cast<const uint16_t *>(addresses_[s->weight]),
+                  static_cast<uint16_t *>(addresses_[s->output]), workspace_, threads,
+                  &s->weightCache, constantWeight);
     } else if (auto *s = std::get_if<TopKStep>(&step)) {
       runTopK(s->geometry, addresses_[s->input], addresses_[s->values],
               static_cast<int64_t *>(addresses_[s->indices]));

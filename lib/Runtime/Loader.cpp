@@ -557,16 +557,17 @@ void Program::decode(const fb::Program *program, const uint8_t *base) {
                       "generates convolution kernels for CUDA)");
         const BufferDesc &x = buffer(s->input(), what), &w = buffer(s->weight(), what),
                          &y = writable(s->output(), what);
-        if (x.dtype != TCCRT_F32 || w.dtype != TCCRT_F32 || y.dtype != TCCRT_F32)
-          throw Error(what + ": operands must be f32, got " + shapeString(x.dtype, x.shape) +
-                      ", " + shapeString(w.dtype, w.shape) + ", " +
-                      shapeString(y.dtype, y.shape));
+        bool convType = y.dtype == TCCRT_F32 || y.dtype == TCCRT_F16 || y.dtype == TCCRT_BF16;
+        if (x.dtype != y.dtype || w.dtype != y.dtype || !convType)
+          throw Error(what + ": operands must all be f32, all f16 or all bf16, got " +
+                      shapeString(x.dtype, x.shape) + ", " + shapeString(w.dtype, w.shape) +
+                      ", " + shapeString(y.dtype, y.shape));
         try {
           ConvStep step{s->input(), s->weight(), s->output(),
                         makeConvGeometry(x.shape, w.shape, y.shape, readAttr(s->strides()),
                                          readAttr(s->pad_low()), readAttr(s->pad_high()),
                                          readAttr(s->dilations()), s->groups(),
-                                         readAttr(s->lhs_dilation()))};
+                                         readAttr(s->lhs_dilation()), y.dtype)};
           p->workspaceBytes_ = std::max(p->workspaceBytes_, step.geometry.workspaceBytes);
           p->steps_.push_back(std::move(step));
         } catch (const Error &e) {

@@ -518,6 +518,19 @@ void packPanels16Of(SgemmPacked &into, Half16 type, const uint16_t *src, int64_t
             std::memcpy(dst + u * P + o, src + (o0 + o) * outerStride + 2 * (k0 + u), 4);
         continue;
       }
+      if (pairs && outerStride == 1 && o0 + P <= into.outer) {
+        // Pairs from two source rows (k = 2u and 2u + 1) interleaved, P columns at a time.
+        for (int64_t u = 0; u < kc; ++u) {
+          int64_t p0 = 2 * (k0 + u);
+          const uint16_t *lo = src + p0 * kStride + o0;
+          const uint16_t *hi = p0 + 1 < k ? lo + kStride : nullptr;
+          uint32_t units[P];
+          for (int o = 0; o < P; ++o)
+            units[o] = (uint32_t)lo[o] | (hi ? (uint32_t)hi[o] << 16 : 0u);
+          std::memcpy(dst + u * P, units, sizeof units);
+        }
+        continue;
+      }
       if (!pairs && o0 + P <= into.outer) { // a whole panel converted, branch-free loops
         auto convert = [&](uint16_t bits) {
           return type == Half16::BF16 ? bfloat16ToFloat(bits) : halfToFloat(bits);

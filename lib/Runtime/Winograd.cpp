@@ -10,7 +10,7 @@
 #include "Winograd.h"
 #include "IsaClones.h"
 #include "Parallel.h"
-
+#include "tcc/Support/ConvShapes.h"
 
 #include <algorithm>
 #include <cstring>
@@ -118,23 +118,16 @@ Tiles tilesOf(const ConvGeometry &g) {
 size_t planWinograd(ConvGeometry &g) {
   g.winogradTile = 0;
   g.winogradBlock = 0;
-  if (g.kernel.size() != 2 || g.kernel[0] != 3 || g.kernel[1] != 3 || g.strides[0] != 1 ||
-      g.strides[1] != 1 || g.dilations[0] != 1 || g.dilations[1] != 1 || g.outSize == 0)
+  if (g.outSize == 0)
     return 0;
-  // Small channel counts leave the GEMMs too thin to pay for the transforms.
-  if (g.groupIn < 8 || g.groupOut < 8)
+  // The rule (tcc/Support/ConvShapes.h): F(4x4) on outputs of at least 12 x 12, F(2x2) on 6 x 6
+  // to 11 x 11 (512ch @7x7: 4x4 tiles, one 16-column sgemm panel per GEMM, 1.70 -> 0.84 ms on
+  // two threads), im2col below (F(2x2) there computes 16 columns in each of 16 GEMMs, im2col 16
+  // or 32 in one GEMM over 9x the rows).
+  g.winogradTile = winogradTileFor(g.kernel, g.strides, g.dilations, g.groupIn, g.groupOut,
+                                   g.outSpatial);
+  if (!g.winogradTile)
     return 0;
-  // F(4x4,3x3) on outputs of at least 12 x 12. Measured (tccrt-bench, 1 / 2 threads, vs
-  // im2col + sgemm): 64ch @56x56 2.5x / 2x faster, 128ch @28x28 2.9x / 2.2x, 256ch @14x14
-  // 2x / 2.1x. Below that F(4x4) has too few tiles (512ch @7x7: 2x2 tiles, 1.9x slower than
-  // im2col), and F(2x2) takes outputs of 6 x 6 to 11 x 11: 512ch @7x7 (4x4 tiles, one 16-column
-  // sgemm panel per GEMM) 3.25 -> 1.68 ms on one thread, 1.70 -> 0.84 ms on two (Zen 4). Smaller
-  // outputs stay on im2col: F(2x2) there computes 16 columns in each of 16 GEMMs, im2col 16 or
-  // 32 in one GEMM over 9x the rows.
-  int64_t smallest = std::min(g.outSpatial[0], g.outSpatial[1]);
-  if (smallest < 6)
-    return 0;
-  g.winogradTile = smallest < 12 ? 2 : 4;
   Tiles t = tilesOf(g);
   int64_t perTile = t.a2 * (g.groupIn + g.groupOut + 2) * (int64_t)sizeof(float);
   // Blocks of whole 16-column panels of the sgemm (Sgemm.h: 32-column panels, 16 at the edge):

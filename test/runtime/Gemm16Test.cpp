@@ -256,4 +256,80 @@ TEST(Gemm16, RunGemmBatchesWithConstantOperandsPackedOnce) {
   }
 }
 
+/// runConv16 against runConv on the widened operands, per geometry: im2col (strided, padded,
+/// dilated, grouped, 1-D and 3x3 stride 1, which f32 runs with Winograd), pointwise, and the
+/// widened fallbacks (depthwise, transposed); bf16 and f16, 1 and 3 threads, the weights packed
+/// once and reused (a second run with a constant weight must give the same bits).
+TEST(Gemm16, ConvolutionsMatchTheF32PathOnTheSameValues) {
+  skipUnlessForcedFamilyRuns();
+  struct Case {
+    const char *what;
+    Shape x, w, strides, padLow, padHigh, dilations;
+    int64_t groups;
+    Shape lhsDilation;
+  };
+  const Case cases[] = {
+      {"3x3 stride 1 (f32: Winograd)", {2, 16, 14, 14}, {24, 16, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, {}},
+      {"3x3 stride 2", {1, 12, 15, 13}, {20, 12, 3, 3}, {2, 2}, {1, 1}, {0, 1}, {1, 1}, 1, {}},
+      {"7x7 stride 2 stem", {1, 3, 32, 32}, {16, 3, 7, 7}, {2, 2}, {3, 3}, {3, 3}, {1, 1}, 1, {}},
+      {"dilated, grouped", {2, 8, 12, 12}, {10, 4, 3, 3}, {1, 1}, {2, 2}, {2, 2}, {2, 2}, 2, {}},
+      {"pointwise", {2, 40, 7, 9}, {33, 40, 1, 1}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 1, {}},
+      {"1-D, odd channels", {3, 7, 50}, {9, 7, 5}, {1}, {2}, {2}, {1}, 1, {}},
+      {"depthwise (widened)", {1, 8, 10, 10}, {8, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 8, {}},
+      {"transposed (widened)", {1, 6, 5, 5}, {4, 6, 3, 3}, {1, 1}, {2, 2}, {2, 2}, {1, 1}, 1, {2, 2}},
+  };
+  std::mt19937 rng(25);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (Half16 type : {Half16::BF16, Half16::F16})
+    for (const Case &c : cases) {
+      SCOPED_TRACE(std::string(typeName(type)) + " " + c.what);
+      size_t spatial = c.x.size() - 2;
+      Shape y{c.x[0], c.w[0]};
+      for (size_t d = 0; d < spatial; ++d) {
+        int64_t lhs = c.lhsDilation.empty() ? 1 : c.lhsDilation[d];
+        int64_t in = (c.x[d + 2] - 1) * lhs + 1 + c.padLow[d] + c.padHigh[d];
+        y.push_back((in - c.dilations[d] * (c.w[d + 2] - 1) - 1) / c.strides[d] + 1);
+      }
+      tccrt_dtype dtype = type == Half16::BF16 ? TCCRT_BF16 : TCCRT_F16;
+      ConvGeometry g16 = makeConvGeometry(c.x, c.w, y, c.strides, c.padLow, c.padHigh,
+                                          c.dilations, c.groups, c.lhsDilation, dtype);
+      ConvGeometry g32 = makeConvGeometry(c.x, c.w, y, c.strides, c.padLow, c.padHigh,
+                                          c.dilations, c.groups, c.lhsDilation);
+      auto count = [](const Shape &s) {
+        int64_t n = 1;
+        for (int64_t d : s)
+          n *= d;
+        return n;
+      };
+      std::vector<uint16_t> x16(count(c.x)), w16(count(c.w)), y16(count(y));
+      std::vector<float> x32(x16.size()), w32(w16.size()), y32(y16.size());
+      for (size_t i = 0; i < x16.size(); ++i)
+        x32[i] = widen(type, x16[i] = narrow(type, dist(rng)));
+      for (size_t i = 0; i < w16.size(); ++i)
+        w32[i] = widen(type, w16[i] = narrow(type, dist(rng)));
+      size_t workspace = std::max(g16.workspaceBytes, g32.workspaceBytes) * 3 + 64;
+      std::vector<char> ws(workspace + 64);
+      void *aligned = ws.data() + (64 - reinterpret_cast<uintptr_t>(ws.data()) % 64) % 64;
+      runConv(g32, x32.data(), w32.data(), y32.data(), static_cast<float *>(aligned), 1, nullptr,
+              false);
+      PackedOperand cache;
+      for (int threads : {1, 3}) {
+        runConv16(g16, x16.data(), w16.data(), y16.data(), aligned, threads, &cache, true);
+        std::vector<uint16_t> first = y16;
+        runConv16(g16, x16.data(), w16.data(), y16.data(), aligned, threads, &cache, true);
+        EXPECT_EQ(y16, first) << "second run with the packed weights, " << threads << " threads";
+        int64_t taps = c.w[1] * count(Shape(c.w.begin() + 2, c.w.end()));
+        size_t bad = 0;
+        for (size_t i = 0; i < y16.size(); ++i) {
+          // One rounding to the 16-bit type, and f32 sums in another order.
+          double ref = y32[i], got = widen(type, y16[i]);
+          double ulp = type == Half16::BF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+          if (!(std::fabs(got - ref) <= std::fabs(ref) * ulp + taps * 1.2e-7 * 2) && ++bad <= 3)
+            ADD_FAILURE() << "output " << i << " is " << got << ", expected " << ref;
+        }
+        EXPECT_EQ(bad, 0u) << threads << " threads";
+      }
+    }
+}
+
 } // namespace

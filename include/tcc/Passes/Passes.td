@@ -60,8 +60,9 @@ def RecognizeAttention : Pass<"tcc-recognize-attention", "mlir::func::FuncOp"> {
 def Autocast : Pass<"tcc-autocast", "mlir::func::FuncOp"> {
   let summary = "Runs matrix products and attention in 16 bits (torch.autocast's inference rule)";
   let description = [{
-    With `precision` bf16 or fp16: every tcc.matmul on f32 operands, and every f32
-    tcc.attention the `target`'s fused kernel takes in 16 bits, reads its float operands
+    With `precision` bf16 or fp16: every tcc.matmul on f32 operands, every f32 tcc.attention
+    the `target`'s fused kernel takes in 16 bits, and on the CPU every f32 tcc.conv that is
+    neither transposed nor depthwise (16-bit GEMMs of its im2col matrix), reads its float operands
     converted to the 16-bit type and its result is converted back to f32 (the libraries
     accumulate in f32). Everything else (reductions, softmax, normalisation, pointwise math)
     stays f32. A conversion of a value just widened from the same 16-bit type is the value

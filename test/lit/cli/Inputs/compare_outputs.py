@@ -1,8 +1,9 @@
 """Compares the output_<i>.pb files of the first directory with those of the others.
 
 Run with Debian's /usr/bin/python3 (python3-onnx, python3-numpy). Tolerance: |got - ref| <=
-1e-5 |ref| + 1e-6 (exact for integers); prints "same" per directory or the first difference
-and exits 1.
+1e-5 |ref| + 1e-6 (exact for integers), or with `--normwise E` max|got - ref| <= E max|ref| per
+output (16-bit builds against f32); prints "same" per directory or the first difference and
+exits 1.
 """
 import glob
 import os
@@ -26,16 +27,31 @@ def outputs(d):
     return result
 
 
-ref = outputs(sys.argv[1])
+args = sys.argv[1:]
+normwise = None
+if "--normwise" in args:
+    i = args.index("--normwise")
+    normwise = float(args[i + 1])
+    del args[i:i + 2]
+
+
+def close(g, r):
+    if normwise is None:
+        return np.allclose(g, r, rtol=1e-5, atol=1e-6)
+    r64, g64 = r.astype(np.float64), g.astype(np.float64)
+    return bool(np.max(np.abs(g64 - r64)) <= normwise * np.max(np.abs(r64)))
+
+
+ref = outputs(args[0])
 failed = False
-for d in sys.argv[2:]:
+for d in args[1:]:
     got = outputs(d)
     if len(got) != len(ref):
         print("%s: %d outputs, expected %d" % (d, len(got), len(ref)))
         failed = True
         continue
     for i, (g, r) in enumerate(zip(got, ref)):
-        if g.shape != r.shape or g.dtype != r.dtype or not np.allclose(g, r, rtol=1e-5, atol=1e-6):
+        if g.shape != r.shape or g.dtype != r.dtype or not close(g, r):
             print("%s: output %d differs: %s vs %s" % (d, i, g.ravel()[:4], r.ravel()[:4]))
             failed = True
             break
