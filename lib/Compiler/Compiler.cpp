@@ -542,7 +542,8 @@ CompiledModel compileModule(ModuleOp module, const CompileOptions &options) {
 }
 
 /// A training step's saved activations (after, before): with options.remat, -tcc-remat
-/// recomputes the cheap ones in the backward pass first. eval saves nothing.
+/// recomputes the cheap ones (within options.memoryBudget: whole blocks) in the backward pass
+/// first. eval saves nothing.
 std::pair<uint64_t, uint64_t> checkpointActivations(ModuleOp module, const std::string &entry,
                                                     const CompileOptions &options) {
   if (entry == "eval")
@@ -555,6 +556,7 @@ std::pair<uint64_t, uint64_t> checkpointActivations(ModuleOp module, const std::
     return {before, before};
   runPasses(module, "activation checkpointing", options.explainFusion, [&](PassManager &pm) {
     RematOptions remat;
+    remat.budget = options.memoryBudget;
     remat.explain = options.explainFusion;
     pm.addNestedPass<func::FuncOp>(createRemat(remat));
   });

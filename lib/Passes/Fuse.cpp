@@ -896,9 +896,16 @@ LogicalResult FusionPolicy::materialize() {
   DenseMap<Operation *, int> viewNode;
   for (Group &g : groups_)
     if (g.alive) {
+      // Its earliest root or reduction: a reduction merged into its consumer (a weight
+      // gradient's sum into the optimizer update) runs where its inputs are ready, not where the
+      // update was, and the values it reads die there. (Inlined pointwise members do not
+      // count: a copy of an early op would pull its consumer forward.)
       int pos = INT_MAX;
       for (Operation *r : g.roots)
         pos = std::min(pos, position_[r]);
+      for (Operation *m : g.members)
+        if (isa<ReduceOp, ArgReduceOp>(m))
+          pos = std::min(pos, position_[m]);
       groupNode[g.id] = nodes.size();
       nodes.push_back({g.id, nullptr, pos, {}, 0});
     }

@@ -13,9 +13,15 @@
 // data movement, casts, reductions, gathers) are recomputed; matrix products, convolutions and
 // attention are kept (Inductor's default policy): fusion then folds most copies into the
 // backward kernels that read them. Copies are shared: a value recomputed for one backward use
-// serves the later ones. (Recomputing the expensive ops too, to fit a budget, needs the copies
-// of a block scheduled with that block's backward pass: shared copies of a whole recomputed
-// forward would all be live at once, which measured no better than keeping it.)
+// serves the later ones.
+//
+// With a budget those kept values exceed, the expensive ops are recomputed too, a block at a
+// time: only block boundaries are kept (values everything later depends on through them alone:
+// a transformer's residual stream between blocks), every k-th one for the smallest k whose
+// estimate fits (the boundaries plus one stretch's activations). Recomputation stops at the
+// boundaries, so a block's copies are made at the start of its backward pass and die with it;
+// letting chains run through the whole forward pass instead made every copy at the start of
+// the backward pass, all live at once (measured: no smaller than keeping them).
 //
 // Ops with regions or side effects are never recomputed (nor are collectives); dropout's masks
 // are pure functions of the step's rng key, so their copies draw the same bits.
@@ -117,6 +123,45 @@ public:
     return position_.lookup(block_.findAncestorOpInBlock(*op));
   }
 
+  /// The block boundaries of the forward pass: forward values v such that, between v's op and
+  /// the next forward op, v is the only forward value still to be read (everything after
+  /// depends on what came before through v alone, as a residual stream between transformer
+  /// blocks), in forward order. Arguments and constants are not counted.
+  SmallVector<Value> cuts() const {
+    SmallVector<Operation *> ops;
+    for (Operation &op : block_)
+      if (forward_.count(&op))
+        ops.push_back(&op);
+    llvm::DenseMap<Operation *, size_t> at;
+    for (size_t i = 0; i < ops.size(); ++i)
+      at[ops[i]] = i;
+    // live[i]: values defined at or before op i and read by a forward op after it.
+    std::vector<SmallVector<Value>> ends(ops.size() + 1);
+    llvm::SetVector<Value> live;
+    SmallVector<Value> out;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      for (Value v : ends[i])
+        live.remove(v);
+      if (isa<ConstantOp>(ops[i]))
+        continue;
+      for (Value r : ops[i]->getResults()) {
+        size_t last = i;
+        for (Operation *user : r.getUsers()) {
+          Operation *top = block_.findAncestorOpInBlock(*user);
+          if (top && forward_.count(top))
+            last = std::max(last, at.lookup(top));
+        }
+        if (last > i) {
+          live.insert(r);
+          ends[last].push_back(r);
+        }
+      }
+      if (live.size() == 1 && i + 1 < ops.size())
+        out.push_back(live.front());
+    }
+    return out;
+  }
+
 private:
   Block &block_;
   Operation *lossOp_ = nullptr;
@@ -136,13 +181,73 @@ struct RematPass : impl::RematBase<RematPass> {
     if (!step.valid() || step.saved().empty())
       return;
 
+    // Checkpoints (budget mode): the only forward values kept; everything else is recomputed
+    // from them, a block at a time.
+    llvm::DenseSet<Value> checkpoints;
+    bool blocks = false;
     auto recomputable = [&](Operation *op) {
-      return op && step.isForward(op) && op->getNumRegions() == 0 && isMemoryEffectFree(op) &&
-             isCheap(op);
+      if (!op || !step.isForward(op) || op->getNumRegions() || !isMemoryEffectFree(op) ||
+          isa<ConstantOp>(op))
+        return false;
+      if (!blocks)
+        return isCheap(op);
+      return llvm::none_of(op->getResults(), [&](Value r) { return checkpoints.count(r); });
+    };
+    // The values recomputation starts from (kept for the backward pass), and their bytes.
+    auto roots = [&]() {
+      llvm::DenseSet<Value> visited;
+      uint64_t bytes = 0;
+      std::function<void(Value)> visit = [&](Value v) {
+        if (!visited.insert(v).second)
+          return;
+        Operation *def = v.getDefiningOp();
+        if (!def || !step.isForward(def) || isa<ConstantOp>(def))
+          return;
+        if (!recomputable(def)) {
+          bytes += bytesOf(v);
+          return;
+        }
+        for (Value operand : def->getOperands())
+          visit(operand);
+      };
+      for (Value v : step.saved())
+        visit(v);
+      return bytes;
     };
     uint64_t before = 0;
     for (Value v : step.saved())
       before += bytesOf(v);
+    if (budget >= 0 && roots() > (uint64_t)budget) {
+      // Recomputing the cheap ops is not enough: keep only block boundaries, every `stride`-th
+      // one (from the last: the first blocks' backward runs last), the densest set that fits.
+      SmallVector<Value> cuts = step.cuts();
+      uint64_t best = UINT64_MAX;
+      int64_t bestStride = 0;
+      for (int64_t stride = 1; stride <= (int64_t)cuts.size(); ++stride) {
+        checkpoints.clear();
+        for (int64_t i = (int64_t)cuts.size() - 1; i >= 0; i -= stride)
+          checkpoints.insert(cuts[i]);
+        blocks = true;
+        // A block's recomputed values are live through its backward pass: the largest block's
+        // saved activations count with the checkpoints.
+        uint64_t kept = roots(), largest = before / (cuts.size() / stride + 1);
+        if (kept + largest < best) {
+          best = kept + largest;
+          bestStride = stride;
+        }
+        if (kept + largest <= (uint64_t)budget)
+          break;
+      }
+      checkpoints.clear();
+      blocks = bestStride > 0;
+      for (int64_t i = (int64_t)cuts.size() - 1; blocks && i >= 0; i -= bestStride)
+        checkpoints.insert(cuts[i]);
+      if (explain && blocks)
+        f.emitRemark("remat: ") << cuts.size() << " block boundaries; every " << bestStride
+                                << (bestStride == 1 ? "st" : "th")
+                                << " kept, the blocks between them recomputed (budget "
+                                << (int64_t)budget << " bytes)";
+    }
 
     // Recompute: each saved value just before its first backward use; copies shared.
     llvm::DenseMap<Value, Value> copies;

@@ -243,6 +243,44 @@ void foldBatchesIntoRows(func::FuncOp f) {
   }
 }
 
+/// Moves the scalars computed from arguments and constants alone (the optimizer's step count,
+/// bias corrections and step size) to the start of `f`. Built with the optimizer, after the
+/// backward pass, they held every parameter's update back until then: the fused weight-gradient
+/// reductions read by those updates waited too, and kept their inputs (batch-sized gradients)
+/// alive through the whole backward pass.
+void hoistScalarPrologue(func::FuncOp f) {
+  Block &block = f.getBody().front();
+  llvm::DenseSet<Operation *> hoisted;
+  Operation *insertAfter = nullptr;
+  for (Operation &op : llvm::make_early_inc_range(block.without_terminator())) {
+    bool scalar = llvm::all_of(op.getResults(), [](Value r) {
+      auto t = dyn_cast<RankedTensorType>(r.getType());
+      return t && t.getRank() == 0;
+    });
+    bool fromArguments = llvm::all_of(op.getOperands(), [&](Value v) {
+      Operation *d = v.getDefiningOp();
+      return !d || hoisted.count(d) || (isa<ConstantOp>(d) && d->getBlock() == &block);
+    });
+    if (!scalar || !fromArguments || op.getNumRegions() || !isMemoryEffectFree(&op))
+      continue;
+    for (Value v : op.getOperands())
+      if (Operation *d = v.getDefiningOp(); d && !hoisted.count(d)) { // a constant: before it
+        if (insertAfter)
+          d->moveAfter(insertAfter);
+        else
+          d->moveBefore(&block.front());
+        insertAfter = d;
+        hoisted.insert(d);
+      }
+    if (insertAfter)
+      op.moveAfter(insertAfter);
+    else
+      op.moveBefore(&block.front());
+    insertAfter = &op;
+    hoisted.insert(&op);
+  }
+}
+
 /// Whether any element of `grads` is an inf or NaN, as an i1 scalar: sum(g * 0) over every
 /// gradient is 0 when all are finite and NaN otherwise (0 * inf is NaN), exactly.
 Value anyNonFinite(CoreBuilder &b, ArrayRef<Value> grads) {
@@ -591,7 +629,9 @@ TrainingSpec buildTraining(MLIRContext &ctx, const onnx::ModelProto &model,
       result(scaleNext[i], scaleState[i]);
     results.push_back(step.loss);
     out.add(step.loss.getType(), "loss", BindingRole::Loss);
-    spec.entries.push_back(makeEntry("train_step", in, out, m.finish(results)));
+    OwningOpRef<ModuleOp> module = m.finish(results);
+    hoistScalarPrologue(mainOf(*module));
+    spec.entries.push_back(makeEntry("train_step", in, out, std::move(module)));
   }
 
   // ---- accumulate_step: State(parameters, buffers, accumulators) ----

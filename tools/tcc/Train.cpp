@@ -237,7 +237,8 @@ CompiledModel compileTrainingModel(const std::string &path, const TrainingArgs &
   if (!args.mesh.empty())
     shardTraining(spec, args, collectives);
   CompileOptions checkpointed = compile;
-  checkpointed.remat = args.remat == "auto";
+  checkpointed.remat = args.remat == "auto" || args.memoryBudget >= 0;
+  checkpointed.memoryBudget = args.memoryBudget;
   CompiledModel compiled = compileTraining(spec, checkpointed);
   if (compiled.report.distributed)
     compiled.report.distributed->collectives = collectives;

@@ -29,6 +29,7 @@ struct TrainingArgs {
   double lossScale = 65536;         // --loss-scale (fp16: the initial dynamic loss scale)
   int64_t lossScaleGrowth = 2000;   // --loss-scale-growth (good steps before it doubles)
   std::string remat = "off";        // --remat off|auto: activation checkpointing
+  int64_t memoryBudget = -1;        // --memory-budget BYTES of saved activations (-1: none)
   std::vector<std::string> trainable, freeze;
   std::string mesh;      // --mesh dp=N,tp=M: distributed training (tcc/Training/Parallelism.h)
   int zero = 0;          // --zero 1|2|3

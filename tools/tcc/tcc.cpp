@@ -211,6 +211,14 @@ void addTrainingArgs(CLI::App *cmd, TrainingCli &cli) {
           ->check(CLI::IsMember({"off", "auto"}))
           ->default_val("off"),
       "--remat");
+  add(cmd->add_option("--memory-budget", a.memoryBudget,
+                      "bytes of saved activations to fit (implies --remat auto): when "
+                      "recomputing the cheap ops is not enough, only block boundaries (a "
+                      "transformer's residual stream between blocks; every k-th one) are kept "
+                      "and each block is recomputed whole, matrix products included, before "
+                      "its backward pass")
+          ->check(CLI::NonNegativeNumber),
+      "--memory-budget");
   add(cmd->add_option("--loss-scale", a.lossScale,
                       "--precision fp16: the initial dynamic loss scale (halved on each step "
                       "with inf/NaN gradients, which is skipped)")

@@ -38,8 +38,10 @@ struct CompileOptions {
   /// everything else in f32 (-tcc-autocast; training: the builder's TrainingOptions::precision).
   std::string precision = "fp32";
   /// Training steps: activation checkpointing (-tcc-remat): the cheap ops' saved values are
-  /// recomputed in the backward pass.
+  /// recomputed in the backward pass; with `memoryBudget` >= 0 (bytes of saved activations)
+  /// that they exceed, whole blocks are recomputed from their boundaries.
   bool remat = false;
+  int64_t memoryBudget = -1;
   bool progress = false;       // a progress line on stderr while kernels compile
   std::string dumpDir;         // if set: write each IR stage and the kernel sources there
   /// Inputs whose values the import baked into the graph: recorded so the runtime can refuse

@@ -84,9 +84,14 @@ def Remat : Pass<"tcc-remat", "mlir::func::FuncOp"> {
     reads (the saved activations) are recomputed just before their first backward use, from
     values that stay saved. Cheap ops (pointwise, data movement, casts, reductions, gathers)
     are recomputed; matrix products, convolutions and attention, ops with regions and ops
-    with side effects are kept.
+    with side effects are kept. With a `budget` (bytes) those kept values exceed, only block
+    boundaries are kept (forward values everything later depends on through them alone, as a
+    transformer's residual stream between blocks; every k-th one, the densest set that fits)
+    and each block is recomputed whole, matrix products included, before its backward pass.
   }];
   let options = [
+    Option<"budget", "budget", "int64_t", /*default=*/"-1",
+           "bytes of saved activations to fit by recomputing whole blocks (-1: none)">,
     Option<"lossResult", "loss-result", "int64_t", /*default=*/"-1",
            "which result of the function is the loss (-1: the last)">,
     Option<"explain", "explain", "bool", /*default=*/"false",
