@@ -534,7 +534,7 @@ def table(rows: list[dict], t: int, p: str | None = None) -> tuple[str, float | 
         gfs = f"{row['gflop'] / (tr['median_ms'] / 1e3):.1f}" if row["gflop"] and "median_ms" in tr else "—"
         cc = tc["compile"]
         comp = "—"
-        if "cold" in cc:
+        if "cold" in cc and "warm" in cc:
             comp = f"{cc['cold'].get('compile_seconds', float('nan')):.2f} / {cc['warm'].get('compile_seconds', float('nan')):.2f}"
         kern = "—"
         if "warm" in cc:

@@ -311,12 +311,20 @@ SgemmPacked packSgemmB(SgemmIsa isa, bool transB, int64_t k, int64_t n, const fl
 
 namespace {
 
-/// C = act(beta * C) for an empty sum (k = 0).
-void emptySum(int64_t m, int64_t n, float beta, float *c, int64_t ldc,
-              const SgemmEpilogue *epilogue) {
+/// What needs no microkernel: an empty C, and an empty sum (k = 0: C = act(beta * C)); drops an
+/// epilogue that does nothing. Returns whether the product is done.
+bool doneWithoutKernels(int64_t m, int64_t n, int64_t k, float beta, float *c, int64_t ldc,
+                        const SgemmEpilogue *&epilogue) {
+  if (m <= 0 || n <= 0)
+    return true;
+  if (epilogue && !epilogue->bias && !epilogue->relu)
+    epilogue = nullptr;
+  if (k != 0)
+    return false;
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j)
       c[i * ldc + j] = applyEpilogue(beta == 0.0f ? 0.0f : beta * c[i * ldc + j], epilogue, j);
+  return true;
 }
 
 /// The threads a product is worth: below ~2 MFLOP a second thread costs more than it saves,
@@ -426,12 +434,8 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alph
            const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
            int64_t ldc, int numThreads, const SgemmPacked *packedA, const SgemmPacked *packedB,
            const SgemmEpilogue *epilogue) {
-  if (m <= 0 || n <= 0)
+  if (doneWithoutKernels(m, n, k, beta, c, ldc, epilogue))
     return;
-  if (epilogue && !epilogue->bias && !epilogue->relu)
-    epilogue = nullptr;
-  if (k == 0)
-    return emptySum(m, n, beta, c, ldc, epilogue);
   const SgemmIsa isa = sgemmIsa();
   const SgemmKernelFamily &f = family(isa);
   const int64_t MR = f.mr, NR = f.nr;
@@ -613,12 +617,8 @@ void gemm16(Half16 type, bool transA, bool transB, int64_t m, int64_t n, int64_t
             const uint16_t *a, int64_t lda, const uint16_t *b, int64_t ldb, float beta, float *c,
             int64_t ldc, int numThreads, const SgemmPacked *packedA, const SgemmPacked *packedB,
             const SgemmEpilogue *epilogue) {
-  if (m <= 0 || n <= 0)
+  if (doneWithoutKernels(m, n, k, beta, c, ldc, epilogue))
     return;
-  if (epilogue && !epilogue->bias && !epilogue->relu)
-    epilogue = nullptr;
-  if (k == 0)
-    return emptySum(m, n, beta, c, ldc, epilogue);
   const SgemmIsa isa = gemm16Isa(type);
   const int64_t units = panelK(isa, k);
   const int threads = threadsFor(m, n, k, numThreads);
