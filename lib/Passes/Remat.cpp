@@ -186,8 +186,11 @@ struct RematPass : impl::RematBase<RematPass> {
     llvm::DenseSet<Value> checkpoints;
     bool blocks = false;
     auto recomputable = [&](Operation *op) {
+      // Never: ops with regions or effects, constants, and collectives (a copy would
+      // communicate again on every rank).
       if (!op || !step.isForward(op) || op->getNumRegions() || !isMemoryEffectFree(op) ||
-          isa<ConstantOp>(op))
+          isa<ConstantOp, AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp, BroadcastOp,
+              SendOp, RecvOp>(op))
         return false;
       if (!blocks)
         return isCheap(op);
@@ -243,8 +246,7 @@ struct RematPass : impl::RematBase<RematPass> {
       for (int64_t i = (int64_t)cuts.size() - 1; blocks && i >= 0; i -= bestStride)
         checkpoints.insert(cuts[i]);
       if (explain && blocks)
-        f.emitRemark("remat: ") << cuts.size() << " block boundaries; every " << bestStride
-                                << (bestStride == 1 ? "st" : "th")
+        f.emitRemark("remat: ") << cuts.size() << " block boundaries, 1 in " << bestStride
                                 << " kept, the blocks between them recomputed (budget "
                                 << (int64_t)budget << " bytes)";
     }

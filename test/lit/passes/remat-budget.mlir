@@ -3,10 +3,10 @@
 // RUN: tcc-opt %s -tcc-remat | FileCheck %s --check-prefix=AUTO
 
 // -tcc-remat with a budget the cheap recomputations cannot meet: only block boundaries are
-// kept (here the last, a2: every 4th of the 4 boundaries of this chain) and the block before
+// kept (here the last, a2: 1 in 4 of the boundaries of this chain) and the block before
 // it is recomputed whole, its matrix product included, just before its backward pass.
 
-// REMARK: remark: remat: 4 block boundaries; every 4th kept, the blocks between them recomputed (budget 0 bytes)
+// REMARK: remark: remat: 4 block boundaries, 1 in 4 kept, the blocks between them recomputed (budget 0 bytes)
 // REMARK: remark: remat: kept for the backward pass (32 bytes)
 // REMARK: remark: remat: recomputed before its first backward use (32 bytes)
 // REMARK: remark: remat: saved activations 64 bytes -> 32 bytes
