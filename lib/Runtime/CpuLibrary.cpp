@@ -250,7 +250,8 @@ void runGemm(const GemmGeometry &g, const void *a, const void *b, void *c, int n
   // program of 0x0 matrices in 6e12 batches, whose loop ran for hours).
   if (g.m == 0 || g.n == 0)
     return;
-  if (g.dtype != TCCRT_F32 && epilogue && (epilogue->bias || epilogue->relu))
+  if (g.dtype != TCCRT_F32 && epilogue &&
+      (epilogue->bias || epilogue->rowBias || epilogue->residual || epilogue->clamp))
     throw Error("gemm: epilogues are for f32 GEMMs on the CPU, got " +
                 std::string(dtypeName(g.dtype)));
   if (g.dtype == TCCRT_F32) {
@@ -479,12 +480,52 @@ struct Im2col {
   }
 };
 
+/// The epilogue over a whole output already computed (paths that accumulate into it).
+void applyConvEpilogue(const ConvGeometry &g, const ConvEpilogue &e, float *output,
+                       int numThreads) {
+  parallelFor(numThreads, g.batch * g.outChannels, 2 * g.outSize, [&](int64_t b, int64_t end) {
+    for (int64_t plane = b; plane < end; ++plane) {
+      int64_t c = plane % g.outChannels, at = plane * g.outSize;
+      for (int64_t p = 0; p < g.outSize; ++p)
+        output[at + p] = e.apply(output[at + p], c, e.residual + at + p);
+    }
+  });
+}
+
+/// The sgemm epilogue of the output tile at channel c0, element offset `at` of the output.
+SgemmEpilogue convTileEpilogue(const ConvEpilogue *e, int64_t c0, int64_t at, int64_t ld) {
+  SgemmEpilogue t;
+  if (!e)
+    return t;
+  t.rowBias = e->bias ? e->bias + c0 : nullptr;
+  t.residual = e->residual ? e->residual + at : nullptr;
+  t.ldResidual = ld;
+  t.clamp = e->clamp;
+  t.lo = e->lo;
+  t.hi = e->hi;
+  return t;
+}
+
 } // namespace
 
 void runConv(const ConvGeometry &g, const float *input, const float *weight, float *output,
-             float *workspace, int numThreads, PackedOperand *cache, bool weightIsConstant) {
+             float *workspace, int numThreads, PackedOperand *cache, bool weightIsConstant,
+             const ConvEpilogue *epilogue) {
   if (g.outSize == 0 || g.groupOut == 0 || g.batch == 0)
     return;
+  if (epilogue && !epilogue->any())
+    epilogue = nullptr;
+  const int64_t outElements = g.batch * g.outChannels * g.outSize;
+  // A residual in the output's bytes would be overwritten by partial sums: read it first.
+  std::vector<float> residualCopy;
+  ConvEpilogue separate;
+  if (epilogue && epilogue->residual && epilogue->residual < output + outElements &&
+      output < epilogue->residual + outElements) {
+    residualCopy.assign(epilogue->residual, epilogue->residual + outElements);
+    separate = *epilogue;
+    separate.residual = residualCopy.data();
+    epilogue = &separate;
+  }
   PackedOperand local;
   if (!cache)
     cache = &local;
@@ -494,6 +535,8 @@ void runConv(const ConvGeometry &g, const float *input, const float *weight, flo
     if (fresh)
       transposedConvPackWeights(g, weight, packedWeights, numThreads);
     runTransposedConv(g, input, packedWeights.data(), output, workspace, numThreads);
+    if (epilogue) // col2im adds into the output until the end
+      applyConvEpilogue(g, *epilogue, output, numThreads);
     return;
   }
   if (g.winogradTile) {
@@ -502,15 +545,17 @@ void runConv(const ConvGeometry &g, const float *input, const float *weight, flo
       winogradTransformWeights(g, weight, transformed.data(), numThreads);
       winogradPackWeights(g, transformed.data(), packedWeights, numThreads);
     }
-    runWinograd(g, input, packedWeights.data(), output, workspace, numThreads);
+    runWinograd(g, input, packedWeights.data(), output, workspace, numThreads, epilogue);
     return;
   }
   if (g.groupIn == 1 && g.kernel.size() == 2) {
-    runDepthwise2dPhased(g, input, weight, output, numThreads); // Depthwise.h
+    runDepthwise2dPhased(g, input, weight, output, numThreads, epilogue); // Depthwise.h
     return;
   }
   if (g.rows == 0) { // no input channels: an empty sum
-    std::memset(output, 0, sizeof(float) * (size_t)(g.batch * g.outChannels * g.outSize));
+    std::memset(output, 0, sizeof(float) * (size_t)outElements);
+    if (epilogue)
+      applyConvEpilogue(g, *epilogue, output, numThreads);
     return;
   }
   // The weights of each group are sgemm's A operand (groupOut x rows), packed once.
@@ -521,13 +566,20 @@ void runConv(const ConvGeometry &g, const float *input, const float *weight, flo
                                          numThreads));
   const SgemmPacked *packed = packedWeights.data();
   int64_t m = g.groupOut, k = g.rows, ldc = g.outSize;
+  // The epilogue of the tile at column j0 of (image n, group grp).
+  auto tileEpilogue = [&](int64_t n, int64_t grp, int64_t j0) {
+    int64_t c0 = grp * g.groupOut;
+    return convTileEpilogue(epilogue, c0, (n * g.outChannels + c0) * g.outSize + j0, ldc);
+  };
   if (g.pointwise) {
     for (int64_t n = 0; n < g.batch; ++n)
-      for (int64_t grp = 0; grp < g.groups; ++grp)
+      for (int64_t grp = 0; grp < g.groups; ++grp) {
+        SgemmEpilogue tile = tileEpilogue(n, grp, 0);
         sgemm(false, false, m, g.outSize, k, 1.0f, nullptr, k,
               input + (n * g.inChannels + grp * g.groupIn) * g.inSize, g.outSize, 0.0f,
               output + (n * g.outChannels + grp * g.groupOut) * g.outSize, ldc, numThreads,
-              &packed[grp]);
+              &packed[grp], nullptr, &tile);
+      }
     return;
   }
   Im2col im2col(g);
@@ -560,9 +612,10 @@ void runConv(const ConvGeometry &g, const float *input, const float *weight, flo
       int64_t j1 = std::min(g.outSize, j0 + tile), width = j1 - j0;
       const float *in = input + (n * g.inChannels + grp * g.groupIn) * g.inSize;
       im2col.fill(in, col, 0, g.rows, j0, j1);
+      SgemmEpilogue tileEp = tileEpilogue(n, grp, j0);
       sgemm(false, false, m, width, k, 1.0f, nullptr, k, col, width, 0.0f,
             output + (n * g.outChannels + grp * g.groupOut) * g.outSize + j0, ldc, 1,
-            &packed[grp]);
+            &packed[grp], nullptr, &tileEp);
     });
     return;
   }
@@ -573,8 +626,9 @@ void runConv(const ConvGeometry &g, const float *input, const float *weight, flo
       for (int64_t j0 = 0; j0 < g.outSize; j0 += g.columnTile) {
         int64_t j1 = std::min(g.outSize, j0 + g.columnTile), width = j1 - j0;
         im2col.fill(in, workspace, 0, g.rows, j0, j1);
+        SgemmEpilogue tileEp = tileEpilogue(n, grp, j0);
         sgemm(false, false, m, width, k, 1.0f, nullptr, k, workspace, width, 0.0f, out + j0,
-              ldc, 1, &packed[grp]);
+              ldc, 1, &packed[grp], nullptr, &tileEp);
       }
     }
 }

@@ -76,6 +76,31 @@ struct ConvGeometry {
   tccrt_dtype dtype = TCCRT_F32; // f32, or f16/bf16 (runConv16)
 };
 
+/// What a convolution applies to each output element (image n, channel c, position p) as it
+/// writes it, in this order (tk.conv's epilogue): + bias[c], + residual[(n, c, p)] (a tensor of
+/// the output's shape, e.g. a residual connection), then, when clamp, max(x, lo) and
+/// min(x, hi) (ReLU: 0, +inf; ReLU6: 0, 6); NaN stays NaN. f32 convolutions only.
+struct ConvEpilogue {
+  const float *bias = nullptr;
+  const float *residual = nullptr;
+  bool clamp = false;
+  float lo = 0.0f, hi = 0.0f;
+
+  bool any() const { return bias || residual || clamp; }
+  /// The epilogue on one element of channel c whose residual is residualAt[0] (when any).
+  float apply(float x, int64_t c, const float *residualAt) const {
+    if (bias)
+      x += bias[c];
+    if (residual)
+      x += *residualAt;
+    if (clamp) { // as maxps/minps (the sgemm's tiles): NaN stays NaN
+      x = lo > x ? lo : x;
+      x = hi < x ? hi : x;
+    }
+    return x;
+  }
+};
+
 /// Checks tk.conv's rules (f32, f16 or bf16: `dtype`; same rank >= 3, one stride/pad/dilation per spatial dim,
 /// strides and dilations >= 1, kernel dims >= 1, channels agree with groups, the output shape
 /// is what tcc.conv infers; negative pads allowed). `lhsDilation` empty: 1 in every dim.
@@ -94,9 +119,12 @@ ConvGeometry makeConvGeometry(const Shape &input, const Shape &weight, const Sha
 /// (Depthwise.h). One thread: im2col tiles + sgemm. More: each thread takes whole (image, group, column tile)
 /// items, im2col + a single-threaded sgemm on its own workspace. Pointwise convs are one
 /// threaded sgemm.
+/// `epilogue` (null: none) is applied as each path writes its output: in the sgemm's tiles
+/// (im2col, 1x1), in the Winograd output transform and the depthwise row copy; after col2im
+/// (transposed). Its residual may overlap the output (it is then read first).
 void runConv(const ConvGeometry &g, const float *input, const float *weight, float *output,
              float *workspace, int numThreads, PackedOperand *cache = nullptr,
-             bool weightIsConstant = false);
+             bool weightIsConstant = false, const ConvEpilogue *epilogue = nullptr);
 /// runConv for f16/bf16 tensors (g.dtype; f32 sums, the output rounded once): im2col and
 /// pointwise convolutions are 16-bit GEMMs (gemm16: AVX512-BF16 for bf16 where the CPU has it),
 /// their weights packed once as runConv's; transposed and depthwise ones are widened to f32

@@ -56,6 +56,33 @@ copyRowsBody(float *__restrict out, const float *__restrict flat, int64_t rows, 
 }
 TCC_ISA_CLONES(copyRows, copyRowsBody)
 
+/// copyRows with the epilogue of one channel (ConvEpilogue::apply, vectorised): + *bias (null:
+/// none), + residual (its rows at out's positions; null: none), then the clamp to [lo, hi].
+TCC_ISA_BODY void
+copyRowsEpilogueBody(float *__restrict out, const float *__restrict flat, int64_t rows,
+                     int64_t ow, int64_t v, const float *bias, const float *__restrict residual,
+                     bool clamp, float lo, float hi) {
+  const float b = bias ? *bias : 0.0f;
+  for (int64_t r = 0; r < rows; ++r) {
+    float *o = out + r * ow;
+    const float *f = flat + r * v, *res = residual ? residual + r * ow : nullptr;
+#pragma GCC ivdep
+    for (int64_t i = 0; i < ow; ++i) {
+      float x = f[i];
+      if (bias)
+        x += b;
+      if (res)
+        x += res[i];
+      if (clamp) {
+        x = lo > x ? lo : x;
+        x = hi < x ? hi : x;
+      }
+      o[i] = x;
+    }
+  }
+}
+TCC_ISA_CLONES(copyRowsEpilogue, copyRowsEpilogueBody)
+
 /// Phase rows of one phase: padded input rows a, a + sh, ...; columns [c0, c1) of each are in
 /// bounds and read input column c * sw + colShift.
 struct Phase {
@@ -91,7 +118,7 @@ int64_t ceilDiv(int64_t a, int64_t b) { return -floorDiv(-a, b); }
 } // namespace
 
 void runDepthwise2dPhased(const ConvGeometry &g, const float *input, const float *weight,
-                          float *output, int numThreads) {
+                          float *output, int numThreads, const ConvEpilogue *epilogue) {
   const int64_t ih = g.inSpatial[0], iw = g.inSpatial[1], kh = g.kernel[0], kw = g.kernel[1];
   const int64_t oh = g.outSpatial[0], ow = g.outSpatial[1], sh = g.strides[0], sw = g.strides[1];
   const int64_t dh = g.dilations[0], dw = g.dilations[1], ph = g.padLow[0], pw = g.padLow[1];
@@ -159,7 +186,13 @@ void runDepthwise2dPhased(const ConvGeometry &g, const float *input, const float
           for (int64_t t = 0; t < taps; ++t)
             oneTap(tmp, n, ptr[t] + at, w[t], t > 0);
         }
-        copyRows(output + item * g.outSize + r0 * ow, tmp, rows, ow, v);
+        float *out = output + item * g.outSize + r0 * ow;
+        if (!epilogue)
+          copyRows(out, tmp, rows, ow, v);
+        else
+          copyRowsEpilogue(out, tmp, rows, ow, v, epilogue->bias ? epilogue->bias + oc : nullptr,
+                           epilogue->residual ? epilogue->residual + (out - output) : nullptr,
+                           epilogue->clamp, epilogue->lo, epilogue->hi);
       }
     }
   });

@@ -17,7 +17,8 @@
 namespace tcc::rt {
 
 /// g: a 2-D convolution with groupIn == 1 (checked by the caller).
+/// `epilogue` (null: none) is applied as each block of output rows is copied out.
 void runDepthwise2dPhased(const ConvGeometry &g, const float *input, const float *weight,
-                          float *output, int numThreads);
+                          float *output, int numThreads, const ConvEpilogue *epilogue = nullptr);
 
 } // namespace tcc::rt

@@ -6,6 +6,7 @@
 #include "HostMemory.h"
 #include "Program.h"
 
+#include <cmath>
 #include <chrono>
 #include <cstring>
 
@@ -100,7 +101,9 @@ void Program::describeSteps() {
       name = "conv " + std::to_string(g.batch) + "x" + std::to_string(g.inChannels) + "x" +
              dims(g.inSpatial) + " -> " + std::to_string(g.outChannels) + "x" +
              dims(g.outSpatial) + ", kernel " + dims(g.kernel) +
-             (g.groups > 1 ? ", groups " + std::to_string(g.groups) : "") + " (" + path + ")";
+             (g.groups > 1 ? ", groups " + std::to_string(g.groups) : "") + " (" + path + ")" +
+             (s->hasBias ? " +bias" : "") + (s->hasResidual ? " +residual" : "") +
+             (s->clamp ? " +clamp" : "");
     } else if (auto *s = std::get_if<TopKStep>(&step)) {
       kind = "topk";
       name = "topk " + std::to_string(s->geometry.k) + " of " + std::to_string(s->geometry.size);
@@ -177,19 +180,33 @@ void Program::run(const void *const *inputs, void *const *outputs) {
         args_[i] = addresses_[s->args[i]];
       kernels_[s->kernel](args_.data(), threads);
     } else if (auto *s = std::get_if<GemmStep>(&step)) {
-      SgemmEpilogue epilogue{s->hasBias ? static_cast<const float *>(addresses_[s->bias]) : nullptr,
-                             s->activation == GemmActivation::Relu};
+      SgemmEpilogue epilogue;
+      if (s->hasBias)
+        epilogue.bias = static_cast<const float *>(addresses_[s->bias]);
+      if (s->activation == GemmActivation::Relu) {
+        epilogue.clamp = true;
+        epilogue.lo = 0.0f;
+        epilogue.hi = INFINITY;
+      }
       runGemm(s->geometry, addresses_[s->a], addresses_[s->b], addresses_[s->c], threads,
               s->packedA.get(), buffers_[s->a].kind == BufferKind::Constant, s->packedB.get(),
               buffers_[s->b].kind == BufferKind::Constant, &epilogue);
     } else if (auto *s = std::get_if<ConvStep>(&step)) {
       bool constantWeight = buffers_[s->weight].kind == BufferKind::Constant;
-      if (s->geometry.dtype == TCCRT_F32)
+      if (s->geometry.dtype == TCCRT_F32) {
+        ConvEpilogue epilogue;
+        if (s->hasBias)
+          epilogue.bias = static_cast<const float *>(addresses_[s->bias]);
+        if (s->hasResidual)
+          epilogue.residual = static_cast<const float *>(addresses_[s->residual]);
+        epilogue.clamp = s->clamp;
+        epilogue.lo = s->clampMin;
+        epilogue.hi = s->clampMax;
         runConv(s->geometry, static_cast<const float *>(addresses_[s->input]),
                 static_cast<const float *>(addresses_[s->weight]),
                 static_cast<float *>(addresses_[s->output]), static_cast<float *>(workspace_),
-                threads, &s->weightCache, constantWeight);
-      else
+                threads, &s->weightCache, constantWeight, &epilogue);
+      } else
         runConv16(s->geometry, static_cast<const uint16_t *>(addresses_[s->input]),
                   static_cast<const uint16_t *>(addresses_[s->weight]),
                   static_cast<uint16_t *>(addresses_[s->output]), workspace_, threads,

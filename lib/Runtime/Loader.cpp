@@ -562,17 +562,48 @@ void Program::decode(const fb::Program *program, const uint8_t *base) {
           throw Error(what + ": operands must all be f32, all f16 or all bf16, got " +
                       shapeString(x.dtype, x.shape) + ", " + shapeString(w.dtype, w.shape) +
                       ", " + shapeString(y.dtype, y.shape));
+        ConvStep step{s->input(), s->weight(), s->output(), {}};
         try {
-          ConvStep step{s->input(), s->weight(), s->output(),
-                        makeConvGeometry(x.shape, w.shape, y.shape, readAttr(s->strides()),
-                                         readAttr(s->pad_low()), readAttr(s->pad_high()),
-                                         readAttr(s->dilations()), s->groups(),
-                                         readAttr(s->lhs_dilation()), y.dtype)};
-          p->workspaceBytes_ = std::max(p->workspaceBytes_, step.geometry.workspaceBytes);
-          p->steps_.push_back(std::move(step));
+          step.geometry = makeConvGeometry(x.shape, w.shape, y.shape, readAttr(s->strides()),
+                                           readAttr(s->pad_low()), readAttr(s->pad_high()),
+                                           readAttr(s->dilations()), s->groups(),
+                                           readAttr(s->lhs_dilation()), y.dtype);
         } catch (const Error &e) {
           throw Error(what + ": " + e.what());
         }
+        step.hasBias = s->has_bias();
+        step.hasResidual = s->has_residual();
+        step.clamp = s->clamp();
+        if ((step.hasBias || step.hasResidual || step.clamp) && y.dtype != TCCRT_F32)
+          throw Error(what + " has an epilogue on " + dtypeName(y.dtype) +
+                      ": convolution epilogues are for f32 convolutions");
+        if (step.hasBias) {
+          step.bias = s->bias();
+          const BufferDesc &bias = buffer(step.bias, what + "'s bias");
+          Shape want{y.shape[1]};
+          if (bias.dtype != y.dtype || bias.shape != want)
+            throw Error(what + ": its bias (buffer " + std::to_string(step.bias) + ", " +
+                        shapeString(bias.dtype, bias.shape) + ") must be " +
+                        shapeString(y.dtype, want) + ", one value per output channel");
+        }
+        if (step.hasResidual) {
+          step.residual = s->residual();
+          const BufferDesc &r = buffer(step.residual, what + "'s residual");
+          if (r.dtype != y.dtype || r.shape != y.shape)
+            throw Error(what + ": its residual (buffer " + std::to_string(step.residual) + ", " +
+                        shapeString(r.dtype, r.shape) + ") must have the output's type " +
+                        shapeString(y.dtype, y.shape));
+        }
+        if (step.clamp) {
+          double lo = s->clamp_min(), hi = s->clamp_max();
+          if (!(lo <= hi)) // NaN bounds fail too
+            throw Error(what + ": its clamp bounds [" + std::to_string(lo) + ", " +
+                        std::to_string(hi) + "] are not an interval");
+          step.clampMin = (float)lo;
+          step.clampMax = (float)hi;
+        }
+        p->workspaceBytes_ = std::max(p->workspaceBytes_, step.geometry.workspaceBytes);
+        p->steps_.push_back(std::move(step));
         break;
       }
       case fb::Step_TopK: {

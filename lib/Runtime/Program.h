@@ -93,6 +93,11 @@ struct GemmStep {
 struct ConvStep {
   uint32_t input, weight, output;
   ConvGeometry geometry;
+  // Epilogue (f32): bias [C_out] when hasBias, residual (the output's shape) when hasResidual,
+  // then the clamp (CpuLibrary.h, ConvEpilogue).
+  bool hasBias = false, hasResidual = false, clamp = false;
+  uint32_t bias = 0, residual = 0;
+  float clampMin = 0.0f, clampMax = 0.0f;
   mutable PackedOperand weightCache; // packed (Winograd: transformed) weights, reused across runs
 };
 struct TopKStep {

@@ -18,12 +18,20 @@ namespace {
 
 constexpr int kGenericMR = 4, kGenericNR = 16;
 
-/// The epilogue on one element of C, in the microkernels' order: bias, then ReLU (NaN stays).
-float applyEpilogue(float r, const SgemmEpilogue *epilogue, int64_t column) {
-  if (epilogue && epilogue->bias)
+/// The epilogue on element (row, column) of C, in the microkernels' order (SgemmEpilogue).
+float applyEpilogue(float r, const SgemmEpilogue *epilogue, int64_t row, int64_t column) {
+  if (!epilogue)
+    return r;
+  if (epilogue->bias)
     r += epilogue->bias[column];
-  if (epilogue && epilogue->relu)
-    r = r < 0.0f ? 0.0f : r;
+  if (epilogue->rowBias)
+    r += epilogue->rowBias[row];
+  if (epilogue->residual)
+    r += epilogue->residual[row * epilogue->ldResidual + column];
+  if (epilogue->clamp) { // as maxps/minps: NaN stays NaN
+    r = epilogue->lo > r ? epilogue->lo : r;
+    r = epilogue->hi < r ? epilogue->hi : r;
+  }
   return r;
 }
 
@@ -43,7 +51,7 @@ void genericKernel(int64_t k, const float *a, const float *b, int64_t ldb, float
     float *row = c + i * ldc;
     for (int64_t j = 0; j < cols; ++j)
       row[j] = applyEpilogue(alpha * acc[i][j] + (beta != 0.0f ? beta * row[j] : 0.0f),
-                             epilogue, j);
+                             epilogue, i, j);
   }
 }
 
@@ -317,13 +325,15 @@ bool doneWithoutKernels(int64_t m, int64_t n, int64_t k, float beta, float *c, i
                         const SgemmEpilogue *&epilogue) {
   if (m <= 0 || n <= 0)
     return true;
-  if (epilogue && !epilogue->bias && !epilogue->relu)
+  if (epilogue && !epilogue->bias && !epilogue->rowBias && !epilogue->residual &&
+      !epilogue->clamp)
     epilogue = nullptr;
   if (k != 0)
     return false;
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j)
-      c[i * ldc + j] = applyEpilogue(beta == 0.0f ? 0.0f : beta * c[i * ldc + j], epilogue, j);
+      c[i * ldc + j] =
+          applyEpilogue(beta == 0.0f ? 0.0f : beta * c[i * ldc + j], epilogue, i, j);
   return true;
 }
 
@@ -387,12 +397,18 @@ void runTiles(const SgemmKernelFamily &f, int64_t m, int64_t n, int64_t k, float
       int64_t kc = std::min(kKC, k - k0);
       float blockBeta = k0 == 0 ? beta : 1.0f;
       bool last = k0 + kc == k;
-      // The last k block stores C for good: it applies the epilogue, its bias from column j.
+      // The last k block stores C for good: it applies the epilogue from row i, column j.
       SgemmEpilogue tile;
-      auto tileEpilogue = [&](int64_t j) -> const SgemmEpilogue * {
+      auto tileEpilogue = [&](int64_t i, int64_t j) -> const SgemmEpilogue * {
         if (!last || !epilogue)
           return nullptr;
-        tile = {epilogue->bias ? epilogue->bias + j : nullptr, epilogue->relu};
+        tile = *epilogue;
+        if (tile.bias)
+          tile.bias += j;
+        if (tile.rowBias)
+          tile.rowBias += i;
+        if (tile.residual)
+          tile.residual += i * tile.ldResidual + j;
         return &tile;
       };
       for (int64_t ip = ip0; ip < ip1; ++ip) {
@@ -403,7 +419,7 @@ void runTiles(const SgemmKernelFamily &f, int64_t m, int64_t n, int64_t k, float
           for (int64_t j = j0; j < j1; j += 4 * NR) {
             int64_t cols = std::min(4 * NR, j1 - j), panels = (cols + NR - 1) / NR;
             f.rowPanels[panels - 1](kc, aPanel, b.packed->at(k0, j), panelStride,
-                                    c + i0 * ldc + j, cols, alpha, blockBeta, tileEpilogue(j));
+                                    c + i0 * ldc + j, cols, alpha, blockBeta, tileEpilogue(i0, j));
           }
           continue;
         }
@@ -413,7 +429,7 @@ void runTiles(const SgemmKernelFamily &f, int64_t m, int64_t n, int64_t k, float
           SgemmMicroKernel kernel =
               cols <= f.narrowCols ? f.narrow[rows - 1] : f.byRows[rows - 1];
           kernel(kc, aPanel, bp, stride, c + i0 * ldc + j, ldc, cols, alpha, blockBeta,
-                 tileEpilogue(j));
+                 tileEpilogue(i0, j));
         }
       }
     }

@@ -24,6 +24,7 @@ struct Avx512Vec {
   static __m512 mul(__m512 a, __m512 b) { return _mm512_mul_ps(a, b); }
   // The maskz form: GCC 12's plain _mm512_max_ps warns of its own undefined source operand.
   static __m512 max(__m512 a, __m512 b) { return _mm512_maskz_max_ps(0xFFFF, a, b); }
+  static __m512 min(__m512 a, __m512 b) { return _mm512_maskz_min_ps(0xFFFF, a, b); }
   static void prefetch(const float *p) { _mm_prefetch((const char *)p, _MM_HINT_T0); }
   /// Lanes [0, n) on.
   static __mmask16 mask(int64_t n) {

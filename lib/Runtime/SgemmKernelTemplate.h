@@ -67,11 +67,14 @@ void kernel(int64_t k, const float *a, const float *b, int64_t ldb, float *c, in
       for (int w = 0; w < W; ++w)
         acc[0][i][w] = Vec::add(acc[0][i][w], acc[s][i][w]);
   V va = Vec::set1(alpha), vb = Vec::set1(beta);
+  const bool hasBias = epilogue && epilogue->bias, hasRowBias = epilogue && epilogue->rowBias,
+             hasResidual = epilogue && epilogue->residual, clamp = epilogue && epilogue->clamp;
+  const V lo = clamp ? Vec::set1(epilogue->lo) : Vec::zero();
+  const V hi = clamp ? Vec::set1(epilogue->hi) : Vec::zero();
 #pragma GCC unroll 2
   for (int w = 0; w < W; ++w) {
     int64_t wc = cols - w * L; // columns of this vector (may be <= 0 or >= L)
     auto mask = Vec::mask(wc);
-    const bool hasBias = epilogue && epilogue->bias, relu = epilogue && epilogue->relu;
     V bias = hasBias ? Vec::maskedLoad(epilogue->bias + w * L, mask) : Vec::zero();
 #pragma GCC unroll 16
     for (int i = 0; i < M; ++i) {
@@ -81,8 +84,12 @@ void kernel(int64_t k, const float *a, const float *b, int64_t ldb, float *c, in
         r = Vec::fma(vb, Vec::maskedLoad(at, mask), r);
       if (hasBias)
         r = Vec::add(r, bias);
-      if (relu) // maxps returns its second operand when one is NaN: NaN stays NaN
-        r = Vec::max(Vec::zero(), r);
+      if (hasRowBias)
+        r = Vec::add(r, Vec::broadcast(epilogue->rowBias + i));
+      if (hasResidual)
+        r = Vec::add(r, Vec::maskedLoad(epilogue->residual + i * epilogue->ldResidual + w * L, mask));
+      if (clamp) // maxps/minps return their second operand when one is NaN: NaN stays NaN
+        r = Vec::min(hi, Vec::max(lo, r));
       Vec::maskedStore(at, mask, r);
     }
   }
@@ -136,8 +143,12 @@ void rowKernel(int64_t k, const float *a, const float *b, int64_t panelStride, f
         r = Vec::fma(vb, Vec::maskedLoad(at, mask), r);
       if (epilogue && epilogue->bias)
         r = Vec::add(r, Vec::maskedLoad(epilogue->bias + q * NR + w * L, mask));
-      if (epilogue && epilogue->relu)
-        r = Vec::max(Vec::zero(), r);
+      if (epilogue && epilogue->rowBias)
+        r = Vec::add(r, Vec::broadcast(epilogue->rowBias));
+      if (epilogue && epilogue->residual)
+        r = Vec::add(r, Vec::maskedLoad(epilogue->residual + q * NR + w * L, mask));
+      if (epilogue && epilogue->clamp)
+        r = Vec::min(Vec::set1(epilogue->hi), Vec::max(Vec::set1(epilogue->lo), r));
       Vec::maskedStore(at, mask, r);
     }
 }

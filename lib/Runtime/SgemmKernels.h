@@ -9,11 +9,19 @@
 
 namespace tcc::rt {
 
-/// What is applied to each element of C as its tile is stored for the last time, after alpha
-/// and beta: + bias[j] (one value per column of C; null: none), then max(x, 0) when relu.
+/// What is applied to each element (i, j) of C as its tile is stored for the last time, after
+/// alpha and beta, in this order: + bias[j] (one value per column; null: none), + rowBias[i]
+/// (one value per row: a convolution's per-channel bias), + residual[i * ldResidual + j] (a
+/// tensor of C's shape, e.g. a residual connection; it must not overlap C), then, when clamp,
+/// max(x, lo) and min(x, hi) (ReLU: lo = 0, hi = +inf; ReLU6: 0, 6). A NaN stays NaN. In a
+/// microkernel's call the pointers are at the tile's first column, row and element.
 struct SgemmEpilogue {
   const float *bias = nullptr;
-  bool relu = false;
+  const float *rowBias = nullptr;
+  const float *residual = nullptr;
+  int64_t ldResidual = 0;
+  bool clamp = false;
+  float lo = 0.0f, hi = 0.0f;
 };
 
 /// The microkernel interface (one per family and row count 1..MR): C[0:rows, 0:cols] =

@@ -181,9 +181,10 @@ struct Workspace {
 /// One item: image plane `in` (groupIn channels), tiles [t0, t0 + nb), into `out` (groupOut
 /// channels), on `worker`'s workspace. threads > 1 (an item alone: a single small image) splits
 /// its transforms by channel over the threads, each with its own scratch, and its GEMMs.
+/// `epilogue` (null: none) is the item's: its bias and residual start at out's first channel.
 void winogradItem(const ConvGeometry &g, const Tiles &t, const float *in, const SgemmPacked *u,
                   float *out, int64_t t0, int64_t nb, const Workspace &workspace, int64_t worker,
-                  int threads) {
+                  int threads, const ConvEpilogue *epilogue) {
   int64_t m = t.m, alpha = t.alpha, a2 = t.a2, gi = g.groupIn, go = g.groupOut;
   int64_t ih = g.inSpatial[0], iw = g.inSpatial[1], oh = g.outSpatial[0], ow = g.outSpatial[1];
   int64_t ph = g.padLow[0], pw = g.padLow[1];
@@ -271,13 +272,18 @@ void winogradItem(const ConvGeometry &g, const Tiles &t, const float *in, const 
       for (int64_t r = 0; r < m; ++r)
         outRows(tmp + r * alpha * nb, nb, d + r * m * nb, nb, nb);
       float *plane = out + o * g.outSize;
+      const float *residual = epilogue && epilogue->residual
+                                  ? epilogue->residual + o * g.outSize : nullptr;
       for (int64_t k = 0; k < nb; ++k) {
         int64_t tile = t0 + k, ty = tile / t.tilesX, tx = tile % t.tilesX;
         int64_t y0 = ty * m, x0 = tx * m;
         int64_t rowsHere = std::min(m, oh - y0), colsHere = std::min(m, ow - x0);
         for (int64_t r = 0; r < rowsHere; ++r)
-          for (int64_t s = 0; s < colsHere; ++s)
-            plane[(y0 + r) * ow + x0 + s] = d[(r * m + s) * nb + k];
+          for (int64_t s = 0; s < colsHere; ++s) {
+            int64_t at = (y0 + r) * ow + x0 + s;
+            float y = d[(r * m + s) * nb + k];
+            plane[at] = epilogue ? epilogue->apply(y, o, residual + at) : y;
+          }
       }
     }
   });
@@ -294,7 +300,7 @@ void winogradPackWeights(const ConvGeometry &g, const float *u, std::vector<Sgem
 }
 
 void runWinograd(const ConvGeometry &g, const float *input, const SgemmPacked *packed,
-                 float *output, float *workspace, int numThreads) {
+                 float *output, float *workspace, int numThreads, const ConvEpilogue *epilogue) {
   Tiles t = tilesOf(g);
   int64_t images = g.batch * g.groups;
   // Blocks of whole 16-tile units (the sgemm's narrowest panel: a GEMM over fewer tiles costs
@@ -315,10 +321,18 @@ void runWinograd(const ConvGeometry &g, const float *input, const SgemmPacked *p
     int64_t image = item / blocks, t0 = item % blocks * block;
     int64_t n = image / g.groups, grp = image % g.groups;
     int64_t nb = std::min(block, t.tiles - t0);
+    int64_t outAt = (n * g.outChannels + grp * g.groupOut) * g.outSize;
+    ConvEpilogue itemEpilogue;
+    if (epilogue) { // rebased to the item's first channel
+      itemEpilogue = *epilogue;
+      if (itemEpilogue.bias)
+        itemEpilogue.bias += grp * g.groupOut;
+      if (itemEpilogue.residual)
+        itemEpilogue.residual += outAt;
+    }
     winogradItem(g, t, input + (n * g.inChannels + grp * g.groupIn) * g.inSize,
-                 packed + grp * t.a2,
-                 output + (n * g.outChannels + grp * g.groupOut) * g.outSize, t0, nb, ws, worker,
-                 itemThreads);
+                 packed + grp * t.a2, output + outAt, t0, nb, ws, worker, itemThreads,
+                 epilogue ? &itemEpilogue : nullptr);
   });
 }
 

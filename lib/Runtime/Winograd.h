@@ -24,8 +24,9 @@ void winogradTransformWeights(const ConvGeometry &g, const float *weight, float 
 void winogradPackWeights(const ConvGeometry &g, const float *u, std::vector<SgemmPacked> &packed,
                          int numThreads);
 /// The convolution with packed transformed weights (winogradPackWeights); workspace:
-/// numThreads x g.workspaceBytes.
+/// numThreads x g.workspaceBytes. `epilogue` (null: none) is applied by the output transform.
 void runWinograd(const ConvGeometry &g, const float *input, const SgemmPacked *packed,
-                 float *output, float *workspace, int numThreads);
+                 float *output, float *workspace, int numThreads,
+                 const ConvEpilogue *epilogue = nullptr);
 
 } // namespace tcc::rt

@@ -80,10 +80,13 @@ public:
     // CUDA kernel launches (empty on the CPU).
     std::vector<uint32_t> grid, block;
     uint32_t sharedBytes = 0;
-    // Gemm epilogue.
+    // Gemm and conv epilogues.
     bool hasBias = false;
     uint32_t bias = 0;
     fb::GemmActivation activation = fb::GemmActivation_None;
+    bool hasResidual = false, clamp = false;
+    uint32_t residual = 0;
+    double clampMin = 0, clampMax = 0;
     // Collective.
     fb::CollectiveKind collective = fb::CollectiveKind_AllReduce;
     fb::CollectiveReduction reduction = fb::CollectiveReduction_Sum;
@@ -199,6 +202,18 @@ public:
     s.groups = groups;
     steps.push_back(s);
   }
+  /// Gives the last step (a conv) an epilogue: bias and residual buffers (kNone: none), and a
+  /// clamp to [lo, hi] when clamp.
+  void convEpilogue(uint32_t bias, uint32_t residual, bool clamp, double lo = 0, double hi = 0) {
+    Step &s = steps.back();
+    s.hasBias = bias != kNone;
+    s.bias = s.hasBias ? bias : 0;
+    s.hasResidual = residual != kNone;
+    s.residual = s.hasResidual ? residual : 0;
+    s.clamp = clamp;
+    s.clampMin = lo;
+    s.clampMax = hi;
+  }
   void topk(uint32_t x, uint32_t values, uint32_t indices, int64_t dim, bool largest) {
     Step s{fb::Step_TopK, {x, values, indices}};
     s.dim = dim;
@@ -308,7 +323,9 @@ public:
       case fb::Step_Conv:
         step = fb::CreateConvDirect(b, s.ops[0], s.ops[1], s.ops[2], &s.strides, &s.padLow,
                                     &s.padHigh, &s.dilations, s.groups,
-                                    s.lhsDilation.empty() ? nullptr : &s.lhsDilation)
+                                    s.lhsDilation.empty() ? nullptr : &s.lhsDilation,
+                                    s.hasBias, s.bias, s.hasResidual, s.residual, s.clamp,
+                                    s.clampMin, s.clampMax)
                    .Union();
         break;
       case fb::Step_TopK:

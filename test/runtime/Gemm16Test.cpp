@@ -167,7 +167,10 @@ TEST(Gemm16, BiasReluAndBetaZeroNeverReadsC) {
       std::vector<float> bias(150);
       for (float &x : bias)
         x = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng);
-      SgemmEpilogue epilogue{bias.data(), true};
+      SgemmEpilogue epilogue;
+      epilogue.bias = bias.data();
+      epilogue.clamp = true; // ReLU
+      epilogue.hi = INFINITY;
       SCOPED_TRACE(p.name());
       p.check(p.run(2, nullptr, nullptr, &epilogue), "bias + relu", bias.data(), true);
     }

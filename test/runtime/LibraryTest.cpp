@@ -294,19 +294,53 @@ bool takesWinograd(const ConvCase &c) {
              .winogradTile != 0;
 }
 
+/// A conv step's epilogue in a test: a constant bias, a residual input, a clamp.
+struct ConvEpilogueCase {
+  bool bias = false, residual = false, clamp = false;
+  float lo = 0, hi = 0;
+};
+
+/// The epilogue on the reference output (ConvEpilogue's order).
+void applyReference(const ConvEpilogueCase &e, const Shape &ys, const std::vector<float> &bias,
+                    const std::vector<float> &residual, std::vector<float> &y) {
+  int64_t channels = ys[1], plane = numElements(ys) / std::max<int64_t>(1, ys[0] * ys[1]);
+  for (size_t i = 0; i < y.size(); ++i) {
+    float v = y[i];
+    if (e.bias)
+      v += bias[(size_t)((int64_t)i / plane % channels)];
+    if (e.residual)
+      v += residual[i];
+    if (e.clamp)
+      v = std::min(std::max(v, e.lo), e.hi);
+    y[i] = v;
+  }
+}
+
 /// weightIsInput: the weight is a program input (transformed on every run) rather than a
 /// constant (transformed once, cached); such programs run twice, the second time with other
-/// weights.
-void checkConv(const ConvCase &c, unsigned seed, int threads = 1, bool weightIsInput = false) {
+/// weights. `epilogue`: the step's (none by default).
+void checkConv(const ConvCase &c, unsigned seed, int threads = 1, bool weightIsInput = false,
+               const ConvEpilogueCase &epilogue = {}) {
   Shape ys = convOutShape(c);
   auto x = randomFloats(numElements(c.x), seed), w = randomFloats(numElements(c.w), seed + 1);
+  auto bias = randomFloats(c.w[0], seed + 3), residual = randomFloats(numElements(ys), seed + 4);
   ArtifactBuilder art;
   uint32_t bx = art.input(fb::DType_F32, c.x);
   uint32_t bw = weightIsInput ? art.input(fb::DType_F32, c.w)
                               : art.constant(fb::DType_F32, c.w, w.data());
+  uint32_t br = epilogue.residual ? art.input(fb::DType_F32, ys) : ArtifactBuilder::kNone;
+  uint32_t bb = epilogue.bias ? art.constant(fb::DType_F32, {c.w[0]}, bias.data())
+                              : ArtifactBuilder::kNone;
   uint32_t by = art.output(fb::DType_F32, ys);
   art.conv(bx, bw, by, c.strides, c.padLow, c.padHigh, c.dilations, c.groups, c.lhsDilation);
+  if (epilogue.bias || epilogue.residual || epilogue.clamp)
+    art.convEpilogue(bb, br, epilogue.clamp, epilogue.lo, epilogue.hi);
   auto artifact = art.finish();
+  auto reference = [&](const std::vector<float> &weights) {
+    std::vector<float> y = naiveConv(c, x, weights, ys);
+    applyReference(epilogue, ys, bias, residual, y);
+    return y;
+  };
   // Winograd F(4x4,3x3) is accurate to ~1e-5 of the output's magnitude (see Winograd.cpp), not
   // of each element: outputs near zero get an absolute tolerance of 1e-4 x the largest one.
   auto check = [&](const float *got, const std::vector<float> &want) {
@@ -319,16 +353,19 @@ void checkConv(const ConvCase &c, unsigned seed, int threads = 1, bool weightIsI
     }
     expectClose(got, want, 1e-4, atol, "conv");
   };
-  if (!weightIsInput) {
-    auto outputs = runArtifact(artifact, {x.data()}, threads);
-    check(outputs[0].data<float>(), naiveConv(c, x, w, ys));
+  std::vector<const void *> inputs{x.data()};
+  if (weightIsInput)
+    inputs.push_back(w.data());
+  if (epilogue.residual)
+    inputs.push_back(residual.data());
+  auto outputs = runArtifact(artifact, inputs, threads);
+  check(outputs[0].data<float>(), reference(w));
+  if (!weightIsInput)
     return;
-  }
-  auto outputs = runArtifact(artifact, {x.data(), w.data()}, threads);
-  check(outputs[0].data<float>(), naiveConv(c, x, w, ys));
   auto w2 = randomFloats(numElements(c.w), seed + 2);
-  outputs = runArtifact(artifact, {x.data(), w2.data()}, threads);
-  check(outputs[0].data<float>(), naiveConv(c, x, w2, ys));
+  inputs[1] = w2.data();
+  outputs = runArtifact(artifact, inputs, threads);
+  check(outputs[0].data<float>(), reference(w2));
 }
 
 TEST(RuntimeConv, TwoDimensional) {
@@ -436,6 +473,69 @@ TEST(RuntimeConv, Winograd) {
   EXPECT_FALSE(takesWinograd({{1, 4, 16, 16}, {8, 4, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1}));
   EXPECT_FALSE(takesWinograd({{1, 8, 32, 32}, {8, 8, 3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 1}));
   EXPECT_FALSE(takesWinograd({{1, 8, 7, 9}, {8, 8, 3, 3}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 1}));
+}
+
+TEST(RuntimeConv, EpiloguesOnEveryPath) {
+  // A per-channel bias, a residual and a clamp (ReLU, ReLU6, [-0.5, 0.5]) applied as each path
+  // writes its output: im2col (one thread and column tiles over two), 1x1, Winograd F(4x4) and
+  // F(2x2), depthwise, transposed (after col2im), grouped, 1-D and 3-D; weights constant or
+  // inputs. Each combination against the reference convolution followed by the epilogue.
+  std::vector<ConvCase> cases = {
+      {{1, 3, 11, 10}, {5, 3, 3, 2}, {2, 3}, {1, 0}, {2, 1}, {2, 1}, 1},       // im2col
+      {{1, 64, 30, 30}, {32, 64, 3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 1},    // column tiles
+      {{2, 8, 7, 7}, {16, 8, 1, 1}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 1},        // 1x1
+      {{1, 8, 5, 5}, {6, 4, 1, 1}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 2},         // 1x1 groups
+      {{2, 16, 15, 17}, {24, 16, 3, 3}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 1},    // Winograd 4
+      {{1, 64, 7, 7}, {32, 64, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1},      // Winograd 2
+      {{2, 32, 21, 14}, {48, 16, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 2},    // Winograd groups
+      {{2, 32, 28, 28}, {32, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 32},    // depthwise
+      {{1, 3, 10, 9}, {6, 1, 3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 3},        // depthwise x2
+      {{2, 6, 7, 5}, {5, 6, 4, 4}, {1, 1}, {2, 2}, {2, 2}, {1, 1}, 1, {2, 2}}, // transposed
+      {{1, 3, 17}, {5, 3, 4}, {3}, {2}, {1}, {1}, 1},                           // 1-D
+      {{1, 2, 5, 6, 7}, {3, 2, 2, 3, 2}, {1, 2, 1}, {1, 0, 1}, {0, 1, 1}, {2, 1, 1}, 1}, // 3-D
+  };
+  std::vector<ConvEpilogueCase> epilogues = {
+      {true, false, true, 0.0f, INFINITY},   // bias + ReLU
+      {true, true, true, 0.0f, 6.0f},        // bias + residual + ReLU6
+      {false, true, false},                  // residual alone
+      {true, false, true, -0.5f, 0.5f},      // bias + clamp
+  };
+  unsigned seed = 500;
+  for (const ConvCase &c : cases)
+    for (size_t e = 0; e < epilogues.size(); ++e) {
+      SCOPED_TRACE("case " + std::to_string(&c - cases.data()) + ", epilogue " +
+                   std::to_string(e));
+      checkConv(c, seed, 1 + (int)(e % 2), /*weightIsInput=*/e == 3, epilogues[e]);
+      seed += 5;
+    }
+}
+
+TEST(RuntimeConv, EpilogueResidualMayBeTheOutput) {
+  // A residual in the output's own bytes is read before the output is written, on every path.
+  std::vector<ConvCase> cases = {
+      {{1, 8, 9, 9}, {8, 8, 5, 5}, {1, 1}, {2, 2}, {2, 2}, {1, 1}, 1},     // im2col
+      {{1, 8, 9, 9}, {8, 8, 1, 1}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 1},     // 1x1
+      {{1, 8, 16, 16}, {8, 8, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1},   // Winograd
+      {{1, 8, 9, 9}, {8, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 8},     // depthwise
+  };
+  for (const ConvCase &c : cases) {
+    Shape ys = convOutShape(c);
+    ASSERT_EQ(ys, c.x);
+    auto g = tcc::rt::makeConvGeometry(c.x, c.w, ys, c.strides, c.padLow, c.padHigh,
+                                       c.dilations, c.groups);
+    auto x = randomFloats(numElements(c.x), 7), w = randomFloats(numElements(c.w), 8);
+    auto y = x; // the output starts as the residual
+    std::vector<float> want = naiveConv(c, x, w, ys);
+    for (size_t i = 0; i < want.size(); ++i)
+      want[i] += x[i];
+    void *ws = std::aligned_alloc(64, std::max<size_t>(64, (g.workspaceBytes + 63) / 64 * 64));
+    tcc::rt::ConvEpilogue e;
+    e.residual = y.data();
+    tcc::rt::runConv(g, x.data(), w.data(), y.data(), static_cast<float *>(ws), 1, nullptr,
+                     false, &e);
+    std::free(ws);
+    expectClose(y.data(), want, 1e-4, 1e-3, "conv into its residual");
+  }
 }
 
 TEST(RuntimeConv, EmptyOutputs) {

@@ -160,32 +160,85 @@ TEST(Sgemm, PackedForAnotherShapeOrFamilyIsRepacked) {
   p.check(p.run(1, &generic, &otherK), "mismatched packs");
 }
 
-TEST(Sgemm, BiasAndReluOnEveryPath) {
+TEST(Sgemm, EpiloguesOnEveryPath) {
   skipUnlessForcedFamilyRuns();
   // One row (the row kernel with B packed, the microkernel with B in place), few and many rows,
-  // k past one block, a last partial panel; bias then ReLU as the tile is stored.
+  // k past one block, a last partial panel; as the tile is stored: a column bias then ReLU
+  // (a GEMM's), or a row bias, a residual (its own row stride) and a clamp to [-0.3, 0.4] (a
+  // convolution's), or all of them.
   std::mt19937 rng(16);
-  for (int64_t m : {1, 2, 29})
-    for (bool tb : {false, true})
-      for (bool prepacked : {false, true}) {
-        Problem p(rng, false, tb, m, 150, 400, 0.5f, m == 2 ? 0.5f : 0.0f);
-        std::vector<float> bias = random(150, rng);
-        SCOPED_TRACE(p.name() + (prepacked ? " prepacked" : ""));
-        SgemmPacked pb = packSgemmB(sgemmIsa(), tb, p.k, p.n, p.b.data(), p.ldb);
-        SgemmEpilogue epilogue{bias.data(), true};
-        std::vector<float> got = p.c;
-        sgemm(false, tb, m, p.n, p.k, p.alpha, p.a.data(), p.lda, p.b.data(), p.ldb, p.beta,
-              got.data(), p.ldc, 2, nullptr, prepacked ? &pb : nullptr, &epilogue);
-        std::vector<double> want, bound;
-        p.reference(want, bound);
-        size_t bad = 0;
-        for (size_t i = 0; i < got.size(); ++i) {
-          double w = std::max(want[i] + bias[i % p.ldc], 0.0);
-          if (!(std::fabs(got[i] - w) <= bound[i]) && ++bad <= 5)
-            ADD_FAILURE() << "element " << i << " is " << got[i] << ", expected " << w;
+  enum Kind { ColumnBiasRelu, RowBiasResidualClamp, All };
+  for (Kind kind : {ColumnBiasRelu, RowBiasResidualClamp, All})
+    for (int64_t m : {1, 2, 29})
+      for (bool tb : {false, true})
+        for (bool prepacked : {false, true}) {
+          Problem p(rng, false, tb, m, 150, 400, 0.5f, m == 2 ? 0.5f : 0.0f);
+          std::vector<float> bias = random(150, rng), rowBias = random((size_t)m, rng);
+          const int64_t ldr = 157;
+          std::vector<float> residual = random((size_t)(m * ldr), rng);
+          SCOPED_TRACE(p.name() + (prepacked ? " prepacked" : "") + " kind " +
+                       std::to_string(kind));
+          SgemmPacked pb = packSgemmB(sgemmIsa(), tb, p.k, p.n, p.b.data(), p.ldb);
+          SgemmEpilogue epilogue;
+          if (kind != RowBiasResidualClamp)
+            epilogue.bias = bias.data();
+          if (kind != ColumnBiasRelu) {
+            epilogue.rowBias = rowBias.data();
+            epilogue.residual = residual.data();
+            epilogue.ldResidual = ldr;
+          }
+          epilogue.clamp = true;
+          epilogue.lo = kind == ColumnBiasRelu ? 0.0f : -0.3f;
+          epilogue.hi = kind == ColumnBiasRelu ? INFINITY : 0.4f;
+          std::vector<float> got = p.c;
+          sgemm(false, tb, m, p.n, p.k, p.alpha, p.a.data(), p.lda, p.b.data(), p.ldb, p.beta,
+                got.data(), p.ldc, 2, nullptr, prepacked ? &pb : nullptr, &epilogue);
+          std::vector<double> want, bound;
+          p.reference(want, bound);
+          size_t bad = 0;
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < p.n; ++j) {
+              size_t at = (size_t)(i * p.ldc + j);
+              double w = want[at];
+              if (epilogue.bias)
+                w += bias[j];
+              if (epilogue.rowBias)
+                w += rowBias[i] + residual[i * ldr + j];
+              w = std::min(std::max(w, (double)epilogue.lo), (double)epilogue.hi);
+              if (!(std::fabs(got[at] - w) <= bound[at] + 1e-6) && ++bad <= 5)
+                ADD_FAILURE() << "C[" << i << "][" << j << "] is " << got[at] << ", expected "
+                              << w;
+            }
+          EXPECT_EQ(bad, 0u);
         }
-        EXPECT_EQ(bad, 0u);
-      }
+}
+
+TEST(Sgemm, ClampKeepsNaN) {
+  skipUnlessForcedFamilyRuns();
+  // A NaN product stays NaN through a clamp (as max/min in generated kernels); so does one
+  // from the residual.
+  std::mt19937 rng(17);
+  for (int64_t m : {1, 5}) {
+    Problem p(rng, false, false, m, 40, 8, 1.0f, 0.0f);
+    p.a[0] = std::numeric_limits<float>::quiet_NaN(); // row 0 of the product
+    std::vector<float> residual = random((size_t)(m * p.n), rng);
+    residual.back() = std::numeric_limits<float>::quiet_NaN();
+    SgemmEpilogue epilogue;
+    epilogue.residual = residual.data();
+    epilogue.ldResidual = p.n;
+    epilogue.clamp = true;
+    epilogue.lo = 0.0f;
+    epilogue.hi = 6.0f;
+    std::vector<float> got = p.c;
+    sgemm(false, false, m, p.n, p.k, 1.0f, p.a.data(), p.lda, p.b.data(), p.ldb, 0.0f,
+          got.data(), p.ldc, 1, nullptr, nullptr, &epilogue);
+    for (int64_t j = 0; j < p.n; ++j)
+      EXPECT_TRUE(std::isnan(got[j])) << "row 0, column " << j;
+    EXPECT_TRUE(std::isnan(got[(m - 1) * p.ldc + p.n - 1]));
+    for (int64_t i = 1; i < m; ++i)
+      for (int64_t j = 0; j + 1 < p.n; ++j)
+        EXPECT_TRUE(got[i * p.ldc + j] >= 0.0f && got[i * p.ldc + j] <= 6.0f);
+  }
 }
 
 TEST(Sgemm, BetaZeroNeverReadsC) {
