@@ -28,6 +28,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 using namespace mlir;
 namespace fb = tcc::artifact;
@@ -286,8 +287,15 @@ void Writer::addStep(Operation *op) {
     flatbuffers::Offset<flatbuffers::Vector<int64_t>> lhsDil;
     if (!c.getLhsDilation().empty())
       lhsDil = longs(c.getLhsDilation());
-    auto step =
-        fb::CreateConv(fbb_, in, w, out, strides, low, high, dil, c.getGroups(), lhsDil);
+    // The epilogue (tcc/Passes/GemmEpilogue.h, ConvEpilogue): libtccrt's f32 convolutions.
+    std::optional<double> lo = c.getClampMinValue(), hi = c.getClampMaxValue();
+    uint32_t bias = c.getBias() ? bufferFor(c.getBias()) : 0;
+    uint32_t residual = c.getResidual() ? bufferFor(c.getResidual()) : 0;
+    auto step = fb::CreateConv(fbb_, in, w, out, strides, low, high, dil, c.getGroups(), lhsDil,
+                               static_cast<bool>(c.getBias()), bias,
+                               static_cast<bool>(c.getResidual()), residual, lo || hi,
+                               lo.value_or(-std::numeric_limits<double>::infinity()),
+                               hi.value_or(std::numeric_limits<double>::infinity()));
     launch = fb::CreateLaunch(fbb_, fb::Step_Conv, step.Union(), nodes);
     ++externCalls_;
   } else if (auto t = dyn_cast<tk::TopKOp>(op)) {

@@ -232,6 +232,10 @@ void lowerModule(ModuleOp module, const CompileOptions &options) {
     // Attention becomes one op; the CPU runtime runs f32 ones with its fused kernel, CUDA
     // f16/bf16 ones with a generated FlashAttention-2-style kernel, the rest go back to core
     // ops.
+    // Batch norms after convolutions fold into their weights and a bias (conv epilogues).
+    FoldConvAffineOptions foldConv;
+    foldConv.explain = options.explainFusion;
+    pm.addNestedPass<func::FuncOp>(createFoldConvAffine(foldConv));
     RecognizeAttentionOptions recognize;
     recognize.explain = options.explainFusion;
     pm.addNestedPass<func::FuncOp>(createRecognizeAttention(recognize));

@@ -5,6 +5,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace tcc::tk;
 using tcc::ReduceKind;
@@ -206,6 +208,23 @@ LogicalResult ConvOp::verify() {
   if (groups < 1 || x.getDimSize(1) != w.getDimSize(1) * groups ||
       w.getDimSize(0) % groups != 0 || y.getDimSize(1) != w.getDimSize(0))
     return emitOpError("channel counts do not agree with groups");
+  if (hasEpilogue() && !e.isF32())
+    return emitOpError("an epilogue (bias, residual, clamp) needs an f32 convolution");
+  if (Value bias = getBias()) {
+    auto t = cast<MemRefType>(bias.getType());
+    if (t.getElementType() != e || t.getShape() != ArrayRef<int64_t>{y.getDimSize(1)})
+      return emitOpError("bias must be a buffer of the output's element type and shape [")
+             << y.getDimSize(1) << "] (one value per output channel)";
+  }
+  if (Value residual = getResidual()) {
+    if (residual.getType() != getOutput().getType())
+      return emitOpError("residual must have the output's type");
+    if (residual == getOutput())
+      return emitOpError("residual must not be the output buffer");
+  }
+  std::optional<double> lo = getClampMinValue(), hi = getClampMaxValue();
+  if ((lo && std::isnan(*lo)) || (hi && std::isnan(*hi)) || (lo && hi && *lo > *hi))
+    return emitOpError("clamp bounds must be numbers with clamp_min <= clamp_max");
   return success();
 }
 

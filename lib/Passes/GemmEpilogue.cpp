@@ -55,6 +55,24 @@ std::string GemmEpilogue::describe() const {
   return s;
 }
 
+bool convEpilogueSupported(Target target, Type elementType) {
+  return target == Target::Cpu && elementType.isF32(); // libtccrt's convolutions
+}
+
+std::string ConvEpilogue::describe() const {
+  std::string s;
+  auto add = [&](const char *part) { s += (s.empty() ? "" : "+") + std::string(part); };
+  if (bias)
+    add("bias");
+  if (residual)
+    add("residual");
+  if (clampMin && !clampMax && *clampMin == 0.0)
+    add("relu");
+  else if (clampMin || clampMax)
+    add("clamp");
+  return s;
+}
+
 namespace {
 
 /// Is `v` a splat float constant within 1e-6 (relative) of `expected`?
@@ -68,9 +86,13 @@ public:
   Matcher(function_ref<bool(Operation *)> inKernel, function_ref<Value(Value)> outside)
       : inKernel_(inKernel), outside_(outside) {}
 
-  /// If `b`, added to a product of shape `shape`, is a bias vector: sets ep.bias (and
-  /// ep.biasConstant) and returns true; else says why not in ep.stop.
-  bool matchBias(Value b, ArrayRef<int64_t> shape, GemmEpilogue &ep);
+  /// If `b`, added to a result of shape `shape`, is a vector along `dim` (the same for every
+  /// other index): sets `vector` (and `constant`, the [shape[dim]] vector, when b is a constant)
+  /// and returns true; else says why not in `stop`.
+  bool matchVector(Value b, ArrayRef<int64_t> shape, int64_t dim, Value &vector,
+                   DenseElementsAttr &constant, std::string &stop);
+  /// A clamp bound: `op` is max or min of x (read by nothing else) and a splat number.
+  std::optional<double> clampBound(BinaryOp op, Value x);
   /// If `out` is the tanh GELU of `x`: adds its ops to `ops`.
   bool matchGeluTanh(Value out, Value x, llvm::SetVector<Operation *> &ops);
   /// Is every user of `v` one of `ops`?
@@ -99,7 +121,8 @@ private:
   function_ref<Value(Value)> outside_;
 };
 
-bool Matcher::matchBias(Value b, ArrayRef<int64_t> shape, GemmEpilogue &ep) {
+bool Matcher::matchVector(Value b, ArrayRef<int64_t> shape, int64_t dim, Value &vector,
+                          DenseElementsAttr &vectorConstant, std::string &stop) {
   // Follow the index remaps that broadcast the vector (the same function the kernels use).
   Index idx = spaceIndex(b.getContext(), shape);
   Value v = b;
@@ -112,54 +135,70 @@ bool Matcher::matchBias(Value b, ArrayRef<int64_t> shape, GemmEpilogue &ep) {
     idx = simplify(*sub, shape.size());
     v = op->getOperand(0);
   }
-  int64_t rank = shape.size(), n = shape.back();
+  int64_t rank = shape.size(), n = shape[dim];
   auto vectorType = RankedTensorType::get({n}, tensorType(v).getElementType());
   DenseElementsAttr constant = constantOf(v);
   if (constant && constant.isSplat()) { // the same value for every column
-    ep.bias = v;
-    ep.biasConstant = DenseElementsAttr::get(vectorType, constant.getSplatValue<Attribute>());
+    vector = v;
+    vectorConstant = DenseElementsAttr::get(vectorType, constant.getSplatValue<Attribute>());
     return true;
   }
   if (Operation *d = v.getDefiningOp(); d && inKernel_(d) && !constant) {
-    ep.stop = "the added vector is computed in the kernel (" + d->getName().getStringRef().str() +
-              "): the library takes a plain vector of the output's type";
+    stop = "the added vector is computed in the kernel (" + d->getName().getStringRef().str() +
+           "): the library takes a plain vector of the output's type";
     return false;
   }
   std::optional<SmallVector<int64_t>> dims = asProjection(idx, shape, shapeOf(v));
   if (!dims) {
-    ep.stop = "the added tensor is not read at the column alone";
+    stop = dim == rank - 1 ? "the added tensor is not read at the column alone"
+                           : "the added tensor is not read at the channel alone";
     return false;
   }
-  std::optional<int64_t> varying; // a dim other than the column's that v varies along
+  std::optional<int64_t> varying; // a dim other than `dim` that v varies along
   for (int64_t d : *dims)
-    if (d != -1 && d != rank - 1)
+    if (d != -1 && d != dim)
       varying = d;
   if (!varying) {
     if (tensorType(v).getNumElements() != n) { // one value for every column, not a constant
-      ep.stop = "the added value is one scalar, not a vector of one value per column";
+      stop = "the added value is one scalar, not a vector";
       return false;
     }
-    ep.bias = v; // a projection onto the column dim alone: its N elements in order
+    vector = v; // a projection onto `dim` alone: its N elements in order
     return true;
   }
   // A constant with the column as its last dim whose rows all hold the same vector (what
   // constant folding makes of a broadcast bias initializer) is that vector.
-  if (constant && dims->back() == rank - 1 && n > 0) {
+  if (constant && dim == rank - 1 && dims->back() == rank - 1 && n > 0) {
     ArrayRef<char> raw = constant.getRawData();
     size_t rowBytes = raw.size() / (constant.getNumElements() / n);
     bool repeated = true;
     for (size_t offset = rowBytes; offset < raw.size() && repeated; offset += rowBytes)
       repeated = std::memcmp(raw.data(), raw.data() + offset, rowBytes) == 0;
     if (repeated) {
-      ep.bias = v;
-      ep.biasConstant = DenseElementsAttr::getFromRawBuffer(vectorType, raw.take_front(rowBytes));
+      vector = v;
+      vectorConstant =
+          DenseElementsAttr::getFromRawBuffer(vectorType, raw.take_front(rowBytes));
       return true;
     }
   }
-  ep.stop = "the added tensor varies along " +
-            std::string(*varying == rank - 2 ? "rows" : "batches") +
-            " (the library adds one vector per column, the same for every row and batch)";
+  if (dim == rank - 1)
+    stop = "the added tensor varies along " +
+           std::string(*varying == rank - 2 ? "rows" : "batches") +
+           " (the library adds one vector per column, the same for every row and batch)";
+  else
+    stop = "the added tensor varies along dim " + std::to_string(*varying) +
+           " (the library adds one value per output channel)";
   return false;
+}
+
+std::optional<double> Matcher::clampBound(BinaryOp op, Value x) {
+  if (!op || !inKernel_(op) || op.getLhs() == op.getRhs() ||
+      (op.getKind() != BinaryKind::Max && op.getKind() != BinaryKind::Min))
+    return std::nullopt;
+  std::optional<double> bound = splatFloatValue(op.getLhs() == x ? op.getRhs() : op.getLhs());
+  if (!bound || std::isnan(*bound))
+    return std::nullopt;
+  return bound;
 }
 
 void Matcher::factors(Value v, Value x, SmallVectorImpl<Value> &out,
@@ -253,6 +292,66 @@ bool Matcher::reachesErf(Value x, int depth) {
 
 } // namespace
 
+ConvEpilogue matchConvEpilogue(ConvOp conv, Target target,
+                               function_ref<bool(Operation *)> inKernel,
+                               function_ref<Value(Value)> outside) {
+  ConvEpilogue ep;
+  Value x = conv.getResult();
+  ep.result = x;
+  auto type = tensorType(x);
+  if (!convEpilogueSupported(target, type.getElementType()))
+    return ep;
+  Matcher m(inKernel, outside);
+  // The single user of x, when it is a binary op in the kernel.
+  auto nextOp = [&](Value v) -> BinaryOp {
+    if (!v.hasOneUse())
+      return {};
+    auto op = dyn_cast<BinaryOp>(*v.getUsers().begin());
+    return op && inKernel(op) && op.getLhs() != op.getRhs() ? op : BinaryOp();
+  };
+  auto take = [&](Operation *op) {
+    ep.ops.push_back(op);
+    x = ep.result = op->getResult(0);
+  };
+  // The bias: x + B, B one value per output channel.
+  if (BinaryOp add = nextOp(x); add && add.getKind() == BinaryKind::Add) {
+    Value other = add.getLhs() == x ? add.getRhs() : add.getLhs();
+    std::string why;
+    if (m.matchVector(other, type.getShape(), 1, ep.bias, ep.biasConstant, why))
+      take(add);
+    else if (other.getType() != x.getType())
+      ep.stop = why;
+  }
+  // The residual: x + R, R of x's type from outside the kernel, read at the same element.
+  if (BinaryOp add = nextOp(x); add && add.getKind() == BinaryKind::Add) {
+    Value other = add.getLhs() == x ? add.getRhs() : add.getLhs();
+    Operation *def = other.getDefiningOp();
+    if (other.getType() == x.getType() && !(def && inKernel(def))) {
+      ep.residual = other;
+      take(add);
+      ep.stop.clear();
+    } else if (ep.stop.empty() && other.getType() == x.getType()) {
+      ep.stop = "the added tensor is computed in the kernel (" +
+                def->getName().getStringRef().str() + "): the library reads a plain tensor";
+    }
+  }
+  // The clamp: max(x, lo) and/or min(x, hi), in either order, lo <= hi.
+  for (int i = 0; i < 2; ++i) {
+    BinaryOp op = nextOp(x);
+    std::optional<double> bound = m.clampBound(op, x);
+    if (!bound)
+      break;
+    bool isMax = op.getKind() == BinaryKind::Max;
+    std::optional<double> &slot = isMax ? ep.clampMin : ep.clampMax;
+    std::optional<double> other = isMax ? ep.clampMax : ep.clampMin;
+    if (slot || (other && (isMax ? *bound > *other : *bound < *other)))
+      break;
+    slot = bound;
+    take(op);
+  }
+  return ep;
+}
+
 GemmEpilogue matchGemmEpilogue(MatmulOp matmul, Target target,
                                function_ref<bool(Operation *)> inKernel,
                                function_ref<Value(Value)> outside) {
@@ -291,7 +390,8 @@ GemmEpilogue matchGemmEpilogue(MatmulOp matmul, Target target,
     auto add = dyn_cast<BinaryOp>(*x.getUsers().begin());
     if (add && inKernel(add) && add.getKind() == BinaryKind::Add && add.getLhs() != add.getRhs()) {
       Value other = add.getLhs() == x ? add.getRhs() : add.getLhs();
-      if (!m.matchBias(other, type.getShape(), ep))
+      if (!m.matchVector(other, type.getShape(), type.getRank() - 1, ep.bias, ep.biasConstant,
+                         ep.stop))
         return ep; // the activation would come after an add the library cannot do
       ep.ops.push_back(add);
       x = ep.result = add.getResult();

@@ -87,8 +87,10 @@ private:
   Value constantBuffer(ConstantOp c) { return constantBuffer(c.getLoc(), c.getValue()); }
   /// A private constant global holding `value` (its shape and element type).
   Value constantBuffer(Location loc, ElementsAttr value);
-  /// The [N] buffer of the bias matchGemmEpilogue found in fusion `f`.
-  Value gemmBias(FusionOp f, const GemmEpilogue &epilogue, int64_t n);
+  /// The [N] buffer of a vector an epilogue matcher found in fusion `f` (a GEMM's or a
+  /// convolution's bias): `constant` when it is one, else `vector`'s buffer seen as [N].
+  Value vectorBuffer(FusionOp f, Value vector, DenseElementsAttr constant, int64_t n,
+                     StringRef what);
   Value alloc(Value tensor) { return b_.create<tk::AllocOp>(loc(tensor), memrefOf(tensor), nullptr); }
   Location loc(Value v) { return v.getDefiningOp() ? v.getDefiningOp()->getLoc() : graph_.getLoc(); }
 
@@ -128,13 +130,14 @@ Value ProgramBuilder::constantBuffer(Location loc, ElementsAttr value) {
   return b_.create<memref::GetGlobalOp>(loc, type, global.getSymName());
 }
 
-Value ProgramBuilder::gemmBias(FusionOp f, const GemmEpilogue &epilogue, int64_t n) {
-  if (epilogue.biasConstant) // the vector of a constant: a constant of its own
-    return constantBuffer(f.getLoc(), epilogue.biasConstant);
-  auto a = dyn_cast<BlockArgument>(epilogue.bias);
+Value ProgramBuilder::vectorBuffer(FusionOp f, Value vector, DenseElementsAttr constant,
+                                   int64_t n, StringRef what) {
+  if (constant) // the vector of a constant: a constant of its own
+    return constantBuffer(f.getLoc(), constant);
+  auto a = dyn_cast<BlockArgument>(vector);
   if (!a || a.getOwner() != &f.getBody().front())
-    throw LoweringError{f, "a GEMM bias must be an input of its fusion or a constant"};
-  // N elements in row-major order (matchGemmEpilogue checked): the same bytes seen as [N].
+    throw LoweringError{f, what.str() + " must be an input of its fusion or a constant"};
+  // N elements in row-major order (the epilogue matcher checked): the same bytes seen as [N].
   Value buffer = fusionArgBuffers_.lookup(a);
   auto type = MemRefType::get({n}, tensorType(a).getElementType());
   return buffer.getType() == type ? buffer : b_.create<tk::ViewOp>(f.getLoc(), type, buffer);
@@ -358,15 +361,19 @@ void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
   // What the library computes: its result, or for a GEMM the end of the part of its epilogue
   // the target's library computes (the same matcher -tcc-fuse used to build the fusion).
   Value result = lib->getResult(0);
+  auto inBody = [&](Operation *op) { return op->getBlock() == &body; };
+  auto outside = [&](Value v) -> Value {
+    auto a = dyn_cast<BlockArgument>(v);
+    return a && a.getOwner() == &body ? f.getInputs()[a.getArgNumber()] : v;
+  };
   GemmEpilogue gemmEpilogue;
+  ConvEpilogue convEpilogue;
   if (auto m = dyn_cast<MatmulOp>(lib)) {
-    gemmEpilogue = matchGemmEpilogue(
-        m, target_, [&](Operation *op) { return op->getBlock() == &body; },
-        [&](Value v) -> Value {
-          auto a = dyn_cast<BlockArgument>(v);
-          return a && a.getOwner() == &body ? f.getInputs()[a.getArgNumber()] : v;
-        });
+    gemmEpilogue = matchGemmEpilogue(m, target_, inBody, outside);
     result = gemmEpilogue.result;
+  } else if (auto c = dyn_cast<ConvOp>(lib)) {
+    convEpilogue = matchConvEpilogue(c, target_, inBody, outside);
+    result = convEpilogue.result;
   }
   // Where the library writes: its own yield, else in place in an epilogue result of its type.
   Value target;
@@ -385,7 +392,8 @@ void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
     Value a = gemmOperand(f, m.getLhs(), ta), bb = gemmOperand(f, m.getRhs(), tb);
     Value bias;
     if (gemmEpilogue.bias)
-      bias = gemmBias(f, gemmEpilogue, tensorType(m.getResult()).getShape().back());
+      bias = vectorBuffer(f, gemmEpilogue.bias, gemmEpilogue.biasConstant,
+                          tensorType(m.getResult()).getShape().back(), "a GEMM bias");
     b_.create<tk::GemmOp>(m.getLoc(), a, bb, target, bias, ta, tb, APFloat(gemmEpilogue.alpha),
                           APFloat(0.0), gemmEpilogue.activation);
   } else {
@@ -400,9 +408,23 @@ void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
     ArrayRef<int64_t> lhsDilation = c.getLhsDilation();
     if (llvm::all_of(lhsDilation, [](int64_t d) { return d == 1; }))
       lhsDilation = {};
+    Value bias, residual;
+    if (convEpilogue.bias)
+      bias = vectorBuffer(f, convEpilogue.bias, convEpilogue.biasConstant,
+                          tensorType(c.getResult()).getDimSize(1), "a convolution's bias");
+    if (convEpilogue.residual) {
+      auto a = dyn_cast<BlockArgument>(convEpilogue.residual);
+      if (!a || a.getOwner() != &body)
+        throw LoweringError{c, "a convolution's residual must be an input of its fusion"};
+      residual = fusionArgBuffers_.lookup(a);
+    }
+    auto bound = [&](std::optional<double> v) {
+      return v ? b_.getF64FloatAttr(*v) : FloatAttr();
+    };
     b_.create<tk::ConvOp>(c.getLoc(), fusionArgBuffers_.lookup(in), fusionArgBuffers_.lookup(w),
-                          target, c.getStrides(), c.getPadLow(), c.getPadHigh(),
-                          c.getRhsDilation(), (uint64_t)c.getGroups(), lhsDilation);
+                          bias, residual, target, c.getStrides(), c.getPadLow(), c.getPadHigh(),
+                          c.getRhsDilation(), (uint64_t)c.getGroups(), lhsDilation,
+                          bound(convEpilogue.clampMin), bound(convEpilogue.clampMax));
   }
 
   // The epilogue: every other yield, computed elementwise from the library result.

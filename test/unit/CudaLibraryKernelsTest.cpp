@@ -239,8 +239,9 @@ struct OpFactory {
     Block *entry = function(c.name, {memref(c.x, DType::F32), memref(c.w, DType::F32),
                                      memref(y, DType::F32)});
     return b.create<tk::ConvOp>(b.getUnknownLoc(), entry->getArgument(0), entry->getArgument(1),
-                                entry->getArgument(2), c.strides, c.padLow, c.padHigh,
-                                c.dilations, (uint64_t)c.groups);
+                                Value(), Value(), entry->getArgument(2), c.strides, c.padLow,
+                                c.padHigh, c.dilations, (uint64_t)c.groups,
+                                ArrayRef<int64_t>{}, FloatAttr(), FloatAttr());
   }
 
   tk::AttentionOp attention(const AttentionCase &c) {
@@ -598,8 +599,10 @@ TEST(CudaLibraryKernelsTest, BadGeometriesAreErrors) {
                                             ops.memref(c.w, DType::F32),
                                             ops.memref({1, 40, 10, 11}, DType::F32)});
     auto op = ops.b.create<tk::ConvOp>(ops.b.getUnknownLoc(), entry->getArgument(0),
-                                       entry->getArgument(1), entry->getArgument(2), c.strides,
-                                       c.padLow, c.padHigh, c.dilations, (uint64_t)1);
+                                       entry->getArgument(1), Value(), Value(),
+                                       entry->getArgument(2), c.strides, c.padLow, c.padHigh,
+                                       c.dilations, (uint64_t)1, ArrayRef<int64_t>{},
+                                       FloatAttr(), FloatAttr());
     EXPECT_CONTAINS(test::errorOf([&] { cg::emitCudaConv(op); }), "dynamic shape");
   }
   // Channels that do not agree with groups.

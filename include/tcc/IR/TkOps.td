@@ -247,23 +247,46 @@ def Tk_GemmOp : Tk_Op<"gemm"> {
   let hasVerifier = 1;
 }
 
-def Tk_ConvOp : Tk_Op<"conv"> {
-  let summary = "library convolution (tcc.conv semantics), f32";
+def Tk_ConvOp : Tk_Op<"conv", [AttrSizedOperandSegments]> {
+  let summary = "library convolution (tcc.conv semantics), f32, f16 or bf16, with an epilogue";
   let description = [{
     `lhs_dilation` (the input dilation of a transposed convolution) is empty when it is 1 in
     every spatial dim; `dilations` is tcc.conv's rhs_dilation.
+
+    The epilogue (f32 only; CPU), applied to each output element as the library writes it, in
+    this order: + `bias` (one value per output channel, [C_out]), + `residual` (a buffer of the
+    output's type, e.g. a residual connection), then max(x, `clamp_min`) and min(x,
+    `clamp_max`) when they are set (ReLU: clamp_min 0; ReLU6: 0 and 6). NaN stays NaN.
   }];
   let arguments = (ins Arg<Tk_Buffer, "", [MemRead]>:$input, Arg<Tk_Buffer, "", [MemRead]>:$weight,
+                   Arg<Optional<Tk_Buffer>, "", [MemRead]>:$bias,
+                   Arg<Optional<Tk_Buffer>, "", [MemRead]>:$residual,
                    Arg<Tk_Buffer, "", [MemWrite]>:$output,
                    DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pad_low,
                    DenseI64ArrayAttr:$pad_high, DenseI64ArrayAttr:$dilations, I64Attr:$groups,
-                   DefaultValuedOptionalAttr<DenseI64ArrayAttr, "{}">:$lhs_dilation);
+                   DefaultValuedOptionalAttr<DenseI64ArrayAttr, "{}">:$lhs_dilation,
+                   OptionalAttr<F64Attr>:$clamp_min, OptionalAttr<F64Attr>:$clamp_max);
   let extraClassDeclaration = [{
     /// lhs_dilation with one entry per spatial dim (ones when the attribute is empty).
     ::llvm::SmallVector<int64_t> getLhsDilationPerDim();
+    /// Whether anything is applied after the convolution.
+    bool hasEpilogue() {
+      return getBias() || getResidual() || getClampMinAttr() || getClampMaxAttr();
+    }
+    /// The clamp bounds as doubles (none: not clamped on that side).
+    std::optional<double> getClampMinValue() {
+      return getClampMinAttr() ? std::optional<double>(getClampMinAttr().getValueAsDouble())
+                               : std::nullopt;
+    }
+    std::optional<double> getClampMaxValue() {
+      return getClampMaxAttr() ? std::optional<double>(getClampMaxAttr().getValueAsDouble())
+                               : std::nullopt;
+    }
   }];
   let assemblyFormat = [{
-    $input `,` $weight `,` $output attr-dict `:` type($input) `,` type($weight) `,` type($output)
+    $input `,` $weight `,` $output (`bias` `(` $bias^ `:` type($bias) `)`)?
+    (`residual` `(` $residual^ `:` type($residual) `)`)? attr-dict `:` type($input) `,`
+    type($weight) `,` type($output)
   }];
   let hasVerifier = 1;
 }

@@ -115,6 +115,41 @@ struct GemmEpilogue {
   std::string describe() const;
 };
 
+/// A convolution's epilogue (tk.conv's bias, residual, clamp_min/max), computed by libtccrt's
+/// convolutions on the CPU as they write their output (lib/Runtime/CpuLibrary.h,
+/// ConvEpilogue): f32 convolutions only; CUDA convolutions are generated kernels whose
+/// epilogue stays a kernel of its own. What fuses, in this order:
+///   bias      y + B or B + y, B read at the output channel alone (ONNX Conv's bias [C_out]
+///             broadcast as [1, C, 1, 1], a folded BatchNormalization's shift), a fusion input,
+///             or a constant;
+///   residual  y + R or R + y, R a tensor of y's type read at the same element from outside
+///             the kernel (ResNet's and MobileNetV2's skip connections);
+///   clamp     max(y, lo) and/or min(y, hi) with splat constants, lo <= hi (ONNX Relu, Clip,
+///             ReLU6).
+/// Each value of the chain but its result must be read only by the chain's own ops.
+struct ConvEpilogue {
+  mlir::Value bias;                     // null: none (see GemmEpilogue::bias; [C_out])
+  mlir::DenseElementsAttr biasConstant; // when bias is a constant: the [C_out] vector
+  mlir::Value residual;                 // null: none
+  std::optional<double> clampMin, clampMax;
+  mlir::Value result; // the chain's last value (the convolution's own result if nothing fused)
+  llvm::SmallVector<mlir::Operation *> ops;
+  std::string stop; // why the chain stops where it does (when an add could not fuse)
+
+  bool empty() const { return ops.empty(); }
+  /// "bias", "bias+residual+clamp", ...
+  std::string describe() const;
+};
+
+/// Whether `target`'s convolution library computes epilogues for `elementType` convolutions.
+bool convEpilogueSupported(Target target, mlir::Type elementType);
+
+/// The longest prefix of the element-wise work on `conv`'s result that `target`'s convolution
+/// computes (see ConvEpilogue), with matchGemmEpilogue's `inKernel` and `outside`.
+ConvEpilogue matchConvEpilogue(ConvOp conv, Target target,
+                               llvm::function_ref<bool(mlir::Operation *)> inKernel,
+                               llvm::function_ref<mlir::Value(mlir::Value)> outside = {});
+
 /// The longest prefix of the element-wise work on `matmul`'s result that `target`'s library
 /// computes (see the table above). `inKernel(op)` says whether an op may be computed with the
 /// GEMM: fusion looks at the graph (any pointwise op), the lowering at one fusion's body. Every

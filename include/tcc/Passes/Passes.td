@@ -18,6 +18,20 @@ def FoldConstants : Pass<"tcc-fold-constants"> {
   ];
 }
 
+def FoldConvAffine : Pass<"tcc-fold-conv-affine", "mlir::func::FuncOp"> {
+  let summary = "Folds per-channel scales and shifts after a convolution into its weights and "
+                "one bias (batch-norm folding)";
+  let description = [{
+    lib/Passes/FoldConvAffine.cpp: a chain of +, -, *, / by per-output-channel constants on the
+    result of an f32 tcc.conv with constant weights (an inference BatchNormalization, a scale)
+    becomes the convolution with scaled weights plus one per-channel bias.
+  }];
+  let options = [
+    Option<"explain", "explain", "bool", /*default=*/"false",
+           "report each folded chain as a remark on its convolution">
+  ];
+}
+
 def Autodiff : Pass<"tcc-autodiff", "mlir::ModuleOp"> {
   let summary = "Appends to each function returning one 0-d float loss its gradients";
   let description = [{
