@@ -4,6 +4,7 @@
 #include "CpuLibrary.h"
 #include "DType.h"
 #include "Depthwise.h"
+#include "IsaClones.h"
 #include "Parallel.h"
 #include "Program.h"
 #include "TransposedConv.h"
@@ -363,7 +364,10 @@ ConvGeometry makeConvGeometry(const Shape &input, const Shape &weight, const Sha
     else
       tile = std::max<int64_t>(64, tile / 64 * 64);
     g.columnTile = std::min(tile, g.outSize);
-    g.workspaceBytes = (size_t)g.rows * (size_t)g.columnTile * sizeof(float);
+    // f32 tiles are written in the sgemm's packed-B layout (whole panels of columns).
+    g.workspaceBytes = std::max((size_t)g.rows * (size_t)g.columnTile,
+                                sgemmPackedFloats(sgemmIsa(), false, g.columnTile, g.rows)) *
+                       sizeof(float);
   }
   g.dtype = dtype;
   if (g.transposed) {
@@ -378,6 +382,34 @@ ConvGeometry makeConvGeometry(const Shape &input, const Shape &weight, const Sha
 }
 
 namespace {
+
+/// to[i] = from[i * stride] for i < n, vectorised for the common strides (1 and 2).
+TCC_ISA_BODY void copyStridedBody(float *__restrict to, const float *__restrict from, int64_t n,
+                                  int64_t stride) {
+  if (stride == 1) {
+    std::memcpy(to, from, sizeof(float) * (size_t)n);
+  } else if (stride == 2) {
+#pragma GCC ivdep
+    for (int64_t i = 0; i < n; ++i)
+      to[i] = from[2 * i];
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      to[i] = from[i * stride];
+  }
+}
+TCC_ISA_CLONES(copyStridedFloats, copyStridedBody)
+
+void copyStrided(float *to, const float *from, int64_t n, int64_t stride) {
+  copyStridedFloats(to, from, n, stride);
+}
+void copyStrided(uint16_t *to, const uint16_t *from, int64_t n, int64_t stride) {
+  if (stride == 1) {
+    std::memcpy(to, from, sizeof(uint16_t) * (size_t)n);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i)
+    to[i] = from[i * stride];
+}
 
 /// Where the im2col rows read, precomputed per spatial dim.
 struct Im2col {
@@ -424,9 +456,45 @@ struct Im2col {
   template <class T>
   void fill(const T *in, T *col, int64_t rowBegin, int64_t rowEnd, int64_t j0,
             int64_t j1) const {
+    const int64_t width = j1 - j0;
+    forEachRow(in, rowBegin, rowEnd, j0, j1, [&](int64_t r, int64_t j, int64_t count) {
+      return std::pair<T *, int64_t>(col + (r - rowBegin) * width + (j - j0), count);
+    });
+  }
+
+  /// fill() of all rows straight into `packed`, the sgemm's packed-B layout of the tile
+  /// (sgemmPackedView: width j1 - j0, k = rows), so that the sgemm packs nothing. The last
+  /// panel's columns past the tile are zeroed (read, never stored).
+  void fillPacked(const float *in, const SgemmPacked &packed, int64_t j0, int64_t j1) const {
+    const int64_t width = j1 - j0, nr = packed.panel;
+    float *base = packed.data.get();
+    int64_t rowBase = 0, panelStride = 0, forRow = -1;
+    auto at = [&](int64_t r, int64_t j, int64_t count) {
+      if (r != forRow) { // the row's offset and panel stride (constant within a k block)
+        rowBase = packed.offset(0, r);
+        panelStride = width > nr ? packed.offset(nr, r) - rowBase : 0;
+        forRow = r;
+      }
+      int64_t o = j - j0;
+      return std::pair<float *, int64_t>(base + rowBase + o / nr * panelStride + o % nr,
+                                         std::min(count, nr - o % nr));
+    };
+    forEachRow(in, 0, g.rows, j0, j1, at);
+    if (int64_t used = width % nr)
+      for (int64_t r = 0; r < g.rows; ++r)
+        std::memset(base + packed.offset(width - used, r) + used, 0,
+                    sizeof(float) * (size_t)(nr - used));
+  }
+
+private:
+  /// The im2col values of rows [rowBegin, rowEnd), columns [j0, j1), written where
+  /// `at(row, column, count)` says: a pointer and how many consecutive columns it takes (at
+  /// most count).
+  template <class T, class At>
+  void forEachRow(const T *in, int64_t rowBegin, int64_t rowEnd, int64_t j0, int64_t j1,
+                  At at) const {
     size_t last = spatial - 1;
     int64_t outLast = g.outSpatial[last], s = g.strides[last];
-    int64_t width = j1 - j0;
     std::vector<int64_t> kpos(spatial);
     for (int64_t r = rowBegin; r < rowEnd; ++r) {
       int64_t c = r / g.kernelSize, kIndex = r % g.kernelSize;
@@ -435,14 +503,12 @@ struct Im2col {
         kIndex /= g.kernel[d];
       }
       const T *src = in + c * g.inSize;
-      T *dst = col + (r - rowBegin) * width;
       int64_t kl = kpos[last];
       int64_t lo = lastLo[kl], hi = lastHi[kl];
       int64_t shift = kl * g.dilations[last] - g.padLow[last];
       for (int64_t j = j0; j < j1;) {
         int64_t line = j / outLast, oBegin = j % outLast;
         int64_t count = std::min(j1 - j, outLast - oBegin);
-        T *out = dst + (j - j0);
         // The outer output position of this line and the input row it reads.
         int64_t base = 0;
         bool valid = true;
@@ -456,23 +522,23 @@ struct Im2col {
           }
           base += q * inStrides[d];
         }
-        int64_t oEnd = oBegin + count;
-        if (!valid) {
-          std::memset(out, 0, sizeof(T) * count);
-        } else {
-          int64_t a = std::clamp(lo, oBegin, oEnd), b = std::clamp(hi, a, oEnd);
-          if (a > oBegin)
-            std::memset(out, 0, sizeof(T) * (a - oBegin));
-          const T *row = src + base + shift;
-          if (s == 1) {
-            if (b > a)
-              std::memcpy(out + (a - oBegin), row + a, sizeof(T) * (b - a));
+        const T *row = src + base + shift;
+        // Outputs o in [oBegin, oBegin + count) read row[o * s] where o is in [lo, hi).
+        for (int64_t done = 0; done < count;) {
+          auto [out, n] = at(r, j + done, count - done);
+          int64_t o0 = oBegin + done, o1 = o0 + n;
+          if (!valid) {
+            std::memset(out, 0, sizeof(T) * n);
           } else {
-            for (int64_t o = a; o < b; ++o)
-              out[o - oBegin] = row[o * s];
+            int64_t a = std::clamp(lo, o0, o1), b = std::clamp(hi, a, o1);
+            if (a > o0)
+              std::memset(out, 0, sizeof(T) * (a - o0));
+            if (b > a)
+              copyStrided(out + (a - o0), row + a * s, b - a, s);
+            if (o1 > b)
+              std::memset(out + (b - o0), 0, sizeof(T) * (o1 - b));
           }
-          if (oEnd > b)
-            std::memset(out + (b - oBegin), 0, sizeof(T) * (oEnd - b));
+          done += n;
         }
         j += count;
       }
@@ -611,11 +677,12 @@ void runConv(const ConvGeometry &g, const float *input, const float *weight, flo
       int64_t n = image / g.groups, grp = image % g.groups;
       int64_t j1 = std::min(g.outSize, j0 + tile), width = j1 - j0;
       const float *in = input + (n * g.inChannels + grp * g.groupIn) * g.inSize;
-      im2col.fill(in, col, 0, g.rows, j0, j1);
+      SgemmPacked cols = sgemmPackedView(sgemmIsa(), false, width, k, col);
+      im2col.fillPacked(in, cols, j0, j1);
       SgemmEpilogue tileEp = tileEpilogue(n, grp, j0);
-      sgemm(false, false, m, width, k, 1.0f, nullptr, k, col, width, 0.0f,
+      sgemm(false, false, m, width, k, 1.0f, nullptr, k, nullptr, width, 0.0f,
             output + (n * g.outChannels + grp * g.groupOut) * g.outSize + j0, ldc, 1,
-            &packed[grp], nullptr, &tileEp);
+            &packed[grp], &cols, &tileEp);
     });
     return;
   }
@@ -625,10 +692,11 @@ void runConv(const ConvGeometry &g, const float *input, const float *weight, flo
       float *out = output + (n * g.outChannels + grp * g.groupOut) * g.outSize;
       for (int64_t j0 = 0; j0 < g.outSize; j0 += g.columnTile) {
         int64_t j1 = std::min(g.outSize, j0 + g.columnTile), width = j1 - j0;
-        im2col.fill(in, workspace, 0, g.rows, j0, j1);
+        SgemmPacked cols = sgemmPackedView(sgemmIsa(), false, width, k, workspace);
+        im2col.fillPacked(in, cols, j0, j1);
         SgemmEpilogue tileEp = tileEpilogue(n, grp, j0);
-        sgemm(false, false, m, width, k, 1.0f, nullptr, k, workspace, width, 0.0f, out + j0,
-              ldc, 1, &packed[grp], nullptr, &tileEp);
+        sgemm(false, false, m, width, k, 1.0f, nullptr, k, nullptr, width, 0.0f, out + j0, ldc,
+              1, &packed[grp], &cols, &tileEp);
       }
     }
 }
