@@ -539,6 +539,8 @@ std::string keyBody(Type e, bool largest, std::string &keyType) {
 CudaKernel tcc::codegen::emitCudaConv(tk::ConvOp op) {
   if (op.hasEpilogue()) // the CUDA target keeps a convolution's epilogue in a kernel of its own
     throw Error("tk.conv: the CUDA convolution kernels take no epilogue (bias, residual, clamp)");
+  if (op.getChannelsLast())
+    throw Error("tk.conv: the CUDA convolution kernels take channels-first tensors");
   ConvShape s = convShape(op);
   // Depthwise (one input channel per group) with a channel multiplier of at most 8: the
   // direct kernel (see the file comment). More output channels per input channel reuse each

@@ -295,7 +295,8 @@ void Writer::addStep(Operation *op) {
                                static_cast<bool>(c.getBias()), bias,
                                static_cast<bool>(c.getResidual()), residual, lo || hi,
                                lo.value_or(-std::numeric_limits<double>::infinity()),
-                               hi.value_or(std::numeric_limits<double>::infinity()));
+                               hi.value_or(std::numeric_limits<double>::infinity()),
+                               c.getChannelsLast());
     launch = fb::CreateLaunch(fbb_, fb::Step_Conv, step.Union(), nodes);
     ++externCalls_;
   } else if (auto t = dyn_cast<tk::TopKOp>(op)) {

@@ -800,6 +800,9 @@ LogicalResult AttentionOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultAd
 
 LogicalResult ConvOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultAdjoints,
                                ArrayRef<bool> wanted, SmallVectorImpl<Value> &operandAdjoints) {
+  if (getChannelsLast())
+    return emitOpError("a channels_last convolution (made by the layout pass, after autodiff) "
+                       "has no gradient rule");
   Vjp v(builder, *this, resultAdjoints, wanted, operandAdjoints);
   bool wantInput = v.want(0), wantWeight = v.want(1);
   if (!wantInput && !wantWeight)

@@ -577,6 +577,19 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
 
 /// Output size of one windowed dim: input `size` dilated by `lhsDil`, padded by lo/hi,
 /// windowed by `window` elements dilated by `rhsDil`, with `stride`.
+SmallVector<int64_t> tcc::channelsLastShape(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> s{shape[0]};
+  s.append(shape.begin() + 2, shape.end());
+  s.push_back(shape[1]);
+  return s;
+}
+
+SmallVector<int64_t> tcc::channelsFirstShape(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> s{shape[0], shape.back()};
+  s.append(shape.begin() + 1, shape.end() - 1);
+  return s;
+}
+
 static int64_t windowedSize(int64_t size, int64_t lhsDil, int64_t lo, int64_t hi, int64_t window,
                             int64_t rhsDil, int64_t stride) {
   int64_t dilatedIn = size == 0 ? 0 : (size - 1) * lhsDil + 1;
@@ -593,6 +606,9 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
   if (in.getRank() < 3 || in.getRank() != w.getRank())
     return emitOptionalError(loc, "conv needs input and weight of one rank >= 3, got ", in,
                              " and ", w);
+  const bool last = adaptor.getChannelsLast();
+  if (last) // the checks below on the [N, C, S...] view of the input
+    in = RankedTensorType::get(channelsFirstShape(in.getShape()), in.getElementType());
   if (in.getElementType() != w.getElementType())
     return emitOptionalError(loc, "conv input and weight differ in element type");
   int64_t spatial = in.getRank() - 2, groups = adaptor.getGroups();
@@ -617,7 +633,8 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
     shape.push_back(windowedSize(in.getDimSize(d + 2), ld, adaptor.getPadLow()[d],
                                  adaptor.getPadHigh()[d], w.getDimSize(d + 2), rd, s));
   }
-  types.push_back(RankedTensorType::get(shape, in.getElementType()));
+  types.push_back(RankedTensorType::get(last ? channelsLastShape(shape) : shape,
+                                        in.getElementType()));
   return success();
 }
 

@@ -193,6 +193,12 @@ LogicalResult ConvOp::verify() {
   if (x.getRank() < 3 || w.getRank() != x.getRank() || y.getRank() != x.getRank())
     return emitOpError("input, weight and output must have the same rank, at least 3");
   Type e = y.getElementType();
+  if (getChannelsLast()) { // the checks below on the channels-first view
+    if (!e.isF32())
+      return emitOpError("a channels_last convolution must be f32");
+    x = MemRefType::get(tcc::channelsFirstShape(x.getShape()), x.getElementType());
+    y = MemRefType::get(tcc::channelsFirstShape(y.getShape()), y.getElementType());
+  }
   if (x.getElementType() != e || w.getElementType() != e || !(e.isF32() || e.isF16() || e.isBF16()))
     return emitOpError("operands must all be f32, all f16 or all bf16");
   if (getStrides().size() != spatial || getPadLow().size() != spatial ||

@@ -203,9 +203,19 @@ std::vector<Tensor> evaluate(Operation *op, const std::vector<Tensor> &in) {
                                 o.getCausal(), o.getMaskedValue().convertToDouble()));
       })
       .Case([&](ConvOp o) {
-        return one(k::conv(in[0], in[1], vec(o.getStrides()), vec(o.getPadLow()),
-                           vec(o.getPadHigh()), vec(o.getLhsDilation()), vec(o.getRhsDilation()),
-                           o.getGroups()));
+        // channels_last: the same convolution between [N, S..., C] <-> [N, C, S...] transposes.
+        int64_t rank = in[0].rank();
+        std::vector<int64_t> toFirst{0, rank - 1}, toLast{0};
+        for (int64_t d = 1; d + 1 < rank; ++d)
+          toFirst.push_back(d);
+        for (int64_t d = 2; d < rank; ++d)
+          toLast.push_back(d);
+        toLast.push_back(1);
+        bool last = o.getChannelsLast() && rank >= 3;
+        Tensor y = k::conv(last ? k::transpose(in[0], toFirst) : in[0], in[1],
+                           vec(o.getStrides()), vec(o.getPadLow()), vec(o.getPadHigh()),
+                           vec(o.getLhsDilation()), vec(o.getRhsDilation()), o.getGroups());
+        return one(last ? k::transpose(y, toLast) : y);
       })
       .Case([&](ReduceWindowOp o) {
         return one(k::reduceWindow(static_cast<k::ReduceKind>(kernelEnum(o.getKind())), in[0],

@@ -317,7 +317,8 @@ ConvEpilogue matchConvEpilogue(ConvOp conv, Target target,
   if (BinaryOp add = nextOp(x); add && add.getKind() == BinaryKind::Add) {
     Value other = add.getLhs() == x ? add.getRhs() : add.getLhs();
     std::string why;
-    if (m.matchVector(other, type.getShape(), 1, ep.bias, ep.biasConstant, why))
+    int64_t channelDim = conv.getChannelsLast() ? type.getRank() - 1 : 1;
+    if (m.matchVector(other, type.getShape(), channelDim, ep.bias, ep.biasConstant, why))
       take(add);
     else if (other.getType() != x.getType())
       ep.stop = why;

@@ -462,6 +462,8 @@ Value KernelEmitter::computeConcat(ConcatOp c, ArrayRef<AffineExpr> idx) {
 }
 
 Value KernelEmitter::computeConv(ConvOp c, ArrayRef<AffineExpr> idx) {
+  if (c.getChannelsLast())
+    throw LoweringError{c, "a channels_last convolution is a library call, not a kernel"};
   ArrayRef<int64_t> xs = shapeOf(c.getInput()), ws = shapeOf(c.getWeight());
   size_t spatial = xs.size() - 2;
   int64_t groups = c.getGroups(), cPerGroup = ws[1], oPerGroup = ws[0] / groups;

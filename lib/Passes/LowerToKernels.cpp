@@ -409,9 +409,12 @@ void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
     if (llvm::all_of(lhsDilation, [](int64_t d) { return d == 1; }))
       lhsDilation = {};
     Value bias, residual;
+    auto resultType = tensorType(c.getResult());
     if (convEpilogue.bias)
       bias = vectorBuffer(f, convEpilogue.bias, convEpilogue.biasConstant,
-                          tensorType(c.getResult()).getDimSize(1), "a convolution's bias");
+                          resultType.getDimSize(c.getChannelsLast() ? resultType.getRank() - 1
+                                                                    : 1),
+                          "a convolution's bias");
     if (convEpilogue.residual) {
       auto a = dyn_cast<BlockArgument>(convEpilogue.residual);
       if (!a || a.getOwner() != &body)
@@ -424,7 +427,8 @@ void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
     b_.create<tk::ConvOp>(c.getLoc(), fusionArgBuffers_.lookup(in), fusionArgBuffers_.lookup(w),
                           bias, residual, target, c.getStrides(), c.getPadLow(), c.getPadHigh(),
                           c.getRhsDilation(), (uint64_t)c.getGroups(), lhsDilation,
-                          bound(convEpilogue.clampMin), bound(convEpilogue.clampMax));
+                          bound(convEpilogue.clampMin), bound(convEpilogue.clampMax),
+                          c.getChannelsLast());
   }
 
   // The epilogue: every other yield, computed elementwise from the library result.

@@ -2,6 +2,7 @@
 //
 // f32 products run on Sgemm.h, f16/bf16 GEMMs on its gemm16; f64 GEMMs on OpenBLAS (cblas_dgemm).
 #include "CpuLibrary.h"
+#include "ChannelsLast.h"
 #include "DType.h"
 #include "Depthwise.h"
 #include "IsaClones.h"
@@ -64,9 +65,8 @@ void setBlasThreads(int numThreads) {
     openblas_set_num_threads(numThreads);
 }
 
-/// Empties `cache` unless it holds what was packed, for this process's kernels, from the
-/// constant at `source`; returns whether it did (its contents must then be made again). A
-/// non-constant operand empties it every time (it is packed on every call).
+} // namespace
+
 bool resetIfStale(PackedOperand &cache, const void *source, bool isConstant, SgemmIsa isa) {
   if (isConstant && cache.source == source &&
       (cache.matrices.empty() || cache.matrices[0].isa == isa))
@@ -75,6 +75,8 @@ bool resetIfStale(PackedOperand &cache, const void *source, bool isConstant, Sge
   cache.source = isConstant ? source : nullptr;
   return true;
 }
+
+namespace {
 
 /// The packed form of matrix `index` (of `count`) of a constant operand, made on first use
 /// for the kernel family `isa`; null when the operand is not constant (sgemm packs it on every
@@ -592,6 +594,9 @@ void runConv(const ConvGeometry &g, const float *input, const float *weight, flo
     separate.residual = residualCopy.data();
     epilogue = &separate;
   }
+  if (g.channelsLast) // ChannelsLast.h (its own weight cache)
+    return runConvChannelsLast(g, input, weight, output, workspace, numThreads, cache,
+                               weightIsConstant, epilogue);
   PackedOperand local;
   if (!cache)
     cache = &local;

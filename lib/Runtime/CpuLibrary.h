@@ -43,7 +43,15 @@ struct PackedOperand {
   /// runConv16's f32 copy of 16-bit weights it runs on runConv, and runConv's packing of it.
   std::vector<float> widened;
   std::shared_ptr<PackedOperand> widenedPacking;
+  /// Weights rearranged for a kernel that reads them in another order (channels-last
+  /// depthwise: [tap][channel]).
+  std::vector<float> reordered;
 };
+
+/// Empties `cache` unless it holds what was packed, for this process's kernels, from the
+/// constant at `source`; returns whether it did (its contents must then be made again). A
+/// non-constant operand empties it every time (it is packed on every call).
+bool resetIfStale(PackedOperand &cache, const void *source, bool isConstant, SgemmIsa isa);
 
 /// Checks tk.gemm's shape rules (same rank >= 2, one dtype f16/bf16/f32/f64, matrix dims agree, batch
 /// dims of a and b equal to c's or 1).
@@ -74,6 +82,9 @@ struct ConvGeometry {
   int64_t winogradTile = 0, winogradBlock = 0;
   size_t workspaceBytes = 0;
   tccrt_dtype dtype = TCCRT_F32; // f32, or f16/bf16 (runConv16)
+  // Input and output hold the channel dim last ([N, S..., C]); the fields above describe the
+  // channels-first convolution (ChannelsLast.h). f32 only.
+  bool channelsLast = false;
 };
 
 /// What a convolution applies to each output element (image n, channel c, position p) as it

@@ -101,7 +101,8 @@ void Program::describeSteps() {
       name = "conv " + std::to_string(g.batch) + "x" + std::to_string(g.inChannels) + "x" +
              dims(g.inSpatial) + " -> " + std::to_string(g.outChannels) + "x" +
              dims(g.outSpatial) + ", kernel " + dims(g.kernel) +
-             (g.groups > 1 ? ", groups " + std::to_string(g.groups) : "") + " (" + path + ")" +
+             (g.groups > 1 ? ", groups " + std::to_string(g.groups) : "") + " (" + path +
+             (g.channelsLast ? ", channels last" : "") + ")" +
              (s->hasBias ? " +bias" : "") + (s->hasResidual ? " +residual" : "") +
              (s->clamp ? " +clamp" : "");
     } else if (auto *s = std::get_if<TopKStep>(&step)) {

@@ -563,14 +563,27 @@ void Program::decode(const fb::Program *program, const uint8_t *base) {
                       shapeString(x.dtype, x.shape) + ", " + shapeString(w.dtype, w.shape) +
                       ", " + shapeString(y.dtype, y.shape));
         ConvStep step{s->input(), s->weight(), s->output(), {}};
+        const bool last = s->channels_last();
+        if (last && (y.dtype != TCCRT_F32 || x.shape.size() < 3 || y.shape.size() < 3))
+          throw Error(what + ": a channels-last convolution must be f32 with rank >= 3, got " +
+                      shapeString(x.dtype, x.shape) + " -> " + shapeString(y.dtype, y.shape));
+        // [N, S..., C] -> [N, C, S...]: the geometry is the channels-first convolution's.
+        auto firstView = [&](const Shape &shape) {
+          if (!last)
+            return shape;
+          Shape v{shape[0], shape.back()};
+          v.insert(v.end(), shape.begin() + 1, shape.end() - 1);
+          return v;
+        };
         try {
-          step.geometry = makeConvGeometry(x.shape, w.shape, y.shape, readAttr(s->strides()),
-                                           readAttr(s->pad_low()), readAttr(s->pad_high()),
-                                           readAttr(s->dilations()), s->groups(),
-                                           readAttr(s->lhs_dilation()), y.dtype);
+          step.geometry = makeConvGeometry(firstView(x.shape), w.shape, firstView(y.shape),
+                                           readAttr(s->strides()), readAttr(s->pad_low()),
+                                           readAttr(s->pad_high()), readAttr(s->dilations()),
+                                           s->groups(), readAttr(s->lhs_dilation()), y.dtype);
         } catch (const Error &e) {
           throw Error(what + ": " + e.what());
         }
+        step.geometry.channelsLast = last;
         step.hasBias = s->has_bias();
         step.hasResidual = s->has_residual();
         step.clamp = s->clamp();
@@ -580,7 +593,7 @@ void Program::decode(const fb::Program *program, const uint8_t *base) {
         if (step.hasBias) {
           step.bias = s->bias();
           const BufferDesc &bias = buffer(step.bias, what + "'s bias");
-          Shape want{y.shape[1]};
+          Shape want{last ? y.shape.back() : y.shape[1]};
           if (bias.dtype != y.dtype || bias.shape != want)
             throw Error(what + ": its bias (buffer " + std::to_string(step.bias) + ", " +
                         shapeString(bias.dtype, bias.shape) + ") must be " +

@@ -84,7 +84,7 @@ public:
     bool hasBias = false;
     uint32_t bias = 0;
     fb::GemmActivation activation = fb::GemmActivation_None;
-    bool hasResidual = false, clamp = false;
+    bool hasResidual = false, clamp = false, channelsLast = false;
     uint32_t residual = 0;
     double clampMin = 0, clampMax = 0;
     // Collective.
@@ -325,7 +325,7 @@ public:
                                     &s.padHigh, &s.dilations, s.groups,
                                     s.lhsDilation.empty() ? nullptr : &s.lhsDilation,
                                     s.hasBias, s.bias, s.hasResidual, s.residual, s.clamp,
-                                    s.clampMin, s.clampMax)
+                                    s.clampMin, s.clampMax, s.channelsLast)
                    .Union();
         break;
       case fb::Step_TopK:

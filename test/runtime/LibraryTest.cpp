@@ -316,31 +316,59 @@ void applyReference(const ConvEpilogueCase &e, const Shape &ys, const std::vecto
   }
 }
 
+/// [N, C, S...] data as [N, S..., C] (toLast), or back.
+std::vector<float> relayout(const std::vector<float> &v, const Shape &channelsFirst, bool toLast) {
+  int64_t n = channelsFirst[0], c = channelsFirst[1], s = numElements(channelsFirst) / std::max<int64_t>(1, n * c);
+  std::vector<float> out(v.size());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t p = 0; p < s; ++p) {
+        size_t first = (size_t)((i * c + ch) * s + p), last = (size_t)((i * s + p) * c + ch);
+        if (toLast)
+          out[last] = v[first];
+        else
+          out[first] = v[last];
+      }
+  return out;
+}
+
 /// weightIsInput: the weight is a program input (transformed on every run) rather than a
 /// constant (transformed once, cached); such programs run twice, the second time with other
-/// weights. `epilogue`: the step's (none by default).
+/// weights. `epilogue`: the step's (none by default). channelsLast: the step's input, output
+/// (and residual) are [N, S..., C].
 void checkConv(const ConvCase &c, unsigned seed, int threads = 1, bool weightIsInput = false,
-               const ConvEpilogueCase &epilogue = {}) {
+               const ConvEpilogueCase &epilogue = {}, bool channelsLast = false) {
   Shape ys = convOutShape(c);
   auto x = randomFloats(numElements(c.x), seed), w = randomFloats(numElements(c.w), seed + 1);
   auto bias = randomFloats(c.w[0], seed + 3), residual = randomFloats(numElements(ys), seed + 4);
+  auto layout = [&](const Shape &s) {
+    if (!channelsLast)
+      return s;
+    Shape v{s[0]};
+    v.insert(v.end(), s.begin() + 2, s.end());
+    v.push_back(s[1]);
+    return v;
+  };
   ArtifactBuilder art;
-  uint32_t bx = art.input(fb::DType_F32, c.x);
+  uint32_t bx = art.input(fb::DType_F32, layout(c.x));
   uint32_t bw = weightIsInput ? art.input(fb::DType_F32, c.w)
                               : art.constant(fb::DType_F32, c.w, w.data());
-  uint32_t br = epilogue.residual ? art.input(fb::DType_F32, ys) : ArtifactBuilder::kNone;
+  uint32_t br = epilogue.residual ? art.input(fb::DType_F32, layout(ys)) : ArtifactBuilder::kNone;
   uint32_t bb = epilogue.bias ? art.constant(fb::DType_F32, {c.w[0]}, bias.data())
                               : ArtifactBuilder::kNone;
-  uint32_t by = art.output(fb::DType_F32, ys);
+  uint32_t by = art.output(fb::DType_F32, layout(ys));
   art.conv(bx, bw, by, c.strides, c.padLow, c.padHigh, c.dilations, c.groups, c.lhsDilation);
   if (epilogue.bias || epilogue.residual || epilogue.clamp)
     art.convEpilogue(bb, br, epilogue.clamp, epilogue.lo, epilogue.hi);
+  art.steps.back().channelsLast = channelsLast;
   auto artifact = art.finish();
   auto reference = [&](const std::vector<float> &weights) {
     std::vector<float> y = naiveConv(c, x, weights, ys);
     applyReference(epilogue, ys, bias, residual, y);
-    return y;
+    return channelsLast ? relayout(y, ys, true) : y;
   };
+  std::vector<float> xIn = channelsLast ? relayout(x, c.x, true) : x;
+  std::vector<float> residualIn = channelsLast ? relayout(residual, ys, true) : residual;
   // Winograd F(4x4,3x3) is accurate to ~1e-5 of the output's magnitude (see Winograd.cpp), not
   // of each element: outputs near zero get an absolute tolerance of 1e-4 x the largest one.
   auto check = [&](const float *got, const std::vector<float> &want) {
@@ -353,11 +381,11 @@ void checkConv(const ConvCase &c, unsigned seed, int threads = 1, bool weightIsI
     }
     expectClose(got, want, 1e-4, atol, "conv");
   };
-  std::vector<const void *> inputs{x.data()};
+  std::vector<const void *> inputs{xIn.data()};
   if (weightIsInput)
     inputs.push_back(w.data());
   if (epilogue.residual)
-    inputs.push_back(residual.data());
+    inputs.push_back(residualIn.data());
   auto outputs = runArtifact(artifact, inputs, threads);
   check(outputs[0].data<float>(), reference(w));
   if (!weightIsInput)
@@ -506,6 +534,39 @@ TEST(RuntimeConv, EpiloguesOnEveryPath) {
       SCOPED_TRACE("case " + std::to_string(&c - cases.data()) + ", epilogue " +
                    std::to_string(e));
       checkConv(c, seed, 1 + (int)(e % 2), /*weightIsInput=*/e == 3, epilogues[e]);
+      seed += 5;
+    }
+}
+
+TEST(RuntimeConv, ChannelsLast) {
+  // [N, S..., C] input and output: 1x1 (one GEMM with the positions as rows; batch 2, 7x7
+  // maps with more channels than a panel), depthwise (strides 1 and 2, pads, dilation, 5x5,
+  // batch 2) and the rest through channels-first copies (im2col, Winograd, groups, 1-D,
+  // transposed); each with and without an epilogue, one and two threads, weights constant
+  // or inputs.
+  std::vector<ConvCase> cases = {
+      {{2, 8, 7, 7}, {16, 8, 1, 1}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 1},        // 1x1
+      {{1, 96, 7, 7}, {70, 96, 1, 1}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 1},      // 1x1 7x7
+      {{1, 5, 11, 9}, {3, 5, 1, 1}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 1},        // 1x1 odd
+      {{2, 32, 12, 11}, {32, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 32},    // depthwise
+      {{1, 24, 14, 14}, {24, 1, 3, 3}, {2, 2}, {0, 1}, {0, 1}, {1, 1}, 24},    // s2 "same"
+      {{1, 17, 13, 15}, {17, 1, 3, 3}, {1, 1}, {2, 2}, {2, 2}, {2, 2}, 17},    // dilation 2
+      {{2, 20, 9, 10}, {20, 1, 5, 5}, {2, 1}, {2, 2}, {2, 1}, {1, 1}, 20},     // 5x5
+      {{1, 3, 11, 10}, {5, 3, 3, 2}, {2, 3}, {1, 0}, {2, 1}, {2, 1}, 1},       // im2col
+      {{1, 16, 15, 17}, {24, 16, 3, 3}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 1},    // Winograd
+      {{1, 6, 7, 7}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 2},         // groups
+      {{1, 4, 6, 6}, {8, 1, 3, 3}, {1, 1}, {0, 2}, {1, 0}, {2, 2}, 4},         // multiplier 2
+      {{1, 3, 17}, {5, 3, 4}, {3}, {2}, {1}, {1}, 1},                           // 1-D
+      {{1, 8, 5, 6}, {4, 8, 2, 2}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, {2, 2}},  // transposed
+  };
+  ConvEpilogueCase all{true, true, true, 0.0f, 6.0f};
+  unsigned seed = 900;
+  for (const ConvCase &c : cases)
+    for (int variant = 0; variant < 3; ++variant) {
+      SCOPED_TRACE("case " + std::to_string(&c - cases.data()) + ", variant " +
+                   std::to_string(variant));
+      checkConv(c, seed, 1 + variant % 2, /*weightIsInput=*/variant == 2,
+                variant == 0 ? ConvEpilogueCase{} : all, /*channelsLast=*/true);
       seed += 5;
     }
 }

@@ -21,3 +21,10 @@
 
 #define GET_OP_CLASSES
 #include "tcc/IR/TccOps.h.inc"
+
+namespace tcc {
+/// [N, C, S...] -> [N, S..., C] (a channels_last tcc.conv's input and result shapes).
+llvm::SmallVector<int64_t> channelsLastShape(llvm::ArrayRef<int64_t> shape);
+/// [N, S..., C] -> [N, C, S...].
+llvm::SmallVector<int64_t> channelsFirstShape(llvm::ArrayRef<int64_t> shape);
+} // namespace tcc

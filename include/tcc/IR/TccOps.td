@@ -289,11 +289,15 @@ def Tcc_ConvOp : Tcc_Op<"conv", [Tcc_Differentiable, Pure, InferTypeOpAdaptor]> 
     Per spatial dim: the input is dilated by `lhs_dilation` (transposed convolution), padded by
     `pad_low`/`pad_high` (may be negative), then windowed with kernel dilation `rhs_dilation`
     and stride `strides`.
+
+    `channels_last`: input and result hold the channel dim last ([N, S..., C] ->
+    [N, S'..., O]; the weight is unchanged). Only the layout pass (-tcc-layout) makes it, for
+    the CPU's library convolutions; it has no gradient rule.
   }];
   let arguments = (ins Tcc_Tensor:$input, Tcc_Tensor:$weight, DenseI64ArrayAttr:$strides,
                    DenseI64ArrayAttr:$pad_low, DenseI64ArrayAttr:$pad_high,
                    DenseI64ArrayAttr:$lhs_dilation, DenseI64ArrayAttr:$rhs_dilation,
-                   I64Attr:$groups);
+                   I64Attr:$groups, UnitAttr:$channels_last);
   let results = (outs Tcc_Tensor:$result);
   let assemblyFormat = "$input `,` $weight attr-dict `:` type($input) `,` type($weight) `->` type($result)";
 }

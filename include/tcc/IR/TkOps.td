@@ -257,6 +257,8 @@ def Tk_ConvOp : Tk_Op<"conv", [AttrSizedOperandSegments]> {
     this order: + `bias` (one value per output channel, [C_out]), + `residual` (a buffer of the
     output's type, e.g. a residual connection), then max(x, `clamp_min`) and min(x,
     `clamp_max`) when they are set (ReLU: clamp_min 0; ReLU6: 0 and 6). NaN stays NaN.
+
+    `channels_last` (f32): input and output are [N, S..., C] (tcc.conv's channels_last).
   }];
   let arguments = (ins Arg<Tk_Buffer, "", [MemRead]>:$input, Arg<Tk_Buffer, "", [MemRead]>:$weight,
                    Arg<Optional<Tk_Buffer>, "", [MemRead]>:$bias,
@@ -265,7 +267,8 @@ def Tk_ConvOp : Tk_Op<"conv", [AttrSizedOperandSegments]> {
                    DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pad_low,
                    DenseI64ArrayAttr:$pad_high, DenseI64ArrayAttr:$dilations, I64Attr:$groups,
                    DefaultValuedOptionalAttr<DenseI64ArrayAttr, "{}">:$lhs_dilation,
-                   OptionalAttr<F64Attr>:$clamp_min, OptionalAttr<F64Attr>:$clamp_max);
+                   OptionalAttr<F64Attr>:$clamp_min, OptionalAttr<F64Attr>:$clamp_max,
+                   UnitAttr:$channels_last);
   let extraClassDeclaration = [{
     /// lhs_dilation with one entry per spatial dim (ones when the attribute is empty).
     ::llvm::SmallVector<int64_t> getLhsDilationPerDim();
