@@ -71,7 +71,8 @@ void dumpModule(const CompileOptions &options, ModuleOp module, const char *name
 /// Runs `build`'s passes; errors (with their op locations) become one tcc::Error. With
 /// `explain`, remarks go to stderr as they come.
 void runPasses(ModuleOp module, const char *stage, bool explain,
-               llvm::function_ref<void(PassManager &)> build) {
+               llvm::function_ref<void(PassManager &)> build,
+               const char *remarkTag = "fusion") {
   MLIRContext *ctx = module.getContext();
   std::string errors;
   ScopedDiagnosticHandler handler(ctx, [&](Diagnostic &diag) {
@@ -82,7 +83,7 @@ void runPasses(ModuleOp module, const char *stage, bool explain,
       os << "\n  note: " << note.getLocation() << ": " << note;
     if (diag.getSeverity() == DiagnosticSeverity::Remark) {
       if (explain)
-        std::cerr << "tcc: fusion: " << text << "\n";
+        std::cerr << "tcc: " << remarkTag << ": " << text << "\n";
     } else if (diag.getSeverity() == DiagnosticSeverity::Error) {
       errors += (errors.empty() ? "" : "\n") + text;
     }
@@ -106,7 +107,8 @@ std::string CompileReport::toJson() const {
      << ",\n  \"constant_bytes\": " << constantBytes << ",\n  \"artifact_bytes\": "
      << artifactBytes << ",\n  \"cache_hits\": " << cacheHits << ",\n  \"compile_seconds\": "
      << compileSeconds << ",\n  \"codegen_seconds\": " << codegenSeconds
-     << ",\n  \"kernel_names\": [";
+     << ",\n  \"layout_copies\": " << layoutCopies << ",\n  \"layout_copy_bytes\": "
+     << layoutCopyBytes << ",\n  \"kernel_names\": [";
   for (size_t i = 0; i < kernelNames.size(); ++i)
     os << (i ? ", " : "") << "\"" << kernelNames[i] << "\"";
   os << "]";
@@ -221,7 +223,7 @@ void checkCompileOptions(const CompileOptions &options) {
                 "toolkit (NVRTC)");
 }
 
-void lowerModule(ModuleOp module, const CompileOptions &options) {
+void lowerModule(ModuleOp module, const CompileOptions &options, CompileReport *report) {
   if (!options.dumpDir.empty()) {
     if (auto ec = llvm::sys::fs::create_directories(options.dumpDir))
       throw Error("cannot create '" + options.dumpDir + "': " + ec.message());
@@ -249,6 +251,30 @@ void lowerModule(ModuleOp module, const CompileOptions &options) {
     DecomposeAttentionOptions decompose;
     decompose.target = options.device;
     pm.addNestedPass<func::FuncOp>(createDecomposeAttention(decompose));
+  });
+  if (options.device == "cpu" && options.layout != "nchw") {
+    runPasses(
+        module, "layout", options.explainLayout,
+        [&](PassManager &pm) {
+          LayoutOptions layout;
+          layout.mode = options.layout;
+          layout.explain = options.explainLayout;
+          pm.addNestedPass<func::FuncOp>(createLayout(layout));
+          pm.addPass(createFoldConstants()); // constants re-laid out once, here
+        },
+        "layout");
+    dumpModule(options, module, "0-layout.mlir");
+    if (report)
+      module.walk([&](TransposeOp t) {
+        if (!t->hasAttr(kLayoutCopyAttrName))
+          return;
+        ++report->layoutCopies;
+        auto type = cast<RankedTensorType>(t.getType());
+        report->layoutCopyBytes +=
+            (uint64_t)type.getNumElements() * (type.getElementTypeBitWidth() / 8);
+      });
+  }
+  runPasses(module, "fusion", options.explainFusion, [&](PassManager &pm) {
     FuseOptions fuse;
     fuse.explain = options.explainFusion;
     fuse.target = options.device; // which GEMM epilogues the library computes (GemmEpilogue.h)
@@ -420,7 +446,7 @@ void generateCuda(ModuleOp module, const CompileOptions &options,
 /// bytes to `report`.
 ArtifactContents compileProgram(ModuleOp module, const CompileOptions &options,
                                 const std::string &kernelPrefix, CompileReport &report) {
-  lowerModule(module, options);
+  lowerModule(module, options, &report);
   ArtifactContents contents;
   contents.device = options.device;
   if (options.device == "cuda")

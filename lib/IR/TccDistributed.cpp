@@ -291,9 +291,9 @@ LogicalResult TccDialect::verifyOperationAttribute(Operation *op, NamedAttribute
       return op->emitError() << "'" << kMeshAttrName << "' must be a #tcc.mesh on a module";
     return success();
   }
-  if (attr.getName() == kRecomputedAttrName) {
+  if (attr.getName() == kRecomputedAttrName || attr.getName() == kLayoutCopyAttrName) {
     if (!isa<UnitAttr>(attr.getValue()))
-      return op->emitError() << "'" << kRecomputedAttrName << "' is a unit attribute";
+      return op->emitError() << "'" << attr.getName().getValue() << "' is a unit attribute";
     return success();
   }
   return op->emitError() << "unknown tcc attribute '" << attr.getName().getValue() << "'";

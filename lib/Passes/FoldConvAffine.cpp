@@ -178,7 +178,7 @@ struct FoldConvAffinePass : impl::FoldConvAffineBase<FoldConvAffinePass> {
         }
     }
     if (explain)
-      conv.emitRemark() << chain.size()
+      emitRemark(conv.getLoc()) << chain.size()
                         << " per-channel ops after this convolution folded into its weights"
                         << (replacement == conv.getResult() ? "" : " and one bias");
   }

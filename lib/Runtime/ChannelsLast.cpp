@@ -89,13 +89,105 @@ void pointwise(const ConvGeometry &g, const float *input, const float *weight, f
         nullptr, &cache->matrices[0], &tile);
 }
 
+/// One output row (image n, row y) of a channels-last depthwise convolution: every position
+/// and channel, 16 channels at a time in one vector accumulator over the taps (one load of the
+/// input and one of the weights per multiply-add), then the epilogue, stored once.
+struct DepthwiseRow {
+  const float *in;   // the image [ih][iw][C]
+  const float *w;    // [tap][C]
+  float *out;        // the row [ow][C]
+  const float *residual; // the row's residual, or null
+  const float *bias; // [C] or null
+  bool clamp;
+  float lo, hi;
+  int64_t C, ih, iw, ow, y, kh, kw, sh, sw, dh, dw, ph, pw;
+};
+
+typedef float DwVec __attribute__((vector_size(64)));
+
+/// Channels [c, c + 16 NV) of output column x: NV independent accumulators (a chain of one
+/// vector's taps alone would wait on the multiply-add latency).
+template <int NV>
+TCC_ISA_BODY void depthwiseBlock(const DepthwiseRow &r, int64_t x, int64_t x0, int64_t kxLo,
+                                 int64_t kxHi, int64_t c) {
+  const int64_t C = r.C;
+  DwVec acc[NV] = {};
+  for (int64_t ky = 0; ky < r.kh; ++ky) {
+    const int64_t iy = r.y * r.sh - r.ph + ky * r.dh;
+    if (iy < 0 || iy >= r.ih)
+      continue;
+    const float *row = r.in + (iy * r.iw + x0) * C + c;
+    const float *wrow = r.w + ky * r.kw * C + c;
+    for (int64_t kx = kxLo; kx < kxHi; ++kx)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) {
+        DwVec a, b;
+        __builtin_memcpy(&a, row + kx * r.dw * C + 16 * v, sizeof(DwVec));
+        __builtin_memcpy(&b, wrow + kx * C + 16 * v, sizeof(DwVec));
+        acc[v] += a * b;
+      }
+  }
+  float *o = r.out + x * C + c;
+  const float *res = r.residual ? r.residual + x * C + c : nullptr;
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) {
+    DwVec y = acc[v], b;
+    if (r.bias) {
+      __builtin_memcpy(&b, r.bias + c + 16 * v, sizeof(DwVec));
+      y += b;
+    }
+    if (res) {
+      __builtin_memcpy(&b, res + 16 * v, sizeof(DwVec));
+      y += b;
+    }
+    if (r.clamp) { // as ConvEpilogue::apply: NaN stays NaN
+      DwVec lo = y - y + r.lo, hi = y - y + r.hi;
+      y = lo > y ? lo : y;
+      y = hi < y ? hi : y;
+    }
+    __builtin_memcpy(o + 16 * v, &y, sizeof(DwVec));
+  }
+}
+
+TCC_ISA_BODY void depthwiseRowBody(const DepthwiseRow &r) {
+  const int64_t C = r.C;
+  for (int64_t x = 0; x < r.ow; ++x) {
+    const int64_t x0 = x * r.sw - r.pw;
+    int64_t kxLo = 0, kxHi = r.kw; // kx with 0 <= x0 + kx * dw < iw
+    while (kxLo < kxHi && x0 + kxLo * r.dw < 0)
+      ++kxLo;
+    while (kxHi > kxLo && x0 + (kxHi - 1) * r.dw >= r.iw)
+      --kxHi;
+    int64_t c = 0;
+    for (; c + 64 <= C; c += 64)
+      depthwiseBlock<4>(r, x, x0, kxLo, kxHi, c);
+    for (; c + 32 <= C; c += 32)
+      depthwiseBlock<2>(r, x, x0, kxLo, kxHi, c);
+    for (; c + 16 <= C; c += 16)
+      depthwiseBlock<1>(r, x, x0, kxLo, kxHi, c);
+    for (; c < C; ++c) { // the last channels, one at a time
+      float acc = 0.0f;
+      for (int64_t ky = 0; ky < r.kh; ++ky) {
+        const int64_t iy = r.y * r.sh - r.ph + ky * r.dh;
+        if (iy < 0 || iy >= r.ih)
+          continue;
+        for (int64_t kx = kxLo; kx < kxHi; ++kx)
+          acc += r.in[(iy * r.iw + x0 + kx * r.dw) * C + c] * r.w[(ky * r.kw + kx) * C + c];
+      }
+      const float *res = r.residual ? r.residual + x * C : nullptr;
+      ConvEpilogue e{r.bias, res, r.clamp, r.lo, r.hi};
+      r.out[x * C + c] = e.apply(acc, c, res ? res + c : nullptr);
+    }
+  }
+}
+TCC_ISA_CLONES(depthwiseRow, depthwiseRowBody)
+
 void depthwise(const ConvGeometry &g, const float *input, const float *weight, float *output,
                int numThreads, PackedOperand *cache, bool weightIsConstant,
                const ConvEpilogue *epilogue) {
   const int64_t C = g.outChannels, ih = g.inSpatial[0], iw = g.inSpatial[1];
   const int64_t kh = g.kernel[0], kw = g.kernel[1], oh = g.outSpatial[0], ow = g.outSpatial[1];
-  const int64_t sh = g.strides[0], sw = g.strides[1], dh = g.dilations[0], dw = g.dilations[1];
-  const int64_t ph = g.padLow[0], pw = g.padLow[1], taps = kh * kw;
+  const int64_t taps = kh * kw;
   PackedOperand local;
   if (!cache)
     cache = &local;
@@ -109,25 +201,19 @@ void depthwise(const ConvGeometry &g, const float *input, const float *weight, f
   // Items: output rows (image, oh); each writes its ow x C outputs once.
   parallelFor(numThreads, g.batch * oh, ow * taps * C, [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; ++item) {
-      int64_t n = item / oh, y = item % oh;
-      const float *in = input + n * ih * iw * C;
-      float *outRow = output + item * ow * C;
-      for (int64_t x = 0; x < ow; ++x) {
-        float *o = outRow + x * C;
-        std::memset(o, 0, sizeof(float) * (size_t)C);
-        for (int64_t ky = 0; ky < kh; ++ky) {
-          int64_t iy = y * sh - ph + ky * dh;
-          if (iy < 0 || iy >= ih)
-            continue;
-          for (int64_t kx = 0; kx < kw; ++kx) {
-            int64_t ix = x * sw - pw + kx * dw;
-            if (ix < 0 || ix >= iw)
-              continue;
-            multiplyAdd(o, in + (iy * iw + ix) * C, w.data() + (ky * kw + kx) * C, C);
-          }
-        }
-      }
-      applyEpilogueRows(epilogue, outRow, ow, C, item * ow);
+      int64_t n = item / oh;
+      DepthwiseRow r{input + n * ih * iw * C,
+                     w.data(),
+                     output + item * ow * C,
+                     epilogue && epilogue->residual ? epilogue->residual + item * ow * C
+                                                    : nullptr,
+                     epilogue ? epilogue->bias : nullptr,
+                     epilogue && epilogue->clamp,
+                     epilogue ? epilogue->lo : 0.0f,
+                     epilogue ? epilogue->hi : 0.0f,
+                     C, ih, iw, ow, item % oh, kh, kw, g.strides[0], g.strides[1],
+                     g.dilations[0], g.dilations[1], g.padLow[0], g.padLow[1]};
+      depthwiseRow(r);
     }
   });
 }

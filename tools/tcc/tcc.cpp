@@ -108,6 +108,8 @@ struct CompileArgs {
   std::string cacheDir;
   bool explainFusion = false;
   std::string precision = "fp32";
+  std::string layout = "auto";
+  bool explainLayout = false;
   std::string dumpDir;
   std::string archs = "sm_80,sm_90";
 };
@@ -147,6 +149,14 @@ void addCompileArgs(CLI::App *cmd, CompileArgs &args) {
                   "AVX512-BF16 where the CPU has it, f16 ones (and bf16 without it) converted to "
                   "f32 as they are packed")
       ->default_val("fp32");
+  cmd->add_option("--layout", args.layout,
+                  "CPU: auto (pointwise and depthwise convolutions channels-last where the "
+                  "cost model expects them to pay for their layout copies), nhwc (every one), "
+                  "nchw (none)")
+      ->check(CLI::IsMember({"auto", "nhwc", "nchw"}))
+      ->default_val("auto");
+  cmd->add_flag("--explain-layout", args.explainLayout,
+                "print every layout decision (each convolution's layout and why)");
   cmd->add_option("--dump-dir", args.dumpDir,
                   "write each IR stage (.mlir) and the generated kernel sources here");
   cmd->add_option("--arch", args.archs,
@@ -163,6 +173,8 @@ CompileOptions compileOptions(const CompileArgs &args, const std::string &device
   c.cacheDir = args.cacheDir;
   c.explainFusion = args.explainFusion;
   c.precision = args.precision;
+  c.layout = args.layout;
+  c.explainLayout = args.explainLayout;
   c.dumpDir = args.dumpDir;
   c.progress = true;
   return c;

@@ -37,6 +37,10 @@ struct CompileOptions {
   /// "fp32", or "bf16"/"fp16": matrix products and attention in 16 bits with f32 accumulation,
   /// everything else in f32 (-tcc-autocast; training: the builder's TrainingOptions::precision).
   std::string precision = "fp32";
+  /// CPU: the layout pass (-tcc-layout): "auto" (pointwise and depthwise convolutions
+  /// channels-last where the cost model says it pays), "nhwc" (every one), "nchw" (none).
+  std::string layout = "auto";
+  bool explainLayout = false; // print every layout decision (stderr)
   /// Training steps: activation checkpointing (-tcc-remat): the cheap ops' saved values are
   /// recomputed in the backward pass; with `memoryBudget` >= 0 (bytes of saved activations)
   /// that they exceed, whole blocks are recomputed from their boundaries.
@@ -61,6 +65,10 @@ struct CompileReport {
   uint64_t stateBytes = 0;     // training artifacts: the state one rank holds (all of it in one process)
   uint64_t artifactBytes = 0;
   size_t cacheHits = 0;        // kernels whose object came from the disk cache
+  /// The layout changes the layout pass left (transposes between channels-first and
+  /// channels-last values: one copy each at run time) and the bytes they write.
+  size_t layoutCopies = 0;
+  uint64_t layoutCopyBytes = 0;
   double compileSeconds = 0;   // whole compile (set by the caller if it includes loading)
   double codegenSeconds = 0;   // host compiler time (incl. cache lookups)
   std::vector<std::string> kernelNames; // training artifacts: "<entry>/<kernel>"
@@ -118,6 +126,7 @@ struct CompileReport {
 
   /// JSON object: kernels, extern_calls, launches, arena_bytes, unplanned_bytes,
   /// constant_bytes, artifact_bytes, cache_hits, compile_seconds, codegen_seconds, device,
+  /// layout_copies, layout_copy_bytes,
   /// kernel_names, for training artifacts entries ([{name, kernels, launches, arena_bytes,
   /// activation_bytes, activation_bytes_without_remat}]),
   /// and for CUDA cuda_archs, nvrtc_programs, nvrtc_seconds and cuda_kernels ([{name,
@@ -140,7 +149,8 @@ void checkCompileOptions(const CompileOptions &options);
 
 /// Stages 1-3 on the imported graph (rewritten in place): fusion, lowering to kernels and a
 /// program (canonicalized, CSE'd), memory planning. `explainFusion` and `dumpDir` apply.
-void lowerModule(mlir::ModuleOp module, const CompileOptions &options);
+void lowerModule(mlir::ModuleOp module, const CompileOptions &options,
+                 CompileReport *report = nullptr);
 
 /// The CUDA kernels of a lowered module: every tk.kernel function emitted for the alignments
 /// its launches guarantee (cudaArgumentAlignments), then one generated kernel per distinct

@@ -30,6 +30,9 @@ def Tcc_Dialect : Dialect {
     /// The unit attribute on ops -tcc-remat added to recompute forward values in the backward
     /// pass (fusion keeps them apart from the forward ops they copy).
     static constexpr ::llvm::StringLiteral kRecomputedAttrName = "tcc.recomputed";
+    /// The unit attribute on the transposes -tcc-layout leaves between channels-first and
+    /// channels-last values (the layout copies the report counts).
+    static constexpr ::llvm::StringLiteral kLayoutCopyAttrName = "tcc.layout";
   private:
     void registerAttributes(); // lib/IR/TccDistributed.cpp
   public:

@@ -1,6 +1,8 @@
 //===- Passes.h - tcc graph passes --------------------------------------===//
 #pragma once
 
+#include "tcc/IR/TccDialect.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/Pass.h"
 
@@ -12,6 +14,10 @@ class AttentionOp;
 
 #define GEN_PASS_DECL
 #include "tcc/Passes/Passes.h.inc"
+
+/// Marks the transposes -tcc-layout leaves between channels-first and channels-last values
+/// (each one a copy at run time: the report's layout_copies).
+constexpr llvm::StringLiteral kLayoutCopyAttrName = TccDialect::kLayoutCopyAttrName;
 
 /// If every operand of `op` is a tcc.constant and no result exceeds `maxElements`, evaluates
 /// it with the reference kernels and replaces its results by constants; returns true then.

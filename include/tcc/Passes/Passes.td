@@ -32,6 +32,21 @@ def FoldConvAffine : Pass<"tcc-fold-conv-affine", "mlir::func::FuncOp"> {
   ];
 }
 
+def Layout : Pass<"tcc-layout", "mlir::func::FuncOp"> {
+  let summary = "Channels-last pointwise and depthwise convolutions, with the layout changes "
+                "sunk through layout-agnostic ops and cancelled in pairs";
+  let description = [{
+    lib/Passes/Layout.cpp. The transposes left are marked `tcc.layout` (the layout copies);
+    run -tcc-fold-constants after it to re-lay out constants.
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", /*default=*/"\"auto\"",
+           "auto (the cost model), nhwc (every candidate), nchw (none)">,
+    Option<"explain", "explain", "bool", /*default=*/"false",
+           "report each decision as a remark">
+  ];
+}
+
 def Autodiff : Pass<"tcc-autodiff", "mlir::ModuleOp"> {
   let summary = "Appends to each function returning one 0-d float loss its gradients";
   let description = [{
