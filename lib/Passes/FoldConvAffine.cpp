@@ -19,6 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tcc/Passes/Passes.h"
+#include "FusionUtils.h"
 #include "tcc/IR/CoreBuilder.h"
 #include "tcc/IR/TccDialect.h"
 
@@ -56,12 +57,17 @@ std::optional<std::vector<double>> channelValues(Value v, ArrayRef<int64_t> shap
     return std::nullopt;
   if (attr.isSplat())
     return std::vector<double>{attr.getSplatValue<float>()};
-  ArrayRef<int64_t> cShape = attr.getType().getShape();
-  for (size_t i = 0; i < cShape.size(); ++i)
-    if (cShape[i] != 1 && (dims[i] != 1 || cShape[i] != channels))
-      return std::nullopt;
+  // The constant's dim that becomes the channel dim; its values must vary along it alone (a
+  // per-channel vector, broadcast or already folded into a full tensor).
+  auto channelDim = llvm::find(dims, 1);
+  if (channelDim == dims.end() || attr.getType().getDimSize(channelDim - dims.begin()) != channels)
+    return std::nullopt;
+  DenseElementsAttr vector =
+      fusion::constantVectorAlong(attr, channelDim - dims.begin());
+  if (!vector)
+    return std::nullopt;
   std::vector<double> values;
-  for (float x : attr.getValues<float>())
+  for (float x : vector.getValues<float>())
     values.push_back(x);
   return values;
 }

@@ -5,9 +5,13 @@
 //===----------------------------------------------------------------------===//
 #include "FusionUtils.h"
 
+#include <cstring>
+
 #include "mlir/IR/AffineMap.h"
 #include "mlir/IR/Matchers.h"
 #include "llvm/ADT/TypeSwitch.h"
+
+#include <cstring>
 
 using namespace mlir;
 
@@ -31,6 +35,34 @@ bool isCopyConcat(ConcatOp op) {
     return false;
   ArrayRef<int64_t> shape = shapeOf(op.getResult());
   return llvm::all_of(shape.take_front(op.getAxis()), [](int64_t d) { return d == 1; });
+}
+
+DenseElementsAttr constantVectorAlong(DenseElementsAttr c, int64_t dim) {
+  auto type = c.getType();
+  if (dim < 0 || dim >= type.getRank())
+    return {};
+  int64_t n = type.getDimSize(dim);
+  auto vectorType = RankedTensorType::get({n}, type.getElementType());
+  if (c.isSplat())
+    return DenseElementsAttr::get(vectorType, c.getSplatValue<Attribute>());
+  int64_t inner = 1; // elements between consecutive indices along dim
+  for (int64_t d = dim + 1; d < type.getRank(); ++d)
+    inner *= type.getDimSize(d);
+  ArrayRef<char> raw = c.getRawData();
+  int64_t count = type.getNumElements();
+  if (count == 0 || raw.size() % count != 0)
+    return {};
+  size_t bytes = raw.size() / count; // packed element size (no i1 here: float constants)
+  std::vector<char> vector(n * bytes);
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t k = i / inner % n;
+    const char *e = raw.data() + i * bytes;
+    if (i / inner < n) // the first occurrence of k: every leading index 0
+      std::memcpy(vector.data() + k * bytes, e, bytes);
+    else if (std::memcmp(vector.data() + k * bytes, e, bytes) != 0)
+      return {};
+  }
+  return DenseElementsAttr::getFromRawBuffer(vectorType, vector);
 }
 
 std::optional<double> splatFloatValue(Value v) {

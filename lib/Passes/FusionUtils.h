@@ -40,6 +40,11 @@ OpClass classify(mlir::Operation *op, Target target);
 
 /// The value of `v` when it is a splat float constant (possibly reshaped or broadcast).
 std::optional<double> splatFloatValue(mlir::Value v);
+
+/// If the constant `c` (rank >= 1) holds values that vary along `dim` alone (a per-channel
+/// vector broadcast and folded into a full tensor, or a splat): that [c.shape[dim]] vector;
+/// else null.
+mlir::DenseElementsAttr constantVectorAlong(mlir::DenseElementsAttr c, int64_t dim);
 /// Matmuls the targets' GEMM libraries run: f16, bf16, f32 and f64 (16-bit ones with f32
 /// accumulation: cuBLASLt, libtccrt's gemm16); the others (integers) are generated loops.
 bool isLibraryMatmul(MatmulOp op);

@@ -166,20 +166,19 @@ bool Matcher::matchVector(Value b, ArrayRef<int64_t> shape, int64_t dim, Value &
     vector = v; // a projection onto `dim` alone: its N elements in order
     return true;
   }
-  // A constant with the column as its last dim whose rows all hold the same vector (what
-  // constant folding makes of a broadcast bias initializer) is that vector.
-  if (constant && dim == rank - 1 && dims->back() == rank - 1 && n > 0) {
-    ArrayRef<char> raw = constant.getRawData();
-    size_t rowBytes = raw.size() / (constant.getNumElements() / n);
-    bool repeated = true;
-    for (size_t offset = rowBytes; offset < raw.size() && repeated; offset += rowBytes)
-      repeated = std::memcmp(raw.data(), raw.data() + offset, rowBytes) == 0;
-    if (repeated) {
-      vector = v;
-      vectorConstant =
-          DenseElementsAttr::getFromRawBuffer(vectorType, raw.take_front(rowBytes));
-      return true;
-    }
+  // A constant whose values vary along `dim` alone (what constant folding makes of a
+  // broadcast bias initializer) is that vector.
+  if (constant && n > 0 && tensorType(v).getRank() == rank && dims->size() == (size_t)rank &&
+      (*dims)[dim] == dim) {
+    bool aligned = true; // v's dims are the result's (a projection onto the same dims)
+    for (int64_t d = 0; d < rank; ++d)
+      aligned = aligned && ((*dims)[d] == d || (*dims)[d] == -1);
+    if (aligned)
+      if (DenseElementsAttr along = constantVectorAlong(constant, dim)) {
+        vector = v;
+        vectorConstant = along;
+        return true;
+      }
   }
   if (dim == rank - 1)
     stop = "the added tensor varies along " +

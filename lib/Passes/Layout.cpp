@@ -39,6 +39,8 @@
 #include "llvm/ADT/EquivalenceClasses.h"
 #include "llvm/ADT/SetVector.h"
 
+#include <cstdio>
+
 namespace tcc {
 #define GEN_PASS_DEF_LAYOUT
 #include "tcc/Passes/Passes.h.inc"
@@ -130,6 +132,13 @@ double estimatedGainNs(ConvOp c) {
   return (positions <= 64 ? 0.12 : -0.3) * macs / kMacsPerNs;
 }
 
+/// "12.3" for 12345 ns.
+std::string microseconds(double ns) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f", ns / 1000);
+  return text;
+}
+
 /// Estimated time (ns) of a layout copy of `bytes`: read and written at ~8 GB/s.
 double copyNs(int64_t bytes) { return 2.0 * (double)bytes / 8.0; }
 
@@ -201,6 +210,13 @@ private:
     SmallVector<int64_t> toLast(toFirst.size());
     for (size_t i = 0; i < toFirst.size(); ++i)
       toLast[toFirst[i]] = i;
+    // A channels-last copy of v made for another user already (a block's input read by a
+    // channels-last convolution and by the block's residual add): no second copy.
+    Operation *at = b.getInsertionBlock()->empty() ? nullptr : &*b.getInsertionPoint();
+    for (Operation *u : v.getUsers())
+      if (isLayoutTranspose(u, toLast) && at && u->getBlock() == at->getBlock() &&
+          u->isBeforeInBlock(at))
+        return u->getResult(0);
     if (auto c = dyn_cast_or_null<ConstantOp>(d)) {
       auto attr = dyn_cast<DenseElementsAttr>(c.getValue());
       if (attr && attr.isSplat()) // any shape: the splat of the permuted type
@@ -373,7 +389,7 @@ struct LayoutPass : impl::LayoutBase<LayoutPass> {
           gaining.push_back(c);
         else if (explain)
           emitRemark(c.getLoc()) << "stays channels-first: channels-last would cost ~"
-                         << (int64_t)(-gain / 1000) << " us more";
+                                 << microseconds(-gain) << " us more";
       }
       if (!gaining.empty())
         chooseAndRewrite(f, gaining);
@@ -454,9 +470,9 @@ struct LayoutPass : impl::LayoutBase<LayoutPass> {
       ConvOp conv = original;
       if (explain)
         emitRemark(conv.getLoc()) << (keep ? "channels-last" : "stays channels-first")
-                              << ": its region saves ~" << (int64_t)(gain[leader] / 1000)
+                              << ": its region saves ~" << microseconds(gain[leader])
                               << " us of convolution, its layout copies cost ~"
-                              << (int64_t)(cost[leader] / 1000) << " us";
+                              << microseconds(cost[leader]) << " us";
       if (keep)
         chosen.push_back(conv);
     }

@@ -123,6 +123,7 @@ CaseResult runCase(const fs::path &dir, const CheckOptions &options) {
       CompileOptions compile;
       compile.useCache = options.useCache;
       compile.cudaArchs = options.cudaArchs;
+      compile.layout = options.layout;
       // Cases run in parallel: one thread each.
       RunOptions run;
       run.threads = 1;

@@ -11,6 +11,7 @@ struct CheckOptions {
   std::string device = "cpu";       // "cpu" or "cuda" (compiled), or "interp"
   bool useCache = true;              // the kernel cache
   std::vector<std::string> cudaArchs = {"sm_80", "sm_90"}; // cuda: what to compile for
+  std::string layout = "auto"; // cpu: the layout pass's mode (CompileOptions::layout)
   std::string expectedFailuresFile; // lines "case-name  reason"; '#' comments
   double rtol = 1e-3, atol = 1e-5;
   unsigned jobs = 0; // 0: one per core

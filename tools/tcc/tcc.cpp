@@ -836,6 +836,11 @@ int main(int argc, char **argv) {
   checkCmd->add_flag("-q,--quiet", check.quiet, "print only failures, skips and the summary");
   bool checkNoCache = false;
   checkCmd->add_flag("--no-cache", checkNoCache, "do not use the on-disk kernel cache");
+  checkCmd->add_option("--layout", check.layout,
+                       "cpu: the layout pass, auto (the cost model), nhwc (every pointwise and "
+                       "depthwise convolution channels-last) or nchw (none)")
+      ->check(CLI::IsMember({"auto", "nhwc", "nchw"}))
+      ->default_val("auto");
   std::string checkArchs = "sm_80,sm_90";
   checkCmd->add_option("--arch", checkArchs,
                        "CUDA: the GPU architectures to compile for, comma-separated sm_XY[a] "

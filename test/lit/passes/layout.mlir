@@ -1,0 +1,90 @@
+// RUN: tcc-opt %s -tcc-layout=mode=nhwc -split-input-file | FileCheck %s
+// RUN: tcc-opt %s -tcc-layout=mode=nchw -split-input-file | FileCheck %s --check-prefix=OFF
+// RUN: tcc-opt %s -tcc-layout=mode=auto -split-input-file | FileCheck %s --check-prefix=AUTO
+// RUN: tcc-opt %s -tcc-layout="mode=auto explain=true" -split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=EXPLAIN
+
+// An inverted-residual block (1x1 expand + bias + ReLU6, 3x3 depthwise, 1x1 project, + the
+// block's input): every convolution channels-last, the bias and the clamp bounds re-laid out
+// (constants, broadcasts), one layout copy in (the argument, which the residual add reads too:
+// the same copy) and one out (the result). Forced off, nothing changes. Auto: a 6x6 map is small enough for
+// both kinds to gain more than the two copies cost.
+// CHECK-LABEL: func.func @block(
+// CHECK:         %[[IN:.*]] = tcc.transpose %arg0 perm = [0, 2, 3, 1] {tcc.layout} : tensor<1x8x6x6xf32> -> tensor<1x6x6x8xf32>
+// CHECK:         %[[Y1:.*]] = tcc.conv %[[IN]], %{{.*}} {channels_last,
+// CHECK:         %[[B:.*]] = tcc.transpose %{{.*}} perm = [0, 2, 3, 1] : tensor<1x16x1x1xf32> -> tensor<1x1x1x16xf32>
+// CHECK:         %[[BB:.*]] = tcc.broadcast_in_dim %[[B]] dims = [0, 1, 2, 3] : tensor<1x1x1x16xf32> -> tensor<1x6x6x16xf32>
+// CHECK:         %[[A:.*]] = tcc.binary add %[[Y1]], %[[BB]] : tensor<1x6x6x16xf32>
+// CHECK:         tcc.broadcast_in_dim %{{.*}} dims = [2] : tensor<1xf32> -> tensor<1x6x6x16xf32>
+// CHECK:         tcc.binary max %[[A]], %{{.*}} : tensor<1x6x6x16xf32>
+// CHECK:         %[[C:.*]] = tcc.binary min
+// CHECK:         %[[Y2:.*]] = tcc.conv %[[C]], %{{.*}} {channels_last, groups = 16 : i64
+// CHECK:         %[[Y3:.*]] = tcc.conv %[[Y2]], %{{.*}} {channels_last, groups = 1 : i64
+// CHECK:         %[[O:.*]] = tcc.binary add %[[IN]], %[[Y3]] : tensor<1x6x6x8xf32>
+// CHECK:         %[[OUT:.*]] = tcc.transpose %[[O]] perm = [0, 3, 1, 2] {tcc.layout} : tensor<1x6x6x8xf32> -> tensor<1x8x6x6xf32>
+// CHECK-NEXT:    return %[[OUT]]
+// OFF-LABEL:   func.func @block(
+// OFF-NOT:       tcc.transpose
+// OFF-NOT:       channels_last
+// AUTO-LABEL:  func.func @block(
+// AUTO-COUNT-3:  channels_last
+// EXPLAIN-COUNT-3: remark: channels-last: its region saves ~0.6 us of convolution, its layout copies cost ~0.6 us
+func.func @block(%x: tensor<1x8x6x6xf32>) -> tensor<1x8x6x6xf32> {
+  %w1 = tcc.constant dense<0.5> : tensor<16x8x1x1xf32>
+  %w2 = tcc.constant dense<0.25> : tensor<16x1x3x3xf32>
+  %w3 = tcc.constant dense<0.125> : tensor<8x16x1x1xf32>
+  %b1 = tcc.constant dense<[[[[1.0]], [[2.0]], [[3.0]], [[4.0]], [[1.0]], [[2.0]], [[3.0]], [[4.0]], [[1.0]], [[2.0]], [[3.0]], [[4.0]], [[1.0]], [[2.0]], [[3.0]], [[4.0]]]]> : tensor<1x16x1x1xf32>
+  %zero = tcc.constant dense<0.0> : tensor<1xf32>
+  %six = tcc.constant dense<6.0> : tensor<1xf32>
+  %y1 = tcc.conv %x, %w1 {groups = 1 : i64, lhs_dilation = array<i64: 1, 1>, pad_high = array<i64: 0, 0>, pad_low = array<i64: 0, 0>, rhs_dilation = array<i64: 1, 1>, strides = array<i64: 1, 1>} : tensor<1x8x6x6xf32>, tensor<16x8x1x1xf32> -> tensor<1x16x6x6xf32>
+  %bb = tcc.broadcast_in_dim %b1 dims = [0, 1, 2, 3] : tensor<1x16x1x1xf32> -> tensor<1x16x6x6xf32>
+  %a1 = tcc.binary add %y1, %bb : tensor<1x16x6x6xf32>
+  %zb = tcc.broadcast_in_dim %zero dims = [3] : tensor<1xf32> -> tensor<1x16x6x6xf32>
+  %sb = tcc.broadcast_in_dim %six dims = [3] : tensor<1xf32> -> tensor<1x16x6x6xf32>
+  %r1 = tcc.binary max %a1, %zb : tensor<1x16x6x6xf32>
+  %c1 = tcc.binary min %r1, %sb : tensor<1x16x6x6xf32>
+  %y2 = tcc.conv %c1, %w2 {groups = 16 : i64, lhs_dilation = array<i64: 1, 1>, pad_high = array<i64: 1, 1>, pad_low = array<i64: 1, 1>, rhs_dilation = array<i64: 1, 1>, strides = array<i64: 1, 1>} : tensor<1x16x6x6xf32>, tensor<16x1x3x3xf32> -> tensor<1x16x6x6xf32>
+  %y3 = tcc.conv %y2, %w3 {groups = 1 : i64, lhs_dilation = array<i64: 1, 1>, pad_high = array<i64: 0, 0>, pad_low = array<i64: 0, 0>, rhs_dilation = array<i64: 1, 1>, strides = array<i64: 1, 1>} : tensor<1x16x6x6xf32>, tensor<8x16x1x1xf32> -> tensor<1x8x6x6xf32>
+  %o = tcc.binary add %x, %y3 : tensor<1x8x6x6xf32>
+  return %o : tensor<1x8x6x6xf32>
+}
+
+// -----
+
+// Pooling, padding, concatenation and a global average (a reduction over the spatial dims)
+// between channels-last values: permuted window, pads, axis and dims; the [N, C] mean needs no
+// copy. Not moved: a reshape (its result is channels-first again: one copy).
+// Auto: the two copies (a 4x8x8 input, a 8x5x5 result) cost more than the depthwise gains.
+// EXPLAIN:     remark: stays channels-first: its region saves ~0.3 us of convolution, its layout copies cost ~0.5 us
+// CHECK-LABEL: func.func @agnostic(
+// CHECK:         %[[Y:.*]] = tcc.conv %{{.*}} {channels_last, groups = 4
+// CHECK:         %[[P:.*]] = tcc.reduce_window max %[[Y]] {dilations = array<i64: 1, 1, 1, 1>, pad_high = array<i64: 0, 1, 1, 0>, pad_low = array<i64: 0, 1, 1, 0>, strides = array<i64: 1, 2, 2, 1>, window = array<i64: 1, 3, 3, 1>} : tensor<1x8x8x4xf32> -> tensor<1x4x4x4xf32>
+// CHECK:         %[[Q:.*]] = tcc.pad constant %[[P]], %{{.*}} low = [0, 1, 0, 0] high = [0, 0, 1, 0] : tensor<1x4x4x4xf32>, tensor<f32> -> tensor<1x5x5x4xf32>
+// CHECK:         %[[C:.*]] = tcc.concat %[[Q]], %[[Q]] axis = 3 : tensor<1x5x5x4xf32>, tensor<1x5x5x4xf32> -> tensor<1x5x5x8xf32>
+// CHECK:         %[[T:.*]] = tcc.transpose %[[C]] perm = [0, 3, 1, 2] {tcc.layout}
+// CHECK:         %[[M:.*]] = tcc.reduce sum %[[C]] dims = [1, 2] : tensor<1x5x5x8xf32> -> tensor<1x8xf32>
+// CHECK:         tcc.reshape %[[T]]
+// CHECK:         return %[[M]],
+func.func @agnostic(%x: tensor<1x4x8x8xf32>, %w: tensor<4x1x3x3xf32>) -> (tensor<1x8xf32>, tensor<1x200xf32>) {
+  %y = tcc.conv %x, %w {groups = 4 : i64, lhs_dilation = array<i64: 1, 1>, pad_high = array<i64: 1, 1>, pad_low = array<i64: 1, 1>, rhs_dilation = array<i64: 1, 1>, strides = array<i64: 1, 1>} : tensor<1x4x8x8xf32>, tensor<4x1x3x3xf32> -> tensor<1x4x8x8xf32>
+  %p = tcc.reduce_window max %y {dilations = array<i64: 1, 1, 1, 1>, pad_high = array<i64: 0, 0, 1, 1>, pad_low = array<i64: 0, 0, 1, 1>, strides = array<i64: 1, 1, 2, 2>, window = array<i64: 1, 1, 3, 3>} : tensor<1x4x8x8xf32> -> tensor<1x4x4x4xf32>
+  %zero = tcc.constant dense<0.0> : tensor<f32>
+  %q = tcc.pad constant %p, %zero low = [0, 0, 1, 0] high = [0, 0, 0, 1] : tensor<1x4x4x4xf32>, tensor<f32> -> tensor<1x4x5x5xf32>
+  %c = tcc.concat %q, %q axis = 1 : tensor<1x4x5x5xf32>, tensor<1x4x5x5xf32> -> tensor<1x8x5x5xf32>
+  %m = tcc.reduce sum %c dims = [2, 3] : tensor<1x8x5x5xf32> -> tensor<1x8xf32>
+  %r = tcc.reshape %c : tensor<1x8x5x5xf32> -> tensor<1x200xf32>
+  return %m, %r : tensor<1x8xf32>, tensor<1x200xf32>
+}
+
+// -----
+
+// Auto on a 56x56 map: a pointwise convolution loses there (its input would be packed once
+// more), so the depthwise one alone would pay for two 400 KB copies: nothing changes.
+// AUTO-LABEL:  func.func @large(
+// AUTO-NOT:      channels_last
+// EXPLAIN:     remark: stays channels-first: channels-last would cost ~10.0 us more
+// EXPLAIN:     remark: stays channels-first: channels-last would cost ~19.3 us more
+func.func @large(%x: tensor<1x32x56x56xf32>, %w1: tensor<32x1x3x3xf32>, %w2: tensor<32x32x1x1xf32>) -> tensor<1x32x56x56xf32> {
+  %y = tcc.conv %x, %w1 {groups = 32 : i64, lhs_dilation = array<i64: 1, 1>, pad_high = array<i64: 1, 1>, pad_low = array<i64: 1, 1>, rhs_dilation = array<i64: 1, 1>, strides = array<i64: 1, 1>} : tensor<1x32x56x56xf32>, tensor<32x1x3x3xf32> -> tensor<1x32x56x56xf32>
+  %z = tcc.conv %y, %w2 {groups = 1 : i64, lhs_dilation = array<i64: 1, 1>, pad_high = array<i64: 0, 0>, pad_low = array<i64: 0, 0>, rhs_dilation = array<i64: 1, 1>, strides = array<i64: 1, 1>} : tensor<1x32x56x56xf32>, tensor<32x32x1x1xf32> -> tensor<1x32x56x56xf32>
+  return %z : tensor<1x32x56x56xf32>
+}
