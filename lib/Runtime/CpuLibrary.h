@@ -145,6 +145,28 @@ void runConv16(const ConvGeometry &g, const uint16_t *input, const uint16_t *wei
                uint16_t *output, void *workspace, int numThreads, PackedOperand *cache,
                bool weightIsConstant);
 
+//===--- Pooling ----------------------------------------------------------===//
+
+/// A window reduction (tk.pool: max or sum, padding contributing the identity) over two
+/// adjacent dims of a rank-4 f32 tensor seen as [outer, H, W, inner]: NCHW pooling (outer =
+/// N * C, inner = 1) or NHWC (outer = N, inner = C). The other dims have window 1, stride 1,
+/// no padding.
+struct PoolGeometry {
+  bool max = true;
+  int64_t outer = 0, inner = 1;
+  int64_t ih = 0, iw = 0, oh = 0, ow = 0;
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+};
+
+/// Checks tk.pool's rules (f32, rank 4, per-dim attributes, pooled dims adjacent, output
+/// shape as reduce_window infers it); throws Error naming what is wrong.
+PoolGeometry makePoolGeometry(tccrt_dtype dtype, const Shape &input, const Shape &output,
+                              bool max, const Shape &window, const Shape &strides,
+                              const Shape &padLow, const Shape &padHigh, const Shape &dilations);
+/// The pooling: per output row, the window's rows reduced into a row buffer, then its columns;
+/// a NaN in a max window gives NaN.
+void runPool(const PoolGeometry &g, const float *input, float *output, int numThreads);
+
 //===--- Top-k ------------------------------------------------------------===//
 
 struct TopKGeometry {

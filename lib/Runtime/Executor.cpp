@@ -105,6 +105,15 @@ void Program::describeSteps() {
              (g.channelsLast ? ", channels last" : "") + ")" +
              (s->hasBias ? " +bias" : "") + (s->hasResidual ? " +residual" : "") +
              (s->clamp ? " +clamp" : "");
+    } else if (auto *s = std::get_if<PoolStep>(&step)) {
+      const PoolGeometry &g = s->geometry;
+      kind = "pool";
+      name = std::string(g.max ? "max" : "sum") + " pool " + std::to_string(g.kh) + "x" +
+             std::to_string(g.kw) + " stride " + std::to_string(g.sh) + "x" +
+             std::to_string(g.sw) + ", " + std::to_string(g.outer) + " x " +
+             std::to_string(g.ih) + "x" + std::to_string(g.iw) + " -> " + std::to_string(g.oh) +
+             "x" + std::to_string(g.ow) +
+             (g.inner > 1 ? " x " + std::to_string(g.inner) + " channels last" : "");
     } else if (auto *s = std::get_if<TopKStep>(&step)) {
       kind = "topk";
       name = "topk " + std::to_string(s->geometry.k) + " of " + std::to_string(s->geometry.size);
@@ -212,6 +221,9 @@ void Program::run(const void *const *inputs, void *const *outputs) {
                   static_cast<const uint16_t *>(addresses_[s->weight]),
                   static_cast<uint16_t *>(addresses_[s->output]), workspace_, threads,
                   &s->weightCache, constantWeight);
+    } else if (auto *s = std::get_if<PoolStep>(&step)) {
+      runPool(s->geometry, static_cast<const float *>(addresses_[s->input]),
+              static_cast<float *>(addresses_[s->output]), threads);
     } else if (auto *s = std::get_if<TopKStep>(&step)) {
       runTopK(s->geometry, addresses_[s->input], addresses_[s->values],
               static_cast<int64_t *>(addresses_[s->indices]));

@@ -637,6 +637,30 @@ void Program::decode(const fb::Program *program, const uint8_t *base) {
         }
         break;
       }
+      case fb::Step_Pool: {
+        const fb::Pool *s = launch->step_as_Pool();
+        what += " (pool)";
+        if (onCuda)
+          throw Error(what + ": a CUDA program cannot have library pooling steps (the compiler "
+                      "generates pooling kernels for CUDA)");
+        if (s->kind() > fb::PoolKind_MAX)
+          throw Error(what + " has an invalid kind (" + std::to_string((int)s->kind()) + ")");
+        const BufferDesc &x = buffer(s->input(), what), &y = writable(s->output(), what);
+        if (x.dtype != y.dtype)
+          throw Error(what + ": input " + shapeString(x.dtype, x.shape) + " and output " +
+                      shapeString(y.dtype, y.shape) + " differ in element type");
+        try {
+          p->steps_.push_back(PoolStep{
+              s->input(), s->output(),
+              makePoolGeometry(x.dtype, x.shape, y.shape, s->kind() == fb::PoolKind_Max,
+                               readAttr(s->window()), readAttr(s->strides()),
+                               readAttr(s->pad_low()), readAttr(s->pad_high()),
+                               readAttr(s->dilations()))});
+        } catch (const Error &e) {
+          throw Error(what + ": " + e.what());
+        }
+        break;
+      }
       case fb::Step_Attention: {
         const fb::Attention *s = launch->step_as_Attention();
         what += " (attention)";

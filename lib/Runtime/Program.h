@@ -108,11 +108,15 @@ struct AttentionStep {
   uint32_t q, k, v, mask, bias, output; // mask/bias: only when the geometry has them
   AttentionGeometry geometry;
 };
+struct PoolStep {
+  uint32_t input, output;
+  PoolGeometry geometry;
+};
 struct CopyStep {
   uint32_t source, target;
 };
 using Step = std::variant<KernelStep, GemmStep, ConvStep, TopKStep, CopyStep, CollectiveStep,
-                          WaitStep, AttentionStep>;
+                          WaitStep, AttentionStep, PoolStep>;
 
 /// An aligned, owned byte array (the artifact copy).
 struct AlignedBytes {

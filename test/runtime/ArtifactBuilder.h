@@ -214,6 +214,19 @@ public:
     s.clampMin = lo;
     s.clampMax = hi;
   }
+  /// tk.pool: window, strides, pad_low, pad_high, dilations (4 entries each).
+  void pool(uint32_t x, uint32_t y, bool max, std::vector<int64_t> window,
+            std::vector<int64_t> strides, std::vector<int64_t> padLow,
+            std::vector<int64_t> padHigh, std::vector<int64_t> dilations) {
+    Step s{fb::Step_Pool, {x, y}};
+    s.flagA = max;
+    s.lhsDilation = window; // the window travels in lhsDilation (unused by pools)
+    s.strides = strides;
+    s.padLow = padLow;
+    s.padHigh = padHigh;
+    s.dilations = dilations;
+    steps.push_back(s);
+  }
   void topk(uint32_t x, uint32_t values, uint32_t indices, int64_t dim, bool largest) {
     Step s{fb::Step_TopK, {x, values, indices}};
     s.dim = dim;
@@ -326,6 +339,13 @@ public:
                                     s.lhsDilation.empty() ? nullptr : &s.lhsDilation,
                                     s.hasBias, s.bias, s.hasResidual, s.residual, s.clamp,
                                     s.clampMin, s.clampMax, s.channelsLast)
+                   .Union();
+        break;
+      case fb::Step_Pool:
+        step = fb::CreatePoolDirect(b, s.ops[0], s.ops[1],
+                                    s.flagA ? fb::PoolKind_Max : fb::PoolKind_Sum,
+                                    &s.lhsDilation, &s.strides, &s.padLow, &s.padHigh,
+                                    &s.dilations)
                    .Union();
         break;
       case fb::Step_TopK:

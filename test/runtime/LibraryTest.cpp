@@ -705,6 +705,102 @@ void checkTopK(fb::DType dtype, const Shape &s, int64_t dim, int64_t k, bool lar
   }
 }
 
+/// tk.pool against its definition: every output the max (NaN wins) or sum over the window's
+/// in-image taps (padding contributes nothing).
+void checkPool(const Shape &x, bool max, const Shape &window, const Shape &strides,
+               const Shape &padLow, const Shape &padHigh, const Shape &dilations, unsigned seed,
+               int threads, bool withNaN = false) {
+  Shape y(4);
+  for (int d = 0; d < 4; ++d) {
+    int64_t padded = x[d] + padLow[d] + padHigh[d], span = (window[d] - 1) * dilations[d] + 1;
+    y[d] = padded < span ? 0 : (padded - span) / strides[d] + 1;
+  }
+  auto in = randomFloats(numElements(x), seed);
+  if (withNaN)
+    in[in.size() / 3] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> want((size_t)numElements(y));
+  std::vector<int64_t> o(4), t(4);
+  for (size_t i = 0; i < want.size(); ++i) {
+    for (int d = 3, rest = (int)i; d >= 0; --d) {
+      o[d] = rest % y[d];
+      rest /= (int)y[d];
+    }
+    double acc = max ? -INFINITY : 0.0;
+    bool nan = false;
+    for (t[0] = 0; t[0] < window[0]; ++t[0])
+      for (t[1] = 0; t[1] < window[1]; ++t[1])
+        for (t[2] = 0; t[2] < window[2]; ++t[2])
+          for (t[3] = 0; t[3] < window[3]; ++t[3]) {
+            int64_t at = 0;
+            bool inside = true;
+            for (int d = 0; d < 4; ++d) {
+              int64_t q = o[d] * strides[d] - padLow[d] + t[d] * dilations[d];
+              inside = inside && q >= 0 && q < x[d];
+              at = at * x[d] + q;
+            }
+            if (!inside)
+              continue;
+            float v = in[(size_t)at];
+            nan = nan || v != v;
+            acc = max ? std::max(acc, (double)v) : acc + v;
+          }
+    want[i] = nan ? std::numeric_limits<float>::quiet_NaN() : (float)acc;
+  }
+  ArtifactBuilder art;
+  uint32_t bx = art.input(fb::DType_F32, x), by = art.output(fb::DType_F32, y);
+  art.pool(bx, by, max, window, strides, padLow, padHigh, dilations);
+  auto outputs = runArtifact(art.finish(), {in.data()}, threads);
+  const float *got = outputs[0].data<float>();
+  size_t bad = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    bool ok = std::isnan(want[i]) ? std::isnan(got[i])
+                                  : std::fabs(got[i] - want[i]) <= 1e-5 * (1 + std::fabs(want[i]));
+    if (!ok && ++bad <= 5)
+      ADD_FAILURE() << "output " << i << " is " << got[i] << ", expected " << want[i];
+  }
+  EXPECT_EQ(bad, 0u);
+}
+
+TEST(RuntimePool, MaxAndSumChannelsFirstAndLast) {
+  // ResNet's 3x3 stride-2 pad-1 max pool, 2x2 stride 2, asymmetric pads, dilation, a window
+  // larger than the image, odd sizes, sums (average pools), a NaN in a window; NCHW (pooled
+  // dims 2, 3) and NHWC (1, 2); one to three threads.
+  unsigned seed = 1000;
+  for (int threads : {1, 3}) {
+    checkPool({2, 3, 17, 16}, true, {1, 1, 3, 3}, {1, 1, 2, 2}, {0, 0, 1, 1}, {0, 0, 1, 1},
+              {1, 1, 1, 1}, seed++, threads);
+    checkPool({1, 4, 8, 9}, true, {1, 1, 2, 2}, {1, 1, 2, 2}, {0, 0, 0, 0}, {0, 0, 0, 1},
+              {1, 1, 1, 1}, seed++, threads);
+    checkPool({1, 2, 11, 10}, false, {1, 1, 3, 2}, {1, 1, 1, 3}, {0, 0, 2, 0}, {0, 0, 1, 1},
+              {1, 1, 2, 1}, seed++, threads);
+    checkPool({1, 2, 3, 4}, true, {1, 1, 5, 5}, {1, 1, 1, 1}, {0, 0, 2, 2}, {0, 0, 2, 2},
+              {1, 1, 1, 1}, seed++, threads);
+    checkPool({2, 9, 9, 5}, true, {1, 3, 3, 1}, {1, 2, 2, 1}, {0, 1, 1, 0}, {0, 1, 1, 0},
+              {1, 1, 1, 1}, seed++, threads); // channels last
+    checkPool({1, 6, 7, 20}, false, {1, 2, 3, 1}, {1, 2, 1, 1}, {0, 0, 1, 0}, {0, 1, 1, 0},
+              {1, 1, 1, 1}, seed++, threads); // channels last, sum
+    checkPool({1, 3, 12, 12}, true, {1, 1, 3, 3}, {1, 1, 2, 2}, {0, 0, 1, 1}, {0, 0, 1, 1},
+              {1, 1, 1, 1}, seed++, threads, /*withNaN=*/true);
+  }
+}
+
+TEST(RuntimePool, RefusesWhatItDoesNotModel) {
+  auto refuse = [](const Shape &x, const Shape &y, const Shape &window, const std::string &why) {
+    ArtifactBuilder art;
+    uint32_t bx = art.input(fb::DType_F32, x), by = art.output(fb::DType_F32, y);
+    art.pool(bx, by, true, window, {1, 1, 1, 1}, {0, 0, 0, 0}, {0, 0, 0, 0}, {1, 1, 1, 1});
+    auto bytes = art.finish();
+    try {
+      tccrt::Program::fromBuffer(bytes.data(), bytes.size(), 1);
+      ADD_FAILURE() << "loaded a pool step that must be refused: " << why;
+    } catch (const tccrt::Error &e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  };
+  refuse({1, 2, 4, 4}, {1, 2, 3, 3}, {1, 2, 2, 2}, "at most two adjacent dims");
+  refuse({1, 2, 4, 4}, {1, 2, 3, 4}, {1, 1, 2, 2}, "must be f32[1, 2, 3, 3]");
+}
+
 TEST(RuntimeTopK, FloatsWithTiesAndNaN) {
   float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
   Shape s = {3, 7, 4};

@@ -1,0 +1,146 @@
+//===- Pool.cpp - Max and sum pooling (tk.pool) ---------------------------===//
+//
+// See CpuLibrary.h (PoolGeometry). The generated kernel of a padded window reduction clamps
+// each input index and selects the identity outside the image: a gather per tap (ResNet-18's
+// 3x3 stride-2 max pool took 1.7 ms on Zen 4, onnxruntime's 0.17 ms). Here each output row is
+// two passes over contiguous memory: the window's valid input rows are reduced element-wise
+// into a row buffer ([W][inner], in L1), then each output column reduces the buffer's valid
+// columns, vectorised over `inner` (channels-last) or over the row (channels-first, stride 1).
+//
+//===----------------------------------------------------------------------===//
+#include "CpuLibrary.h"
+#include "DType.h"
+#include "IsaClones.h"
+#include "Parallel.h"
+#include "Program.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace tcc::rt {
+
+PoolGeometry makePoolGeometry(tccrt_dtype dtype, const Shape &input, const Shape &output,
+                              bool max, const Shape &window, const Shape &strides,
+                              const Shape &padLow, const Shape &padHigh, const Shape &dilations) {
+  const std::string op = "pool";
+  if (dtype != TCCRT_F32)
+    throw Error(op + ": element type must be f32, got " + dtypeName(dtype));
+  if (input.size() != 4 || output.size() != 4)
+    throw Error(op + ": input and output must have rank 4, got " + shapeString(dtype, input) +
+                " and " + shapeString(dtype, output));
+  for (const Shape *attr : {&window, &strides, &padLow, &padHigh, &dilations})
+    if (attr->size() != 4)
+      throw Error(op + ": window, strides, pads and dilations need 4 entries each");
+  // The pooled dims: those with a window, stride, pad or dilation other than the identity.
+  std::vector<int64_t> pooled;
+  for (int64_t d = 0; d < 4; ++d) {
+    if (window[d] < 1 || strides[d] < 1 || dilations[d] < 1 || padLow[d] < 0 || padHigh[d] < 0)
+      throw Error(op + ": windows, strides and dilations must be >= 1 and pads >= 0");
+    if (window[d] != 1 || strides[d] != 1 || dilations[d] != 1 || padLow[d] || padHigh[d])
+      pooled.push_back(d);
+  }
+  if (pooled.size() > 2 || (pooled.size() == 2 && pooled[1] != pooled[0] + 1))
+    throw Error(op + ": it pools at most two adjacent dims");
+  // [outer, H, W, inner]: H the first pooled dim (one pooled dim: the last one is W).
+  int64_t h = pooled.empty() ? 1 : std::min<int64_t>(pooled[0], 2);
+  int64_t w = h + 1;
+  PoolGeometry g;
+  g.max = max;
+  g.outer = 1;
+  for (int64_t d = 0; d < h; ++d)
+    g.outer *= input[d];
+  for (int64_t d = w + 1; d < 4; ++d)
+    g.inner *= input[d];
+  g.ih = input[h], g.iw = input[w];
+  g.kh = window[h], g.kw = window[w], g.sh = strides[h], g.sw = strides[w];
+  g.ph = padLow[h], g.pw = padLow[w], g.dh = dilations[h], g.dw = dilations[w];
+  auto windowed = [](int64_t in, int64_t lo, int64_t hi, int64_t k, int64_t dil, int64_t s) {
+    int64_t padded = in + lo + hi, span = (k - 1) * dil + 1;
+    return padded < span ? 0 : (padded - span) / s + 1;
+  };
+  g.oh = windowed(g.ih, padLow[h], padHigh[h], g.kh, g.dh, g.sh);
+  g.ow = windowed(g.iw, padLow[w], padHigh[w], g.kw, g.dw, g.sw);
+  Shape want = input;
+  want[h] = g.oh;
+  want[w] = g.ow;
+  if (output != want)
+    throw Error(op + ": output " + shapeString(dtype, output) + " must be " +
+                shapeString(dtype, want) + " for input " + shapeString(dtype, input));
+  return g;
+}
+
+namespace {
+
+/// The reduction of two values: max with NaN winning (as the generated kernels' max), or sum.
+template <bool Max> inline float combine(float a, float b) {
+  if constexpr (Max)
+    return a != a ? a : (b != b || b > a ? b : a);
+  else
+    return a + b;
+}
+
+template <bool Max>
+TCC_ISA_BODY void reduceRowBody(float *__restrict acc, const float *__restrict row, int64_t n) {
+#pragma GCC ivdep
+  for (int64_t i = 0; i < n; ++i)
+    acc[i] = combine<Max>(acc[i], row[i]);
+}
+TCC_ISA_CLONES(reduceMaxRow, reduceRowBody<true>)
+TCC_ISA_CLONES(reduceSumRow, reduceRowBody<false>)
+
+template <bool Max> void poolRows(const PoolGeometry &g, const float *input, float *output,
+                                  int numThreads) {
+  const float identity = Max ? -std::numeric_limits<float>::infinity() : 0.0f;
+  const int64_t rowFloats = g.iw * g.inner, outRow = g.ow * g.inner;
+  parallelFor(numThreads, g.outer * g.oh, rowFloats * g.kh + outRow * g.kw,
+              [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> buffer;
+    buffer.resize((size_t)rowFloats);
+    float *acc = buffer.data();
+    for (int64_t item = begin; item < end; ++item) {
+      int64_t a = item / g.oh, y = item % g.oh;
+      const float *plane = input + a * g.ih * rowFloats;
+      // The window's valid rows, reduced element-wise.
+      std::fill(acc, acc + rowFloats, identity);
+      for (int64_t ky = 0; ky < g.kh; ++ky) {
+        int64_t iy = y * g.sh - g.ph + ky * g.dh;
+        if (iy < 0 || iy >= g.ih)
+          continue;
+        if constexpr (Max)
+          reduceMaxRow(acc, plane + iy * rowFloats, rowFloats);
+        else
+          reduceSumRow(acc, plane + iy * rowFloats, rowFloats);
+      }
+      // Each output column: the valid columns of the buffer.
+      float *out = output + item * outRow;
+      for (int64_t x = 0; x < g.ow; ++x) {
+        float *o = out + x * g.inner;
+        std::fill(o, o + g.inner, identity);
+        for (int64_t kx = 0; kx < g.kw; ++kx) {
+          int64_t ix = x * g.sw - g.pw + kx * g.dw;
+          if (ix < 0 || ix >= g.iw)
+            continue;
+          const float *col = acc + ix * g.inner;
+          for (int64_t b = 0; b < g.inner; ++b)
+            o[b] = combine<Max>(o[b], col[b]);
+        }
+      }
+    }
+  });
+}
+
+} // namespace
+
+void runPool(const PoolGeometry &g, const float *input, float *output, int numThreads) {
+  if (g.outer == 0 || g.oh == 0 || g.ow == 0 || g.inner == 0)
+    return;
+  if (g.max)
+    poolRows<true>(g, input, output, numThreads);
+  else
+    poolRows<false>(g, input, output, numThreads);
+}
+
+} // namespace tcc::rt
