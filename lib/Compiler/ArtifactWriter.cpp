@@ -299,6 +299,19 @@ void Writer::addStep(Operation *op) {
                                c.getChannelsLast());
     launch = fb::CreateLaunch(fbb_, fb::Step_Conv, step.Union(), nodes);
     ++externCalls_;
+  } else if (auto p = dyn_cast<tk::PoolOp>(op)) {
+    if (cuda())
+      throw Error("artifact: a tk.pool in a CUDA program (the compiler generates pooling "
+                  "kernels for CUDA)");
+    uint32_t in = bufferFor(p.getInput()), out = bufferFor(p.getOutput());
+    auto window = longs(p.getWindow()), strides = longs(p.getStrides()),
+         low = longs(p.getPadLow()), high = longs(p.getPadHigh()), dil = longs(p.getDilations());
+    auto step = fb::CreatePool(fbb_, in, out,
+                               p.getKind() == ReduceKind::Max ? fb::PoolKind_Max
+                                                              : fb::PoolKind_Sum,
+                               window, strides, low, high, dil);
+    launch = fb::CreateLaunch(fbb_, fb::Step_Pool, step.Union(), nodes);
+    ++externCalls_;
   } else if (auto t = dyn_cast<tk::TopKOp>(op)) {
     auto step = fb::CreateTopK(fbb_, bufferFor(t.getInput()), bufferFor(t.getValues()),
                                bufferFor(t.getIndices()), t.getDim(), t.getLargest());

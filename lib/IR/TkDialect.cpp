@@ -240,6 +240,35 @@ SmallVector<int64_t> ConvOp::getLhsDilationPerDim() {
   return SmallVector<int64_t>(getStrides().size(), 1);
 }
 
+LogicalResult PoolOp::verify() {
+  auto x = getInput().getType(), y = getOutput().getType();
+  if (!x.getElementType().isF32() || y.getElementType() != x.getElementType())
+    return emitOpError("input and output must be f32");
+  if (x.getRank() != 4 || y.getRank() != 4)
+    return emitOpError("input and output must have rank 4");
+  if (getKind() != tcc::ReduceKind::Max && getKind() != tcc::ReduceKind::Sum)
+    return emitOpError("kind must be max or sum");
+  ArrayRef<int64_t> window = getWindow(), strides = getStrides(), lo = getPadLow(),
+                    hi = getPadHigh(), dil = getDilations();
+  if (window.size() != 4 || strides.size() != 4 || lo.size() != 4 || hi.size() != 4 ||
+      dil.size() != 4)
+    return emitOpError("window, strides, pads and dilations need 4 entries each");
+  SmallVector<int64_t> pooled;
+  for (int64_t d = 0; d < 4; ++d) {
+    if (window[d] < 1 || strides[d] < 1 || dil[d] < 1 || lo[d] < 0 || hi[d] < 0)
+      return emitOpError("windows, strides and dilations must be >= 1 and pads >= 0");
+    if (window[d] != 1 || strides[d] != 1 || dil[d] != 1 || lo[d] || hi[d])
+      pooled.push_back(d);
+    int64_t padded = x.getDimSize(d) + lo[d] + hi[d], span = (window[d] - 1) * dil[d] + 1;
+    int64_t want = padded < span ? 0 : (padded - span) / strides[d] + 1;
+    if (y.getDimSize(d) != want)
+      return emitOpError("output dim ") << d << " must be " << want;
+  }
+  if (pooled.size() > 2 || (pooled.size() == 2 && pooled[1] != pooled[0] + 1))
+    return emitOpError("it pools at most two adjacent dims");
+  return success();
+}
+
 LogicalResult TopKOp::verify() {
   auto x = getInput().getType(), v = getValues().getType(), i = getIndices().getType();
   int64_t dim = static_cast<int64_t>(getDim());

@@ -30,6 +30,26 @@ bool isLibraryConv(ConvOp op, Target target) {
   return e.isF32() || (target == Target::Cpu && (e.isF16() || e.isBF16()));
 }
 
+bool isLibraryPool(ReduceWindowOp op, Target target) {
+  auto type = tensorType(op.getResult());
+  if (target != Target::Cpu || !type.getElementType().isF32() || type.getRank() != 4 ||
+      (op.getKind() != ReduceKind::Max && op.getKind() != ReduceKind::Sum))
+    return false;
+  SmallVector<int64_t> pooled;
+  bool paddedOrOverlapping = false;
+  for (int64_t d = 0; d < 4; ++d) {
+    if (op.getWindow()[d] != 1 || op.getStrides()[d] != 1 || op.getDilations()[d] != 1 ||
+        op.getPadLow()[d] || op.getPadHigh()[d])
+      pooled.push_back(d);
+    paddedOrOverlapping |= op.getPadLow()[d] || op.getPadHigh()[d] ||
+                           (op.getWindow()[d] - 1) * op.getDilations()[d] + 1 > op.getStrides()[d];
+  }
+  // Disjoint windows without padding stay loop kernels: their loads are affine (vectorised)
+  // and the producers' pointwise chain fuses into them (read once, never written).
+  return paddedOrOverlapping &&
+         (pooled.size() <= 1 || (pooled.size() == 2 && pooled[1] == pooled[0] + 1));
+}
+
 bool isCopyConcat(ConcatOp op) {
   if (op.getInputs().size() <= kMaxSelectConcatInputs)
     return false;
@@ -100,7 +120,9 @@ OpClass classify(Operation *op, Target target) {
       .Case<ConvOp>([&](ConvOp c) {
         return isLibraryConv(c, target) ? OpClass::Library : OpClass::LoopRoot;
       })
-      .Case<ReduceWindowOp>([](auto) { return OpClass::LoopRoot; })
+      .Case<ReduceWindowOp>([&](ReduceWindowOp w) {
+        return isLibraryPool(w, target) ? OpClass::Library : OpClass::LoopRoot;
+      })
       .Case<CumsumOp, ScatterElementsOp, ScatterNDOp, DynamicUpdateSliceOp>(
           [](auto) { return OpClass::Sequential; })
       .Case<TopKOp, AttentionOp, AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp, BroadcastOp>(

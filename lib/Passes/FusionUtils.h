@@ -51,6 +51,10 @@ bool isLibraryMatmul(MatmulOp op);
 /// Convolutions the target's library runs: f32 (CPU: im2col + sgemm, Winograd, depthwise; CUDA:
 /// the generated convolution kernels), and on the CPU f16/bf16 (libtccrt's runConv16).
 bool isLibraryConv(ConvOp op, Target target);
+/// Whether `target`'s library pools it (tk.pool, the CPU runtime's runPool): an f32 max or
+/// sum window reduction of rank 4 over at most two adjacent dims, padded or with overlapping
+/// windows (a generated kernel would clamp and select per tap, or recompute its producers).
+bool isLibraryPool(ReduceWindowOp op, Target target);
 
 /// A concat computed in a kernel reads every input for each element (a select chain), so one
 /// of many inputs (the steps of an unrolled recurrence) costs that many loads per element.

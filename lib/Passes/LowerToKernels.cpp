@@ -264,11 +264,12 @@ void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
   auto yields = body.getTerminator()->getOperands();
   Operation *lib = nullptr;
   for (Operation &op : body)
-    if (isa<MatmulOp, ConvOp, TopKOp, AttentionOp, ConcatOp>(op) || isCollective(&op))
+    if (isa<MatmulOp, ConvOp, TopKOp, AttentionOp, ConcatOp>(op) || isCollective(&op) ||
+        (isa<ReduceWindowOp>(op) && isLibraryPool(cast<ReduceWindowOp>(op), target_)))
       lib = &op;
   if (!lib)
-    throw LoweringError{f, "extern fusion without a matmul, conv, topk, attention, concat or "
-                           "collective"};
+    throw LoweringError{f, "extern fusion without a matmul, conv, pool, topk, attention, concat "
+                           "or collective"};
 
   if (auto concat = dyn_cast<ConcatOp>(lib)) {
     // Each input is copied into its slab of the result (isCopyConcat: contiguous).
@@ -396,6 +397,13 @@ void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
                           tensorType(m.getResult()).getShape().back(), "a GEMM bias");
     b_.create<tk::GemmOp>(m.getLoc(), a, bb, target, bias, ta, tb, APFloat(gemmEpilogue.alpha),
                           APFloat(0.0), gemmEpilogue.activation);
+  } else if (auto pool = dyn_cast<ReduceWindowOp>(lib)) {
+    auto in = dyn_cast<BlockArgument>(pool.getX());
+    if (!in || in.getOwner() != &body)
+      throw LoweringError{pool, "its input must be an input of its fusion"};
+    b_.create<tk::PoolOp>(pool.getLoc(), pool.getKind(), fusionArgBuffers_.lookup(in), target,
+                          pool.getWindow(), pool.getStrides(), pool.getPadLow(),
+                          pool.getPadHigh(), pool.getDilations());
   } else {
     auto c = cast<ConvOp>(lib);
     if (!isLibraryConv(c, target_))
@@ -454,7 +462,9 @@ void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
     if (o)
       buffers.insert(o);
   SmallVector<Value> list(buffers.begin(), buffers.end());
-  std::string name = (isa<MatmulOp>(lib) ? "gemm_epilogue" : "conv_epilogue");
+  std::string name = isa<MatmulOp>(lib)        ? "gemm_epilogue"
+                     : isa<ReduceWindowOp>(lib) ? "pool_epilogue"
+                                                : "conv_epilogue";
   launchKernel(name, f.getLoc(), list, [&](OpBuilder &kb, ArrayRef<Value> kargs) {
     auto kernelBuffer = [&](Value programBuffer) {
       return kargs[std::distance(list.begin(), llvm::find(list, programBuffer))];
@@ -487,8 +497,8 @@ void ProgramBuilder::lowerFusion(FusionOp f) {
     Location nodes = nodesLoc(f);
     for (Operation &op : llvm::make_range(before ? std::next(before->getIterator()) : block->begin(),
                                           block->end()))
-      if (isa<tk::LaunchOp, tk::GemmOp, tk::ConvOp, tk::TopKOp, tk::AttentionOp, tk::CollectiveOp,
-              tk::WaitOp>(op))
+      if (isa<tk::LaunchOp, tk::GemmOp, tk::ConvOp, tk::PoolOp, tk::TopKOp, tk::AttentionOp,
+              tk::CollectiveOp, tk::WaitOp>(op))
         op.setLoc(nodes);
   });
   Block &body = f.getBody().front();

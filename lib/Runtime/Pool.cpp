@@ -76,10 +76,13 @@ namespace {
 
 /// The reduction of two values: max with NaN winning (as the generated kernels' max), or sum.
 template <bool Max> inline float combine(float a, float b) {
-  if constexpr (Max)
-    return a != a ? a : (b != b || b > a ? b : a);
-  else
+  if constexpr (Max) { // selects only (no short-circuit), so that the loops vectorise
+    const float larger = a < b ? b : a;
+    const float orNaN = b != b ? b : larger;
+    return a != a ? a : orNaN;
+  } else {
     return a + b;
+  }
 }
 
 template <bool Max>
@@ -90,6 +93,43 @@ TCC_ISA_BODY void reduceRowBody(float *__restrict acc, const float *__restrict r
 }
 TCC_ISA_CLONES(reduceMaxRow, reduceRowBody<true>)
 TCC_ISA_CLONES(reduceSumRow, reduceRowBody<false>)
+
+/// Channels-first: out[x] = the reduction of acc[x * sw - pw + kx * dw] over the valid kx, the
+/// columns whose taps are all inside the row in tap-outer loops vectorised over x.
+template <bool Max>
+TCC_ISA_BODY void reduceColumnsBody(float *__restrict out, const float *__restrict acc,
+                                    int64_t ow, int64_t iw, int64_t kw, int64_t sw, int64_t pw,
+                                    int64_t dw, float identity) {
+  // Interior x: x * sw - pw >= 0 and x * sw - pw + (kw - 1) * dw < iw.
+  int64_t lo = std::min<int64_t>(ow, (pw + sw - 1) / sw);
+  int64_t last = iw - 1 + pw - (kw - 1) * dw; // x * sw <= last
+  int64_t hi = last < 0 ? lo : std::clamp<int64_t>(last / sw + 1, lo, ow);
+  auto edge = [&](int64_t x) {
+    float o = identity;
+    for (int64_t kx = 0; kx < kw; ++kx) {
+      int64_t ix = x * sw - pw + kx * dw;
+      if (ix >= 0 && ix < iw)
+        o = combine<Max>(o, acc[ix]);
+    }
+    out[x] = o;
+  };
+  for (int64_t x = 0; x < lo; ++x)
+    edge(x);
+  const float *base = acc - pw;
+#pragma GCC ivdep
+  for (int64_t x = lo; x < hi; ++x)
+    out[x] = base[x * sw];
+  for (int64_t kx = 1; kx < kw; ++kx) {
+    const float *tap = base + kx * dw;
+#pragma GCC ivdep
+    for (int64_t x = lo; x < hi; ++x)
+      out[x] = combine<Max>(out[x], tap[x * sw]);
+  }
+  for (int64_t x = hi; x < ow; ++x)
+    edge(x);
+}
+TCC_ISA_CLONES(reduceMaxColumns, reduceColumnsBody<true>)
+TCC_ISA_CLONES(reduceSumColumns, reduceColumnsBody<false>)
 
 template <bool Max> void poolRows(const PoolGeometry &g, const float *input, float *output,
                                   int numThreads) {
@@ -116,6 +156,13 @@ template <bool Max> void poolRows(const PoolGeometry &g, const float *input, flo
       }
       // Each output column: the valid columns of the buffer.
       float *out = output + item * outRow;
+      if (g.inner == 1) {
+        if constexpr (Max)
+          reduceMaxColumns(out, acc, g.ow, g.iw, g.kw, g.sw, g.pw, g.dw, identity);
+        else
+          reduceSumColumns(out, acc, g.ow, g.iw, g.kw, g.sw, g.pw, g.dw, identity);
+        continue;
+      }
       for (int64_t x = 0; x < g.ow; ++x) {
         float *o = out + x * g.inner;
         std::fill(o, o + g.inner, identity);
@@ -123,9 +170,10 @@ template <bool Max> void poolRows(const PoolGeometry &g, const float *input, flo
           int64_t ix = x * g.sw - g.pw + kx * g.dw;
           if (ix < 0 || ix >= g.iw)
             continue;
-          const float *col = acc + ix * g.inner;
-          for (int64_t b = 0; b < g.inner; ++b)
-            o[b] = combine<Max>(o[b], col[b]);
+          if constexpr (Max)
+            reduceMaxRow(o, acc + ix * g.inner, g.inner);
+          else
+            reduceSumRow(o, acc + ix * g.inner, g.inner);
         }
       }
     }

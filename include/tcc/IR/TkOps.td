@@ -294,6 +294,23 @@ def Tk_ConvOp : Tk_Op<"conv", [AttrSizedOperandSegments]> {
   let hasVerifier = 1;
 }
 
+def Tk_PoolOp : Tk_Op<"pool"> {
+  let summary = "library pooling (tcc.reduce_window semantics, max or sum), f32, rank 4";
+  let description = [{
+    At most two adjacent dims have a window, stride, padding or dilation other than the
+    identity (NCHW pooling over dims 2, 3; channels-last over 1, 2). Padding contributes the
+    identity; a NaN in a max window gives NaN. The CPU runtime's runPool.
+  }];
+  let arguments = (ins Tcc_ReduceKind:$kind, Arg<Tk_Buffer, "", [MemRead]>:$input,
+                   Arg<Tk_Buffer, "", [MemWrite]>:$output, DenseI64ArrayAttr:$window,
+                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pad_low,
+                   DenseI64ArrayAttr:$pad_high, DenseI64ArrayAttr:$dilations);
+  let assemblyFormat = [{
+    $kind $input `,` $output attr-dict `:` type($input) `,` type($output)
+  }];
+  let hasVerifier = 1;
+}
+
 def Tk_TopKOp : Tk_Op<"topk"> {
   let summary = "library top-k along `dim` (tcc.topk semantics: sorted), values and i64 indices";
   let arguments = (ins Arg<Tk_Buffer, "", [MemRead]>:$input,

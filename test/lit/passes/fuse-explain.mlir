@@ -63,19 +63,20 @@ func.func @loop(%n: tensor<i64>, %c: tensor<i1>, %x: tensor<f32>) -> tensor<f32>
 
 // -----
 
+// (f64: f32 pools with overlapping or padded windows are CPU library calls, tk.pool.)
 // A pool whose windows overlap (3x3, stride 2) reads each input about 2.25 times: a producer of
 // more than one op (a scale, then ReLU) is written once, not recomputed per read; one op still
 // inlines. A pool of disjoint windows (2x2, stride 2) reads each input once and takes the chain.
 // CHECK-LABEL: func.func @overlapping_pool
 // CHECK-COUNT-2: tcc.fusion "loop"
 // CHECK-NOT: tcc.fusion
-func.func @overlapping_pool(%x: tensor<1x2x8x8xf32>, %s: tensor<1x2x8x8xf32>) -> tensor<1x2x4x4xf32> {
+func.func @overlapping_pool(%x: tensor<1x2x8x8xf64>, %s: tensor<1x2x8x8xf64>) -> tensor<1x2x4x4xf64> {
   // expected-remark @below {{inlined into its consumer's kernel}}
-  %m = tcc.binary mul %x, %s : tensor<1x2x8x8xf32>
+  %m = tcc.binary mul %x, %s : tensor<1x2x8x8xf64>
   // expected-remark @below {{materialised: read many times per element by a windowed consumer and too costly to recompute}}
-  %r = tcc.binary max %m, %x : tensor<1x2x8x8xf32>
-  %p = tcc.reduce_window max %r {dilations = array<i64: 1, 1, 1, 1>, pad_high = array<i64: 0, 0, 1, 1>, pad_low = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1, 2, 2>, window = array<i64: 1, 1, 3, 3>} : tensor<1x2x8x8xf32> -> tensor<1x2x4x4xf32>
-  return %p : tensor<1x2x4x4xf32>
+  %r = tcc.binary max %m, %x : tensor<1x2x8x8xf64>
+  %p = tcc.reduce_window max %r {dilations = array<i64: 1, 1, 1, 1>, pad_high = array<i64: 0, 0, 1, 1>, pad_low = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1, 2, 2>, window = array<i64: 1, 1, 3, 3>} : tensor<1x2x8x8xf64> -> tensor<1x2x4x4xf64>
+  return %p : tensor<1x2x4x4xf64>
 }
 
 // -----
@@ -83,11 +84,11 @@ func.func @overlapping_pool(%x: tensor<1x2x8x8xf32>, %s: tensor<1x2x8x8xf32>) ->
 // CHECK-LABEL: func.func @overlapping_pool_one_op
 // CHECK-COUNT-1: tcc.fusion "loop"
 // CHECK-NOT: tcc.fusion
-func.func @overlapping_pool_one_op(%x: tensor<1x2x8x8xf32>) -> tensor<1x2x4x4xf32> {
+func.func @overlapping_pool_one_op(%x: tensor<1x2x8x8xf64>) -> tensor<1x2x4x4xf64> {
   // expected-remark @below {{inlined into its consumer's kernel}}
-  %n = tcc.unary neg %x : tensor<1x2x8x8xf32>
-  %q = tcc.reduce_window max %n {dilations = array<i64: 1, 1, 1, 1>, pad_high = array<i64: 0, 0, 1, 1>, pad_low = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1, 2, 2>, window = array<i64: 1, 1, 3, 3>} : tensor<1x2x8x8xf32> -> tensor<1x2x4x4xf32>
-  return %q : tensor<1x2x4x4xf32>
+  %n = tcc.unary neg %x : tensor<1x2x8x8xf64>
+  %q = tcc.reduce_window max %n {dilations = array<i64: 1, 1, 1, 1>, pad_high = array<i64: 0, 0, 1, 1>, pad_low = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1, 2, 2>, window = array<i64: 1, 1, 3, 3>} : tensor<1x2x8x8xf64> -> tensor<1x2x4x4xf64>
+  return %q : tensor<1x2x4x4xf64>
 }
 
 // -----
