@@ -135,8 +135,9 @@ def layers_markdown(layers: list[dict], intro: str) -> list[str]:
              "| layer | threads | tcc ms | ORT ms | tcc/ORT | tcc GFLOP/s | ORT GFLOP/s | outputs |",
              "|---|---|---|---|---|---|---|---|"]
     for r in layers:
+        rate = (lambda g: f"{g:.1f}" if g else "—")  # memory-bound layers (pooling) count no flops
         lines.append(f"| {r['layer']} | {r['threads']} | {r['tcc_ms']:.4f} | {r['ort_ms']:.4f} | {r['ratio']:.2f} | "
-                     f"{r['tcc_gflops']:.1f} | {r['ort_gflops']:.1f} | {'ok' if r['outputs_ok'] else 'DIFFER'} |")
+                     f"{rate(r['tcc_gflops'])} | {rate(r['ort_gflops'])} | {'ok' if r['outputs_ok'] else 'DIFFER'} |")
     for t in sorted({r["threads"] for r in layers}):
         rs = [r["ratio"] for r in layers if r["threads"] == t]
         lines.append(f"\ngeometric mean tcc/ORT, {t} thread(s): **{math.exp(sum(map(math.log, rs)) / len(rs)):.2f}**")

@@ -5,7 +5,8 @@ Interpreter: the `python3` on PATH (pip install -r bench/requirements.txt). Each
 ONNX node with constant weights (and a bias), shaped as in a known architecture: transposed
 convolutions of upsampling heads (text detection, U-Net, FCN's grouped bilinear upsampling,
 a vocoder's 1-D upsampler), dilated (DeepLab's ASPP), 1-D (a Whisper-style audio stem), 3-D
-(video), grouped and depthwise convolutions, and LSTM/GRU layers (taggers, speech models).
+(video), grouped and depthwise convolutions, max and average pooling, and LSTM/GRU layers
+(taggers, speech models).
 `tcc bench` on the compiled artifact vs `InferenceSession.run` with the same inputs and
 threads, alternating rounds; outputs compared. Writes bench/results/<date>-layers-cpu.md and
 .json and prints the table. (GEMM-shaped layers: bench/gemm_cpu.py.)
@@ -71,6 +72,18 @@ RECURRENT = [
 ]
 
 
+# name, op (MaxPool or AveragePool), input shape, attributes
+POOLS = [
+    ("ResNet stem: MaxPool 3x3 s2 p1 64ch @112x112", "MaxPool",
+     [1, 64, 112, 112], {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ("Inception: AveragePool 3x3 s1 p1 192ch @28x28", "AveragePool",
+     [1, 192, 28, 28], {"kernel_shape": [3, 3], "strides": [1, 1], "pads": [1, 1, 1, 1],
+                        "count_include_pad": 0}),
+    ("VGG: MaxPool 2x2 s2 128ch @112x112", "MaxPool",
+     [1, 128, 112, 112], {"kernel_shape": [2, 2], "strides": [2, 2]}),
+]
+
+
 def save_layer(layer, node, inputs, inits, x: np.ndarray) -> None:
     """Writes layer.dir/model.onnx (one node, output shapes inferred) and its input."""
     graph = helper.make_graph([node], "layer", inputs,
@@ -116,6 +129,28 @@ class ConvLayer:
         if self.op == "Conv":
             return 2.0 * int(np.prod(self.y_shape)) * self.w_shape[1] * taps * 1e-9
         return 2.0 * int(np.prod(self.x_shape)) * self.w_shape[1] * taps * 1e-9
+
+
+class PoolLayer:
+    def __init__(self, root: Path, name: str, op: str, x_shape: list[int], attrs: dict, seed: int):
+        self.name, self.op, self.x_shape, self.attrs = name, op, x_shape, attrs
+        self.dir = root / f"layer{seed}"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.onnx_path = self.dir / "model.onnx"
+        x = np.random.default_rng(seed).standard_normal(x_shape, dtype=np.float32)
+        node = helper.make_node(op, ["x"], ["y"], **attrs)
+        save_layer(self, node, [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)], [], x)
+
+    def input_paths(self) -> list[Path]:
+        return [self.input]
+
+    def fields(self) -> dict:
+        return {"op": self.op, "x": self.x_shape, "y": self.y_shape, "attrs": self.attrs}
+
+    @property
+    def gflop(self) -> float:
+        """Not compute-bound: reported as 0 (the table's GFLOP/s is then empty)."""
+        return 0.0
 
 
 class RecurrentLayer:
@@ -170,13 +205,15 @@ def main() -> int:
         work = Path(tmp)
         models = Path(args.keep) if args.keep else work / "models"
         layers = [ConvLayer(models, *spec, seed=i) for i, spec in enumerate(LAYERS) if args.only in spec[0]]
+        layers += [PoolLayer(models, *spec, seed=50 + i) for i, spec in enumerate(POOLS)
+                   if args.only in spec[0]]
         layers += [RecurrentLayer(models, *spec, seed=100 + i)
                    for i, spec in enumerate(RECURRENT) if args.only in spec[0]]
         tcc = run_cpu.Tcc(args.tcc, 600, work / "tcc")
         for t in args.threads:
             rows += gemm_cpu.layers_vs_ort(layers, tcc, t, args.iters)
     lines = gemm_cpu.machine_lines("Convolution and recurrent layers: tcc vs onnxruntime (CPU)", info)
-    lines += gemm_cpu.layers_markdown(rows, "One ONNX Conv, ConvTranspose, LSTM or GRU node with constant weights "
+    lines += gemm_cpu.layers_markdown(rows, "One ONNX Conv, ConvTranspose, pooling, LSTM or GRU node with constant weights "
                                       "and bias, `tcc bench` on the compiled artifact vs `InferenceSession.run`, "
                                       "same input and threads, median of 3 alternating rounds. GFLOP/s count "
                                       "useful multiply-adds only (not the zeros of a dilated input, not the "

@@ -637,6 +637,23 @@ void runConv(const ConvGeometry &g, const float *input, const float *weight, flo
                                          numThreads));
   const SgemmPacked *packed = packedWeights.data();
   int64_t m = g.groupOut, k = g.rows, ldc = g.outSize;
+  // One column tile [j0, j1) of a group: its im2col matrix in `col`, times the packed weights.
+  // The sgemm packs B for many rows of A: the matrix is then written packed (no packing pass);
+  // with few rows it reads B in place, so it is written row-major.
+  auto im2colProduct = [&](const Im2col &im, const float *in, float *col, int64_t j0, int64_t j1,
+                           float *out, const SgemmPacked *weights, const SgemmEpilogue *tileEp) {
+    int64_t width = j1 - j0;
+    if (sgemmPacksB(m)) {
+      SgemmPacked cols = sgemmPackedView(sgemmIsa(), false, width, k, col);
+      im.fillPacked(in, cols, j0, j1);
+      sgemm(false, false, m, width, k, 1.0f, nullptr, k, nullptr, width, 0.0f, out, ldc, 1,
+            weights, &cols, tileEp);
+    } else {
+      im.fill(in, col, 0, g.rows, j0, j1);
+      sgemm(false, false, m, width, k, 1.0f, nullptr, k, col, width, 0.0f, out, ldc, 1, weights,
+            nullptr, tileEp);
+    }
+  };
   // The epilogue of the tile at column j0 of (image n, group grp).
   auto tileEpilogue = [&](int64_t n, int64_t grp, int64_t j0) {
     int64_t c0 = grp * g.groupOut;
@@ -680,14 +697,11 @@ void runConv(const ConvGeometry &g, const float *input, const float *weight, flo
       float *col = workspace + (size_t)worker * (g.workspaceBytes / sizeof(float));
       int64_t image = item / tilesPerImage, j0 = item % tilesPerImage * tile;
       int64_t n = image / g.groups, grp = image % g.groups;
-      int64_t j1 = std::min(g.outSize, j0 + tile), width = j1 - j0;
+      int64_t j1 = std::min(g.outSize, j0 + tile);
       const float *in = input + (n * g.inChannels + grp * g.groupIn) * g.inSize;
-      SgemmPacked cols = sgemmPackedView(sgemmIsa(), false, width, k, col);
-      im2col.fillPacked(in, cols, j0, j1);
       SgemmEpilogue tileEp = tileEpilogue(n, grp, j0);
-      sgemm(false, false, m, width, k, 1.0f, nullptr, k, nullptr, width, 0.0f,
-            output + (n * g.outChannels + grp * g.groupOut) * g.outSize + j0, ldc, 1,
-            &packed[grp], &cols, &tileEp);
+      float *out = output + (n * g.outChannels + grp * g.groupOut) * g.outSize + j0;
+      im2colProduct(im2col, in, col, j0, j1, out, &packed[grp], &tileEp);
     });
     return;
   }
@@ -696,12 +710,9 @@ void runConv(const ConvGeometry &g, const float *input, const float *weight, flo
       const float *in = input + (n * g.inChannels + grp * g.groupIn) * g.inSize;
       float *out = output + (n * g.outChannels + grp * g.groupOut) * g.outSize;
       for (int64_t j0 = 0; j0 < g.outSize; j0 += g.columnTile) {
-        int64_t j1 = std::min(g.outSize, j0 + g.columnTile), width = j1 - j0;
-        SgemmPacked cols = sgemmPackedView(sgemmIsa(), false, width, k, workspace);
-        im2col.fillPacked(in, cols, j0, j1);
+        int64_t j1 = std::min(g.outSize, j0 + g.columnTile);
         SgemmEpilogue tileEp = tileEpilogue(n, grp, j0);
-        sgemm(false, false, m, width, k, 1.0f, nullptr, k, nullptr, width, 0.0f, out + j0, ldc,
-              1, &packed[grp], &cols, &tileEp);
+        im2colProduct(im2col, in, workspace, j0, j1, out + j0, &packed[grp], &tileEp);
       }
     }
 }

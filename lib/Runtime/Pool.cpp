@@ -91,8 +91,6 @@ TCC_ISA_BODY void reduceRowBody(float *__restrict acc, const float *__restrict r
   for (int64_t i = 0; i < n; ++i)
     acc[i] = combine<Max>(acc[i], row[i]);
 }
-TCC_ISA_CLONES(reduceMaxRow, reduceRowBody<true>)
-TCC_ISA_CLONES(reduceSumRow, reduceRowBody<false>)
 
 /// Channels-first: out[x] = the reduction of acc[x * sw - pw + kx * dw] over the valid kx, the
 /// columns whose taps are all inside the row in tap-outer loops vectorised over x.
@@ -128,67 +126,60 @@ TCC_ISA_BODY void reduceColumnsBody(float *__restrict out, const float *__restri
   for (int64_t x = hi; x < ow; ++x)
     edge(x);
 }
-TCC_ISA_CLONES(reduceMaxColumns, reduceColumnsBody<true>)
-TCC_ISA_CLONES(reduceSumColumns, reduceColumnsBody<false>)
 
-template <bool Max> void poolRows(const PoolGeometry &g, const float *input, float *output,
-                                  int numThreads) {
+/// Output rows [begin, end) (items of (outer, oh)), each through the row buffer `acc`; one
+/// call per thread's chunk, the loops inlined and vectorised for the ISA.
+template <bool Max>
+TCC_ISA_BODY void poolItemsBody(const PoolGeometry *pg, const float *input, float *output,
+                                int64_t begin, int64_t end, float *acc) {
+  const PoolGeometry &g = *pg;
   const float identity = Max ? -std::numeric_limits<float>::infinity() : 0.0f;
   const int64_t rowFloats = g.iw * g.inner, outRow = g.ow * g.inner;
-  parallelFor(numThreads, g.outer * g.oh, rowFloats * g.kh + outRow * g.kw,
-              [&](int64_t begin, int64_t end) {
-    thread_local std::vector<float> buffer;
-    buffer.resize((size_t)rowFloats);
-    float *acc = buffer.data();
-    for (int64_t item = begin; item < end; ++item) {
-      int64_t a = item / g.oh, y = item % g.oh;
-      const float *plane = input + a * g.ih * rowFloats;
-      // The window's valid rows, reduced element-wise.
-      std::fill(acc, acc + rowFloats, identity);
-      for (int64_t ky = 0; ky < g.kh; ++ky) {
-        int64_t iy = y * g.sh - g.ph + ky * g.dh;
-        if (iy < 0 || iy >= g.ih)
-          continue;
-        if constexpr (Max)
-          reduceMaxRow(acc, plane + iy * rowFloats, rowFloats);
-        else
-          reduceSumRow(acc, plane + iy * rowFloats, rowFloats);
-      }
-      // Each output column: the valid columns of the buffer.
-      float *out = output + item * outRow;
-      if (g.inner == 1) {
-        if constexpr (Max)
-          reduceMaxColumns(out, acc, g.ow, g.iw, g.kw, g.sw, g.pw, g.dw, identity);
-        else
-          reduceSumColumns(out, acc, g.ow, g.iw, g.kw, g.sw, g.pw, g.dw, identity);
-        continue;
-      }
-      for (int64_t x = 0; x < g.ow; ++x) {
-        float *o = out + x * g.inner;
-        std::fill(o, o + g.inner, identity);
-        for (int64_t kx = 0; kx < g.kw; ++kx) {
-          int64_t ix = x * g.sw - g.pw + kx * g.dw;
-          if (ix < 0 || ix >= g.iw)
-            continue;
-          if constexpr (Max)
-            reduceMaxRow(o, acc + ix * g.inner, g.inner);
-          else
-            reduceSumRow(o, acc + ix * g.inner, g.inner);
-        }
+  for (int64_t item = begin; item < end; ++item) {
+    int64_t a = item / g.oh, y = item % g.oh;
+    const float *plane = input + a * g.ih * rowFloats;
+    // The window's valid rows, reduced element-wise.
+    std::fill(acc, acc + rowFloats, identity);
+    for (int64_t ky = 0; ky < g.kh; ++ky) {
+      int64_t iy = y * g.sh - g.ph + ky * g.dh;
+      if (iy >= 0 && iy < g.ih)
+        reduceRowBody<Max>(acc, plane + iy * rowFloats, rowFloats);
+    }
+    // Each output column: the valid columns of the buffer.
+    float *out = output + item * outRow;
+    if (g.inner == 1) {
+      reduceColumnsBody<Max>(out, acc, g.ow, g.iw, g.kw, g.sw, g.pw, g.dw, identity);
+      continue;
+    }
+    for (int64_t x = 0; x < g.ow; ++x) {
+      float *o = out + x * g.inner;
+      std::fill(o, o + g.inner, identity);
+      for (int64_t kx = 0; kx < g.kw; ++kx) {
+        int64_t ix = x * g.sw - g.pw + kx * g.dw;
+        if (ix >= 0 && ix < g.iw)
+          reduceRowBody<Max>(o, acc + ix * g.inner, g.inner);
       }
     }
-  });
+  }
 }
+TCC_ISA_CLONES(poolMaxItems, poolItemsBody<true>)
+TCC_ISA_CLONES(poolSumItems, poolItemsBody<false>)
 
 } // namespace
 
 void runPool(const PoolGeometry &g, const float *input, float *output, int numThreads) {
   if (g.outer == 0 || g.oh == 0 || g.ow == 0 || g.inner == 0)
     return;
-  if (g.max)
-    poolRows<true>(g, input, output, numThreads);
-  else
-    poolRows<false>(g, input, output, numThreads);
+  const int64_t rowFloats = g.iw * g.inner;
+  parallelFor(numThreads, g.outer * g.oh, rowFloats * g.kh + g.ow * g.inner * g.kw,
+              [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> buffer;
+    buffer.resize((size_t)rowFloats);
+    if (g.max)
+      poolMaxItems(&g, input, output, begin, end, buffer.data());
+    else
+      poolSumItems(&g, input, output, begin, end, buffer.data());
+  });
 }
 
 } // namespace tcc::rt

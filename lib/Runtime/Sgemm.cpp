@@ -298,6 +298,10 @@ size_t sgemmPackedFloats(SgemmIsa isa, bool isA, int64_t outer, int64_t k) {
   return packedFloats(outer, k, isA ? f.mr : f.nr);
 }
 
+bool sgemmPacksB(int64_t m) {
+  return (m + family(sgemmIsa()).mr - 1) / family(sgemmIsa()).mr > kDirectBMaxPanels;
+}
+
 SgemmPacked sgemmPackedView(SgemmIsa isa, bool isA, int64_t outer, int64_t k, float *storage) {
   return layout(isa, isA, outer, k, storage);
 }

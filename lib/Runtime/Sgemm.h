@@ -44,6 +44,11 @@ bool sgemmIsaSupported(SgemmIsa isa);
 /// multiples of it, so no microkernel call is a partial one.
 int sgemmTileRows(SgemmIsa isa);
 
+/// Whether sgemm packs a non-transposed B it is given unpacked for a product with m rows of
+/// op(A) (with few rows it reads B in place): callers that make B themselves write it packed
+/// (sgemmPackedView) only then.
+bool sgemmPacksB(int64_t m);
+
 /// An operand in the layout the microkernels read: for each block of KC along k, the panels of
 /// `panel` rows of A (or columns of B), each panel kc x panel floats, zero-padded at the edge.
 /// Made for one kernel family (its MR or NR); sgemm repacks one made for another.
