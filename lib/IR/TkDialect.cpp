@@ -1,6 +1,7 @@
 //===- TkDialect.cpp - tk dialect registration and verifiers ---------------===//
 #include "tcc/IR/TkDialect.h"
 #include "tcc/Support/AttentionShapes.h"
+#include "tcc/Support/PoolShapes.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -253,18 +254,15 @@ LogicalResult PoolOp::verify() {
   if (window.size() != 4 || strides.size() != 4 || lo.size() != 4 || hi.size() != 4 ||
       dil.size() != 4)
     return emitOpError("window, strides, pads and dilations need 4 entries each");
-  SmallVector<int64_t> pooled;
   for (int64_t d = 0; d < 4; ++d) {
     if (window[d] < 1 || strides[d] < 1 || dil[d] < 1 || lo[d] < 0 || hi[d] < 0)
       return emitOpError("windows, strides and dilations must be >= 1 and pads >= 0");
-    if (window[d] != 1 || strides[d] != 1 || dil[d] != 1 || lo[d] || hi[d])
-      pooled.push_back(d);
     int64_t padded = x.getDimSize(d) + lo[d] + hi[d], span = (window[d] - 1) * dil[d] + 1;
     int64_t want = padded < span ? 0 : (padded - span) / strides[d] + 1;
     if (y.getDimSize(d) != want)
       return emitOpError("output dim ") << d << " must be " << want;
   }
-  if (pooled.size() > 2 || (pooled.size() == 2 && pooled[1] != pooled[0] + 1))
+  if (!tcc::poolsAdjacentDims(tcc::pooledDims(window, strides, lo, hi, dil)))
     return emitOpError("it pools at most two adjacent dims");
   return success();
 }

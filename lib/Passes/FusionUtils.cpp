@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "FusionUtils.h"
+#include "tcc/Support/PoolShapes.h"
 
 #include <cstring>
 
@@ -35,19 +36,15 @@ bool isLibraryPool(ReduceWindowOp op, Target target) {
   if (target != Target::Cpu || !type.getElementType().isF32() || type.getRank() != 4 ||
       (op.getKind() != ReduceKind::Max && op.getKind() != ReduceKind::Sum))
     return false;
-  SmallVector<int64_t> pooled;
   bool paddedOrOverlapping = false;
-  for (int64_t d = 0; d < 4; ++d) {
-    if (op.getWindow()[d] != 1 || op.getStrides()[d] != 1 || op.getDilations()[d] != 1 ||
-        op.getPadLow()[d] || op.getPadHigh()[d])
-      pooled.push_back(d);
+  for (int64_t d = 0; d < 4; ++d)
     paddedOrOverlapping |= op.getPadLow()[d] || op.getPadHigh()[d] ||
                            (op.getWindow()[d] - 1) * op.getDilations()[d] + 1 > op.getStrides()[d];
-  }
   // Disjoint windows without padding stay loop kernels: their loads are affine (vectorised)
   // and the producers' pointwise chain fuses into them (read once, never written).
   return paddedOrOverlapping &&
-         (pooled.size() <= 1 || (pooled.size() == 2 && pooled[1] == pooled[0] + 1));
+         poolsAdjacentDims(pooledDims(op.getWindow(), op.getStrides(), op.getPadLow(),
+                                      op.getPadHigh(), op.getDilations()));
 }
 
 bool isCopyConcat(ConcatOp op) {

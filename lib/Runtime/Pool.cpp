@@ -13,6 +13,7 @@
 #include "IsaClones.h"
 #include "Parallel.h"
 #include "Program.h"
+#include "tcc/Support/PoolShapes.h"
 
 #include <algorithm>
 #include <cmath>
@@ -34,15 +35,11 @@ PoolGeometry makePoolGeometry(tccrt_dtype dtype, const Shape &input, const Shape
   for (const Shape *attr : {&window, &strides, &padLow, &padHigh, &dilations})
     if (attr->size() != 4)
       throw Error(op + ": window, strides, pads and dilations need 4 entries each");
-  // The pooled dims: those with a window, stride, pad or dilation other than the identity.
-  std::vector<int64_t> pooled;
-  for (int64_t d = 0; d < 4; ++d) {
+  for (int64_t d = 0; d < 4; ++d)
     if (window[d] < 1 || strides[d] < 1 || dilations[d] < 1 || padLow[d] < 0 || padHigh[d] < 0)
       throw Error(op + ": windows, strides and dilations must be >= 1 and pads >= 0");
-    if (window[d] != 1 || strides[d] != 1 || dilations[d] != 1 || padLow[d] || padHigh[d])
-      pooled.push_back(d);
-  }
-  if (pooled.size() > 2 || (pooled.size() == 2 && pooled[1] != pooled[0] + 1))
+  std::vector<int64_t> pooled = pooledDims(window, strides, padLow, padHigh, dilations);
+  if (!poolsAdjacentDims(pooled))
     throw Error(op + ": it pools at most two adjacent dims");
   // [outer, H, W, inner]: H the first pooled dim (one pooled dim: the last one is W).
   int64_t h = pooled.empty() ? 1 : std::min<int64_t>(pooled[0], 2);

@@ -299,7 +299,8 @@ size_t sgemmPackedFloats(SgemmIsa isa, bool isA, int64_t outer, int64_t k) {
 }
 
 bool sgemmPacksB(int64_t m) {
-  return (m + family(sgemmIsa()).mr - 1) / family(sgemmIsa()).mr > kDirectBMaxPanels;
+  const int64_t mr = family(sgemmIsa()).mr;
+  return (m + mr - 1) / mr > kDirectBMaxPanels;
 }
 
 SgemmPacked sgemmPackedView(SgemmIsa isa, bool isA, int64_t outer, int64_t k, float *storage) {
@@ -469,7 +470,7 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alph
   // packed: the kernel reads NR columns): each panel of B is read once or twice, and a packing
   // pass would cost more than it saves.
   const bool bPacked = packedFor(packedB, isa, false, n, k);
-  const bool directB = !bPacked && !transB && (m + MR - 1) / MR <= kDirectBMaxPanels;
+  const bool directB = !bPacked && !transB && !sgemmPacksB(m);
   BPanels panels;
   if (directB) {
     panels.direct = b;
