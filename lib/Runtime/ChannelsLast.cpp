@@ -13,15 +13,6 @@
 namespace tcc::rt {
 namespace {
 
-/// o[c] += x[c] * w[c] for c < n.
-TCC_ISA_BODY void multiplyAddBody(float *__restrict o, const float *__restrict x,
-                                  const float *__restrict w, int64_t n) {
-#pragma GCC ivdep
-  for (int64_t c = 0; c < n; ++c)
-    o[c] += x[c] * w[c];
-}
-TCC_ISA_CLONES(multiplyAdd, multiplyAddBody)
-
 /// The epilogue on one position's n channels: o[c] = clamp(o[c] + bias[c] + residual[c]).
 TCC_ISA_BODY void epilogueRowBody(float *__restrict o, int64_t n, const float *__restrict bias,
                                   const float *__restrict residual, bool clamp, float lo,
