@@ -16,7 +16,9 @@
 #       prints one table and writes DATE-DEVICE-gpu.md/.json into $OUT (unset: /tmp/tcc-gpu-session/
 #       out; copy results worth keeping into bench/results/). Without a GPU the GPU sections say
 #       "skipped: <reason>"; with a bundle made by `bundle --cpu-check` every section runs on the
-#       CPU (to test the scripts here).
+#       CPU (to test the scripts here). With such a bundle, `device --sections cpu_vs_ort` times its
+#       CPU artifacts against onnxruntime's CPU EP at 1 and N threads on the machine's own CPU
+#       (DATE-<cpu>-cpu-vs-ort.md; bench/gpu/device_session.py, Session.cpu_vs_ort).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD

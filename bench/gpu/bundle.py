@@ -108,6 +108,10 @@ def copy_runtime(build: Path, out: Path, manifest: dict) -> None:
         d.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, LD_LIBRARY_PATH=str(build / "lib"))
     binaries = {"tccrt-run": build / "bin" / "tccrt-run"}
+    # The CPU GEMM benchmark (no MLIR; not built by default): the GPU machine's host processor
+    # measured beside the GPU. Built here first, so that it matches the libtccrt carried.
+    if run(["cmake", "--build", build, "--target", "tccrt-gemm-bench"]).returncode == 0:
+        binaries["tccrt-gemm-bench"] = build / "bin" / "tccrt-gemm-bench"
     tests = {}
     # The runtime's test binaries: GoogleTest programs linking libtccrt and no MLIR (their CUDA
     # tests skip without a GPU here and run there).
@@ -272,7 +276,9 @@ def main() -> int:
     # missing backend is reported once instead of per case.
     import make_micro
     import onnx
-    from device_session import model_digest
+    from device_session import cpu_info, model_digest
+    # The compiling machine's processor: CPU artifacts' kernels are built with -march=native here.
+    manifest["host_cpu"] = cpu_info()["model"]
     probe_dir = out / "probe"
     probe_dir.mkdir()
     probe = probe_dir / "model.onnx"

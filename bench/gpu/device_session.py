@@ -16,7 +16,9 @@ workers are stopped at it).
 Interpreter: the GPU machine's python3 (torch, numpy, onnx, onnxruntime). Here, without a
 GPU, `bash scripts/gpu-session.sh device` runs the same code: the GPU sections skip with the
 runtime's reason, and a bundle made with `bundle --cpu-check` runs every section on the CPU
-(CPU artifacts, torch on the CPU) to test this script.
+(CPU artifacts, torch on the CPU) to test this script; with such a bundle the cpu_vs_ort section
+times tcc's CPU artifacts against onnxruntime's CPU EP at 1 and N threads on this machine's CPU
+(the GPU machine's host processor there), into DATE-<cpu>-cpu-vs-ort.md.
 
 Timing domains (see bench/README.md, "GPU session"):
   host-to-host: one tccrt_run (inputs copied to the device, run, outputs copied back,
@@ -212,6 +214,40 @@ def model_digest(path) -> str:
 
 def median(xs):
     return statistics.median(xs) if xs else None
+
+
+def cpu_info() -> dict:
+    """This machine's processor as lscpu names it (else /proc/cpuinfo): model, logical CPUs,
+    sockets x cores x threads, NUMA nodes, L3, and its AVX-512 / AMX / AVX-VNNI flags."""
+    info: dict = {"model": platform.processor() or "?", "cpus": os.cpu_count(),
+                  "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()}
+    fields, flags = {}, []
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+        fields = {k.strip(): v.strip() for k, _, v in (l.partition(":") for l in out.splitlines()) if v}
+        flags = fields.get("Flags", "").split()
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    if not flags or "Model name" not in fields:
+        try:
+            for line in Path("/proc/cpuinfo").read_text().splitlines():
+                k, _, v = line.partition(":")
+                if k.strip() == "model name" and "Model name" not in fields:
+                    fields["Model name"] = v.strip()
+                elif k.strip() == "flags" and not flags:
+                    flags = v.split()
+        except OSError:
+            pass
+    info["model"] = fields.get("Model name", info["model"])
+    for key, name in (("sockets", "Socket(s)"), ("cores_per_socket", "Core(s) per socket"),
+                      ("threads_per_core", "Thread(s) per core"), ("numa_nodes", "NUMA node(s)"),
+                      ("l3", "L3 cache"), ("max_mhz", "CPU max MHz")):
+        if name in fields:
+            info[key] = fields[name]
+    info["avx512"] = [f for f in flags if f.startswith("avx512")]
+    info["amx"] = [f for f in flags if f.startswith("amx")]
+    info["other_isa"] = [f for f in ("avx2", "fma", "f16c", "avx_vnni", "avx_vnni_int8", "avx_ne_convert") if f in flags]
+    return info
 
 
 class Session:
@@ -753,6 +789,186 @@ class Session:
     def autotune(self) -> None:
         self.peers(plan=(("max-autotune", 300),))
 
+    # -- tcc's CPU backend vs onnxruntime's CPU EP on this host (a --cpu-check bundle) ---------------
+    def cpu_vs_ort(self) -> None:
+        """The bundle's CPU artifacts (tccrt-run --threads T) against onnxruntime's
+        CPUExecutionProvider (intra_op_num_threads=T, inter_op 1, sequential, ORT_ENABLE_ALL: the
+        session bench/run_cpu.py makes) on the same inputs, at 1 thread, the physical cores and all
+        usable CPUs (--cpu-threads). Per model and T: CPU_ROUNDS rounds alternating the two (tcc
+        first in rounds 1 and 3, ORT in round 2), each a warm-up and a timed block of the same length;
+        each side's latency is the median of its round medians. tcc's outputs are checked by
+        tccrt-run --compare in every round, ORT's once per T, against make_models.py's reference
+        outputs (ORT without graph optimizations). Writes DATE-<cpu>-cpu-vs-ort.md into --out; the
+        raw numbers are in the session's .json (sections.cpu_vs_ort)."""
+        if self.device != "cpu":
+            raise SkipSection("needs a CPU bundle (bundle --cpu-check)")
+        entries = [m for m in self.manifest.get("models", []) if m.get("ok")]
+        if not entries:
+            raise SkipSection(self.manifest.get("compile_error") or "no bench models in the bundle")
+        self.need_device()
+        import numpy as np
+        import onnx
+        import onnxruntime as ort
+        from onnx import numpy_helper
+        import make_models
+        sys.path.insert(0, str(ROOT / "bench"))
+        import run_cpu  # its onnxruntime session, output check and timing helpers
+        cpu = cpu_info()
+        self.info["cpu"] = (f"{cpu['model']}, {cpu['usable_cpus']} CPUs, AMX: {' '.join(cpu['amx']) or 'none'}, "
+                            f"AVX-512: {' '.join(cpu['avx512']) or 'none'}")
+        physical = None
+        try:
+            physical = int(cpu["sockets"]) * int(cpu["cores_per_socket"])
+        except (KeyError, ValueError):
+            pass
+        threads = self.args.cpu_threads or sorted({1, min(physical or cpu["usable_cpus"], cpu["usable_cpus"]),
+                                                   cpu["usable_cpus"]})
+        results = []
+        for e in entries:
+            name = e["name"]
+            try:
+                model = make_models.build(name, with_outputs=True)
+            except Exception as ex:
+                results.append({"model": name, "error": f"make_models.py failed here: {ex}"})
+                continue
+            differs = model_digest(model.onnx_path) != e.get("graph_sha256")
+            ref = {t.name: numpy_helper.to_array(t) for t in (onnx.load_tensor(str(p)) for p in model.output_paths())}
+            scale = max((float(np.abs(a).max()) for a in ref.values() if a.size), default=1.0)
+            art = self.bundle / "models" / name / "model.tcc"
+            ins = model.input_paths()
+            for t in threads:
+                r = {"model": name, "threads": t, "gflop": (e.get("flops") or 0) / 1e9 or None}
+                results.append(r)
+                if self.left() < 15:
+                    r["error"] = "skipped: session budget"
+                    continue
+                meter = run_cpu.CpuMeter()
+                try:
+                    sess, r["ort_init_s"] = run_cpu.ort_session(model.onnx_path, t)
+                    feeds = run_cpu.ort_feeds(sess, ins)
+                    r["ort_check"] = run_cpu.compare(sess.run(None, feeds), ref)
+                    # Block length from ORT's latency: CPU_BLOCK_S of timed runs per block.
+                    est = statistics.median(run_cpu.time_runs(lambda: sess.run(None, feeds), 2, 3))
+                except Exception as ex:
+                    r["error"] = f"onnxruntime: {type(ex).__name__}: {str(ex).splitlines()[0] if str(ex) else ''}"[:300]
+                    continue
+                iters = max(CPU_MIN_ITERS, min(CPU_MAX_ITERS, int(CPU_BLOCK_S / max(est, 1e-3) * 1e3)))
+                warmup = max(3, iters // 5)
+                r.update(iters_per_round=iters, warmup_per_round=warmup)
+                tcc_blocks, ort_blocks, tcc_err, tcc_ok, tcc_abs = [], [], "", True, 0.0
+                for k in range(CPU_ROUNDS):
+                    for side in (("tcc", "ort") if k % 2 == 0 else ("ort", "tcc")):
+                        if side == "ort":
+                            ort_blocks.append(run_cpu.stats(run_cpu.time_runs(lambda: sess.run(None, feeds),
+                                                                              warmup, iters)))
+                            continue
+                        if tcc_err:
+                            continue
+                        res, err = self.tcc_json([art, "--inputs", *ins, "--compare", model.dir / "test_data_set_0",
+                                                  "--rtol", 1e-3, "--atol", 1e-4 * scale, "--threads", t,
+                                                  "--warmup", warmup, "--iters", iters], timeout=120)
+                        if res is None or "median_ms" not in res:
+                            tcc_err = err or "tccrt-run reported no times"
+                            continue
+                        tcc_ok &= res["exit"] == 0
+                        tcc_abs = max(tcc_abs, res.get("compare", {}).get("max_abs_error") or 0.0)
+                        tcc_blocks.append({k2: res[k2] for k2 in ("median_ms", "min_ms", "max_ms", "p10_ms", "p90_ms")
+                                           if k2 in res} | {"iters": iters})
+                        r["tcc_device_name"] = res.get("device_name")
+                del sess
+                r["others_cpu"] = meter.others()
+                r["ort"] = run_cpu.combine(ort_blocks)
+                if tcc_err:
+                    r["error"] = f"tcc: {tcc_err}"
+                else:
+                    r["tcc"] = run_cpu.combine(tcc_blocks)
+                    r["tcc_check"] = {"ok": tcc_ok, "max_rel_err": tcc_abs / scale if scale else tcc_abs}
+                    r["ratio"] = r["tcc"]["median_ms"] / r["ort"]["median_ms"]
+                if differs:
+                    r["check_note"] = ("the model regenerated here differs from the one compiled (NumPy/onnx "
+                                       "releases): outputs not comparable, times stand")
+                self.log(f"   {name} {t}t: tcc {fmt_ms(r.get('tcc', {}).get('median_ms'))} ms, "
+                         f"ORT {fmt_ms(r['ort']['median_ms'])} ms"
+                         + (f", tcc/ORT {r['ratio']:.2f}" if r.get("ratio") else f", {r.get('error')}")
+                         + f" ({iters} iters x {CPU_ROUNDS} rounds; others' CPU {r['others_cpu']:.0%})")
+        # The table, and the rows of the session's table.
+        def check(c):
+            if not c:
+                return "—"
+            return ("ok" if c["ok"] else "MISMATCH") + f" ({c.get('max_rel_err', float('nan')):.0e})"
+        geo = {}
+        for r in results:
+            if r.get("ratio"):
+                geo.setdefault(r["threads"], []).append(r["ratio"])
+            self.rows.append({"kind": "cpu-ort", "name": f"{r['model']} {r.get('threads', '')}t".strip(),
+                              "timing": "wall", "tcc": r.get("tcc", {}).get("median_ms"),
+                              "ort": r.get("ort", {}).get("median_ms"),
+                              "metric": f"tcc/ORT {r['ratio']:.2f}" if r.get("ratio") else "",
+                              "check": r.get("error") or f"tcc {check(r.get('tcc_check'))}, ORT {check(r.get('ort_check'))}",
+                              "note": r.get("check_note", "")})
+        geomean = {t: math.exp(sum(map(math.log, v)) / len(v)) for t, v in geo.items()}
+        lines = [f"# tcc CPU backend vs onnxruntime CPU EP — {self.info['date']}, {cpu['model']}", "",
+                 f"- CPU: {cpu['model']} ({cpu['usable_cpus']} usable of {cpu['cpus']} CPUs; "
+                 f"{cpu.get('sockets', '?')} socket(s) x {cpu.get('cores_per_socket', '?')} cores x "
+                 f"{cpu.get('threads_per_core', '?')} threads; NUMA nodes {cpu.get('numa_nodes', '?')}; "
+                 f"L3 {cpu.get('l3', '?')}" + (f"; max {cpu['max_mhz']} MHz" if cpu.get("max_mhz") else "")
+                 + f"); host {platform.node()}",
+                 f"- AMX: {' '.join(cpu['amx']) or 'none'}; AVX-512: {' '.join(cpu['avx512']) or 'none'}; "
+                 f"also {' '.join(cpu['other_isa'])}",
+                 f"- tcc: git {self.manifest.get('git')}, artifacts compiled {self.manifest.get('created')} on "
+                 f"{self.manifest.get('host_cpu') or self.manifest.get('host')} (kernels `-march=native` there; libtccrt "
+                 f"picks its GEMM kernels by cpuid here{', TCC_GEMM_ISA=' + os.environ['TCC_GEMM_ISA'] if os.environ.get('TCC_GEMM_ISA') else ''}); "
+                 f"tccrt-run --threads T, per-run wall time inside the process",
+                 f"- onnxruntime {ort.__version__}: CPUExecutionProvider, intra_op_num_threads=T, inter_op_num_threads=1, "
+                 f"sequential, ORT_ENABLE_ALL; wall time of each sess.run() (Python call included, ~10 us); "
+                 f"numpy {np.__version__}, Python {platform.python_version()}",
+                 f"- Method: per model and T, {CPU_ROUNDS} rounds alternating tcc and ORT (tcc first in rounds 1 and 3, ORT "
+                 f"in round 2; tcc in its own tccrt-run process, ORT's session idle meanwhile), each a warm-up "
+                 f"and a timed block of the same number of runs (about {CPU_BLOCK_S:g} s of ORT runs, "
+                 f"{CPU_MIN_ITERS}-{CPU_MAX_ITERS}); latency = median of the round medians, [min-max] over the "
+                 f"round medians. Same inputs (make_models.py, seeded); check: outputs vs onnxruntime without graph "
+                 f"optimizations, |d| <= 1e-3|ref| + 1e-4 max|ref| (max|d|/max|ref| in brackets). "
+                 f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, "
+                 f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}.",
+                 "- tcc/ORT < 1: tcc faster. others' CPU: the share of the machine other processes used meanwhile.",
+                 "", "| model | GFLOP | threads | tcc ms [round range] | ORT ms [round range] | tcc/ORT | tcc GFLOP/s | "
+                 "ORT GFLOP/s | iters x rounds | check tcc | check ORT | others' CPU |",
+                 "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+
+        def cell(side):
+            if not side:
+                return "—"
+            ms = [b["median_ms"] for b in side["rounds"]]
+            return f"{fmt_ms(side['median_ms'])} [{fmt_ms(min(ms))}-{fmt_ms(max(ms))}]"
+
+        def rate(r, side):
+            v = (r.get(side) or {}).get("median_ms")
+            return f"{r['gflop'] / (v * 1e-3):.1f}" if v and r.get("gflop") else "—"
+        for r in results:
+            if "threads" not in r:
+                lines.append(f"| {r['model']} | | | {r.get('error')} | | | | | | | | |")
+                continue
+            err = r.get("error", "")
+            lines.append("| " + " | ".join([
+                r["model"], f"{r['gflop']:.3f}" if r.get("gflop") else "—", str(r["threads"]),
+                cell(r.get("tcc")) if not err.startswith("tcc") else err[:150], cell(r.get("ort")),
+                f"{r['ratio']:.2f}" if r.get("ratio") else "—", rate(r, "tcc"), rate(r, "ort"),
+                f"{r['iters_per_round']} x {CPU_ROUNDS}" if r.get("iters_per_round") else (err[:150] or "—"),
+                check(r.get("tcc_check")) + (f" ({r['check_note']})" if r.get("check_note") else ""),
+                check(r.get("ort_check")),
+                f"{r['others_cpu']:.0%}" if r.get("others_cpu") is not None else "—"]).replace("\n", " ") + " |")
+        if geomean:
+            lines += ["", "Geometric mean of tcc/ORT: " + ", ".join(
+                f"{t} thread{'s' if t > 1 else ''} {g:.2f} ({len(geo[t])} models)" for t, g in sorted(geomean.items()))]
+        text = "\n".join(lines) + "\n"
+        tag = re.sub(r"[^a-z0-9]+", "-", cpu["model"].lower()).strip("-")[:60] or "cpu"
+        path = self.out / f"{self.info['date']}-{tag}-cpu-vs-ort.md"
+        path.write_text(text)
+        print("\n" + text, flush=True)
+        self.log(f"   wrote {path}")
+        self.sections["cpu_vs_ort"] = {"status": "ok", "cpu": cpu, "threads": threads, "results": results,
+                                       "geomean_tcc_over_ort": geomean, "report": path.name}
+
     # -- training (FashionMNIST artifact) ------------------------------------------------------------
     def training(self) -> None:
         tr = self.manifest.get("training") or {}
@@ -915,7 +1131,7 @@ class Session:
         for row in self.rows:
             table.append("| " + " | ".join(cell(row, k).replace("|", "/") for k, _ in cols) + " |")
         head = [f"# GPU session {self.info['date']} on {self.info.get('gpu') or self.device_tag}", ""]
-        for k in ("time_utc", "host", "gpu", "nvidia_smi", "tccrt_device", "nccl_library", "torch", "onnxruntime", "ort_providers",
+        for k in ("time_utc", "host", "cpu", "gpu", "nvidia_smi", "tccrt_device", "nccl_library", "torch", "onnxruntime", "ort_providers",
                   "ncu", "copy_bandwidth_gbs", "geomean_tcc_over_compile"):
             if k in self.info:
                 v = self.info[k]
@@ -931,6 +1147,9 @@ class Session:
                  "cuBLAS/cuDNN-alone time / tcc time (gemm, conv), or SDPA-alone time (flash, or memory-efficient "
                  "with a bias; 16-bit q, k, v cast beforehand) / tcc time (attention: its attention kernel's alone "
                  "where ncu names one). tcc/compile < 1: tcc faster.", ""]
+        if any(r.get("kind") == "cpu-ort" for r in self.rows):
+            head[-1:] = ["", "`cpu-ort` rows: tcc's CPU artifact vs onnxruntime's CPU EP at T threads, wall time per run "
+                         "(the cpu_vs_ort section's *-cpu-vs-ort.md has the method); tcc/ORT < 1: tcc faster.", ""]
         text = "\n".join(head + table) + "\n"
         print("\n" + text, flush=True)
         stem = f"{self.info['date']}-{self.device_tag}-gpu"
@@ -973,8 +1192,11 @@ def peer_main(args) -> int:
     return 0
 
 
-# The sections main() runs, in this order (after the probe).
-SECTIONS = ("gpu_tests", "conformance", "models", "training", "peers", "micro", "autotune")
+# The sections main() runs, in this order (after the probe); cpu_vs_ort only with a CPU bundle
+# (bundle --cpu-check) or when named.
+SECTIONS = ("gpu_tests", "conformance", "models", "cpu_vs_ort", "training", "peers", "micro", "autotune")
+# cpu_vs_ort: rounds per model and thread count, and each round's timed block (from ORT's latency).
+CPU_ROUNDS, CPU_BLOCK_S, CPU_MIN_ITERS, CPU_MAX_ITERS = 3, 0.3, 10, 400
 
 TRAIN_STEPS, TRAIN_WARMUP, TRAIN_BATCH = 200, 20, 64
 SNAPSHOT_STEPS = (1, 2, 4, 8, 12, 15, 16, 17, 24, 40)  # state saved after these steps, to compare runs
@@ -1193,8 +1415,11 @@ def main() -> int:
                     help="where make_models.py regenerates the bench models (default bench/models/generated)")
     ap.add_argument("--sections", nargs="*", default=None,
                     metavar="SECTION",
-                    help="run only these (in the session's order): gpu_tests conformance models training peers "
-                         "micro autotune (the probe always runs)")
+                    help="run only these (in the session's order): gpu_tests conformance models cpu_vs_ort "
+                         "training peers micro autotune (the probe always runs; cpu_vs_ort: tcc's CPU artifacts vs "
+                         "onnxruntime's CPU EP at 1 and N threads, a --cpu-check bundle's default)")
+    ap.add_argument("--cpu-threads", nargs="+", type=int, default=None, metavar="T",
+                    help="cpu_vs_ort section: thread counts (default: 1, the physical cores and all usable CPUs)")
     ap.add_argument("--micro", nargs="+", default=None, metavar="NAME",
                     help="micro section: only the microbenchmarks matching these names or shell patterns, e.g. "
                          "--micro 'attn_*' (bench/gpu/make_micro.py --list names them)")
@@ -1242,6 +1467,8 @@ def main() -> int:
     maybe("gpu_tests", s.gpu_tests, 60)
     maybe("conformance", s.conformance, 60)
     maybe("models", s.models, 60)
+    if s.device == "cpu" or (want and "cpu_vs_ort" in want):
+        maybe("cpu_vs_ort", s.cpu_vs_ort, 30)
     maybe("training", s.training, 40)
     maybe("peers", s.peers, 40)
     maybe("micro", s.micro, 90)

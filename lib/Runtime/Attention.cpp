@@ -161,11 +161,10 @@ void runAttention(const AttentionGeometry &g, const float *q, const float *k, co
   int64_t chunks = std::clamp<int64_t>((2 * std::max(numThreads, 1) + g.batches - 1) / g.batches,
                                        1, rowBlocks);
   int64_t items = g.batches * chunks;
-  int workers = (int)std::min<int64_t>(std::max(numThreads, 1), items);
   size_t nb = g.qBatch.size(), rd = nb, cd = nb + 1; // the scores' row and column dims
   const float inf = std::numeric_limits<float>::infinity();
   SgemmIsa isa = sgemmIsa();
-  parallelItems(workers, items, [&](int64_t worker, int64_t item) {
+  parallelItems(numThreads, items, [&](int64_t worker, int64_t item) {
     int64_t batch = item / chunks, chunk = item % chunks;
     int64_t firstBlock = rowBlocks * chunk / chunks, endBlock = rowBlocks * (chunk + 1) / chunks;
     // The key/value batch this query batch reads, and the mask/bias offsets of its scores.

@@ -6,6 +6,12 @@
 // OpenBLAS (OpenMP flavour) use, so the runtime never has two sets of threads competing for
 // the cores. The body must not throw.
 //
+// Every parallel region has `threads` threads, however few chunks it has (the others wait at
+// its end): libgomp ends the pool's surplus threads whenever a region asks for fewer threads
+// than the one before, and starts new ones when a later region asks for more. Regions of
+// varying sizes (a 2-chunk loop between the generated kernels' full-width regions) cost a
+// thread creation each: on a 16-core VM that made 16 threads slower than one.
+//
 // Under ThreadSanitizer (the runtime-tsan preset) the chunks run on std::threads started and
 // joined per call instead: GCC's libgomp is not instrumented, so TSan cannot see its fork and
 // join and would take every access after a region for a race with the workers inside it. The
@@ -18,6 +24,8 @@
 #if defined(__SANITIZE_THREAD__)
 #include <thread>
 #include <vector>
+#else
+#include <omp.h>
 #endif
 
 namespace tcc::rt {
@@ -41,9 +49,12 @@ void parallelFor(int threads, int64_t count, int64_t costPerItem, const Body &bo
   for (std::thread &t : workers)
     t.join();
 #else
-#pragma omp parallel for num_threads((int)chunks) schedule(static, 1)
-  for (int64_t i = 0; i < chunks; ++i)
-    body(count * i / chunks, count * (i + 1) / chunks);
+#pragma omp parallel num_threads(std::max(threads, 1))
+  {
+    const int64_t team = omp_get_num_threads();
+    for (int64_t i = omp_get_thread_num(); i < chunks; i += team)
+      body(count * i / chunks, count * (i + 1) / chunks);
+  }
 #endif
 }
 
@@ -53,8 +64,9 @@ void parallelFor(int threads, int64_t count, int64_t costPerItem, const Body &bo
 template <class Body> void parallelItems(int threads, int64_t items, const Body &body) {
   int workers = (int)std::min<int64_t>(std::max(threads, 1), items);
   std::atomic<int64_t> next{0};
-  // One chunk per worker: the cost only has to exceed parallelFor's threshold.
-  parallelFor(workers, workers, int64_t(1) << 40, [&](int64_t begin, int64_t end) {
+  // One chunk per worker: the cost only has to exceed parallelFor's threshold. The region has
+  // `threads` threads all the same (parallelFor says why).
+  parallelFor(threads, workers, int64_t(1) << 40, [&](int64_t begin, int64_t end) {
     for (int64_t worker = begin; worker < end; ++worker)
       for (int64_t item; (item = next.fetch_add(1)) < items;)
         body(worker, item);

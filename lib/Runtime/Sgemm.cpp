@@ -11,6 +11,11 @@
 #include <string>
 #include <vector>
 
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 namespace tcc::rt {
 namespace {
 
@@ -67,6 +72,10 @@ const SgemmKernelFamily kGenericFamily = {
 
 const SgemmKernelFamily &family(SgemmIsa isa) {
   switch (isa) {
+  case SgemmIsa::AmxEmulated:
+    return *sgemmAmxKernels(true);
+  case SgemmIsa::Amx:
+    return *sgemmAmxKernels(false);
   case SgemmIsa::Avx512Bf16:
     return *sgemmAvx512Bf16Kernels();
   case SgemmIsa::Avx512:
@@ -79,19 +88,21 @@ const SgemmKernelFamily &family(SgemmIsa isa) {
   return kGenericFamily;
 }
 
-constexpr SgemmIsa kAllIsas[] = {SgemmIsa::Generic, SgemmIsa::Avx2, SgemmIsa::Avx512,
-                                 SgemmIsa::Avx512Bf16};
+constexpr SgemmIsa kAllIsas[] = {SgemmIsa::Generic,    SgemmIsa::Avx2, SgemmIsa::Avx512,
+                                 SgemmIsa::Avx512Bf16, SgemmIsa::Amx,  SgemmIsa::AmxEmulated};
 
-/// The widest family the CPU supports, capped by $TCC_GEMM_ISA (Avx512Bf16 included).
+/// The widest family the CPU supports (the pair families included; never the emulated one),
+/// capped by $TCC_GEMM_ISA, which may also ask for amx-emulated where it is supported.
 SgemmIsa widestIsa() {
   static const SgemmIsa widest = [] {
     SgemmIsa best = SgemmIsa::Generic;
     for (SgemmIsa isa : kAllIsas)
-      if (sgemmIsaSupported(isa))
+      if (isa != SgemmIsa::AmxEmulated && sgemmIsaSupported(isa))
         best = isa;
     if (const char *forced = std::getenv("TCC_GEMM_ISA")) {
       for (SgemmIsa isa : kAllIsas)
-        if (std::string(forced) == sgemmIsaName(isa) && isa <= best)
+        if (std::string(forced) == sgemmIsaName(isa) &&
+            (isa <= best || (isa == SgemmIsa::AmxEmulated && sgemmIsaSupported(isa))))
           return isa;
     }
     return best;
@@ -99,10 +110,30 @@ SgemmIsa widestIsa() {
   return widest;
 }
 
+/// Whether the family reads panels of bf16 pairs (gemm16's bf16 families).
+bool pairPanels(SgemmIsa isa) { return isa >= SgemmIsa::Avx512Bf16; }
+/// Whether the family is AMX's: A panels row-major, k padded to whole tiles of 16 pairs.
+bool amxPanels(SgemmIsa isa) { return isa == SgemmIsa::Amx || isa == SgemmIsa::AmxEmulated; }
+
+/// Whether Linux lets this process use the AMX tile state (asked once; it is granted per
+/// process, and using the tiles without it is SIGILL).
+bool amxTileStateGranted() {
+#if defined(__linux__) && defined(__x86_64__)
+  static const bool granted = [] {
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return granted;
+#else
+  return false;
+#endif
+}
+
 /// The k block: the A micro-panel (kc x MR: 21 KiB for AVX-512) stays in L1 while the kernel
 /// walks the B block. Measured on an AMD EPYC (Zen 4) with 1024^3 and 256 x 196 x 2304:
 /// kc 192 / 256 / 384 gave 104 / 107 / 109 GFLOP/s (1024^3, both operands prepacked).
 constexpr int64_t kKC = 384;
+static_assert(kKC % 16 == 0, "the amx family reads k in whole tiles of 16 pairs");
 /// Columns of B per task: the kc x kNC block (768 KiB) stays in L2 (1 MiB on Zen 4, 2 MiB on
 /// recent Xeons); 256 and 1024 columns measured within 2%.
 constexpr int64_t kNC = 512;
@@ -197,6 +228,7 @@ SgemmPacked layout(SgemmIsa isa, bool isA, int64_t outer, int64_t k, float *stor
   out.isA = isA;
   out.outer = outer;
   out.k = k;
+  out.depth = k;
   out.panel = isA ? f.mr : f.nr;
   out.kc = kKC;
   if (storage)
@@ -263,6 +295,10 @@ const float *SgemmPacked::at(int64_t k0, int64_t outer0) const {
 
 const char *sgemmIsaName(SgemmIsa isa) {
   switch (isa) {
+  case SgemmIsa::AmxEmulated:
+    return "amx-emulated";
+  case SgemmIsa::Amx:
+    return "amx";
   case SgemmIsa::Avx512Bf16:
     return "avx512bf16";
   case SgemmIsa::Avx512:
@@ -277,6 +313,12 @@ const char *sgemmIsaName(SgemmIsa isa) {
 
 bool sgemmIsaSupported(SgemmIsa isa) {
   switch (isa) {
+  case SgemmIsa::AmxEmulated: // its store-out is AVX-512 code compiled with AVX512-BF16
+    return cpuHasFeature("avx512f") && cpuHasFeature("avx512bf16") && sgemmAmxKernels(true);
+  case SgemmIsa::Amx:
+    return cpuHasFeature("avx512f") && cpuHasFeature("avx512bf16") &&
+           cpuHasFeature("amx-tile") && cpuHasFeature("amx-bf16") && sgemmAmxKernels(false) &&
+           amxTileStateGranted();
   case SgemmIsa::Avx512Bf16:
     return cpuHasFeature("avx512f") && cpuHasFeature("avx512bf16") && sgemmAvx512Bf16Kernels();
   case SgemmIsa::Avx512: // the CPU first: nothing of those files runs on a CPU without it
@@ -351,11 +393,13 @@ int threadsFor(int64_t m, int64_t n, int64_t k, int numThreads) {
   return worthThreads ? std::max(numThreads, 1) : 1;
 }
 
-/// Whether `p` was packed for `isa` as operand A (or B) of these sizes (k in panel elements).
-bool packedFor(const SgemmPacked *p, SgemmIsa isa, bool isA, int64_t outer, int64_t k) {
+/// Whether `p` was packed for `isa` as operand A (or B) of these sizes (depth: k in values; k
+/// in panel elements, which several depths share in the pair families).
+bool packedFor(const SgemmPacked *p, SgemmIsa isa, bool isA, int64_t outer, int64_t depth,
+               int64_t k) {
   const SgemmKernelFamily &f = family(isa);
   return p && p->data && p->isa == isa && p->isA == isA && p->outer == outer && p->k == k &&
-         p->panel == (isA ? f.mr : f.nr) && p->kc == kKC;
+         p->depth == depth && p->panel == (isA ? f.mr : f.nr) && p->kc == kKC;
 }
 
 /// Where the microkernels read B: its packed panels or, with few rows of A and B not
@@ -462,14 +506,14 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alph
   const int64_t MR = f.mr, NR = f.nr;
   const int threads = threadsFor(m, n, k, numThreads);
   SgemmPacked ownA, ownB;
-  if (!packedFor(packedA, isa, true, m, k)) {
+  if (!packedFor(packedA, isa, true, m, k, k)) {
     ownA = pack(isa, true, transA, m, k, a, lda, threads, scratchA.get(packedFloats(m, k, MR)));
     packedA = &ownA;
   }
   // With few rows of A, a non-transposed B is read in place (only its last, partial panel is
   // packed: the kernel reads NR columns): each panel of B is read once or twice, and a packing
   // pass would cost more than it saves.
-  const bool bPacked = packedFor(packedB, isa, false, n, k);
+  const bool bPacked = packedFor(packedB, isa, false, n, k, k);
   const bool directB = !bPacked && !transB && !sgemmPacksB(m);
   BPanels panels;
   if (directB) {
@@ -499,14 +543,16 @@ namespace {
 
 /// Packs panels [panel0, panel1) of `into` from the 16-bit matrix element(o, p) =
 /// src[o * outerStride + p * kStride] of k columns: as pairs (p = 2u, 2u + 1 in one 32-bit
-/// element u, the first in its low half; past k: zero) for the bf16 pair family, otherwise
-/// converted to f32.
+/// element u, the first in its low half; past k: zero) for the bf16 pair families, otherwise
+/// converted to f32. A panels of the amx family are row-major (element (o, u) of a k block at
+/// o * kc + u: a tile row is 16 pairs of one row); every other panel is k-major (u * P + o).
 template <int P>
 void packPanels16Of(SgemmPacked &into, Half16 type, const uint16_t *src, int64_t outerStride,
                     int64_t kStride, int64_t k, int64_t panel0, int64_t panel1) {
-  const bool pairs = into.isa == SgemmIsa::Avx512Bf16;
+  const bool pairs = pairPanels(into.isa);
+  const bool rowMajor = into.isA && amxPanels(into.isa);
   auto value = [&](int64_t o, int64_t u) -> float {
-    if (o >= into.outer)
+    if (o >= into.outer || (pairs && 2 * u >= k))
       return 0.0f;
     const uint16_t *e = src + o * outerStride;
     if (!pairs) {
@@ -524,6 +570,17 @@ void packPanels16Of(SgemmPacked &into, Half16 type, const uint16_t *src, int64_t
     for (int64_t ip = panel0; ip < panel1; ++ip) {
       float *dst = const_cast<float *>(into.at(k0, ip * P));
       int64_t o0 = ip * P;
+      if (rowMajor) {
+        for (int o = 0; o < P; ++o) {
+          float *row = dst + o * kc;
+          if (kStride == 1 && o0 + o < into.outer && 2 * (k0 + kc) <= k) // whole pairs
+            std::memcpy(row, src + (o0 + o) * outerStride + 2 * k0, sizeof(float) * kc);
+          else
+            for (int64_t u = 0; u < kc; ++u)
+              row[u] = value(o0 + o, k0 + u);
+        }
+        continue;
+      }
       if (pairs && kStride == 1 && o0 + P <= into.outer && 2 * (k0 + kc) <= k) {
         // Whole pairs, adjacent in memory: 8 of them from each of the P rows, then stored
         // as 8 packed rows.
@@ -547,11 +604,13 @@ void packPanels16Of(SgemmPacked &into, Half16 type, const uint16_t *src, int64_t
         // Pairs from two source rows (k = 2u and 2u + 1) interleaved, P columns at a time.
         for (int64_t u = 0; u < kc; ++u) {
           int64_t p0 = 2 * (k0 + u);
-          const uint16_t *lo = src + p0 * kStride + o0;
-          const uint16_t *hi = p0 + 1 < k ? lo + kStride : nullptr;
-          uint32_t units[P];
-          for (int o = 0; o < P; ++o)
-            units[o] = (uint32_t)lo[o] | (hi ? (uint32_t)hi[o] << 16 : 0u);
+          uint32_t units[P] = {};
+          if (p0 < k) { // else padding (amx): zero pairs
+            const uint16_t *lo = src + p0 * kStride + o0;
+            const uint16_t *hi = p0 + 1 < k ? lo + kStride : nullptr;
+            for (int o = 0; o < P; ++o)
+              units[o] = (uint32_t)lo[o] | (hi ? (uint32_t)hi[o] << 16 : 0u);
+          }
           std::memcpy(dst + u * P, units, sizeof units);
         }
         continue;
@@ -588,13 +647,21 @@ void packPanels16Of(SgemmPacked &into, Half16 type, const uint16_t *src, int64_t
   }
 }
 
+/// k in the panel elements of `isa`: pairs (amx: whole tiles of 16 pairs) or values.
+int64_t panelK(SgemmIsa isa, int64_t k) {
+  if (!pairPanels(isa))
+    return k;
+  return amxPanels(isa) ? roundUp((k + 1) / 2, 16) : (k + 1) / 2;
+}
+
 SgemmPacked pack16(Half16 type, SgemmIsa isa, bool isA, bool trans, int64_t outer, int64_t k,
                    const uint16_t *src, int64_t ld, int numThreads, Scratch *scratch) {
-  int64_t units = isa == SgemmIsa::Avx512Bf16 ? (k + 1) / 2 : k;
+  int64_t units = panelK(isa, k);
   const SgemmKernelFamily &f = family(isa);
   int64_t panel = isA ? f.mr : f.nr;
   SgemmPacked out = layout(isa, isA, outer, units,
                            scratch ? scratch->get(packedFloats(outer, units, panel)) : nullptr);
+  out.depth = k;
   bool outerAlongRows = isA != trans;
   int64_t outerStride = outerAlongRows ? ld : 1, kStride = outerAlongRows ? 1 : ld;
   int64_t panels = (outer + panel - 1) / panel;
@@ -614,14 +681,10 @@ SgemmPacked pack16(Half16 type, SgemmIsa isa, bool isA, bool trans, int64_t oute
   return out;
 }
 
-/// k in the panel elements of `isa`.
-int64_t panelK(SgemmIsa isa, int64_t k) { return isa == SgemmIsa::Avx512Bf16 ? (k + 1) / 2 : k; }
-
 } // namespace
 
 SgemmIsa gemm16Isa(Half16 type) {
-  return type == Half16::BF16 && widestIsa() == SgemmIsa::Avx512Bf16 ? SgemmIsa::Avx512Bf16
-                                                                     : sgemmIsa();
+  return type == Half16::BF16 && pairPanels(widestIsa()) ? widestIsa() : sgemmIsa();
 }
 
 SgemmPacked packGemm16A(Half16 type, bool transA, int64_t m, int64_t k, const uint16_t *a,
@@ -644,11 +707,11 @@ void gemm16(Half16 type, bool transA, bool transB, int64_t m, int64_t n, int64_t
   const int64_t units = panelK(isa, k);
   const int threads = threadsFor(m, n, k, numThreads);
   SgemmPacked ownA, ownB;
-  if (!packedFor(packedA, isa, true, m, units)) {
+  if (!packedFor(packedA, isa, true, m, k, units)) {
     ownA = pack16(type, isa, true, transA, m, k, a, lda, threads, &scratchA);
     packedA = &ownA;
   }
-  if (!packedFor(packedB, isa, false, n, units)) {
+  if (!packedFor(packedB, isa, false, n, k, units)) {
     ownB = pack16(type, isa, false, transB, n, k, b, ldb, threads, &scratchB);
     packedB = &ownB;
   }

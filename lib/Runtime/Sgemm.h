@@ -13,13 +13,19 @@
 // result does not depend on the thread count.
 //
 // 16-bit operands (gemm16: bf16 or f16 A and B, f32 accumulation and C) run on the same
-// blocking and threading. Where the CPU has AVX512-BF16, bf16 operands are packed as pairs of
-// values consecutive along k and multiplied by VDPBF16PS (two k steps per instruction, the
-// avx512bf16 family); otherwise (f16, or a CPU without it) they are converted to f32 while
-// packed and run on the f32 family: correct on any CPU, half the bytes read from memory.
+// blocking and threading. bf16 operands are packed as pairs of values consecutive along k. Where
+// the CPU has AMX (AMX-TILE and AMX-BF16, and the OS grants the tile state), the amx family
+// multiplies 32 x 32 tiles of C by TDPBF16PS (SgemmAmx.cpp: 16 pairs along k per instruction;
+// A panels row-major and k padded to whole tiles); else, with AVX512-BF16, the avx512bf16
+// family by VDPBF16PS (two k steps per instruction). Otherwise (f16, or a CPU without either)
+// they are converted to f32 while packed and run on the f32 family: correct on any CPU, half
+// the bytes read from memory.
 //
-// $TCC_GEMM_ISA (generic, avx2, avx512, avx512bf16) forces a kernel family no wider than the
-// CPU supports (tests use it to cover every family on one machine).
+// $TCC_GEMM_ISA (generic, avx2, avx512, avx512bf16, amx) forces a kernel family no wider than
+// the CPU supports (tests use it to cover every family on one machine). amx-emulated, which is
+// never chosen otherwise, runs the amx family's packing, blocking and store-out with the tile
+// instructions emulated in C++: how the amx code is tested on CPUs without AMX (it needs
+// AVX512-BF16, for its store-out).
 #pragma once
 
 #include <cstddef>
@@ -30,13 +36,13 @@
 
 namespace tcc::rt {
 
-/// A microkernel family: its register tile and the instructions it needs. Avx512Bf16 reads
-/// panels of bf16 pairs (gemm16 only); the others read f32 panels.
-enum class SgemmIsa { Generic, Avx2, Avx512, Avx512Bf16 };
+/// A microkernel family: its register tile and the instructions it needs. Avx512Bf16, Amx and
+/// AmxEmulated read panels of bf16 pairs (gemm16 only); the others read f32 panels.
+enum class SgemmIsa { Generic, Avx2, Avx512, Avx512Bf16, Amx, AmxEmulated };
 
 /// The f32 family this process uses: the widest one the CPU supports, capped by $TCC_GEMM_ISA.
 SgemmIsa sgemmIsa();
-/// "generic", "avx2", "avx512" or "avx512bf16".
+/// "generic", "avx2", "avx512", "avx512bf16", "amx" or "amx-emulated".
 const char *sgemmIsaName(SgemmIsa isa);
 /// Whether the CPU (and OS) can run the family.
 bool sgemmIsaSupported(SgemmIsa isa);
@@ -56,7 +62,9 @@ struct SgemmPacked {
   SgemmIsa isa = SgemmIsa::Generic;
   bool isA = false;
   int64_t outer = 0; // rows of op(A) (m) or columns of op(B) (n)
-  int64_t k = 0;     // along k, in panel elements (Avx512Bf16: pairs, (k + 1) / 2)
+  int64_t k = 0;     // along k, in panel elements (pair families: pairs, (k + 1) / 2; amx:
+                     // rounded up to whole tiles of 16 pairs)
+  int64_t depth = 0; // k in values of the operand it was packed from (k for f32 panels)
   int64_t panel = 0; // MR or NR
   int64_t kc = 0;    // the k block
   std::unique_ptr<float[], void (*)(void *)> data{nullptr, nullptr};
@@ -65,7 +73,8 @@ struct SgemmPacked {
   /// starting at k0 (a multiple of kc).
   const float *at(int64_t k0, int64_t outer0) const;
   /// Where element (o, p) lives (o: row of op(A) / column of op(B); p: the k index), in floats
-  /// from data: for code that writes an operand straight into this layout.
+  /// from data: for code that writes an operand straight into this layout (the f32 families'
+  /// k-major panels; not the amx family's row-major A panels).
   int64_t offset(int64_t o, int64_t p) const;
 };
 
@@ -95,8 +104,8 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alph
 /// The 16-bit element types of gemm16 (stored as their bits).
 enum class Half16 { BF16, F16 };
 
-/// The family gemm16 uses for `type`: Avx512Bf16 for bf16 where the CPU has it (and
-/// $TCC_GEMM_ISA allows it), otherwise sgemmIsa() on operands converted to f32.
+/// The family gemm16 uses for `type`: for bf16 the widest pair family the CPU has (Amx, else
+/// Avx512Bf16, as $TCC_GEMM_ISA allows), otherwise sgemmIsa() on operands converted to f32.
 SgemmIsa gemm16Isa(Half16 type);
 /// Packs 16-bit op(A) (m x k) or op(B) (k x n) for gemm16Isa(type), as packSgemmA/B do.
 SgemmPacked packGemm16A(Half16 type, bool transA, int64_t m, int64_t k, const uint16_t *a,

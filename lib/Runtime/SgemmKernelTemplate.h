@@ -17,6 +17,44 @@
 namespace tcc::rt {
 namespace {
 
+/// Stores a tile of M rows x W vectors of sums: C[0:M, 0:cols] = act(alpha * acc(i, w) +
+/// beta * C + ...), the epilogue in SgemmEpilogue's order; beta == 0 does not read C. Every
+/// microkernel ends here, so that each family's tiles round and clamp alike.
+template <int M, int W, class Acc>
+[[gnu::always_inline]] inline void storeTile(const Acc &acc, float *c, int64_t ldc, int64_t cols,
+                                             float alpha, float beta,
+                                             const SgemmEpilogue *epilogue) {
+  using V = typename Vec::type;
+  constexpr int L = Vec::lanes;
+  V va = Vec::set1(alpha), vb = Vec::set1(beta);
+  const bool hasBias = epilogue && epilogue->bias, hasRowBias = epilogue && epilogue->rowBias,
+             hasResidual = epilogue && epilogue->residual, clamp = epilogue && epilogue->clamp;
+  const V lo = clamp ? Vec::set1(epilogue->lo) : Vec::zero();
+  const V hi = clamp ? Vec::set1(epilogue->hi) : Vec::zero();
+#pragma GCC unroll 2
+  for (int w = 0; w < W; ++w) {
+    int64_t wc = cols - w * L; // columns of this vector (may be <= 0 or >= L)
+    auto mask = Vec::mask(wc);
+    V bias = hasBias ? Vec::maskedLoad(epilogue->bias + w * L, mask) : Vec::zero();
+#pragma GCC unroll 32
+    for (int i = 0; i < M; ++i) {
+      float *at = c + i * ldc + w * L;
+      V r = Vec::mul(va, acc(i, w));
+      if (beta != 0.0f)
+        r = Vec::fma(vb, Vec::maskedLoad(at, mask), r);
+      if (hasBias)
+        r = Vec::add(r, bias);
+      if (hasRowBias)
+        r = Vec::add(r, Vec::broadcast(epilogue->rowBias + i));
+      if (hasResidual)
+        r = Vec::add(r, Vec::maskedLoad(epilogue->residual + i * epilogue->ldResidual + w * L, mask));
+      if (clamp) // maxps/minps return their second operand when one is NaN: NaN stays NaN
+        r = Vec::min(hi, Vec::max(lo, r));
+      Vec::maskedStore(at, mask, r);
+    }
+  }
+}
+
 template <int M, int W, int MR>
 void kernel(int64_t k, const float *a, const float *b, int64_t ldb, float *c, int64_t ldc,
             int64_t cols, float alpha, float beta, const SgemmEpilogue *epilogue) {
@@ -66,33 +104,8 @@ void kernel(int64_t k, const float *a, const float *b, int64_t ldb, float *c, in
 #pragma GCC unroll 2
       for (int w = 0; w < W; ++w)
         acc[0][i][w] = Vec::add(acc[0][i][w], acc[s][i][w]);
-  V va = Vec::set1(alpha), vb = Vec::set1(beta);
-  const bool hasBias = epilogue && epilogue->bias, hasRowBias = epilogue && epilogue->rowBias,
-             hasResidual = epilogue && epilogue->residual, clamp = epilogue && epilogue->clamp;
-  const V lo = clamp ? Vec::set1(epilogue->lo) : Vec::zero();
-  const V hi = clamp ? Vec::set1(epilogue->hi) : Vec::zero();
-#pragma GCC unroll 2
-  for (int w = 0; w < W; ++w) {
-    int64_t wc = cols - w * L; // columns of this vector (may be <= 0 or >= L)
-    auto mask = Vec::mask(wc);
-    V bias = hasBias ? Vec::maskedLoad(epilogue->bias + w * L, mask) : Vec::zero();
-#pragma GCC unroll 16
-    for (int i = 0; i < M; ++i) {
-      float *at = c + i * ldc + w * L;
-      V r = Vec::mul(va, acc[0][i][w]);
-      if (beta != 0.0f)
-        r = Vec::fma(vb, Vec::maskedLoad(at, mask), r);
-      if (hasBias)
-        r = Vec::add(r, bias);
-      if (hasRowBias)
-        r = Vec::add(r, Vec::broadcast(epilogue->rowBias + i));
-      if (hasResidual)
-        r = Vec::add(r, Vec::maskedLoad(epilogue->residual + i * epilogue->ldResidual + w * L, mask));
-      if (clamp) // maxps/minps return their second operand when one is NaN: NaN stays NaN
-        r = Vec::min(hi, Vec::max(lo, r));
-      Vec::maskedStore(at, mask, r);
-    }
-  }
+  storeTile<M, W>([&](int i, int w) { return acc[0][i][w]; }, c, ldc, cols, alpha, beta,
+                  epilogue);
 }
 
 /// One row of A (packed: a[p * MR]) times P panels of B (2 vectors each), two sums over k a

@@ -40,8 +40,8 @@ using SgemmRowKernel = void (*)(int64_t k, const float *a, const float *b, int64
 struct SgemmKernelFamily {
   int mr, nr;
   int narrowCols;              // columns of the narrow kernels (0: none)
-  SgemmMicroKernel byRows[16]; // byRows[r - 1] computes r rows, up to nr columns
-  SgemmMicroKernel narrow[16]; // the same for up to narrowCols columns (a panel's last ones)
+  SgemmMicroKernel byRows[32]; // byRows[r - 1] computes r rows, up to nr columns
+  SgemmMicroKernel narrow[32]; // the same for up to narrowCols columns (a panel's last ones)
   SgemmRowKernel rowPanels[4]; // rowPanels[p - 1]: one row over p panels (null: none)
 };
 /// The families compiled into the library (with their own instruction-set flags).
@@ -49,5 +49,7 @@ const SgemmKernelFamily *sgemmAvx2Kernels();   // null where not built (non-x86)
 const SgemmKernelFamily *sgemmAvx512Kernels(); // null where not built (non-x86)
 /// AVX-512's tile over panels of bf16 pairs (SgemmAvx512Bf16.cpp); null where not built.
 const SgemmKernelFamily *sgemmAvx512Bf16Kernels();
-
+/// AMX's 32 x 32 tile over row-major A panels and B panels of bf16 pairs (SgemmAmx.cpp), with
+/// the tile instructions or (emulated) C++ in their place; null where not built.
+const SgemmKernelFamily *sgemmAmxKernels(bool emulated);
 } // namespace tcc::rt

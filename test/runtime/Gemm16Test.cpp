@@ -1,9 +1,11 @@
 //===- Gemm16Test.cpp - libtccrt's bf16/f16 GEMM against a float64 reference ===//
 //
-// gemm16 (Sgemm.h) on the family this process uses for 16-bit operands: AVX512-BF16's pair
-// kernels where the CPU has them, f32 kernels on converted panels otherwise. CMake registers
-// these tests again with $TCC_GEMM_ISA = avx512, avx2 and generic (the conversion path on each
-// f32 family); a family the CPU lacks skips. Also the f32 <-> 16-bit conversions of DType.h
+// gemm16 (Sgemm.h) on the family this process uses for 16-bit operands: AMX tiles or
+// AVX512-BF16's pair kernels where the CPU has them, f32 kernels on converted panels otherwise.
+// CMake registers these tests again with $TCC_GEMM_ISA = avx512, avx2 and generic (the
+// conversion path on each f32 family) and amx-emulated (the amx family's packing, blocking and
+// store-out, its tile instructions in C++: how they are tested where the CPU has no AMX); a
+// family the CPU lacks skips. Also the f32 <-> 16-bit conversions of DType.h
 // and runGemm's 16-bit steps (batches, constant operands packed once).
 #include "CpuLibrary.h"
 #include "DType.h"
@@ -182,14 +184,44 @@ TEST(Gemm16, EmptyInnerDimensionScalesC) {
   EXPECT_EQ(c, (std::vector<float>{2, 4, 6, 8, 10, 12}));
 }
 
-TEST(Gemm16, Avx512Bf16WhereTheCpuHasIt) {
+TEST(Gemm16, WidestPairFamilyTheCpuHas) {
   if (const char *forced = std::getenv("TCC_GEMM_ISA"); forced && *forced)
     GTEST_SKIP() << "$TCC_GEMM_ISA caps the families";
   bool bf16 = cpuHasFeature("avx512f") && cpuHasFeature("avx512bf16");
-  EXPECT_EQ(gemm16Isa(Half16::BF16) == SgemmIsa::Avx512Bf16, bf16);
+  bool amx = bf16 && cpuHasFeature("amx-tile") && cpuHasFeature("amx-bf16");
   EXPECT_EQ(sgemmIsaSupported(SgemmIsa::Avx512Bf16), bf16);
+  // Linux grants the tile state from 5.16 on; an older kernel leaves AMX unused.
+  EXPECT_EQ(sgemmIsaSupported(SgemmIsa::Amx), amx) << "the OS did not grant the AMX tile state";
+  EXPECT_EQ(gemm16Isa(Half16::BF16), amx    ? SgemmIsa::Amx
+                                     : bf16 ? SgemmIsa::Avx512Bf16
+                                            : sgemmIsa());
   EXPECT_EQ(gemm16Isa(Half16::F16), sgemmIsa()); // f16 is converted: no f32-accumulating f16 dot
-  EXPECT_NE(sgemmIsa(), SgemmIsa::Avx512Bf16);   // f32 products never take the pair family
+  EXPECT_LT(sgemmIsa(), SgemmIsa::Avx512Bf16);   // f32 products never take a pair family
+  // The emulated tiles are only ever asked for.
+  EXPECT_NE(gemm16Isa(Half16::BF16), SgemmIsa::AmxEmulated);
+}
+
+TEST(Gemm16, TileEdgesRowsColumnsAndDepth) {
+  // Around the amx family's 16 x 16 tiles, its 32 x 32 call and its k tiles of 16 pairs (and
+  // the other families' 14 x 32 / 6 x 16 / 4 x 16 tiles and 384-pair k blocks), both operand
+  // orders, prepacked and not.
+  skipUnlessForcedFamilyRuns();
+  std::mt19937 rng(24);
+  int trial = 0;
+  for (int64_t m : {1, 15, 16, 17, 32, 33, 47})
+    for (int64_t n : {1, 16, 17, 32, 33})
+      for (int64_t k : {1, 2, 31, 32, 33, 768, 769}) {
+        ++trial;
+        Problem16 p(rng, Half16::BF16, trial & 1, trial & 2, m, n, k, 1.0f,
+                    trial % 3 ? 0.0f : 0.5f, trial % 4 == 0 ? 5 : 0);
+        SCOPED_TRACE(p.name());
+        p.check(p.run(1 + trial % 2), "gemm16");
+        if (trial % 5 == 0) {
+          SgemmPacked pa = packGemm16A(Half16::BF16, p.ta, m, k, p.a.data(), p.lda);
+          SgemmPacked pb = packGemm16B(Half16::BF16, p.tb, k, n, p.b.data(), p.ldb);
+          p.check(p.run(1, &pa, &pb), "prepacked");
+        }
+      }
 }
 
 TEST(Gemm16, ConversionsRoundToNearestEven) {

@@ -46,13 +46,20 @@ inline std::vector<std::string> cpuFeaturesFromMacros(const std::string &macros)
   return out;
 }
 
-/// Whether this CPU has the extension `name` (a name from TCC_CPU_FEATURES; others: false).
+/// Whether this CPU has the extension `name` (a name from TCC_CPU_FEATURES, or "amx-tile" or
+/// "amx-bf16"; others: false). For AMX the OS must also grant the tile state (Sgemm.cpp asks).
 inline bool cpuHasFeature(const std::string &name) {
 #if defined(__x86_64__) || defined(__i386__)
   // F16C from cpuid (leaf 1, ECX bit 29): clang 14's __builtin_cpu_supports does not know it.
   if (name == "f16c") {
     unsigned eax, ebx, ecx, edx;
     return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29));
+  }
+  // AMX from cpuid (leaf 7, subleaf 0, EDX bits 24 and 22): GCC 12's builtin does not know it.
+  if (name == "amx-tile" || name == "amx-bf16") {
+    unsigned eax, ebx, ecx, edx;
+    return __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) &&
+           (edx & (1u << (name == "amx-tile" ? 24 : 22)));
   }
   __builtin_cpu_init();
 #define TCC_SUPPORTS(macro, feature)                                                               \
