@@ -734,6 +734,20 @@ void runConv16(const ConvGeometry &g, const uint16_t *input, const uint16_t *wei
       for (int64_t i = 0; i < n; ++i)
         to[i] = floatToHalf(from[i]);
   };
+  // Whole tensors are converted on all the threads (one thread left 16 of them idle for most of
+  // a bf16 depthwise convolution).
+  constexpr int64_t kConvertBytes = 6; // per element: 2 read, 4 written (or the reverse)
+  auto widenAll = [&](const uint16_t *from, float *to, int64_t n) {
+    parallelFor(numThreads, n, kConvertBytes, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        to[i] = widen(from[i]);
+    });
+  };
+  auto narrowAll = [&](const float *from, uint16_t *to, int64_t n) {
+    parallelFor(numThreads, n, kConvertBytes, [&](int64_t begin, int64_t end) {
+      narrowInto(from + begin, to + begin, end - begin);
+    });
+  };
   const int64_t outElements = g.batch * g.outChannels * g.outSize;
   if (g.transposed || (g.groupIn == 1 && g.kernel.size() == 2)) {
     // No 16-bit kernel: the f32 path on widened copies (the weights widened once when constant).
@@ -741,19 +755,20 @@ void runConv16(const ConvGeometry &g, const uint16_t *input, const uint16_t *wei
     wide.dtype = TCCRT_F32;
     const int64_t inElements = g.batch * g.inChannels * g.inSize;
     const int64_t wElements = g.outChannels * g.groupIn * g.kernelSize;
-    std::vector<float> x((size_t)inElements), y((size_t)outElements);
-    for (int64_t i = 0; i < inElements; ++i)
-      x[i] = widen(input[i]);
+    // Kept by the calling thread: fresh pages every call cost page faults as large as the copies.
+    thread_local std::vector<float> x, y;
+    x.resize((size_t)inElements);
+    y.resize((size_t)outElements);
+    widenAll(input, x.data(), inElements);
     if (!weightIsConstant || cache->source != weight || cache->widened.empty()) {
       cache->widened.resize((size_t)wElements);
-      for (int64_t i = 0; i < wElements; ++i)
-        cache->widened[i] = widen(weight[i]);
+      widenAll(weight, cache->widened.data(), wElements);
       cache->source = weightIsConstant ? weight : nullptr;
       cache->widenedPacking = std::make_shared<PackedOperand>();
     }
     runConv(wide, x.data(), cache->widened.data(), y.data(), static_cast<float *>(workspace),
             numThreads, cache->widenedPacking.get(), weightIsConstant);
-    narrowInto(y.data(), output, outElements);
+    narrowAll(y.data(), output, outElements);
     return;
   }
   if (g.rows == 0) {
@@ -777,8 +792,11 @@ void runConv16(const ConvGeometry &g, const uint16_t *input, const uint16_t *wei
     gemm16(type, false, false, m, width, k, 1.0f, nullptr, k, b, ldb, 0.0f, sums.data(), width,
            threads, &packed[grp]);
     uint16_t *out = output + (n * g.outChannels + grp * g.groupOut) * g.outSize + j0;
-    for (int64_t r = 0; r < m; ++r)
-      narrowInto(sums.data() + r * width, out + r * g.outSize, width);
+    const float *rows = sums.data(); // sums is this thread's: the workers see their own
+    parallelFor(threads, m, kConvertBytes * width, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r)
+        narrowInto(rows + r * width, out + r * g.outSize, width);
+    });
   };
   if (g.pointwise) {
     for (int64_t n = 0; n < g.batch; ++n)

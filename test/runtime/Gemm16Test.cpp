@@ -293,7 +293,8 @@ TEST(Gemm16, RunGemmBatchesWithConstantOperandsPackedOnce) {
 
 /// runConv16 against runConv on the widened operands, per geometry: im2col (strided, padded,
 /// dilated, grouped, 1-D and 3x3 stride 1, which f32 runs with Winograd), pointwise, and the
-/// widened fallbacks (depthwise, transposed); bf16 and f16, 1 and 3 threads, the weights packed
+/// widened fallbacks (depthwise, transposed), small and large enough to convert on several
+/// threads; bf16 and f16, 1 and 3 threads, the weights packed
 /// once and reused (a second run with a constant weight must give the same bits).
 TEST(Gemm16, ConvolutionsMatchTheF32PathOnTheSameValues) {
   skipUnlessForcedFamilyRuns();
@@ -312,6 +313,10 @@ TEST(Gemm16, ConvolutionsMatchTheF32PathOnTheSameValues) {
       {"1-D, odd channels", {3, 7, 50}, {9, 7, 5}, {1}, {2}, {2}, {1}, 1, {}},
       {"depthwise (widened)", {1, 8, 10, 10}, {8, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 8, {}},
       {"transposed (widened)", {1, 6, 5, 5}, {4, 6, 3, 3}, {1, 1}, {2, 2}, {2, 2}, {1, 1}, 1, {2, 2}},
+      // Large enough that the conversions of the output (and the widened copies) are split
+      // over the threads.
+      {"pointwise, rows rounded on threads", {1, 64, 32, 32}, {96, 64, 1, 1}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 1, {}},
+      {"depthwise, copies converted on threads", {1, 64, 40, 40}, {64, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 64, {}},
   };
   std::mt19937 rng(25);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
