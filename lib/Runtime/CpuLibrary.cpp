@@ -148,13 +148,20 @@ GemmGeometry makeGemmGeometry(tccrt_dtype dtype, const Shape &a, const Shape &b,
 
 namespace {
 
-/// to[i] = convert(from[i]) for i < n, on up to numThreads threads: a loop GCC vectorises
-/// (the conversion inlined, not called through a pointer).
+template <class From, class To, class Convert>
+TCC_ISA_BODY void convertRangeBody(const From *__restrict from, To *__restrict to, int64_t n,
+                                   Convert convert) {
+  for (int64_t i = 0; i < n; ++i)
+    to[i] = convert(from[i]);
+}
+TCC_ISA_CLONES(convertRange, convertRangeBody)
+
+/// to[i] = convert(from[i]) for i < n, on up to numThreads threads: a loop GCC vectorises for
+/// the CPU's widest ISA (the conversion inlined, not called through a pointer).
 template <class From, class To, class Convert>
 void convertElements(const From *from, To *to, int64_t n, int numThreads, Convert convert) {
-  parallelFor(numThreads, n, 4, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i)
-      to[i] = convert(from[i]);
+  parallelFor(numThreads, n, (int64_t)(sizeof(From) + sizeof(To)), [&](int64_t begin, int64_t end) {
+    convertRange(from + begin, to + begin, end - begin, convert);
   });
 }
 
@@ -723,30 +730,19 @@ void runConv16(const ConvGeometry &g, const uint16_t *input, const uint16_t *wei
   if (g.outSize == 0 || g.groupOut == 0 || g.batch == 0)
     return;
   const Half16 type = g.dtype == TCCRT_BF16 ? Half16::BF16 : Half16::F16;
-  auto widen = [type](uint16_t x) {
-    return type == Half16::BF16 ? bfloat16ToFloat(x) : halfToFloat(x);
-  };
-  auto narrowInto = [type](const float *from, uint16_t *to, int64_t n) {
-    if (type == Half16::BF16)
-      for (int64_t i = 0; i < n; ++i)
-        to[i] = floatToBfloat16(from[i]);
-    else
-      for (int64_t i = 0; i < n; ++i)
-        to[i] = floatToHalf(from[i]);
-  };
   // Whole tensors are converted on all the threads (one thread left 16 of them idle for most of
-  // a bf16 depthwise convolution).
-  constexpr int64_t kConvertBytes = 6; // per element: 2 read, 4 written (or the reverse)
-  auto widenAll = [&](const uint16_t *from, float *to, int64_t n) {
-    parallelFor(numThreads, n, kConvertBytes, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i)
-        to[i] = widen(from[i]);
-    });
+  // a bf16 depthwise convolution), rows of a tile on the tile's threads.
+  auto widenInto = [type](const uint16_t *from, float *to, int64_t n, int threads) {
+    if (type == Half16::BF16)
+      convertElements(from, to, n, threads, [](uint16_t x) { return bfloat16ToFloat(x); });
+    else
+      convertElements(from, to, n, threads, [](uint16_t x) { return halfToFloat(x); });
   };
-  auto narrowAll = [&](const float *from, uint16_t *to, int64_t n) {
-    parallelFor(numThreads, n, kConvertBytes, [&](int64_t begin, int64_t end) {
-      narrowInto(from + begin, to + begin, end - begin);
-    });
+  auto narrowInto = [type](const float *from, uint16_t *to, int64_t n, int threads) {
+    if (type == Half16::BF16)
+      convertElements(from, to, n, threads, [](float x) { return floatToBfloat16(x); });
+    else
+      convertElements(from, to, n, threads, [](float x) { return floatToHalf(x); });
   };
   const int64_t outElements = g.batch * g.outChannels * g.outSize;
   if (g.transposed || (g.groupIn == 1 && g.kernel.size() == 2)) {
@@ -759,16 +755,16 @@ void runConv16(const ConvGeometry &g, const uint16_t *input, const uint16_t *wei
     thread_local std::vector<float> x, y;
     x.resize((size_t)inElements);
     y.resize((size_t)outElements);
-    widenAll(input, x.data(), inElements);
+    widenInto(input, x.data(), inElements, numThreads);
     if (!weightIsConstant || cache->source != weight || cache->widened.empty()) {
       cache->widened.resize((size_t)wElements);
-      widenAll(weight, cache->widened.data(), wElements);
+      widenInto(weight, cache->widened.data(), wElements, numThreads);
       cache->source = weightIsConstant ? weight : nullptr;
       cache->widenedPacking = std::make_shared<PackedOperand>();
     }
     runConv(wide, x.data(), cache->widened.data(), y.data(), static_cast<float *>(workspace),
             numThreads, cache->widenedPacking.get(), weightIsConstant);
-    narrowAll(y.data(), output, outElements);
+    narrowInto(y.data(), output, outElements, numThreads);
     return;
   }
   if (g.rows == 0) {
@@ -793,9 +789,9 @@ void runConv16(const ConvGeometry &g, const uint16_t *input, const uint16_t *wei
            threads, &packed[grp]);
     uint16_t *out = output + (n * g.outChannels + grp * g.groupOut) * g.outSize + j0;
     const float *rows = sums.data(); // sums is this thread's: the workers see their own
-    parallelFor(threads, m, kConvertBytes * width, [&](int64_t r0, int64_t r1) {
+    parallelFor(threads, m, 6 * width, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r)
-        narrowInto(rows + r * width, out + r * g.outSize, width);
+        narrowInto(rows + r * width, out + r * g.outSize, width, 1);
     });
   };
   if (g.pointwise) {
