@@ -745,23 +745,56 @@ void runConv16(const ConvGeometry &g, const uint16_t *input, const uint16_t *wei
       convertElements(from, to, n, threads, [](float x) { return floatToHalf(x); });
   };
   const int64_t outElements = g.batch * g.outChannels * g.outSize;
-  if (g.transposed || (g.groupIn == 1 && g.kernel.size() == 2)) {
+  const bool depthwise = !g.transposed && g.groupIn == 1 && g.kernel.size() == 2;
+  if (g.transposed || depthwise) {
     // No 16-bit kernel: the f32 path on widened copies (the weights widened once when constant).
-    ConvGeometry wide = g;
-    wide.dtype = TCCRT_F32;
-    const int64_t inElements = g.batch * g.inChannels * g.inSize;
     const int64_t wElements = g.outChannels * g.groupIn * g.kernelSize;
-    // Kept by the calling thread: fresh pages every call cost page faults as large as the copies.
-    thread_local std::vector<float> x, y;
-    x.resize((size_t)inElements);
-    y.resize((size_t)outElements);
-    widenInto(input, x.data(), inElements, numThreads);
     if (!weightIsConstant || cache->source != weight || cache->widened.empty()) {
       cache->widened.resize((size_t)wElements);
       widenInto(weight, cache->widened.data(), wElements, numThreads);
       cache->source = weightIsConstant ? weight : nullptr;
       cache->widenedPacking = std::make_shared<PackedOperand>();
     }
+    if (depthwise) {
+      // Slabs of channels of one image, each widened into the running thread's buffer, run by
+      // the f32 kernel and narrowed while in cache: no whole-tensor copies.
+      constexpr int64_t kSlabFloats = 32 * 1024;
+      const int64_t slab = std::clamp<int64_t>(kSlabFloats / std::max<int64_t>(g.inSize, 1), 1,
+                                               g.groups);
+      const int64_t slabs = (g.groups + slab - 1) / slab;
+      auto slabGeometry = [&](int64_t channels) {
+        Shape x{1, channels}, w{channels * g.groupOut, 1}, y{1, channels * g.groupOut};
+        x.insert(x.end(), g.inSpatial.begin(), g.inSpatial.end());
+        w.insert(w.end(), g.kernel.begin(), g.kernel.end());
+        y.insert(y.end(), g.outSpatial.begin(), g.outSpatial.end());
+        return makeConvGeometry(x, w, y, g.strides, g.padLow, g.padHigh, g.dilations, channels);
+      };
+      const ConvGeometry whole = slabGeometry(slab);
+      const ConvGeometry last = slabGeometry(g.groups - (slabs - 1) * slab);
+      const float *widened = cache->widened.data();
+      parallelItems(numThreads, g.batch * slabs, [&](int64_t, int64_t item) {
+        const int64_t n = item / slabs, first = item % slabs * slab;
+        const ConvGeometry &sg = first + slab <= g.groups ? whole : last;
+        const int64_t in = sg.inChannels * g.inSize, out = sg.outChannels * g.outSize;
+        thread_local std::vector<float> x, y;
+        x.resize((size_t)in);
+        y.resize((size_t)out);
+        widenInto(input + (n * g.inChannels + first) * g.inSize, x.data(), in, 1);
+        runDepthwise2dPhased(sg, x.data(), widened + first * g.groupOut * g.kernelSize,
+                             y.data(), 1, nullptr);
+        narrowInto(y.data(), output + (n * g.outChannels + first * g.groupOut) * g.outSize, out,
+                   1);
+      });
+      return;
+    }
+    ConvGeometry wide = g;
+    wide.dtype = TCCRT_F32;
+    const int64_t inElements = g.batch * g.inChannels * g.inSize;
+    // Kept by the calling thread: fresh pages every call cost page faults as large as the copies.
+    thread_local std::vector<float> x, y;
+    x.resize((size_t)inElements);
+    y.resize((size_t)outElements);
+    widenInto(input, x.data(), inElements, numThreads);
     runConv(wide, x.data(), cache->widened.data(), y.data(), static_cast<float *>(workspace),
             numThreads, cache->widenedPacking.get(), weightIsConstant);
     narrowInto(y.data(), output, outElements, numThreads);

@@ -316,7 +316,8 @@ TEST(Gemm16, ConvolutionsMatchTheF32PathOnTheSameValues) {
       // Large enough that the conversions of the output (and the widened copies) are split
       // over the threads.
       {"pointwise, rows rounded on threads", {1, 64, 32, 32}, {96, 64, 1, 1}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 1, {}},
-      {"depthwise, copies converted on threads", {1, 64, 40, 40}, {64, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 64, {}},
+      {"depthwise, slabs of channels", {1, 64, 40, 40}, {64, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 64, {}},
+      {"depthwise x2, strided, slabs over two images", {2, 40, 60, 60}, {80, 1, 3, 3}, {2, 2}, {1, 1}, {0, 0}, {1, 1}, 40, {}},
   };
   std::mt19937 rng(25);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
