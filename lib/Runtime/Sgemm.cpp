@@ -631,13 +631,15 @@ void packPanels16Of(SgemmPacked &into, Half16 type, const uint16_t *src, int64_t
         // Pairs from two source rows (k = 2u and 2u + 1) interleaved, P columns at a time.
         for (int64_t u = 0; u < kc; ++u) {
           int64_t p0 = 2 * (k0 + u);
-          uint32_t units[P] = {};
-          if (p0 < k) { // else padding (amx): zero pairs
-            const uint16_t *lo = src + p0 * kStride + o0;
-            const uint16_t *hi = p0 + 1 < k ? lo + kStride : nullptr;
-            for (int o = 0; o < P; ++o)
-              units[o] = (uint32_t)lo[o] | (hi ? (uint32_t)hi[o] << 16 : 0u);
+          if (p0 >= k) { // padding (amx): zero pairs
+            std::memset(dst + u * P, 0, sizeof(float) * P);
+            continue;
           }
+          const uint16_t *lo = src + p0 * kStride + o0;
+          const uint16_t *hi = p0 + 1 < k ? lo + kStride : nullptr;
+          uint32_t units[P];
+          for (int o = 0; o < P; ++o)
+            units[o] = (uint32_t)lo[o] | (hi ? (uint32_t)hi[o] << 16 : 0u);
           std::memcpy(dst + u * P, units, sizeof units);
         }
         continue;
