@@ -158,17 +158,25 @@ int64_t roundUp(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 typedef float Float4 __attribute__((vector_size(16)));
 typedef int Int4 __attribute__((vector_size(16)));
 
+/// Lanes i, j, k, l of the 8 of a and b (GCC's and clang's builtins are spelt differently).
+#if defined(__clang__)
+#define TCC_SHUFFLE4(a, b, i, j, k, l) __builtin_shufflevector(a, b, i, j, k, l)
+#else
+#define TCC_SHUFFLE4(a, b, i, j, k, l) __builtin_shuffle(a, b, Int4{i, j, k, l})
+#endif
+
 /// r[i][j] becomes r[j][i].
 inline void transpose4(Float4 (&r)[4]) {
-  Float4 t0 = __builtin_shuffle(r[0], r[1], Int4{0, 4, 1, 5}); // a0 b0 a1 b1
-  Float4 t1 = __builtin_shuffle(r[0], r[1], Int4{2, 6, 3, 7}); // a2 b2 a3 b3
-  Float4 t2 = __builtin_shuffle(r[2], r[3], Int4{0, 4, 1, 5}); // c0 d0 c1 d1
-  Float4 t3 = __builtin_shuffle(r[2], r[3], Int4{2, 6, 3, 7}); // c2 d2 c3 d3
-  r[0] = __builtin_shuffle(t0, t2, Int4{0, 1, 4, 5});
-  r[1] = __builtin_shuffle(t0, t2, Int4{2, 3, 6, 7});
-  r[2] = __builtin_shuffle(t1, t3, Int4{0, 1, 4, 5});
-  r[3] = __builtin_shuffle(t1, t3, Int4{2, 3, 6, 7});
+  Float4 t0 = TCC_SHUFFLE4(r[0], r[1], 0, 4, 1, 5); // a0 b0 a1 b1
+  Float4 t1 = TCC_SHUFFLE4(r[0], r[1], 2, 6, 3, 7); // a2 b2 a3 b3
+  Float4 t2 = TCC_SHUFFLE4(r[2], r[3], 0, 4, 1, 5); // c0 d0 c1 d1
+  Float4 t3 = TCC_SHUFFLE4(r[2], r[3], 2, 6, 3, 7); // c2 d2 c3 d3
+  r[0] = TCC_SHUFFLE4(t0, t2, 0, 1, 4, 5);
+  r[1] = TCC_SHUFFLE4(t0, t2, 2, 3, 6, 7);
+  r[2] = TCC_SHUFFLE4(t1, t3, 0, 1, 4, 5);
+  r[3] = TCC_SHUFFLE4(t1, t3, 2, 3, 6, 7);
 }
+#undef TCC_SHUFFLE4
 
 /// Fills packed panels [panel0, panel1) of `into` (sizes from `into`, P its panel width) from
 /// the matrix element(o, p) = src[o * outerStride + p * kStride] (o: row of op(A) / column of
