@@ -822,7 +822,8 @@ void runConv16(const ConvGeometry &g, const uint16_t *input, const uint16_t *wei
            threads, &packed[grp]);
     uint16_t *out = output + (n * g.outChannels + grp * g.groupOut) * g.outSize + j0;
     const float *rows = sums.data(); // sums is this thread's: the workers see their own
-    parallelFor(threads, m, 6 * width, [&](int64_t r0, int64_t r1) {
+    const int64_t rowBytes = (int64_t)(sizeof(float) + sizeof(uint16_t)) * width;
+    parallelFor(threads, m, rowBytes, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r)
         narrowInto(rows + r * width, out + r * g.outSize, width, 1);
     });

@@ -154,6 +154,13 @@ float *allocPacked(size_t floats) {
 
 int64_t roundUp(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 
+/// k in the panel elements of `isa`: pairs (amx: whole tiles of 16 pairs) or values.
+int64_t panelK(SgemmIsa isa, int64_t k) {
+  if (!pairPanels(isa))
+    return k;
+  return amxPanels(isa) ? roundUp((k + 1) / 2, 16) : (k + 1) / 2;
+}
+
 /// Four floats in an SSE register (GCC's vector extension: shuffles without intrinsics).
 typedef float Float4 __attribute__((vector_size(16)));
 typedef int Int4 __attribute__((vector_size(16)));
@@ -350,10 +357,9 @@ bool sgemmIsaSupported(SgemmIsa isa) {
   switch (isa) {
   case SgemmIsa::AmxEmulated: // its store-out is AVX-512 code compiled with AVX512-BF16
     return cpuHasFeature("avx512f") && cpuHasFeature("avx512bf16") && sgemmAmxKernels(true);
-  case SgemmIsa::Amx:
-    return cpuHasFeature("avx512f") && cpuHasFeature("avx512bf16") &&
-           cpuHasFeature("amx-tile") && cpuHasFeature("amx-bf16") && sgemmAmxKernels(false) &&
-           amxTileStateGranted();
+  case SgemmIsa::Amx: // the emulated family's needs, and the tiles
+    return sgemmIsaSupported(SgemmIsa::AmxEmulated) && cpuHasFeature("amx-tile") &&
+           cpuHasFeature("amx-bf16") && sgemmAmxKernels(false) && amxTileStateGranted();
   case SgemmIsa::Avx512Bf16:
     return cpuHasFeature("avx512f") && cpuHasFeature("avx512bf16") && sgemmAvx512Bf16Kernels();
   case SgemmIsa::Avx512: // the CPU first: nothing of those files runs on a CPU without it
@@ -428,13 +434,13 @@ int threadsFor(int64_t m, int64_t n, int64_t k, int numThreads) {
   return worthThreads ? std::max(numThreads, 1) : 1;
 }
 
-/// Whether `p` was packed for `isa` as operand A (or B) of these sizes (depth: k in values; k
-/// in panel elements, which several depths share in the pair families).
-bool packedFor(const SgemmPacked *p, SgemmIsa isa, bool isA, int64_t outer, int64_t depth,
-               int64_t k) {
+/// Whether `p` was packed for `isa` as operand A (or B) of these sizes (depth: k in values,
+/// which the pair families' panel length alone does not tell).
+bool packedFor(const SgemmPacked *p, SgemmIsa isa, bool isA, int64_t outer, int64_t depth) {
   const SgemmKernelFamily &f = family(isa);
-  return p && p->data && p->isa == isa && p->isA == isA && p->outer == outer && p->k == k &&
-         p->depth == depth && p->panel == (isA ? f.mr : f.nr) && p->kc == kKC;
+  return p && p->data && p->isa == isa && p->isA == isA && p->outer == outer &&
+         p->depth == depth && p->k == panelK(isa, depth) && p->panel == (isA ? f.mr : f.nr) &&
+         p->kc == kKC;
 }
 
 /// Where the microkernels read B: its packed panels or, with few rows of A and B not
@@ -541,14 +547,14 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alph
   const int64_t MR = f.mr, NR = f.nr;
   const int threads = threadsFor(m, n, k, numThreads);
   SgemmPacked ownA, ownB;
-  if (!packedFor(packedA, isa, true, m, k, k)) {
+  if (!packedFor(packedA, isa, true, m, k)) {
     ownA = pack(isa, true, transA, m, k, a, lda, threads, scratchA.get(packedFloats(m, k, MR)));
     packedA = &ownA;
   }
   // With few rows of A, a non-transposed B is read in place (only its last, partial panel is
   // packed: the kernel reads NR columns): each panel of B is read once or twice, and a packing
   // pass would cost more than it saves.
-  const bool bPacked = packedFor(packedB, isa, false, n, k, k);
+  const bool bPacked = packedFor(packedB, isa, false, n, k);
   const bool directB = !bPacked && !transB && !sgemmPacksB(m);
   BPanels panels;
   if (directB) {
@@ -684,13 +690,6 @@ void packPanels16Of(SgemmPacked &into, Half16 type, const uint16_t *src, int64_t
   }
 }
 
-/// k in the panel elements of `isa`: pairs (amx: whole tiles of 16 pairs) or values.
-int64_t panelK(SgemmIsa isa, int64_t k) {
-  if (!pairPanels(isa))
-    return k;
-  return amxPanels(isa) ? roundUp((k + 1) / 2, 16) : (k + 1) / 2;
-}
-
 SgemmPacked pack16(Half16 type, SgemmIsa isa, bool isA, bool trans, int64_t outer, int64_t k,
                    const uint16_t *src, int64_t ld, int numThreads, Scratch *scratch) {
   int64_t units = panelK(isa, k);
@@ -744,11 +743,11 @@ void gemm16(Half16 type, bool transA, bool transB, int64_t m, int64_t n, int64_t
   const int64_t units = panelK(isa, k);
   const int threads = threadsFor(m, n, k, numThreads);
   SgemmPacked ownA, ownB;
-  if (!packedFor(packedA, isa, true, m, k, units)) {
+  if (!packedFor(packedA, isa, true, m, k)) {
     ownA = pack16(type, isa, true, transA, m, k, a, lda, threads, &scratchA);
     packedA = &ownA;
   }
-  if (!packedFor(packedB, isa, false, n, k, units)) {
+  if (!packedFor(packedB, isa, false, n, k)) {
     ownB = pack16(type, isa, false, transB, n, k, b, ldb, threads, &scratchB);
     packedB = &ownB;
   }
