@@ -222,8 +222,11 @@ def main() -> int:
     ap.add_argument("--models-only", action="store_true",
                     help="only the bench models (no microbenchmarks, conformance sample or training artifact): "
                          "for a second call with a model that does not fit beside them (resnet18)")
-    ap.add_argument("--parts", nargs="+", default=["micro", "conformance", "training", "models"],
-                    choices=["micro", "conformance", "training", "models"], help="what to compile (default: all)")
+    ap.add_argument("--parts", nargs="+", default=["micro", "conformance", "training", "models", "distributed"],
+                    choices=["micro", "conformance", "training", "models", "distributed"],
+                    help="what to compile (default: all; distributed: the CPU training artifacts of "
+                         "bench/distributed_cpu.py, --distributed-ranks, batches 64 and 512)")
+    ap.add_argument("--distributed-ranks", type=int, nargs="+", default=[1, 2, 4, 8])
     ap.add_argument("--models-dir", type=Path, default=None,
                     help="where make_models.py writes the bench models (default bench/models/generated)")
     ap.add_argument("--micro", nargs="+", default=None, metavar="NAME",
@@ -396,6 +399,17 @@ def main() -> int:
         else:
             shutil.rmtree(tr)
         log(f"training artifact: {'ok' if ok else 'FAILED: ' + err}")
+
+    if compiler_ok and "distributed" in args.parts and "training" in args.parts:
+        # CPU training artifacts for bench/distributed_cpu.py (tcc vs torch DDP/FSDP on the host's
+        # CPU; mpirun from the training part's Open MPI packages).
+        dist = out / "distributed-cpu"
+        cmd = [sys.executable, str(ROOT / "bench" / "distributed_cpu.py"), "--tcc", str(comp.tcc), "--artifacts", str(dist),
+               "--compile-only", "--ranks", *map(str, args.distributed_ranks), "--batches", "64", "512"]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        manifest["distributed_cpu"] = {"ok": p.returncode == 0, "ranks": args.distributed_ranks, "batches": [64, 512],
+                                       "error": (p.stdout + p.stderr).strip()[-500:] if p.returncode else ""}
+        log(f"distributed CPU artifacts: {'ok' if p.returncode == 0 else 'FAILED: ' + manifest['distributed_cpu']['error']}")
 
     if compiler_ok and "models" in args.parts:
         # Bench models: regenerated deterministically by make_models.py (here and there).

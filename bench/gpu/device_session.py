@@ -969,6 +969,37 @@ class Session:
         self.sections["cpu_vs_ort"] = {"status": "ok", "cpu": cpu, "threads": threads, "results": results,
                                        "geomean_tcc_over_ort": geomean, "report": path.name}
 
+    # -- distributed training on the host CPU: tcc vs torch DDP / FSDP ------------------------------
+    def distributed_cpu(self) -> None:
+        """bench/distributed_cpu.py on this machine's CPU with the bundle's CPU training artifacts:
+        tcc dp / ZeRO-3 against torch DDP / FSDP (gloo) at the bundle's rank counts, 1 thread per
+        rank. Writes DATE-<cpu>-distributed-cpu.md/.json into --out."""
+        cfg = self.manifest.get("distributed_cpu") or {}
+        if not cfg.get("ok"):
+            raise SkipSection(cfg.get("error") or "no distributed CPU artifacts in the bundle (bundle --parts distributed)")
+        if not shutil.which("mpirun"):
+            raise SkipSection("mpirun not found (the bundle's Open MPI packages were not unpacked)")
+        cpus = len(os.sched_getaffinity(0))
+        ranks = [r for r in cfg["ranks"] if r <= cpus]
+        slug = re.sub(r"[^a-z0-9]+", "-", cpu_info()["model"].lower()).strip("-")[:40]
+        prefix = self.out / f"{time.strftime('%Y-%m-%d')}-{slug}-distributed-cpu"
+        cmd = [sys.executable, str(ROOT / "bench" / "distributed_cpu.py"), "--no-compile",
+               "--artifacts", str(self.bundle / "distributed-cpu"), "--ranks", *map(str, ranks),
+               "--batches", *map(str, cfg["batches"]), "--libtccrt", "libtccrt.so.0", "--out", str(prefix),
+               "--timeout", "120"]
+        p = subprocess.run(cmd, capture_output=True, text=True, env=self.rt_env, timeout=max(30, self.left() - 10))
+        with open(self.out / "tests.log", "a") as f:
+            f.write(f"==== distributed_cpu (exit {p.returncode})\n{p.stdout[-20000:]}{p.stderr[-20000:]}\n")
+        if not Path(f"{prefix}.json").exists():
+            raise RuntimeError(f"bench/distributed_cpu.py exit {p.returncode}: " + (p.stderr.strip().splitlines() or [""])[-1])
+        data = json.loads(Path(f"{prefix}.json").read_text())
+        self.sections["distributed_cpu"] = {"status": "ok" if p.returncode == 0 else "partial", "results": data}
+        for r in data["rows"]:
+            self.rows.append({"kind": "distributed-cpu", "name": f"fashion-mnist b{r['batch']} {r['ranks']} ranks {r['strategy']}",
+                              "timing": "h2h", "tcc": r["tcc"].get("ms_per_step"), "metric": "",
+                              "check": r["tcc"].get("error", ""), "note": f"torch {r['torch'].get('ms_per_step', r['torch'].get('error'))}"})
+        self.log(f"   distributed CPU: geomean tcc/torch over multi-rank rows {data.get('geomean_multi_rank')}")
+
     # -- training (FashionMNIST artifact) ------------------------------------------------------------
     def training(self) -> None:
         tr = self.manifest.get("training") or {}
@@ -1194,7 +1225,8 @@ def peer_main(args) -> int:
 
 # The sections main() runs, in this order (after the probe); cpu_vs_ort only with a CPU bundle
 # (bundle --cpu-check) or when named.
-SECTIONS = ("gpu_tests", "conformance", "models", "cpu_vs_ort", "training", "peers", "micro", "autotune")
+SECTIONS = ("gpu_tests", "conformance", "models", "cpu_vs_ort", "training", "distributed_cpu", "peers", "micro",
+            "autotune")
 # cpu_vs_ort: rounds per model and thread count, and each round's timed block (from ORT's latency).
 CPU_ROUNDS, CPU_BLOCK_S, CPU_MIN_ITERS, CPU_MAX_ITERS = 3, 0.3, 10, 400
 
@@ -1228,80 +1260,24 @@ def train_batches(n: int, seed: int = 0):
 
 
 def train_worker_tcc(args) -> dict:
-    """Train steps through libtccrt's trainer API (ctypes; libtccrt found on LD_LIBRARY_PATH)."""
-    import ctypes as C
+    """Train steps through libtccrt's trainer API (bench/tccrt_trainer.py; libtccrt found on
+    LD_LIBRARY_PATH). A distributed artifact (under mpirun): this rank feeds its block of each
+    global batch."""
     import numpy as np
-    lib = C.CDLL("libtccrt.so.0")
-    lib.tccrt_last_error.restype = C.c_char_p
-    lib.tccrt_program_device_name.restype = C.c_char_p
-    lib.tccrt_program_device_name.argtypes = [C.c_void_p]
-    lib.tccrt_trainer_num_batch_tensors.restype = C.c_size_t
-    lib.tccrt_trainer_num_batch_tensors.argtypes = [C.c_void_p]
-
-    class Options(C.Structure):
-        _fields_ = [("num_threads", C.c_int), ("cuda_graph", C.c_int), ("device_ordinal", C.c_int)]
-
-    class Info(C.Structure):
-        _fields_ = [("name", C.c_char_p), ("dtype", C.c_int), ("rank", C.c_int64),
-                    ("shape", C.POINTER(C.c_int64)), ("bytes", C.c_size_t)]
-
-    def check(rc, what):
-        if rc != 0:
-            raise RuntimeError(f"{what}: {lib.tccrt_last_error().decode()}")
-    prog, trainer = C.c_void_p(), C.c_void_p()
-    path = str(Path(args.bundle) / "train" / (args.train_artifact or "train.tcc"))
-    check(lib.tccrt_load_file(path.encode(), C.byref(Options(0, 0, 0)), C.byref(prog)), f"load {path}")
-    check(lib.tccrt_trainer_create(prog, C.c_uint64(0), C.byref(trainer)), "tccrt_trainer_create")
-    n = lib.tccrt_trainer_num_batch_tensors(trainer)
-    dtypes = {11: np.float32, 4: np.int64, 3: np.int32}
-    want = []
-    for i in range(n):
-        info = Info()
-        check(lib.tccrt_trainer_batch_info(trainer, C.c_size_t(i), C.byref(info)), "batch info")
-        want.append((dtypes[info.dtype], tuple(info.shape[k] for k in range(info.rank))))
-    # A distributed artifact (under mpirun): this rank feeds its block of each global batch.
-    for f in ("rank", "world_size", "data_parallel", "data_position"):
-        getattr(lib, "tccrt_trainer_" + f).argtypes = [C.c_void_p]
-    dp, pos = lib.tccrt_trainer_data_parallel(trainer), lib.tccrt_trainer_data_position(trainer)
-    batches = []
-    for images, labels in train_batches(8):
-        rows = TRAIN_BATCH // dp
-        images, labels = images[pos * rows:(pos + 1) * rows], labels[pos * rows:(pos + 1) * rows]
-        arrs = [np.ascontiguousarray(images.reshape(want[0][1]), want[0][0]),
-                np.ascontiguousarray(labels.reshape(want[1][1]), want[1][0])]
-        ptrs = (C.c_void_p * n)(*[a.ctypes.data for a in arrs])
-        batches.append((arrs, ptrs))
-    loss = C.c_float()
+    sys.path.insert(0, str(ROOT / "bench"))
+    from tccrt_trainer import Trainer
+    t = Trainer(str(Path(args.bundle) / "train" / (args.train_artifact or "train.tcc")))
+    batches = [t.local_batch(images, labels) for images, labels in train_batches(8)]
     losses, ts = [], []
-    lib.tccrt_trainer_num_state.restype = C.c_size_t
-    lib.tccrt_trainer_num_state.argtypes = [C.c_void_p]
-    lib.tccrt_trainer_state_info.argtypes = [C.c_void_p, C.c_size_t, C.c_void_p, C.c_void_p]
-    lib.tccrt_trainer_get_state.argtypes = [C.c_void_p, C.c_size_t, C.c_void_p]
-
-    def snapshot(step):
-        """The float32 state after `step` steps, for comparing runs (saved beside --peer-out)."""
-        parts = []
-        for i in range(lib.tccrt_trainer_num_state(trainer)):
-            info, kind = Info(), C.c_int()
-            check(lib.tccrt_trainer_state_info(trainer, C.c_size_t(i), C.byref(info), C.byref(kind)), "state info")
-            if info.dtype != 11:
-                continue
-            a = np.empty(info.bytes // 4, np.float32)
-            check(lib.tccrt_trainer_get_state(trainer, C.c_size_t(i), a.ctypes.data_as(C.c_void_p)), "get state")
-            parts.append(a)
-        rank = os.environ.get("OMPI_COMM_WORLD_RANK", "single")
-        np.save(f"{args.peer_out}.state{step}.{rank}.npy", np.concatenate(parts))
     for step in range(TRAIN_WARMUP + TRAIN_STEPS):
-        _, ptrs = batches[step % len(batches)]
         t0 = time.perf_counter()
-        check(lib.tccrt_trainer_step(trainer, ptrs, C.c_float(1e-3), C.byref(loss)), "tccrt_trainer_step")
+        losses.append(t.step(batches[step % len(batches)], 1e-3))
         ts.append((time.perf_counter() - t0) * 1e3)
-        losses.append(loss.value)
-        if step + 1 in SNAPSHOT_STEPS:
-            snapshot(step + 1)
+        if step + 1 in SNAPSHOT_STEPS:  # the state, for comparing runs (saved beside --peer-out)
+            rank = os.environ.get("OMPI_COMM_WORLD_RANK", "single")
+            np.save(f"{args.peer_out}.state{step + 1}.{rank}.npy", t.float_state())
     return {"ms_per_step": statistics.median(ts[TRAIN_WARMUP:]), "first_loss": losses[0], "last_loss": losses[-1],
-            "device_name": lib.tccrt_program_device_name(prog).decode(), "steps": TRAIN_STEPS,
-            "rank": lib.tccrt_trainer_rank(trainer), "world_size": lib.tccrt_trainer_world_size(trainer),
+            "device_name": t.device_name, "steps": TRAIN_STEPS, "rank": t.rank, "world_size": t.world_size,
             "losses": losses}
 
 
@@ -1416,8 +1392,9 @@ def main() -> int:
     ap.add_argument("--sections", nargs="*", default=None,
                     metavar="SECTION",
                     help="run only these (in the session's order): gpu_tests conformance models cpu_vs_ort "
-                         "training peers micro autotune (the probe always runs; cpu_vs_ort: tcc's CPU artifacts vs "
-                         "onnxruntime's CPU EP at 1 and N threads, a --cpu-check bundle's default)")
+                         "training distributed_cpu peers micro autotune (the probe always runs; cpu_vs_ort: tcc's CPU "
+                         "artifacts vs onnxruntime's CPU EP at 1 and N threads, a --cpu-check bundle's default; "
+                         "distributed_cpu: bench/distributed_cpu.py, tcc dp/ZeRO-3 vs torch DDP/FSDP on the host CPU)")
     ap.add_argument("--cpu-threads", nargs="+", type=int, default=None, metavar="T",
                     help="cpu_vs_ort section: thread counts (default: 1, the physical cores and all usable CPUs)")
     ap.add_argument("--micro", nargs="+", default=None, metavar="NAME",
@@ -1470,6 +1447,7 @@ def main() -> int:
     if s.device == "cpu" or (want and "cpu_vs_ort" in want):
         maybe("cpu_vs_ort", s.cpu_vs_ort, 30)
     maybe("training", s.training, 40)
+    maybe("distributed_cpu", s.distributed_cpu, 60)
     maybe("peers", s.peers, 40)
     maybe("micro", s.micro, 90)
     maybe("autotune", s.autotune, 60)

@@ -626,33 +626,151 @@ LogicalResult ProgramBuilder::run() {
   return success();
 }
 
-/// Reductions (all_reduce, reduce_scatter) start where the program reaches them and finish at
-/// a tk.wait just before the first later op that touches their buffers (or views of them), so
-/// gradient reductions overlap the rest of the backward pass.
+/// The buffer `v` is (a view of).
+Value rootBuffer(Value v) {
+  while (auto view = v.getDefiningOp<tk::ViewOp>())
+    v = view.getSource();
+  return v;
+}
+
+/// Whether `op` reads or writes `buffer` or a view of it (views and allocs themselves do not).
+bool touchesBuffer(Operation *op, Value buffer) {
+  if (isa<tk::ViewOp, tk::AllocOp>(op))
+    return false;
+  return llvm::any_of(op->getOperands(), [&](Value v) { return rootBuffer(v) == buffer; });
+}
+
+/// The first op after `op` that touches `buffer` (the terminator if none does).
+Operation *firstTouchAfter(Operation *op, Value buffer) {
+  Operation *end = op->getBlock()->getTerminator();
+  for (Operation *o = op->getNextNode(); o && o != end; o = o->getNextNode())
+    if (touchesBuffer(o, buffer))
+      return o;
+  return end;
+}
+
+/// Whether the tk.view/tk.alloc chain defining `v` can move before `before` (a block argument or
+/// something defined before it stays where it is); with `move`, moves it.
+bool hoistDefinition(Value v, Operation *before, bool move) {
+  Operation *def = v.getDefiningOp();
+  if (!def || def->isBeforeInBlock(before))
+    return true;
+  if (auto view = dyn_cast<tk::ViewOp>(def)) {
+    if (!hoistDefinition(view.getSource(), before, move))
+      return false;
+  } else if (!isa<tk::AllocOp>(def)) {
+    return false;
+  }
+  if (move)
+    def->moveBefore(before);
+  return true;
+}
+
+/// An all_gather and the one op that fills its input (a shard's transpose), if the input is a
+/// temporary filled by one op since its alloc; `producer` is null for any other input.
+struct GatherSource {
+  tk::CollectiveOp gather;
+  Operation *producer = nullptr;
+};
+
+GatherSource gatherSource(tk::CollectiveOp g) {
+  Value in = rootBuffer(g.getInput());
+  auto alloc = in.getDefiningOp<tk::AllocOp>();
+  if (!alloc)
+    return {g};
+  Operation *producer = nullptr;
+  for (Operation *o = alloc->getNextNode(); o && o != g.getOperation(); o = o->getNextNode())
+    if (touchesBuffer(o, in)) {
+      if (producer)
+        return {g};
+      producer = o;
+    }
+  if (producer && (producer->getNumRegions() || producer->getNumResults()))
+    producer = nullptr;
+  return {g, producer};
+}
+
+/// Whether nothing in [from, to) touches `buffer`.
+bool untouchedBetween(Operation *from, Operation *to, Value buffer) {
+  for (Operation *o = from; o && o != to; o = o->getNextNode())
+    if (touchesBuffer(o, buffer))
+      return false;
+  return true;
+}
+
+/// Moves `src`'s gather (with the op filling its input, when that op comes after `target`) to
+/// just before `target` if its values are ready there: every buffer it reads was written
+/// before `target` and nothing in between touches the buffers involved. Returns whether it
+/// moved.
+bool hoistGather(const GatherSource &src, Operation *target) {
+  tk::CollectiveOp g = src.gather;
+  Operation *producer = src.producer && target->isBeforeInBlock(src.producer) ? src.producer : nullptr;
+  Value in = rootBuffer(g.getInput()), out = rootBuffer(g.getOutput());
+  // The buffers read before the gather (its input, or the producer's other operands) and the
+  // ones written (the gather's output, the producer's input for it).
+  SmallVector<Value> reads, defined{g.getInput(), g.getOutput()};
+  if (producer) {
+    for (Value v : producer->getOperands())
+      if (rootBuffer(v) != in)
+        reads.push_back(rootBuffer(v));
+    defined.append(producer->operand_begin(), producer->operand_end());
+  } else if (!untouchedBetween(target, g, in)) {
+    return false;
+  }
+  Operation *stop = producer ? producer : g.getOperation();
+  if (!untouchedBetween(target, g, out) ||
+      (producer && (!untouchedBetween(target, producer, in) ||
+                    !untouchedBetween(producer->getNextNode(), g, in))) ||
+      !llvm::all_of(reads, [&](Value r) { return untouchedBetween(target, stop, r); }) ||
+      !llvm::all_of(defined, [&](Value v) { return hoistDefinition(v, target, false); }))
+    return false;
+  for (Value v : defined)
+    hoistDefinition(v, target, true);
+  if (producer)
+    producer->moveBefore(target);
+  g->moveBefore(target);
+  return true;
+}
+
+/// Parameter gathers start one gather ahead, as FSDP prefetches the next layer: each all_gather
+/// (ZeRO-3's gathers of parameter shards, forward and again for the backward pass) moves up,
+/// with the op that prepares its shard if there is one, to just before the first use of the
+/// previous gather's output, so it runs while the previous layer computes; overlapCollectives
+/// then makes it async. At most two gathered layers are alive at once. A gather moves only
+/// where its input is ready and nothing in between touches its buffers.
+void prefetchGathers(func::FuncOp program) {
+  Block &block = program.getBody().front();
+  SmallVector<GatherSource> gathers;
+  for (auto c : block.getOps<tk::CollectiveOp>())
+    if (c.getKind() == "all_gather")
+      gathers.push_back(gatherSource(c));
+  // Where each gather's output is first used, before anything moves.
+  SmallVector<Operation *> firstUse;
+  for (GatherSource &src : gathers)
+    firstUse.push_back(firstTouchAfter(src.gather, rootBuffer(src.gather.getOutput())));
+  for (size_t k = 1; k < gathers.size(); ++k) {
+    Operation *target = firstUse[k - 1];
+    if (target != block.getTerminator() && target->isBeforeInBlock(gathers[k].gather))
+      hoistGather(gathers[k], target);
+  }
+}
+
+/// Reductions (all_reduce, reduce_scatter) and gathers start where the program reaches them and
+/// finish at a tk.wait just before the first later op that touches their buffers (or views of
+/// them), so gradient reductions overlap the rest of the backward pass and prefetched parameter
+/// gathers the layer before theirs.
 void overlapCollectives(func::FuncOp program) {
-  auto root = [](Value v) {
-    while (auto view = v.getDefiningOp<tk::ViewOp>())
-      v = view.getSource();
-    return v;
-  };
   Block &block = program.getBody().front();
   for (auto c : llvm::to_vector(block.getOps<tk::CollectiveOp>())) {
-    if (c.getKind() != "all_reduce" && c.getKind() != "reduce_scatter")
+    if (c.getKind() != "all_reduce" && c.getKind() != "reduce_scatter" && c.getKind() != "all_gather")
       continue;
-    Value in = root(c.getInput()), out = root(c.getOutput());
+    Value in = rootBuffer(c.getInput()), out = rootBuffer(c.getOutput());
     Operation *first = block.getTerminator();
-    for (Operation *op = c->getNextNode(); op && op != block.getTerminator(); op = op->getNextNode()) {
-      if (isa<tk::ViewOp, tk::AllocOp>(op))
-        continue;
-      bool touches = llvm::any_of(op->getOperands(), [&](Value v) {
-        Value r = root(v);
-        return r == in || r == out;
-      });
-      if (touches) {
+    for (Operation *op = c->getNextNode(); op && op != block.getTerminator(); op = op->getNextNode())
+      if (touchesBuffer(op, in) || touchesBuffer(op, out)) {
         first = op;
         break;
       }
-    }
     // A wait right after its collective overlaps nothing.
     if (first == c->getNextNode())
       continue;
@@ -683,8 +801,10 @@ struct LowerToKernelsPass : impl::LowerToKernelsBase<LowerToKernelsPass> {
     if (failed(ProgramBuilder(module, graphs[0], *t).run()))
       return signalPassFailure();
     for (auto f : module.getOps<func::FuncOp>())
-      if (tk::isProgram(f))
+      if (tk::isProgram(f)) {
+        prefetchGathers(f);
         overlapCollectives(f);
+      }
   }
 };
 

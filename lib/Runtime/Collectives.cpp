@@ -5,6 +5,7 @@
 #include "tcc/Support/MeshGeometry.h"
 
 #include <cstring>
+#include <memory>
 #include <numeric>
 
 namespace tcc::rt {
@@ -185,8 +186,20 @@ std::optional<PendingCollective> startCollective(const CollectiveStep &s,
   std::vector<int> group = collectiveGroup(mesh, s.axes, comm->rank());
   if (s.kind == CollectiveKind::AllReduce)
     return comm->startAllReduce(group, in, out, inBytes / elem, s.dtype, s.reduction, what);
+  if (s.kind == CollectiveKind::AllGather) {
+    if (dimsProduct(s.outShape, 0, s.dim) == 1)
+      return comm->startAllGather(group, in, out, inBytes, what);
+    // Gathered along an inner dim: the blocks arrive one after another in a staging buffer
+    // (owned by the completion, which unpacks them into place).
+    auto staging = std::make_shared<std::vector<uint8_t>>(outBytes);
+    PendingCollective p = comm->startAllGather(group, in, staging->data(), inBytes, what);
+    Blocks blocks(s.outShape, s.dim, s.groupSize, elem);
+    int64_t n = s.groupSize;
+    p.then = [=] { blocks.unpack(staging->data(), static_cast<uint8_t *>(out), n); };
+    return p;
+  }
   if (s.kind != CollectiveKind::ReduceScatter)
-    throw Error(what + ": only all_reduce and reduce_scatter run asynchronously");
+    throw Error(what + ": only all_reduce, reduce_scatter and all_gather run asynchronously");
   std::vector<uint8_t> staging;
   const void *blocks = in;
   if (dimsProduct(s.inShape, 0, s.dim) != 1) {

@@ -28,7 +28,7 @@ struct CollectiveStep {
   tccrt_dtype dtype = TCCRT_F32;
   std::vector<int64_t> inShape, outShape;
   int64_t groupSize = 1;          // product of the axes' sizes
-  bool async = false;             // started here, finished by a WaitStep (all_reduce, reduce_scatter)
+  bool async = false;             // started here, finished by a WaitStep (not all_to_all, broadcast)
 };
 
 /// Finishes the async collective launched at step `collective`.

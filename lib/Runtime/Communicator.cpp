@@ -183,7 +183,17 @@ public:
 
   void allGather(const std::vector<int> &group, const void *in, void *out, size_t bytes,
                  const std::string &what) override {
-    exchangeBytes(mpi.Iallgather, "MPI_Iallgather", group, in, out, bytes, what);
+    PendingCollective p = startAllGather(group, in, out, bytes, what);
+    finish(p);
+  }
+
+  PendingCollective startAllGather(const std::vector<int> &group, const void *in, void *out,
+                                   size_t bytes, const std::string &what) override {
+    PendingCollective p{nullptr, group, what, {}, {}};
+    int n = checkedCount(bytes);
+    check(mpi.Iallgather(in, n, mpi.byteType, out, n, mpi.byteType, comm(group), &p.request),
+          "MPI_Iallgather");
+    return p;
   }
 
   void reduceScatter(const std::vector<int> &group, const void *in, void *out, size_t count,
@@ -194,7 +204,11 @@ public:
 
   void allToAll(const std::vector<int> &group, const void *in, void *out, size_t bytes,
                 const std::string &what) override {
-    exchangeBytes(mpi.Ialltoall, "MPI_Ialltoall", group, in, out, bytes, what);
+    Handle req = nullptr;
+    int n = checkedCount(bytes);
+    check(mpi.Ialltoall(in, n, mpi.byteType, out, n, mpi.byteType, comm(group), &req),
+          "MPI_Ialltoall");
+    wait(req, group, what);
   }
 
   void broadcast(const std::vector<int> &group, void *buffer, size_t bytes, int root,
@@ -223,16 +237,6 @@ public:
   }
 
 private:
-  using ByteExchange = int (*)(const void *, int, Handle, void *, int, Handle, Handle, Handle *);
-  /// MPI_Iallgather or MPI_Ialltoall of `bytes` bytes per rank, waited for.
-  void exchangeBytes(ByteExchange start, const char *call, const std::vector<int> &group,
-                     const void *in, void *out, size_t bytes, const std::string &what) {
-    Handle req = nullptr;
-    int n = checkedCount(bytes);
-    check(start(in, n, mpi.byteType, out, n, mpi.byteType, comm(group), &req), call);
-    wait(req, group, what);
-  }
-
   static int checkedCount(size_t n) {
     if (n > (size_t)INT32_MAX)
       throw Error("a collective of " + std::to_string(n) + " elements exceeds MPI's int count");

@@ -64,7 +64,8 @@ public:
   virtual void broadcast(const std::vector<int> &group, void *buffer, size_t bytes, int root,
                          const std::string &what) = 0;
 
-  /// Non-blocking forms (gradients reduced while the backward pass goes on): start, then
+  /// Non-blocking forms (gradients reduced while the backward pass goes on, parameters gathered
+  /// while the previous layer computes): start, then
   /// finish() before the output is read or the input written; poke() lets the library progress
   /// a started collective meanwhile (MPI progresses only inside its calls).
   virtual PendingCollective startAllReduce(const std::vector<int> &group, const void *in,
@@ -73,6 +74,10 @@ public:
   virtual PendingCollective startReduceScatter(const std::vector<int> &group, const void *in,
                                                void *out, size_t count, tccrt_dtype dtype,
                                                Reduction op, const std::string &what) = 0;
+  /// out = the group's `bytes`-byte blocks in group order (ZeRO-3's parameter gathers, started
+  /// one layer ahead of their use).
+  virtual PendingCollective startAllGather(const std::vector<int> &group, const void *in,
+                                           void *out, size_t bytes, const std::string &what) = 0;
   virtual void finish(PendingCollective &pending) = 0;
   virtual void poke(PendingCollective &pending) = 0;
 

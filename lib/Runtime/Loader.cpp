@@ -727,8 +727,8 @@ void Program::decode(const fb::Program *program, const uint8_t *base) {
           throw Error(what + ": " + e.what());
         }
         if (step.async && step.kind != CollectiveKind::AllReduce &&
-            step.kind != CollectiveKind::ReduceScatter)
-          throw Error(what + ": only all_reduce and reduce_scatter run asynchronously");
+            step.kind != CollectiveKind::ReduceScatter && step.kind != CollectiveKind::AllGather)
+          throw Error(what + ": only all_reduce, reduce_scatter and all_gather run asynchronously");
         p->steps_.push_back(std::move(step));
         break;
       }

@@ -950,7 +950,8 @@ int jobRank() {
 }
 
 /// Every collective kind over a mesh of the job's size (W), along the first dim and along inner
-/// dims (packed blocks), synchronous and asynchronous: a[3,5] and b[2W,3] f32, c[3,2W] f32,
+/// dims (packed blocks), synchronous and asynchronous (all_reduce, reduce_scatter, all_gather):
+/// a[3,5] and b[2W,3] f32, c[3,2W] f32,
 /// d[7] f64, e[2,2W,3] f32, g[4] i64.
 ArtifactBuilder collectivesProgram(ArtifactBuilder a, int64_t w) {
   using K = fb::CollectiveKind;
@@ -967,6 +968,13 @@ ArtifactBuilder collectivesProgram(ArtifactBuilder a, int64_t w) {
   a.collective(K::CollectiveKind_AllReduce, g, a.output(fb::DType_I64, {4}, "isum"), {0});
   a.collective(K::CollectiveKind_AllGather, x, a.output(fb::DType_F32, {3 * w, 5}, "gather0"), {0}, 0);
   a.collective(K::CollectiveKind_AllGather, x, a.output(fb::DType_F32, {3, 5 * w}, "gather1"), {0}, 1);
+  // The same gathers asynchronous (ZeRO-3's prefetched parameters), both in flight at once.
+  a.collective(K::CollectiveKind_AllGather, x, a.output(fb::DType_F32, {3 * w, 5}, "agather0"), {0}, 0,
+               0, fb::CollectiveReduction_Sum, /*async=*/true);
+  uint32_t gatherStep = (uint32_t)a.steps.size() - 1;
+  a.collective(K::CollectiveKind_AllGather, c, a.output(fb::DType_F32, {3, 2 * w * w}, "agather1"), {0}, 1,
+               0, fb::CollectiveReduction_Sum, /*async=*/true);
+  uint32_t innerGatherStep = (uint32_t)a.steps.size() - 1;
   a.collective(K::CollectiveKind_ReduceScatter, b, a.output(fb::DType_F32, {2, 3}, "scatter0"), {0}, 0);
   a.collective(K::CollectiveKind_ReduceScatter, c, a.output(fb::DType_F32, {3, 2}, "scatter1"), {0}, 1,
                0, fb::CollectiveReduction_Sum, /*async=*/true);
@@ -976,6 +984,8 @@ ArtifactBuilder collectivesProgram(ArtifactBuilder a, int64_t w) {
   a.collective(K::CollectiveKind_Broadcast, x, a.output(fb::DType_F32, {3, 5}, "bcast"), {0}, 0, w - 1);
   a.wait(avgStep);
   a.wait(scatterStep);
+  a.wait(innerGatherStep);
+  a.wait(gatherStep);
   return a;
 }
 

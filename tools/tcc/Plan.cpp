@@ -3,8 +3,9 @@
 // For each candidate mesh and ZeRO stage: the training step is sharded and compiled (its
 // collectives per step with their bytes, each rank's state and temporaries), one rank's
 // compute is measured by running the single-process step at the rank's share of the batch
-// (divided by tp for tensor parallelism), and the collectives are priced with the alpha-beta
-// model of tcc/Training/CostModel.h.
+// (divided by tp for tensor parallelism; or --compute-ms, measured elsewhere), and the
+// collectives are priced with the alpha-beta model of tcc/Training/CostModel.h. --scale-to
+// predicts weak scaling past the ranks at hand from the same collective records.
 //
 //===----------------------------------------------------------------------===//
 #include "Train.h"
@@ -24,10 +25,26 @@ namespace tcc {
 
 namespace {
 
+/// One collective record of a compiled train step (per step: `count` launches whose operands
+/// total `bytes`), and how many of its group's ranks lie along dp and along tp.
+struct CollectiveCost {
+  std::string kind;
+  int64_t count = 0, bytes = 0, dpRanks = 1, tpRanks = 1;
+  /// Its seconds when the dp axis has `dp` ranks instead of the compiled count: an all_gather's
+  /// operand is a rank's block, which shrinks as the group grows; the others' operands (whole
+  /// gradients, activations) keep their size.
+  double secondsAt(int64_t compiledDp, int64_t dp, const LinkModel &link) const {
+    int64_t ranks = dpRanks > 1 ? dp * tpRanks : tpRanks;
+    int64_t b = kind == "all_gather" && dpRanks > 1 ? bytes * compiledDp / dp : bytes;
+    return collectiveSeconds(kind, ranks, count, b, link);
+  }
+};
+
 struct Candidate {
   std::string mesh;  // "" for one rank
   int zero = 0;
   int64_t dp = 1, tp = 1;
+  std::vector<CollectiveCost> costs;
   // Results.
   bool ok = false;
   std::string error;
@@ -132,19 +149,22 @@ int runPlan(const PlanArgs &plan, const TrainingArgs &trainingIn, const CompileO
         for (const auto &col : d.collectives) {
           if (col.entry != "train_step")
             continue;
-          int64_t ranks = 1;
+          CollectiveCost cost{col.kind, col.count, col.bytes};
           if (col.axes.find("dp") != std::string::npos)
-            ranks *= mesh.dp;
+            cost.dpRanks = mesh.dp;
           if (col.axes.find("tp") != std::string::npos)
-            ranks *= mesh.tp;
+            cost.tpRanks = mesh.tp;
           c.collectives += col.count;
           c.wireBytes += col.wireBytes;
-          c.commSeconds += collectiveSeconds(col.kind, ranks, col.count, col.bytes, plan.link);
+          c.commSeconds += cost.secondsAt(c.dp, c.dp, plan.link);
+          c.costs.push_back(cost);
         }
       }
       // Current and next state (the trainer double-buffers what a step updates) + temporaries.
       c.memoryBytes = 2 * c.stateBytes + c.arenaBytes;
       int64_t local = trainingIn.batchSize / c.dp;
+      if (plan.computeSeconds > 0)
+        computeByLocalBatch[local] = plan.computeSeconds;
       if (!computeByLocalBatch.count(local)) {
         TrainingArgs single = trainingIn;
         single.mesh.clear();
@@ -168,6 +188,26 @@ int runPlan(const PlanArgs &plan, const TrainingArgs &trainingIn, const CompileO
     if (fits(c) && (!best || c.stepSeconds() < best->stepSeconds()))
       best = &c;
 
+  // Weak scaling: each candidate's dp axis grown to the --scale-to rank counts.
+  struct Scaled {
+    const Candidate *from;
+    int64_t ranks, dp;
+    double commSeconds;
+  };
+  std::vector<Scaled> scaled;
+  for (const Candidate &c : candidates)
+    for (int64_t n : plan.scaleTo)
+      if (c.ok && c.dp > 1 && n % c.tp == 0) {
+        Scaled s{&c, n, n / c.tp, 0};
+        for (const CollectiveCost &cost : c.costs)
+          s.commSeconds += cost.secondsAt(c.dp, s.dp, plan.link);
+        scaled.push_back(s);
+      }
+  if (!plan.scaleTo.empty() && scaled.empty())
+    throw Error("--scale-to grows a compiled data-parallel axis: give --mesh dp=N (N > 1) or "
+                "--search, and rank counts that tp divides");
+  int64_t localBatch = trainingIn.batchSize;
+
   if (plan.json) {
     llvm::json::Array rows;
     for (const Candidate &c : candidates) {
@@ -188,6 +228,15 @@ int runPlan(const PlanArgs &plan, const TrainingArgs &trainingIn, const CompileO
       }
       rows.push_back(std::move(o));
     }
+    for (const Scaled &s : scaled) {
+      double step = s.from->computeSeconds + s.commSeconds;
+      rows.push_back(llvm::json::Object{
+          {"predicted_scaling_from", s.from->label()}, {"zero", s.from->zero}, {"ranks", s.ranks},
+          {"dp", s.dp}, {"global_batch", localBatch / s.from->dp * s.dp},
+          {"compute_ms", s.from->computeSeconds * 1e3}, {"communication_ms", s.commSeconds * 1e3},
+          {"predicted_step_ms", step * 1e3},
+          {"samples_per_second", localBatch / s.from->dp * s.dp / step}});
+    }
     std::cout << llvm::formatv("{0:2}", llvm::json::Value(std::move(rows))).str() << "\n";
     return best ? 0 : 1;
   }
@@ -207,6 +256,20 @@ int runPlan(const PlanArgs &plan, const TrainingArgs &trainingIn, const CompileO
            mib(c.arenaBytes).c_str(), mib(c.memoryBytes).c_str(), (long long)c.collectives,
            mib(c.wireBytes).c_str(), c.computeSeconds * 1e3, c.commSeconds * 1e3,
            c.stepSeconds() * 1e3, fits(c) ? "" : "does not fit", &c == best && plan.search ? "  <- best" : "");
+  }
+  if (!scaled.empty()) {
+    printf("\npredicted weak scaling (not measured): the dp axis grown, each rank's batch fixed; "
+           "collectives extrapolated from the compiled program, one link model for every hop\n");
+    printf("%-22s %6s %12s %10s %10s %10s %14s %10s\n", "from", "ranks", "global batch",
+           "compute", "comm", "step", "samples/s", "efficiency");
+    for (const Scaled &s : scaled) {
+      const Candidate &c = *s.from;
+      double step = c.computeSeconds + s.commSeconds;
+      int64_t global = localBatch / c.dp * s.dp;
+      printf("%-22s %6lld %12lld %8.3f ms %8.3f ms %8.3f ms %14.0f %9.0f%%\n", c.label().c_str(),
+             (long long)s.ranks, (long long)global, c.computeSeconds * 1e3, s.commSeconds * 1e3,
+             step * 1e3, global / step, 100 * c.computeSeconds / step);
+    }
   }
   if (!best) {
     std::cerr << "tcc: no strategy fits --memory-per-device " << plan.memoryPerDevice << " bytes\n";

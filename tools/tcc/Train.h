@@ -77,6 +77,12 @@ struct PlanArgs {
   int threads = 1;              // CPU threads of one rank when measuring compute
   int steps = 20;               // timed steps when measuring compute
   bool json = false;
+  /// One rank's step time at its local batch, measured elsewhere (a GPU), instead of measuring
+  /// the single-process step here; 0: measure.
+  double computeSeconds = 0;
+  /// Weak-scaling predictions: each candidate's dp axis grown to these rank counts, the local
+  /// batch fixed (its collectives extrapolated from the compiled program's).
+  std::vector<int64_t> scaleTo;
 };
 
 /// Cross-entropy's class count from a training artifact's config (0 when it does not say).

@@ -773,6 +773,15 @@ int main(int argc, char **argv) {
       ->default_val(1);
   planCmd->add_option("--steps", plan.steps, "timed steps when measuring compute")->default_val(20);
   planCmd->add_flag("--json", plan.json, "print the candidates as a JSON list");
+  double planComputeMs = 0;
+  planCmd->add_option("--compute-ms", planComputeMs,
+                      "one rank's step time at its local batch, measured elsewhere (e.g. a GPU's "
+                      "tcc train step); default: measured here")
+      ->check(CLI::PositiveNumber);
+  planCmd->add_option("--scale-to", plan.scaleTo,
+                      "predict weak scaling: the dp axis grown to these rank counts (e.g. 8 64 "
+                      "1024), each rank's batch fixed")
+      ->check(CLI::PositiveNumber);
   addTrainingArgs(planCmd, planTraining);
   addCompileArgs(planCmd, planCompile);
 
@@ -882,6 +891,7 @@ int main(int argc, char **argv) {
       noteGiven(planTraining);
       plan.link.bytesPerSecond = planBandwidth * 1e9;
       plan.link.latencySeconds = planLatency * 1e-6;
+      plan.computeSeconds = planComputeMs * 1e-3;
       return runPlan(plan, planTraining.args, compileOptions(planCompile, "cpu"));
     }
     if (*gradCmd) {
