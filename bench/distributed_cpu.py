@@ -99,7 +99,7 @@ def worker_torch(args) -> dict:
             from torch.distributed.fsdp.wrap import ModuleWrapPolicy
             model = FullyShardedDataParallel(model, sharding_strategy=ShardingStrategy.FULL_SHARD,
                                              auto_wrap_policy=ModuleWrapPolicy({torch.nn.Linear}),
-                                             use_orig_params=True)
+                                             use_orig_params=True, device_id=torch.device("cpu"))
     optimizer = torch.optim.Adam(model.parameters(), lr=LR)
     loss_fn = torch.nn.CrossEntropyLoss()
     rows = args.batch // world
