@@ -979,12 +979,17 @@ class Session:
             raise SkipSection(cfg.get("error") or "no distributed CPU artifacts in the bundle (bundle --parts distributed)")
         if not shutil.which("mpirun"):
             raise SkipSection("mpirun not found (the bundle's Open MPI packages were not unpacked)")
+        import lzma
+        arts = self.work / "distributed-cpu"
+        arts.mkdir(parents=True, exist_ok=True)
+        for z in (self.bundle / "distributed-cpu").glob("*.tcc.xz"):
+            (arts / z.name[:-3]).write_bytes(lzma.decompress(z.read_bytes()))
         cpus = len(os.sched_getaffinity(0))
         ranks = [r for r in cfg["ranks"] if r <= cpus]
         slug = re.sub(r"[^a-z0-9]+", "-", cpu_info()["model"].lower()).strip("-")[:40]
         prefix = self.out / f"{time.strftime('%Y-%m-%d')}-{slug}-distributed-cpu"
         cmd = [sys.executable, str(ROOT / "bench" / "distributed_cpu.py"), "--no-compile",
-               "--artifacts", str(self.bundle / "distributed-cpu"), "--ranks", *map(str, ranks),
+               "--artifacts", str(arts), "--ranks", *map(str, ranks),
                "--batches", *map(str, cfg["batches"]), "--libtccrt", "libtccrt.so.0", "--out", str(prefix),
                "--timeout", "120"]
         p = subprocess.run(cmd, capture_output=True, text=True, env=self.rt_env, timeout=max(30, self.left() - 10))
