@@ -1124,7 +1124,7 @@ LogicalResult SendOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultAdjoint
   if (!wantsOperand(wanted, *this))
     return success();
   // The peer's recv sends its adjoint back (RecvOp::buildVjp).
-  v.set(0, v.b.createTyped<RecvOp>(getX().getType(), getPeer(), getAxis()));
+  v.set(0, v.b.createTyped<RecvOp>(getX().getType(), getPeer(), getAxis(), getTag()));
   return success();
 }
 
@@ -1133,7 +1133,7 @@ LogicalResult RecvOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultAdjoint
   Vjp v(builder, *this, resultAdjoints, wanted, operandAdjoints);
   if (!isa<FloatType>(CoreBuilder::elementTypeOf(getResult())))
     return success();
-  v.b.builder().create<SendOp>(getLoc(), adjointOrZeros(v, *this), getPeer(), getAxis());
+  v.b.builder().create<SendOp>(getLoc(), adjointOrZeros(v, *this), getPeer(), getAxis(), getTag());
   return success();
 }
 

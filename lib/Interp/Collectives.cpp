@@ -17,6 +17,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <tuple>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -119,13 +120,15 @@ std::vector<Tensor> evaluateCollective(Operation *op, const std::vector<Tensor> 
       .Case([&](SendOp o) {
         if (!transport)
           throw Error("send needs the other ranks: run the per-rank programs together (tcc::runSpmd)");
-        transport->send(peerRank(op, o.getAxisAttr(), o.getPeer(), transport), in[0], what);
+        transport->send(peerRank(op, o.getAxisAttr(), o.getPeer(), transport), o.getTag(), in[0],
+                        what);
         return std::vector<Tensor>{};
       })
       .Case([&](RecvOp o) {
         if (!transport)
           throw Error("recv needs the other ranks: run the per-rank programs together (tcc::runSpmd)");
-        Tensor t = transport->recv(peerRank(op, o.getAxisAttr(), o.getPeer(), transport), what);
+        Tensor t =
+            transport->recv(peerRank(op, o.getAxisAttr(), o.getPeer(), transport), o.getTag(), what);
         auto type = o.getType();
         if (t.shape() != Shape(type.getShape().begin(), type.getShape().end()) ||
             t.dtype() != dtypeFromType(type.getElementType()))
@@ -178,15 +181,15 @@ public:
     return out;
   }
 
-  void send(int64_t from, int64_t to, const Tensor &value) {
+  void send(int64_t from, int64_t to, int64_t tag, const Tensor &value) {
     std::lock_guard<std::mutex> lock(mutex);
-    channels[{from, to}].push_back(value);
+    channels[{from, to, tag}].push_back(value);
     cv.notify_all();
   }
 
-  Tensor recv(int64_t from, int64_t to, const std::string &what) {
+  Tensor recv(int64_t from, int64_t to, int64_t tag, const std::string &what) {
     std::unique_lock<std::mutex> lock(mutex);
-    auto &queue = channels[{from, to}];
+    auto &queue = channels[{from, to, tag}];
     wait(lock, to, what, [&] { return !queue.empty(); },
          [&] { return "waiting for rank " + std::to_string(from) + " to send"; });
     Tensor t = std::move(queue.front());
@@ -240,7 +243,7 @@ private:
   std::condition_variable cv;
   std::vector<std::map<std::vector<int64_t>, int64_t>> sequence;
   std::map<std::pair<std::vector<int64_t>, int64_t>, Slot> slots;
-  std::map<std::pair<int64_t, int64_t>, std::deque<Tensor>> channels;
+  std::map<std::tuple<int64_t, int64_t, int64_t>, std::deque<Tensor>> channels; // from, to, tag
   std::string failure;
 };
 
@@ -252,11 +255,11 @@ public:
                                const std::string &what) override {
     return mesh.exchange(myRank, ranks, mine, what);
   }
-  void send(int64_t peer, const Tensor &value, const std::string &) override {
-    mesh.send(myRank, peer, value);
+  void send(int64_t peer, int64_t tag, const Tensor &value, const std::string &) override {
+    mesh.send(myRank, peer, tag, value);
   }
-  Tensor recv(int64_t peer, const std::string &what) override {
-    return mesh.recv(peer, myRank, what);
+  Tensor recv(int64_t peer, int64_t tag, const std::string &what) override {
+    return mesh.recv(peer, myRank, tag, what);
   }
 
 private:

@@ -33,6 +33,9 @@ def Tcc_Dialect : Dialect {
     /// The unit attribute on the transposes -tcc-layout leaves between channels-first and
     /// channels-last values (the layout copies the report counts).
     static constexpr ::llvm::StringLiteral kLayoutCopyAttrName = "tcc.layout";
+    /// The i64 attribute on a micro-batched training step's forward and loss ops: which
+    /// micro-batch they compute (tcc/Passes/Pipeline.h cuts them into pipeline stages).
+    static constexpr ::llvm::StringLiteral kMicroBatchAttrName = "tcc.micro_batch";
   private:
     void registerAttributes(); // lib/IR/TccDistributed.cpp
   public:

@@ -434,18 +434,20 @@ def Tcc_BroadcastOp : Tcc_CollectiveOp<"broadcast", [SameOperandsAndResultType]>
 def Tcc_SendOp : Tcc_CollectiveOp<"send"> {
   let summary = "sends x to the rank at coordinate peer along axis (other coordinates equal)";
   let description = [{
-    Pairs with the peer's `tcc.recv` from this rank; sends and receives between two ranks pair
-    in program order. For pipeline stages.
+    Pairs with the peer's `tcc.recv` from this rank with the same `tag`; sends and receives
+    between two ranks with one tag pair in program order. For pipeline stages (each value that
+    crosses stages gets its own tag, so stages may receive in another order than they send).
   }];
-  let arguments = (ins Tcc_Tensor:$x, I64Attr:$peer, StrAttr:$axis);
-  let assemblyFormat = "$x `to` $peer `over` $axis attr-dict `:` type($x)";
+  let arguments = (ins Tcc_Tensor:$x, I64Attr:$peer, StrAttr:$axis,
+                   DefaultValuedAttr<I64Attr, "0">:$tag);
+  let assemblyFormat = "$x `to` $peer `over` $axis (`tag` $tag^)? attr-dict `:` type($x)";
 }
 
 def Tcc_RecvOp : Tcc_CollectiveOp<"recv"> {
   let summary = "receives the tensor the rank at coordinate peer along axis sends to this rank";
-  let arguments = (ins I64Attr:$peer, StrAttr:$axis);
+  let arguments = (ins I64Attr:$peer, StrAttr:$axis, DefaultValuedAttr<I64Attr, "0">:$tag);
   let results = (outs Tcc_Tensor:$result);
-  let assemblyFormat = "`from` $peer `over` $axis attr-dict `:` type($result)";
+  let assemblyFormat = "`from` $peer `over` $axis (`tag` $tag^)? attr-dict `:` type($result)";
 }
 
 def Tcc_AxisIndexOp : Tcc_Op<"axis_index", [Pure]> {

@@ -45,9 +45,9 @@ public:
   /// errors (a deadline passed, a peer failed).
   virtual std::vector<Tensor> exchange(llvm::ArrayRef<int64_t> ranks, const Tensor &mine,
                                        const std::string &what) = 0;
-  /// Point to point; a send and the peer's recv pair in program order.
-  virtual void send(int64_t peer, const Tensor &value, const std::string &what) = 0;
-  virtual Tensor recv(int64_t peer, const std::string &what) = 0;
+  /// Point to point; a send and the peer's recv with the same tag pair in program order.
+  virtual void send(int64_t peer, int64_t tag, const Tensor &value, const std::string &what) = 0;
+  virtual Tensor recv(int64_t peer, int64_t tag, const std::string &what) = 0;
 };
 
 /// Runs a function whose body is tcc ops (and func.return). Argument count, shapes and dtypes

@@ -71,6 +71,25 @@ def Shard : Pass<"tcc-shard", "mlir::ModuleOp"> {
   ];
 }
 
+def Pipeline : Pass<"tcc-pipeline", "mlir::ModuleOp"> {
+  let summary = "Replaces a micro-batched training step by one pipeline stage's program";
+  let description = [{
+    tcc/Passes/Pipeline.h: the forward ops of each micro-batch (tcc.micro_batch = m) are cut
+    into `stages` pieces of about equal cost, everything else runs on the lowest stage it
+    reads; @main becomes stage `stage`'s program in the `schedule`'s order (gpipe or 1f1b),
+    with tcc.send/tcc.recv over the mesh axis `pp` for the values that cross stages and
+    broadcasts for results computed on one stage. With `explain`, the cuts are remarks.
+  }];
+  let options = [
+    Option<"stages", "stages", "int64_t", /*default=*/"2", "pipeline stages (the mesh's pp size)">,
+    Option<"microBatches", "micro-batches", "int64_t", /*default=*/"1",
+           "micro-batches of the step (its ops carry tcc.micro_batch)">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"", "gpipe or 1f1b">,
+    Option<"stage", "stage", "int64_t", /*default=*/"0", "the stage whose program to write">,
+    Option<"explain", "explain", "bool", /*default=*/"false", "report the cuts as remarks">
+  ];
+}
+
 def RecognizeAttention : Pass<"tcc-recognize-attention", "mlir::func::FuncOp"> {
   let summary = "Replaces decomposed scaled dot-product attention by tcc.attention";
   let description = [{
