@@ -340,7 +340,9 @@ void Writer::addStep(Operation *op) {
         {"all_gather", fb::CollectiveKind_AllGather},
         {"reduce_scatter", fb::CollectiveKind_ReduceScatter},
         {"all_to_all", fb::CollectiveKind_AllToAll},
-        {"broadcast", fb::CollectiveKind_Broadcast}};
+        {"broadcast", fb::CollectiveKind_Broadcast},
+        {"send", fb::CollectiveKind_Send},
+        {"recv", fb::CollectiveKind_Recv}};
     auto kind = kinds.find(c.getKind().str());
     if (kind == kinds.end())
       throw Error("artifact: unknown collective '" + c.getKind().str() + "'");

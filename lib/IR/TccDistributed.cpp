@@ -296,10 +296,11 @@ LogicalResult TccDialect::verifyOperationAttribute(Operation *op, NamedAttribute
       return op->emitError() << "'" << attr.getName().getValue() << "' is a unit attribute";
     return success();
   }
-  if (attr.getName() == kMicroBatchAttrName) {
+  if (attr.getName() == kMicroBatchAttrName || attr.getName() == kForwardIndexAttrName ||
+      attr.getName() == kBackwardOfAttrName) {
     auto m = dyn_cast<IntegerAttr>(attr.getValue());
     if (!m || m.getInt() < 0)
-      return op->emitError() << "'" << kMicroBatchAttrName << "' is a non-negative integer";
+      return op->emitError() << "'" << attr.getName().getValue() << "' is a non-negative integer";
     return success();
   }
   return op->emitError() << "unknown tcc attribute '" << attr.getName().getValue() << "'";

@@ -142,6 +142,9 @@ FailureOr<SmallVector<Value>> buildGradients(OpBuilder &b, Value loss, ArrayRef<
     for (Value v : op->getOperands())
       wanted.push_back(varied.contains(v) && useful.contains(v));
     SmallVector<Value> operandAdjoints;
+    Operation *lastBefore = b.getInsertionPoint() == insertBlock->begin()
+                                ? nullptr
+                                : &*std::prev(b.getInsertionPoint());
     try {
       if (failed(diff.buildVjp(b, resultAdjoints, wanted, operandAdjoints)))
         return fail();
@@ -149,12 +152,34 @@ FailureOr<SmallVector<Value>> buildGradients(OpBuilder &b, Value loss, ArrayRef<
       op->emitOpError("gradient construction failed: ") << e.what();
       return fail();
     }
+    // Pipeline stages: the ops of a micro-batch forward op's product run on its stage.
+    if (auto index = op->getAttrOfType<IntegerAttr>(TccDialect::kForwardIndexAttrName)) {
+      Attribute microBatch = op->getAttr(TccDialect::kMicroBatchAttrName);
+      for (auto it = lastBefore ? std::next(lastBefore->getIterator()) : insertBlock->begin();
+           it != b.getInsertionPoint(); ++it) {
+        it->setAttr(TccDialect::kBackwardOfAttrName, index);
+        if (microBatch)
+          it->setAttr(TccDialect::kMicroBatchAttrName, microBatch);
+      }
+    }
     CoreBuilder cb(b, op->getLoc());
     for (auto [operand, adj] : llvm::zip(op->getOperands(), operandAdjoints)) {
       if (!adj)
         continue;
       Value &acc = adjoint[operand];
-      acc = acc ? cb.add(acc, adj) : adj;
+      if (!acc) {
+        acc = adj;
+        continue;
+      }
+      acc = cb.add(acc, adj);
+      // Pipeline stages: a sum of adjoints of a micro-batch forward value belongs to the
+      // product of the op that made it.
+      if (Operation *def = operand.getDefiningOp())
+        if (auto index = def->getAttrOfType<IntegerAttr>(TccDialect::kForwardIndexAttrName)) {
+          acc.getDefiningOp()->setAttr(TccDialect::kBackwardOfAttrName, index);
+          if (Attribute m = def->getAttr(TccDialect::kMicroBatchAttrName))
+            acc.getDefiningOp()->setAttr(TccDialect::kMicroBatchAttrName, m);
+        }
     }
   }
 

@@ -371,7 +371,7 @@ void FusionPolicy::decide() {
       status_[op] = Status::Constant;
       continue;
     }
-    if (op->use_empty()) {
+    if (op->use_empty() && !isa<SendOp>(op)) { // a send has no results and is never dead
       status_[op] = Status::Dead;
       continue;
     }
@@ -838,6 +838,11 @@ void FusionPolicy::fuseHorizontal() {
         if (ga.roots.front()->hasAttr(TccDialect::kRecomputedAttrName) !=
             gb.roots.front()->hasAttr(TccDialect::kRecomputedAttrName))
           continue;
+        // Pipeline stages: each micro-batch's work stays in its place in the schedule (merged
+        // with another micro-batch's, it would wait for that one's data from the next stage).
+        if (ga.roots.front()->getAttr(TccDialect::kMicroBatchAttrName) !=
+            gb.roots.front()->getAttr(TccDialect::kMicroBatchAttrName))
+          continue;
         bool sameShapes = true;
         if (!ga.hasReduction)
           for (Operation *r : llvm::concat<Operation *const>(ga.roots, gb.roots))
@@ -942,6 +947,18 @@ LogicalResult FusionPolicy::materialize() {
       nodes[p].succs.push_back(n);
       ++nodes[n].preds;
     }
+  }
+  // Sends and receives (pipeline stages) keep their program order: the stages' schedules are
+  // what keeps them from waiting on each other.
+  SmallVector<int> pointToPoint;
+  for (size_t n = 0; n < nodes.size(); ++n)
+    if (!nodes[n].view && llvm::any_of(groups_[nodes[n].group].roots,
+                                       [](Operation *r) { return isa<SendOp, RecvOp>(r); }))
+      pointToPoint.push_back(static_cast<int>(n));
+  llvm::sort(pointToPoint, [&](int a, int b) { return nodes[a].position < nodes[b].position; });
+  for (size_t k = 1; k < pointToPoint.size(); ++k) {
+    nodes[pointToPoint[k - 1]].succs.push_back(pointToPoint[k]);
+    ++nodes[pointToPoint[k]].preds;
   }
   std::priority_queue<std::pair<int, int>, std::vector<std::pair<int, int>>, std::greater<>> ready;
   for (size_t n = 0; n < nodes.size(); ++n)

@@ -296,11 +296,29 @@ void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
     return;
   }
 
+  // Point to point: one buffer (sent, or received into); dim = the peer's position on the
+  // axis, dim2 = the tag.
+  if (auto send = dyn_cast<SendOp>(lib)) {
+    auto in = dyn_cast<BlockArgument>(send.getX());
+    if (!in || in.getOwner() != &body)
+      throw LoweringError{lib, "a send lowers with one input of its fusion"};
+    Value buffer = fusionArgBuffers_.lookup(in);
+    b_.create<tk::CollectiveOp>(lib->getLoc(), buffer, buffer, "send", CollectiveReduceKind::Sum,
+                                send.getPeer(), send.getTag(), b_.getStrArrayAttr({send.getAxis()}));
+    return;
+  }
+  if (auto recv = dyn_cast<RecvOp>(lib)) {
+    auto it = llvm::find(yields, recv.getResult());
+    Value out = it != yields.end() ? outputs[it - yields.begin()] : alloc(recv.getResult());
+    b_.create<tk::CollectiveOp>(lib->getLoc(), out, out, "recv", CollectiveReduceKind::Sum,
+                                recv.getPeer(), recv.getTag(), b_.getStrArrayAttr({recv.getAxis()}));
+    return;
+  }
+
   if (isCollective(lib)) {
     auto in = dyn_cast_or_null<BlockArgument>(lib->getNumOperands() ? lib->getOperand(0) : Value());
     if (!in || in.getOwner() != &body || lib->getNumResults() != 1)
-      throw LoweringError{lib, "a collective lowers with one input of its fusion and one result "
-                               "(send and recv are not lowered)"};
+      throw LoweringError{lib, "a collective lowers with one input of its fusion and one result"};
     auto it = llvm::find(yields, lib->getResult(0));
     Value out = it != yields.end() ? outputs[it - yields.begin()] : alloc(lib->getResult(0));
     auto [kind, reduction, dim, dim2, axes] =

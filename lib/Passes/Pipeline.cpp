@@ -107,20 +107,36 @@ FailureOr<PipelinePlan> PipelinePlan::build(func::FuncOp step, int64_t stages, i
     p.index_[&op] = static_cast<int64_t>(p.ops_.size());
     p.ops_.push_back(&op);
   }
-  // The forward (and loss) of each micro-batch, in program order.
+  // The forward (and loss) of each micro-batch, by forward index.
   std::vector<std::vector<Operation *>> forward(microBatches);
-  for (Operation *op : p.ops_)
-    if (auto m = op->getAttrOfType<IntegerAttr>(TccDialect::kMicroBatchAttrName)) {
-      if (m.getInt() < 0 || m.getInt() >= microBatches)
-        return step.emitError("pipeline: an op of micro-batch ") << m.getInt() << " in a step of "
-                                                                 << microBatches << " micro-batches";
-      forward[m.getInt()].push_back(op);
-    }
+  auto attr = [](Operation *op, StringRef name) -> int64_t {
+    auto a = op->getAttrOfType<IntegerAttr>(name);
+    return a ? a.getInt() : -1;
+  };
+  for (Operation *op : p.ops_) {
+    int64_t m = attr(op, TccDialect::kMicroBatchAttrName),
+            i = attr(op, TccDialect::kForwardIndexAttrName);
+    if (m < 0 || i < 0 || attr(op, TccDialect::kBackwardOfAttrName) >= 0)
+      continue;
+    if (m >= microBatches)
+      return step.emitError("pipeline: an op of micro-batch ") << m << " in a step of "
+                                                               << microBatches << " micro-batches";
+    if ((int64_t)forward[m].size() <= i)
+      forward[m].resize(i + 1, nullptr);
+    forward[m][i] = op;
+  }
+  // (Indices of ops nothing used are gone: the lists may have holes, the same in each.)
+  size_t longest = 0;
+  for (auto &f : forward)
+    longest = std::max(longest, f.size());
+  for (auto &f : forward)
+    f.resize(longest, nullptr);
   const std::vector<Operation *> &first = forward[0];
   for (int64_t m = 1; m < microBatches; ++m) {
-    bool same = forward[m].size() == first.size();
+    bool same = true;
     for (size_t i = 0; same && i < first.size(); ++i)
-      same = forward[m][i]->getName() == first[i]->getName();
+      same = (!forward[m][i] && !first[i]) ||
+             (forward[m][i] && first[i] && forward[m][i]->getName() == first[i]->getName());
     if (!same)
       return step.emitError("pipeline: the forward of micro-batch ")
              << m << " differs from micro-batch 0's (" << forward[m].size() << " ops against "
@@ -129,20 +145,23 @@ FailureOr<PipelinePlan> PipelinePlan::build(func::FuncOp step, int64_t stages, i
   int64_t n = static_cast<int64_t>(first.size());
   if (n < stages)
     return step.emitError("pipeline: ") << stages << " stages for a forward of " << n << " ops";
+  if (stages > 64)
+    return step.emitError("pipeline: ") << stages << " stages (at most 64)";
 
   // Cuts: cut i puts ops [0, i) of the forward before it. Bytes crossing each cut: values
   // made before it and used after it within the forward.
   std::vector<double> cost(n), before(n + 1, 0);
   for (int64_t i = 0; i < n; ++i) {
-    cost[i] = costOf(first[i]);
+    cost[i] = first[i] ? costOf(first[i]) : 0;
     before[i + 1] = before[i] + cost[i];
   }
   llvm::DenseMap<Operation *, int64_t> forwardIndex;
   for (int64_t i = 0; i < n; ++i)
-    forwardIndex[first[i]] = i;
+    if (first[i])
+      forwardIndex[first[i]] = i;
   std::vector<int64_t> crossingDelta(n + 2, 0);
   for (int64_t i = 0; i < n; ++i)
-    for (Value r : first[i]->getResults()) {
+    for (Value r : first[i] ? first[i]->getResults() : ResultRange(nullptr, 0)) {
       int64_t last = -1;
       for (Operation *user : r.getUsers()) {
         auto it = forwardIndex.find(user);
@@ -194,12 +213,30 @@ FailureOr<PipelinePlan> PipelinePlan::build(func::FuncOp step, int64_t stages, i
                                            : ""));
   }
   for (int64_t m = 0; m < microBatches; ++m)
-    for (int64_t i = 0; i < n; ++i) {
-      p.stage_[forward[m][i]] = stageOfForward(i);
-      p.group_[forward[m][i]] = 2 * m;
+    for (int64_t i = 0; i < n; ++i)
+      if (forward[m][i]) {
+        p.stage_[forward[m][i]] = stageOfForward(i);
+        p.group_[forward[m][i]] = 2 * m;
+      }
+  // Constants (ops without operands) are made on every stage that uses them. The ops autodiff
+  // made for a forward op's vector-Jacobian product run on its stage in its micro-batch's
+  // backward, so backward values only ever flow to lower stages (and forward values to
+  // higher ones): no two stages wait on each other.
+  for (Operation *op : p.ops_) {
+    if (op->getNumOperands() == 0) {
+      p.stage_[op] = -1;
+      p.group_[op] = -1;
+      continue;
     }
-  // Everything else: the lowest stage among the ops it reads (none: every stage), and the
-  // backward of the latest micro-batch among them (none: the prologue).
+    int64_t of = attr(op, TccDialect::kBackwardOfAttrName), m = attr(op, TccDialect::kMicroBatchAttrName);
+    if (of >= 0 && of < n && m >= 0 && m < microBatches) {
+      p.stage_[op] = stageOfForward(of);
+      p.group_[op] = 2 * m + 1;
+    }
+  }
+  // Everything else (gradient sums, the optimizer): the lowest stage among the ops it reads
+  // (none: every stage), and the backward of the latest micro-batch among them (none: the
+  // prologue).
   for (Operation *op : p.ops_) {
     if (p.stage_.count(op))
       continue;
@@ -214,6 +251,22 @@ FailureOr<PipelinePlan> PipelinePlan::build(func::FuncOp step, int64_t stages, i
     }
     p.stage_[op] = stage;
     p.group_[op] = stage < 0 ? -1 : group;
+  }
+  // Where each every-stage op is needed: the stages of the ops using it (all, for a result).
+  for (Operation *op : llvm::reverse(p.ops_)) {
+    if (p.stage_[op] >= 0)
+      continue;
+    uint64_t mask = 0;
+    for (Value r : op->getResults())
+      for (Operation *user : r.getUsers()) {
+        if (user->hasTrait<OpTrait::IsTerminator>())
+          mask = ~uint64_t(0);
+        else if (int64_t s = p.stage_.lookup(user); s >= 0)
+          mask |= uint64_t(1) << s;
+        else
+          mask |= p.needed_.lookup(user);
+      }
+    p.needed_[op] = mask;
   }
   // Tags: values used on another stage than their own, in program order.
   int64_t tags = 0, sentBytes = 0;
@@ -255,7 +308,7 @@ func::FuncOp PipelinePlan::partition(int64_t stage, llvm::StringRef name,
   std::vector<Operation *> mine;
   for (Operation *op : ops_) {
     int64_t s = stage_.lookup(op);
-    if (s < 0 || s == stage)
+    if (s == stage || (s < 0 && (needed_.lookup(op) >> stage & 1)))
       mine.push_back(op);
   }
   std::stable_sort(mine.begin(), mine.end(), [&](Operation *a, Operation *c) {
@@ -277,7 +330,8 @@ func::FuncOp PipelinePlan::partition(int64_t stage, llvm::StringRef name,
     for (Value v : op->getOperands())
       received(v);
     Operation *copy = b.clone(*op, map);
-    copy->removeAttr(TccDialect::kMicroBatchAttrName);
+    copy->removeAttr(TccDialect::kForwardIndexAttrName);
+    copy->removeAttr(TccDialect::kBackwardOfAttrName);
     // Sent right away to every other stage that reads it.
     for (auto [r, local] : llvm::zip(op->getResults(), copy->getResults())) {
       if (!tag_.count(r))
@@ -297,7 +351,9 @@ func::FuncOp PipelinePlan::partition(int64_t stage, llvm::StringRef name,
   auto ret = cast<func::ReturnOp>(step.getBody().front().getTerminator());
   auto readOnlyBy = [&](int64_t arg, int64_t s) {
     return llvm::all_of(step.getArgument(arg).getUsers(), [&](Operation *user) {
-      return user->hasTrait<OpTrait::IsTerminator>() || stage_.lookup(user) == s;
+      int64_t u = stage_.lookup(user);
+      return user->hasTrait<OpTrait::IsTerminator>() || u == s ||
+             (u < 0 && !(needed_.lookup(user) & ~(uint64_t(1) << s)));
     });
   };
   SmallVector<Value> results;

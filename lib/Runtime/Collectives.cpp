@@ -46,7 +46,7 @@ struct Blocks : BlockRows {
 
 std::string collectiveName(const CollectiveStep &s) {
   static const char *names[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all",
-                                "broadcast"};
+                                "broadcast",  "send",       "recv"};
   return std::string(names[static_cast<int>(s.kind)]) + " " + dtypeName(s.dtype) + " " +
          shapeText(s.inShape) + " over " + std::to_string(s.groupSize) + " ranks";
 }
@@ -95,6 +95,16 @@ void checkCollective(CollectiveStep &s, const std::vector<int64_t> &mesh) {
       throw Error("all_to_all dims out of range or split dim not divisible by the group");
     want[s.dim] /= n;
     want[s.dim2] *= n;
+    break;
+  case CollectiveKind::Send:
+  case CollectiveKind::Recv:
+    if (s.axes.size() != 1 || s.dim < 0 || s.dim >= n)
+      throw Error(std::string(s.kind == CollectiveKind::Send ? "send" : "recv") + " peer " +
+                  std::to_string(s.dim) + " is outside its axis of " + std::to_string(n) + " ranks");
+    if (s.dim2 < 0 || s.dim2 > 32767)
+      throw Error("send/recv tag " + std::to_string(s.dim2) + " is outside [0, 32767]");
+    if (s.input != s.output)
+      throw Error("send/recv name one buffer as input and output");
     break;
   }
   if (want != s.outShape)
@@ -159,6 +169,14 @@ void runCollective(const CollectiveStep &s, const std::vector<int64_t> &mesh, co
     comm->reduceScatter(group, blocks, out, outBytes / elem, s.dtype, s.reduction, what);
     return;
   }
+  case CollectiveKind::Send: {
+    PendingCollective p = comm->startSend(group, (int)s.dim, (int)s.dim2, in, inBytes, what);
+    comm->finish(p);
+    return;
+  }
+  case CollectiveKind::Recv:
+    comm->recv(group, (int)s.dim, (int)s.dim2, out, outBytes, what);
+    return;
   case CollectiveKind::AllToAll: {
     // Send: the split dim's blocks, contiguous; receive: blocks to concatenate along concat dim.
     scratch.resize(inBytes * 2);
@@ -186,6 +204,8 @@ std::optional<PendingCollective> startCollective(const CollectiveStep &s,
   std::vector<int> group = collectiveGroup(mesh, s.axes, comm->rank());
   if (s.kind == CollectiveKind::AllReduce)
     return comm->startAllReduce(group, in, out, inBytes / elem, s.dtype, s.reduction, what);
+  if (s.kind == CollectiveKind::Send)
+    return comm->startSend(group, (int)s.dim, (int)s.dim2, in, inBytes, what);
   if (s.kind == CollectiveKind::AllGather) {
     if (dimsProduct(s.outShape, 0, s.dim) == 1)
       return comm->startAllGather(group, in, out, inBytes, what);
@@ -199,7 +219,7 @@ std::optional<PendingCollective> startCollective(const CollectiveStep &s,
     return p;
   }
   if (s.kind != CollectiveKind::ReduceScatter)
-    throw Error(what + ": only all_reduce, reduce_scatter and all_gather run asynchronously");
+    throw Error(what + ": only all_reduce, reduce_scatter, all_gather and send run asynchronously");
   std::vector<uint8_t> staging;
   const void *blocks = in;
   if (dimsProduct(s.inShape, 0, s.dim) != 1) {

@@ -17,7 +17,7 @@
 namespace tcc::rt {
 
 /// Same numbering as artifact.fbs CollectiveKind.
-enum class CollectiveKind : uint8_t { AllReduce, AllGather, ReduceScatter, AllToAll, Broadcast };
+enum class CollectiveKind : uint8_t { AllReduce, AllGather, ReduceScatter, AllToAll, Broadcast, Send, Recv };
 
 struct CollectiveStep {
   CollectiveKind kind = CollectiveKind::AllReduce;

@@ -42,6 +42,8 @@ struct MpiApi {
   int (*Ialltoall)(const void *, int, Handle, void *, int, Handle, Handle, Handle *) = nullptr;
   int (*Ibcast)(void *, int, Handle, int, Handle, Handle *) = nullptr;
   int (*Ibarrier)(Handle, Handle *) = nullptr;
+  int (*Isend)(const void *, int, Handle, int, int, Handle, Handle *) = nullptr;
+  int (*Irecv)(void *, int, Handle, int, int, Handle, Handle *) = nullptr;
   int (*Test)(Handle *, int *, void *) = nullptr;
   int (*Abort)(Handle, int) = nullptr;
   Handle commWorld = nullptr, byteType = nullptr, floatType = nullptr, doubleType = nullptr,
@@ -219,6 +221,24 @@ public:
     wait(req, group, what);
   }
 
+  PendingCollective startSend(const std::vector<int> &group, int peer, int tag, const void *in,
+                              size_t bytes, const std::string &what) override {
+    PendingCollective p{nullptr, group, what, {}, {}};
+    p.staging.assign(static_cast<const uint8_t *>(in), static_cast<const uint8_t *>(in) + bytes);
+    check(mpi.Isend(p.staging.data(), checkedCount(bytes), mpi.byteType, peer, tag, comm(group),
+                    &p.request),
+          "MPI_Isend");
+    return p;
+  }
+
+  void recv(const std::vector<int> &group, int peer, int tag, void *out, size_t bytes,
+            const std::string &what) override {
+    Handle req = nullptr;
+    check(mpi.Irecv(out, checkedCount(bytes), mpi.byteType, peer, tag, comm(group), &req),
+          "MPI_Irecv");
+    wait(req, group, what);
+  }
+
   [[noreturn]] void abortJob(const std::string &message) override {
     std::fprintf(stderr, "tcc: error: rank %d: %s%s%s; aborting every rank\n", rank_,
                  message.c_str(), context_.empty() ? "" : " in ", context_.c_str());
@@ -349,6 +369,8 @@ std::unique_ptr<Communicator> openMpi() {
   api.bind(api.Ialltoall, "MPI_Ialltoall");
   api.bind(api.Ibcast, "MPI_Ibcast");
   api.bind(api.Ibarrier, "MPI_Ibarrier");
+  api.bind(api.Isend, "MPI_Isend");
+  api.bind(api.Irecv, "MPI_Irecv");
   api.bind(api.Test, "MPI_Test");
   api.bind(api.Abort, "MPI_Abort");
   api.commWorld = api.object("ompi_mpi_comm_world");

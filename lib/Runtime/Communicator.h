@@ -78,6 +78,13 @@ public:
   /// one layer ahead of their use).
   virtual PendingCollective startAllGather(const std::vector<int> &group, const void *in,
                                            void *out, size_t bytes, const std::string &what) = 0;
+  /// Point to point within `group` (pipeline stages): to or from the rank at group position
+  /// `peer`; a send and a recv pair by `tag`. The send copies `in` (it may change at once) and
+  /// completes at finish(); recv returns once the bytes are in `out`.
+  virtual PendingCollective startSend(const std::vector<int> &group, int peer, int tag,
+                                      const void *in, size_t bytes, const std::string &what) = 0;
+  virtual void recv(const std::vector<int> &group, int peer, int tag, void *out, size_t bytes,
+                    const std::string &what) = 0;
   virtual void finish(PendingCollective &pending) = 0;
   virtual void poke(PendingCollective &pending) = 0;
 

@@ -210,6 +210,9 @@ DeviceCollectives::DeviceCollectives(CudaDevice &device, const Program &program,
     p->step = *s;
     p->what = "launch " + std::to_string(i) + " (" + program.stepNames_[i] +
               (program.stepNodes_[i].empty() ? "" : ", nodes " + program.stepNodes_[i]) + ")";
+    if (s->kind == CollectiveKind::Send || s->kind == CollectiveKind::Recv)
+      throw Error(p->what + ": pipeline stages' send/recv run in CPU programs only (compile "
+                  "pipeline-parallel training with --device cpu)");
     p->in = addresses[s->input];
     p->out = addresses[s->output];
     p->elem = dtypeSize(s->dtype);
@@ -427,6 +430,9 @@ void DeviceCollectives::launchNccl(Planned &p) {
     copyBlocks(d, cs, s.outShape, s.dim2, n, p.elem, p.out, recv, /*pack=*/false);
     break;
   }
+  case CollectiveKind::Send:
+  case CollectiveKind::Recv:
+    break; // refused when the program loads
   }
   p.done->record(*commStream_);
   if (!s.async)

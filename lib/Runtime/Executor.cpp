@@ -239,7 +239,9 @@ void Program::run(const void *const *inputs, void *const *outputs) {
       Communicator *comm = s->groupSize > 1 ? processCommunicator() : nullptr;
       std::string what = "launch " + std::to_string(index) + " (" + stepNames_[index] +
                          (stepNodes_[index].empty() ? "" : ", nodes " + stepNodes_[index]) + ")";
-      if (s->async) {
+      if (s->async || s->kind == CollectiveKind::Send) {
+        // Sends (pipeline stages) complete by the end of the run: the peer may receive them
+        // in another order than they were sent.
         pending_.resize(steps_.size());
         pending_[index] = startCollective(*s, meshSizes_, addresses_[s->input],
                                           addresses_[s->output], comm, what);
@@ -273,6 +275,11 @@ void Program::run(const void *const *inputs, void *const *outputs) {
       p.totalSeconds += p.lastSeconds;
     }
   }
+  for (std::optional<PendingCollective> &p : pending_)
+    if (p) {
+      processCommunicator()->finish(*p);
+      p.reset();
+    }
 }
 
 } // namespace tcc::rt

@@ -1,6 +1,7 @@
 //===- Parallelism.cpp - Parallel training strategies as sharding annotations ----===//
 #include "tcc/Training/Parallelism.h"
 #include "tcc/IR/Sharding.h"
+#include "tcc/Passes/Pipeline.h"
 #include "tcc/Passes/Shard.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -25,6 +26,8 @@ std::string ParallelOptions::str() const {
     s += "dp=" + std::to_string(dp);
   if (tp > 1)
     s += std::string(s.empty() ? "" : ",") + "tp=" + std::to_string(tp);
+  if (pp > 1)
+    s += std::string(s.empty() ? "" : ",") + "pp=" + std::to_string(pp) + " " + schedule;
   if (zero)
     s += " zero=" + std::to_string(zero);
   return s.empty() ? "single rank" : s;
@@ -38,11 +41,12 @@ ParallelOptions parseMesh(const std::string &text) {
   for (StringRef part : parts) {
     auto [name, value] = part.trim().split('=');
     int64_t n = 0;
-    if (value.getAsInteger(10, n) || n < 1 || (name != "dp" && name != "tp"))
-      throw Error("--mesh '" + text + "': each axis is dp=N or tp=N with N >= 1 (e.g. dp=2,tp=2)");
+    if (value.getAsInteger(10, n) || n < 1 || (name != "dp" && name != "tp" && name != "pp"))
+      throw Error("--mesh '" + text + "': each axis is dp=N, tp=N or pp=N with N >= 1 (e.g. "
+                  "dp=2,tp=2)");
     if (!seen.insert(name.str()).second)
       throw Error("--mesh '" + text + "': axis " + name.str() + " appears twice");
-    (name == "dp" ? o.dp : o.tp) = n;
+    (name == "dp" ? o.dp : name == "tp" ? o.tp : o.pp) = n;
   }
   return o;
 }
@@ -438,6 +442,99 @@ void partitionTraining(TrainingSpec &spec, const ParallelOptions &options,
   for (StringAttr a : mesh.getAxes())
     spec.meshAxes.push_back(a.str());
   spec.meshSizes.assign(mesh.getSizes().begin(), mesh.getSizes().end());
+}
+
+void pipelineTraining(TrainingSpec &spec, const ParallelOptions &options,
+                      std::vector<std::string> *notes) {
+  if (options.dp > 1 || options.tp > 1 || options.zero || !options.overrides.empty())
+    throw Error("--mesh pp=" + std::to_string(options.pp) +
+                ": pipeline stages combine with no other axis, ZeRO or sharding file yet (a pp "
+                "mesh alone: each stage's program runs whole on one rank)");
+  PipelineSchedule schedule;
+  if (!parsePipelineSchedule(options.schedule, schedule))
+    throw Error("pipeline schedule '" + options.schedule + "': expected gpipe or 1f1b");
+  if (spec.entries.empty() || spec.entries[0].name != "train_step")
+    throw Error("internal error: pipeline parallelism needs the train step first");
+  MLIRContext *ctx = spec.entries[0].module->getContext();
+  MeshAttr mesh = MeshAttr::get(ctx, {StringAttr::get(ctx, "pp")}, {options.pp});
+  std::vector<EntrySpec> ranked;
+  for (EntrySpec &e : spec.entries) {
+    (*e.module)->setAttr(TccDialect::kMeshAttrName, mesh);
+    auto main = e.module->lookupSymbol<func::FuncOp>("main");
+    std::string diagnostics;
+    ScopedDiagnosticHandler handler(ctx, [&](Diagnostic &d) {
+      diagnostics += (diagnostics.empty() ? "" : "; ") + d.str();
+      return success();
+    });
+    std::optional<PipelinePlan> plan;
+    std::vector<int64_t> resultArgument(e.outputs.size(), -1);
+    if (e.name == "train_step") {
+      int64_t microBatches = 0;
+      main.walk([&](Operation *op) {
+        if (auto m = op->getAttrOfType<IntegerAttr>(TccDialect::kMicroBatchAttrName))
+          microBatches = std::max<int64_t>(microBatches, m.getInt() + 1);
+      });
+      if (microBatches < 1)
+        throw Error("internal error: the train step has no micro-batches to pipeline");
+      auto built = PipelinePlan::build(main, options.pp, microBatches, schedule);
+      if (failed(built))
+        throw Error("pipelining the train step: " + diagnostics);
+      plan = std::move(*built);
+      if (notes)
+        notes->insert(notes->end(), plan->decisions().begin(), plan->decisions().end());
+      // Which argument holds the state each result updates, and which stage updates it.
+      std::map<int64_t, int64_t> argOfState;
+      for (auto [i, b] : llvm::enumerate(e.inputs))
+        if (b.role == BindingRole::State)
+          argOfState[b.state] = static_cast<int64_t>(i);
+      for (auto [i, b] : llvm::enumerate(e.outputs))
+        if (b.role == BindingRole::State) {
+          resultArgument[i] = argOfState.count(b.state) ? argOfState[b.state] : -1;
+          spec.state[b.state].pipelineStage = plan->resultStages()[i];
+        }
+    }
+    for (int64_t r = 0; r < options.pp; ++r) {
+      OwningOpRef<ModuleOp> module = ModuleOp::create(main.getLoc());
+      (*module)->setAttr(TccDialect::kMeshAttrName, mesh);
+      func::FuncOp local;
+      if (plan) {
+        local = plan->partition(r, "main_stage" + std::to_string(r), resultArgument);
+        local->remove();
+      } else {
+        // The other entries (eval) run whole on every rank, on the parameters as the stage
+        // updating each holds them (the others' copies are as loaded).
+        local = cast<func::FuncOp>(main->clone());
+        OpBuilder b = OpBuilder::atBlockBegin(&local.getBody().front());
+        for (auto [i, bind] : llvm::enumerate(e.inputs)) {
+          int64_t stage = bind.role == BindingRole::State ? spec.state[bind.state].pipelineStage : -1;
+          BlockArgument arg = local.getArgument(i);
+          if (stage < 0 || arg.use_empty())
+            continue;
+          Value current = b.create<BroadcastOp>(arg.getLoc(), arg, stage, b.getStrArrayAttr({"pp"}));
+          arg.replaceAllUsesExcept(current, current.getDefiningOp());
+        }
+      }
+      module->push_back(local);
+      local.setName("main");
+      // The copies keep only the micro-batch marks (fusion keeps micro-batches apart).
+      local.walk([](Operation *op) {
+        op->removeAttr(TccDialect::kForwardIndexAttrName);
+        op->removeAttr(TccDialect::kBackwardOfAttrName);
+      });
+      EntrySpec copy;
+      copy.name = e.name;
+      copy.module = std::move(module);
+      copy.inputNames = e.inputNames;
+      copy.outputNames = e.outputNames;
+      copy.inputs = e.inputs;
+      copy.outputs = e.outputs;
+      copy.rank = r;
+      ranked.push_back(std::move(copy));
+    }
+  }
+  spec.entries = std::move(ranked);
+  spec.meshAxes = {"pp"};
+  spec.meshSizes = {options.pp};
 }
 
 } // namespace tcc

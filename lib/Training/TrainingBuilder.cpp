@@ -9,6 +9,7 @@
 #include "tcc/Training/TrainingBuilder.h"
 
 #include "tcc/Frontend/OnnxModel.h"
+#include "tcc/IR/TccDialect.h"
 #include "tcc/Interp/Interpreter.h"
 #include "tcc/Passes/Autodiff.h"
 #include "tcc/Passes/Passes.h"
@@ -188,6 +189,10 @@ void checkOptions(const TrainingOptions &o) {
   require(o.epsilon > 0, "epsilon must be > 0");
   require(o.clipGradNorm >= 0 && std::isfinite(o.clipGradNorm), "clip_grad_norm must be >= 0");
   require(o.gradAccumulation >= 1, "grad accumulation must be >= 1");
+  require(o.microBatches >= 1, "micro-batches must be >= 1");
+  require(o.microBatches == 1 || o.gradAccumulation == 1,
+          "pipeline micro-batches and gradient accumulation do not combine (the micro-batches "
+          "already accumulate within each step: use more of them)");
   require(o.precision == "fp32" || o.precision == "bf16" || o.precision == "fp16",
           "precision must be fp32, bf16 or fp16");
   require(o.initialLossScale > 0 && std::isfinite(o.initialLossScale),
@@ -389,8 +394,11 @@ func::FuncOp mainOf(ModuleOp module) { return module.lookupSymbol<func::FuncOp>(
 } // namespace
 
 TrainingSpec buildTraining(MLIRContext &ctx, const onnx::ModelProto &model,
-                           const TrainingOptions &options, const ImportOptions &importOptions) {
+                           const TrainingOptions &options, const ImportOptions &importOptions,
+                           const onnx::ModelProto *microBatchModel) {
   checkOptions(options);
+  if (options.microBatches > 1 && !microBatchModel)
+    throw Error("internal error: micro-batches need the model prepared at the micro-batch size");
   const onnx::GraphProto &graph = model.graph();
   if (options.outputIndex < 0 || options.outputIndex >= graph.output_size())
     throw Error("loss output index " + std::to_string(options.outputIndex) +
@@ -415,6 +423,20 @@ TrainingSpec buildTraining(MLIRContext &ctx, const onnx::ModelProto &model,
   if (trained.empty())
     throw Error("the model has no trainable parameters (every selected floating-point "
                 "initializer is needed at compile time)");
+  // Pipeline micro-batches: the forward at the micro-batch size, once per micro-batch (each
+  // continues Dropout's counters where the previous one stops).
+  std::vector<ImportedModel> micro;
+  for (int64_t mb = 0; options.microBatches > 1 && mb < options.microBatches; ++mb) {
+    ImportOptions microImport = trainImport;
+    microImport.microBatch = mb;
+    micro.push_back(importOnnxModel(ctx, *microBatchModel, microImport));
+    recognizeAttention(mainOf(*micro.back().module));
+    foldBatchesIntoRows(mainOf(*micro.back().module));
+    autocastForward(*micro.back().module, options.precision);
+    if (micro.back().parameterIndices != train.parameterIndices ||
+        micro.back().bufferIndices != train.bufferIndices)
+      throw Error("internal error: a micro-batch's parameters differ from the train step's");
+  }
   ImportOptions evalImport = trainImport;
   evalImport.training = false;
   evalImport.parameterInitializers.clear();
@@ -533,10 +555,51 @@ TrainingSpec buildTraining(MLIRContext &ctx, const onnx::ModelProto &model,
     SmallVector<Value> grads, buffersNext;
   };
   auto trainForward = [&](MainBuilder &m, size_t data, int64_t key, Value lossScale) {
-    SmallVector<Value> outputs = forward(m, train, data, key);
     CoreBuilder b(m.builder, NameLoc::get(StringAttr::get(&ctx, "loss")));
     Step step;
-    step.loss = buildLoss(b, options, outputs[options.outputIndex], m.arg(data + numInputs)).mean;
+    SmallVector<Value> outputs;
+    if (micro.empty()) {
+      outputs = forward(m, train, data, key);
+      step.loss = buildLoss(b, options, outputs[options.outputIndex], m.arg(data + numInputs)).mean;
+    } else {
+      // Micro-batch mb: rows [mb * rows, (mb + 1) * rows) of the first input and the labels,
+      // the buffers as the previous micro-batch left them.
+      auto rowsOf = [&](Value x, int64_t mb) {
+        int64_t rows = CoreBuilder::shapeOf(x)[0] / options.microBatches;
+        return b.sliceDim(x, 0, mb * rows, (mb + 1) * rows);
+      };
+      Block *block = m.builder.getInsertionBlock();
+      SmallVector<Value> buffers, losses;
+      for (size_t i = 0; i < numBuffers; ++i)
+        buffers.push_back(m.arg(numParams + i));
+      for (int64_t mb = 0; mb < options.microBatches; ++mb) {
+        Operation *before = block->empty() ? nullptr : &block->back();
+        SmallVector<Value> args;
+        for (size_t i = 0; i < numInputs; ++i)
+          args.push_back(i == 0 ? rowsOf(m.arg(data), mb) : m.arg(data + i));
+        for (size_t p = 0; p < numParams; ++p)
+          args.push_back(m.arg(p));
+        args.append(buffers);
+        if (micro[mb].rngKeyArgument >= 0)
+          args.push_back(m.arg(key));
+        outputs = inlineMain(m.builder, *micro[mb].module, args);
+        Value labels = rowsOf(m.arg(data + numInputs), mb);
+        losses.push_back(buildLoss(b, options, outputs[options.outputIndex], labels).mean);
+        buffers.assign(outputs.begin() + numOutputs, outputs.end());
+        int64_t index = 0;
+        for (Operation *op = before ? before->getNextNode() : &block->front(); op;
+             op = op->getNextNode()) {
+          op->setAttr(TccDialect::kMicroBatchAttrName, m.builder.getI64IntegerAttr(mb));
+          op->setAttr(TccDialect::kForwardIndexAttrName, m.builder.getI64IntegerAttr(index++));
+        }
+      }
+      Value total = losses[0];
+      for (size_t k = 1; k < losses.size(); ++k)
+        total = b.add(total, losses[k]);
+      step.loss = b.div(total, b.scalarLike(total, (double)options.microBatches));
+      outputs.resize(numOutputs);
+      outputs.append(buffers);
+    }
     SmallVector<Value> params;
     for (size_t p = 0; p < numParams; ++p)
       params.push_back(m.arg(p));

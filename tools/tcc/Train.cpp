@@ -140,8 +140,19 @@ void shardTraining(TrainingSpec &spec, const TrainingArgs &args,
                    std::vector<CompileReport::Distributed::Collectives> &collectives) {
   ParallelOptions parallel = parseMesh(args.mesh);
   parallel.zero = args.zero;
+  parallel.schedule = args.pipelineSchedule;
   if (!args.shardingFile.empty())
     parallel.overrides = readShardingFile(args.shardingFile);
+  if (parallel.pp > 1) {
+    std::vector<std::string> notes;
+    pipelineTraining(spec, parallel, &notes);
+    if (args.explainSharding) {
+      std::cerr << "pipeline: " << parallel.str() << "\n";
+      for (const std::string &n : notes)
+        std::cerr << "  " << n << "\n";
+    }
+    return;
+  }
   if (parallel.zero && parallel.dp < 2)
     throw Error("--zero " + std::to_string(parallel.zero) + " splits state over the data-parallel "
                 "ranks: give --mesh dp=N with N >= 2");
@@ -226,10 +237,27 @@ CompiledModel compileTrainingModel(const std::string &path, const TrainingArgs &
     }
     prepare.inputShapes[in.name] = shape;
   }
+  // Pipeline stages: the train step runs the model once per micro-batch, so it is prepared at
+  // the micro-batch size too.
+  int64_t stages = args.mesh.empty() ? 1 : parseMesh(args.mesh).pp;
+  if (args.microBatches && stages < 2)
+    throw Error("--micro-batches applies to pipeline parallelism: give --mesh pp=N");
+  options.microBatches = stages > 1 ? (args.microBatches ? args.microBatches : stages) : 1;
+  std::optional<onnx::ModelProto> microModel;
+  if (options.microBatches > 1) {
+    if (args.batchSize % options.microBatches)
+      throw Error("--batch-size " + std::to_string(args.batchSize) + " does not split into " +
+                  std::to_string(options.microBatches) + " micro-batches");
+    microModel = model;
+    PrepareOptions micro = prepare;
+    micro.inputShapes[inputs[0].name][0] = args.batchSize / options.microBatches;
+    prepareOnnxModel(*microModel, micro);
+  }
   prepareOnnxModel(model, prepare);
   mlir::MLIRContext context;
   context.disableMultithreading();
-  TrainingSpec spec = buildTraining(context, model, options);
+  TrainingSpec spec =
+      buildTraining(context, model, options, {}, microModel ? &*microModel : nullptr);
   std::vector<CompileReport::Distributed::Collectives> collectives;
   if (args.mesh.empty() && (!args.shardingFile.empty() || args.zero))
     throw Error(std::string(args.zero ? "--zero" : "--sharding-file") +

@@ -35,6 +35,8 @@ struct TrainingArgs {
   int zero = 0;          // --zero 1|2|3
   double bucketMb = 25;  // --bucket-mb
   std::string shardingFile; // --sharding-file
+  int64_t microBatches = 0;  // --micro-batches (pipeline; 0: as many as stages)
+  std::string pipelineSchedule = "1f1b"; // --pipeline-schedule gpipe|1f1b
   bool explainSharding = false;
   /// The options above that were given on the command line ("--loss", "--momentum", ...):
   /// with an artifact none may be, and optimizer-specific ones must fit the optimizer.

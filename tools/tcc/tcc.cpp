@@ -249,9 +249,20 @@ void addTrainingArgs(CLI::App *cmd, TrainingCli &cli) {
       "--freeze");
   add(cmd->add_option("--mesh", a.mesh,
                       "distributed training: mesh axes dp=N (data parallel: the batch split over "
-                      "N ranks) and tp=M (Megatron tensor parallelism), e.g. dp=2,tp=2; the "
-                      "artifact holds one program per rank and runs under mpirun"),
+                      "N ranks) and tp=M (Megatron tensor parallelism), e.g. dp=2,tp=2, or pp=S "
+                      "alone (pipeline stages); the artifact holds one program per rank and runs "
+                      "under mpirun"),
       "--mesh");
+  add(cmd->add_option("--micro-batches", a.microBatches,
+                      "with a pp axis: the batch's micro-batches, pipelined through the stages "
+                      "(default: as many as stages; more shrink the pipeline's idle bubble)")
+          ->check(CLI::PositiveNumber),
+      "--micro-batches");
+  add(cmd->add_option("--pipeline-schedule", a.pipelineSchedule,
+                      "with a pp axis: gpipe (every forward, then every backward) or 1f1b (one "
+                      "forward, one backward: fewer activations alive)")
+          ->check(CLI::IsMember({"gpipe", "1f1b"})),
+      "--pipeline-schedule");
   add(cmd->add_option("--zero", a.zero,
                       "with a dp axis: ZeRO stage 1 (optimizer state split over dp), 2 (+ gradient "
                       "accumulators) or 3 (+ parameters, gathered where used)")

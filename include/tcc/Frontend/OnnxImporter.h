@@ -45,6 +45,11 @@ struct ImportOptions {
   /// BatchNormalization normalizes with the batch's statistics and moves its running statistics
   /// (when they are buffers) towards them with the node's momentum, as ONNX's training mode.
   bool training = false;
+  /// Training mode, for a forward that computes micro-batch `microBatch` of a batch split along
+  /// the leading dim (pipeline parallelism): Dropout's counters continue where the previous
+  /// micro-batches' stop (element i of this micro-batch's input is element microBatch * size + i
+  /// of the whole batch's), so the micro-batches drop what the whole batch would.
+  int64_t microBatch = 0;
 };
 
 struct ImportedModel {

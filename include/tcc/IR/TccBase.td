@@ -36,6 +36,12 @@ def Tcc_Dialect : Dialect {
     /// The i64 attribute on a micro-batched training step's forward and loss ops: which
     /// micro-batch they compute (tcc/Passes/Pipeline.h cuts them into pipeline stages).
     static constexpr ::llvm::StringLiteral kMicroBatchAttrName = "tcc.micro_batch";
+    /// The i64 attribute on those forward ops: their place in their micro-batch's forward (the
+    /// same for every micro-batch).
+    static constexpr ::llvm::StringLiteral kForwardIndexAttrName = "tcc.forward_index";
+    /// The i64 attribute autodiff sets on the ops of a vector-Jacobian product of an op with a
+    /// forward index: that index (they also get its micro-batch).
+    static constexpr ::llvm::StringLiteral kBackwardOfAttrName = "tcc.backward_of";
   private:
     void registerAttributes(); // lib/IR/TccDistributed.cpp
   public:

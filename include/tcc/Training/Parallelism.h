@@ -20,18 +20,22 @@ namespace tcc {
 struct ParallelOptions {
   int64_t dp = 1; // data-parallel ranks: the batch is split over them
   int64_t tp = 1; // tensor-parallel ranks: Megatron pairs of weights are split over them
+  int64_t pp = 1; // pipeline stages (tcc/Passes/Pipeline.h): the train step's micro-batches
+                  // flow through them; the step must be built with micro-batches
+  std::string schedule = "1f1b"; // pipeline schedule: gpipe or 1f1b
   int64_t bucketBytes = 25 << 20; // gradient buckets (one all_reduce each), PyTorch DDP's size
   int zero = 0;   // 0: state replicated; 1: optimizer state, 2: + gradient accumulators,
                   // 3: + parameters split over dp (gathered where used)
   /// Per-parameter shardings that override the presets (--sharding-file): parameter name ->
   /// per dim the mesh axes splitting it. Its optimizer state and accumulators follow it.
   std::map<std::string, std::vector<std::vector<std::string>>> overrides;
-  bool enabled() const { return dp > 1 || tp > 1; }
+  bool enabled() const { return dp > 1 || tp > 1 || pp > 1; }
   /// "dp=2,tp=2", "dp=4 zero=3".
   std::string str() const;
 };
 
-/// Parses "dp=2", "tp=2", "dp=2,tp=2" (axes in any order, each at most once). Throws tcc::Error.
+/// Parses "dp=2", "tp=2", "pp=2", "dp=2,tp=2" (axes in any order, each at most once). Throws
+/// tcc::Error.
 ParallelOptions parseMesh(const std::string &text);
 
 /// Reads a sharding file: a JSON object mapping parameter names to per-dim lists of mesh axes,
@@ -46,6 +50,13 @@ std::map<std::string, std::vector<std::vector<std::string>>> readShardingFile(co
 /// (it does not divide) and per tensor-parallel pair found.
 void annotateParallelism(TrainingSpec &spec, const ParallelOptions &options,
                          std::vector<std::string> *notes = nullptr);
+
+/// Pipeline parallelism (options.pp > 1, alone on the mesh): train_step (built with
+/// micro-batches) becomes one program per stage (tcc/Passes/Pipeline.h, options.schedule);
+/// every other entry runs whole on every rank. Each state tensor records the stage that updates
+/// it (StateSpec::pipelineStage). `notes` receives the plan's decisions. Throws tcc::Error.
+void pipelineTraining(TrainingSpec &spec, const ParallelOptions &options,
+                      std::vector<std::string> *notes = nullptr);
 
 /// Shards an annotated spec: each entry becomes one program per rank (EntrySpec::rank), the
 /// state records its splits, the spec its mesh. `report` (optional) gets each entry's

@@ -41,6 +41,13 @@ struct TrainingOptions {
   double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8; // Adam, AdamW (PyTorch's formulas)
   double clipGradNorm = 0; // > 0: scale gradients so their global L2 norm is at most this
   int64_t gradAccumulation = 1; // micro-batches per optimizer update (gradients averaged)
+  /// Pipeline parallelism: train_step computes its batch as this many micro-batches (the
+  /// leading dim of the first input and of the labels split in equal parts), each forward and
+  /// loss op tagged with its micro-batch (TccDialect::kMicroBatchAttrName); the loss is their
+  /// mean, so the gradients are the whole batch's. BatchNormalization's statistics are each
+  /// micro-batch's (its running statistics move once per micro-batch, in order), as in
+  /// PyTorch's pipelines. buildTraining then needs the model prepared at the micro-batch size.
+  int64_t microBatches = 1;
 
   /// Initializers to train; empty: every floating-point initializer. Names that are not
   /// floating-point initializers are an error. BatchNormalization's running statistics are
@@ -65,8 +72,11 @@ struct TrainingOptions {
 /// `model` is prepared (prepareOnnxModel: static input shapes, shape inference). Throws
 /// tcc::Error naming the node and op when the model cannot be trained (an op without a
 /// gradient on the path from a parameter to the loss, a loss/output shape mismatch, ...).
+/// `microBatchModel`: with options.microBatches > 1, the same model prepared with the batch
+/// divided by microBatches (train_step's forward runs it once per micro-batch).
 TrainingSpec buildTraining(mlir::MLIRContext &ctx, const onnx::ModelProto &model,
-                           const TrainingOptions &options, const ImportOptions &importOptions = {});
+                           const TrainingOptions &options, const ImportOptions &importOptions = {},
+                           const onnx::ModelProto *microBatchModel = nullptr);
 
 /// What `tcc grad` runs: imports `model` (with `options`, whose parameterInitializers are
 /// replaced by every floating-point initializer) and rewrites @main into

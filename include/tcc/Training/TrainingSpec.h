@@ -42,6 +42,10 @@ struct StateSpec {
   /// Distributed training: per dim, the mesh axes splitting it (empty: whole); each rank holds
   /// its block (tcc.sharding semantics). Empty: whole on every rank.
   std::vector<std::vector<int>> splits;
+  /// Pipeline parallelism: the stage (coordinate on the mesh axis pp) whose program updates it;
+  /// the other stages keep their copy as loaded (checkpoints take the updating stage's). -1:
+  /// every rank updates it.
+  int64_t pipelineStage = -1;
 };
 
 /// Same numbering as artifact.fbs BindingRole.

@@ -50,14 +50,14 @@
 
 module attributes {tcc.mesh = #tcc.mesh<pp = 2>} {
 func.func @main(%x: tensor<4x8xf32>, %w1: tensor<8x8xf32>, %w2: tensor<8x8xf32>) -> (tensor<2x8xf32>, tensor<f32>) {
-  %x0 = tcc.slice %x start = [0, 0] limit = [2, 8] stride = [1, 1] {tcc.micro_batch = 0 : i64} : tensor<4x8xf32> -> tensor<2x8xf32>
-  %h0 = tcc.matmul %x0, %w1 {tcc.micro_batch = 0 : i64} : tensor<2x8xf32>, tensor<8x8xf32> -> tensor<2x8xf32>
-  %y0 = tcc.matmul %h0, %w2 {tcc.micro_batch = 0 : i64} : tensor<2x8xf32>, tensor<8x8xf32> -> tensor<2x8xf32>
-  %l0 = tcc.reduce sum %y0 dims = [0, 1] {tcc.micro_batch = 0 : i64} : tensor<2x8xf32> -> tensor<f32>
-  %x1 = tcc.slice %x start = [2, 0] limit = [4, 8] stride = [1, 1] {tcc.micro_batch = 1 : i64} : tensor<4x8xf32> -> tensor<2x8xf32>
-  %h1 = tcc.matmul %x1, %w1 {tcc.micro_batch = 1 : i64} : tensor<2x8xf32>, tensor<8x8xf32> -> tensor<2x8xf32>
-  %y1 = tcc.matmul %h1, %w2 {tcc.micro_batch = 1 : i64} : tensor<2x8xf32>, tensor<8x8xf32> -> tensor<2x8xf32>
-  %l1 = tcc.reduce sum %y1 dims = [0, 1] {tcc.micro_batch = 1 : i64} : tensor<2x8xf32> -> tensor<f32>
+  %x0 = tcc.slice %x start = [0, 0] limit = [2, 8] stride = [1, 1] {tcc.micro_batch = 0 : i64, tcc.forward_index = 0 : i64} : tensor<4x8xf32> -> tensor<2x8xf32>
+  %h0 = tcc.matmul %x0, %w1 {tcc.micro_batch = 0 : i64, tcc.forward_index = 1 : i64} : tensor<2x8xf32>, tensor<8x8xf32> -> tensor<2x8xf32>
+  %y0 = tcc.matmul %h0, %w2 {tcc.micro_batch = 0 : i64, tcc.forward_index = 2 : i64} : tensor<2x8xf32>, tensor<8x8xf32> -> tensor<2x8xf32>
+  %l0 = tcc.reduce sum %y0 dims = [0, 1] {tcc.micro_batch = 0 : i64, tcc.forward_index = 3 : i64} : tensor<2x8xf32> -> tensor<f32>
+  %x1 = tcc.slice %x start = [2, 0] limit = [4, 8] stride = [1, 1] {tcc.micro_batch = 1 : i64, tcc.forward_index = 0 : i64} : tensor<4x8xf32> -> tensor<2x8xf32>
+  %h1 = tcc.matmul %x1, %w1 {tcc.micro_batch = 1 : i64, tcc.forward_index = 1 : i64} : tensor<2x8xf32>, tensor<8x8xf32> -> tensor<2x8xf32>
+  %y1 = tcc.matmul %h1, %w2 {tcc.micro_batch = 1 : i64, tcc.forward_index = 2 : i64} : tensor<2x8xf32>, tensor<8x8xf32> -> tensor<2x8xf32>
+  %l1 = tcc.reduce sum %y1 dims = [0, 1] {tcc.micro_batch = 1 : i64, tcc.forward_index = 3 : i64} : tensor<2x8xf32> -> tensor<f32>
   %l = tcc.binary add %l0, %l1 : tensor<f32>
   %d0 = tcc.binary mul %y0, %y0 : tensor<2x8xf32>
   %e0 = tcc.matmul %d0, %w2 : tensor<2x8xf32>, tensor<8x8xf32> -> tensor<2x8xf32>
