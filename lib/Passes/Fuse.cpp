@@ -190,6 +190,21 @@ enum class Status { Dead, Constant, Inline, Absorbed, View, Root, LibraryEpilogu
 /// in the root matmul's epilogue.
 bool computedByGroup(Status s) { return s == Status::Root || s == Status::LibraryEpilogue; }
 
+/// Pipeline stages: whether `op` may be computed in a kernel of `root`'s. Each micro-batch's work
+/// keeps its place in the stage's schedule: an op of one micro-batch (or one reading several,
+/// such as a sum of their gradients) joins no kernel of another, where it would hold that
+/// kernel back until its own inputs arrive from the next stage. Unmarked ops of unmarked inputs
+/// (the step's scalar prologue) join anything. Without micro-batches nothing is marked.
+bool mayJoin(Operation *op, Operation *root) {
+  Attribute mine = op->getAttr(TccDialect::kMicroBatchAttrName);
+  if (mine == root->getAttr(TccDialect::kMicroBatchAttrName))
+    return true;
+  return !mine && llvm::none_of(op->getOperands(), [](Value v) {
+    Operation *d = v.getDefiningOp();
+    return d && d->hasAttr(TccDialect::kMicroBatchAttrName);
+  });
+}
+
 struct Group {
   int id = 0;
   bool alive = true;
@@ -339,7 +354,8 @@ void FusionPolicy::decideLibraryEpilogues() {
       continue;
     // Any pointwise op of the function can join the matmul's group.
     GemmEpilogue ep = matchGemmEpilogue(matmul, target_, [&](Operation *o) {
-      return o->getBlock() == block && classify(o, target_) == OpClass::Pointwise && !status_.count(o);
+      return o->getBlock() == block && classify(o, target_) == OpClass::Pointwise &&
+             !status_.count(o) && mayJoin(o, matmul);
     });
     Type elementType = tensorType(matmul.getResult()).getElementType();
     StringRef library = gemmEpilogueSupport(target_, elementType).library;
@@ -411,6 +427,8 @@ void FusionPolicy::decide() {
             std::to_string(cost) + " ops)";
     else if (repeated && cost > kOpsRecomputedPerRead)
       why = "read many times per element by a windowed consumer and too costly to recompute";
+    else if (llvm::any_of(roots, [&](Operation *r) { return !mayJoin(op, r); }))
+      why = "a pipeline stage runs it in another micro-batch's place than a consumer's";
     if (why.empty()) {
       status_[op] = Status::Inline;
       consumerRoots_[op] = SmallVector<Operation *, 2>(roots.begin(), roots.end());

@@ -332,6 +332,12 @@ func::FuncOp PipelinePlan::partition(int64_t stage, llvm::StringRef name,
     Operation *copy = b.clone(*op, map);
     copy->removeAttr(TccDialect::kForwardIndexAttrName);
     copy->removeAttr(TccDialect::kBackwardOfAttrName);
+    // From here on the mark names the op's place in the schedule (2m: the forward of
+    // micro-batch m, 2m+1: its backward), which fusion keeps apart.
+    if (int64_t group = group_.lookup(op); group >= 0)
+      copy->setAttr(TccDialect::kMicroBatchAttrName, b.getI64IntegerAttr(group));
+    else
+      copy->removeAttr(TccDialect::kMicroBatchAttrName);
     // Sent right away to every other stage that reads it.
     for (auto [r, local] : llvm::zip(op->getResults(), copy->getResults())) {
       if (!tag_.count(r))

@@ -9,9 +9,12 @@ import sys
 sys.path.insert(0, os.path.dirname(__file__))
 from common import arguments, check_prerequisites, compile_training, train  # noqa: E402
 
-STRATEGIES = [  # (mesh, zero, ranks)
-    ("dp=2", 0, 2), ("dp=4", 0, 4), ("dp=2", 1, 2), ("dp=2", 2, 2), ("dp=2", 3, 2),
-    ("tp=2", 0, 2), ("dp=2,tp=2", 0, 4), ("dp=2,tp=2", 3, 4),
+STRATEGIES = [  # (mesh, zero, ranks, more compile options)
+    ("dp=2", 0, 2, []), ("dp=4", 0, 4, []), ("dp=2", 1, 2, []), ("dp=2", 2, 2, []),
+    ("dp=2", 3, 2, []), ("tp=2", 0, 2, []), ("dp=2,tp=2", 0, 4, []), ("dp=2,tp=2", 3, 4, []),
+    # Pipeline stages: 2 stages, 4 micro-batches, both schedules.
+    ("pp=2", 0, 2, ["--micro-batches", "4"]),
+    ("pp=2", 0, 2, ["--micro-batches", "4", "--pipeline-schedule", "gpipe"]),
 ]
 
 
@@ -31,21 +34,22 @@ def main():
     reference = train(a.tcc, w("single.tcc"), a.data, a.steps, w("single.json"), lr=a.lr)
     failures = []
     print(f"{'strategy':<22} {'ranks':>5} {'max rel. loss diff':>20}")
-    strategies = [(m, z, r, None) for m, z, r in STRATEGIES]
+    strategies = list(STRATEGIES)
     if a.sharding_file:
-        strategies.append(("dp=2", 0, 2, a.sharding_file))
-    for mesh, zero, ranks, overrides in strategies:
+        strategies.append(("dp=2", 0, 2, ["--sharding-file", a.sharding_file]))
+    for mesh, zero, ranks, more in strategies:
         name = (mesh.replace("=", "").replace(",", "_") + (f"_zero{zero}" if zero else "") +
-                ("_file" if overrides else ""))
-        compile_training(a.tcc, a.model, w(name + ".tcc"), a.batch, mesh, zero,
-                         ["--sharding-file", overrides] if overrides else [])
+                "".join("_" + os.path.basename(m).split(".")[0] for m in more if not m.startswith("--")))
+        compile_training(a.tcc, a.model, w(name + ".tcc"), a.batch, mesh, zero, more)
         losses = train(a.tcc, w(name + ".tcc"), a.data, a.steps, w(name + ".json"), nproc=ranks,
                        lr=a.lr)
         if len(losses) != len(reference):
             failures.append(f"{name}: {len(losses)} losses, expected {len(reference)}")
             continue
         worst = max(abs(x - y) / max(abs(y), 1e-30) for x, y in zip(losses, reference))
-        label = mesh + (f" zero {zero}" if zero else "") + (" +file" if overrides else "")
+        label = (mesh + (f" zero {zero}" if zero else "") +
+                 ("".join(" " + m for m in more if not m.startswith("--") and not m.endswith(".json")) or
+                  (" +file" if more else "")))
         print(f"{label:<22} {ranks:>5} {worst:>20.3g}")
         if worst > a.tolerance:
             failures.append(f"{label}: losses differ by {worst:.3g} relative (> {a.tolerance})")

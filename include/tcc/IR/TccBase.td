@@ -34,7 +34,9 @@ def Tcc_Dialect : Dialect {
     /// channels-last values (the layout copies the report counts).
     static constexpr ::llvm::StringLiteral kLayoutCopyAttrName = "tcc.layout";
     /// The i64 attribute on a micro-batched training step's forward and loss ops: which
-    /// micro-batch they compute (tcc/Passes/Pipeline.h cuts them into pipeline stages).
+    /// micro-batch they compute (tcc/Passes/Pipeline.h cuts them into pipeline stages). In a
+    /// stage's program, an op's place in the stage's schedule (2m: the forward of micro-batch m,
+    /// 2m+1: its backward), which fusion keeps apart.
     static constexpr ::llvm::StringLiteral kMicroBatchAttrName = "tcc.micro_batch";
     /// The i64 attribute on those forward ops: their place in their micro-batch's forward (the
     /// same for every micro-batch).
