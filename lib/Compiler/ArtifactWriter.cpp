@@ -543,7 +543,7 @@ std::vector<uint8_t> writeTrainingArtifact(const TrainingSpec &spec,
     state.push_back(fb::CreateStateTensor(
         fbb, name, static_cast<fb::StateKind>(static_cast<uint8_t>(s.kind)),
         static_cast<fb::DType>(static_cast<uint8_t>(t.dtype())), shape, offset,
-        s.initializerIndex, splits));
+        s.initializerIndex, splits, s.pipelineStage));
   }
 
   auto bindings = [&](const std::vector<Binding> &list) {

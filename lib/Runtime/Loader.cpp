@@ -894,6 +894,14 @@ void Program::decodeTraining(const fb::Training *t, const uint8_t *base) {
                     training->meshSizes, training->rank, d.ownedInitial.data());
         d.initial = d.ownedInitial.data();
       }
+      d.pipelineStage = st->pipeline_stage();
+      if (d.pipelineStage >= 0) {
+        auto pp = std::find(training->meshAxes.begin(), training->meshAxes.end(), "pp");
+        if (pp == training->meshAxes.end() ||
+            d.pipelineStage >= training->meshSizes[pp - training->meshAxes.begin()])
+          throw Error(what + ": pipeline stage " + std::to_string(d.pipelineStage) +
+                      " is not on the mesh's pp axis");
+      }
       training->state.push_back(std::move(d));
     }
 

@@ -263,6 +263,7 @@ struct StateDesc {
   std::vector<int64_t> globalShape; // the whole tensor's shape
   std::vector<std::vector<uint8_t>> splits; // per dim, the mesh axes splitting it
   std::vector<uint8_t> ownedInitial;        // this rank's block of a split tensor
+  int64_t pipelineStage = -1;               // pp coordinate of the ranks updating it (-1: all)
 };
 
 /// An entry point. The loader has checked the bindings against the program: one per input and

@@ -5,6 +5,7 @@
 #include "DType.h"
 #include "HostMemory.h"
 #include "tcc/Runtime/checkpoint_generated.h"
+#include "tcc/Support/MeshGeometry.h"
 
 #include <cerrno>
 #include <cstring>
@@ -271,18 +272,29 @@ void Trainer::save(const std::string &path, const void *userData, size_t userSiz
   int world = training_.worldSize, rank = training_.rank;
   // `blocks`: this rank's data with its place in the whole tensors; else (the manifest) names,
   // dtypes and whole shapes only.
+  // Pipeline stages: this rank's coordinate on the pp axis (its shard holds only the state its
+  // program updates; the other stages' copies are as loaded).
+  int64_t stage = -1;
+  auto pp = std::find(training_.meshAxes.begin(), training_.meshAxes.end(), "pp");
+  if (pp != training_.meshAxes.end())
+    stage = tcc::mesh::coordinates(training_.meshSizes, rank)[pp - training_.meshAxes.begin()];
   auto serialize = [&](bool blocks, const std::vector<std::string> &shards) {
     flatbuffers::FlatBufferBuilder fbb(1 << 16);
     std::vector<flatbuffers::Offset<ck::StateTensor>> state;
     for (size_t i = 0; i < training_.state.size(); ++i) {
       const StateDesc &sd = training_.state[i];
       const TensorDesc &t = sd.tensor;
+      // A tensor another pipeline stage updates: an empty block (that stage's shard has it).
+      bool notMine = blocks && world > 1 && sd.pipelineStage >= 0 && sd.pipelineStage != stage;
       auto name = fbb.CreateString(t.name);
-      auto shape = fbb.CreateVector(blocks ? t.shape : sd.globalShape);
+      auto shape = fbb.CreateVector(notMine  ? std::vector<int64_t>(t.shape.size(), 0)
+                                    : blocks ? t.shape
+                                             : sd.globalShape);
       flatbuffers::Offset<flatbuffers::Vector<uint8_t>> data;
       if (blocks) {
-        fbb.ForceVectorAlignment(t.bytes, 1, 64);
-        data = fbb.CreateVector(static_cast<const uint8_t *>(current_[i]), t.bytes);
+        size_t bytes = notMine ? 0 : t.bytes;
+        fbb.ForceVectorAlignment(bytes, 1, 64);
+        data = fbb.CreateVector(static_cast<const uint8_t *>(current_[i]), bytes);
       }
       flatbuffers::Offset<flatbuffers::Vector<int64_t>> global, offset;
       if (blocks && world > 1) {

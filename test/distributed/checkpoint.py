@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Sharded checkpoints: a dp=2 run checkpointed half-way resumes on dp=1, dp=4 and dp=2 with
-ZeRO-3 (resharded on load) with the losses of an uninterrupted single-process run; and the
-weights of a distributed run (ZeRO-3, its checkpoint resumed in one process and saved as ONNX)
-equal the single-process run's."""
+"""Sharded checkpoints: a dp=2 run checkpointed half-way resumes on dp=1, dp=4, dp=2 with ZeRO-3
+(resharded on load) and 2 pipeline stages, and a pipelined run's checkpoint in one process, with
+the losses of an uninterrupted single-process run; and the weights of distributed runs (ZeRO-3,
+pipeline stages: their checkpoints resumed in one process and saved as ONNX) equal the
+single-process run's."""
 import os
 import sys
 
@@ -37,38 +38,62 @@ def main():
     compile_training(a.tcc, a.model, w("dp2.tcc"), 64, "dp=2")
     ck = w("ck")
     train(a.tcc, w("dp2.tcc"), a.data, half, w("first.json"), nproc=2, extra=["--checkpoint", ck])
-    for name, mesh, zero, ranks in [("dp1", None, 0, 0), ("dp4", "dp=4", 0, 4),
-                                    ("dp2zero3", "dp=2", 3, 2)]:
-        compile_training(a.tcc, a.model, w(name + ".tcc"), 64, mesh, zero)
+    pipeline = ["--micro-batches", "4"]
+    compile_training(a.tcc, a.model, w("pp2.tcc"), 64, "pp=2", 0, pipeline)
+    ckp = w("ckp")
+    train(a.tcc, w("pp2.tcc"), a.data, half, w("pp-first.json"), nproc=2, extra=["--checkpoint", ckp])
+    for source, name, mesh, zero, ranks, more in [
+            (ck, "dp1", None, 0, 0, []), (ck, "dp4", "dp=4", 0, 4, []),
+            (ck, "dp2zero3", "dp=2", 3, 2, []), (ck, "pp2", "pp=2", 0, 2, pipeline),
+            (ckp, "dp1", None, 0, 0, [])]:
+        compile_training(a.tcc, a.model, w(name + ".tcc"), 64, mesh, zero, more)
         losses = train(a.tcc, w(name + ".tcc"), a.data, a.steps, w(name + ".json"), nproc=ranks,
-                       extra=["--resume", ck])
+                       extra=["--resume", source])
         worst = max_rel(losses, reference)
-        print(f"dp=2 checkpoint at step {half} resumed as {name}: losses differ by {worst:.3g}")
+        saved = "dp=2" if source == ck else "pp=2"
+        print(f"{saved} checkpoint at step {half} resumed as {name}: losses differ by {worst:.3g}")
         if len(losses) != len(reference) or worst > a.tolerance:
-            failures.append(f"resumed as {name}: {len(losses)} losses, differ by {worst:.3g}")
+            failures.append(f"{saved} resumed as {name}: {len(losses)} losses, differ by {worst:.3g}")
 
-    # Weights: ZeRO-3 for all the steps, its checkpoint resumed in one process and saved.
+    # Weights: ZeRO-3 (Adam) and pipeline stages (SGD: the micro-batches sum each gradient in
+    # another order, and Adam's division by sqrt(v) turns the last-bit differences of
+    # near-zero gradients into 1e-4-sized ones; SGD shows the weights themselves agree) for all
+    # the steps, their checkpoints resumed in one process and saved.
+    def weights(path):
+        return {t.name: numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer}
+
+    def save(out, optimizer, extra, lr):
+        r = run([a.tcc, "train", a.model, "--batch-size", "64", "--data", a.data, "--lr", lr,
+                 "--optimizer", optimizer, "--max-steps", str(a.steps), "--no-shuffle",
+                 "--threads", "1", "--save-model", out, *extra], capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit(f"training failed: {r.stderr}")
+
     compile_training(a.tcc, a.model, w("zero3.tcc"), 64, "dp=2", 3)
     train(a.tcc, w("zero3.tcc"), a.data, a.steps, w("zero3.json"), nproc=2,
           extra=["--checkpoint", w("ck3")])
-    for out, extra in [(w("single.onnx"), []), (w("zero3.onnx"), ["--resume", w("ck3")])]:
-        r = run([a.tcc, "train", a.model, "--batch-size", "64", "--data", a.data, "--lr", "1e-3",
-                 "--max-steps", str(a.steps), "--no-shuffle", "--threads", "1", "--save-model",
-                 out, *extra], capture_output=True, text=True)
-        if r.returncode != 0:
-            sys.exit(f"training failed: {r.stderr}")
-    single = {t.name: numpy_helper.to_array(t) for t in onnx.load(w("single.onnx")).graph.initializer}
-    zero3 = {t.name: numpy_helper.to_array(t) for t in onnx.load(w("zero3.onnx")).graph.initializer}
-    worst = 0.0
-    for name, ref in single.items():
-        if ref.dtype.kind != "f":
-            continue
-        scale = max(float(numpy.abs(ref).max()), 1e-30)
-        worst = max(worst, float(numpy.abs(zero3[name] - ref).max()) / scale)
-    print(f"weights after {a.steps} steps, ZeRO-3 on 2 ranks vs one process: max diff {worst:.3g} "
-          "of each tensor's largest magnitude")
-    if worst > a.tolerance:
-        failures.append(f"ZeRO-3 weights differ by {worst:.3g}")
+    compile_training(a.tcc, a.model, w("pp2-sgd.tcc"), 64, "pp=2", 0,
+                     pipeline + ["--optimizer", "sgd"])
+    train(a.tcc, w("pp2-sgd.tcc"), a.data, a.steps, w("pp-sgd.json"), nproc=2, lr="0.05",
+          extra=["--checkpoint", w("ckp2")])
+    save(w("single.onnx"), "adam", [], "1e-3")
+    save(w("zero3.onnx"), "adam", ["--resume", w("ck3")], "1e-3")
+    save(w("single-sgd.onnx"), "sgd", [], "0.05")
+    save(w("pp2-sgd.onnx"), "sgd", ["--resume", w("ckp2")], "0.05")
+    for label, path, reference_path in [
+            ("ZeRO-3 on 2 ranks (Adam)", "zero3.onnx", "single.onnx"),
+            ("2 pipeline stages, 4 micro-batches (SGD)", "pp2-sgd.onnx", "single-sgd.onnx")]:
+        single, other = weights(w(reference_path)), weights(w(path))
+        worst = 0.0
+        for name, ref in single.items():
+            if ref.dtype.kind != "f":
+                continue
+            scale = max(float(numpy.abs(ref).max()), 1e-30)
+            worst = max(worst, float(numpy.abs(other[name] - ref).max()) / scale)
+        print(f"weights after {a.steps} steps, {label} vs one process: max diff {worst:.3g} "
+              "of each tensor's largest magnitude")
+        if worst > a.tolerance:
+            failures.append(f"{label}: weights differ by {worst:.3g}")
     if failures:
         sys.exit("FAILED:\n  " + "\n  ".join(failures))
 

@@ -48,8 +48,8 @@ def main():
             continue
         worst = max(abs(x - y) / max(abs(y), 1e-30) for x, y in zip(losses, reference))
         label = (mesh + (f" zero {zero}" if zero else "") +
-                 ("".join(" " + m for m in more if not m.startswith("--") and not m.endswith(".json")) or
-                  (" +file" if more else "")))
+                 (" +file" if any(m.endswith(".json") for m in more) else
+                  "".join(" " + m.lstrip("-") for m in more)))
         print(f"{label:<22} {ranks:>5} {worst:>20.3g}")
         if worst > a.tolerance:
             failures.append(f"{label}: losses differ by {worst:.3g} relative (> {a.tolerance})")
