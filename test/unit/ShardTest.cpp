@@ -12,6 +12,7 @@
 #include "tcc/IR/TccDialect.h"
 #include "tcc/Interp/Interpreter.h"
 #include "tcc/Interp/Kernels.h"
+#include "tcc/Passes/Pipeline.h"
 #include "tcc/Passes/Shard.h"
 #include "tcc/Training/Parallelism.h"
 #include "tcc/Training/TrainingBuilder.h"
@@ -352,5 +353,84 @@ INSTANTIATE_TEST_SUITE_P(Strategies, ShardTrainingTest,
                                            StrategyCase{"dp2tp2", "dp=2,tp=2", 0},
                                            StrategyCase{"dp2tp2zero3", "dp=2,tp=2", 3}),
                          [](const auto &info) { return std::string(info.param.name); });
+
+//===--- Pipeline stages -----------------------------------------------------------===//
+
+struct PipelineCase {
+  const char *name;
+  int64_t stages, microBatches;
+  PipelineSchedule schedule;
+};
+
+class PipelineTrainingTest : public ShardTest, public ::testing::WithParamInterface<PipelineCase> {};
+
+/// The oracle for pipeline parallelism: the stages' programs, run together by the interpreter
+/// with send/recv simulated, give the micro-batched step's results (each result on the stage
+/// that computes it, broadcast ones on every stage), and that step gives the whole-batch step's
+/// loss and updated state. FashionMNIST MLP with dropout and Adam, batch 8.
+TEST_P(PipelineTrainingTest, StagesEqualTheWholeStep) {
+  const PipelineCase &c = GetParam();
+  onnx::ModelProto raw = loadOnnxModel(TCC_SOURCE_DIR "/examples/fashion-mnist/model.onnx");
+  std::string input = raw.graph().input(0).name();
+  onnx::ModelProto whole = raw, micro = raw;
+  PrepareOptions prep;
+  prep.inputShapes[input] = {8, 1, 28, 28};
+  prepareOnnxModel(whole, prep);
+  prep.inputShapes[input] = {8 / c.microBatches, 1, 28, 28};
+  prepareOnnxModel(micro, prep);
+  TrainingOptions options;
+  options.optimizer = OptimizerKind::Adam;
+  TrainingSpec reference = buildTraining(ctx, whole, options);
+  options.microBatches = c.microBatches;
+  TrainingSpec spec = buildTraining(ctx, whole, options, {}, &micro);
+  EntrySpec &train = spec.entries[0];
+  auto main = train.module->lookupSymbol<mlir::func::FuncOp>("main");
+  auto wholeMain = reference.entries[0].module->lookupSymbol<mlir::func::FuncOp>("main");
+  std::vector<Tensor> inputs;
+  for (auto [i, b] : llvm::enumerate(train.inputs)) {
+    auto r = mlir::cast<mlir::RankedTensorType>(main.getArgumentTypes()[i]);
+    if (b.role == BindingRole::State)
+      inputs.push_back(spec.state[b.state].initial);
+    else if (b.role == BindingRole::LearningRate)
+      inputs.push_back(Tensor::scalar<float>(1e-3f));
+    else if (b.role == BindingRole::RngKey)
+      inputs.push_back(Tensor::scalar<uint64_t>(12345));
+    else
+      inputs.push_back(random(shapeOfType(r), dtypeFromType(r.getElementType())));
+  }
+  // Micro-batches change nothing but the order of sums (Dropout included).
+  std::vector<Tensor> want = runFunction(wholeMain, inputs), stepped = runFunction(main, inputs);
+  ASSERT_EQ(want.size(), stepped.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    expectNear(stepped[i], want[i], 2e-5, "micro-batched result " + std::to_string(i));
+
+  (*train.module)->setAttr(TccDialect::kMeshAttrName,
+                           MeshAttr::get(&ctx, {mlir::StringAttr::get(&ctx, "pp")}, {c.stages}));
+  auto plan = PipelinePlan::build(main, c.stages, c.microBatches, c.schedule);
+  ASSERT_TRUE(mlir::succeeded(plan));
+  std::vector<mlir::func::FuncOp> programs;
+  for (int64_t s = 0; s < c.stages; ++s)
+    programs.push_back(plan->partition(s, "stage" + std::to_string(s)));
+  ASSERT_TRUE(mlir::succeeded(mlir::verify(*train.module)));
+  std::vector<std::vector<Tensor>> args(c.stages, inputs);
+  auto out = runSpmd(programs, args);
+  int sends = 0;
+  for (auto p : programs)
+    p.walk([&](SendOp) { ++sends; });
+  EXPECT_GT(sends, 0);
+  // Without state arguments named to return unchanged, every stage gets every result (computed
+  // there, or broadcast from the stage that computes it).
+  for (size_t i = 0; i < want.size(); ++i)
+    for (int64_t s = 0; s < c.stages; ++s)
+      expectNear(out[s][i], want[i], 2e-5,
+                 "result " + std::to_string(i) + " on stage " + std::to_string(s));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Schedules, PipelineTrainingTest,
+    ::testing::Values(PipelineCase{"pp2_1f1b", 2, 4, PipelineSchedule::OneFOneB},
+                      PipelineCase{"pp2_gpipe", 2, 4, PipelineSchedule::GPipe},
+                      PipelineCase{"pp3_1f1b_2micro", 3, 2, PipelineSchedule::OneFOneB}),
+    [](const auto &info) { return std::string(info.param.name); });
 
 } // namespace
