@@ -286,6 +286,7 @@ FailureOr<PipelinePlan> PipelinePlan::build(func::FuncOp step, int64_t stages, i
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   for (Value v : ret.getOperands())
     p.resultStage_.push_back(p.stageOf(v));
+  p.crossingBytes_ = sentBytes;
   p.decisions_.push_back(std::to_string(tags) + " values cross stages per step (" +
                          std::to_string(sentBytes) + " bytes, each sent once per stage that reads it)");
   return p;

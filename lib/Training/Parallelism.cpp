@@ -444,8 +444,9 @@ void partitionTraining(TrainingSpec &spec, const ParallelOptions &options,
   spec.meshSizes.assign(mesh.getSizes().begin(), mesh.getSizes().end());
 }
 
-void pipelineTraining(TrainingSpec &spec, const ParallelOptions &options,
-                      std::vector<std::string> *notes) {
+PipelineTraffic pipelineTraining(TrainingSpec &spec, const ParallelOptions &options,
+                                 std::vector<std::string> *notes) {
+  PipelineTraffic traffic;
   if (options.dp > 1 || options.tp > 1 || options.zero || !options.overrides.empty())
     throw Error("--mesh pp=" + std::to_string(options.pp) +
                 ": pipeline stages combine with no other axis, ZeRO or sharding file yet (a pp "
@@ -480,6 +481,7 @@ void pipelineTraining(TrainingSpec &spec, const ParallelOptions &options,
       if (failed(built))
         throw Error("pipelining the train step: " + diagnostics);
       plan = std::move(*built);
+      traffic = {plan->crossingValues(), plan->crossingBytes()};
       if (notes)
         notes->insert(notes->end(), plan->decisions().begin(), plan->decisions().end());
       // Which argument holds the state each result updates, and which stage updates it.
@@ -535,6 +537,7 @@ void pipelineTraining(TrainingSpec &spec, const ParallelOptions &options,
   spec.entries = std::move(ranked);
   spec.meshAxes = {"pp"};
   spec.meshSizes = {options.pp};
+  return traffic;
 }
 
 } // namespace tcc

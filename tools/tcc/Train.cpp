@@ -145,7 +145,14 @@ void shardTraining(TrainingSpec &spec, const TrainingArgs &args,
     parallel.overrides = readShardingFile(args.shardingFile);
   if (parallel.pp > 1) {
     std::vector<std::string> notes;
-    pipelineTraining(spec, parallel, &notes);
+    PipelineTraffic traffic = pipelineTraining(spec, parallel, &notes);
+    CompileReport::Distributed::Collectives sends;
+    sends.entry = "train_step";
+    sends.kind = "send";
+    sends.axes = "pp";
+    sends.count = traffic.values;
+    sends.bytes = sends.wireBytes = traffic.bytes;
+    collectives.push_back(sends);
     if (args.explainSharding) {
       std::cerr << "pipeline: " << parallel.str() << "\n";
       for (const std::string &n : notes)
@@ -242,6 +249,10 @@ CompiledModel compileTrainingModel(const std::string &path, const TrainingArgs &
   int64_t stages = args.mesh.empty() ? 1 : parseMesh(args.mesh).pp;
   if (args.microBatches && stages < 2)
     throw Error("--micro-batches applies to pipeline parallelism: give --mesh pp=N");
+  if (stages > 1 && compile.device != "cpu")
+    throw Error("--mesh pp=" + std::to_string(stages) + ": pipeline stages send and receive "
+                "through the CPU runtime's MPI communicator; CUDA programs have no send/recv yet "
+                "(compile for --device cpu, or use dp/tp meshes on CUDA)");
   options.microBatches = stages > 1 ? (args.microBatches ? args.microBatches : stages) : 1;
   std::optional<onnx::ModelProto> microModel;
   if (options.microBatches > 1) {

@@ -57,6 +57,10 @@ public:
   const std::vector<int64_t> &resultStages() const { return resultStage_; }
   /// One line per decision (the cuts, their cost shares and crossing bytes, what is sent).
   const std::vector<std::string> &decisions() const { return decisions_; }
+  /// Per step: the values that cross stages (each sent once per stage that reads it) and
+  /// their bytes.
+  int64_t crossingValues() const { return static_cast<int64_t>(tag_.size()); }
+  int64_t crossingBytes() const { return crossingBytes_; }
 
 private:
   mlir::func::FuncOp step_;
@@ -68,6 +72,7 @@ private:
   llvm::DenseMap<mlir::Value, int64_t> tag_; // values that cross stages
   llvm::DenseMap<mlir::Operation *, uint64_t> needed_; // every-stage ops: stages that use them
   std::vector<int64_t> resultStage_;
+  int64_t crossingBytes_ = 0;
   std::vector<std::string> decisions_;
 
   int64_t stageOf(mlir::Value v) const;

@@ -55,8 +55,11 @@ void annotateParallelism(TrainingSpec &spec, const ParallelOptions &options,
 /// micro-batches) becomes one program per stage (tcc/Passes/Pipeline.h, options.schedule);
 /// every other entry runs whole on every rank. Each state tensor records the stage that updates
 /// it (StateSpec::pipelineStage). `notes` receives the plan's decisions. Throws tcc::Error.
-void pipelineTraining(TrainingSpec &spec, const ParallelOptions &options,
-                      std::vector<std::string> *notes = nullptr);
+struct PipelineTraffic {
+  int64_t values = 0, bytes = 0; // per step, crossing stages (sent once per stage reading them)
+};
+PipelineTraffic pipelineTraining(TrainingSpec &spec, const ParallelOptions &options,
+                                 std::vector<std::string> *notes = nullptr);
 
 /// Shards an annotated spec: each entry becomes one program per rank (EntrySpec::rank), the
 /// state records its splits, the spec its mesh. `report` (optional) gets each entry's
