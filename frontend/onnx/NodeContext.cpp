@@ -156,6 +156,8 @@ Value NodeContext::rngKey() { return graph_.rngKey(); }
 
 uint64_t NodeContext::nextRngStream() { return graph_.nextRngStream(); }
 
+int64_t NodeContext::microBatch() const { return graph_.options().microBatch; }
+
 bool NodeContext::inputIsBuffer(size_t i) {
   return hasInput(i) && graph_.isBuffer(node_.input(i), graph_.lookup(node_.input(i)));
 }

@@ -121,6 +121,8 @@ public:
   mlir::Value rngKey();
   /// A stream number unique to this random op within the model.
   uint64_t nextRngStream();
+  /// ImportOptions::microBatch.
+  int64_t microBatch() const;
   /// Whether input i is a buffer initializer's @main argument (ImportOptions::bufferInitializers).
   bool inputIsBuffer(size_t i);
   /// Training mode: `next` becomes buffer input i's next value (returned by @main).

@@ -823,6 +823,8 @@ void lowerUnique(NodeContext &n) {
 //   u_i  = f32(mix(seed + (i + 1) * 0x9E3779B97F4A7C15) >> 40) * 2^-24      (in [0, 1))
 //
 // (u_i is the (i+1)-th output of splitmix64 started at `seed`, its top 24 bits, converted exactly).
+// (For micro-batch m of a pipelined step, i counts on from m times the input's elements:
+// ImportOptions::microBatch.)
 // keep_i = u_i >= f32(ratio); y_i = x_i * (keep_i ? 1 / (1 - ratio) : 0) (as PyTorch, a dropped
 // inf or NaN gives NaN); the mask output is keep.
 
@@ -849,7 +851,10 @@ Value dropoutKeepMask(NodeContext &n, Value x, double ratio) {
   // i + 1 as a sum of per-dim iotas times strides: each iota is a small constant of one dim,
   // so constant folding cannot materialize the whole index tensor.
   ArrayRef<int64_t> shape = CoreBuilder::shapeOf(x);
-  Value counter = u64(1);
+  int64_t elements = 1;
+  for (int64_t d : shape)
+    elements *= d;
+  Value counter = u64(1 + static_cast<uint64_t>(n.microBatch() * elements));
   int64_t stride = 1;
   for (int64_t d = (int64_t)shape.size() - 1; d >= 0; --d) {
     if (shape[d] != 1) {
