@@ -380,6 +380,30 @@ void annotateParallelism(TrainingSpec &spec, const ParallelOptions &options,
   }
 }
 
+namespace {
+
+/// Rank `rank`'s copy of entry `e`, running `local` (moved into a module of its own, on `mesh`,
+/// as @main).
+EntrySpec rankEntry(const EntrySpec &e, func::FuncOp local, MeshAttr mesh, int64_t rank) {
+  OwningOpRef<ModuleOp> module = ModuleOp::create(local.getLoc());
+  (*module)->setAttr(TccDialect::kMeshAttrName, mesh);
+  if (local->getParentOp())
+    local->remove();
+  module->push_back(local);
+  local.setName("main");
+  EntrySpec copy;
+  copy.name = e.name;
+  copy.module = std::move(module);
+  copy.inputNames = e.inputNames;
+  copy.outputNames = e.outputNames;
+  copy.inputs = e.inputs;
+  copy.outputs = e.outputs;
+  copy.rank = rank;
+  return copy;
+}
+
+} // namespace
+
 void partitionTraining(TrainingSpec &spec, const ParallelOptions &options,
                        std::vector<std::pair<std::string, ShardingReport>> *report) {
   if (spec.entries.empty())
@@ -418,23 +442,9 @@ void partitionTraining(TrainingSpec &spec, const ParallelOptions &options,
     if (failed(plan))
       throw Error("sharding training entry '" + e.name + "': " + diagnostics);
     plan->setBucketBytes(options.bucketBytes);
-    for (int64_t r = 0; r < mesh.numRanks(); ++r) {
-      func::FuncOp local = plan->partition(r, "main_rank" + std::to_string(r), r == 0 ? &rep : nullptr);
-      OwningOpRef<ModuleOp> module = ModuleOp::create(main.getLoc());
-      (*module)->setAttr(TccDialect::kMeshAttrName, mesh);
-      local->remove();
-      module->push_back(local);
-      local.setName("main");
-      EntrySpec copy;
-      copy.name = e.name;
-      copy.module = std::move(module);
-      copy.inputNames = e.inputNames;
-      copy.outputNames = e.outputNames;
-      copy.inputs = e.inputs;
-      copy.outputs = e.outputs;
-      copy.rank = r;
-      ranked.push_back(std::move(copy));
-    }
+    for (int64_t r = 0; r < mesh.numRanks(); ++r)
+      ranked.push_back(rankEntry(
+          e, plan->partition(r, "main_rank" + std::to_string(r), r == 0 ? &rep : nullptr), mesh, r));
     if (report)
       report->emplace_back(e.name, std::move(rep));
   }
@@ -496,12 +506,9 @@ PipelineTraffic pipelineTraining(TrainingSpec &spec, const ParallelOptions &opti
         }
     }
     for (int64_t r = 0; r < options.pp; ++r) {
-      OwningOpRef<ModuleOp> module = ModuleOp::create(main.getLoc());
-      (*module)->setAttr(TccDialect::kMeshAttrName, mesh);
       func::FuncOp local;
       if (plan) {
         local = plan->partition(r, "main_stage" + std::to_string(r), resultArgument);
-        local->remove();
       } else {
         // The other entries (eval) run whole on every rank, on the parameters as the stage
         // updating each holds them (the others' copies are as loaded).
@@ -516,22 +523,7 @@ PipelineTraffic pipelineTraining(TrainingSpec &spec, const ParallelOptions &opti
           arg.replaceAllUsesExcept(current, current.getDefiningOp());
         }
       }
-      module->push_back(local);
-      local.setName("main");
-      // The copies keep only the micro-batch marks (fusion keeps micro-batches apart).
-      local.walk([](Operation *op) {
-        op->removeAttr(TccDialect::kForwardIndexAttrName);
-        op->removeAttr(TccDialect::kBackwardOfAttrName);
-      });
-      EntrySpec copy;
-      copy.name = e.name;
-      copy.module = std::move(module);
-      copy.inputNames = e.inputNames;
-      copy.outputNames = e.outputNames;
-      copy.inputs = e.inputs;
-      copy.outputs = e.outputs;
-      copy.rank = r;
-      ranked.push_back(std::move(copy));
+      ranked.push_back(rankEntry(e, local, mesh, r));
     }
   }
   spec.entries = std::move(ranked);
