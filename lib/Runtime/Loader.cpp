@@ -897,8 +897,8 @@ void Program::decodeTraining(const fb::Training *t, const uint8_t *base) {
       d.pipelineStage = st->pipeline_stage();
       if (d.pipelineStage >= 0) {
         auto pp = std::find(training->meshAxes.begin(), training->meshAxes.end(), "pp");
-        if (pp == training->meshAxes.end() ||
-            d.pipelineStage >= training->meshSizes[pp - training->meshAxes.begin()])
+        size_t axis = static_cast<size_t>(pp - training->meshAxes.begin());
+        if (axis >= training->meshSizes.size() || d.pipelineStage >= training->meshSizes[axis])
           throw Error(what + ": pipeline stage " + std::to_string(d.pipelineStage) +
                       " is not on the mesh's pp axis");
       }

@@ -275,9 +275,10 @@ void Trainer::save(const std::string &path, const void *userData, size_t userSiz
   // Pipeline stages: this rank's coordinate on the pp axis (its shard holds only the state its
   // program updates; the other stages' copies are as loaded).
   int64_t stage = -1;
-  auto pp = std::find(training_.meshAxes.begin(), training_.meshAxes.end(), "pp");
-  if (pp != training_.meshAxes.end())
-    stage = tcc::mesh::coordinates(training_.meshSizes, rank)[pp - training_.meshAxes.begin()];
+  size_t ppAxis = static_cast<size_t>(
+      std::find(training_.meshAxes.begin(), training_.meshAxes.end(), "pp") - training_.meshAxes.begin());
+  if (ppAxis < training_.meshSizes.size())
+    stage = tcc::mesh::coordinates(training_.meshSizes, rank)[ppAxis];
   auto serialize = [&](bool blocks, const std::vector<std::string> &shards) {
     flatbuffers::FlatBufferBuilder fbb(1 << 16);
     std::vector<flatbuffers::Offset<ck::StateTensor>> state;
