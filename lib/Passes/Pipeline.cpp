@@ -16,7 +16,6 @@
 #include "llvm/ADT/SmallSet.h"
 
 #include <algorithm>
-#include <numeric>
 
 using namespace mlir;
 
@@ -29,13 +28,6 @@ namespace {
 int64_t elementsOf(Type t) {
   auto type = dyn_cast<RankedTensorType>(t);
   return type && type.hasStaticShape() ? type.getNumElements() : 0;
-}
-
-int64_t bytesOf(Value v) {
-  auto type = dyn_cast<RankedTensorType>(v.getType());
-  if (!type || !type.hasStaticShape())
-    return 0;
-  return type.getNumElements() * std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
 }
 
 /// An op's cost in arithmetic: 2*M*N*K per matrix product, 2 * output * (kernel elements per
@@ -103,10 +95,8 @@ FailureOr<PipelinePlan> PipelinePlan::build(func::FuncOp step, int64_t stages, i
   p.schedule_ = schedule;
   p.axis_ = axis.str();
   Block &body = step.getBody().front();
-  for (Operation &op : body.without_terminator()) {
-    p.index_[&op] = static_cast<int64_t>(p.ops_.size());
+  for (Operation &op : body.without_terminator())
     p.ops_.push_back(&op);
-  }
   // The forward (and loss) of each micro-batch, by forward index.
   std::vector<std::vector<Operation *>> forward(microBatches);
   auto attr = [](Operation *op, StringRef name) -> int64_t {
@@ -169,8 +159,8 @@ FailureOr<PipelinePlan> PipelinePlan::build(func::FuncOp step, int64_t stages, i
           last = std::max(last, it->second);
       }
       if (last > i) { // crosses cuts i+1 .. last
-        crossingDelta[i + 1] += bytesOf(r);
-        crossingDelta[last + 1] -= bytesOf(r);
+        crossingDelta[i + 1] += CoreBuilder::bytesOf(r);
+        crossingDelta[last + 1] -= CoreBuilder::bytesOf(r);
       }
     }
   std::vector<int64_t> crossing(n + 1, 0);
@@ -279,7 +269,7 @@ FailureOr<PipelinePlan> PipelinePlan::build(func::FuncOp step, int64_t stages, i
         int64_t u = user->hasTrait<OpTrait::IsTerminator>() ? s : p.stage_.lookup(user);
         if (u >= 0 && u != s && !p.tag_.count(r)) {
           p.tag_[r] = tags++;
-          sentBytes += bytesOf(r);
+          sentBytes += CoreBuilder::bytesOf(r);
         }
       }
   }

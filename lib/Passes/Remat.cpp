@@ -27,6 +27,7 @@
 // are pure functions of the step's rng key, so their copies draw the same bits.
 //
 //===----------------------------------------------------------------------===//
+#include "tcc/IR/CoreBuilder.h"
 #include "tcc/IR/TccDialect.h"
 #include "tcc/Passes/Passes.h"
 
@@ -47,13 +48,6 @@ using namespace mlir;
 
 namespace tcc {
 namespace {
-
-uint64_t bytesOf(Value v) {
-  auto t = dyn_cast<RankedTensorType>(v.getType());
-  if (!t || !t.hasStaticShape())
-    return 0;
-  return (uint64_t)t.getNumElements() * ((t.getElementTypeBitWidth() + 7) / 8);
-}
 
 /// Recomputed whenever the backward pass reads them: O(size) work.
 bool isCheap(Operation *op) {
@@ -207,7 +201,7 @@ struct RematPass : impl::RematBase<RematPass> {
         if (!def || !step.isForward(def) || isa<ConstantOp>(def))
           return;
         if (!recomputable(def)) {
-          bytes += bytesOf(v);
+          bytes += CoreBuilder::bytesOf(v);
           return;
         }
         for (Value operand : def->getOperands())
@@ -219,7 +213,7 @@ struct RematPass : impl::RematBase<RematPass> {
     };
     uint64_t before = 0;
     for (Value v : step.saved())
-      before += bytesOf(v);
+      before += CoreBuilder::bytesOf(v);
     if (budget >= 0 && roots() > (uint64_t)budget) {
       // Recomputing the cheap ops is not enough: keep only block boundaries, every `stride`-th
       // one (from the last: the first blocks' backward runs last), the densest set that fits.
@@ -276,7 +270,7 @@ struct RematPass : impl::RematBase<RematPass> {
       if (!recomputable(v.getDefiningOp())) {
         if (explain)
           v.getDefiningOp()->emitRemark("remat: kept for the backward pass (")
-              << bytesOf(v) << " bytes)";
+              << CoreBuilder::bytesOf(v) << " bytes)";
         continue;
       }
       SmallVector<Operation *> users = step.backwardUsers(v);
@@ -286,7 +280,7 @@ struct RematPass : impl::RematBase<RematPass> {
         user->replaceUsesOfWith(v, copy);
       if (explain)
         v.getDefiningOp()->emitRemark("remat: recomputed before its first backward use (")
-            << bytesOf(v) << " bytes)";
+            << CoreBuilder::bytesOf(v) << " bytes)";
     }
     if (explain)
       f.emitRemark("remat: saved activations ") << before << " bytes -> "
@@ -307,7 +301,7 @@ uint64_t savedActivationBytes(func::FuncOp f, int64_t lossResult) {
   StepAnalysis step(f, lossResult);
   uint64_t bytes = 0;
   for (Value v : step.saved())
-    bytes += bytesOf(v);
+    bytes += CoreBuilder::bytesOf(v);
   return bytes;
 }
 

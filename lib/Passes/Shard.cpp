@@ -87,8 +87,7 @@ std::string axesName(MeshAttr mesh, ArrayRef<int> axes) {
 
 CollectiveRecord collectiveRecord(MeshAttr mesh, StringRef kind, ArrayRef<int> axes,
                                   Value operand, std::string what) {
-  auto t = cast<RankedTensorType>(operand.getType());
-  int64_t bytes = t.getNumElements() * std::max<int64_t>(1, t.getElementTypeBitWidth() / 8);
+  int64_t bytes = CoreBuilder::bytesOf(operand);
   int64_t n = product(mesh, axes);
   int64_t wire = kind == "all_reduce" ? 2 * (n - 1) * bytes / n
                  : kind == "all_gather" ? (n - 1) * bytes
@@ -1038,10 +1037,7 @@ func::FuncOp ShardingPlan::partition(int64_t rank, StringRef name, ShardingRepor
 
 void bucketAllReduces(func::FuncOp fn, int64_t capBytes, ShardingReport *report) {
   Block &block = fn.getBody().front();
-  auto bytesOf = [](AllReduceOp op) {
-    auto t = op.getType();
-    return t.getNumElements() * std::max<int64_t>(1, t.getElementTypeBitWidth() / 8);
-  };
+  auto bytesOf = [](AllReduceOp op) { return CoreBuilder::bytesOf(op.getResult()); };
   // The first op (in program order) using any result of `ops`.
   auto firstUse = [&](ArrayRef<AllReduceOp> ops) -> Operation * {
     Operation *first = nullptr;

@@ -26,6 +26,14 @@ public:
   static llvm::ArrayRef<int64_t> shapeOf(mlir::Value v) { return typeOf(v).getShape(); }
   static mlir::Type elementTypeOf(mlir::Value v) { return typeOf(v).getElementType(); }
   static int64_t rankOf(mlir::Value v) { return typeOf(v).getRank(); }
+  /// The bytes of a statically shaped tensor value (0 for anything else); elements narrower
+  /// than a byte (i1) take one each.
+  static int64_t bytesOf(mlir::Value v) {
+    auto t = mlir::dyn_cast<mlir::RankedTensorType>(v.getType());
+    if (!t || !t.hasStaticShape())
+      return 0;
+    return t.getNumElements() * ((t.getElementTypeBitWidth() + 7) / 8);
+  }
   mlir::RankedTensorType tensorType(llvm::ArrayRef<int64_t> shape, mlir::Type elementType);
 
   // ---- Constants ----

@@ -68,7 +68,7 @@ private:
   PipelineSchedule schedule_ = PipelineSchedule::OneFOneB;
   std::string axis_;
   std::vector<mlir::Operation *> ops_;       // the body's ops in program order (no terminator)
-  llvm::DenseMap<mlir::Operation *, int64_t> index_, stage_, group_; // group: see Pipeline.cpp
+  llvm::DenseMap<mlir::Operation *, int64_t> stage_, group_; // group: see Pipeline.cpp
   llvm::DenseMap<mlir::Value, int64_t> tag_; // values that cross stages
   llvm::DenseMap<mlir::Operation *, uint64_t> needed_; // every-stage ops: stages that use them
   std::vector<int64_t> resultStage_;
