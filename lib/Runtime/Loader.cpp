@@ -16,6 +16,7 @@
 #include "tcc/Runtime/CpuFeatures.h"
 #include "tcc/Runtime/ArtifactHash.h"
 #include "tcc/Runtime/artifact_generated.h"
+#include "tcc/Support/MeshGeometry.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -838,6 +839,13 @@ void Program::decodeTraining(const fb::Training *t, const uint8_t *base) {
                   " ...` or `tcc train --nproc " + std::to_string(world) + "`");
     training->worldSize = static_cast<int>(world);
     training->rank = comm ? comm->rank() : 0;
+    auto pp = std::find(training->meshAxes.begin(), training->meshAxes.end(), "pp");
+    if (pp != training->meshAxes.end() &&
+        static_cast<size_t>(pp - training->meshAxes.begin()) < training->meshSizes.size()) {
+      training->pipelineAxis = pp - training->meshAxes.begin();
+      training->pipelineStage =
+          tcc::mesh::coordinates(training->meshSizes, training->rank)[training->pipelineAxis];
+    }
   }
 
   // ---- State and its initial values --------------------------------------------------------------
@@ -896,9 +904,8 @@ void Program::decodeTraining(const fb::Training *t, const uint8_t *base) {
       }
       d.pipelineStage = st->pipeline_stage();
       if (d.pipelineStage >= 0) {
-        auto pp = std::find(training->meshAxes.begin(), training->meshAxes.end(), "pp");
-        size_t axis = static_cast<size_t>(pp - training->meshAxes.begin());
-        if (axis >= training->meshSizes.size() || d.pipelineStage >= training->meshSizes[axis])
+        if (training->pipelineAxis < 0 ||
+            d.pipelineStage >= training->meshSizes[training->pipelineAxis])
           throw Error(what + ": pipeline stage " + std::to_string(d.pipelineStage) +
                       " is not on the mesh's pp axis");
       }

@@ -280,6 +280,9 @@ struct TrainingDesc {
   std::vector<std::string> meshAxes;
   std::vector<int64_t> meshSizes;
   int rank = 0, worldSize = 1;
+  /// Pipeline parallelism: the mesh axis named "pp" (its index; -1 if none) and this rank's
+  /// coordinate on it (StateDesc::pipelineStage names one).
+  int64_t pipelineAxis = -1, pipelineStage = -1;
   std::vector<StateDesc> state;
   std::vector<EntryDesc> entries;
   uint32_t gradAccumulation = 1;

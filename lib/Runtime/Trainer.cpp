@@ -5,7 +5,6 @@
 #include "DType.h"
 #include "HostMemory.h"
 #include "tcc/Runtime/checkpoint_generated.h"
-#include "tcc/Support/MeshGeometry.h"
 
 #include <cerrno>
 #include <cstring>
@@ -272,13 +271,6 @@ void Trainer::save(const std::string &path, const void *userData, size_t userSiz
   int world = training_.worldSize, rank = training_.rank;
   // `blocks`: this rank's data with its place in the whole tensors; else (the manifest) names,
   // dtypes and whole shapes only.
-  // Pipeline stages: this rank's coordinate on the pp axis (its shard holds only the state its
-  // program updates; the other stages' copies are as loaded).
-  int64_t stage = -1;
-  size_t ppAxis = static_cast<size_t>(
-      std::find(training_.meshAxes.begin(), training_.meshAxes.end(), "pp") - training_.meshAxes.begin());
-  if (ppAxis < training_.meshSizes.size())
-    stage = tcc::mesh::coordinates(training_.meshSizes, rank)[ppAxis];
   auto serialize = [&](bool blocks, const std::vector<std::string> &shards) {
     flatbuffers::FlatBufferBuilder fbb(1 << 16);
     std::vector<flatbuffers::Offset<ck::StateTensor>> state;
@@ -286,7 +278,8 @@ void Trainer::save(const std::string &path, const void *userData, size_t userSiz
       const StateDesc &sd = training_.state[i];
       const TensorDesc &t = sd.tensor;
       // A tensor another pipeline stage updates: an empty block (that stage's shard has it).
-      bool notMine = blocks && world > 1 && sd.pipelineStage >= 0 && sd.pipelineStage != stage;
+      bool notMine = blocks && world > 1 && sd.pipelineStage >= 0 &&
+                     sd.pipelineStage != training_.pipelineStage;
       auto name = fbb.CreateString(t.name);
       auto shape = fbb.CreateVector(notMine  ? std::vector<int64_t>(t.shape.size(), 0)
                                     : blocks ? t.shape
