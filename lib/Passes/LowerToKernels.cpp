@@ -658,11 +658,11 @@ bool touchesBuffer(Operation *op, Value buffer) {
   return llvm::any_of(op->getOperands(), [&](Value v) { return rootBuffer(v) == buffer; });
 }
 
-/// The first op after `op` that touches `buffer` (the terminator if none does).
-Operation *firstTouchAfter(Operation *op, Value buffer) {
+/// The first op after `op` that touches any of `buffers` (the terminator if none does).
+Operation *firstTouchAfter(Operation *op, ArrayRef<Value> buffers) {
   Operation *end = op->getBlock()->getTerminator();
   for (Operation *o = op->getNextNode(); o && o != end; o = o->getNextNode())
-    if (touchesBuffer(o, buffer))
+    if (llvm::any_of(buffers, [&](Value b) { return touchesBuffer(o, b); }))
       return o;
   return end;
 }
@@ -765,7 +765,7 @@ void prefetchGathers(func::FuncOp program) {
   // Where each gather's output is first used, before anything moves.
   SmallVector<Operation *> firstUse;
   for (GatherSource &src : gathers)
-    firstUse.push_back(firstTouchAfter(src.gather, rootBuffer(src.gather.getOutput())));
+    firstUse.push_back(firstTouchAfter(src.gather, {rootBuffer(src.gather.getOutput())}));
   for (size_t k = 1; k < gathers.size(); ++k) {
     Operation *target = firstUse[k - 1];
     if (target != block.getTerminator() && target->isBeforeInBlock(gathers[k].gather))
@@ -782,13 +782,7 @@ void overlapCollectives(func::FuncOp program) {
   for (auto c : llvm::to_vector(block.getOps<tk::CollectiveOp>())) {
     if (c.getKind() != "all_reduce" && c.getKind() != "reduce_scatter" && c.getKind() != "all_gather")
       continue;
-    Value in = rootBuffer(c.getInput()), out = rootBuffer(c.getOutput());
-    Operation *first = block.getTerminator();
-    for (Operation *op = c->getNextNode(); op && op != block.getTerminator(); op = op->getNextNode())
-      if (touchesBuffer(op, in) || touchesBuffer(op, out)) {
-        first = op;
-        break;
-      }
+    Operation *first = firstTouchAfter(c, {rootBuffer(c.getInput()), rootBuffer(c.getOutput())});
     // A wait right after its collective overlaps nothing.
     if (first == c->getNextNode())
       continue;
