@@ -11,6 +11,7 @@ PACKAGES=(
   libcli11-dev libgtest-dev
   zlib1g-dev libzstd-dev
   libonnx-testdata python3-onnx python3-numpy dataset-fashion-mnist
+  python3-venv python3-pip python3-setuptools python3-wheel python3-pytest
   openmpi-bin libopenmpi3
   clang-14 libclang-rt-14-dev libomp-14-dev
 )

@@ -300,9 +300,10 @@ private:
 // Model loading
 //===----------------------------------------------------------------------===//
 
-void checkModelStructure(const onnx::ModelProto &model, const std::string &path) {
+/// `what`: the model as errors name it ("'model.onnx'").
+void checkModelStructure(const onnx::ModelProto &model, const std::string &what) {
   auto invalid = [&](const std::string &why) {
-    return Error(inQuotes(path) + " is not a valid ONNX model: " + why);
+    return Error(what + " is not a valid ONNX model: " + why);
   };
   if (!model.has_graph())
     throw invalid("it has no graph");
@@ -775,6 +776,14 @@ void checkIsPlainTensorProto(const TensorProto &t) {
 // Public API
 //===----------------------------------------------------------------------===//
 
+/// Loads every tensor stored as external data, from files relative to `modelDir` (the current
+/// directory if empty).
+void resolveExternalData(onnx::ModelProto &model, const fs::path &modelDir) {
+  ExternalDataResolver resolver(modelDir.empty() ? fs::path(".") : modelDir);
+  visitTensors(model,
+               [&](TensorProto &t, const std::string &where) { resolver.resolve(t, where); });
+}
+
 onnx::ModelProto loadOnnxModel(const std::string &path) {
   OpenFile file(path, "model file");
   auto invalid = [&](const std::string &why) {
@@ -787,12 +796,30 @@ onnx::ModelProto loadOnnxModel(const std::string &path) {
   if (!parseProtoFile(model, file))
     throw invalid("protobuf parsing failed (the file is truncated, corrupted, or not an ONNX "
                   "model)");
-  checkModelStructure(model, path);
+  checkModelStructure(model, inQuotes(path));
+  resolveExternalData(model, fs::path(path).parent_path());
+  return model;
+}
 
-  fs::path modelDir = fs::path(path).parent_path();
-  ExternalDataResolver resolver(modelDir.empty() ? fs::path(".") : modelDir);
-  visitTensors(model,
-               [&](TensorProto &t, const std::string &where) { resolver.resolve(t, where); });
+onnx::ModelProto parseOnnxModel(const void *data, size_t size, const std::string &baseDir) {
+  const std::string what = "the model given as bytes";
+  auto invalid = [&](const std::string &why) {
+    return Error(what + " is not a valid ONNX model: " + why);
+  };
+  if (size == 0)
+    throw invalid("it is empty");
+  if (size > (size_t)std::numeric_limits<int>::max())
+    throw Error(what + " is " + std::to_string(size) +
+                " bytes; protobuf messages must be smaller than 2 GiB (store the weights as "
+                "external data)");
+  onnx::ModelProto model;
+  google::protobuf::io::ArrayInputStream raw(data, (int)size);
+  google::protobuf::io::CodedInputStream coded(&raw);
+  coded.SetTotalBytesLimit(std::numeric_limits<int>::max());
+  if (!model.ParseFromCodedStream(&coded))
+    throw invalid("protobuf parsing failed (truncated, corrupted, or not an ONNX model)");
+  checkModelStructure(model, what);
+  resolveExternalData(model, baseDir);
   return model;
 }
 

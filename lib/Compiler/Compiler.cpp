@@ -204,6 +204,8 @@ std::string joined(const std::vector<std::string> &list) {
 void checkCompileOptions(const CompileOptions &options) {
   if (options.precision != "fp32" && options.precision != "bf16" && options.precision != "fp16")
     throw Error("--precision '" + options.precision + "': expected fp32, bf16 or fp16");
+  if (options.layout != "auto" && options.layout != "nhwc" && options.layout != "nchw")
+    throw Error("--layout '" + options.layout + "': expected auto, nhwc or nchw");
   if (options.device == "cpu")
     return;
   if (options.device != "cuda")

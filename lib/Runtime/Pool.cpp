@@ -54,8 +54,12 @@ PoolGeometry makePoolGeometry(tccrt_dtype dtype, const Shape &input, const Shape
   g.ih = input[h], g.iw = input[w];
   g.kh = window[h], g.kw = window[w], g.sh = strides[h], g.sw = strides[w];
   g.ph = padLow[h], g.pw = padLow[w], g.dh = dilations[h], g.dw = dilations[w];
-  auto windowed = [](int64_t in, int64_t lo, int64_t hi, int64_t k, int64_t dil, int64_t s) {
-    int64_t padded = in + lo + hi, span = (k - 1) * dil + 1;
+  // Attributes come from an artifact that may be damaged: sizes that overflow are an error.
+  auto windowed = [&](int64_t in, int64_t lo, int64_t hi, int64_t k, int64_t dil, int64_t s) {
+    int64_t padded, span;
+    if (__builtin_add_overflow(in, lo, &padded) || __builtin_add_overflow(padded, hi, &padded) ||
+        __builtin_mul_overflow(k - 1, dil, &span) || __builtin_add_overflow(span, 1, &span))
+      throw Error(op + ": window, dilation or pads overflow a 64-bit size");
     return padded < span ? 0 : (padded - span) / s + 1;
   };
   g.oh = windowed(g.ih, padLow[h], padHigh[h], g.kh, g.dh, g.sh);

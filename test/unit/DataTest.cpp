@@ -1,5 +1,5 @@
 //===- DataTest.cpp - IDX / .npy / gzip loaders and the epoch shuffle of `tcc train` -===//
-#include "../../tools/tcc/Data.h"
+#include "tcc/Driver/Data.h"
 
 #include "TestSupport.h"
 

@@ -17,7 +17,7 @@
 // every K-th case in name order (a deterministic subset).
 //
 //===----------------------------------------------------------------------===//
-#include "Pipeline.h"
+#include "tcc/Driver/Pipeline.h"
 
 #include "tcc/Codegen/NvrtcCompiler.h"
 #include "tcc/Compiler/Compiler.h"

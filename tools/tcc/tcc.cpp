@@ -10,11 +10,11 @@
 //   tcc grad MODEL.onnx --out-dir DIR      gradients of sum(output 0) wrt the initializers
 //
 //===----------------------------------------------------------------------===//
-#include "Check.h"
-#include "Execute.h"
-#include "Pipeline.h"
-#include "Profile.h"
-#include "Train.h"
+#include "tcc/Driver/Check.h"
+#include "tcc/Driver/Execute.h"
+#include "tcc/Driver/Pipeline.h"
+#include "tcc/Driver/Profile.h"
+#include "tcc/Driver/Train.h"
 
 #include "tcc/Codegen/NvrtcCompiler.h"
 #include "tcc/Frontend/OnnxModel.h"

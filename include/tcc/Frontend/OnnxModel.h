@@ -24,6 +24,10 @@ namespace tcc {
 /// directory and become raw_data tensors with data_location DEFAULT.
 onnx::ModelProto loadOnnxModel(const std::string &path);
 
+/// The same for a model given as its serialized bytes; external data is read from files relative
+/// to `baseDir` (the current directory if empty).
+onnx::ModelProto parseOnnxModel(const void *data, size_t size, const std::string &baseDir = "");
+
 struct PrepareOptions {
   /// Concrete shapes for graph inputs, by input name.
   std::map<std::string, Shape> inputShapes;

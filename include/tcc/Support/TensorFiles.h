@@ -43,7 +43,7 @@ std::vector<uint8_t> readFileBytes(const std::string &path);
 void writeFileBytes(const std::string &path, const std::vector<uint8_t> &bytes);
 
 // ---- Pieces shared with the other tensor-file readers (tcc train's IDX files in
-// tools/tcc/Data.cpp, tcc::readTensorFile in frontend/onnx) ---------------------------------
+// lib/Driver/Data.cpp, tcc::readTensorFile in frontend/onnx) ---------------------------------
 
 inline constexpr bool kLittleEndianHost = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
 

@@ -8,7 +8,7 @@
 // predicts weak scaling past the ranks at hand from the same collective records.
 //
 //===----------------------------------------------------------------------===//
-#include "Train.h"
+#include "tcc/Driver/Train.h"
 
 #include "tcc/Runtime/tccrt.hpp"
 #include "tcc/Training/Parallelism.h"

@@ -1,7 +1,7 @@
 //===- Execute.h - Compiling loaded models and running them on a device ---===//
 #pragma once
 
-#include "Pipeline.h"
+#include "tcc/Driver/Pipeline.h"
 
 #include "tcc/Compiler/Compiler.h"
 

@@ -1,5 +1,5 @@
 //===- Profile.cpp - tcc profile: tables and traces of launch times -------===//
-#include "Profile.h"
+#include "tcc/Driver/Profile.h"
 
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"

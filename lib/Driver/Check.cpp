@@ -5,9 +5,9 @@
 // |got - ref| <= rtol*|ref| + atol (exact for integers and bools, NaN matches NaN).
 //
 //===----------------------------------------------------------------------===//
-#include "Check.h"
-#include "Execute.h"
-#include "Pipeline.h"
+#include "tcc/Driver/Check.h"
+#include "tcc/Driver/Execute.h"
+#include "tcc/Driver/Pipeline.h"
 
 #include "tcc/Frontend/OnnxModel.h"
 

@@ -14,6 +14,25 @@
 
 namespace tcc {
 
+/// An ONNX model to load: a file, or its serialized bytes (held by the caller; external data
+/// is then read relative to `baseDir`, the current directory if empty).
+struct ModelSource {
+  ModelSource(std::string path) : path(std::move(path)) {}
+  ModelSource(const char *path) : path(path) {}
+  static ModelSource fromBytes(const void *data, size_t size, std::string baseDir = "") {
+    ModelSource s("");
+    s.data = data, s.size = size, s.baseDir = std::move(baseDir);
+    return s;
+  }
+  /// Reads and checks it (loadOnnxModel / parseOnnxModel).
+  onnx::ModelProto load() const;
+
+  std::string path;
+  const void *data = nullptr;
+  size_t size = 0;
+  std::string baseDir;
+};
+
 /// Graph inputs (initializers excluded) with their declared element type and dims (-1 when
 /// dynamic), in order.
 struct GraphInput {
@@ -55,10 +74,10 @@ struct PreparedModel {
 
 /// Loads and prepares (fixes dims, shape inference, opset upgrade) `path`. Inputs not given are
 /// drawn at random (their shapes must be static or fixed by `inputShapes`).
-PreparedModel prepareModel(const std::string &path, const LoadOptions &options);
+PreparedModel prepareModel(const ModelSource &source, const LoadOptions &options);
 
 /// prepareModel, then the import.
-LoadedModel loadModel(const std::string &path, const LoadOptions &options);
+LoadedModel loadModel(const ModelSource &source, const LoadOptions &options);
 
 /// Evaluates the imported model with the reference interpreter.
 std::vector<Tensor> interpret(LoadedModel &model);

@@ -1,5 +1,5 @@
 //===- Pipeline.cpp - Model loading, import and evaluation for the CLI -----===//
-#include "Pipeline.h"
+#include "tcc/Driver/Pipeline.h"
 
 #include "tcc/Frontend/OnnxModel.h"
 #include "tcc/Interp/Interpreter.h"
@@ -58,10 +58,14 @@ Tensor randomInput(DType dtype, const Shape &shape, uint64_t seed) {
   return randomTensor(dtype, shape, seed);
 }
 
-PreparedModel prepareModel(const std::string &path, const LoadOptions &options) {
+onnx::ModelProto ModelSource::load() const {
+  return data ? parseOnnxModel(data, size, baseDir) : loadOnnxModel(path);
+}
+
+PreparedModel prepareModel(const ModelSource &source, const LoadOptions &options) {
   PreparedModel prepared;
   onnx::ModelProto &model = prepared.model;
-  model = loadOnnxModel(path);
+  model = source.load();
   std::vector<GraphInput> inputs = graphInputs(model);
   if (options.inputs.size() > inputs.size())
     throw Error("the model takes " + std::to_string(inputs.size()) + " input(s), but " +
@@ -103,7 +107,8 @@ PreparedModel prepareModel(const std::string &path, const LoadOptions &options) 
       for (int64_t d : in.dims) {
         if (d < 0)
           throw Error("input '" + in.name + "' has a dynamic shape and no data was given: pass "
-                      "--inputs or --input-shape " + in.name + "=D0xD1x...");
+                      "--inputs or --input-shape " + in.name + "=D0xD1x... (Python: "
+                      "input_shapes={'" + in.name + "': (D0, D1, ...)})");
         shape.push_back(d);
       }
     }
@@ -118,8 +123,8 @@ PreparedModel prepareModel(const std::string &path, const LoadOptions &options) 
   return prepared;
 }
 
-LoadedModel loadModel(const std::string &path, const LoadOptions &options) {
-  PreparedModel prepared = prepareModel(path, options);
+LoadedModel loadModel(const ModelSource &source, const LoadOptions &options) {
+  PreparedModel prepared = prepareModel(source, options);
   LoadedModel loaded;
   loaded.context = std::make_unique<mlir::MLIRContext>();
   loaded.context->disableMultithreading();

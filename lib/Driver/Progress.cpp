@@ -1,5 +1,5 @@
 //===- Progress.cpp - The training progress bar on stderr -----------------===//
-#include "Progress.h"
+#include "tcc/Driver/Progress.h"
 
 #include <cmath>
 

@@ -1,5 +1,5 @@
 //===- Execute.cpp - Compiling loaded models and running them on a device -===//
-#include "Execute.h"
+#include "tcc/Driver/Execute.h"
 
 #include "tcc/Codegen/NvrtcCompiler.h"
 #include "tcc/Runtime/artifact_generated.h"

@@ -6,11 +6,11 @@
 // trained parameters written back into the ONNX model.
 //
 //===----------------------------------------------------------------------===//
-#include "Train.h"
+#include "tcc/Driver/Train.h"
 
-#include "Data.h"
-#include "Execute.h"
-#include "Progress.h"
+#include "tcc/Driver/Data.h"
+#include "tcc/Driver/Execute.h"
+#include "tcc/Driver/Progress.h"
 
 #include "tcc/Passes/Shard.h"
 #include "tcc/Runtime/tccrt.hpp"
@@ -205,7 +205,7 @@ void shardTraining(TrainingSpec &spec, const TrainingArgs &args,
 
 } // namespace
 
-CompiledModel compileTrainingModel(const std::string &path, const TrainingArgs &args,
+CompiledModel compileTrainingModel(const ModelSource &source, const TrainingArgs &args,
                                    const CompileOptions &compile) {
   TrainingOptions options = trainingOptions(args);
   options.precision = compile.precision;
@@ -220,7 +220,7 @@ CompiledModel compileTrainingModel(const std::string &path, const TrainingArgs &
   if (args.batchSize < 1)
     throw Error("--batch-size must be given and at least 1 (it fixes the first input's leading "
                 "dimension)");
-  onnx::ModelProto model = loadOnnxModel(path);
+  onnx::ModelProto model = source.load();
   std::vector<GraphInput> inputs = graphInputs(model);
   if (inputs.empty())
     throw Error("the model has no graph inputs: there is nothing to feed training data to");

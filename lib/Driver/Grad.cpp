@@ -1,7 +1,7 @@
 //===- Grad.cpp - `tcc grad`: gradients of sum(output 0) ------------------===//
-#include "Train.h"
+#include "tcc/Driver/Train.h"
 
-#include "Execute.h"
+#include "tcc/Driver/Execute.h"
 
 #include <filesystem>
 #include <iostream>

@@ -5,7 +5,7 @@
 // totals per kind, and a Chrome trace (chrome://tracing, ui.perfetto.dev) of the timed runs.
 #pragma once
 
-#include "Execute.h"
+#include "tcc/Driver/Execute.h"
 
 #include <string>
 #include <vector>

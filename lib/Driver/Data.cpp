@@ -1,5 +1,5 @@
 //===- Data.cpp - Training data for `tcc train`: IDX and .npy files -------===//
-#include "Data.h"
+#include "tcc/Driver/Data.h"
 
 #include <zlib.h>
 

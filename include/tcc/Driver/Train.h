@@ -1,7 +1,7 @@
 //===- Train.h - `tcc compile --train`, `tcc train` and `tcc grad` --------===//
 #pragma once
 
-#include "Pipeline.h"
+#include "tcc/Driver/Pipeline.h"
 
 #include "tcc/Compiler/Compiler.h"
 #include "tcc/Training/CostModel.h"
@@ -49,7 +49,7 @@ TrainingOptions trainingOptions(const TrainingArgs &args);
 
 /// Loads `path`, fixes the first input's leading dimension to the batch size, builds the loss,
 /// gradients and optimizer update, and compiles them into a training artifact.
-CompiledModel compileTrainingModel(const std::string &path, const TrainingArgs &args,
+CompiledModel compileTrainingModel(const ModelSource &source, const TrainingArgs &args,
                                    const CompileOptions &compile);
 
 struct TrainRunArgs {
