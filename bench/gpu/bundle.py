@@ -222,10 +222,12 @@ def main() -> int:
     ap.add_argument("--models-only", action="store_true",
                     help="only the bench models (no microbenchmarks, conformance sample or training artifact): "
                          "for a second call with a model that does not fit beside them (resnet18)")
-    ap.add_argument("--parts", nargs="+", default=["micro", "conformance", "training", "models", "distributed"],
-                    choices=["micro", "conformance", "training", "models", "distributed"],
+    ap.add_argument("--parts", nargs="+",
+                    default=["micro", "conformance", "training", "models", "distributed", "python"],
+                    choices=["micro", "conformance", "training", "models", "distributed", "python"],
                     help="what to compile (default: all; distributed: the CPU training artifacts of "
-                         "bench/distributed_cpu.py, --distributed-ranks, batches 64 and 512)")
+                         "bench/distributed_cpu.py, --distributed-ranks, batches 64 and 512; python: "
+                         "the CUDA artifacts of python/tests/test_cuda.py)")
     ap.add_argument("--distributed-ranks", type=int, nargs="+", default=[1, 2, 4, 8])
     ap.add_argument("--models-dir", type=Path, default=None,
                     help="where make_models.py writes the bench models (default bench/models/generated)")
@@ -297,6 +299,15 @@ def main() -> int:
         log(manifest["compile_error"])
     scale = 16 if args.cpu_check else 1
     manifest["micro_scale"] = scale
+    if compiler_ok and "python" in args.parts and device == "cuda":
+        # The Python package's GPU tests: their artifacts, compiled here through the package
+        # (Debian's interpreter has its numpy and onnx; libtcc from this build).
+        env = dict(os.environ, PYTHONPATH=str(ROOT / "python"), TCC_LIBRARY_DIR=str(build / "lib"))
+        p = run(["/usr/bin/python3", ROOT / "python" / "tests" / "test_cuda.py", "--make", out / "python"],
+                env=env, timeout=600)
+        manifest["python"] = {"ok": p.returncode == 0, "error": p.stderr.strip()[-400:]}
+        log(f"python: {'ok' if p.returncode == 0 else 'FAILED: ' + p.stderr.strip()[-400:]}")
+
     if compiler_ok and "micro" in args.parts:
         # Microbenchmarks: graphs with every tensor an input (artifacts of a few KB).
         micro_dir = out / "micro"

@@ -456,6 +456,33 @@ class Session:
                                        if r["failed"] else "; ".join(skip_reasons[:1]))})
         self.sections["gpu_tests"] = {"status": "ok", "results": results}
 
+    # -- python ------------------------------------------------------------------------------------
+    def python(self) -> None:
+        """The Python package's GPU tests (python/tests/test_cuda.py, standalone: pytest may be
+        missing here) on the bundle's artifacts, with libtccrt from the bundle: host arrays, and
+        torch CUDA tensors through DLPack."""
+        artifacts = self.bundle / "python"
+        if not (artifacts / "mlp.tcc").exists():
+            raise SkipSection("the bundle holds no Python test artifacts (bundle --parts python)")
+        lib = self.rt_env["LD_LIBRARY_PATH"].split(":")[0]
+        env = dict(self.rt_env, PYTHONPATH=str(ROOT / "python"), TCC_LIBRARY_DIR=lib,
+                   TCC_CUDA_TEST_ARTIFACTS=str(artifacts))
+        p = subprocess.run([sys.executable, str(ROOT / "python" / "tests" / "test_cuda.py")],
+                           capture_output=True, text=True, env=env, timeout=max(30, min(300, self.left() - 30)))
+        with open(self.out / "tests.log", "a") as f:
+            f.write(f"==== python/tests/test_cuda.py (exit {p.returncode})\n{p.stdout}{p.stderr[-20000:]}\n")
+        results = {}
+        for line in p.stdout.splitlines():
+            name, _, verdict = line.partition(": ")
+            if name.startswith("test_"):
+                results[name] = verdict
+                self.rows.append({"kind": "python", "name": name, "check": verdict[:200]})
+                self.log(f"   {name}: {verdict[:200]}")
+        if p.returncode and not results:
+            self.rows.append({"kind": "python", "name": "test_cuda.py",
+                              "check": f"exit {p.returncode}: {p.stderr.strip()[-300:]}"})
+        self.sections["python"] = {"status": "ok" if p.returncode == 0 else "failed", "results": results}
+
     # -- conformance -------------------------------------------------------------------------------
     def conformance(self) -> None:
         cases = [c for c in self.manifest.get("conformance", []) if c["ok"]]
@@ -1230,8 +1257,8 @@ def peer_main(args) -> int:
 
 # The sections main() runs, in this order (after the probe); cpu_vs_ort only with a CPU bundle
 # (bundle --cpu-check) or when named.
-SECTIONS = ("gpu_tests", "conformance", "models", "cpu_vs_ort", "training", "distributed_cpu", "peers", "micro",
-            "autotune")
+SECTIONS = ("gpu_tests", "python", "conformance", "models", "cpu_vs_ort", "training", "distributed_cpu", "peers",
+            "micro", "autotune")
 # cpu_vs_ort: rounds per model and thread count, and each round's timed block (from ORT's latency).
 CPU_ROUNDS, CPU_BLOCK_S, CPU_MIN_ITERS, CPU_MAX_ITERS = 3, 0.3, 10, 400
 
@@ -1396,7 +1423,7 @@ def main() -> int:
                     help="where make_models.py regenerates the bench models (default bench/models/generated)")
     ap.add_argument("--sections", nargs="*", default=None,
                     metavar="SECTION",
-                    help="run only these (in the session's order): gpu_tests conformance models cpu_vs_ort "
+                    help="run only these (in the session's order): gpu_tests python conformance models cpu_vs_ort "
                          "training distributed_cpu peers micro autotune (the probe always runs; cpu_vs_ort: tcc's CPU "
                          "artifacts vs onnxruntime's CPU EP at 1 and N threads, a --cpu-check bundle's default; "
                          "distributed_cpu: bench/distributed_cpu.py, tcc dp/ZeRO-3 vs torch DDP/FSDP on the host CPU)")
@@ -1447,6 +1474,7 @@ def main() -> int:
             s.section(name, fn, need)
     # In order of importance: what is left for later sections shrinks as the budget is spent.
     maybe("gpu_tests", s.gpu_tests, 60)
+    maybe("python", s.python, 20)
     maybe("conformance", s.conformance, 60)
     maybe("models", s.models, 60)
     if s.device == "cpu" or (want and "cpu_vs_ort" in want):

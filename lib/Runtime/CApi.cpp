@@ -224,6 +224,17 @@ tccrt_status tccrt_run(tccrt_program *program, const void *const *inputs, void *
   return guarded("tccrt_run", [&] { program->program->run(inputs, outputs); });
 }
 
+tccrt_status tccrt_run_device(tccrt_program *program, const void *const *inputs,
+                              void *const *outputs) {
+  if (!program)
+    return fail("tccrt_run_device: program is null");
+  return guarded("tccrt_run_device", [&] { program->program->runOnDevice(inputs, outputs); });
+}
+
+void *tccrt_program_cuda_stream(const tccrt_program *program) {
+  return program ? program->program->cudaStream() : nullptr;
+}
+
 // ---- Profiling -----------------------------------------------------------------------------
 
 tccrt_status tccrt_set_profiling(tccrt_program *program, int enabled) {

@@ -244,19 +244,36 @@ void CudaExecutor::enqueueLaunchList() {
   }
 }
 
-void CudaExecutor::run(const void *const *inputs, void *const *outputs) {
+void CudaExecutor::copyToHost(void *target, const void *source, size_t bytes) {
+  const CudaDriver &driver = device_.driver();
+  device_.makeCurrent();
+  driver.check(driver.cuMemcpyDtoHAsync(target, reinterpret_cast<CUdeviceptr>(source), bytes,
+                                        stream_->get()),
+               "copying a device tensor to the host");
+  stream_->synchronize();
+}
+
+void CudaExecutor::run(const void *const *inputs, void *const *outputs, bool onDevice) {
   const CudaDriver &driver = device_.driver();
   device_.makeCurrent();
   CUstream stream = stream_->get();
-  uint8_t *staging = stagingBytes_ > 0 ? pinned_->reserve(stagingBytes_) : nullptr;
+  uint8_t *staging =
+      stagingBytes_ > 0 && !onDevice ? pinned_->reserve(stagingBytes_) : nullptr;
   try {
     for (size_t i = 0; i < inputs_.size(); ++i) {
       size_t bytes = program_.inputs_[i].bytes;
       if (bytes == 0)
         continue;
+      const std::string what = "copying input " + std::to_string(i) + " to the program's buffer";
+      if (onDevice) {
+        driver.check(driver.cuMemcpyDtoDAsync(inputs_[i], reinterpret_cast<CUdeviceptr>(inputs[i]),
+                                              bytes, stream),
+                     what);
+        continue;
+      }
       std::memcpy(staging + inputStaging_[i], inputs[i], bytes);
       driver.check(driver.cuMemcpyHtoDAsync(inputs_[i], staging + inputStaging_[i], bytes, stream),
-                   "copying input " + std::to_string(i) + " to the device");
+                   what);
     }
     if (useGraph_ && !ops_.empty() && (graph_ || warmedUp_)) {
       if (!graph_)
@@ -270,9 +287,15 @@ void CudaExecutor::run(const void *const *inputs, void *const *outputs) {
       size_t bytes = program_.outputs_[i].bytes;
       if (bytes == 0)
         continue;
-      driver.check(
-          driver.cuMemcpyDtoHAsync(staging + outputStaging_[i], outputs_[i], bytes, stream),
-          "copying output " + std::to_string(i) + " from the device");
+      const std::string what = "copying output " + std::to_string(i) + " out of the program";
+      if (onDevice)
+        driver.check(driver.cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(outputs[i]),
+                                              outputs_[i], bytes, stream),
+                     what);
+      else
+        driver.check(
+            driver.cuMemcpyDtoHAsync(staging + outputStaging_[i], outputs_[i], bytes, stream),
+            what);
     }
     if (collectives_)
       collectives_->synchronize(); // within the collective deadline
@@ -285,6 +308,8 @@ void CudaExecutor::run(const void *const *inputs, void *const *outputs) {
     }
     throw;
   }
+  if (onDevice)
+    return;
   for (size_t i = 0; i < outputs_.size(); ++i)
     if (size_t bytes = program_.outputs_[i].bytes)
       std::memcpy(outputs[i], staging + outputStaging_[i], bytes);

@@ -14,7 +14,9 @@
 // A run copies the caller's inputs into the pinned buffer, enqueues the host-to-device copies,
 // the launch list (kernels with one CUdeviceptr parameter per argument, buffer = base +
 // offset; copies as cuMemcpyDtoDAsync; GEMMs through cuBLASLt), the device-to-host copies into
-// the pinned buffer, synchronises the stream once and copies the outputs out.
+// the pinned buffer, synchronises the stream once and copies the outputs out. A run on device
+// tensors (tccrt_run_device) copies them device to device into and out of the same buffers
+// instead, so that the launch list (and a captured graph) keeps its fixed addresses.
 //
 // A distributed program's collective steps run through DeviceCollectives (NCCL, or staged
 // through the host's MPI); the GPU of each rank of a job is rankDeviceOrdinal's.
@@ -51,8 +53,13 @@ public:
   CudaExecutor(const CudaExecutor &) = delete;
   CudaExecutor &operator=(const CudaExecutor &) = delete;
 
-  /// Caller tensors on the host (already checked by Program::run).
-  void run(const void *const *inputs, void *const *outputs);
+  /// Caller tensors on the host (already checked by Program::run), or with `onDevice` in this
+  /// GPU's memory (device addresses: copied device to device on the stream, no staging).
+  void run(const void *const *inputs, void *const *outputs, bool onDevice = false);
+  /// Copies `bytes` at device address `source` to the host (synchronous, on the stream).
+  void copyToHost(void *target, const void *source, size_t bytes);
+  /// The stream every run is enqueued on.
+  CUstream stream() const { return stream_->get(); }
 
   CudaDevice &device() const { return device_; }
   CUdeviceptr arena() const { return arena_; }

@@ -147,7 +147,8 @@ void Program::setProfiling(bool enabled) {
   profiles_.assign(enabled ? steps_.size() : 0, StepProfile());
 }
 
-void Program::run(const void *const *inputs, void *const *outputs) {
+void Program::checkRunArguments(const void *const *inputs, void *const *outputs,
+                                bool onDevice) {
   if (training_)
     throw Error("this is a training artifact: it runs through the trainer API "
                 "(tccrt_trainer_create, tccrt_trainer_step, tccrt_trainer_eval), not tccrt_run");
@@ -160,8 +161,16 @@ void Program::run(const void *const *inputs, void *const *outputs) {
     const TensorDesc &in = inputs_[i];
     if (!inputs[i] && in.bytes > 0)
       throw Error("input " + std::to_string(i) + " ('" + in.name + "') is null");
-    if (!in.specializedValue.empty() &&
-        std::memcmp(inputs[i], in.specializedValue.data(), in.bytes) != 0)
+    if (in.specializedValue.empty())
+      continue;
+    const void *value = inputs[i];
+    std::vector<uint8_t> copied;
+    if (onDevice) {
+      copied.resize(in.bytes);
+      cuda_->copyToHost(copied.data(), inputs[i], in.bytes);
+      value = copied.data();
+    }
+    if (std::memcmp(value, in.specializedValue.data(), in.bytes) != 0)
       throw Error("input " + std::to_string(i) + " ('" + in.name + "') differs from the value "
                   "the program was compiled for: the model needs this input's value at compile "
                   "time (a shape or a count), so recompile with this input");
@@ -169,6 +178,19 @@ void Program::run(const void *const *inputs, void *const *outputs) {
   for (size_t i = 0; i < outputs_.size(); ++i)
     if (!outputs[i] && outputs_[i].bytes > 0)
       throw Error("output " + std::to_string(i) + " ('" + outputs_[i].name + "') is null");
+}
+
+void *Program::cudaStream() const { return cuda_ ? cuda_->stream() : nullptr; }
+
+void Program::runOnDevice(const void *const *inputs, void *const *outputs) {
+  if (!cuda_)
+    throw Error("this is a CPU program: its tensors are in host memory (run it with tccrt_run)");
+  checkRunArguments(inputs, outputs, true);
+  cuda_->run(inputs, outputs, true);
+}
+
+void Program::run(const void *const *inputs, void *const *outputs) {
+  checkRunArguments(inputs, outputs, false);
   if (cuda_) {
     cuda_->run(inputs, outputs);
     return;

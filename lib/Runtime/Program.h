@@ -173,6 +173,11 @@ public:
   /// Runs the launch list on caller tensors (contiguous, sizes of inputs()/outputs()). A
   /// training artifact's root is an error (its entries run through the Trainer).
   void run(const void *const *inputs, void *const *outputs);
+  /// CUDA programs: run() on tensors in their GPU's memory (device addresses); returns when
+  /// the outputs are written. Inputs must be ready for work enqueued on cudaStream().
+  void runOnDevice(const void *const *inputs, void *const *outputs);
+  /// CUDA programs: the CUstream their runs are enqueued on; null for CPU programs.
+  void *cudaStream() const;
 
   /// Profiling (CPU programs): while enabled, run() times each step with the wall clock around
   /// it. Enabling clears the counts. A CUDA program's launches are asynchronous, so host timing
@@ -197,6 +202,9 @@ private:
   Program() = default;
   /// Verifies and decodes one Program table of the file at `base` (the root, or an entry).
   void decode(const tcc::artifact::Program *program, const uint8_t *base);
+  /// Checks run()'s arguments: no training root, no null tensors, specialised inputs equal to
+  /// their compiled values (read from the device with `onDevice`).
+  void checkRunArguments(const void *const *inputs, void *const *outputs, bool onDevice);
   void decodeTraining(const tcc::artifact::Training *training, const uint8_t *base);
   /// CUDA programs: the module's archs and code (no driver involved).
   void decodeCudaModule(const tcc::artifact::CudaModule *module, size_t numKernels);

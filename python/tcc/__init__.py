@@ -15,7 +15,9 @@ torch tensors, save the artifact and load it again, train it::
     loss = trainer.step(images, labels, learning_rate=1e-3)
 
 CPU tensors that support DLPack (torch tensors, among others) are passed without a copy, and
-when the inputs are torch tensors the outputs are torch tensors sharing the arrays' memory.
+when the inputs are torch tensors the outputs are torch tensors sharing the arrays' memory. A
+CUDA artifact also takes tensors in its GPU's memory (torch CUDA tensors): they move device to
+device, never through the host, and the outputs are CUDA tensors.
 The work happens in two C libraries the package carries: libtcc (the compiler) and libtccrt
 (the runtime, which is all a deployment needs). Errors are ``tcc.TccError`` with the compiler's
 or the runtime's message, naming the model node, op or input and the reason.
@@ -30,7 +32,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from . import _capi
+from . import _capi, _dlpack
 from ._capi import TccError
 
 __all__ = ["compile", "load", "Model", "Trainer", "TensorSpec", "TccError", "allocator_stats",
@@ -152,30 +154,55 @@ class Model:
     the program runs)."""
 
     def __init__(self, artifact: bytes, *, threads: int = 0, cuda_graph: bool = False,
-                 device_ordinal: int = 0, report: dict | None = None):
+                 device_ordinal: int = 0, report: dict | None = None, defer_load: bool = False):
         self._lib = _capi.runtime()
-        self._program = C.c_void_p()
+        self._device_ordinal = device_ordinal
+        self._options = _capi.Options(threads, int(cuda_graph), device_ordinal)
+        self._handle = None
         self.artifact = bytes(artifact)
-        options = _capi.Options(threads, int(cuda_graph), device_ordinal)
-        _capi.check(self._lib.tccrt_load_buffer(self.artifact, len(self.artifact),
-                                                C.byref(options), C.byref(self._program)),
-                    "loading the artifact")
-        lib, p = self._lib, self._program
-        self.inputs = _specs(lib.tccrt_num_inputs(p), lambda i, o: lib.tccrt_input_info(p, i, o))
-        self.outputs = _specs(lib.tccrt_num_outputs(p),
-                              lambda i, o: lib.tccrt_output_info(p, i, o))
         #: The compile report (kernels, library calls, arena and constant bytes, compile time;
         #: ``tcc compile --report``'s JSON) for a model compiled here, else None.
         self.report = report
+        if not defer_load:
+            self._program  # noqa: B018 (loads it: a damaged artifact fails here)
+
+    @property
+    def _program(self) -> C.c_void_p:
+        """The program in the runtime, loaded on first use where compile() made it for a device
+        this process cannot run (so that it can still be saved)."""
+        if self._handle is None:
+            handle = C.c_void_p()
+            _capi.check(self._lib.tccrt_load_buffer(self.artifact, len(self.artifact),
+                                                    C.byref(self._options), C.byref(handle)),
+                        "loading the artifact")
+            lib = self._lib
+            self._inputs = _specs(lib.tccrt_num_inputs(handle),
+                                  lambda i, o: lib.tccrt_input_info(handle, i, o))
+            self._outputs = _specs(lib.tccrt_num_outputs(handle),
+                                   lambda i, o: lib.tccrt_output_info(handle, i, o))
+            self._handle = handle
+        return self._handle
+
+    @property
+    def inputs(self) -> list[TensorSpec]:
+        self._program  # noqa: B018
+        return self._inputs
+
+    @property
+    def outputs(self) -> list[TensorSpec]:
+        self._program  # noqa: B018
+        return self._outputs
 
     def __del__(self):
-        if getattr(self, "_program", None):
-            self._lib.tccrt_program_free(self._program)
-            self._program = None
+        if getattr(self, "_handle", None):
+            self._lib.tccrt_program_free(self._handle)
+            self._handle = None
 
     @property
     def device(self) -> str:
         """"cpu" or "cuda"."""
+        if self._handle is None and self.report:
+            return self.report["device"]
         return "cuda" if self._lib.tccrt_program_device(self._program) == 1 else "cpu"
 
     @property
@@ -197,7 +224,8 @@ class Model:
         """Runs the program. Inputs are numpy arrays, DLPack CPU tensors (torch) or numbers and
         lists, of exactly the dtypes and shapes in ``inputs``; keywords give them by name. The
         outputs are new numpy arrays, or written into ``out``; torch tensors when the inputs
-        are torch tensors (sharing the arrays' memory)."""
+        are torch tensors (sharing the arrays' memory). A CUDA program also takes tensors in
+        its GPU's memory (all inputs there): no host copies, torch CUDA tensors out."""
         if self.is_training:
             raise TccError("this is a training artifact: run it with tcc.Trainer(model)")
         if named:
@@ -208,6 +236,8 @@ class Model:
             if missing or unknown:
                 raise TccError(f"inputs by name: missing {missing}, unknown {unknown}")
             inputs = tuple(named[s.name] for s in self.inputs)
+        if any(_dlpack.device_of(v)[0] != _dlpack.KDL_CPU for v in inputs):
+            return self._run_on_device(inputs, out)
         arrays = _bind(inputs, self.inputs, "input")
         results = _outputs(self.outputs, out)
         _capi.check(self._lib.tccrt_run(self._program,
@@ -216,6 +246,52 @@ class Model:
         if out is None and any(_is_torch(v) for v in inputs):
             return _as_torch(results)
         return results
+
+    def _run_on_device(self, inputs: Sequence[Any], out: Sequence[Any] | None) -> list:
+        """Inputs in GPU memory (DLPack, e.g. torch CUDA tensors): borrowed without copies,
+        ordered before the program's stream, run with tccrt_run_device; the outputs are new
+        torch CUDA tensors, or the DLPack tensors given as ``out``."""
+        if self.device != "cuda":
+            raise TccError("this program runs on the CPU: give it host tensors (the inputs are in "
+                           "GPU memory)")
+        if len(inputs) != len(self.inputs):
+            raise TccError(f"{len(inputs)} inputs given, the program takes {len(self.inputs)}")
+        stream = self._lib.tccrt_program_cuda_stream(self._program) or 0
+        want = (_dlpack.KDL_CUDA, self._device_ordinal)
+
+        def borrow(value: Any, spec: TensorSpec, what: str) -> _dlpack.DeviceTensor:
+            if _dlpack.device_of(value) != want:
+                raise TccError(f"{what} ('{spec.name}') is on DLPack device "
+                               f"{_dlpack.device_of(value)}: give every tensor in the memory of "
+                               f"the program's GPU {want}, or every one on the host")
+            if _is_torch(value) and getattr(value, "requires_grad", False):
+                value = value.detach()
+            try:
+                t = _dlpack.borrow(value, stream)
+            except ValueError as e:
+                raise TccError(f"{what} ('{spec.name}'): {e}") from None
+            if t.dtype_name != spec.dtype_name or t.shape != spec.shape:
+                raise TccError(f"{what} ('{spec.name}') is {t.dtype_name}{list(t.shape)}, the "
+                               f"model expects {spec.dtype_name}{list(spec.shape)}")
+            return t
+
+        borrowed = [borrow(v, s, f"input {i}") for i, (v, s) in enumerate(zip(inputs, self.inputs))]
+        if out is None:
+            if not all(_is_torch(v) for v in inputs):
+                raise TccError("outputs of a run on device tensors are allocated with torch; give "
+                               "other frameworks' device tensors as out=[...]")
+            import torch
+            device = torch.device("cuda", self._device_ordinal)
+            out = [torch.empty(s.shape, dtype=getattr(torch, s.dtype_name), device=device)
+                   for s in self.outputs]
+        elif len(out) != len(self.outputs):
+            raise TccError(f"out has {len(out)} tensors, the program returns {len(self.outputs)}")
+        targets = [borrow(o, s, f"out[{i}]") for i, (o, s) in enumerate(zip(out, self.outputs))]
+        _capi.check(self._lib.tccrt_run_device(self._program,
+                                               _capi.pointers([t.address for t in borrowed]),
+                                               _capi.pointers([t.address for t in targets])),
+                    "run")
+        return list(out)
 
     def save(self, path: str | os.PathLike) -> None:
         """Writes the artifact (what ``tcc run``, ``tccrt-run`` and libtccrt load)."""
@@ -251,6 +327,8 @@ class Model:
         return stats.as_dict()
 
     def __repr__(self) -> str:
+        if self._handle is None:
+            return f"<tcc.Model for {self.device}, not loaded (no usable device here)>"
         ins = ", ".join(f"{s.name}: {s.dtype_name}{list(s.shape)}" for s in self.inputs)
         outs = ", ".join(f"{s.name}: {s.dtype_name}{list(s.shape)}" for s in self.outputs)
         kind = "training artifact" if self.is_training else f"({ins}) -> ({outs})"
@@ -301,8 +379,10 @@ def compile(model: Any, *, device: str = "cpu", precision: str = "fp32", layout:
         report = json.loads(lib.tcc_compiled_report(compiled).decode())
     finally:
         lib.tcc_compiled_free(compiled)
+    # A CUDA artifact compiled where no GPU is usable can still be saved; it loads when used.
+    defer = report.get("device") == "cuda" and not device_available("cuda")[0]
     return Model(artifact, threads=threads, cuda_graph=cuda_graph,
-                 device_ordinal=device_ordinal, report=report)
+                 device_ordinal=device_ordinal, report=report, defer_load=defer)
 
 
 def load(artifact: str | os.PathLike | bytes, *, threads: int = 0, cuda_graph: bool = False,

@@ -95,6 +95,8 @@ _RUNTIME = {
     "tccrt_output_info": (C.c_int, [_P, C.c_size_t, C.POINTER(TensorInfo)]),
     "tccrt_set_num_threads": (C.c_int, [_P, C.c_int]),
     "tccrt_run": (C.c_int, [_P, C.POINTER(C.c_void_p), C.POINTER(C.c_void_p)]),
+    "tccrt_run_device": (C.c_int, [_P, C.POINTER(C.c_void_p), C.POINTER(C.c_void_p)]),
+    "tccrt_program_cuda_stream": (C.c_void_p, [_P]),
     "tccrt_set_profiling": (C.c_int, [_P, C.c_int]),
     "tccrt_num_launches": (C.c_size_t, [_P]),
     "tccrt_get_launch_profile": (C.c_int, [_P, C.c_size_t, C.POINTER(LaunchProfile)]),

@@ -21,6 +21,10 @@ def rng():
 
 @pytest.fixture
 def mlp(rng):
+    return make_mlp(rng)
+
+
+def make_mlp(rng):
     """y = softmax(relu(x @ w1 + b1) @ w2), x: f32[4, 8]; returns (model, weights)."""
     w1 = rng.standard_normal((8, 16)).astype(np.float32)
     b1 = rng.standard_normal(16).astype(np.float32)
@@ -45,6 +49,10 @@ def mlp_reference(x, w1, b1, w2):
 
 @pytest.fixture
 def two_inputs():
+    return make_two_inputs()
+
+
+def make_two_inputs():
     """z = a * b + a (f32[2, 3]) and its sum over axis 1 (f32[2])."""
     nodes = [helper.make_node("Mul", ["a", "b"], ["ab"]),
              helper.make_node("Add", ["ab", "a"], ["z"]),

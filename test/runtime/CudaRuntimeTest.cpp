@@ -209,6 +209,91 @@ TEST(CudaRuntime, KernelsCopiesAndViewsIntoEveryKindOfBuffer) {
   }
 }
 
+/// Device memory for a test, from the driver the runtime uses (its primary context is current
+/// on this thread once a program has loaded): allocate, copy in and out on a stream.
+struct TestDeviceMemory {
+  using Alloc = int (*)(unsigned long long *, size_t);
+  using Free = int (*)(unsigned long long);
+  using HtoD = int (*)(unsigned long long, const void *, size_t, void *);
+  using DtoH = int (*)(void *, unsigned long long, size_t, void *);
+  using Sync = int (*)(void *);
+  void *lib = nullptr;
+  Alloc alloc = nullptr;
+  Free free = nullptr;
+  HtoD htod = nullptr;
+  DtoH dtoh = nullptr;
+  Sync sync = nullptr;
+  std::vector<unsigned long long> blocks;
+  TestDeviceMemory() {
+    const char *env = std::getenv("TCC_CUDA_DRIVER");
+    lib = dlopen(env && *env ? env : "libcuda.so.1", RTLD_NOW);
+    if (!lib)
+      return;
+    alloc = reinterpret_cast<Alloc>(dlsym(lib, "cuMemAlloc_v2"));
+    free = reinterpret_cast<Free>(dlsym(lib, "cuMemFree_v2"));
+    htod = reinterpret_cast<HtoD>(dlsym(lib, "cuMemcpyHtoDAsync_v2"));
+    dtoh = reinterpret_cast<DtoH>(dlsym(lib, "cuMemcpyDtoHAsync_v2"));
+    sync = reinterpret_cast<Sync>(dlsym(lib, "cuStreamSynchronize"));
+  }
+  ~TestDeviceMemory() {
+    for (unsigned long long b : blocks)
+      free(b);
+  }
+  void *allocate(size_t bytes) {
+    unsigned long long p = 0;
+    EXPECT_EQ(alloc(&p, bytes), 0);
+    blocks.push_back(p);
+    return reinterpret_cast<void *>(p);
+  }
+};
+
+TEST(CudaRuntime, RunsOnTensorsInDeviceMemory) {
+  REQUIRE_KERNELS();
+  ViewsProgram p;
+  tccrt::Program program = load(p.a.finish(), /*graph=*/true);
+  void *stream = tccrt_program_cuda_stream(program.get());
+  ASSERT_NE(stream, nullptr);
+  TestDeviceMemory device;
+  ASSERT_TRUE(device.alloc && device.htod && device.dtoh && device.sync) << dlerror();
+  const std::vector<size_t> outputFloats = {64, 32, 16, 16};
+  void *dx = device.allocate(64 * sizeof(float));
+  std::vector<void *> outs;
+  for (size_t n : outputFloats)
+    outs.push_back(device.allocate(n * sizeof(float)));
+  // Plain launches, then the captured graph, then its replay: device tensors in and out of the
+  // same fixed buffers in every mode.
+  for (unsigned seed : {5u, 6u, 7u}) {
+    std::vector<float> x = randomFloats(64, seed);
+    ASSERT_EQ(device.htod(reinterpret_cast<unsigned long long>(dx), x.data(), 256, stream), 0);
+    const void *in[] = {dx};
+    ASSERT_EQ(tccrt_run_device(program.get(), in, outs.data()), TCCRT_OK) << tccrt_last_error();
+    std::vector<tccrt::Tensor> got;
+    for (size_t o = 0; o < program.numOutputs(); ++o)
+      got.emplace_back(program.output(o));
+    for (size_t o = 0; o < outs.size(); ++o)
+      ASSERT_EQ(device.dtoh(got[o].data(), reinterpret_cast<unsigned long long>(outs[o]),
+                            outputFloats[o] * sizeof(float), stream),
+                0);
+    ASSERT_EQ(device.sync(stream), 0);
+    p.check(x, got);
+    p.check(x, runWith(program, x)); // host runs still agree
+  }
+  const void *nullInput[] = {nullptr};
+  EXPECT_EQ(tccrt_run_device(program.get(), nullInput, outs.data()), TCCRT_ERROR);
+  EXPECT_NE(std::string(tccrt_last_error()).find("input 0 ('x') is null"), std::string::npos)
+      << tccrt_last_error();
+
+  ArtifactBuilder cpu;
+  uint32_t x = cpu.input(fb::DType_F32, {16}), y = cpu.output(fb::DType_F32, {16});
+  cpu.launch(cpu.kernel("double16", {f16v, f16v}), {x, y});
+  std::vector<uint8_t> cpuBytes = cpu.finish();
+  tccrt::Program cpuProgram = tccrt::Program::fromBuffer(cpuBytes.data(), cpuBytes.size(), 1);
+  EXPECT_EQ(tccrt_program_cuda_stream(cpuProgram.get()), nullptr);
+  EXPECT_EQ(tccrt_run_device(cpuProgram.get(), nullInput, nullptr), TCCRT_ERROR);
+  EXPECT_NE(std::string(tccrt_last_error()).find("this is a CPU program"), std::string::npos)
+      << tccrt_last_error();
+}
+
 TEST(CudaRuntime, DeviceNameSaysWhichCodeRuns) {
   REQUIRE_KERNELS();
   ViewsProgram p;

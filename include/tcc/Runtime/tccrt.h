@@ -88,6 +88,18 @@ tccrt_status tccrt_set_num_threads(tccrt_program *program, int num_threads);
  * error here (see the trainer below). */
 tccrt_status tccrt_run(tccrt_program *program, const void *const *inputs, void *const *outputs);
 
+/* CUDA programs: runs on tensors already in the memory of the program's GPU. inputs[i] and
+ * outputs[i] are device addresses (CUdeviceptr) of contiguous tensors of the sizes above; they
+ * are copied device to device into and out of the program's own buffers (its launch list, and
+ * a captured CUDA graph, keep fixed addresses), with no host staging. The work is enqueued on
+ * the program's stream (tccrt_program_cuda_stream): inputs written on another stream must be
+ * ready for it (a DLPack producer given that stream arranges this). Returns when the outputs
+ * are written. A CPU program is an error. */
+tccrt_status tccrt_run_device(tccrt_program *program, const void *const *inputs,
+                              void *const *outputs);
+/* The CUstream a CUDA program's runs are enqueued on (NULL for CPU programs). */
+void *tccrt_program_cuda_stream(const tccrt_program *program);
+
 /* ---- Profiling (CPU programs) ----------------------------------------------------------------
  *
  * While profiling is on, every tccrt_run times each launch of the program's launch list (the
