@@ -29,3 +29,24 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 echo "setup: all packages present"
+
+# The peers the comparison tests run against (PyTorch, onnxruntime), from PyPI, in a virtual
+# environment of Debian's interpreter that also sees Debian's numpy and onnx: never whatever
+# python3 is first on PATH. CMake finds it at .venv-peers/ (TCC_PEERS_PYTHON). Best effort:
+# where PyPI cannot be reached the tests that need the peers skip, each saying why.
+# TCC_SKIP_PEERS=1 skips this step.
+PEERS_VENV="$(cd "$(dirname "$0")/.." && pwd)/.venv-peers"
+PEERS=(torch==2.5.1 onnxruntime==1.32.0)
+if [ -n "${TCC_SKIP_PEERS:-}" ]; then
+  echo "setup: peers venv skipped (TCC_SKIP_PEERS): the comparisons with PyTorch and onnxruntime will skip"
+elif "$PEERS_VENV/bin/python" -c "import torch, onnxruntime" >/dev/null 2>&1; then
+  echo "setup: peers venv present ($PEERS_VENV)"
+else
+  echo "setup: installing ${PEERS[*]} into $PEERS_VENV (PyPI)"
+  if /usr/bin/python3 -m venv --system-site-packages "$PEERS_VENV" &&
+     timeout 1500 "$PEERS_VENV/bin/pip" install -q --disable-pip-version-check "${PEERS[@]}"; then
+    echo "setup: peers venv ready"
+  else
+    echo "setup: could not install ${PEERS[*]} from PyPI: the comparisons with PyTorch and onnxruntime will skip" >&2
+  fi
+fi

@@ -6,12 +6,16 @@
 # runtime's parsers and the ONNX importer, built with clang).
 # TCC_PRESET=asan runs the whole suite under AddressSanitizer + UBSan instead (build-asan/);
 # TCC_SKIP_RUNTIME_SANITIZERS=1 skips the runtime's sanitizer runs, TCC_SKIP_FUZZ=1 the fuzzing.
+# The tests run in a minimal environment (env -i: a fresh machine's PATH, no PYTHONPATH or other
+# variables of the calling shell), which proves that whatever they need comes from setup.sh (Debian
+# packages, the peers venv) and the build, never from this machine's PATH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 PRESET="${TCC_PRESET:-default}"
 TCC_PRESET="$PRESET" bash scripts/build.sh
-ctest --preset "$PRESET"
+clean_env=(env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME="${HOME:-/root}" LANG=C.UTF-8)
+"${clean_env[@]}" ctest --preset "$PRESET"
 
 if [ "$PRESET" = default ] && [ -z "${TCC_SKIP_RUNTIME_SANITIZERS:-}" ]; then
   for sanitizer in runtime-asan runtime-tsan; do
@@ -27,7 +31,7 @@ if [ "$PRESET" = default ] && [ -z "${TCC_SKIP_RUNTIME_SANITIZERS:-}" ]; then
     echo "== $sanitizer"
     cmake --preset "$sanitizer" >/dev/null
     cmake --build --preset "$sanitizer"
-    ctest --preset "$sanitizer"
+    "${clean_env[@]}" ctest --preset "$sanitizer"
   done
 fi
 

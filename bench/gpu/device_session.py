@@ -481,7 +481,27 @@ class Session:
         if p.returncode and not results:
             self.rows.append({"kind": "python", "name": "test_cuda.py",
                               "check": f"exit {p.returncode}: {p.stderr.strip()[-300:]}"})
-        self.sections["python"] = {"status": "ok" if p.returncode == 0 else "failed", "results": results}
+        # Call overhead: torch CUDA tensors through DLPack vs through host memory
+        # (bench/gpu/python_dlpack.py), on the test MLP and the bench models' artifacts.
+        timings = []
+        if self.device == "cuda":
+            paths = [artifacts / "mlp.tcc", *sorted(self.bundle.glob("models/*/model.tcc"))]
+            t = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu" / "python_dlpack.py"), *map(str, paths)],
+                               capture_output=True, text=True, env=env, timeout=max(30, min(300, self.left() - 30)))
+            for line in t.stdout.splitlines():
+                if line.startswith("{"):
+                    r = json.loads(line)
+                    timings.append(r)
+                    name = Path(r["artifact"]).parent.name if r["artifact"].endswith("model.tcc") else "test mlp"
+                    self.rows.append({"kind": "python", "name": f"call {name}", "timing": "h2h",
+                                      "tcc": r["torch_cuda_dlpack_ms"],
+                                      "metric": f"via host {r['torch_cuda_via_host_ms']} ms, numpy {r['numpy_host_ms']} ms",
+                                      "check": "ok" if r["outputs_equal"] else "outputs differ"})
+            if t.returncode:
+                self.rows.append({"kind": "python", "name": "python_dlpack.py",
+                                  "check": f"exit {t.returncode}: {t.stderr.strip()[-300:]}"})
+        self.sections["python"] = {"status": "ok" if p.returncode == 0 else "failed", "results": results,
+                                   "call_timings": timings}
 
     # -- conformance -------------------------------------------------------------------------------
     def conformance(self) -> None:

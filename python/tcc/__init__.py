@@ -248,16 +248,24 @@ class Model:
         return results
 
     def _run_on_device(self, inputs: Sequence[Any], out: Sequence[Any] | None) -> list:
-        """Inputs in GPU memory (DLPack, e.g. torch CUDA tensors): borrowed without copies,
-        ordered before the program's stream, run with tccrt_run_device; the outputs are new
-        torch CUDA tensors, or the DLPack tensors given as ``out``."""
+        """Inputs in GPU memory (DLPack, e.g. torch CUDA tensors): borrowed without copies
+        (torch's: after one wait for its current stream; other producers': ordered before the
+        program's stream by the protocol), run with tccrt_run_device; the outputs are new torch
+        CUDA tensors, or the DLPack tensors given as ``out``."""
         if self.device != "cuda":
             raise TccError("this program runs on the CPU: give it host tensors (the inputs are in "
                            "GPU memory)")
         if len(inputs) != len(self.inputs):
             raise TccError(f"{len(inputs)} inputs given, the program takes {len(self.inputs)}")
-        stream = self._lib.tccrt_program_cuda_stream(self._program) or 0
         want = (_dlpack.KDL_CUDA, self._device_ordinal)
+        if all(_is_torch(v) for v in inputs) and (out is None or all(_is_torch(o) for o in out)):
+            # One wait for torch's stream (the run is synchronous anyway) instead of an event
+            # per tensor: the tensors are then borrowed with stream -1 (no synchronisation).
+            import torch
+            torch.cuda.current_stream(torch.device("cuda", self._device_ordinal)).synchronize()
+            stream = -1
+        else:  # other producers order their work before the program's stream
+            stream = self._lib.tccrt_program_cuda_stream(self._program) or 0
 
         def borrow(value: Any, spec: TensorSpec, what: str) -> _dlpack.DeviceTensor:
             if _dlpack.device_of(value) != want:
@@ -328,7 +336,7 @@ class Model:
 
     def __repr__(self) -> str:
         if self._handle is None:
-            return f"<tcc.Model for {self.device}, not loaded (no usable device here)>"
+            return f"<tcc.Model for {self.device}, not loaded yet>"
         ins = ", ".join(f"{s.name}: {s.dtype_name}{list(s.shape)}" for s in self.inputs)
         outs = ", ".join(f"{s.name}: {s.dtype_name}{list(s.shape)}" for s in self.outputs)
         kind = "training artifact" if self.is_training else f"({ins}) -> ({outs})"
@@ -354,7 +362,9 @@ def compile(model: Any, *, device: str = "cpu", precision: str = "fp32", layout:
     ``mesh``, ``zero``, ``bucket_mb``, ``sharding_file``, ``micro_batches``,
     ``pipeline_schedule``. Other keywords: ``arch``, ``cache_dir``, ``jobs``, ``dump_dir``,
     ``explain_fusion``, ``explain_layout``. ``threads``, ``cuda_graph`` and ``device_ordinal``
-    are how the runtime runs the result. The compile report is ``Model.report``.
+    are how the runtime runs the result. The compile report is ``Model.report``. The runtime
+    loads the artifact when it is first used, so a CUDA artifact compiled where no GPU is, or a
+    distributed one (``mesh``) outside mpirun, can still be saved.
     """
     lib = _capi.compiler()
     settings = {"device": device, "precision": precision, "layout": layout, "train": train,
@@ -379,10 +389,10 @@ def compile(model: Any, *, device: str = "cpu", precision: str = "fp32", layout:
         report = json.loads(lib.tcc_compiled_report(compiled).decode())
     finally:
         lib.tcc_compiled_free(compiled)
-    # A CUDA artifact compiled where no GPU is usable can still be saved; it loads when used.
-    defer = report.get("device") == "cuda" and not device_available("cuda")[0]
+    # Loaded when first used: a CUDA artifact compiled where no GPU is usable, or a distributed
+    # one compiled outside mpirun, can still be saved.
     return Model(artifact, threads=threads, cuda_graph=cuda_graph,
-                 device_ordinal=device_ordinal, report=report, defer_load=defer)
+                 device_ordinal=device_ordinal, report=report, defer_load=True)
 
 
 def load(artifact: str | os.PathLike | bytes, *, threads: int = 0, cuda_graph: bool = False,

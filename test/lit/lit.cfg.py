@@ -23,10 +23,12 @@ llvm_config.add_tool_substitutions(["tcc-opt", "tcc"], [config.tcc_tools_dir])
 if config.have_nvrtc:
     config.available_features.add("nvrtc")
 
-# `REQUIRES: onnxruntime`: the python3 on PATH (not Debian's) can import onnxruntime.
-import shutil, subprocess
-if shutil.which("python3") and subprocess.run(["python3", "-c", "import onnxruntime"],
-                                              capture_output=True).returncode == 0:
+# `REQUIRES: onnxruntime`, `%peers-python`: the comparison tests' interpreter
+# (scripts/setup.sh's peers venv, CMake's TCC_PEERS_PYTHON) can import onnxruntime.
+import subprocess
+config.substitutions.append(("%peers-python", config.peers_python))
+if os.path.exists(config.peers_python) and subprocess.run(
+        [config.peers_python, "-c", "import onnxruntime"], capture_output=True).returncode == 0:
     config.available_features.add("onnxruntime")
 
 # `REQUIRES: fakecuda`, `%fakecuda CMD`: CMD runs CUDA artifacts on the fake CUDA driver and the

@@ -2,7 +2,7 @@
 
   check_saved_train_model.py ORIGINAL.onnx SAVED.onnx
 
-Runs with the python3 that has onnxruntime (not Debian's). The saved model must be the original
+Runs with the comparison tests' interpreter (scripts/setup.sh's peers venv, lit's %peers-python). The saved model must be the original
 with only its floating-point initializers changed (same names, types, shapes, order; the same
 nodes, inputs and outputs), and onnxruntime must run it and agree with a numpy forward pass of
 Inputs/make_train_data.py's MLP (Dropout is the identity in inference).
