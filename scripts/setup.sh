@@ -30,16 +30,16 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 echo "setup: all packages present"
 
-# The peers the comparison tests run against (PyTorch, onnxruntime), from PyPI, in a virtual
-# environment of Debian's interpreter that also sees Debian's numpy and onnx: never whatever
-# python3 is first on PATH. CMake finds it at .venv-peers/ (TCC_PEERS_PYTHON). Best effort:
-# where PyPI cannot be reached the tests that need the peers skip, each saying why.
-# TCC_SKIP_PEERS=1 skips this step.
+# The peers the comparison tests run against (PyTorch, onnxruntime) and the onnx that writes
+# the newest ONNX node test cases, from PyPI, in a virtual environment of Debian's interpreter
+# (which also sees Debian's numpy): never whatever python3 is first on PATH. CMake finds it at
+# .venv-peers/ (TCC_PEERS_PYTHON). Best effort: where PyPI cannot be reached the tests that need
+# it skip, each saying why. TCC_SKIP_PEERS=1 skips this step.
 PEERS_VENV="$(cd "$(dirname "$0")/.." && pwd)/.venv-peers"
-PEERS=(torch==2.5.1 onnxruntime==1.32.0)
+PEERS=(torch==2.5.1 onnxruntime==1.32.0 onnx==1.23.2)
 if [ -n "${TCC_SKIP_PEERS:-}" ]; then
   echo "setup: peers venv skipped (TCC_SKIP_PEERS): the comparisons with PyTorch and onnxruntime will skip"
-elif "$PEERS_VENV/bin/python" -c "import torch, onnxruntime" >/dev/null 2>&1; then
+elif "$PEERS_VENV/bin/python" -c "import torch, onnxruntime, onnx; assert onnx.__version__ == '1.23.2'" >/dev/null 2>&1; then
   echo "setup: peers venv present ($PEERS_VENV)"
 else
   echo "setup: installing ${PEERS[*]} into $PEERS_VENV (PyPI)"

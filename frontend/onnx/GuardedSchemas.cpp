@@ -117,6 +117,12 @@ const std::map<std::string, Guard> &guardedOps() {
   return ops;
 }
 
+/// Operators whose data propagation reads its input's type without checking that there is one
+/// (Shape's, in 1.12): a value with no type at all (the output of a node ONNX skipped: an
+/// operator it does not know, or a newer version of one) crashed it. Guarded, it propagates
+/// nothing there.
+bool dataPropagationNeedsTypes(const std::string &op) { return op == "Shape" || op == "Size"; }
+
 class GuardedRegistry final : public onnx::ISchemaRegistry {
 public:
   const onnx::OpSchema *GetSchema(const std::string &key, const int maxInclusiveVersion,
@@ -124,18 +130,33 @@ public:
     const onnx::OpSchema *schema =
         onnx::OpSchemaRegistry::Instance()->GetSchema(key, maxInclusiveVersion, domain);
     auto op = guardedOps().find(key);
-    if (!schema || op == guardedOps().end() || (!domain.empty() && domain != "ai.onnx"))
+    bool guardInference = op != guardedOps().end();
+    bool guardPropagation = dataPropagationNeedsTypes(key);
+    if (!schema || !(guardInference || guardPropagation) ||
+        (!domain.empty() && domain != "ai.onnx"))
       return schema;
     std::lock_guard<std::mutex> lock(mutex_);
     auto &guarded = schemas_[{domain, key, schema->SinceVersion()}];
     if (!guarded) {
       guarded = std::make_unique<onnx::OpSchema>(*schema);
-      onnx::InferenceFunction infer = schema->GetTypeAndShapeInferenceFunction();
-      const Guard &guard = op->second;
-      guarded->TypeAndShapeInferenceFunction([infer, &guard](onnx::InferenceContext &ctx) {
-        guard(ctx);
-        infer(ctx);
-      });
+      if (guardInference) {
+        onnx::InferenceFunction infer = schema->GetTypeAndShapeInferenceFunction();
+        const Guard &guard = op->second;
+        guarded->TypeAndShapeInferenceFunction([infer, &guard](onnx::InferenceContext &ctx) {
+          guard(ctx);
+          infer(ctx);
+        });
+      }
+      if (guardPropagation) {
+        onnx::DataPropagationFunction propagate = schema->GetDataPropagationFunction();
+        guarded->PartialDataPropagationFunction(
+            [propagate](onnx::DataPropagationContext &ctx) {
+              for (size_t i = 0; i < ctx.getNumInputs(); ++i)
+                if (!ctx.getInputType(i))
+                  return;
+              propagate(ctx);
+            });
+      }
     }
     return guarded.get();
   }

@@ -341,6 +341,30 @@ std::optional<onnx::ModelProto> tryConvertVersion(const onnx::ModelProto &model,
   return std::nullopt;
 }
 
+void runShapeInference(onnx::ModelProto &model);
+
+/// Shape inference with the `newer` nodes hidden from it: their op_type becomes one no schema
+/// has while it runs (ONNX skips unknown operators; their outputs' types stay unknown).
+void runShapeInferenceHiding(onnx::ModelProto &model, const std::set<const onnx::NodeProto *> &newer) {
+  std::vector<std::pair<onnx::NodeProto *, std::string>> hidden;
+  for (const onnx::NodeProto *node : newer) {
+    auto *mutableNode = const_cast<onnx::NodeProto *>(node); // a node of `model`
+    hidden.emplace_back(mutableNode, node->op_type());
+    mutableNode->set_op_type("tcc.newer-than-onnx-1.12." + node->op_type());
+  }
+  auto restore = [&] {
+    for (auto &[node, opType] : hidden)
+      node->set_op_type(opType);
+  };
+  try {
+    runShapeInference(model);
+  } catch (...) {
+    restore();
+    throw;
+  }
+  restore();
+}
+
 void runShapeInference(onnx::ModelProto &model) {
   // error_mode 0: node-level inference errors and unknown operators are skipped rather than
   // thrown; conflicts between inferred and declared element types still throw. Data
@@ -413,7 +437,20 @@ void checkWindowAttributes(const onnx::NodeProto &node) {
   }
 }
 
-void verifyNodes(const onnx::GraphProto &graph, const OpsetMap &opsets) {
+/// The newest opset of `domain` whose schemas ONNX 1.12 has (ai.onnx: 17); 0 if unknown.
+int64_t lastKnownOpset(const std::string &domain) {
+  const auto &ranges = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
+  auto it = ranges.find(domain);
+  return it == ranges.end() ? 0 : it->second.second;
+}
+
+/// Nodes of operator versions newer than ONNX 1.12 defines (opsets 18 to 23 changed inputs and
+/// attributes of Reduce*, Split, Pad, Resize, DFT, AveragePool, Cast...): ONNX's own schema
+/// check and shape inference would judge them by an older definition, so both leave them to
+/// the importer, which lowers each operator by the opset the model names. Keyed by the node.
+using NewerNodes = std::set<const onnx::NodeProto *>;
+
+void verifyNodes(const onnx::GraphProto &graph, const OpsetMap &opsets, NewerNodes &newer) {
   for (const onnx::NodeProto &node : graph.node()) {
     auto opset = opsets.find(isDefaultDomain(node.domain()) ? "" : node.domain());
     const onnx::OpSchema *schema =
@@ -424,16 +461,19 @@ void verifyNodes(const onnx::GraphProto &graph, const OpsetMap &opsets) {
       try {
         schema->Verify(node);
       } catch (const std::exception &e) {
-        throw Error(nodeDescription(node) + " does not match the definition of " + node.op_type() +
-                    " at opset " + std::to_string(opset->second) + ": " + e.what());
+        if (opset->second <= lastKnownOpset(opset->first))
+          throw Error(nodeDescription(node) + " does not match the definition of " +
+                      node.op_type() + " at opset " + std::to_string(opset->second) + ": " +
+                      e.what());
+        newer.insert(&node); // a later version of the operator than ONNX 1.12's
       }
     }
     checkWindowAttributes(node);
     for (const onnx::AttributeProto &attr : node.attribute()) {
       if (attr.has_g())
-        verifyNodes(attr.g(), opsets);
+        verifyNodes(attr.g(), opsets, newer);
       for (const onnx::GraphProto &g : attr.graphs())
-        verifyNodes(g, opsets);
+        verifyNodes(g, opsets, newer);
     }
   }
 }
@@ -442,8 +482,10 @@ void verifyNodes(const onnx::GraphProto &graph, const OpsetMap &opsets) {
 /// operator's schema (in 1.12 a Scan without num_scan_inputs crashes shape inference), so nodes
 /// are checked against the schemas first: input and output counts, required attributes and
 /// attribute types. Operators without a schema are left alone.
-void verifyNodesAgainstSchemas(const onnx::ModelProto &model) {
-  verifyNodes(model.graph(), opsetImports(model));
+NewerNodes verifyNodesAgainstSchemas(const onnx::ModelProto &model) {
+  NewerNodes newer;
+  verifyNodes(model.graph(), opsetImports(model), newer);
+  return newer;
 }
 
 /// Why ONNX's converter cannot handle `model`, if a node shows it. The 1.12 converter fails
@@ -846,9 +888,9 @@ void prepareOnnxModel(onnx::ModelProto &model, const PrepareOptions &opts) {
   // Input shapes next: the opset upgrade also profits from them.
   fixInputShapes(*model.mutable_graph(), opts.inputShapes);
   checkGraphWiring(model.graph(), {});
-  verifyNodesAgainstSchemas(model);
-  upgradeOpset(model, std::max<int64_t>(opts.minimumOpset, 1));
-  runShapeInference(model);
+  std::set<const onnx::NodeProto *> newer = verifyNodesAgainstSchemas(model);
+  upgradeOpset(model, std::max<int64_t>(opts.minimumOpset, 1)); // (opsets below 7 only)
+  runShapeInferenceHiding(model, newer);
 }
 
 std::optional<DType> dtypeFromOnnx(int32_t elemType) {
