@@ -46,6 +46,7 @@ const OpRegistry &opRegistry() {
     registerControlFlowOps(r);
     registerRecurrentOps(r);
     registerMiscOps(r);
+    registerTransformerOps(r);
     registerSequenceOps(r);
     return r;
   }();

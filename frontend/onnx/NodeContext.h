@@ -175,5 +175,6 @@ void registerControlFlowOps(OpRegistry &r);
 void registerRecurrentOps(OpRegistry &r);
 void registerMiscOps(OpRegistry &r);
 void registerSequenceOps(OpRegistry &r);
+void registerTransformerOps(OpRegistry &r);
 
 } // namespace tcc::onnx_import

@@ -1,0 +1,350 @@
+//===- Transformer.cpp - ONNX's transformer operators (opset 23 on) --------===//
+//
+// RMSNormalization, RotaryEmbedding and Attention, which ONNX added in opset 23 (after the
+// ONNX 1.12 the build links, so neither its schemas nor its function bodies are available):
+// lowered here from their definitions in the ONNX specification.
+//  * Attention (with opset 24's nonpad_kv_seqlen and opset 25's sliding windows) becomes
+//    tcc.attention where its semantics are the op's (scale, an upper-left causal triangle, a
+//    boolean mask or an additive bias, grouped-query heads), so the fused kernels run it; the
+//    rest (softcap, a key/value cache with a causal mask, which ONNX aligns bottom-right, a
+//    softmax precision, the qk_matmul_output output, padding lengths, windows) is built from
+//    core ops. A fully masked query row gives zeros, as ONNX specifies.
+//
+//===----------------------------------------------------------------------===//
+#include "../NodeContext.h"
+
+#include "tcc/Frontend/OnnxModel.h"
+#include "tcc/Interp/Interpreter.h"
+
+#include <cmath>
+
+using namespace mlir;
+
+namespace tcc::onnx_import {
+namespace {
+
+using Shape64 = SmallVector<int64_t>;
+
+Shape64 shapeOf(Value v) { return Shape64(CoreBuilder::shapeOf(v)); }
+
+void requireFloat(NodeContext &n, Value v, const char *what) {
+  if (!isa<FloatType>(CoreBuilder::elementTypeOf(v)))
+    n.fail(std::string(what) + " must be a floating-point tensor");
+}
+
+/// Y = X / sqrt(mean(X^2 over dims axis..rank-1) + epsilon) * scale, computed in f32
+/// (stash_type 1, the only one ONNX defines a computation for) and cast back.
+void lowerRMSNormalization(NodeContext &n) {
+  CoreBuilder &b = n.b();
+  Value x = n.input(0), scale = n.input(1);
+  requireFloat(n, x, "X");
+  int64_t rank = n.inputRank(0);
+  if (rank == 0)
+    n.fail("X must have rank >= 1");
+  if (n.attrInt("stash_type", 1) != 1)
+    n.fail("stash_type " + std::to_string(n.attrInt("stash_type", 1)) +
+           " is not supported (1: float)");
+  int64_t axis = n.normalizeAxis(n.attrInt("axis", -1), rank);
+  Type t = CoreBuilder::elementTypeOf(x), f32 = b.builder().getF32Type();
+  Value xf = b.cast(x, f32);
+  Shape64 dims;
+  for (int64_t d = axis; d < rank; ++d)
+    dims.push_back(d);
+  int64_t count = 1;
+  for (int64_t d : dims)
+    count *= CoreBuilder::shapeOf(x)[d];
+  Value meanSquare = b.div(b.reduce(ReduceKind::Sum, b.mul(xf, xf), dims, /*keepDims=*/true),
+                           b.scalarLike(xf, (double)std::max<int64_t>(count, 1)));
+  Value rms = b.unary(UnaryKind::Sqrt, b.add(meanSquare, b.scalarLike(meanSquare,
+                                                                      n.attrFloat("epsilon", 1e-5))));
+  Value normalized = b.div(xf, rms);
+  n.setOutput(0, b.cast(b.mul(normalized, b.cast(scale, f32)), t));
+}
+
+/// Rotates pairs of the first rotary_embedding_dim features of each head by the angles whose
+/// cosines and sines the caches hold (indexed by position_ids when given): halves (x1 = first
+/// half, x2 = second) or, interleaved, even and odd features. X is [B, H, S, D], or [B, S, H*D]
+/// with num_heads.
+void lowerRotaryEmbedding(NodeContext &n) {
+  CoreBuilder &b = n.b();
+  Value x = n.input(0), cosCache = n.input(1), sinCache = n.input(2);
+  requireFloat(n, x, "X");
+  Shape64 inShape = shapeOf(x);
+  int64_t rank = inShape.size();
+  if (rank != 3 && rank != 4)
+    n.fail("X must have rank 3 or 4, got " + std::to_string(rank));
+  int64_t batch = inShape[0];
+  if (rank == 4) {
+    x = b.transpose(x, {0, 2, 1, 3}); // [B, S, H, D]
+  } else {
+    int64_t heads = n.attrInt("num_heads", 0);
+    if (heads <= 0 || inShape[2] % heads)
+      n.fail("a rank-3 X needs num_heads dividing its hidden size " + std::to_string(inShape[2]));
+    x = b.reshape(x, {batch, inShape[1], heads, inShape[2] / heads});
+  }
+  Shape64 s = shapeOf(x); // [B, S, H, D]
+  int64_t seq = s[1], head = s[3];
+  int64_t rotary = n.attrInt("rotary_embedding_dim", 0);
+  if (rotary == 0)
+    rotary = head;
+  if (rotary < 2 || rotary > head || rotary % 2)
+    n.fail("rotary_embedding_dim " + std::to_string(rotary) + " must be even and at most the " +
+           "head size " + std::to_string(head));
+  int64_t half = rotary / 2;
+  if (n.hasInput(3)) {
+    Value ids = b.cast(n.input(3), b.builder().getI64Type());
+    cosCache = b.create<GatherOp>(cosCache, ids, (uint64_t)0);
+    sinCache = b.create<GatherOp>(sinCache, ids, (uint64_t)0);
+  }
+  for (Value c : {cosCache, sinCache})
+    if (shapeOf(c) != Shape64{batch, seq, half})
+      n.fail("the cos and sin caches (indexed by position_ids when given) must be [" +
+             std::to_string(batch) + ", " + std::to_string(seq) + ", " + std::to_string(half) +
+             "]");
+  Type t = CoreBuilder::elementTypeOf(x);
+  Value cos = b.reshape(b.cast(cosCache, t), {batch, seq, 1, half});
+  Value sin = b.reshape(b.cast(sinCache, t), {batch, seq, 1, half});
+  Value rotate = b.sliceDim(x, 3, 0, rotary);
+  bool interleaved = n.attrInt("interleaved", 0) != 0;
+  Value x1 = interleaved ? b.sliceDim(rotate, 3, 0, rotary, 2) : b.sliceDim(rotate, 3, 0, half);
+  Value x2 = interleaved ? b.sliceDim(rotate, 3, 1, rotary, 2) : b.sliceDim(rotate, 3, half, rotary);
+  Value real = b.sub(b.mul(cos, x1), b.mul(sin, x2));
+  Value imag = b.add(b.mul(sin, x1), b.mul(cos, x2));
+  Value rotated;
+  if (interleaved) {
+    Shape64 pair = {batch, seq, s[2], half, 1};
+    rotated = b.reshape(b.concat({b.reshape(real, pair), b.reshape(imag, pair)}, 4),
+                        {batch, seq, s[2], rotary});
+  } else {
+    rotated = b.concat({real, imag}, 3);
+  }
+  Value y = rotary < head ? b.concat({rotated, b.sliceDim(x, 3, rotary, head)}, 3) : rotated;
+  n.setOutput(0, rank == 4 ? b.transpose(y, {0, 2, 1, 3}) : b.reshape(y, inShape));
+}
+
+// ---- Attention ---------------------------------------------------------------------------
+
+/// [B, S, H*D] -> [B, H, S, D].
+Value splitHeads(CoreBuilder &b, Value x, int64_t heads) {
+  Shape64 s = shapeOf(x);
+  return b.transpose(b.reshape(x, {s[0], s[1], heads, s[2] / heads}), {0, 2, 1, 3});
+}
+
+/// [B, Hkv, S, D] -> [B, Hkv * reps, S, D], each head repeated reps times in a row.
+Value repeatHeads(CoreBuilder &b, Value x, int64_t reps) {
+  Shape64 s = shapeOf(x);
+  Value r = b.broadcastTo(b.reshape(x, {s[0], s[1], 1, s[2], s[3]}), {s[0], s[1], reps, s[2], s[3]});
+  return b.reshape(r, {s[0], s[1] * reps, s[2], s[3]});
+}
+
+/// A value of `shape` (rank 4, like the scores) from `x` of lower or equal rank, right-aligned.
+Value toRank4(CoreBuilder &b, Value x) {
+  Shape64 s = shapeOf(x);
+  Shape64 padded(4 - s.size(), 1);
+  padded.append(s.begin(), s.end());
+  return b.reshape(x, padded);
+}
+
+/// The shape of a rank-4 mask broadcast to [.., Lq, Lk] (its leading dims kept).
+Shape64 broadcastShape(Value mask, int64_t lq, int64_t lk) {
+  Shape64 s = shapeOf(mask);
+  s[2] = lq, s[3] = lk;
+  return s;
+}
+
+/// Softmax along the last dim where a row of -inf gives zeros (not NaN).
+Value safeSoftmax(CoreBuilder &b, Value s) {
+  int64_t last = CoreBuilder::shapeOf(s).size() - 1;
+  Value max = b.reduce(ReduceKind::Max, s, {last}, true);
+  Value ninf = b.scalarLike(max, -INFINITY);
+  Value shift = b.select(b.compare(CompareKind::Eq, max, ninf), b.splatLike(max, 0), max);
+  Value e = b.unary(UnaryKind::Exp, b.sub(s, shift));
+  Value sum = b.reduce(ReduceKind::Sum, e, {last}, true);
+  sum = b.select(b.compare(CompareKind::Eq, sum, b.splatLike(sum, 0)), b.splatLike(sum, 1), sum);
+  return b.div(e, sum);
+}
+
+void lowerAttention(NodeContext &n) {
+  CoreBuilder &b = n.b();
+  Value q = n.input(0), k = n.input(1), v = n.input(2);
+  requireFloat(n, q, "Q");
+  int64_t rank = n.inputRank(0);
+  if (rank != 3 && rank != 4)
+    n.fail("Q must have rank 3 or 4, got " + std::to_string(rank));
+  if (n.inputRank(1) != rank || n.inputRank(2) != rank)
+    n.fail("Q, K and V must have the same rank");
+  Type t = CoreBuilder::elementTypeOf(q);
+  if (CoreBuilder::elementTypeOf(k) != t || CoreBuilder::elementTypeOf(v) != t)
+    n.fail("Q, K and V must have one element type");
+  int64_t leftWindow = n.attrInt("left_window_size", -1), rightWindow = n.attrInt("right_window_size", -1);
+  if (leftWindow < -1 || rightWindow < -1)
+    n.fail("left_window_size and right_window_size must be -1 (unbounded) or >= 0");
+  if (rank == 3) {
+    int64_t qHeads = n.attrInt("q_num_heads", 0), kvHeads = n.attrInt("kv_num_heads", 0);
+    if (qHeads <= 0 || kvHeads <= 0)
+      n.fail("rank-3 inputs need q_num_heads and kv_num_heads");
+    for (auto [x, heads, what] : {std::tuple{q, qHeads, "Q"}, {k, kvHeads, "K"}, {v, kvHeads, "V"}})
+      if (shapeOf(x)[2] % heads)
+        n.fail(std::string(what) + "'s hidden size " + std::to_string(shapeOf(x)[2]) +
+               " is not a multiple of its " + std::to_string(heads) + " heads");
+    q = splitHeads(b, q, qHeads);
+    k = splitHeads(b, k, kvHeads);
+    v = splitHeads(b, v, kvHeads);
+  }
+  Shape64 qs = shapeOf(q), ks = shapeOf(k), vs = shapeOf(v);
+  int64_t batch = qs[0], qHeads = qs[1], lq = qs[2], d = qs[3];
+  if (ks[0] != batch || vs[0] != batch || ks[3] != d || vs[1] != ks[1] || vs[2] != ks[2])
+    n.fail("K [B, Hkv, Lk, D] and V [B, Hkv, Lk, Dv] do not fit Q [B, Hq, Lq, D]");
+  if (qHeads % ks[1])
+    n.fail("the " + std::to_string(qHeads) + " query heads are not a multiple of the " +
+           std::to_string(ks[1]) + " key/value heads");
+
+  // The key/value cache: present = concat(past, new) along the sequence.
+  bool past = n.hasInput(4) || n.hasInput(5);
+  int64_t pastLength = 0;
+  if (past) {
+    if (!n.hasInput(4) || !n.hasInput(5))
+      n.fail("past_key and past_value must be given together");
+    pastLength = shapeOf(n.input(4))[2];
+    k = b.concat({n.input(4), k}, 2);
+    v = b.concat({n.input(5), v}, 2);
+  }
+  if (n.hasOutput(1))
+    n.setOutput(1, k);
+  if (n.hasOutput(2))
+    n.setOutput(2, v);
+  int64_t lk = shapeOf(k)[2], reps = qHeads / shapeOf(k)[1];
+
+  double scale = n.attrFloat("scale", 1.0 / std::sqrt((double)d));
+  bool causal = n.attrInt("is_causal", 0) != 0;
+  double softcap = n.attrFloat("softcap", 0.0);
+  int64_t qkMode = n.attrInt("qk_matmul_output_mode", 0);
+  std::optional<Type> softmaxType;
+  if (n.hasAttr("softmax_precision")) {
+    auto dtype = dtypeFromOnnx((int32_t)n.attrInt("softmax_precision", 1));
+    if (!dtype || !isFloat(*dtype))
+      n.fail("softmax_precision must name a floating-point type");
+    softmaxType = typeFromDType(b.builder().getContext(), *dtype);
+  }
+
+  // The mask, padded along the keys to Lk (with false or -inf) and made rank 4.
+  Value mask;
+  bool boolMask = false;
+  if (n.hasInput(3)) {
+    mask = n.input(3);
+    Shape64 m = shapeOf(mask);
+    if (m.empty() || m.size() > 4)
+      n.fail("attn_mask must have rank 1 to 4");
+    boolMask = CoreBuilder::elementTypeOf(mask).isInteger(1);
+    if (!boolMask && CoreBuilder::elementTypeOf(mask) != t)
+      n.fail("attn_mask must be bool or Q's type");
+    if (m.back() > lk)
+      n.fail("attn_mask covers " + std::to_string(m.back()) + " keys, more than the " +
+             std::to_string(lk));
+    if (m.back() < lk) {
+      Shape64 padShape = m;
+      padShape.back() = lk - m.back();
+      Value pad = boolMask ? b.cast(b.splat(RankedTensorType::get(padShape, t), 0), b.builder().getI1Type())
+                           : b.splat(RankedTensorType::get(padShape, t), -INFINITY);
+      mask = b.concat({mask, pad}, m.size() - 1);
+    }
+    mask = toRank4(b, mask);
+  }
+  Value nonpad = n.hasInput(6) ? b.cast(n.input(6), b.builder().getI64Type()) : Value();
+  if (nonpad && past)
+    n.fail("nonpad_kv_seqlen cannot be combined with past_key/past_value");
+
+  // The fused op where its semantics are the whole node's.
+  bool fusable = softcap == 0 && !n.hasOutput(3) && !nonpad && !(causal && past) &&
+                 (!softmaxType || *softmaxType == t) && leftWindow < 0 && rightWindow < 0;
+  if (fusable) {
+    Value boolArg = boolMask ? mask : Value(), biasArg = boolMask ? Value() : mask;
+    Value y = b.create<AttentionOp>(q, k, v, boolArg, biasArg, b.builder().getF64FloatAttr(scale),
+                                    causal ? b.builder().getUnitAttr() : UnitAttr(),
+                                    b.builder().getF64FloatAttr(-INFINITY));
+    if (mask) { // a fully masked query row is zeros, not the fused softmax's NaN
+      Value allowed = boolMask ? mask
+                               : b.compare(CompareKind::Gt, mask, b.splatLike(mask, -INFINITY));
+      if (causal) { // key j is visible to query i iff j <= i
+        Type i64 = b.builder().getI64Type();
+        Value visible = b.compare(CompareKind::Le, b.iota({1, 1, lq, lk}, i64, 3),
+                                  b.iota({1, 1, lq, lk}, i64, 2));
+        allowed = b.binary(BinaryKind::And, b.broadcastTo(allowed, broadcastShape(allowed, lq, lk)),
+                           b.broadcastTo(visible, broadcastShape(allowed, lq, lk)));
+      }
+      Value any = b.reduce(ReduceKind::Max, b.cast(allowed, t), {3}, true);
+      Value rowMasked = b.compare(CompareKind::Eq, any, b.splatLike(any, 0));
+      y = b.select(b.broadcastTo(rowMasked, shapeOf(y)), b.splatLike(y, 0), y);
+    }
+    n.setOutput(0, rank == 3 ? b.reshape(b.transpose(y, {0, 2, 1, 3}), {batch, lq, qHeads * shapeOf(v)[3]})
+                             : y);
+    return;
+  }
+
+  // The general form, step by step as the specification writes it.
+  if (reps > 1) {
+    k = repeatHeads(b, k, reps);
+    v = repeatHeads(b, v, reps);
+  }
+  Value root = b.scalarLike(q, std::sqrt(scale));
+  Value scores = b.matmul(b.mul(q, root), b.transpose(b.mul(k, root), {0, 1, 3, 2}));
+  if (softcap > 0) {
+    Value cap = b.scalarLike(scores, softcap);
+    scores = b.mul(b.unary(UnaryKind::Tanh, b.div(scores, cap)), cap);
+  }
+  // The additive bias [.., Lq, Lk]: the mask (true -> 0, false -> -inf), then the causal
+  // triangle aligned bottom-right (key j visible to query i iff j <= i + offset), the sliding
+  // windows (opset 25), then the padding of nonpad_kv_seqlen.
+  auto additive = [&](Value allowed) {
+    return b.select(allowed, b.splat(RankedTensorType::get(shapeOf(allowed), t), 0),
+                    b.splat(RankedTensorType::get(shapeOf(allowed), t), -INFINITY));
+  };
+  Value bias = b.splat(RankedTensorType::get({1, 1, lq, lk}, t), 0);
+  if (mask)
+    bias = b.add(bias, boolMask ? additive(mask) : mask);
+  Type i64 = b.builder().getI64Type();
+  Value row = b.iota({1, 1, lq, lk}, i64, 2), col = b.iota({1, 1, lq, lk}, i64, 3);
+  // The query's position among the keys: i + offset (the cache's length, or per batch
+  // nonpad_kv_seqlen - Lq).
+  Value offset = nonpad ? b.reshape(b.sub(nonpad, b.scalarLike(nonpad, (double)lq)), {batch, 1, 1, 1})
+                        : b.constantI64({pastLength}, {1, 1, 1, 1});
+  Value position = b.add(row, offset);
+  if (causal)
+    bias = b.add(bias, additive(b.compare(CompareKind::Le, col, position)));
+  // Sliding windows: key j is visible iff position - left <= j <= position + right.
+  if (leftWindow >= 0)
+    bias = b.add(bias, additive(b.compare(CompareKind::Ge, col,
+                                          b.sub(position, b.scalarLike(position, (double)leftWindow)))));
+  if (rightWindow >= 0)
+    bias = b.add(bias, additive(b.compare(CompareKind::Le, col,
+                                          b.add(position, b.scalarLike(position, (double)rightWindow)))));
+  if (nonpad)
+    bias = b.add(bias, additive(b.compare(CompareKind::Lt, col, b.reshape(nonpad, {batch, 1, 1, 1}))));
+  Value withBias = b.add(scores, bias);
+  Value probabilities = softmaxType ? b.cast(safeSoftmax(b, b.cast(withBias, *softmaxType)), t)
+                                    : safeSoftmax(b, withBias);
+  // A query row whose bias is all -inf sees no key: zeros (decided on the bias, not the scores).
+  Value biasMax = b.reduce(ReduceKind::Max, bias, {3}, true);
+  Value rowMasked = b.compare(CompareKind::Eq, biasMax, b.splatLike(biasMax, -INFINITY));
+  probabilities = b.select(b.broadcastTo(rowMasked, shapeOf(probabilities)),
+                           b.splatLike(probabilities, 0), probabilities);
+  if (n.hasOutput(3)) {
+    Value out = qkMode == 3 ? probabilities : qkMode == 2 ? withBias : scores;
+    if (qkMode < 0 || qkMode > 3)
+      n.fail("qk_matmul_output_mode must be 0 to 3, got " + std::to_string(qkMode));
+    n.setOutput(3, b.broadcastTo(out, shapeOf(withBias)));
+  }
+  Value y = b.matmul(probabilities, v);
+  n.setOutput(0, rank == 3 ? b.reshape(b.transpose(y, {0, 2, 1, 3}), {batch, lq, qHeads * shapeOf(v)[3]})
+                           : y);
+}
+
+} // namespace
+
+void registerTransformerOps(OpRegistry &r) {
+  r.add("RMSNormalization", lowerRMSNormalization);
+  r.add("RotaryEmbedding", lowerRotaryEmbedding);
+  r.add("Attention", lowerAttention);
+}
+
+} // namespace tcc::onnx_import
