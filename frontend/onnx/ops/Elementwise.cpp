@@ -120,12 +120,40 @@ void lowerCast(NodeContext &n) {
   n.setOutput(0, n.b().cast(n.input(0), n.elementType((int32_t)n.requireAttrInt("to"))));
 }
 
+/// Unsigned operands shift as they are. Signed ones (opset 28) shift their two's-complement bits:
+/// through the unsigned type of their width, a right shift of a negative value as ~(~x >> s)
+/// (arithmetic); a shift by a negative amount or by the width or more gives 0, or -1 for a
+/// negative value shifted right.
 void lowerBitShift(NodeContext &n) {
   std::string dir = n.attrString("direction", "");
   if (dir != "LEFT" && dir != "RIGHT")
     n.fail("direction must be LEFT or RIGHT, got '" + dir + "'");
-  n.setOutput(0, n.b().binary(dir == "LEFT" ? BinaryKind::ShiftLeft : BinaryKind::ShiftRight,
-                              n.input(0), n.input(1)));
+  BinaryKind kind = dir == "LEFT" ? BinaryKind::ShiftLeft : BinaryKind::ShiftRight;
+  CoreBuilder &b = n.b();
+  Value x = n.input(0), s = n.input(1);
+  Type t = CoreBuilder::elementTypeOf(x);
+  if ((t.isSignlessInteger() || t.isSignedInteger()) && !t.isInteger(1)) {
+    unsigned width = t.getIntOrFloatBitWidth();
+    Type u = b.builder().getIntegerType(width, /*isSigned=*/false);
+    Value inRange = b.binary(BinaryKind::And, b.compare(CompareKind::Ge, s, b.scalarLike(s, 0)),
+                             b.compare(CompareKind::Lt, s, b.scalarLike(s, width)));
+    Value amount = b.cast(b.select(inRange, s, b.splatLike(s, 0)), u);
+    Value bits = b.cast(x, u);
+    Value negative = b.compare(CompareKind::Lt, x, b.scalarLike(x, 0));
+    Value shifted;
+    if (kind == BinaryKind::ShiftLeft) {
+      shifted = b.cast(b.binary(kind, bits, amount), t);
+      n.setOutput(0, b.select(inRange, shifted, b.splatLike(shifted, 0)));
+    } else {
+      Value logical = b.binary(kind, bits, amount);
+      Value arithmetic = b.unary(UnaryKind::Not, b.binary(kind, b.unary(UnaryKind::Not, bits), amount));
+      shifted = b.cast(b.select(negative, arithmetic, logical), t);
+      Value fill = b.select(negative, b.splatLike(x, -1), b.splatLike(x, 0));
+      n.setOutput(0, b.select(inRange, shifted, fill));
+    }
+    return;
+  }
+  n.setOutput(0, b.binary(kind, x, s));
 }
 
 void registerActivations(OpRegistry &r) {
@@ -198,6 +226,21 @@ void registerActivations(OpRegistry &r) {
     Value above = b.compare(CompareKind::Gt, x, b.scalarLike(x, lambd));
     Value y = b.select(above, b.sub(x, b.scalarLike(x, bias)), b.splatLike(x, 0));
     n.setOutput(0, b.select(below, b.add(x, b.scalarLike(x, bias)), y));
+  });
+  // Swish (opset 24): x * sigmoid(alpha x); SwiGLU (opset 25): swish(a) * b, shapes equal.
+  r.add("Swish", [](NodeContext &n) {
+    Value x = n.input(0);
+    CoreBuilder &b = n.b();
+    Value gate = b.unary(UnaryKind::Sigmoid, b.mul(x, b.scalarLike(x, n.attrFloat("alpha", 1.0))));
+    n.setOutput(0, b.mul(x, gate));
+  });
+  r.add("SwiGLU", [](NodeContext &n) {
+    Value a = n.input(0), v = n.input(1);
+    CoreBuilder &b = n.b();
+    if (CoreBuilder::typeOf(a) != CoreBuilder::typeOf(v))
+      n.fail("A and B must have the same shape and type (SwiGLU does not broadcast)");
+    Value gate = b.unary(UnaryKind::Sigmoid, b.mul(a, b.scalarLike(a, n.attrFloat("alpha", 1.0))));
+    n.setOutput(0, b.mul(b.mul(a, gate), v));
   });
   r.add("Mish", [](NodeContext &n) {
     Value x = n.input(0);

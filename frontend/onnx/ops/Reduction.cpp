@@ -127,10 +127,14 @@ void lowerReduce(NodeContext &n, Reduction kind) {
   Shape64 dims = axes.empty() ? (noop ? Shape64{} : allDims(rank)) : normalizeAxes(n, axes, rank);
   bool keep = n.attrInt("keepdims", 1) != 0;
 
-  if (CoreBuilder::elementTypeOf(x).isInteger(1))
-    n.fail("boolean inputs are not supported");
-  // Ops with logs and roots compute integers in f64 and convert back.
+  // Booleans (ReduceMax/Min, opset 20: any/all) reduce as 0/1 bytes.
+  bool viaBytes = CoreBuilder::elementTypeOf(x).isInteger(1);
+  if (viaBytes && kind != Reduction::Max && kind != Reduction::Min)
+    n.fail("boolean inputs are reduced by ReduceMax and ReduceMin only");
   Type resultType = CoreBuilder::elementTypeOf(x);
+  if (viaBytes)
+    x = b.cast(x, b.builder().getIntegerType(8, /*isSigned=*/false));
+  // Ops with logs and roots compute integers in f64 and convert back.
   bool viaFloat = !isFloat(x) && (kind == Reduction::L2 || kind == Reduction::LogSum ||
                                   kind == Reduction::LogSumExp);
   if (viaFloat)
@@ -179,7 +183,7 @@ void lowerReduce(NodeContext &n, Reduction kind) {
     break;
   }
   }
-  n.setOutput(0, viaFloat ? b.cast(r, resultType) : r);
+  n.setOutput(0, viaFloat || viaBytes ? b.cast(r, resultType) : r);
 }
 
 // ---- ArgMax / ArgMin, CumSum, TopK ----
@@ -506,6 +510,42 @@ void lowerInstanceNormalization(NodeContext &n) {
   n.setOutput(0, normalize(b, x, mean, var, n.attrFloat("epsilon", 1e-5), scale, bias));
 }
 
+/// GroupNormalization (opset 18; 21 takes scale and bias per channel, 18 per group): statistics
+/// per (N, group) over the group's channels and the spatial dims, computed in f32 (stash_type 1).
+void lowerGroupNormalization(NodeContext &n) {
+  CoreBuilder &b = n.b();
+  Value x = n.input(0);
+  Shape64 shape(CoreBuilder::shapeOf(x));
+  int64_t rank = shape.size();
+  int64_t groups = n.requireAttrInt("num_groups");
+  if (rank < 3)
+    n.fail("the input must have rank >= 3 ([N, C, D...])");
+  if (groups < 1 || shape[1] % groups)
+    n.fail("num_groups " + std::to_string(groups) + " must divide the " +
+           std::to_string(shape[1]) + " channels");
+  if (n.attrInt("stash_type", 1) != 1)
+    n.fail("stash_type must be 1 (float)");
+  Type t = CoreBuilder::elementTypeOf(x), f32 = b.builder().getF32Type();
+  Shape64 grouped = {shape[0], groups, dimsProduct(ArrayRef<int64_t>(shape).drop_front(1)) / groups};
+  Value g = b.cast(b.reshape(x, grouped), f32);
+  Value mean = meanKeep(b, g, {2});
+  Value centered = b.sub(g, mean);
+  Value var = meanKeep(b, b.mul(centered, centered), {2});
+  Value normalized = b.reshape(b.div(centered, b.unary(UnaryKind::Sqrt, b.add(var, b.scalarLike(var, n.attrFloat("epsilon", 1e-5))))), shape);
+  Value scale = b.cast(n.input(1), f32), bias = b.cast(n.input(2), f32);
+  int64_t per = CoreBuilder::typeOf(scale).getNumElements();
+  if (per != shape[1] && per != groups)
+    n.fail("scale and bias must have one value per channel (opset 21) or per group (opset 18)");
+  if (per != shape[1]) { // per group: each group's value for its channels
+    Shape64 rep = {groups, shape[1] / groups};
+    scale = b.reshape(b.broadcastTo(b.reshape(scale, {groups, 1}), rep), {shape[1]});
+    bias = b.reshape(b.broadcastTo(b.reshape(bias, {groups, 1}), rep), {shape[1]});
+  }
+  Shape64 channel(rank, 1);
+  channel[1] = shape[1];
+  n.setOutput(0, b.cast(b.add(b.mul(normalized, b.reshape(scale, channel)), b.reshape(bias, channel)), t));
+}
+
 /// LpNormalization: x / ||x||_p along axis (p = 1 or 2).
 void lowerLpNormalization(NodeContext &n) {
   CoreBuilder &b = n.b();
@@ -810,6 +850,7 @@ void registerReductionOps(OpRegistry &r) {
 
   r.add("BatchNormalization", lowerBatchNormalization);
   r.add("InstanceNormalization", lowerInstanceNormalization);
+  r.add("GroupNormalization", lowerGroupNormalization);
   r.add("LpNormalization", lowerLpNormalization);
   r.add("Det", lowerDet);
 }

@@ -423,6 +423,48 @@ void lowerSlice(NodeContext &n) {
 }
 
 /// Pad: negative pads crop (a slice first), the rest is one tcc.pad.
+/// CenterCropPad (opset 18): along each axis, crops the centred target size out of a larger dim
+/// (the extra element of an odd difference at the end) or pads a smaller one with zeros
+/// around it (likewise).
+void lowerCenterCropPad(NodeContext &n) {
+  CoreBuilder &b = n.b();
+  Value x = n.input(0);
+  int64_t rank = CoreBuilder::rankOf(x);
+  std::vector<int64_t> target = n.requireInts(1, "shape");
+  std::vector<int64_t> axes = n.attrInts("axes");
+  if (axes.empty())
+    for (int64_t d = 0; d < rank; ++d)
+      axes.push_back(d);
+  if (axes.size() != target.size())
+    n.fail("shape has " + std::to_string(target.size()) + " sizes for " +
+           std::to_string(axes.size()) + " axes");
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t axis = n.normalizeAxis(axes[i], rank), want = target[i];
+    int64_t dim = CoreBuilder::shapeOf(x)[axis];
+    if (want < 0)
+      n.fail("shape has a negative size " + std::to_string(want));
+    if (want < dim) {
+      int64_t start = (dim - want) / 2;
+      x = b.sliceDim(x, axis, start, start + want);
+    } else if (want > dim) {
+      int64_t low = (want - dim) / 2, high = want - dim - low;
+      SmallVector<Value> parts;
+      auto zeros = [&](int64_t count) {
+        SmallVector<int64_t> s(CoreBuilder::shapeOf(x));
+        s[axis] = count;
+        return b.splat(RankedTensorType::get(s, CoreBuilder::elementTypeOf(x)), 0);
+      };
+      if (low)
+        parts.push_back(zeros(low));
+      parts.push_back(x);
+      if (high)
+        parts.push_back(zeros(high));
+      x = b.concat(parts, axis);
+    }
+  }
+  n.setOutput(0, x);
+}
+
 void lowerPad(NodeContext &n) {
   Value x = n.input(0);
   Shape64 shape = shapeVec(x);
@@ -936,6 +978,7 @@ void registerShapeOps(OpRegistry &r) {
   r.add("Split", lowerSplit);
   r.add("Slice", lowerSlice);
   r.add("Pad", lowerPad);
+  r.add("CenterCropPad", lowerCenterCropPad);
   r.add("Tile", lowerTile);
   r.add("Expand", lowerExpand);
   r.add("Gather", lowerGather);
