@@ -17,8 +17,10 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "onnx/defs/schema.h"
+#include <google/protobuf/unknown_field_set.h>
 
 #include <algorithm>
+#include <set>
 #include <sstream>
 
 using namespace mlir;
@@ -68,24 +70,70 @@ static const onnx::OpSchema *functionSchema(const std::string &domain, const std
   return nullptr;
 }
 
+/// The model-local function (ModelProto.functions, as exporters such as PyTorch's dynamo
+/// exporter write them) a node of `domain`::`opType` calls, if any.
+static const onnx::FunctionProto *localFunction(const onnx::ModelProto &model,
+                                                const std::string &domain,
+                                                const std::string &opType) {
+  for (const auto &fn : model.functions())
+    if (fn.name() == opType && normalizeDomain(fn.domain()) == domain)
+      return &fn;
+  return nullptr;
+}
+
+/// The default values of a model-local function's attributes: FunctionProto.attribute_proto
+/// (IR 9, field 11), which the ONNX 1.12 schema predates, so it is read from the unknown fields
+/// protobuf kept.
+static std::vector<onnx::AttributeProto> localFunctionDefaults(const onnx::FunctionProto &fn) {
+  constexpr int kAttributeProtoField = 11;
+  std::vector<onnx::AttributeProto> out;
+  const google::protobuf::UnknownFieldSet &unknown = fn.GetReflection()->GetUnknownFields(fn);
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    const google::protobuf::UnknownField &f = unknown.field(i);
+    onnx::AttributeProto a;
+    if (f.number() == kAttributeProtoField &&
+        f.type() == google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED &&
+        a.ParseFromString(f.length_delimited()))
+      out.push_back(std::move(a));
+  }
+  return out;
+}
+
+static std::map<std::string, int64_t> opsetsOf(const onnx::ModelProto &model);
+static onnx::FunctionProto functionBody(NodeContext &ctx, const onnx::OpSchema &schema);
+
 // ---- Unsupported ops ----
 
-static void collectUnsupported(const onnx::GraphProto &graph,
+using UnsupportedMap =
+    std::map<std::tuple<std::string, std::string, int64_t>, std::vector<std::string>>;
+
+/// Every node without a lowering, a schema function body or a model-local function, and those
+/// inside the local functions the nodes call (each function's body once).
+static void collectUnsupported(const onnx::ModelProto &model,
+                               const google::protobuf::RepeatedPtrField<onnx::NodeProto> &nodes,
                                const std::map<std::string, int64_t> &opsets,
-                               std::map<std::tuple<std::string, std::string, int64_t>,
-                                        std::vector<std::string>> &found) {
-  for (const auto &node : graph.node()) {
+                               std::set<const onnx::FunctionProto *> &visited,
+                               UnsupportedMap &found) {
+  for (const auto &node : nodes) {
     std::string domain = normalizeDomain(node.domain());
     auto it = opsets.find(domain);
     int64_t opset = it == opsets.end() ? -1 : it->second;
-    if (!opRegistry().find(domain, node.op_type()) &&
-        !(opset >= 0 && functionSchema(domain, node.op_type(), opset)))
+    if (const onnx::FunctionProto *fn = localFunction(model, domain, node.op_type())) {
+      if (visited.insert(fn).second) {
+        std::map<std::string, int64_t> fnOpsets = opsets;
+        for (const auto &o : fn->opset_import())
+          fnOpsets[normalizeDomain(o.domain())] = o.version();
+        collectUnsupported(model, fn->node(), fnOpsets, visited, found);
+      }
+    } else if (!opRegistry().find(domain, node.op_type()) &&
+               !(opset >= 0 && functionSchema(domain, node.op_type(), opset))) {
       found[{domain, node.op_type(), opset}].push_back(nodeLabel(node));
+    }
     for (const auto &a : node.attribute()) {
       if (a.has_g())
-        collectUnsupported(a.g(), opsets, found);
+        collectUnsupported(model, a.g().node(), opsets, visited, found);
       for (const auto &g : a.graphs())
-        collectUnsupported(g, opsets, found);
+        collectUnsupported(model, g.node(), opsets, visited, found);
     }
   }
 }
@@ -103,8 +151,9 @@ namespace tcc {
 using namespace onnx_import;
 
 std::vector<UnsupportedOp> findUnsupportedOps(const onnx::ModelProto &model) {
-  std::map<std::tuple<std::string, std::string, int64_t>, std::vector<std::string>> found;
-  collectUnsupported(model.graph(), opsetsOf(model), found);
+  UnsupportedMap found;
+  std::set<const onnx::FunctionProto *> visited;
+  collectUnsupported(model, model.graph().node(), opsetsOf(model), visited, found);
   std::vector<UnsupportedOp> out;
   for (auto &[key, nodes] : found)
     out.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key), nodes});
@@ -234,10 +283,26 @@ void GraphImporter::importNode(const onnx::NodeProto &node) {
     // Identity also forwards sequences; its registered lowering handles tensors.
     if (domain.empty() && node.op_type() == "Identity" && ctx.inputIsSequence(0))
       ctx.setOutputSequence(0, ctx.inputSequence(0), ctx.inputSequenceElementType(0));
+    else if (const onnx::FunctionProto *fn = localFunction(model_, domain, node.op_type())) {
+      std::vector<onnx::AttributeProto> defaults = localFunctionDefaults(*fn);
+      expandFunction(ctx, *fn, [&](const std::string &name) -> const onnx::AttributeProto * {
+        for (const auto &a : defaults)
+          if (a.name() == name)
+            return &a;
+        return nullptr;
+      });
+    }
     else if (const OpLowering *lowering = opRegistry().find(domain, node.op_type()))
       (*lowering)(ctx);
     else if (const auto *schema = opset >= 0 ? functionSchema(domain, node.op_type(), opset) : nullptr)
-      expandFunction(ctx, *schema);
+      expandFunction(ctx, functionBody(ctx, *schema),
+                     [schema](const std::string &name) -> const onnx::AttributeProto * {
+                       auto d = schema->attributes().find(name);
+                       return d != schema->attributes().end() &&
+                                      d->second.default_value.type() != onnx::AttributeProto::UNDEFINED
+                                  ? &d->second.default_value
+                                  : nullptr;
+                     });
     else
       ctx.fail("no lowering for this operator");
   } catch (const ImportError &) {
@@ -291,9 +356,10 @@ static onnx::FunctionProto functionBody(NodeContext &ctx, const onnx::OpSchema &
   return fn;
 }
 
-void GraphImporter::expandFunction(NodeContext &ctx, const onnx::OpSchema &schema) {
+void GraphImporter::expandFunction(
+    NodeContext &ctx, const onnx::FunctionProto &fn,
+    const std::function<const onnx::AttributeProto *(const std::string &)> &defaultOf) {
   const onnx::NodeProto &node = ctx.node();
-  onnx::FunctionProto fn = functionBody(ctx, schema);
 
   // The body runs in its own scope, with its formal inputs bound to the node's actual inputs.
   Scope body{{}, nullptr, {}};
@@ -328,11 +394,9 @@ void GraphImporter::expandFunction(NodeContext &ctx, const onnx::OpSchema &schem
           onnx::AttributeProto copy = *it->second;
           copy.set_name(a.name());
           *n.add_attribute() = copy;
-        } else if (auto d = schema.attributes().find(a.ref_attr_name());
-                   d != schema.attributes().end() &&
-                   d->second.default_value.type() != onnx::AttributeProto::UNDEFINED) {
-          // The node leaves the attribute at its default: the body sees the schema's default.
-          onnx::AttributeProto copy = d->second.default_value;
+        } else if (const onnx::AttributeProto *d = defaultOf(a.ref_attr_name())) {
+          // The node leaves the attribute at its default: the body sees the default.
+          onnx::AttributeProto copy = *d;
           copy.set_name(a.name());
           *n.add_attribute() = copy;
         }

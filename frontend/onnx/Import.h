@@ -61,7 +61,11 @@ private:
   void collectValueInfo(const onnx::GraphProto &graph);
   void importNodes(const google::protobuf::RepeatedPtrField<onnx::NodeProto> &nodes);
   void importNode(const onnx::NodeProto &node);
-  void expandFunction(NodeContext &ctx, const onnx::OpSchema &schema);
+  /// Imports `fn`'s body for the node of `ctx` (a function-defined operator: its schema's body,
+  /// or a model-local function); `defaultOf` gives an attribute's default value (or null)
+  /// where the node leaves an attribute the body refers to unset.
+  void expandFunction(NodeContext &ctx, const onnx::FunctionProto &fn,
+                      const std::function<const onnx::AttributeProto *(const std::string &)> &defaultOf);
   mlir::Value constantFromProto(const onnx::TensorProto &t, mlir::Location loc);
   mlir::RankedTensorType inputType(const onnx::ValueInfoProto &in) const;
   std::optional<NeedsInputValues> inputsFeeding(mlir::Value v) const;
