@@ -158,6 +158,17 @@ CaseResult runCase(const fs::path &dir, const CheckOptions &options) {
 }
 
 /// "case-name  reason" per line; blank lines and '#' comments ignored.
+
+/// The case's name: its directory name (suites share no names in the ONNX test data).
+std::string caseName(const fs::path &dir) {
+  fs::path p = dir;
+  if (p.filename().empty())
+    p = p.parent_path();
+  return p.filename().string();
+}
+
+} // namespace
+
 std::map<std::string, std::string> readExpectedFailures(const std::string &path) {
   std::map<std::string, std::string> out;
   if (path.empty())
@@ -182,16 +193,6 @@ std::map<std::string, std::string> readExpectedFailures(const std::string &path)
   }
   return out;
 }
-
-/// The case's name: its directory name (suites share no names in the ONNX test data).
-std::string caseName(const fs::path &dir) {
-  fs::path p = dir;
-  if (p.filename().empty())
-    p = p.parent_path();
-  return p.filename().string();
-}
-
-} // namespace
 
 int runCheck(const CheckOptions &options) {
   if (options.device != "interp" && options.device != "cpu" && options.device != "cuda")

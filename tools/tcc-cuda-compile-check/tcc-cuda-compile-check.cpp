@@ -17,6 +17,7 @@
 // every K-th case in name order (a deterministic subset).
 //
 //===----------------------------------------------------------------------===//
+#include "tcc/Driver/Check.h"
 #include "tcc/Driver/Pipeline.h"
 
 #include "tcc/Codegen/NvrtcCompiler.h"
@@ -70,23 +71,6 @@ std::vector<fs::path> numbered(const fs::path &dir, const std::string &prefix) {
     return n(a) < n(b);
   });
   return files;
-}
-
-std::set<std::string> readNames(const std::string &path) {
-  std::set<std::string> names;
-  if (path.empty())
-    return names;
-  std::ifstream in(path);
-  if (!in)
-    throw Error("cannot open '" + path + "'");
-  std::string line;
-  while (std::getline(in, line)) {
-    size_t start = line.find_first_not_of(" \t");
-    if (start == std::string::npos || line[start] == '#')
-      continue;
-    names.insert(line.substr(start, line.find_first_of(" \t", start) - start));
-  }
-  return names;
 }
 
 struct CaseResult {
@@ -156,7 +140,9 @@ int run(const Options &options) {
     std::cout << "SKIP: " << codegen::nvrtcVersionString() << "\n";
     return 0;
   }
-  std::set<std::string> expected = readNames(options.expectedFailures);
+  std::set<std::string> expected;
+  for (const auto &[name, reason] : readExpectedFailures(options.expectedFailures))
+    expected.insert(name);
   std::vector<fs::path> cases;
   for (const std::string &d : options.dirs) {
     if (fs::exists(fs::path(d) / "model.onnx")) {

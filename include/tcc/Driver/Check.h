@@ -1,6 +1,7 @@
 //===- Check.h - `tcc check`: run ONNX backend-test cases ------------------===//
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -21,5 +22,9 @@ struct CheckOptions {
 /// Runs every case, prints one line per case and a closing summary; returns the exit status
 /// (0 when every failure is expected and every expected failure still fails).
 int runCheck(const CheckOptions &options);
+
+/// A list of expected failures: one case per line, "NAME  REASON"; blank lines and '#'
+/// comments skipped. Name -> reason; empty for an empty path.
+std::map<std::string, std::string> readExpectedFailures(const std::string &path);
 
 } // namespace tcc
