@@ -242,6 +242,15 @@ void registerActivations(OpRegistry &r) {
     Value gate = b.unary(UnaryKind::Sigmoid, b.mul(a, b.scalarLike(a, n.attrFloat("alpha", 1.0))));
     n.setOutput(0, b.mul(b.mul(a, gate), v));
   });
+  // Celu: max(0, x) + min(0, alpha (exp(x / alpha) - 1)), in x's own type (ONNX 1.12's
+  // function body has f32 constants only).
+  r.add("Celu", [](NodeContext &n) {
+    Value x = n.input(0);
+    CoreBuilder &b = n.b();
+    Value alpha = b.scalarLike(x, n.attrFloat("alpha", 1.0));
+    Value negative = b.mul(alpha, b.sub(b.unary(UnaryKind::Exp, b.div(x, alpha)), b.scalarLike(x, 1)));
+    n.setOutput(0, b.add(b.max(x, b.scalarLike(x, 0)), b.min(negative, b.scalarLike(x, 0))));
+  });
   r.add("Mish", [](NodeContext &n) {
     Value x = n.input(0);
     CoreBuilder &b = n.b();

@@ -559,7 +559,11 @@ void lowerLpNormalization(NodeContext &n) {
     norm = b.unary(UnaryKind::Sqrt, b.reduce(ReduceKind::Sum, b.mul(x, x), {axis}, true));
   else
     n.fail("p must be 1 or 2, got " + std::to_string(p));
-  n.setOutput(0, b.div(x, norm));
+  // A zero norm gives zeros, not 0/0 (as ONNX's reference does).
+  Value zero = b.compare(CompareKind::Eq, norm, b.splatLike(norm, 0));
+  Value safe = b.select(zero, b.splatLike(norm, 1), norm);
+  n.setOutput(0, b.select(b.broadcastTo(zero, CoreBuilder::shapeOf(x)), b.splatLike(x, 0),
+                          b.div(x, safe)));
 }
 
 // ---- Det ----

@@ -286,7 +286,8 @@ void lowerDepthToSpace(NodeContext &n) {
   n.setOutput(0, b.reshape(t, {s[0], c, s[2] * bs, s[3] * bs}));
 }
 
-/// SpaceToDepth: [N, C, H, W] -> [N, C, H/b, b, W/b, b] -> (N, b, b, C, H/b, W/b) -> merge.
+/// SpaceToDepth: [N, C, H, W] -> [N, C, H/b, b, W/b, b] -> (N, b, b, C, H/b, W/b) -> merge;
+/// mode CRD (opset 25) orders the channels (C, b, b) instead.
 void lowerSpaceToDepth(NodeContext &n) {
   Value x = n.input(0);
   Shape64 s = shapeVec(x);
@@ -297,8 +298,11 @@ void lowerSpaceToDepth(NodeContext &n) {
     n.fail("spatial dims " + listStr({s[2], s[3]}) + " must be divisible by blocksize " +
            std::to_string(bs));
   CoreBuilder &b = n.b();
+  std::string mode = n.attrString("mode", "DCR");
+  if (mode != "DCR" && mode != "CRD")
+    n.fail("mode must be DCR or CRD, got '" + mode + "'");
   Value t = b.reshape(x, {s[0], s[1], s[2] / bs, bs, s[3] / bs, bs});
-  t = b.transpose(t, {0, 3, 5, 1, 2, 4});
+  t = mode == "DCR" ? b.transpose(t, {0, 3, 5, 1, 2, 4}) : b.transpose(t, {0, 1, 3, 5, 2, 4});
   n.setOutput(0, b.reshape(t, {s[0], s[1] * bs * bs, s[2] / bs, s[3] / bs}));
 }
 
