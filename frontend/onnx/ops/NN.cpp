@@ -675,6 +675,8 @@ AxisTable resizeAxisTable(NodeContext &n, const ResizeSpec &spec, int64_t inLen,
       x = o / scale;
     else if (cm == "tf_half_pixel_for_nn")
       x = (o + 0.5) / scale;
+    else if (cm == "half_pixel_symmetric") // opset 19: the ROI's centre on the output's centre
+      x = inLen / 2.0 * (1 - outLen / outReal) + (o + 0.5) / scale - 0.5;
     else if (cm == "tf_crop_and_resize") {
       x = outReal == 1 ? (roiEnd - roiStart) * (inLen - 1) / 2
                        : o * (roiEnd - roiStart) * (inLen - 1) / (outReal - 1);
