@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tcc/Driver/Check.h"
+#include "tcc/Support/TensorFiles.h"
 #include "tcc/Driver/Execute.h"
 #include "tcc/Driver/Pipeline.h"
 #include "tcc/Driver/Profile.h"
@@ -51,17 +52,24 @@ void addModelArgs(CLI::App *cmd, ModelArgs &args) {
                   "ONNX model file (.onnx); for run, bench and profile also a compiled artifact (.tcc)")
       ->required();
   cmd->add_option("--inputs", args.inputFiles,
-                  "TensorProto (.pb) files, one per graph input in order (initializers "
-                  "excluded); inputs not given get seeded random data");
+                  "TensorProto (.pb) or NumPy (.npy) files, one per graph input in order "
+                  "(initializers excluded); inputs not given get seeded random data");
   cmd->add_option("--input-shape", args.inputShapes,
                   "NAME=D0xD1x...: fixes a graph input's dynamic dimensions (repeatable)");
   cmd->add_option("--seed", args.seed, "seed for random inputs")->default_val(0);
 }
 
+/// An --inputs file: NumPy's .npy format by its extension, else a serialized TensorProto.
+Tensor readInputFile(const std::string &path) {
+  if (llvm::StringRef(path).ends_with(".npy"))
+    return parseNpy(readFileBytes(path), "'" + path + "'");
+  return readTensorFile(path);
+}
+
 LoadOptions loadOptions(const ModelArgs &args) {
   LoadOptions load;
   for (const auto &f : args.inputFiles)
-    load.inputs.push_back(readTensorFile(f));
+    load.inputs.push_back(readInputFile(f));
   for (const auto &s : args.inputShapes)
     load.inputShapes.insert(parseInputShape(s));
   load.seed = args.seed;
@@ -306,7 +314,7 @@ std::vector<Tensor> artifactInputs(const RuntimeProgram &program, const ModelArg
   std::vector<Tensor> inputs;
   for (size_t i = 0; i < specs.size(); ++i)
     inputs.push_back(i < args.inputFiles.size()
-                         ? readTensorFile(args.inputFiles[i])
+                         ? readInputFile(args.inputFiles[i])
                          : randomInput(specs[i].dtype, specs[i].shape, args.seed + i));
   return inputs;
 }
