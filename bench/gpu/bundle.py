@@ -218,6 +218,9 @@ def main() -> int:
                          "device tool carries")
     ap.add_argument("--arch", default="sm_90,sm_80")
     ap.add_argument("--conformance", type=int, default=150, help="node tests in the sample (0: none)")
+    ap.add_argument("--conformance-cases", type=Path, nargs="+", default=None, metavar="DIR",
+                    help="these case folders instead of the sample (e.g. the onnx 1.23 node cases that "
+                         "test/conformance/check_onnx_node_tests.sh writes into the build tree)")
     ap.add_argument("--models", nargs="*", default=None, help="bench models, in priority order (default: all by priority)")
     ap.add_argument("--models-only", action="store_true",
                     help="only the bench models (no microbenchmarks, conformance sample or training artifact): "
@@ -333,7 +336,8 @@ def main() -> int:
 
     if compiler_ok and "conformance" in args.parts:
         # Conformance sample: the CPU backend's passing node tests, compiled with their inputs.
-        cases = conformance_cases(args.conformance)
+        cases = ([c for c in args.conformance_cases if (c / "model.onnx").exists()]
+                 if args.conformance_cases else conformance_cases(args.conformance))
         # Only what the CPU backend passes here, by `tcc check` itself (cases with sequence or
         # optional values are skipped by it).
         if cases:

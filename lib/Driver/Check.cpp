@@ -70,16 +70,7 @@ std::string compareTensors(const Tensor &got, const Tensor &ref, double rtol, do
   if (got.shape() != ref.shape())
     return "shape " + shapeToString(got.shape()) + " != expected " + shapeToString(ref.shape());
   bool exact = !isFloat(ref.dtype());
-  // 16-bit floats keep 8 (bf16) or 11 (f16) significant bits: a result computed in another
-  // order than the reference, or in f32 and rounded once, may differ in its last bit or two,
-  // more than the f32-sized default allows. At least two units in the last place, then.
-  if (ref.dtype() == DType::BF16) {
-    rtol = std::max(rtol, 1.0 / 64);
-    atol = std::max(atol, 1.0 / 256);
-  } else if (ref.dtype() == DType::F16) {
-    rtol = std::max(rtol, 1.0 / 512);
-    atol = std::max(atol, 1.0 / 4096);
-  }
+  std::tie(rtol, atol) = toleranceFor(ref.dtype(), rtol, atol);
   int64_t bad = 0, first = -1;
   double worst = 0;
   for (int64_t i = 0; i < ref.numElements(); ++i) {

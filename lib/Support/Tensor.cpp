@@ -2,6 +2,7 @@
 
 #include "tcc/Support/Tensor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <new>
@@ -47,6 +48,14 @@ const char *dtypeName(DType t) {
   case DType::F64: return "f64";
   }
   throw Error("invalid dtype");
+}
+
+std::pair<double, double> toleranceFor(DType t, double rtol, double atol) {
+  if (t == DType::BF16)
+    return {std::max(rtol, 1.0 / 64), std::max(atol, 1.0 / 256)};
+  if (t == DType::F16)
+    return {std::max(rtol, 1.0 / 512), std::max(atol, 1.0 / 4096)};
+  return {rtol, atol};
 }
 
 bool isFloat(DType t) {

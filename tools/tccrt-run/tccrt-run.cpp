@@ -120,8 +120,9 @@ struct Comparison {
   bool ok() const { return error.empty() && mismatches == 0; }
 };
 
-/// |got - ref| <= atol + rtol * |ref| for floats (NaN matches NaN, infinities must be equal);
-/// exact for integers and bools. maxRel is over elements whose reference is not zero.
+/// |got - ref| <= atol + rtol * |ref| for floats (NaN matches NaN, infinities must be equal;
+/// f16/bf16: at least two units in the last place, toleranceFor); exact for integers and bools.
+/// maxRel is over elements whose reference is not zero.
 Comparison compare(const Tensor &got, const Tensor &ref, double rtol, double atol) {
   Comparison c;
   if (got.dtype() != ref.dtype() || got.shape() != ref.shape()) {
@@ -129,6 +130,7 @@ Comparison compare(const Tensor &got, const Tensor &ref, double rtol, double ato
     return c;
   }
   bool exact = !isFloat(got.dtype());
+  std::tie(rtol, atol) = toleranceFor(got.dtype(), rtol, atol); // 16-bit floats: two ulps
   for (int64_t i = 0; i < got.numElements(); ++i) {
     double g = got.getDouble(i), r = ref.getDouble(i);
     bool ok;
@@ -436,7 +438,7 @@ int main(int argc, char **argv) {
       ->check(CLI::IsMember({"pb", "npy"}));
   app.add_option("--compare", o.compareDir,
                  "compare outputs with DIR/output_<i>.npy or .pb; exit 2 if any differs");
-  app.add_option("--rtol", o.rtol, "relative tolerance: |got-ref| <= atol + rtol*|ref|")
+  app.add_option("--rtol", o.rtol, "relative tolerance: |got-ref| <= atol + rtol*|ref| (f16/bf16 outputs: at least two units in the last place)")
       ->default_val(1e-3);
   app.add_option("--atol", o.atol, "absolute tolerance")->default_val(1e-5);
   app.add_option("--warmup", o.warmup, "untimed runs before the timed ones")->default_val(5);

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace tcc {
@@ -27,6 +28,12 @@ enum class DType : uint8_t { Bool, I8, I16, I32, I64, U8, U16, U32, U64, F16, BF
 size_t dtypeSize(DType t);
 const char *dtypeName(DType t); // "f32", "i64", "bool", ...
 bool isFloat(DType t);
+
+/// The tolerances {rtol, atol} to compare values of `t` with: the given ones, widened for 16-bit
+/// floats to about two units in the last place (bf16: rtol 2^-6, atol 2^-8; f16: rtol 2^-9,
+/// atol 2^-12), since a result computed in another order than its reference, or in f32 and
+/// rounded once, may differ in its last bit or two. `tcc check` and `tccrt-run --compare`.
+std::pair<double, double> toleranceFor(DType t, double rtol, double atol);
 bool isSignedInt(DType t);
 bool isUnsignedInt(DType t);
 inline bool isInteger(DType t) { return isSignedInt(t) || isUnsignedInt(t); }
