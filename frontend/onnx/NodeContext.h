@@ -166,6 +166,9 @@ const OpRegistry &opRegistry();
 /// model are untrusted: the fuzzer reached a Reshape to dims whose product overflowed).
 int64_t dimsProduct(llvm::ArrayRef<int64_t> dims);
 
+/// mean(x) over dims, keeping them as size 1 (ops/Reduction.cpp; the normalisations use it).
+mlir::Value meanKeep(CoreBuilder &b, mlir::Value x, llvm::ArrayRef<int64_t> dims);
+
 // One per file in frontend/onnx/ops/.
 void registerElementwiseOps(OpRegistry &r);
 void registerShapeOps(OpRegistry &r);

@@ -72,11 +72,15 @@ Shape64 droppedShape(Value x, ArrayRef<int64_t> dims) {
   return shape;
 }
 
-/// mean(x) over dims, keeping them as size 1.
+} // namespace
+
+// (NodeContext.h)
 Value meanKeep(CoreBuilder &b, Value x, ArrayRef<int64_t> dims) {
   Value sum = b.reduce(ReduceKind::Sum, x, dims, /*keepDims=*/true);
   return b.div(sum, b.scalarLike(x, (double)countOver(x, dims)));
 }
+
+namespace {
 
 /// 1 where v is finite, as i1 (inf - inf and NaN - NaN are NaN).
 Value isFinite(CoreBuilder &b, Value v) {

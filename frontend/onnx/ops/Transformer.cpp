@@ -50,11 +50,7 @@ void lowerRMSNormalization(NodeContext &n) {
   Shape64 dims;
   for (int64_t d = axis; d < rank; ++d)
     dims.push_back(d);
-  int64_t count = 1;
-  for (int64_t d : dims)
-    count *= CoreBuilder::shapeOf(x)[d];
-  Value meanSquare = b.div(b.reduce(ReduceKind::Sum, b.mul(xf, xf), dims, /*keepDims=*/true),
-                           b.scalarLike(xf, (double)std::max<int64_t>(count, 1)));
+  Value meanSquare = meanKeep(b, b.mul(xf, xf), dims);
   Value rms = b.unary(UnaryKind::Sqrt, b.add(meanSquare, b.scalarLike(meanSquare,
                                                                       n.attrFloat("epsilon", 1e-5))));
   Value normalized = b.div(xf, rms);
@@ -128,6 +124,12 @@ void lowerRotaryEmbedding(NodeContext &n) {
 Value splitHeads(CoreBuilder &b, Value x, int64_t heads) {
   Shape64 s = shapeOf(x);
   return b.transpose(b.reshape(x, {s[0], s[1], heads, s[2] / heads}), {0, 2, 1, 3});
+}
+
+/// [B, H, S, D] -> [B, S, H*D], splitHeads' inverse.
+Value mergeHeads(CoreBuilder &b, Value x) {
+  Shape64 s = shapeOf(x);
+  return b.reshape(b.transpose(x, {0, 2, 1, 3}), {s[0], s[2], s[1] * s[3]});
 }
 
 /// [B, Hkv, S, D] -> [B, Hkv * reps, S, D], each head repeated reps times in a row.
@@ -276,8 +278,7 @@ void lowerAttention(NodeContext &n) {
       Value rowMasked = b.compare(CompareKind::Eq, any, b.splatLike(any, 0));
       y = b.select(b.broadcastTo(rowMasked, shapeOf(y)), b.splatLike(y, 0), y);
     }
-    n.setOutput(0, rank == 3 ? b.reshape(b.transpose(y, {0, 2, 1, 3}), {batch, lq, qHeads * shapeOf(v)[3]})
-                             : y);
+    n.setOutput(0, rank == 3 ? mergeHeads(b, y) : y);
     return;
   }
 
@@ -335,8 +336,7 @@ void lowerAttention(NodeContext &n) {
     n.setOutput(3, b.broadcastTo(out, shapeOf(withBias)));
   }
   Value y = b.matmul(probabilities, v);
-  n.setOutput(0, rank == 3 ? b.reshape(b.transpose(y, {0, 2, 1, 3}), {batch, lq, qHeads * shapeOf(v)[3]})
-                           : y);
+  n.setOutput(0, rank == 3 ? mergeHeads(b, y) : y);
 }
 
 } // namespace
