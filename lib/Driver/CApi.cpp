@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "tcc/Driver/tcc.h"
 
-#include "tcc/Driver/Execute.h"
+#include "tcc/Driver/Execute.h" // resolveDevice
 #include "tcc/Driver/Pipeline.h"
 #include "tcc/Driver/Train.h"
 #include "tcc/Support/Tensor.h"
@@ -16,7 +16,6 @@
 #include "llvm/ADT/StringRef.h"
 
 #include <algorithm>
-#include <chrono>
 #include <functional>
 #include <map>
 #include <string>
@@ -198,17 +197,8 @@ Settings parseOptions(const char *const *options, size_t numOptions) {
 tcc_compiled *compile(const ModelSource &source, const char *const *options, size_t numOptions) {
   Settings s = parseOptions(options, numOptions);
   checkCompileOptions(s.compile); // before loading the model
-  auto start = std::chrono::steady_clock::now();
   auto result = std::make_unique<tcc_compiled>();
-  if (s.train) {
-    result->model = compileTrainingModel(source, s.training, s.compile);
-  } else {
-    s.load.specializeOnRandomInputs = false; // the artifact must accept any value
-    LoadedModel model = loadModel(source, s.load);
-    result->model = compileLoaded(model, 0, s.compile);
-  }
-  result->model.report.compileSeconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result->model = compileModel(source, s.load, s.train ? &s.training : nullptr, s.compile);
   result->reportJson = result->model.report.toJson();
   return result.release();
 }

@@ -284,6 +284,22 @@ CompiledModel compileTrainingModel(const ModelSource &source, const TrainingArgs
   return compiled;
 }
 
+CompiledModel compileModel(const ModelSource &source, LoadOptions load,
+                           const TrainingArgs *training, const CompileOptions &compile) {
+  auto start = std::chrono::steady_clock::now();
+  CompiledModel compiled;
+  if (training) {
+    compiled = compileTrainingModel(source, *training, compile);
+  } else {
+    load.specializeOnRandomInputs = false; // the artifact must not bake in arbitrary values
+    LoadedModel model = loadModel(source, load);
+    compiled = compileLoaded(model, load.inputs.size(), compile);
+  }
+  compiled.report.compileSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return compiled;
+}
+
 //===----------------------------------------------------------------------===//
 // The trainer
 //===----------------------------------------------------------------------===//

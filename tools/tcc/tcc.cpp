@@ -436,22 +436,13 @@ int runCompile(const ModelArgs &args, const std::string &device, const CompileAr
     throw Error("the interpreter runs models directly: compile for --device cpu or cuda");
   CompileOptions options = compileOptions(compile, device);
   checkCompileOptions(options); // before loading the model
-  auto start = std::chrono::steady_clock::now();
-  CompiledModel compiled;
-  if (train) {
-    if (!args.inputFiles.empty() || !args.inputShapes.empty())
-      throw Error("--train takes no --inputs or --input-shape: --batch-size fixes the first "
-                  "input's leading dimension, the model fixes the rest");
-    compiled = compileTrainingModel(args.model, training, options);
-  } else {
-    if (!training.given.empty())
-      throw Error(training.given.front() + " applies to training artifacts: add --train");
-    LoadOptions load = loadOptions(args);
-    load.specializeOnRandomInputs = false; // the artifact must not bake in arbitrary values
-    LoadedModel model = loadModel(args.model, load);
-    compiled = compileLoaded(model, args.inputFiles.size(), options);
-  }
-  compiled.report.compileSeconds = secondsSince(start);
+  if (train && (!args.inputFiles.empty() || !args.inputShapes.empty()))
+    throw Error("--train takes no --inputs or --input-shape: --batch-size fixes the first "
+                "input's leading dimension, the model fixes the rest");
+  if (!train && !training.given.empty())
+    throw Error(training.given.front() + " applies to training artifacts: add --train");
+  CompiledModel compiled = compileModel(args.model, train ? LoadOptions{} : loadOptions(args),
+                                        train ? &training : nullptr, options);
   std::ofstream f(out, std::ios::binary);
   if (!f.write(reinterpret_cast<const char *>(compiled.artifact.data()), compiled.artifact.size()))
     throw Error("cannot write '" + out + "'");

@@ -52,6 +52,13 @@ TrainingOptions trainingOptions(const TrainingArgs &args);
 CompiledModel compileTrainingModel(const ModelSource &source, const TrainingArgs &args,
                                    const CompileOptions &compile);
 
+/// `tcc compile` (and the compiler's C API), `compile` checked already (checkCompileOptions,
+/// before anything is read): a training artifact with `training` (compileTrainingModel), else an
+/// inference artifact of the model loaded with `load` (the values of its given inputs may be
+/// specialised on, those drawn at random not). The report's compileSeconds covers the whole.
+CompiledModel compileModel(const ModelSource &source, LoadOptions load,
+                           const TrainingArgs *training, const CompileOptions &compile);
+
 struct TrainRunArgs {
   std::string model;  // .onnx, or a training artifact (.tcc)
   std::string dataDir;
