@@ -341,11 +341,17 @@ std::optional<onnx::ModelProto> tryConvertVersion(const onnx::ModelProto &model,
   return std::nullopt;
 }
 
+/// Nodes of operator versions newer than ONNX 1.12 defines (opsets 18 to 23 changed inputs and
+/// attributes of Reduce*, Split, Pad, Resize, DFT, AveragePool, Cast...): ONNX's own schema
+/// check and shape inference would judge them by an older definition, so both leave them to
+/// the importer, which lowers each operator by the opset the model names. Keyed by the node.
+using NewerNodes = std::set<const onnx::NodeProto *>;
+
 void runShapeInference(onnx::ModelProto &model);
 
 /// Shape inference with the `newer` nodes hidden from it: their op_type becomes one no schema
 /// has while it runs (ONNX skips unknown operators; their outputs' types stay unknown).
-void runShapeInferenceHiding(onnx::ModelProto &model, const std::set<const onnx::NodeProto *> &newer) {
+void runShapeInferenceHiding(onnx::ModelProto &model, const NewerNodes &newer) {
   std::vector<std::pair<onnx::NodeProto *, std::string>> hidden;
   for (const onnx::NodeProto *node : newer) {
     auto *mutableNode = const_cast<onnx::NodeProto *>(node); // a node of `model`
@@ -443,12 +449,6 @@ int64_t lastKnownOpset(const std::string &domain) {
   auto it = ranges.find(domain);
   return it == ranges.end() ? 0 : it->second.second;
 }
-
-/// Nodes of operator versions newer than ONNX 1.12 defines (opsets 18 to 23 changed inputs and
-/// attributes of Reduce*, Split, Pad, Resize, DFT, AveragePool, Cast...): ONNX's own schema
-/// check and shape inference would judge them by an older definition, so both leave them to
-/// the importer, which lowers each operator by the opset the model names. Keyed by the node.
-using NewerNodes = std::set<const onnx::NodeProto *>;
 
 void verifyNodes(const onnx::GraphProto &graph, const OpsetMap &opsets, NewerNodes &newer) {
   for (const onnx::NodeProto &node : graph.node()) {
@@ -888,7 +888,7 @@ void prepareOnnxModel(onnx::ModelProto &model, const PrepareOptions &opts) {
   // Input shapes next: the opset upgrade also profits from them.
   fixInputShapes(*model.mutable_graph(), opts.inputShapes);
   checkGraphWiring(model.graph(), {});
-  std::set<const onnx::NodeProto *> newer = verifyNodesAgainstSchemas(model);
+  NewerNodes newer = verifyNodesAgainstSchemas(model);
   upgradeOpset(model, std::max<int64_t>(opts.minimumOpset, 1)); // (opsets below 7 only)
   runShapeInferenceHiding(model, newer);
 }
