@@ -169,6 +169,11 @@ int64_t dimsProduct(llvm::ArrayRef<int64_t> dims);
 /// mean(x) over dims, keeping them as size 1 (ops/Reduction.cpp; the normalisations use it).
 mlir::Value meanKeep(CoreBuilder &b, mlir::Value x, llvm::ArrayRef<int64_t> dims);
 
+/// `x` converted to `to`. Into a float8 type, out-of-range values saturate (to the largest
+/// finite value of their sign) when `saturate`, as tcc.cast does, and otherwise become infinity
+/// (E5M2) or NaN (the FN/FNUZ types), ONNX Cast's `saturate=0`.
+mlir::Value castMaybeSaturating(CoreBuilder &b, mlir::Value x, mlir::Type to, bool saturate);
+
 // One per file in frontend/onnx/ops/.
 void registerElementwiseOps(OpRegistry &r);
 void registerShapeOps(OpRegistry &r);

@@ -19,6 +19,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <algorithm>
 #include <set>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -450,9 +451,37 @@ int64_t lastKnownOpset(const std::string &domain) {
   return it == ranges.end() ? 0 : it->second.second;
 }
 
+/// The values of `graph` whose element type ONNX 1.12 does not know (float8, 4- and 2-bit
+/// integers...): graph inputs, initializers and annotated values, and Cast/CastLike results of
+/// such a type.
+std::set<std::string> valuesOfNewerTypes(const onnx::GraphProto &graph) {
+  auto newerType = [](int32_t t) { return t > TensorProto::BFLOAT16 && isValidOnnxElemType(t); };
+  std::set<std::string> names;
+  for (const auto *infos : {&graph.input(), &graph.value_info(), &graph.output()})
+    for (const onnx::ValueInfoProto &v : *infos)
+      if (newerType(v.type().tensor_type().elem_type()))
+        names.insert(v.name());
+  for (const TensorProto &t : graph.initializer())
+    if (newerType(t.data_type()))
+      names.insert(t.name());
+  for (const onnx::NodeProto &node : graph.node())
+    if (node.op_type() == "Cast" && node.output_size() == 1)
+      for (const onnx::AttributeProto &a : node.attribute())
+        if (a.name() == "to" && newerType((int32_t)a.i()))
+          names.insert(node.output(0));
+  return names;
+}
+
 void verifyNodes(const onnx::GraphProto &graph, const OpsetMap &opsets, NewerNodes &newer) {
+  const std::set<std::string> newerTyped = valuesOfNewerTypes(graph);
   for (const onnx::NodeProto &node : graph.node()) {
     auto opset = opsets.find(isDefaultDomain(node.domain()) ? "" : node.domain());
+    // A node past ONNX 1.12's opsets reading a type 1.12 does not know is typed by a later
+    // schema (DequantizeLinear-19 of float8 gives the scale's float16; 1.12's gives float).
+    if (opset != opsets.end() && opset->second > lastKnownOpset(opset->first) &&
+        std::any_of(node.input().begin(), node.input().end(),
+                    [&](const std::string &in) { return newerTyped.count(in) > 0; }))
+      newer.insert(&node);
     const onnx::OpSchema *schema =
         opset == opsets.end()
             ? nullptr
@@ -743,11 +772,16 @@ void checkValueCount(const TensorProto &t, const Shape &shape, int64_t count, co
 
 Tensor tensorFromRawData(const TensorProto &t, DType dtype, const Shape &shape) {
   const std::string &raw = t.raw_data();
-  uint64_t expected = (uint64_t)numElements(shape) * dtypeSize(dtype);
+  uint64_t expected = onnxPackedByteSize(dtype, numElements(shape));
   if (raw.size() != expected)
     throw Error(tensorDescription(t) + " has shape " + shapeString(shape) + " of type " +
                 onnxElemTypeName(t.data_type()) + ", which needs " + std::to_string(expected) +
                 " bytes, but raw_data holds " + std::to_string(raw.size()));
+  if (isSubByteInt(dtype)) {
+    Tensor out(dtype, shape);
+    unpackSubByteInts(reinterpret_cast<const uint8_t *>(raw.data()), out);
+    return out;
+  }
   Tensor out(dtype, shape, raw.data());
   if (dtype == DType::Bool) {
     // Any non-zero byte is true; a C++ bool must hold exactly 0 or 1.
@@ -781,6 +815,15 @@ template <class Field, class T> void copyField(const Field &field, T *dst) {
 
 Tensor tensorFromTypedData(const TensorProto &t, DType dtype, const Shape &shape) {
   TypedField field = typedFieldFor(dtype);
+  if (isSubByteInt(dtype)) { // int32_data holds the packed bytes, one per value
+    checkValueCount(t, {(int64_t)onnxPackedByteSize(dtype, numElements(shape))},
+                    t.int32_data_size(), "int32_data (packed)");
+    std::vector<uint8_t> packed(t.int32_data_size());
+    copyInt32Field(t, packed.data());
+    Tensor out(dtype, shape);
+    unpackSubByteInts(packed.data(), out);
+    return out;
+  }
   checkValueCount(t, shape, typedFieldSize(t, field), typedFieldName(field));
   Tensor out(dtype, shape);
   visitDType(dtype, [&](auto tag) {
@@ -808,7 +851,7 @@ void checkIsPlainTensorProto(const TensorProto &t) {
     throw Error("it contains fields that a TensorProto does not have");
   if (t.has_segment())
     throw Error("it is a segment of a larger tensor, or not a TensorProto");
-  if (!TensorProto::DataType_IsValid(t.data_type()) || t.data_type() == TensorProto::UNDEFINED)
+  if (!isValidOnnxElemType(t.data_type()))
     throw Error("its data_type " + std::to_string(t.data_type()) + " is not a valid element type");
 }
 
@@ -878,7 +921,7 @@ void checkGraphInputTypes(const onnx::GraphProto &graph) {
   for (const onnx::ValueInfoProto &in : graph.input())
     if (int32_t t = in.type().tensor_type().elem_type();
         in.type().has_tensor_type() &&
-        (t == TensorProto::UNDEFINED || !onnx::TensorProto_DataType_IsValid(t)))
+        !isValidOnnxElemType(t))
       throw Error("graph input " + inQuotes(in.name()) + ": element type '" +
                   onnxElemTypeName(in.type().tensor_type().elem_type()) + "' is not supported");
 }
@@ -895,6 +938,14 @@ void prepareOnnxModel(onnx::ModelProto &model, const PrepareOptions &opts) {
 
 std::optional<DType> dtypeFromOnnx(int32_t elemType) {
   switch (elemType) {
+  case kOnnxFloat8E4M3FN: return DType::F8E4M3FN;
+  case kOnnxFloat8E4M3FNUZ: return DType::F8E4M3FNUZ;
+  case kOnnxFloat8E5M2: return DType::F8E5M2;
+  case kOnnxFloat8E5M2FNUZ: return DType::F8E5M2FNUZ;
+  case kOnnxUInt4: return DType::U4;
+  case kOnnxInt4: return DType::I4;
+  case kOnnxUInt2: return DType::U2;
+  case kOnnxInt2: return DType::I2;
   case TensorProto::BOOL: return DType::Bool;
   case TensorProto::INT8: return DType::I8;
   case TensorProto::INT16: return DType::I16;
@@ -927,6 +978,14 @@ int32_t dtypeToOnnx(DType dtype) {
   case DType::BF16: return TensorProto::BFLOAT16;
   case DType::F32: return TensorProto::FLOAT;
   case DType::F64: return TensorProto::DOUBLE;
+  case DType::F8E4M3FN: return kOnnxFloat8E4M3FN;
+  case DType::F8E4M3FNUZ: return kOnnxFloat8E4M3FNUZ;
+  case DType::F8E5M2: return kOnnxFloat8E5M2;
+  case DType::F8E5M2FNUZ: return kOnnxFloat8E5M2FNUZ;
+  case DType::U4: return kOnnxUInt4;
+  case DType::I4: return kOnnxInt4;
+  case DType::U2: return kOnnxUInt2;
+  case DType::I2: return kOnnxInt2;
   }
   throw Error("dtypeToOnnx: invalid dtype");
 }
@@ -950,6 +1009,16 @@ std::string onnxElemTypeName(int32_t elemType) {
   case TensorProto::COMPLEX64: return "complex64";
   case TensorProto::COMPLEX128: return "complex128";
   case TensorProto::BFLOAT16: return "bfloat16";
+  case kOnnxFloat8E4M3FN: return "float8e4m3fn";
+  case kOnnxFloat8E4M3FNUZ: return "float8e4m3fnuz";
+  case kOnnxFloat8E5M2: return "float8e5m2";
+  case kOnnxFloat8E5M2FNUZ: return "float8e5m2fnuz";
+  case kOnnxUInt4: return "uint4";
+  case kOnnxInt4: return "int4";
+  case kOnnxFloat4E2M1: return "float4e2m1";
+  case kOnnxFloat8E8M0: return "float8e8m0";
+  case kOnnxUInt2: return "uint2";
+  case kOnnxInt2: return "int2";
   default: return "unknown type " + std::to_string(elemType);
   }
 }
@@ -974,6 +1043,11 @@ onnx::TensorProto tensorToProto(const Tensor &t, const std::string &name) {
   proto.set_data_type(dtypeToOnnx(t.dtype()));
   for (int64_t d : t.shape())
     proto.add_dims(d);
+  if (isSubByteInt(t.dtype())) {
+    std::vector<uint8_t> packed = packSubByteInts(t);
+    proto.set_raw_data(reinterpret_cast<const char *>(packed.data()), packed.size());
+    return proto;
+  }
   proto.set_raw_data(static_cast<const char *>(t.raw()), t.byteSize());
   return proto;
 }
@@ -1000,8 +1074,7 @@ Tensor readTensorFile(const std::string &path, std::string *name) {
     tensor = tensorFromProto(proto);
   } catch (const Error &e) {
     int32_t type = proto.data_type();
-    bool unsupportedType = TensorProto::DataType_IsValid(type) && type != TensorProto::UNDEFINED &&
-                           !dtypeFromOnnx(type);
+    bool unsupportedType = isValidOnnxElemType(type) && !dtypeFromOnnx(type);
     throw invalid(e.what() + std::string(unsupportedType ? "" : notATensorHint));
   }
   if (name)

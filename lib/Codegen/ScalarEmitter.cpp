@@ -44,6 +44,20 @@ Cat category(Type t) {
 bool isF16(Type t) { return t.isF16(); }
 bool isBF16(Type t) { return t.isBF16(); }
 bool isHalfLike(Type t) { return t.isF16() || t.isBF16(); }
+bool isFloat8Type(Type t) { return isa<FloatType>(t) && t.getIntOrFloatBitWidth() == 8; }
+/// The prelude's name for a float8 type ("f8e4m3fn", ...): tcc_<name>_to_f32 and the like.
+std::string float8Name(Type t) {
+  if (t.isFloat8E4M3FN()) return "f8e4m3fn";
+  if (t.isFloat8E4M3FNUZ()) return "f8e4m3fnuz";
+  if (t.isFloat8E5M2()) return "f8e5m2";
+  if (t.isFloat8E5M2FNUZ()) return "f8e5m2fnuz";
+  throw Error("tk codegen: unsupported float8 type " + typeString(t));
+}
+/// 4- and 2-bit integers live in a byte (sign- or zero-extended).
+bool isSubByteIntType(Type t) {
+  auto i = dyn_cast<IntegerType>(t);
+  return i && (i.getWidth() == 4 || i.getWidth() == 2);
+}
 unsigned bitWidth(Type t) { return t.isIndex() ? 64 : t.getIntOrFloatBitWidth(); }
 
 /// `'tk.binary' add` and the like, for messages.
@@ -76,7 +90,7 @@ std::string ScalarEmitter::computeType(Type type) const {
   case Cat::Index: return "int64_t";
   case Cat::Signed:
   case Cat::Unsigned: {
-    unsigned w = bitWidth(type);
+    unsigned w = isSubByteIntType(type) ? 8 : bitWidth(type);
     if (w != 8 && w != 16 && w != 32 && w != 64)
       throw Error("tk codegen: unsupported integer type " + typeString(type));
     return std::string(category(type) == Cat::Unsigned ? "uint" : "int") + std::to_string(w) +
@@ -85,7 +99,7 @@ std::string ScalarEmitter::computeType(Type type) const {
   case Cat::Float:
     if (type.isF64())
       return "double";
-    if (type.isF32() || isHalfLike(type))
+    if (type.isF32() || isHalfLike(type) || isFloat8Type(type))
       return "float";
     throw Error("tk codegen: unsupported float type " + typeString(type));
   }
@@ -95,7 +109,7 @@ std::string ScalarEmitter::computeType(Type type) const {
 std::string ScalarEmitter::storageType(Type type) const {
   if (isHalfLike(type))
     return "uint16_t";
-  if (category(type) == Cat::Bool)
+  if (category(type) == Cat::Bool || isFloat8Type(type))
     return "uint8_t";
   return computeType(type);
 }
@@ -204,6 +218,8 @@ std::string ScalarEmitter::roundTo(Type type, const std::string &floatValue) con
     return "tcc_round_f16(" + floatValue + ")";
   if (isBF16(type))
     return "tcc_round_bf16(" + floatValue + ")";
+  if (isFloat8Type(type))
+    return "tcc_round_" + float8Name(type) + "(" + floatValue + ")";
   return floatValue;
 }
 
@@ -379,6 +395,11 @@ std::string ScalarEmitter::castExpr(Type from, Type to, const std::string &x) co
       return to.isF64() ? "(" + x + " ? 1.0 : 0.0)" : "(" + x + " ? 1.0f : 0.0f)";
     return "(" + t + ")" + x;
   }
+  if (isSubByteIntType(to)) { // wraps, from floats after a saturating truncation to int64
+    std::string wide = cf == Cat::Float ? "tcc_sat_cast<int64_t>(" + x + ")" : "(int64_t)" + x;
+    std::string bits = std::to_string(bitWidth(to));
+    return (to.isUnsignedInteger() ? "tcc_wrap_u" : "tcc_wrap_i") + bits + "(" + wide + ")";
+  }
   if (ct != Cat::Float) { // to an integer or index
     if (cf == Cat::Float)
       return "tcc_sat_cast<" + t + ">(" + x + ")";
@@ -525,6 +546,8 @@ std::string ScalarEmitter::loadValue(Type elementType, const std::string &elemen
     return "tcc_f16_to_f32(" + element + ")";
   if (isBF16(elementType))
     return "tcc_bf16_to_f32(" + element + ")";
+  if (isFloat8Type(elementType))
+    return "tcc_" + float8Name(elementType) + "_to_f32(" + element + ")";
   if (category(elementType) == Cat::Bool)
     return "(" + element + " != 0)";
   return element;
@@ -535,6 +558,8 @@ std::string ScalarEmitter::storeValue(Type elementType, const std::string &value
     return "tcc_f32_to_f16(" + value + ")";
   if (isBF16(elementType))
     return "tcc_f32_to_bf16(" + value + ")";
+  if (isFloat8Type(elementType))
+    return "tcc_f32_to_" + float8Name(elementType) + "(" + value + ")";
   if (category(elementType) == Cat::Bool)
     return "(uint8_t)" + value;
   return value;

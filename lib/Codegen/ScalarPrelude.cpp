@@ -65,6 +65,70 @@ static const char *const kCommonPrelude = R"cpp(
 TCC_FN float tcc_round_f16(float f) { return tcc_f16_to_f32(tcc_f32_to_f16(f)); }
 TCC_FN float tcc_round_bf16(float f) { return tcc_bf16_to_f32(tcc_f32_to_bf16(f)); }
 
+// ---- float8 (ONNX's E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ): uint8_t bits, computed in float ----
+// m mantissa bits, exponent bias, kind 0: E5M2 (infinities, NaNs at the top exponent), 1: FN
+// (no infinity; NaN = all exponent and mantissa bits), 2: FNUZ (no infinity, no -0; NaN = 0x80).
+// tcc_f32_to_<type> stores a value (E5M2 keeps infinities); tcc_round_<type> is tcc.cast's
+// rounding, as tcc::floatToFloat8 (lib/Support/Tensor.cpp): to nearest even, saturating
+// (infinities too) to the largest finite value.
+TCC_FN float tcc_f8_to_f32(uint8_t b, int m, int bias, int kind) {
+  const int e = 7 - m, top = (1 << e) - 1;
+  const int exponent = (b >> m) & top, mantissa = b & ((1 << m) - 1);
+  const uint32_t sign = (uint32_t)(b & 0x80u) << 24;
+  const float scale = tcc_f32_from_bits((uint32_t)(127 + (exponent ? exponent : 1) - bias - m) << 23);
+  const float magnitude = (float)(exponent ? (1 << m) + mantissa : mantissa) * scale;
+  const bool nan = kind == 2 ? b == 0x80u
+                   : kind == 1 ? (b & 0x7Fu) == 0x7Fu
+                               : exponent == top && mantissa != 0;
+  const bool inf = kind == 0 && exponent == top && mantissa == 0;
+  return tcc_f32_from_bits(nan ? 0x7FC00000u | sign
+                           : inf ? 0x7F800000u | sign
+                                 : tcc_bits_f32(magnitude) | sign);
+}
+
+TCC_FN uint8_t tcc_f32_to_f8(float f, int m, int bias, int kind, float maxFinite) {
+  const uint32_t w = tcc_bits_f32(f), aw = w & 0x7FFFFFFFu;
+  const uint8_t sign = (uint8_t)((w >> 24) & 0x80u);
+  if (aw > 0x7F800000u) // NaN
+    return kind == 2 ? (uint8_t)0x80u : (uint8_t)(sign | (kind == 1 ? 0x7Fu : 0x7Eu));
+  // Round at a's exponent (the smallest normal one for subnormals), by power-of-two scalings.
+  const int minExp = 1 - bias;
+  int exponent = (int)(aw >> 23) - 127;
+  exponent = exponent < minExp ? minExp : exponent;
+  const float up = tcc_f32_from_bits((uint32_t)(127 + m - exponent) << 23);
+  const float down = tcc_f32_from_bits((uint32_t)(127 - m + exponent) << 23);
+  if (kind == 0 && aw == 0x7F800000u)
+    return (uint8_t)(sign | 0x7Cu);
+  float r = TCC_MATH(nearbyintf)(tcc_f32_from_bits(aw) * up) * down;
+  r = r > maxFinite ? maxFinite : r;
+  if (r == 0.0f)
+    return kind == 2 ? (uint8_t)0 : sign;
+  const uint32_t rb = tcc_bits_f32(r);
+  const int re = (int)(rb >> 23) - 127;
+  if (re < minExp) // subnormal: the multiple of 2^(minExp - m)
+    return (uint8_t)(sign | (uint8_t)(r * tcc_f32_from_bits((uint32_t)(127 + m - minExp) << 23)));
+  return (uint8_t)(sign | (uint8_t)((re + bias) << m) | (uint8_t)((rb >> (23 - m)) & ((1u << m) - 1)));
+}
+
+#define TCC_F8_FNS(NAME, M, BIAS, KIND, MAX)                                                     \
+  TCC_FN float tcc_##NAME##_to_f32(uint8_t b) { return tcc_f8_to_f32(b, M, BIAS, KIND); }      \
+  TCC_FN uint8_t tcc_f32_to_##NAME(float f) { return tcc_f32_to_f8(f, M, BIAS, KIND, MAX); }    \
+  TCC_FN float tcc_round_##NAME(float f) {                                                     \
+    const float c = f > MAX ? MAX : f < -MAX ? -MAX : f; /* NaN stays */                       \
+    return tcc_##NAME##_to_f32(tcc_f32_to_##NAME(c));                                           \
+  }
+TCC_F8_FNS(f8e4m3fn, 3, 7, 1, 448.0f)
+TCC_F8_FNS(f8e4m3fnuz, 3, 8, 2, 240.0f)
+TCC_F8_FNS(f8e5m2, 2, 15, 0, 57344.0f)
+TCC_F8_FNS(f8e5m2fnuz, 2, 16, 2, 57344.0f)
+#undef TCC_F8_FNS
+
+// 4- and 2-bit integers: a byte each (sign-extended for the signed ones); conversions wrap.
+TCC_FN int8_t tcc_wrap_i4(int64_t v) { return (int8_t)((int8_t)(uint8_t)((uint64_t)v << 4) >> 4); }
+TCC_FN uint8_t tcc_wrap_u4(int64_t v) { return (uint8_t)((uint64_t)v & 15u); }
+TCC_FN int8_t tcc_wrap_i2(int64_t v) { return (int8_t)((int8_t)(uint8_t)((uint64_t)v << 6) >> 6); }
+TCC_FN uint8_t tcc_wrap_u2(int64_t v) { return (uint8_t)((uint64_t)v & 3u); }
+
 // Round-to-odd to float, so that a second rounding to f16/bf16 is correctly rounded.
 TCC_FN float tcc_f64_to_f32_rto(double d) {
   const float f = (float)d;

@@ -69,7 +69,7 @@ std::string compareTensors(const Tensor &got, const Tensor &ref, double rtol, do
     return std::string("dtype ") + dtypeName(got.dtype()) + " != expected " + dtypeName(ref.dtype());
   if (got.shape() != ref.shape())
     return "shape " + shapeToString(got.shape()) + " != expected " + shapeToString(ref.shape());
-  bool exact = !isFloat(ref.dtype());
+  bool exact = !isFloat(ref.dtype()) && !isFloat8(ref.dtype());
   std::tie(rtol, atol) = toleranceFor(ref.dtype(), rtol, atol);
   int64_t bad = 0, first = -1;
   double worst = 0;

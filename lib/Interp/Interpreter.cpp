@@ -19,6 +19,8 @@ DType dtypeFromType(Type t) {
   if (auto i = dyn_cast<IntegerType>(t)) {
     bool u = i.isUnsigned();
     switch (i.getWidth()) {
+    case 2: return u ? DType::U2 : DType::I2;
+    case 4: return u ? DType::U4 : DType::I4;
     case 8: return u ? DType::U8 : DType::I8;
     case 16: return u ? DType::U16 : DType::I16;
     case 32: return u ? DType::U32 : DType::I32;
@@ -29,6 +31,10 @@ DType dtypeFromType(Type t) {
   if (t.isBF16()) return DType::BF16;
   if (t.isF32()) return DType::F32;
   if (t.isF64()) return DType::F64;
+  if (t.isFloat8E4M3FN()) return DType::F8E4M3FN;
+  if (t.isFloat8E4M3FNUZ()) return DType::F8E4M3FNUZ;
+  if (t.isFloat8E5M2()) return DType::F8E5M2;
+  if (t.isFloat8E5M2FNUZ()) return DType::F8E5M2FNUZ;
   std::string s;
   llvm::raw_string_ostream os(s);
   os << t;
@@ -51,6 +57,14 @@ Type typeFromDType(MLIRContext *ctx, DType d) {
   case DType::BF16: return FloatType::getBF16(ctx);
   case DType::F32: return FloatType::getF32(ctx);
   case DType::F64: return FloatType::getF64(ctx);
+  case DType::F8E4M3FN: return FloatType::getFloat8E4M3FN(ctx);
+  case DType::F8E4M3FNUZ: return FloatType::getFloat8E4M3FNUZ(ctx);
+  case DType::F8E5M2: return FloatType::getFloat8E5M2(ctx);
+  case DType::F8E5M2FNUZ: return FloatType::getFloat8E5M2FNUZ(ctx);
+  case DType::U4: return uint(4);
+  case DType::I4: return IntegerType::get(ctx, 4);
+  case DType::U2: return uint(2);
+  case DType::I2: return IntegerType::get(ctx, 2);
   }
   throw Error("invalid dtype");
 }
@@ -85,6 +99,11 @@ Tensor tensorFromAttr(ElementsAttr attr) {
       std::memcpy(static_cast<char *>(t.raw()) + i * elemSize, raw.data(), elemSize);
   } else if (t.byteSize()) {
     std::memcpy(t.raw(), raw.data(), t.byteSize());
+  }
+  if (isSubByteInt(dtype)) { // the attribute's byte holds the value's low bits only
+    auto *p = static_cast<uint8_t *>(t.raw());
+    for (int64_t i = 0; i < t.numElements(); ++i)
+      p[i] = wrapSubByteInt(dtype, p[i]);
   }
   return t;
 }

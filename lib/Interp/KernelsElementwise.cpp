@@ -301,8 +301,44 @@ Tensor select(const Tensor &cond, const Tensor &a, const Tensor &b) {
   return result;
 }
 
+/// Casts from or to a storage-only type: float8 through f32 (its values are exact in f32),
+/// 4- and 2-bit integers through their byte (already sign- or zero-extended); into those
+/// integers, values wrap as integer conversions do (floats are truncated first, saturating).
+static Tensor castStorageOnly(const Tensor &x, DType to) {
+  const DType from = x.dtype();
+  if (isFloat8(from)) {
+    Tensor wide(DType::F32, x.shape());
+    const auto *in = static_cast<const uint8_t *>(x.raw());
+    float *out = wide.data<float>();
+    for (int64_t i = 0, n = x.numElements(); i < n; ++i)
+      out[i] = float8ToFloat(from, in[i]);
+    return to == DType::F32 ? wide : cast(wide, to);
+  }
+  if (isSubByteInt(from)) {
+    Tensor carrier(subByteIntRange(from).first < 0 ? DType::I8 : DType::U8,
+                   x.shape(), x.raw());
+    return cast(carrier, to);
+  }
+  Tensor result(to, x.shape());
+  auto *out = static_cast<uint8_t *>(result.raw());
+  if (isFloat8(to)) {
+    Tensor wide = x.dtype() == DType::F32 ? x : cast(x, DType::F32);
+    const float *in = wide.data<float>();
+    for (int64_t i = 0, n = x.numElements(); i < n; ++i)
+      out[i] = floatToFloat8(to, in[i]);
+  } else { // to a 4- or 2-bit integer
+    Tensor wide = x.dtype() == DType::I64 ? x : cast(x, DType::I64);
+    const int64_t *in = wide.data<int64_t>();
+    for (int64_t i = 0, n = x.numElements(); i < n; ++i)
+      out[i] = wrapSubByteInt(to, in[i]);
+  }
+  return result;
+}
+
 Tensor cast(const Tensor &x, DType to) {
   checkDefined("cast", x);
+  if (x.dtype() != to && (isStorageOnly(x.dtype()) || isStorageOnly(to)))
+    return castStorageOnly(x, to);
   Tensor result(to, x.shape());
   visitDType(x.dtype(), [&](auto fromTag) {
     using From = decltype(fromTag);

@@ -12,19 +12,22 @@
 
 namespace tcc::rt {
 
-constexpr int kNumDTypes = TCCRT_F64 + 1;
+constexpr int kNumDTypes = TCCRT_I2 + 1;
 
 inline bool isValidDType(unsigned d) { return d < (unsigned)kNumDTypes; }
 
 inline size_t dtypeSize(tccrt_dtype d) {
-  static constexpr size_t sizes[kNumDTypes] = {1, 1, 2, 4, 8, 1, 2, 4, 8, 2, 2, 4, 8};
+  static constexpr size_t sizes[kNumDTypes] = {1, 1, 2, 4, 8, 1, 2, 4, 8, 2, 2,
+                                                4, 8, 1, 1, 1, 1, 1, 1, 1, 1};
   return isValidDType(d) ? sizes[d] : 0;
 }
 
 inline const char *dtypeName(tccrt_dtype d) {
   static constexpr const char *names[kNumDTypes] = {"bool", "i8",  "i16", "i32", "i64",
                                                     "u8",   "u16", "u32", "u64", "f16",
-                                                    "bf16", "f32", "f64"};
+                                                    "bf16", "f32", "f64", "f8E4M3FN",
+                                                    "f8E4M3FNUZ", "f8E5M2", "f8E5M2FNUZ",
+                                                    "u4", "i4", "u2", "i2"};
   return isValidDType(d) ? names[d] : "<invalid dtype>";
 }
 

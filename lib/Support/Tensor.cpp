@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <new>
 #include <random>
@@ -16,7 +17,15 @@ size_t dtypeSize(DType t) {
   switch (t) {
   case DType::Bool:
   case DType::I8:
-  case DType::U8: return 1;
+  case DType::U8:
+  case DType::F8E4M3FN:
+  case DType::F8E4M3FNUZ:
+  case DType::F8E5M2:
+  case DType::F8E5M2FNUZ:
+  case DType::U4:
+  case DType::I4:
+  case DType::U2:
+  case DType::I2: return 1;
   case DType::I16:
   case DType::U16:
   case DType::F16:
@@ -46,6 +55,14 @@ const char *dtypeName(DType t) {
   case DType::BF16: return "bf16";
   case DType::F32: return "f32";
   case DType::F64: return "f64";
+  case DType::F8E4M3FN: return "f8E4M3FN";
+  case DType::F8E4M3FNUZ: return "f8E4M3FNUZ";
+  case DType::F8E5M2: return "f8E5M2";
+  case DType::F8E5M2FNUZ: return "f8E5M2FNUZ";
+  case DType::U4: return "u4";
+  case DType::I4: return "i4";
+  case DType::U2: return "u2";
+  case DType::I2: return "i2";
   }
   throw Error("invalid dtype");
 }
@@ -55,6 +72,10 @@ std::pair<double, double> toleranceFor(DType t, double rtol, double atol) {
     return {std::max(rtol, 1.0 / 64), std::max(atol, 1.0 / 256)};
   if (t == DType::F16)
     return {std::max(rtol, 1.0 / 512), std::max(atol, 1.0 / 4096)};
+  if (t == DType::F8E4M3FN || t == DType::F8E4M3FNUZ) // one unit in the last place
+    return {std::max(rtol, 1.0 / 8), std::max(atol, 1.0 / 512)};
+  if (t == DType::F8E5M2 || t == DType::F8E5M2FNUZ)
+    return {std::max(rtol, 1.0 / 4), std::max(atol, 1.0 / 32768)};
   return {rtol, atol};
 }
 
@@ -68,6 +89,107 @@ bool isSignedInt(DType t) {
 
 bool isUnsignedInt(DType t) {
   return t == DType::U8 || t == DType::U16 || t == DType::U32 || t == DType::U64;
+}
+
+bool isFloat8(DType t) {
+  return t == DType::F8E4M3FN || t == DType::F8E4M3FNUZ || t == DType::F8E5M2 ||
+         t == DType::F8E5M2FNUZ;
+}
+
+bool isSubByteInt(DType t) {
+  return t == DType::U4 || t == DType::I4 || t == DType::U2 || t == DType::I2;
+}
+
+// ---- float8 ------------------------------------------------------------------------------------
+
+namespace {
+/// How a float8 type encodes: exponent and mantissa widths, bias, largest finite value, and its
+/// special values: E5M2 is IEEE-like (infinities, NaNs at exponent 31); FN has no infinity and
+/// one NaN per sign (all bits of exponent and mantissa set); FNUZ has no infinity, no negative
+/// zero, and one NaN, the bits of negative zero (0x80).
+struct Float8Format {
+  int mantissaBits, bias;
+  double maxFinite;
+  enum { Ieee, Fn, Fnuz } kind;
+};
+
+Float8Format float8Format(DType t) {
+  switch (t) {
+  case DType::F8E4M3FN: return {3, 7, 448.0, Float8Format::Fn};
+  case DType::F8E4M3FNUZ: return {3, 8, 240.0, Float8Format::Fnuz};
+  case DType::F8E5M2: return {2, 15, 57344.0, Float8Format::Ieee};
+  case DType::F8E5M2FNUZ: return {2, 16, 57344.0, Float8Format::Fnuz};
+  default: throw Error(std::string("not a float8 type: ") + dtypeName(t));
+  }
+}
+} // namespace
+
+float float8ToFloat(DType t, uint8_t bits) {
+  const Float8Format f = float8Format(t);
+  const int m = f.mantissaBits, e = 7 - m;
+  const bool negative = bits & 0x80;
+  const int exponent = (bits >> m) & ((1 << e) - 1), mantissa = bits & ((1 << m) - 1);
+  const float nan = negative ? -std::numeric_limits<float>::quiet_NaN() // the code's sign
+                             : std::numeric_limits<float>::quiet_NaN();
+  if (f.kind == Float8Format::Fnuz && bits == 0x80)
+    return nan;
+  if (f.kind == Float8Format::Fn && exponent == (1 << e) - 1 && mantissa == (1 << m) - 1)
+    return nan;
+  if (f.kind == Float8Format::Ieee && exponent == (1 << e) - 1)
+    return mantissa ? nan : (negative ? -INFINITY : INFINITY);
+  const double value = exponent == 0
+                           ? std::ldexp((double)mantissa, 1 - f.bias - m)
+                           : std::ldexp((double)(mantissa + (1 << m)), exponent - f.bias - m);
+  return (float)(negative ? -value : value);
+}
+
+uint8_t floatToFloat8(DType t, float v, bool saturate) {
+  const Float8Format f = float8Format(t);
+  const int m = f.mantissaBits;
+  const uint8_t sign = std::signbit(v) ? 0x80 : 0;
+  const uint8_t nanBits = f.kind == Float8Format::Fnuz ? 0x80
+                          : f.kind == Float8Format::Fn ? (uint8_t)(sign | 0x7f)
+                                                       : (uint8_t)(sign | 0x7e);
+  if (std::isnan(v))
+    return nanBits;
+  double a = std::fabs((double)v);
+  if (!std::isinf(a)) {
+    // Round to m mantissa bits at a's exponent (at the smallest normal one for subnormals).
+    int exponent = std::max(std::ilogb(a == 0 ? 1.0 : a), 1 - f.bias);
+    double quantum = std::ldexp(1.0, exponent - m);
+    a = std::nearbyint(a / quantum) * quantum; // ties to even (the default rounding mode)
+  }
+  if (a > f.maxFinite) {
+    if (saturate)
+      a = f.maxFinite;
+    else
+      return f.kind == Float8Format::Ieee ? (uint8_t)(sign | 0x7c) : nanBits;
+  }
+  if (a == 0)
+    return f.kind == Float8Format::Fnuz ? 0 : sign;
+  const int exponent = std::ilogb(a);
+  if (exponent < 1 - f.bias) // subnormal
+    return sign | (uint8_t)std::ldexp(a, f.bias - 1 + m);
+  const int mantissa = (int)std::ldexp(a, m - exponent) - (1 << m);
+  return sign | (uint8_t)((exponent + f.bias) << m) | (uint8_t)mantissa;
+}
+
+std::pair<int64_t, int64_t> subByteIntRange(DType t) {
+  switch (t) {
+  case DType::U4: return {0, 15};
+  case DType::I4: return {-8, 7};
+  case DType::U2: return {0, 3};
+  case DType::I2: return {-2, 1};
+  default: throw Error(std::string("not a 4- or 2-bit integer type: ") + dtypeName(t));
+  }
+}
+
+uint8_t wrapSubByteInt(DType t, int64_t v) {
+  const auto [lo, hi] = subByteIntRange(t);
+  const uint64_t span = (uint64_t)(hi - lo + 1);
+  uint64_t u = (uint64_t)v & (span - 1);
+  int64_t r = lo < 0 && u >= span / 2 ? (int64_t)u - (int64_t)span : (int64_t)u;
+  return (uint8_t)(int8_t)r;
 }
 
 // ---- 16-bit floats ---------------------------------------------------------------------------
@@ -263,6 +385,8 @@ static void checkElementIndex(const Tensor &t, int64_t i) {
 
 double Tensor::getDouble(int64_t i) const {
   checkElementIndex(*this, i);
+  if (isFloat8(dtype_))
+    return float8ToFloat(dtype_, static_cast<const uint8_t *>(raw())[i]);
   return visitDType(dtype_, [&](auto tag) -> double {
     using T = decltype(tag);
     return (double)(ComputeType<T>)data<T>()[i];
@@ -271,6 +395,8 @@ double Tensor::getDouble(int64_t i) const {
 
 int64_t Tensor::getInt(int64_t i) const {
   checkElementIndex(*this, i);
+  if (isFloat8(dtype_))
+    return saturatingToInt64(getDouble(i));
   return visitDType(dtype_, [&](auto tag) -> int64_t {
     using T = decltype(tag);
     return elementToInt64(data<T>()[i]);
@@ -281,6 +407,11 @@ std::vector<int64_t> Tensor::toInt64Vector() const {
   if (!defined())
     throw Error("Tensor::toInt64Vector: undefined tensor");
   std::vector<int64_t> values((size_t)numElements());
+  if (isFloat8(dtype_)) {
+    for (int64_t i = 0; i < numElements(); ++i)
+      values[i] = getInt(i);
+    return values;
+  }
   visitDType(dtype_, [&](auto tag) {
     using T = decltype(tag);
     const T *p = data<T>();
@@ -299,6 +430,18 @@ std::string Tensor::typeString() const {
 Tensor randomTensor(DType dtype, const Shape &shape, uint64_t seed) {
   std::mt19937_64 rng(seed);
   Tensor t(dtype, shape);
+  if (isStorageOnly(dtype)) { // float8: uniform in [-1, 1) rounded; integers: their range
+    auto *p = static_cast<uint8_t *>(t.raw());
+    for (int64_t i = 0; i < t.numElements(); ++i) {
+      if (isFloat8(dtype)) {
+        p[i] = floatToFloat8(dtype, (float)std::uniform_real_distribution<double>(-1.0, 1.0)(rng));
+      } else {
+        const auto [lo, hi] = subByteIntRange(dtype);
+        p[i] = wrapSubByteInt(dtype, lo + (int64_t)(rng() % (uint64_t)(hi - lo + 1)));
+      }
+    }
+    return t;
+  }
   visitDType(dtype, [&](auto tag) {
     using T = decltype(tag);
     T *p = t.data<T>();

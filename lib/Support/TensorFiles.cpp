@@ -168,10 +168,11 @@ const OnnxType kOnnxTypes[] = {
     {10, "FLOAT16", DType::F16},  {11, "DOUBLE", DType::F64},     {12, "UINT32", DType::U32},
     {13, "UINT64", DType::U64},   {14, "COMPLEX64", std::nullopt},
     {15, "COMPLEX128", std::nullopt}, {16, "BFLOAT16", DType::BF16},
-    {17, "FLOAT8E4M3FN", std::nullopt}, {18, "FLOAT8E4M3FNUZ", std::nullopt},
-    {19, "FLOAT8E5M2", std::nullopt},   {20, "FLOAT8E5M2FNUZ", std::nullopt},
-    {21, "UINT4", std::nullopt},        {22, "INT4", std::nullopt},
-    {23, "FLOAT4E2M1", std::nullopt}};
+    {17, "FLOAT8E4M3FN", DType::F8E4M3FN}, {18, "FLOAT8E4M3FNUZ", DType::F8E4M3FNUZ},
+    {19, "FLOAT8E5M2", DType::F8E5M2},     {20, "FLOAT8E5M2FNUZ", DType::F8E5M2FNUZ},
+    {21, "UINT4", DType::U4},              {22, "INT4", DType::I4},
+    {23, "FLOAT4E2M1", std::nullopt},      {24, "FLOAT8E8M0", std::nullopt},
+    {25, "UINT2", DType::U2},              {26, "INT2", DType::I2}};
 
 int onnxTypeOf(DType t) {
   for (const OnnxType &o : kOnnxTypes)
@@ -511,6 +512,27 @@ Tensor parseTensorProto(const std::vector<uint8_t> &bytes, const std::string &wh
     *name = t.name;
 
   // Sizes are checked before the tensor is allocated (a damaged file may claim any shape).
+  if (isSubByteInt(dtype)) { // packed, in raw_data or a byte per int32_data value
+    uint64_t need = onnxPackedByteSize(dtype, elements);
+    std::vector<uint8_t> packed;
+    if (t.raw) {
+      packed.assign(t.raw->begin(), t.raw->end());
+    } else {
+      for (int32_t v : t.int32s) {
+        if (v < 0 || v > 255)
+          bad(std::string("of type ") + type->name + " has out-of-range value " +
+              std::to_string(v) + " in int32_data");
+        packed.push_back((uint8_t)v);
+      }
+    }
+    if (packed.size() != need)
+      bad("has shape " + shapeToString(t.dims) + " of type " + type->name + ", which packs into " +
+          std::to_string(need) + " bytes, but " + (t.raw ? "raw_data" : "int32_data") +
+          " holds " + std::to_string(packed.size()));
+    Tensor out(dtype, t.dims);
+    unpackSubByteInts(packed.data(), out);
+    return out;
+  }
   if (t.raw) {
     uint64_t need = (uint64_t)elements * dtypeSize(dtype);
     if (t.raw->size() != need)
@@ -570,10 +592,45 @@ std::vector<uint8_t> toTensorProtoBytes(const Tensor &t, const std::string &name
   putVarint(out, name.size());
   out.insert(out.end(), name.begin(), name.end());
   putTag(out, kRawData, kLengthDelimited);
+  if (isSubByteInt(t.dtype())) {
+    std::vector<uint8_t> packed = packSubByteInts(t);
+    putVarint(out, packed.size());
+    out.insert(out.end(), packed.begin(), packed.end());
+    return out;
+  }
   putVarint(out, t.byteSize());
   const uint8_t *data = static_cast<const uint8_t *>(t.raw());
   out.insert(out.end(), data, data + t.byteSize());
   return out;
+}
+
+// ---- ONNX's packed 4- and 2-bit integers -------------------------------------------------------
+
+static int subByteBits(DType t) { return t == DType::U4 || t == DType::I4 ? 4 : 2; }
+
+uint64_t onnxPackedByteSize(DType t, int64_t elements) {
+  if (!isSubByteInt(t))
+    return (uint64_t)elements * dtypeSize(t);
+  const int perByte = 8 / subByteBits(t);
+  return ((uint64_t)elements + perByte - 1) / perByte;
+}
+
+void unpackSubByteInts(const uint8_t *packed, Tensor &out) {
+  const int bits = subByteBits(out.dtype()), perByte = 8 / bits;
+  auto *dst = static_cast<uint8_t *>(out.raw());
+  for (int64_t i = 0; i < out.numElements(); ++i) {
+    const unsigned field = (packed[i / perByte] >> (bits * (i % perByte))) & ((1u << bits) - 1);
+    dst[i] = wrapSubByteInt(out.dtype(), field);
+  }
+}
+
+std::vector<uint8_t> packSubByteInts(const Tensor &t) {
+  const int bits = subByteBits(t.dtype()), perByte = 8 / bits;
+  std::vector<uint8_t> packed(onnxPackedByteSize(t.dtype(), t.numElements()), 0);
+  const auto *src = static_cast<const uint8_t *>(t.raw());
+  for (int64_t i = 0; i < t.numElements(); ++i)
+    packed[i / perByte] |= (uint8_t)((src[i] & ((1u << bits) - 1)) << (bits * (i % perByte)));
+  return packed;
 }
 
 // ---- Files -------------------------------------------------------------------------------------

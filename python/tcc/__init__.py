@@ -43,7 +43,9 @@ __version__ = "0.2.0"
 @dataclass(frozen=True)
 class TensorSpec:
     """A tensor a program takes or returns: its name, numpy dtype and shape. ``dtype_name`` is
-    the element type's own name ("bfloat16" travels as numpy's uint16 bit patterns)."""
+    the element type's own name ("bfloat16" travels as numpy's uint16 bit patterns, the float8
+    types as uint8 bit patterns, "int4"/"uint4"/"int2"/"uint2" as a byte each, as ml_dtypes holds
+    them: ``array.view(np.uint8)`` of an ml_dtypes float8 array is what a model takes)."""
     name: str
     dtype: np.dtype
     shape: tuple

@@ -41,12 +41,15 @@ class LaunchProfile(C.Structure):
 
 
 # tccrt_dtype, in its order, as numpy dtypes. numpy has no bfloat16: bf16 tensors travel as
-# their uint16 bit patterns.
+# their uint16 bit patterns; float8 tensors as their uint8 bit patterns, and 4- and 2-bit
+# integers a byte each (int8 sign-extended, uint8), as ml_dtypes' arrays hold them.
 DTYPES = [np.dtype(t) for t in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8,
                                 np.uint16, np.uint32, np.uint64, np.float16, np.uint16,
-                                np.float32, np.float64)]
+                                np.float32, np.float64, np.uint8, np.uint8, np.uint8, np.uint8,
+                                np.uint8, np.int8, np.uint8, np.int8)]
 DTYPE_NAMES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-               "float16", "bfloat16", "float32", "float64"]
+               "float16", "bfloat16", "float32", "float64", "float8_e4m3fn", "float8_e4m3fnuz",
+               "float8_e5m2", "float8_e5m2fnuz", "uint4", "int4", "uint2", "int2"]
 STATE_KINDS = ["parameter", "optimizer", "step", "grad_accumulator", "buffer", "loss_scale"]
 
 

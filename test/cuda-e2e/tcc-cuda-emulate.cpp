@@ -49,6 +49,14 @@ std::string storageType(fb::DType d) {
   case fb::DType_BF16: return "uint16_t";
   case fb::DType_F32: return "float";
   case fb::DType_F64: return "double";
+  case fb::DType_F8E4M3FN:
+  case fb::DType_F8E4M3FNUZ:
+  case fb::DType_F8E5M2:
+  case fb::DType_F8E5M2FNUZ:
+  case fb::DType_U4:
+  case fb::DType_U2: return "uint8_t";
+  case fb::DType_I4:
+  case fb::DType_I2: return "int8_t";
   }
   throw Error("unknown dtype in the artifact");
 }

@@ -30,6 +30,13 @@ config.substitutions.append(("%peers-python", config.peers_python))
 if os.path.exists(config.peers_python) and subprocess.run(
         [config.peers_python, "-c", "import onnxruntime"], capture_output=True).returncode == 0:
     config.available_features.add("onnxruntime")
+# `REQUIRES: onnx-latest`: it has onnx >= 1.23, whose node test cases
+# (test/conformance/make_onnx_node_tests.py) include float8 and 4-/2-bit integer data.
+if os.path.exists(config.peers_python) and subprocess.run(
+        [config.peers_python, "-c", "import onnx, sys; "
+         "sys.exit(tuple(map(int, onnx.__version__.split('.')[:2])) < (1, 23))"],
+        capture_output=True).returncode == 0:
+    config.available_features.add("onnx-latest")
 
 # `REQUIRES: fakecuda`, `%fakecuda CMD`: CMD runs CUDA artifacts on the fake CUDA driver and the
 # fake cuBLASLt (test/runtime/fakecuda; GEMMs computed on the host from the runtime's

@@ -566,8 +566,8 @@ TEST(TrainerVerify, RejectsBadTrainingArtifacts) {
                  "ends past initial_data");
   expectRejected(broken([](TB &t) { t.state[kKey].name = "w"; }),
                  "two state tensors have this name");
-  expectRejected(broken([](TB &t) { t.state[kKey].dtype = (fb::DType)13; }),
-                 "state 3 'last_key' has an invalid dtype (13)");
+  expectRejected(broken([](TB &t) { t.state[kKey].dtype = (fb::DType)200; }),
+                 "state 3 'last_key' has an invalid dtype (200)");
   expectRejected(broken([](TB &t) { t.root.input(fb::DType_F32, {4}); }),
                  "root program has inputs, outputs or launches");
   expectRejected(broken([](TB &t) {

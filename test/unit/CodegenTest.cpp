@@ -62,6 +62,14 @@ std::string mlirType(DType t) {
   case DType::BF16: return "bf16";
   case DType::F32: return "f32";
   case DType::F64: return "f64";
+  case DType::F8E4M3FN: return "f8E4M3FN";
+  case DType::F8E4M3FNUZ: return "f8E4M3FNUZ";
+  case DType::F8E5M2: return "f8E5M2";
+  case DType::F8E5M2FNUZ: return "f8E5M2FNUZ";
+  case DType::U4: return "ui4";
+  case DType::I4: return "i4";
+  case DType::U2: return "ui2";
+  case DType::I2: return "i2";
   }
   return "?";
 }
@@ -690,6 +698,80 @@ TEST(CodegenTest, HalfConversionsAreExact) {
     Tensor ref = k::cast(f, t);
     // NaN payloads are kept exactly too: compare bits.
     EXPECT_EQ(std::memcmp(got.raw(), ref.raw(), got.byteSize()), 0) << "f32 -> " << suffix;
+  }
+}
+
+// ---- Storage-only types: float8 and 4-/2-bit integers ------------------------------------------
+
+TEST(CodegenTest, StorageOnlyCastsMatchReference) {
+  // Into each float8 type: a sweep of f32 bit patterns (every 4093rd, with the specials) and the
+  // halfway points between its adjacent values; out of it: every code. 4- and 2-bit integers:
+  // wrapping from i64 and f32, and every value back to f32. Bits must match the reference.
+  const DType f8s[] = {DType::F8E4M3FN, DType::F8E4M3FNUZ, DType::F8E5M2, DType::F8E5M2FNUZ};
+  const DType ints[] = {DType::I4, DType::U4, DType::I2, DType::U2};
+  std::vector<float> floats = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e9f, -1e9f};
+  for (uint64_t bits = 0; bits < (1ull << 32); bits += 4093)
+    floats.push_back([](uint32_t b) { float f; std::memcpy(&f, &b, 4); return f; }((uint32_t)bits));
+  for (DType t : f8s)
+    for (int code = 0; code + 1 < 128; ++code) {
+      float a = float8ToFloat(t, (uint8_t)code), b = float8ToFloat(t, (uint8_t)(code + 1));
+      if (std::isfinite(a) && std::isfinite(b)) {
+        floats.push_back((a + b) / 2);
+        floats.push_back(-(a + b) / 2);
+      }
+    }
+  std::vector<int64_t> wide;
+  for (int64_t v = -300; v <= 300; ++v)
+    wide.push_back(v);
+  wide.push_back(INT64_MIN);
+  wide.push_back(INT64_MAX);
+  std::vector<uint8_t> codes(256);
+  for (int i = 0; i < 256; ++i)
+    codes[i] = (uint8_t)i;
+  const int64_t nf = (int64_t)floats.size(), nw = (int64_t)wide.size();
+  std::string text;
+  auto castKernel = [&](DType from, DType to, int64_t n) {
+    std::string name = "cast_" + dtypeId(from) + "_" + dtypeId(to);
+    text += elementwiseKernel(name, {from}, to, n,
+                              "tk.cast %a0 : " + mlirType(from) + " to " + mlirType(to));
+    return name;
+  };
+  for (DType t : f8s) {
+    castKernel(DType::F32, t, nf);
+    castKernel(t, DType::F32, 256);
+    castKernel(t, DType::F16, 256);
+    castKernel(t, DType::I32, 256);
+  }
+  castKernel(DType::F8E4M3FN, DType::F8E5M2, 256);
+  for (DType t : ints) {
+    castKernel(DType::I64, t, nw);
+    castKernel(DType::F32, t, nf);
+    castKernel(t, DType::F32, 256);
+  }
+  auto lib = compileAndLoad(text, 1);
+  auto check = [&](const Tensor &x, DType to) {
+    std::string name = "cast_" + dtypeId(x.dtype()) + "_" + dtypeId(to);
+    Tensor got = run(lib->get(name), {x}, to, x.shape());
+    Tensor ref = k::cast(x, to);
+    EXPECT_EQ(std::memcmp(got.raw(), ref.raw(), ref.byteSize()), 0) << name;
+  };
+  Tensor f(DType::F32, {nf}, floats.data());
+  Tensor w(DType::I64, {nw}, wide.data());
+  for (DType t : f8s) {
+    check(f, t);
+    Tensor all(t, {256}, codes.data());
+    check(all, DType::F32);
+    check(all, DType::F16);
+    check(all, DType::I32);
+  }
+  check(Tensor(DType::F8E4M3FN, {256}, codes.data()), DType::F8E5M2);
+  for (DType t : ints) {
+    check(w, t);
+    check(f, t);
+    std::vector<uint8_t> values(256);
+    for (int i = 0; i < 256; ++i)
+      values[i] = wrapSubByteInt(t, i);
+    check(Tensor(t, {256}, values.data()), DType::F32);
   }
 }
 

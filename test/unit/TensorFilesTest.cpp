@@ -211,6 +211,36 @@ TEST(TensorFilesTest, DamagedAndUnsupportedTensorProtos) {
                   "it has field 31, which a TensorProto does not have");
 }
 
+TEST(TensorFilesTest, PackedSubByteIntsAndFloat8) {
+  // ONNX packs 4-bit integers two to a byte (2-bit four), first element low; tcc holds a byte each.
+  for (DType t : {DType::I4, DType::U4, DType::I2, DType::U2}) {
+    Tensor x = randomTensor(t, {3, 5}, 7); // odd count: the last byte is half used
+    std::vector<uint8_t> bytes = toTensorProtoBytes(x, "q");
+    Tensor back = parseTensorProto(bytes, "f");
+    ASSERT_EQ(back.dtype(), t);
+    EXPECT_EQ(std::memcmp(back.raw(), x.raw(), x.byteSize()), 0) << dtypeName(t);
+  }
+  onnx::TensorProto p;
+  p.set_data_type(22); // INT4
+  p.add_dims(3);
+  p.set_raw_data(std::string("\x8F\x07", 2)); // -1, -8, 7
+  Tensor q = parseTensorProto(serialize(p), "f");
+  EXPECT_EQ(q.getInt(0), -1);
+  EXPECT_EQ(q.getInt(1), -8);
+  EXPECT_EQ(q.getInt(2), 7);
+  p.set_raw_data(std::string("\x8F", 1));
+  EXPECT_CONTAINS(errorOf([&] { parseTensorProto(serialize(p), "f"); }),
+                  "of type INT4, which packs into 2 bytes, but raw_data holds 1");
+  onnx::TensorProto f8;
+  f8.set_data_type(17); // FLOAT8E4M3FN, in int32_data one value each
+  f8.add_dims(2);
+  f8.add_int32_data(0x7E);
+  f8.add_int32_data(0x38); // 1.0
+  Tensor g = parseTensorProto(serialize(f8), "f");
+  EXPECT_EQ(g.getDouble(0), 448.0);
+  EXPECT_EQ(g.getDouble(1), 1.0);
+}
+
 TEST(TensorFilesTest, NpyWriterAndFiles) {
   Tensor t = randomTensor(DType::F16, {2, 3}, 9);
   std::vector<uint8_t> npy = toNpyBytes(t);

@@ -82,6 +82,60 @@ TEST(DTypeTest, VisitDTypeGivesTheStorageType) {
       DType::F16, [](auto tag) { return std::is_same_v<ComputeType<decltype(tag)>, float>; }));
 }
 
+// ---- Storage-only types: float8, 4- and 2-bit integers ------------------------------------------
+
+TEST(Float8Test, EveryCodeRoundTripsAndSpecialsAreEncoded) {
+  for (DType t : {DType::F8E4M3FN, DType::F8E4M3FNUZ, DType::F8E5M2, DType::F8E5M2FNUZ}) {
+    EXPECT_TRUE(isStorageOnly(t));
+    EXPECT_EQ(dtypeSize(t), 1u);
+    for (int code = 0; code < 256; ++code) {
+      float v = float8ToFloat(t, (uint8_t)code);
+      if (std::isnan(v) || std::isinf(v))
+        continue;
+      EXPECT_EQ(floatToFloat8(t, v), (uint8_t)code) << dtypeName(t) << " code " << code;
+      EXPECT_EQ(floatToFloat8(t, v, /*saturate=*/false), (uint8_t)code) << dtypeName(t);
+    }
+  }
+  // E4M3FN: largest 448 = 0x7E; the tie 464 rounds to even (448); 465 overflows.
+  EXPECT_EQ(float8ToFloat(DType::F8E4M3FN, 0x7E), 448.0f);
+  EXPECT_EQ(floatToFloat8(DType::F8E4M3FN, 464.0f, false), 0x7E);
+  EXPECT_EQ(floatToFloat8(DType::F8E4M3FN, 465.0f, false), 0x7F); // NaN
+  EXPECT_EQ(floatToFloat8(DType::F8E4M3FN, 1e9f), 0x7E);
+  EXPECT_EQ(floatToFloat8(DType::F8E4M3FN, -INFINITY), 0xFE);
+  EXPECT_EQ(floatToFloat8(DType::F8E4M3FN, -0.0f), 0x80);
+  EXPECT_EQ(float8ToFloat(DType::F8E4M3FN, 0x01), std::ldexp(1.0f, -9)); // smallest subnormal
+  EXPECT_EQ(floatToFloat8(DType::F8E4M3FN, std::ldexp(1.0f, -10)), 0x00); // tie to even: 0
+  EXPECT_EQ(floatToFloat8(DType::F8E4M3FN, std::ldexp(1.5f, -10)), 0x01);
+  // FNUZ: no negative zero, NaN is 0x80, largest 240 (E4M3) / 57344 (E5M2).
+  EXPECT_EQ(floatToFloat8(DType::F8E4M3FNUZ, -0.0f), 0x00);
+  EXPECT_TRUE(std::isnan(float8ToFloat(DType::F8E4M3FNUZ, 0x80)));
+  EXPECT_EQ(floatToFloat8(DType::F8E4M3FNUZ, NAN), 0x80);
+  EXPECT_EQ(floatToFloat8(DType::F8E4M3FNUZ, 500.0f), 0x7F);
+  EXPECT_EQ(float8ToFloat(DType::F8E4M3FNUZ, 0x7F), 240.0f);
+  EXPECT_EQ(floatToFloat8(DType::F8E4M3FNUZ, 500.0f, false), 0x80);
+  EXPECT_EQ(floatToFloat8(DType::F8E5M2FNUZ, 61440.0f, false), 0x80);
+  // E5M2 has infinities: saturating casts avoid them, the others reach them.
+  EXPECT_EQ(floatToFloat8(DType::F8E5M2, INFINITY), 0x7B);
+  EXPECT_EQ(floatToFloat8(DType::F8E5M2, 61440.0f, false), 0x7C);
+  EXPECT_EQ(floatToFloat8(DType::F8E5M2, 57344.0f, false), 0x7B);
+  EXPECT_EQ(floatToFloat8(DType::F8E5M2, -1e9f, false), 0xFC);
+  EXPECT_TRUE(std::isinf(float8ToFloat(DType::F8E5M2, 0xFC)));
+}
+
+TEST(SubByteIntTest, WrapsAndRanges) {
+  EXPECT_EQ(subByteIntRange(DType::I4), (std::pair<int64_t, int64_t>(-8, 7)));
+  EXPECT_EQ(subByteIntRange(DType::U2), (std::pair<int64_t, int64_t>(0, 3)));
+  EXPECT_EQ((int8_t)wrapSubByteInt(DType::I4, -9), 7);
+  EXPECT_EQ((int8_t)wrapSubByteInt(DType::I4, 8), -8);
+  EXPECT_EQ((int8_t)wrapSubByteInt(DType::I4, 17), 1);
+  EXPECT_EQ(wrapSubByteInt(DType::U4, -1), 15);
+  EXPECT_EQ((int8_t)wrapSubByteInt(DType::I2, 2), -2);
+  EXPECT_EQ(wrapSubByteInt(DType::U2, 5), 1);
+  Tensor r = randomTensor(DType::I4, {64}, 3);
+  for (int64_t i = 0; i < 64; ++i)
+    EXPECT_TRUE(r.getInt(i) >= -8 && r.getInt(i) <= 7);
+}
+
 // ---- Half ------------------------------------------------------------------------------------
 
 TEST(HalfTest, ExactValues) {

@@ -129,7 +129,7 @@ Comparison compare(const Tensor &got, const Tensor &ref, double rtol, double ato
     c.error = "the output is " + got.typeString() + ", the reference " + ref.typeString();
     return c;
   }
-  bool exact = !isFloat(got.dtype());
+  bool exact = !isFloat(got.dtype()) && !isFloat8(got.dtype());
   std::tie(rtol, atol) = toleranceFor(got.dtype(), rtol, atol); // 16-bit floats: two ulps
   for (int64_t i = 0; i < got.numElements(); ++i) {
     double g = got.getDouble(i), r = ref.getDouble(i);

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "../NodeContext.h"
 
+#include <cmath>
 #include <limits>
 
 using namespace mlir;
@@ -116,8 +117,45 @@ void lowerClip(NodeContext &n) {
   n.setOutput(0, y);
 }
 
+} // namespace
+
+Value castMaybeSaturating(CoreBuilder &b, Value x, Type to, bool saturate) {
+  Value y = b.cast(x, to);
+  Type from = CoreBuilder::elementTypeOf(x);
+  if (saturate || from == to || !isa<FloatType>(to) || to.getIntOrFloatBitWidth() != 8 ||
+      !isa<FloatType>(from))
+    return y;
+  // The smallest magnitude that rounds (to nearest even) beyond the largest finite value: its
+  // half-way point to the next power of the mantissa, or past it where the largest value's
+  // mantissa is even (E4M3FN's 448 = 1.110b x 2^8 keeps the tie at 464).
+  const llvm::fltSemantics &sem = cast<FloatType>(to).getFloatSemantics();
+  llvm::APFloat largest = llvm::APFloat::getLargest(sem);
+  double maxFinite = largest.convertToDouble();
+  int exponent = std::ilogb(maxFinite);
+  double halfUlp = std::ldexp(1.0, exponent - (int)llvm::APFloat::semanticsPrecision(sem));
+  bool evenMantissa = !(largest.bitcastToAPInt().getZExtValue() & 1);
+  Value magnitude = b.unary(UnaryKind::Abs, x);
+  Value over = b.compare(evenMantissa ? CompareKind::Gt : CompareKind::Ge, magnitude,
+                         b.scalarLike(x, maxFinite + halfUlp));
+  // The special values as f8 constants (a cast would saturate an infinity).
+  auto f8 = [&](const llvm::APFloat &v) {
+    return b.constant(DenseElementsAttr::get(RankedTensorType::get(CoreBuilder::shapeOf(y), to), v));
+  };
+  Value special;
+  if (to.isFloat8E5M2()) // the one with infinities: +-infinity by the sign of x
+    special = b.select(b.compare(CompareKind::Lt, x, b.scalarLike(x, 0.0)),
+                       f8(llvm::APFloat::getInf(sem, /*Negative=*/true)),
+                       f8(llvm::APFloat::getInf(sem)));
+  else
+    special = f8(llvm::APFloat::getNaN(sem));
+  return b.select(over, special, y);
+}
+
+namespace {
+
 void lowerCast(NodeContext &n) {
-  n.setOutput(0, n.b().cast(n.input(0), n.elementType((int32_t)n.requireAttrInt("to"))));
+  Type to = n.elementType((int32_t)n.requireAttrInt("to"));
+  n.setOutput(0, castMaybeSaturating(n.b(), n.input(0), to, n.attrInt("saturate", 1) != 0));
 }
 
 /// Unsigned operands shift as they are. Signed ones (opset 28) shift their two's-complement bits:
@@ -346,7 +384,8 @@ void registerElementwiseOps(OpRegistry &r) {
   r.add("Clip", lowerClip);
   r.add("Cast", lowerCast);
   r.add("CastLike", [](NodeContext &n) {
-    n.setOutput(0, n.b().cast(n.input(0), n.inputElementType(1)));
+    n.setOutput(0, castMaybeSaturating(n.b(), n.input(0), n.inputElementType(1),
+                                       n.attrInt("saturate", 1) != 0));
   });
 
   registerActivations(r);

@@ -943,6 +943,138 @@ void lowerUpsample(NodeContext &n) {
   n.setOutput(0, resizeAll(n, x, spec, outShape, scales, {}));
 }
 
+// ---- AffineGrid ------------------------------------------------------------------------------
+
+/// AffineGrid (opset 20; PyTorch's affine_grid): the sampling grid [N, (D,) H, W, r] of theta
+/// [N, r, r+1] applied to the normalized coordinates of every output position, (x, y[, z], 1)
+/// with x along W: -1 + (2i + 1) / S, or -1 + 2i / (S - 1) with align_corners. The homogeneous
+/// coordinates are a compile-time table (size is a constant); one batched matmul applies theta.
+void lowerAffineGrid(NodeContext &n) {
+  CoreBuilder &b = n.b();
+  Value theta = n.input(0);
+  if (!isFloatValue(theta))
+    n.fail("theta must be a floating-point tensor");
+  std::vector<int64_t> size = n.requireInts(1, "size");
+  if (size.size() != 4 && size.size() != 5)
+    n.fail("size must be [N, C, H, W] or [N, C, D, H, W], got " + std::to_string(size.size()) +
+           " values");
+  const int64_t r = (int64_t)size.size() - 2, batch = size[0];
+  if (shapeVec(theta) != SmallVector<int64_t>{batch, r, r + 1})
+    n.fail("theta must have shape " + std::to_string(batch) + "x" + std::to_string(r) + "x" +
+           std::to_string(r + 1) + " for that size");
+  for (int64_t d = 2; d < (int64_t)size.size(); ++d)
+    if (size[d] <= 0)
+      n.fail("spatial sizes must be positive");
+  bool align = n.attrInt("align_corners", 0) != 0;
+  auto coordinate = [&](int64_t i, int64_t extent) {
+    if (align)
+      return extent == 1 ? -1.0 : -1.0 + i * (2.0 / (extent - 1));
+    double step = 2.0 / extent;
+    return -1.0 + step / 2 + i * step;
+  };
+  std::vector<int64_t> spatial(size.begin() + 2, size.end());
+  int64_t points = 1;
+  for (int64_t e : spatial)
+    points *= e;
+  std::vector<double> homogeneous;
+  homogeneous.reserve(points * (r + 1));
+  std::vector<int64_t> index(r, 0); // (d,) h, w of the current point, row-major
+  for (int64_t p = 0; p < points; ++p) {
+    for (int64_t k = r - 1; k >= 0; --k) // x (last spatial dim) first
+      homogeneous.push_back(coordinate(index[k], spatial[k]));
+    homogeneous.push_back(1.0);
+    for (int64_t k = r - 1; k >= 0 && ++index[k] == spatial[k]; --k)
+      index[k] = 0;
+  }
+  Value base = constFloats(n, elemOf(theta), {points, r + 1}, homogeneous);
+  Value grid = b.matmul(b.broadcastTo(base, {batch, points, r + 1}), b.transpose(theta, {0, 2, 1}));
+  SmallVector<int64_t> outShape{batch};
+  outShape.append(spatial.begin(), spatial.end());
+  outShape.push_back(r);
+  n.setOutput(0, b.reshape(grid, outShape));
+}
+
+// ---- Col2Im -----------------------------------------------------------------------------------
+
+/// Col2Im (opset 18; PyTorch's fold): input [N, C * prod(block), L] holds L sliding blocks;
+/// each image element is the sum of the block elements that cover it. Which column of which
+/// block offset covers an element is a compile-time table, so the sum is a gather_elements over
+/// the columns ([N, C, K, L] -> [N, C, K, P], K block offsets, P image elements), masked where
+/// an offset does not cover the element, reduced over K.
+void lowerCol2Im(NodeContext &n) {
+  CoreBuilder &b = n.b();
+  Value x = n.input(0);
+  std::vector<int64_t> image = n.requireInts(1, "image_shape");
+  std::vector<int64_t> block = n.requireInts(2, "block_shape");
+  const int64_t r = (int64_t)image.size();
+  if (r == 0 || (int64_t)block.size() != r)
+    n.fail("image_shape and block_shape must have the same positive length");
+  auto ints = [&](const char *name, int64_t count, int64_t fallback) {
+    std::vector<int64_t> v = n.attrInts(name, std::vector<int64_t>(count, fallback));
+    if ((int64_t)v.size() != count)
+      n.fail(std::string(name) + " must have " + std::to_string(count) + " values");
+    return v;
+  };
+  std::vector<int64_t> dilations = ints("dilations", r, 1), strides = ints("strides", r, 1),
+                       pads = ints("pads", 2 * r, 0);
+  SmallVector<int64_t> xs = shapeVec(x);
+  if (xs.size() != 3)
+    n.fail("input must be [N, C * prod(block_shape), L]");
+  int64_t kernel = 1, points = 1;
+  std::vector<int64_t> blocks(r);
+  int64_t columns = 1;
+  for (int64_t d = 0; d < r; ++d) {
+    if (image[d] <= 0 || block[d] <= 0 || dilations[d] <= 0 || strides[d] <= 0 || pads[d] < 0 ||
+        pads[d + r] < 0)
+      n.fail("image and block sizes, dilations and strides must be positive, pads non-negative");
+    kernel *= block[d];
+    points *= image[d];
+    blocks[d] = (image[d] + pads[d] + pads[d + r] - dilations[d] * (block[d] - 1) - 1) / strides[d] + 1;
+    if (blocks[d] <= 0)
+      n.fail("the blocks do not fit in the padded image along dimension " + std::to_string(d));
+    columns *= blocks[d];
+  }
+  if (xs[1] % kernel != 0 || xs[2] != columns)
+    n.fail("input must have C * " + std::to_string(kernel) + " rows and " +
+           std::to_string(columns) + " columns (the sliding blocks), got " +
+           std::to_string(xs[1]) + "x" + std::to_string(xs[2]));
+  const int64_t batch = xs[0], channels = xs[1] / kernel;
+  // For block offset k and image element p: the column whose block puts offset k on p.
+  auto unravel = [](int64_t i, const std::vector<int64_t> &dims, std::vector<int64_t> &out) {
+    for (int64_t d = (int64_t)dims.size() - 1; d >= 0; --d) {
+      out[d] = i % dims[d];
+      i /= dims[d];
+    }
+  };
+  std::vector<int64_t> column(kernel * points, 0), covers(kernel * points, 0), offset(r), pos(r);
+  for (int64_t k = 0; k < kernel; ++k) {
+    unravel(k, block, offset);
+    for (int64_t p = 0; p < points; ++p) {
+      unravel(p, image, pos);
+      int64_t col = 0;
+      bool ok = true;
+      for (int64_t d = 0; d < r && ok; ++d) {
+        int64_t start = pos[d] + pads[d] - offset[d] * dilations[d]; // block start, padded
+        ok = start >= 0 && start % strides[d] == 0 && start / strides[d] < blocks[d];
+        col = col * blocks[d] + (ok ? start / strides[d] : 0);
+      }
+      column[k * points + p] = ok ? col : 0;
+      covers[k * points + p] = ok;
+    }
+  }
+  SmallVector<int64_t> full{batch, channels, kernel, points};
+  Value cols = b.reshape(x, {batch, channels, kernel, columns});
+  Value index = b.broadcastTo(b.constantI64(column, {1, 1, kernel, points}), full);
+  Value taken = b.create<GatherElementsOp>(cols, index, 3);
+  Value mask = b.broadcastTo(
+      b.cast(b.constantI64(covers, {1, 1, kernel, points}), b.builder().getI1Type()), full);
+  Value sum = b.reduce(ReduceKind::Sum, b.select(mask, taken, b.splatLike(taken, 0)), {2},
+                       /*keepDims=*/false);
+  SmallVector<int64_t> outShape{batch, channels};
+  outShape.append(image.begin(), image.end());
+  n.setOutput(0, b.reshape(sum, outShape));
+}
+
 // ---- GridSample ------------------------------------------------------------------------------
 
 /// PyTorch's reflect_coordinates: folds x into [twiceLow/2, twiceHigh/2] by reflection.
@@ -1540,6 +1672,8 @@ void registerNNOps(OpRegistry &r) {
   r.add("Resize", lowerResize);
   r.add("Upsample", lowerUpsample);
   r.add("GridSample", lowerGridSample);
+  r.add("AffineGrid", lowerAffineGrid);
+  r.add("Col2Im", lowerCol2Im);
   r.add("RoiAlign", lowerRoiAlign);
   r.add("NonMaxSuppression", lowerNonMaxSuppression);
   r.add("DFT", lowerDFT);

@@ -327,51 +327,96 @@ void lowerGemm(NodeContext &n) {
 // ---- Quantization ----
 
 /// Fails unless `t` is a type quantized values can have.
+bool isFloat8(Type t) { return isa<FloatType>(t) && t.getIntOrFloatBitWidth() == 8; }
+
 void checkQuantizedType(NodeContext &n, Type t) {
   auto i = dyn_cast<IntegerType>(t);
+  if (isFloat8(t))
+    return;
   if (!i || i.getWidth() == 1 || i.getWidth() > 32)
-    n.fail("quantized type must be an 8-, 16- or 32-bit integer");
+    n.fail("quantized type must be a 2-, 4-, 8-, 16- or 32-bit integer or a float8 type");
 }
 
 /// saturate(round_half_even(x / scale) + zeroPoint), computed in `scale`'s float type and
-/// converted to `to`. scale and zeroPoint already broadcast against x.
-Value quantize(NodeContext &n, Value x, Value scale, Value zeroPoint, Type to) {
+/// converted to `to`. scale and zeroPoint already broadcast against x. Into a float8 type there
+/// is no rounding to an integer: x / scale + zeroPoint is cast, saturating unless `saturate` is
+/// false (ONNX's attribute, float8 only).
+Value quantize(NodeContext &n, Value x, Value scale, Value zeroPoint, Type to, bool saturate) {
   CoreBuilder &b = n.b();
   Type ft = CoreBuilder::elementTypeOf(scale);
-  Value q = b.unary(UnaryKind::Round, b.div(b.cast(x, ft), scale));
+  checkQuantizedType(n, to);
+  Value q = b.div(b.cast(x, ft), scale);
+  if (!isFloat8(to))
+    q = b.unary(UnaryKind::Round, q);
   if (zeroPoint)
     q = b.add(q, b.cast(zeroPoint, ft));
-  checkQuantizedType(n, to);
+  if (isFloat8(to))
+    return castMaybeSaturating(b, q, to, saturate);
   return b.saturatingCast(q, to);
 }
 
 /// The axis of per-axis scales and zero points (1-D, along `axis`, since opset 13).
 int64_t quantAxis(NodeContext &n) { return n.opset() < 13 ? 1 : n.attrInt("axis", 1); }
 
+/// A scale or zero point (input `i`) of QuantizeLinear/DequantizeLinear, shaped to broadcast
+/// against x: a scalar, 1-D along the axis, or with `block_size` (opset 21: int4 weights
+/// quantized in blocks along one axis) x's shape with ceil(D / block_size) entries along the
+/// axis, each repeated block_size times and the last block cut to D.
+Value quantParameter(NodeContext &n, size_t i, Value x) {
+  CoreBuilder &b = n.b();
+  int64_t rank = CoreBuilder::rankOf(x), axis = quantAxis(n);
+  int64_t blockSize = n.attrInt("block_size", 0);
+  if (blockSize < 0)
+    n.fail("block_size must not be negative, got " + std::to_string(blockSize));
+  if (blockSize == 0)
+    return alongAxis(n, n.input(i), axis, rank);
+  axis = n.normalizeAxis(axis, rank);
+  Value p = n.input(i);
+  Shape64 xs(CoreBuilder::shapeOf(x)), ps(CoreBuilder::shapeOf(p));
+  int64_t d = xs[axis], blocks = (d + blockSize - 1) / blockSize;
+  Shape64 expected = xs;
+  expected[axis] = blocks;
+  if (ps != expected)
+    n.fail("with block_size " + std::to_string(blockSize) + ", input " + std::to_string(i) +
+           " must have shape " + shapeToString(Shape(expected.begin(), expected.end())) + " (x's, with ceil(" + std::to_string(d) +
+           " / " + std::to_string(blockSize) + ") along axis " + std::to_string(axis) +
+           "), got " + shapeToString(Shape(ps.begin(), ps.end())));
+  Shape64 split = ps, repeated = ps;
+  split.insert(split.begin() + axis + 1, 1);
+  repeated.insert(repeated.begin() + axis + 1, blockSize);
+  Value r = b.broadcastTo(b.reshape(p, split), repeated);
+  Shape64 joined = ps;
+  joined[axis] = blocks * blockSize;
+  return b.sliceDim(b.reshape(r, joined), axis, 0, d);
+}
+
 void lowerQuantizeLinear(NodeContext &n) {
   Value x = n.input(0);
-  int64_t rank = CoreBuilder::rankOf(x), axis = quantAxis(n);
-  Value scale = alongAxis(n, n.input(1), axis, rank);
+  Value scale = quantParameter(n, 1, x);
   if (!isFloat(scale))
     n.fail("y_scale must be a floating-point tensor");
-  Value zp = n.hasInput(2) ? alongAxis(n, n.input(2), axis, rank) : Value();
-  Type to = zp ? CoreBuilder::elementTypeOf(zp) : n.b().builder().getIntegerType(8, false);
-  n.setOutput(0, quantize(n, x, scale, zp, to));
+  Value zp = n.hasInput(2) ? quantParameter(n, 2, x) : Value();
+  Type to = zp ? CoreBuilder::elementTypeOf(zp)
+          : n.hasAttr("output_dtype") && n.attrInt("output_dtype", 0) != 0
+              ? n.elementType((int32_t)n.attrInt("output_dtype", 0))
+              : n.b().builder().getIntegerType(8, false);
+  n.setOutput(0, quantize(n, x, scale, zp, to, n.attrInt("saturate", 1) != 0));
 }
 
 /// y = (x - zero_point) * scale, the subtraction exact in i32.
 void lowerDequantizeLinear(NodeContext &n) {
   CoreBuilder &b = n.b();
   Value x = n.input(0);
-  int64_t rank = CoreBuilder::rankOf(x), axis = quantAxis(n);
-  Value scale = alongAxis(n, n.input(1), axis, rank);
+  Value scale = quantParameter(n, 1, x);
   if (!isFloat(scale))
     n.fail("x_scale must be a floating-point tensor");
-  Type i32 = b.builder().getI32Type();
-  Value v = b.cast(x, i32);
+  // Integers subtract in i32 (exact); float8 values in the scale's float type.
+  Type ft = CoreBuilder::elementTypeOf(scale);
+  Type wide = isFloat8(CoreBuilder::elementTypeOf(x)) ? ft : b.builder().getI32Type();
+  Value v = b.cast(x, wide);
   if (n.hasInput(2))
-    v = b.sub(v, b.cast(alongAxis(n, n.input(2), axis, rank), i32));
-  n.setOutput(0, b.mul(b.cast(v, CoreBuilder::elementTypeOf(scale)), scale));
+    v = b.sub(v, b.cast(quantParameter(n, 2, x), wide));
+  n.setOutput(0, b.mul(b.cast(v, ft), scale));
 }
 
 /// uint8 quantization with range [min(0, min x), max(0, max x)]:
@@ -387,8 +432,8 @@ void lowerDynamicQuantizeLinear(NodeContext &n) {
   Value hi = b.max(b.reduce(ReduceKind::Max, x, dims, false), zero);
   Value scale = b.div(b.sub(hi, lo), b.scalarLike(x, 255));
   Type u8 = b.builder().getIntegerType(8, false);
-  Value zp = quantize(n, b.unary(UnaryKind::Neg, lo), scale, Value(), u8);
-  n.setOutput(0, quantize(n, x, scale, zp, u8));
+  Value zp = quantize(n, b.unary(UnaryKind::Neg, lo), scale, Value(), u8, true);
+  n.setOutput(0, quantize(n, x, scale, zp, u8, true));
   n.setOutput(1, scale);
   n.setOutput(2, zp);
 }
@@ -424,7 +469,7 @@ void lowerQLinearMatMul(NodeContext &n) {
   Type ft = CoreBuilder::elementTypeOf(yScale);
   Value real = b.mul(b.cast(acc, ft), b.mul(b.cast(aScale, ft), b.cast(bScale, ft)));
   Type to = CoreBuilder::elementTypeOf(n.input(7));
-  n.setOutput(0, quantize(n, real, yScale, n.input(7), to));
+  n.setOutput(0, quantize(n, real, yScale, n.input(7), to, true));
 }
 
 

@@ -41,6 +41,16 @@ struct PrepareOptions {
 /// node-level inference failures are skipped), which fills graph.value_info.
 void prepareOnnxModel(onnx::ModelProto &model, const PrepareOptions &opts);
 
+/// TensorProto.DataType values newer than ONNX 1.12's onnx.proto (its enum stops at BFLOAT16;
+/// the field is an int32, so files from newer exporters parse and carry these codes).
+enum NewerOnnxElemType : int32_t {
+  kOnnxFloat8E4M3FN = 17, kOnnxFloat8E4M3FNUZ = 18, kOnnxFloat8E5M2 = 19,
+  kOnnxFloat8E5M2FNUZ = 20, kOnnxUInt4 = 21, kOnnxInt4 = 22, kOnnxFloat4E2M1 = 23,
+  kOnnxFloat8E8M0 = 24, kOnnxUInt2 = 25, kOnnxInt2 = 26
+};
+/// Whether `elemType` is a defined TensorProto.DataType (UNDEFINED is not), up to INT2.
+inline bool isValidOnnxElemType(int32_t elemType) { return elemType >= 1 && elemType <= kOnnxInt2; }
+
 /// The tcc element type of an ONNX TensorProto_DataType, or nullopt when tcc has none
 /// (string, complex, undefined...).
 std::optional<DType> dtypeFromOnnx(int32_t elemType);

@@ -50,8 +50,16 @@ def Tcc_Dialect : Dialect {
   }];
 }
 
-def Tcc_ElementType : AnyTypeOf<[I1, I8, I16, I32, I64, UI8, UI16, UI32, UI64, F16, BF16, F32, F64]>;
+// The types tcc computes on, and the storage-only types (ONNX's float8 variants, 4- and 2-bit
+// integers) that tensors may hold, move and cast (tcc::isStorageOnly): arithmetic ops take
+// Tcc_ComputeTensor, so the verifier rejects them on storage-only values.
+def Tcc_ComputeElementType : AnyTypeOf<[I1, I8, I16, I32, I64, UI8, UI16, UI32, UI64, F16, BF16,
+                                        F32, F64]>;
+def Tcc_StorageOnlyElementType : AnyTypeOf<[F8E4M3FN, F8E4M3FNUZ, F8E5M2, F8E5M2FNUZ, I<4>, UI<4>,
+                                            I<2>, UI<2>]>;
+def Tcc_ElementType : AnyTypeOf<[Tcc_ComputeElementType, Tcc_StorageOnlyElementType]>;
 def Tcc_Tensor : StaticShapeTensorOf<[Tcc_ElementType]>;
+def Tcc_ComputeTensor : StaticShapeTensorOf<[Tcc_ComputeElementType]>;
 def Tcc_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
 def Tcc_IndexScalar : 0DTensorOf<[I32, I64]>;
 def Tcc_BoolScalar : 0DTensorOf<[I1]>,

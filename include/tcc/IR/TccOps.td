@@ -32,8 +32,8 @@ def Tcc_UnaryOp : Tcc_Op<"unary", [Tcc_Differentiable, Pure, SameOperandsAndResu
     `%y = tcc.unary exp %x : tensor<4xf32>`. Transcendental kinds need a float type; `not` is
     logical on i1 and bitwise on integers; `neg`, `abs` and `sign` work on numbers.
   }];
-  let arguments = (ins Tcc_UnaryKind:$kind, Tcc_Tensor:$x);
-  let results = (outs Tcc_Tensor:$result);
+  let arguments = (ins Tcc_UnaryKind:$kind, Tcc_ComputeTensor:$x);
+  let results = (outs Tcc_ComputeTensor:$result);
   let assemblyFormat = "$kind $x attr-dict `:` type($x)";
   let hasVerifier = 1;
 }
@@ -45,8 +45,8 @@ def Tcc_BinaryOp : Tcc_Op<"binary", [Tcc_Differentiable, Pure, SameOperandsAndRe
     explicit (`tcc.broadcast_in_dim`). `and`/`or`/`xor` are logical on i1 and bitwise on
     integers; shifts take unsigned integers.
   }];
-  let arguments = (ins Tcc_BinaryKind:$kind, Tcc_Tensor:$lhs, Tcc_Tensor:$rhs);
-  let results = (outs Tcc_Tensor:$result);
+  let arguments = (ins Tcc_BinaryKind:$kind, Tcc_ComputeTensor:$lhs, Tcc_ComputeTensor:$rhs);
+  let results = (outs Tcc_ComputeTensor:$result);
   let assemblyFormat = "$kind $lhs `,` $rhs attr-dict `:` type($lhs)";
   let hasVerifier = 1;
   let hasFolder = 1;
@@ -54,7 +54,7 @@ def Tcc_BinaryOp : Tcc_Op<"binary", [Tcc_Differentiable, Pure, SameOperandsAndRe
 
 def Tcc_CompareOp : Tcc_Op<"compare", [Pure, SameTypeOperands, InferTypeOpAdaptor]> {
   let summary = "elementwise comparison giving i1";
-  let arguments = (ins Tcc_CompareKind:$kind, Tcc_Tensor:$lhs, Tcc_Tensor:$rhs);
+  let arguments = (ins Tcc_CompareKind:$kind, Tcc_ComputeTensor:$lhs, Tcc_ComputeTensor:$rhs);
   let results = (outs StaticShapeTensorOf<[I1]>:$result);
   let assemblyFormat = "$kind $lhs `,` $rhs attr-dict `:` type($lhs)";
 }
@@ -143,7 +143,7 @@ def Tcc_PadOp : Tcc_Op<"pad", [Tcc_Differentiable, Pure, InferTypeOpAdaptor]> {
 def Tcc_IotaOp : Tcc_Op<"iota", [Pure]> {
   let summary = "result[i...] = i[dim]";
   let arguments = (ins I64Attr:$dim);
-  let results = (outs Tcc_Tensor:$result);
+  let results = (outs Tcc_ComputeTensor:$result);
   let assemblyFormat = "`dim` `=` $dim attr-dict `:` type($result)";
   let hasVerifier = 1;
 }
@@ -191,9 +191,9 @@ def Tcc_GatherNDOp : Tcc_Op<"gather_nd", [Tcc_Differentiable, Pure, InferTypeOpA
 
 def Tcc_ScatterElementsOp : Tcc_Op<"scatter_elements", [Tcc_Differentiable, Pure, InferTypeOpAdaptor]> {
   let summary = "ONNX ScatterElements along axis";
-  let arguments = (ins Tcc_Tensor:$x, Tcc_IndexTensor:$indices, Tcc_Tensor:$updates, I64Attr:$axis,
+  let arguments = (ins Tcc_ComputeTensor:$x, Tcc_IndexTensor:$indices, Tcc_ComputeTensor:$updates, I64Attr:$axis,
                    Tcc_ScatterReduction:$reduction);
-  let results = (outs Tcc_Tensor:$result);
+  let results = (outs Tcc_ComputeTensor:$result);
   let assemblyFormat = [{
     $reduction $x `[` $indices `]` `,` $updates `axis` `=` $axis attr-dict `:` type($x) `,` type($indices) `,` type($updates)
   }];
@@ -201,9 +201,9 @@ def Tcc_ScatterElementsOp : Tcc_Op<"scatter_elements", [Tcc_Differentiable, Pure
 
 def Tcc_ScatterNDOp : Tcc_Op<"scatter_nd", [Tcc_Differentiable, Pure, InferTypeOpAdaptor]> {
   let summary = "ONNX ScatterND";
-  let arguments = (ins Tcc_Tensor:$x, Tcc_IndexTensor:$indices, Tcc_Tensor:$updates,
+  let arguments = (ins Tcc_ComputeTensor:$x, Tcc_IndexTensor:$indices, Tcc_ComputeTensor:$updates,
                    Tcc_ScatterReduction:$reduction);
-  let results = (outs Tcc_Tensor:$result);
+  let results = (outs Tcc_ComputeTensor:$result);
   let assemblyFormat = [{
     $reduction $x `[` $indices `]` `,` $updates attr-dict `:` type($x) `,` type($indices) `,` type($updates)
   }];
@@ -213,30 +213,30 @@ def Tcc_ScatterNDOp : Tcc_Op<"scatter_nd", [Tcc_Differentiable, Pure, InferTypeO
 
 def Tcc_ReduceOp : Tcc_Op<"reduce", [Tcc_Differentiable, Pure, InferTypeOpAdaptor]> {
   let summary = "reduction over dims (sorted, unique), which are removed";
-  let arguments = (ins Tcc_ReduceKind:$kind, Tcc_Tensor:$x, DenseI64ArrayAttr:$dims);
-  let results = (outs Tcc_Tensor:$result);
+  let arguments = (ins Tcc_ReduceKind:$kind, Tcc_ComputeTensor:$x, DenseI64ArrayAttr:$dims);
+  let results = (outs Tcc_ComputeTensor:$result);
   let assemblyFormat = "$kind $x `dims` `=` $dims attr-dict `:` type($x) `->` type($result)";
 }
 
 def Tcc_ArgReduceOp : Tcc_Op<"arg_reduce", [Pure, InferTypeOpAdaptor]> {
   let summary = "i64 index of the max (or min) along dim, which is removed";
-  let arguments = (ins BoolAttr:$is_max, Tcc_Tensor:$x, I64Attr:$dim, UnitAttr:$select_last_index);
+  let arguments = (ins BoolAttr:$is_max, Tcc_ComputeTensor:$x, I64Attr:$dim, UnitAttr:$select_last_index);
   let results = (outs StaticShapeTensorOf<[I64]>:$result);
   let assemblyFormat = "$x `dim` `=` $dim attr-dict `:` type($x) `->` type($result)";
 }
 
 def Tcc_CumsumOp : Tcc_Op<"cumsum", [Tcc_Differentiable, Pure, SameOperandsAndResultType]> {
   let summary = "running sum along dim";
-  let arguments = (ins Tcc_Tensor:$x, I64Attr:$dim, UnitAttr:$exclusive, UnitAttr:$reverse);
-  let results = (outs Tcc_Tensor:$result);
+  let arguments = (ins Tcc_ComputeTensor:$x, I64Attr:$dim, UnitAttr:$exclusive, UnitAttr:$reverse);
+  let results = (outs Tcc_ComputeTensor:$result);
   let assemblyFormat = "$x `dim` `=` $dim attr-dict `:` type($x)";
   let hasVerifier = 1;
 }
 
 def Tcc_TopKOp : Tcc_Op<"topk", [Tcc_Differentiable, Pure, InferTypeOpAdaptor]> {
   let summary = "the k largest (or smallest) along dim, sorted, with their i64 indices";
-  let arguments = (ins Tcc_Tensor:$x, I64Attr:$dim, I64Attr:$k, BoolAttr:$largest);
-  let results = (outs Tcc_Tensor:$values, StaticShapeTensorOf<[I64]>:$indices);
+  let arguments = (ins Tcc_ComputeTensor:$x, I64Attr:$dim, I64Attr:$k, BoolAttr:$largest);
+  let results = (outs Tcc_ComputeTensor:$values, StaticShapeTensorOf<[I64]>:$indices);
   let assemblyFormat = "$x `dim` `=` $dim `k` `=` $k attr-dict `:` type($x) `->` type($values) `,` type($indices)";
 }
 
@@ -244,8 +244,8 @@ def Tcc_TopKOp : Tcc_Op<"topk", [Tcc_Differentiable, Pure, InferTypeOpAdaptor]> 
 
 def Tcc_MatmulOp : Tcc_Op<"matmul", [Tcc_Differentiable, Pure, InferTypeOpAdaptor]> {
   let summary = "batched matrix product [B..., M, K] x [B..., K, N] -> [B..., M, N]";
-  let arguments = (ins Tcc_Tensor:$lhs, Tcc_Tensor:$rhs);
-  let results = (outs Tcc_Tensor:$result);
+  let arguments = (ins Tcc_ComputeTensor:$lhs, Tcc_ComputeTensor:$rhs);
+  let results = (outs Tcc_ComputeTensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)";
 }
 
@@ -272,11 +272,11 @@ def Tcc_AttentionOp : Tcc_Op<"attention", [Tcc_Differentiable, Pure, AttrSizedOp
     back into core ops where no fused kernel applies (-tcc-decompose-attention,
     tcc/IR/Attention.h); the reference interpreter evaluates it directly.
   }];
-  let arguments = (ins Tcc_Tensor:$q, Tcc_Tensor:$k, Tcc_Tensor:$v,
-                   Optional<StaticShapeTensorOf<[I1]>>:$mask, Optional<Tcc_Tensor>:$bias,
+  let arguments = (ins Tcc_ComputeTensor:$q, Tcc_ComputeTensor:$k, Tcc_ComputeTensor:$v,
+                   Optional<StaticShapeTensorOf<[I1]>>:$mask, Optional<Tcc_ComputeTensor>:$bias,
                    F64Attr:$scale, UnitAttr:$causal,
                    DefaultValuedAttr<F64Attr, "-INFINITY">:$masked_value);
-  let results = (outs Tcc_Tensor:$result);
+  let results = (outs Tcc_ComputeTensor:$result);
   let assemblyFormat = [{
     $q `,` $k `,` $v (`mask` `(` $mask^ `:` type($mask) `)`)? (`bias` `(` $bias^ `:` type($bias) `)`)?
     attr-dict `:` type($q) `,` type($k) `,` type($v) `->` type($result)
@@ -294,20 +294,20 @@ def Tcc_ConvOp : Tcc_Op<"conv", [Tcc_Differentiable, Pure, InferTypeOpAdaptor]> 
     [N, S'..., O]; the weight is unchanged). Only the layout pass (-tcc-layout) makes it, for
     the CPU's library convolutions; it has no gradient rule.
   }];
-  let arguments = (ins Tcc_Tensor:$input, Tcc_Tensor:$weight, DenseI64ArrayAttr:$strides,
+  let arguments = (ins Tcc_ComputeTensor:$input, Tcc_ComputeTensor:$weight, DenseI64ArrayAttr:$strides,
                    DenseI64ArrayAttr:$pad_low, DenseI64ArrayAttr:$pad_high,
                    DenseI64ArrayAttr:$lhs_dilation, DenseI64ArrayAttr:$rhs_dilation,
                    I64Attr:$groups, UnitAttr:$channels_last);
-  let results = (outs Tcc_Tensor:$result);
+  let results = (outs Tcc_ComputeTensor:$result);
   let assemblyFormat = "$input `,` $weight attr-dict `:` type($input) `,` type($weight) `->` type($result)";
 }
 
 def Tcc_ReduceWindowOp : Tcc_Op<"reduce_window", [Tcc_Differentiable, Pure, InferTypeOpAdaptor]> {
   let summary = "sliding-window reduction over every dim (pooling)";
-  let arguments = (ins Tcc_ReduceKind:$kind, Tcc_Tensor:$x, DenseI64ArrayAttr:$window,
+  let arguments = (ins Tcc_ReduceKind:$kind, Tcc_ComputeTensor:$x, DenseI64ArrayAttr:$window,
                    DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pad_low,
                    DenseI64ArrayAttr:$pad_high, DenseI64ArrayAttr:$dilations);
-  let results = (outs Tcc_Tensor:$result);
+  let results = (outs Tcc_ComputeTensor:$result);
   let assemblyFormat = "$kind $x attr-dict `:` type($x) `->` type($result)";
 }
 
@@ -393,8 +393,8 @@ class Tcc_CollectiveOp<string mnemonic, list<Trait> traits = []>
 
 def Tcc_AllReduceOp : Tcc_CollectiveOp<"all_reduce", [SameOperandsAndResultType]> {
   let summary = "every rank of the group gets the elementwise sum (avg, max, min) of their tensors";
-  let arguments = (ins Tcc_CollectiveReduceKind:$kind, Tcc_Tensor:$x, StrArrayAttr:$axes);
-  let results = (outs Tcc_Tensor:$result);
+  let arguments = (ins Tcc_CollectiveReduceKind:$kind, Tcc_ComputeTensor:$x, StrArrayAttr:$axes);
+  let results = (outs Tcc_ComputeTensor:$result);
   let assemblyFormat = "$kind $x `over` $axes attr-dict `:` type($x)";
 }
 
@@ -407,9 +407,9 @@ def Tcc_AllGatherOp : Tcc_CollectiveOp<"all_gather"> {
 
 def Tcc_ReduceScatterOp : Tcc_CollectiveOp<"reduce_scatter"> {
   let summary = "the group's elementwise reduction, split along dim: rank i keeps block i";
-  let arguments = (ins Tcc_CollectiveReduceKind:$kind, Tcc_Tensor:$x, I64Attr:$dim,
+  let arguments = (ins Tcc_CollectiveReduceKind:$kind, Tcc_ComputeTensor:$x, I64Attr:$dim,
                    StrArrayAttr:$axes);
-  let results = (outs Tcc_Tensor:$result);
+  let results = (outs Tcc_ComputeTensor:$result);
   let assemblyFormat = [{
     $kind $x `dim` `=` $dim `over` $axes attr-dict `:` type($x) `->` type($result)
   }];

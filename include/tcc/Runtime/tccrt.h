@@ -21,7 +21,11 @@ typedef enum tccrt_status { TCCRT_OK = 0, TCCRT_ERROR = 1 } tccrt_status;
 /* Element types; same numbering as the artifact schema. */
 typedef enum tccrt_dtype {
   TCCRT_BOOL, TCCRT_I8, TCCRT_I16, TCCRT_I32, TCCRT_I64, TCCRT_U8, TCCRT_U16, TCCRT_U32,
-  TCCRT_U64, TCCRT_F16, TCCRT_BF16, TCCRT_F32, TCCRT_F64
+  TCCRT_U64, TCCRT_F16, TCCRT_BF16, TCCRT_F32, TCCRT_F64,
+  /* One byte per element: ONNX's float8 variants, and 4-/2-bit integers (sign-extended for the
+     signed ones, zero-extended for the unsigned), as numpy's ml_dtypes holds them. */
+  TCCRT_F8E4M3FN, TCCRT_F8E4M3FNUZ, TCCRT_F8E5M2, TCCRT_F8E5M2FNUZ, TCCRT_U4, TCCRT_I4,
+  TCCRT_U2, TCCRT_I2
 } tccrt_dtype;
 
 typedef enum tccrt_device { TCCRT_DEVICE_CPU = 0, TCCRT_DEVICE_CUDA = 1 } tccrt_device;

@@ -23,7 +23,15 @@ public:
   using std::runtime_error::runtime_error;
 };
 
-enum class DType : uint8_t { Bool, I8, I16, I32, I64, U8, U16, U32, U64, F16, BF16, F32, F64 };
+enum class DType : uint8_t {
+  Bool, I8, I16, I32, I64, U8, U16, U32, U64, F16, BF16, F32, F64,
+  // Storage-only types (ONNX's float8 variants and sub-byte integers): tensors of them can be
+  // moved, selected and cast to and from every type; arithmetic casts them first, as ONNX's
+  // operators do. One byte per element everywhere in tcc (as numpy's ml_dtypes holds them):
+  // 4- and 2-bit integers are sign- (or zero-) extended; ONNX files pack them, and tcc's
+  // TensorProto reader and writer unpack and pack.
+  F8E4M3FN, F8E4M3FNUZ, F8E5M2, F8E5M2FNUZ, U4, I4, U2, I2
+};
 
 size_t dtypeSize(DType t);
 const char *dtypeName(DType t); // "f32", "i64", "bool", ...
@@ -37,6 +45,24 @@ std::pair<double, double> toleranceFor(DType t, double rtol, double atol);
 bool isSignedInt(DType t);
 bool isUnsignedInt(DType t);
 inline bool isInteger(DType t) { return isSignedInt(t) || isUnsignedInt(t); }
+/// The float8 variants (E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ).
+bool isFloat8(DType t);
+/// The 4- and 2-bit integers.
+bool isSubByteInt(DType t);
+/// Types tcc stores and moves but does not compute on (float8 variants, 4- and 2-bit integers).
+inline bool isStorageOnly(DType t) { return isFloat8(t) || isSubByteInt(t); }
+
+/// A float8 element's value (NaN for the NaN encodings, +-inf for E5M2's infinities).
+float float8ToFloat(DType t, uint8_t bits);
+/// `v` rounded to nearest even in float8 type `t`. Out-of-range values (infinities included) go
+/// to the largest finite value of their sign when `saturate` (ONNX Cast's default), else to
+/// infinity (E5M2) or NaN (the FN/FNUZ types, which have no infinity); NaN stays NaN.
+uint8_t floatToFloat8(DType t, float v, bool saturate = true);
+/// The value range of a 4- or 2-bit integer type.
+std::pair<int64_t, int64_t> subByteIntRange(DType t);
+/// `v` wrapped into 4- or 2-bit integer type `t` (as C's integer conversions wrap), stored
+/// sign-extended (I4, I2) or zero-extended (U4, U2) in a byte.
+uint8_t wrapSubByteInt(DType t, int64_t v);
 
 /// IEEE binary16, stored as bits; arithmetic goes through float.
 struct Half {
@@ -91,6 +117,16 @@ template <class F> decltype(auto) visitDType(DType t, F &&f) {
   case DType::BF16: return f(BFloat16{});
   case DType::F32: return f(float{});
   case DType::F64: return f(double{});
+  // Storage-only types are visited as their byte: only kernels that move data may see them
+  // (the dialect's verifiers keep them from arithmetic; cast converts them explicitly).
+  case DType::F8E4M3FN:
+  case DType::F8E4M3FNUZ:
+  case DType::F8E5M2:
+  case DType::F8E5M2FNUZ:
+  case DType::U4:
+  case DType::U2: return f(uint8_t{});
+  case DType::I4:
+  case DType::I2: return f(int8_t{});
   }
   throw Error("invalid dtype");
 }

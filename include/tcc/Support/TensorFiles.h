@@ -79,6 +79,15 @@ template <class T> bool fromInt32Field(int32_t value, T &out) {
   return true;
 }
 
+/// The bytes ONNX packs `elements` values of `t` into (raw_data, or int32_data values of a byte
+/// each): 4-bit integers two to a byte, 2-bit four, first element in the low bits; other types
+/// dtypeSize(t) each.
+uint64_t onnxPackedByteSize(DType t, int64_t elements);
+/// Unpacks ONNX's packed 4- or 2-bit integers into `out` (a byte per element, extended by type).
+void unpackSubByteInts(const uint8_t *packed, Tensor &out);
+/// Packs a tensor of 4- or 2-bit integers as ONNX stores them.
+std::vector<uint8_t> packSubByteInts(const Tensor &t);
+
 /// True if `bytes` start with the .npy magic.
 bool isNpy(const std::vector<uint8_t> &bytes);
 /// A tensor file: .npy when it starts with the .npy magic, else a serialized TensorProto.

@@ -29,17 +29,43 @@ func.func @signed_int(%x: tensor<4xsi32>) {
 
 // -----
 
-func.func @constant_i4() {
-  // expected-error-re @+1 {{'tcc.constant' op result #0 must be statically shaped tensor of {{.*}} values, but got 'tensor<2xi4>'}}
-  %0 = tcc.constant dense<[1, 2]> : tensor<2xi4>
+func.func @constant_i3() {
+  // expected-error-re @+1 {{'tcc.constant' op result #0 must be statically shaped tensor of {{.*}} values, but got 'tensor<2xi3>'}}
+  %0 = tcc.constant dense<[1, 2]> : tensor<2xi3>
   return
 }
 
 // -----
 
-func.func @f8_cast(%x: tensor<4xf32>) {
-  // expected-error-re @+1 {{'tcc.cast' op result #0 must be statically shaped tensor of {{.*}} values, but got 'tensor<4xf8E4M3FN>'}}
-  %0 = tcc.cast %x : tensor<4xf32> -> tensor<4xf8E4M3FN>
+func.func @f8_variant_tcc_lacks(%x: tensor<4xf32>) {
+  // expected-error-re @+1 {{'tcc.cast' op result #0 must be statically shaped tensor of {{.*}} values, but got 'tensor<4xf8E4M3B11FNUZ>'}}
+  %0 = tcc.cast %x : tensor<4xf32> -> tensor<4xf8E4M3B11FNUZ>
+  return
+}
+
+// -----
+
+// Storage-only element types (float8 variants, 4- and 2-bit integers) are held, moved and cast,
+// never computed on: arithmetic ops take Tcc_ComputeTensor.
+func.func @f8_arithmetic(%x: tensor<4xf8E4M3FN>) {
+  // expected-error-re @+1 {{'tcc.binary' op operand #0 must be statically shaped tensor of {{.*}} values, but got 'tensor<4xf8E4M3FN>'}}
+  %0 = tcc.binary add %x, %x : tensor<4xf8E4M3FN>
+  return
+}
+
+// -----
+
+func.func @i4_reduction(%x: tensor<4xi4>) {
+  // expected-error-re @+1 {{'tcc.reduce' op operand #0 must be statically shaped tensor of {{.*}} values, but got 'tensor<4xi4>'}}
+  %0 = tcc.reduce sum %x dims = [0] : tensor<4xi4> -> tensor<i4>
+  return
+}
+
+// -----
+
+func.func @f8_matmul(%x: tensor<4x4xf8E5M2>) {
+  // expected-error-re @+1 {{'tcc.matmul' op operand #0 must be statically shaped tensor of {{.*}} values, but got 'tensor<4x4xf8E5M2>'}}
+  %0 = tcc.matmul %x, %x : tensor<4x4xf8E5M2>, tensor<4x4xf8E5M2> -> tensor<4x4xf8E5M2>
   return
 }
 

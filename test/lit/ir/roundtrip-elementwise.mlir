@@ -179,3 +179,25 @@ func.func @cast(%x: tensor<2x3xf32>, %p: tensor<4xi1>, %u: tensor<8xui8>) {
   %4 = tcc.cast %x : tensor<2x3xf32> -> tensor<2x3xf32>
   return
 }
+
+// Storage-only element types: cast to and from them, select, move, constants.
+// CHECK-LABEL: func.func @storage_only_types(%arg0: tensor<2x3xf32>, %arg1: tensor<2x3xi1>, %arg2: tensor<4xui4>)
+// CHECK-NEXT: %0 = tcc.cast %arg0 : tensor<2x3xf32> -> tensor<2x3xf8E4M3FN>
+// CHECK-NEXT: %1 = tcc.constant dense<4.480000e+02> : tensor<2x3xf8E4M3FN>
+// CHECK-NEXT: %2 = tcc.select %arg1, %0, %1 : tensor<2x3xi1>, tensor<2x3xf8E4M3FN>
+// CHECK-NEXT: %3 = tcc.transpose %2 perm = [1, 0] : tensor<2x3xf8E4M3FN> -> tensor<3x2xf8E4M3FN>
+// CHECK-NEXT: %4 = tcc.cast %3 : tensor<3x2xf8E4M3FN> -> tensor<3x2xf8E5M2FNUZ>
+// CHECK-NEXT: %5 = tcc.cast %arg2 : tensor<4xui4> -> tensor<4xi2>
+// CHECK-NEXT: %6 = tcc.cast %5 : tensor<4xi2> -> tensor<4xf16>
+// CHECK-NEXT: return
+func.func @storage_only_types(%x: tensor<2x3xf32>, %c: tensor<2x3xi1>, %q: tensor<4xui4>)
+    -> (tensor<3x2xf8E5M2FNUZ>, tensor<4xf16>) {
+  %0 = tcc.cast %x : tensor<2x3xf32> -> tensor<2x3xf8E4M3FN>
+  %1 = tcc.constant dense<448.0> : tensor<2x3xf8E4M3FN>
+  %2 = tcc.select %c, %0, %1 : tensor<2x3xi1>, tensor<2x3xf8E4M3FN>
+  %3 = tcc.transpose %2 perm = [1, 0] : tensor<2x3xf8E4M3FN> -> tensor<3x2xf8E4M3FN>
+  %4 = tcc.cast %3 : tensor<3x2xf8E4M3FN> -> tensor<3x2xf8E5M2FNUZ>
+  %5 = tcc.cast %q : tensor<4xui4> -> tensor<4xi2>
+  %6 = tcc.cast %5 : tensor<4xi2> -> tensor<4xf16>
+  return %4, %6 : tensor<3x2xf8E5M2FNUZ>, tensor<4xf16>
+}
