@@ -169,6 +169,22 @@ int64_t dimsProduct(llvm::ArrayRef<int64_t> dims);
 /// mean(x) over dims, keeping them as size 1 (ops/Reduction.cpp; the normalisations use it).
 mlir::Value meanKeep(CoreBuilder &b, mlir::Value x, llvm::ArrayRef<int64_t> dims);
 
+/// What a scan loop's body computes from (states..., elements...): the next states, then the
+/// scan elements of the iteration.
+using ScanBody = std::function<std::vector<mlir::Value>(llvm::ArrayRef<mlir::Value>)>;
+struct ScanResult {
+  std::vector<mlir::Value> finalStates;
+  std::vector<mlir::Value> stacked; // scan outputs, [length, element...] in iteration order
+};
+/// A tcc.loop of `length` iterations running `body` on (states..., elements...), where iteration
+/// t reads element t (or length-1-t when reversed) along axes[j] of xs[j] with tcc.dynamic_slice.
+/// With `seqLen` (a 0-d i64), iterations t >= seqLen keep the states and give zero scan elements,
+/// and reversed inputs are read from seqLen-1 down. (ONNX's Scan and the recurrences of
+/// LinearAttention; frontend/onnx/ops/ControlFlow.cpp.)
+ScanResult buildScanLoop(NodeContext &n, const ScanBody &body, llvm::ArrayRef<mlir::Value> states,
+                         llvm::ArrayRef<mlir::Value> xs, llvm::ArrayRef<int64_t> axes,
+                         llvm::ArrayRef<int64_t> reversed, int64_t length, mlir::Value seqLen);
+
 /// `x` converted to `to`. Into a float8 type, out-of-range values saturate (to the largest
 /// finite value of their sign) when `saturate`, as tcc.cast does, and otherwise become infinity
 /// (E5M2) or NaN (the FN/FNUZ types), ONNX Cast's `saturate=0`.

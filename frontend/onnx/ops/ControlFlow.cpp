@@ -378,16 +378,9 @@ void lowerLoop(NodeContext &n) {
 
 // ---- Scan ----
 
-struct ScanResult {
-  std::vector<Value> finalStates;
-  std::vector<Value> stacked; // scan outputs, [length, element...] in iteration order
-};
+} // namespace
 
-/// A tcc.loop of `length` iterations running `body` on (states..., elements...), where iteration
-/// t reads element t (or length-1-t when reversed) along axes[j] of xs[j] with tcc.dynamic_slice.
-/// With `seqLen` (a 0-d i64), iterations t >= seqLen keep the states and give zero scan elements,
-/// and reversed inputs are read from seqLen-1 down.
-ScanResult buildScanLoop(NodeContext &n, const onnx::GraphProto &body, ArrayRef<Value> states,
+ScanResult buildScanLoop(NodeContext &n, const ScanBody &body, ArrayRef<Value> states,
                          ArrayRef<Value> xs, ArrayRef<int64_t> axes, ArrayRef<int64_t> reversed,
                          int64_t length, Value seqLen) {
   CoreBuilder &b = n.b();
@@ -426,7 +419,7 @@ ScanResult buildScanLoop(NodeContext &n, const onnx::GraphProto &body, ArrayRef<
       Value slice = b.create<DynamicSliceOp>(xs[j], starts, sizes);
       inputs.push_back(b.reshape(slice, elementShape));
     }
-    std::vector<Value> out = n.inlineSubgraph(body, inputs, "");
+    std::vector<Value> out = body(inputs);
     if (out.size() < states.size())
       n.fail("the body has " + std::to_string(out.size()) + " outputs, fewer than the " +
              std::to_string(states.size()) + " state variables");
@@ -456,6 +449,13 @@ ScanResult buildScanLoop(NodeContext &n, const onnx::GraphProto &body, ArrayRef<
   for (Value v : loop.getResults().drop_front(states.size()))
     r.stacked.push_back(v);
   return r;
+}
+
+namespace {
+
+/// The body of a Scan: its ONNX graph, imported inline into the loop's block.
+ScanBody graphBody(NodeContext &n, const onnx::GraphProto &graph) {
+  return [&n, &graph](ArrayRef<Value> inputs) { return n.inlineSubgraph(graph, inputs, ""); };
 }
 
 std::vector<int64_t> flagsAttr(NodeContext &n, const std::string &name, size_t count) {
@@ -494,7 +494,7 @@ void lowerScan(NodeContext &n) {
     length = len;
     xs.push_back(x);
   }
-  ScanResult r = buildScanLoop(n, body, states, xs, axes, directions, length, Value());
+  ScanResult r = buildScanLoop(n, graphBody(n, body), states, xs, axes, directions, length, Value());
 
   std::vector<int64_t> outAxes = flagsAttr(n, "scan_output_axes", numScanOutputs);
   std::vector<int64_t> outDirections = flagsAttr(n, "scan_output_directions", numScanOutputs);
@@ -576,7 +576,7 @@ void lowerScan8(NodeContext &n) {
       s.push_back(row(v, i));
     for (Value v : xs)
       x.push_back(row(v, i));
-    ScanResult r = buildScanLoop(n, body, s, x, std::vector<int64_t>(numScanInputs, 0), directions,
+    ScanResult r = buildScanLoop(n, graphBody(n, body), s, x, std::vector<int64_t>(numScanInputs, 0), directions,
                                  length, lens ? row(lens, i) : Value());
     for (size_t k = 0; k < numStates; ++k)
       perBatch[k].push_back(r.finalStates[k]);

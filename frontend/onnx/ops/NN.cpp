@@ -943,6 +943,47 @@ void lowerUpsample(NodeContext &n) {
   n.setOutput(0, resizeAll(n, x, spec, outShape, scales, {}));
 }
 
+// ---- CausalConvWithState -----------------------------------------------------------------------
+
+/// CausalConvWithState (opset 27; the short convolution of Mamba-style and gated-delta blocks):
+/// input [B, C, L], depthwise weight [C, 1, k]; the input is prefixed with past_state [B, C, k-1]
+/// (zeros when absent), convolved (valid, groups = C) with the optional bias, then optionally
+/// SiLU. Outputs the result [B, C, L] and the last k-1 positions of the prefixed input.
+void lowerCausalConvWithState(NodeContext &n) {
+  CoreBuilder &b = n.b();
+  Value x = n.input(0), w = n.input(1);
+  if (!isFloatValue(x) || elemOf(w) != elemOf(x))
+    n.fail("input and weight must be floating-point tensors of one type");
+  SmallVector<int64_t> xs = shapeVec(x), ws = shapeVec(w);
+  if (xs.size() != 3 || ws.size() != 3 || ws[0] != xs[1] || ws[1] != 1 || ws[2] < 1)
+    n.fail("input must be [B, C, L] and weight [C, 1, k] (depthwise), got " +
+           shapeToString(Shape(xs.begin(), xs.end())) + " and " +
+           shapeToString(Shape(ws.begin(), ws.end())));
+  std::string activation = n.attrString("activation", "none");
+  if (activation != "none" && activation != "silu" && activation != "swish")
+    n.fail("activation must be none, silu or swish, got '" + activation + "'");
+  const int64_t batch = xs[0], channels = xs[1], length = xs[2], k = ws[2];
+  Value padded = x;
+  if (k > 1) {
+    Value past = n.hasInput(3) ? n.input(3) : b.constant(DenseElementsAttr::get(
+        RankedTensorType::get({batch, channels, k - 1}, elemOf(x)),
+        FloatAttr::get(elemOf(x), 0.0).getValue()));
+    if (shapeVec(past) != SmallVector<int64_t>{batch, channels, k - 1} || elemOf(past) != elemOf(x))
+      n.fail("past_state must be [B, C, k - 1] of the input's type");
+    padded = b.concat({past, x}, 2);
+  }
+  Value y = b.create<ConvOp>(padded, w, SmallVector<int64_t>{1}, SmallVector<int64_t>{0},
+                             SmallVector<int64_t>{0}, SmallVector<int64_t>{1},
+                             SmallVector<int64_t>{1}, channels);
+  if (n.hasInput(2))
+    y = addChannelBias(b, y, n.input(2));
+  if (activation != "none")
+    y = b.mul(y, b.unary(UnaryKind::Sigmoid, y));
+  n.setOutput(0, y);
+  if (n.hasOutput(1))
+    n.setOutput(1, b.sliceDim(padded, 2, length, length + k - 1));
+}
+
 // ---- AffineGrid ------------------------------------------------------------------------------
 
 /// AffineGrid (opset 20; PyTorch's affine_grid): the sampling grid [N, (D,) H, W, r] of theta
@@ -1674,6 +1715,7 @@ void registerNNOps(OpRegistry &r) {
   r.add("GridSample", lowerGridSample);
   r.add("AffineGrid", lowerAffineGrid);
   r.add("Col2Im", lowerCol2Im);
+  r.add("CausalConvWithState", lowerCausalConvWithState);
   r.add("RoiAlign", lowerRoiAlign);
   r.add("NonMaxSuppression", lowerNonMaxSuppression);
   r.add("DFT", lowerDFT);

@@ -218,6 +218,42 @@ void lowerCumSum(NodeContext &n) {
                                         n.attrInt("reverse", 0) != 0));
 }
 
+/// x shifted by `by` along `dim` (elements move to higher indices), `fill` entering: a pad and
+/// a slice.
+Value shiftAlong(CoreBuilder &b, Value x, int64_t dim, int64_t by, double fill) {
+  int64_t rank = CoreBuilder::rankOf(x), extent = CoreBuilder::shapeOf(x)[dim];
+  SmallVector<int64_t> low(rank, 0), high(rank, 0);
+  low[dim] = by;
+  Value padded = b.create<PadOp>(x, b.scalarLike(x, fill), low, high, PadMode::Constant);
+  return b.sliceDim(padded, dim, 0, extent);
+}
+
+/// CumProd (opset 26): the running product along an axis as a log-depth scan (Hillis-Steele:
+/// x *= x shifted by 1, 2, 4... with ones entering), exclusive by a first shift of one, reverse
+/// by reversing around it. Integers wrap as in a sequential product; float products associate
+/// differently (the reference multiplies left to right), within rounding.
+void lowerCumProd(NodeContext &n) {
+  CoreBuilder &b = n.b();
+  Value x = n.input(0);
+  std::vector<int64_t> axis = n.requireInts(1, "axis");
+  if (axis.size() != 1)
+    n.fail("axis must hold exactly one value");
+  if (CoreBuilder::elementTypeOf(x).isInteger(1))
+    n.fail("the input must be numeric, not bool");
+  int64_t dim = n.normalizeAxis(axis[0], CoreBuilder::rankOf(x));
+  int64_t extent = CoreBuilder::shapeOf(x)[dim];
+  bool reverse = n.attrInt("reverse", 0) != 0;
+  auto flip = [&](Value v) {
+    return reverse ? b.createTyped<ReverseOp>(v.getType(), v, SmallVector<int64_t>{dim}) : v;
+  };
+  Value y = flip(x);
+  if (n.attrInt("exclusive", 0) != 0 && extent > 0)
+    y = shiftAlong(b, y, dim, 1, 1.0);
+  for (int64_t by = 1; by < extent; by *= 2)
+    y = b.mul(y, shiftAlong(b, y, dim, by, 1.0));
+  n.setOutput(0, flip(y));
+}
+
 /// TopK: k is an attribute before opset 10, input 1 since. Results are always sorted (allowed
 /// for sorted=0 too).
 void lowerTopK(NodeContext &n) {
@@ -886,6 +922,7 @@ void registerReductionOps(OpRegistry &r) {
   r.add("ArgMax", [](NodeContext &n) { lowerArgReduce(n, true); });
   r.add("ArgMin", [](NodeContext &n) { lowerArgReduce(n, false); });
   r.add("CumSum", lowerCumSum);
+  r.add("CumProd", lowerCumProd);
   r.add("TopK", lowerTopK);
 
   r.add("Softmax", [](NodeContext &n) { lowerSoftmax(n, SoftmaxKind::Softmax); });

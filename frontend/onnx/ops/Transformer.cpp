@@ -139,6 +139,103 @@ Value repeatHeads(CoreBuilder &b, Value x, int64_t reps) {
   return b.reshape(r, {s[0], s[1] * reps, s[2], s[3]});
 }
 
+// ---- LinearAttention ---------------------------------------------------------------------------
+
+/// LinearAttention (opset 27; linear-attention and gated-delta-rule recurrences): per kv head a
+/// state S [d_k, d_v] (past_state, or zeros) runs over the T positions, in f32:
+///   gated: S *= exp(decay_t) (per key dim or per head);
+///   delta: v_t = beta_t * (v_t - k_t^T S);
+///   S += k_t v_t^T;  out_t = scale * q_t^T S (each kv head read by its group of q heads).
+/// One tcc.loop over T (buildScanLoop); outputs [B, T, Hq * d_v] and the final state.
+void lowerLinearAttention(NodeContext &n) {
+  CoreBuilder &b = n.b();
+  std::string rule = n.attrString("update_rule", "gated_delta");
+  if (rule != "linear" && rule != "gated" && rule != "delta" && rule != "gated_delta")
+    n.fail("update_rule must be linear, gated, delta or gated_delta, got '" + rule + "'");
+  const bool gating = rule == "gated" || rule == "gated_delta";
+  const bool delta = rule == "delta" || rule == "gated_delta";
+  const int64_t qHeads = n.requireAttrInt("q_num_heads"), kvHeads = n.requireAttrInt("kv_num_heads");
+  if (qHeads <= 0 || kvHeads <= 0 || qHeads % kvHeads != 0)
+    n.fail("q_num_heads must be a positive multiple of kv_num_heads");
+  if (gating != n.hasInput(4))
+    n.fail("update_rule '" + rule + (gating ? "' needs" : "' takes no") + " decay input");
+  if (delta != n.hasInput(5))
+    n.fail("update_rule '" + rule + (delta ? "' needs" : "' takes no") + " beta input");
+  Value query = n.input(0), key = n.input(1), value = n.input(2);
+  Type outType = CoreBuilder::elementTypeOf(query), f32 = b.builder().getF32Type();
+  if (!isa<FloatType>(outType))
+    n.fail("query, key and value must be floating-point tensors");
+  for (Value v : {query, key, value})
+    if (CoreBuilder::rankOf(v) != 3)
+      n.fail("query, key and value must be [B, T, heads * head size]");
+  Shape64 qs = shapeOf(query), ks = shapeOf(key), vs = shapeOf(value);
+  const int64_t batch = qs[0], length = qs[1];
+  if (qs[2] % qHeads || ks[2] % kvHeads || vs[2] % kvHeads || ks[0] != batch || vs[0] != batch ||
+      ks[1] != length || vs[1] != length || qs[2] / qHeads != ks[2] / kvHeads)
+    n.fail("query [B, T, Hq * d_k], key [B, T, Hkv * d_k] and value [B, T, Hkv * d_v] disagree");
+  const int64_t dk = qs[2] / qHeads, dv = vs[2] / kvHeads, group = qHeads / kvHeads;
+  double scale = n.attrFloat("scale", 0.0);
+  if (scale == 0.0)
+    scale = 1.0 / std::sqrt((double)dk);
+  auto heads = [&](Value x, int64_t h) { return splitHeads(b, b.cast(x, f32), h); }; // [B, H, T, D]
+  std::vector<Value> xs{heads(query, qHeads), heads(key, kvHeads), heads(value, kvHeads)};
+  if (gating) {
+    Value decay = n.input(4);
+    Shape64 ds = shapeOf(decay);
+    if (ds.size() != 3 || ds[0] != batch || ds[1] != length ||
+        (ds[2] != kvHeads && ds[2] != kvHeads * dk))
+      n.fail("decay must be [B, T, Hkv] or [B, T, Hkv * d_k]");
+    xs.push_back(heads(decay, kvHeads)); // [B, Hkv, T, 1 or d_k]
+  }
+  if (delta) {
+    Value beta = n.input(5);
+    Shape64 bs = shapeOf(beta);
+    if (bs.size() != 3 || bs[0] != batch || bs[1] != length || (bs[2] != kvHeads && bs[2] != 1))
+      n.fail("beta must be [B, T, Hkv] or [B, T, 1]");
+    xs.push_back(heads(beta, bs[2])); // [B, Hkv or 1, T, 1]
+  }
+  Shape64 stateShape{batch, kvHeads, dk, dv};
+  Type stateType = outType;
+  Value state;
+  if (n.hasInput(3)) {
+    state = n.input(3);
+    if (shapeOf(state) != stateShape)
+      n.fail("past_state must be [B, Hkv, d_k, d_v] = " +
+             shapeToString(Shape(stateShape.begin(), stateShape.end())));
+    stateType = CoreBuilder::elementTypeOf(state);
+    state = b.cast(state, f32);
+  } else {
+    state = b.splat(b.tensorType(stateShape, f32), 0.0);
+  }
+  ScanBody body = [&](ArrayRef<Value> in) -> std::vector<Value> {
+    Value s = in[0], q = in[1], k = in[2], v = in[3]; // [B, H, D] each
+    size_t next = 4;
+    if (gating) { // decay [B, Hkv, 1 or d_k] scales the state's rows
+      Value g = in[next++];
+      s = b.mul(s, b.reshape(b.unary(UnaryKind::Exp, g), {batch, kvHeads, shapeOf(g)[2], 1}));
+    }
+    Value kCol = b.reshape(k, {batch, kvHeads, dk, 1});
+    if (delta) { // v - k^T S, scaled by beta [B, Hkv or 1, 1]
+      Value retrieved = b.matmul(b.reshape(k, {batch, kvHeads, 1, dk}), s);
+      Value bt = in[next++];
+      Value beta = b.reshape(bt, {batch, shapeOf(bt)[1], 1, 1});
+      v = b.mul(beta, b.sub(b.reshape(v, {batch, kvHeads, 1, dv}), retrieved));
+    }
+    s = b.add(s, b.mul(kCol, b.reshape(v, {batch, kvHeads, 1, dv})));
+    Value read = group == 1 ? s : repeatHeads(b, s, group); // [B, Hq, d_k, d_v]
+    Value out = b.matmul(b.reshape(q, {batch, qHeads, 1, dk}), read);
+    out = b.mul(b.reshape(out, {batch, qHeads, dv}), b.scalarLike(out, scale));
+    return {s, out};
+  };
+  std::vector<int64_t> axes(xs.size(), 2), reversed(xs.size(), 0);
+  ScanResult r = buildScanLoop(n, body, {state}, xs, axes, reversed, length, Value());
+  // [T, B, Hq, d_v] -> [B, T, Hq * d_v]
+  Value out = b.reshape(b.transpose(r.stacked[0], {1, 0, 2, 3}), {batch, length, qHeads * dv});
+  n.setOutput(0, b.cast(out, outType));
+  if (n.hasOutput(1))
+    n.setOutput(1, b.cast(r.finalStates[0], stateType));
+}
+
 /// A value of `shape` (rank 4, like the scores) from `x` of lower or equal rank, right-aligned.
 Value toRank4(CoreBuilder &b, Value x) {
   Shape64 s = shapeOf(x);
@@ -345,6 +442,7 @@ void registerTransformerOps(OpRegistry &r) {
   r.add("RMSNormalization", lowerRMSNormalization);
   r.add("RotaryEmbedding", lowerRotaryEmbedding);
   r.add("Attention", lowerAttention);
+  r.add("LinearAttention", lowerLinearAttention);
 }
 
 } // namespace tcc::onnx_import
