@@ -472,15 +472,25 @@ std::set<std::string> valuesOfNewerTypes(const onnx::GraphProto &graph) {
   return names;
 }
 
+bool isCeilModePool(const onnx::NodeProto &node) {
+  if (node.op_type() != "AveragePool" && node.op_type() != "MaxPool" && node.op_type() != "LpPool")
+    return false;
+  return std::any_of(node.attribute().begin(), node.attribute().end(),
+                     [](const onnx::AttributeProto &a) { return a.name() == "ceil_mode" && a.i(); });
+}
+
 void verifyNodes(const onnx::GraphProto &graph, const OpsetMap &opsets, NewerNodes &newer) {
   const std::set<std::string> newerTyped = valuesOfNewerTypes(graph);
   for (const onnx::NodeProto &node : graph.node()) {
     auto opset = opsets.find(isDefaultDomain(node.domain()) ? "" : node.domain());
-    // A node past ONNX 1.12's opsets reading a type 1.12 does not know is typed by a later
-    // schema (DequantizeLinear-19 of float8 gives the scale's float16; 1.12's gives float).
+    // Nodes past ONNX 1.12's opsets whose later schemas infer differently: those reading a type
+    // 1.12 does not know (DequantizeLinear-19 of float8 gives the scale's float16, 1.12's
+    // float), and ceil-mode pooling (ONNX later drops a last window starting in the padding;
+    // tcc's lowering does).
     if (opset != opsets.end() && opset->second > lastKnownOpset(opset->first) &&
-        std::any_of(node.input().begin(), node.input().end(),
-                    [&](const std::string &in) { return newerTyped.count(in) > 0; }))
+        (std::any_of(node.input().begin(), node.input().end(),
+                     [&](const std::string &in) { return newerTyped.count(in) > 0; }) ||
+         isCeilModePool(node)))
       newer.insert(&node);
     const onnx::OpSchema *schema =
         opset == opsets.end()

@@ -1562,15 +1562,35 @@ void lowerDFT(NodeContext &n) {
   if (axis == rank - 1)
     n.fail("axis must not be the last (real/imaginary) dim");
   bool inverse = n.attrInt("inverse", 0) != 0, onesided = n.attrInt("onesided", 0) != 0;
-  int64_t len = CoreBuilder::shapeOf(x)[axis];
+  const int64_t points = CoreBuilder::shapeOf(x)[axis];
+  // An inverse of a one-sided spectrum (irfft) has 2 (points - 1) samples by default.
+  int64_t len = inverse && onesided ? 2 * (points - 1) : points;
   if (n.hasInput(1)) {
     std::vector<int64_t> v = n.requireInts(1, "dft_length");
     if (v.size() != 1 || v[0] < 1)
       n.fail("dft_length must be a positive scalar");
     len = v[0];
   }
+  if (len < 1)
+    n.fail("the transform needs at least one point");
   bool complex = CoreBuilder::shapeOf(x).back() == 2;
   Value re = takeLast(b, x, 0), im = complex ? takeLast(b, x, 1) : Value();
+  if (inverse && onesided) {
+    // irfft: the one-sided bins 0..len/2 stand for the whole Hermitian spectrum. Weighting bin
+    // k by 2 (1 for bin 0 and, len even, bin len/2; 0 past len/2) makes the real part of the
+    // plain inverse DFT of the weighted bins the real signal (imaginary parts of bins 0 and
+    // len/2 drop out, as in numpy's irfft); the output is real, [..., len, 1].
+    std::vector<double> weight(points);
+    for (int64_t k = 0; k < points; ++k)
+      weight[k] = k > len / 2 ? 0.0 : (k == 0 || 2 * k == len) ? 1.0 : 2.0;
+    SmallVector<int64_t> along(CoreBuilder::rankOf(re), 1);
+    along[axis] = points;
+    Value w = constFloats(n, elemOf(re), along, weight);
+    auto [yr, yi] = dftAlong(n, b.mul(re, w), im ? b.mul(im, w) : Value(), axis, len, len, true);
+    (void)yi;
+    n.setOutput(0, stackLast(b, {yr}));
+    return;
+  }
   auto [yr, yi] = dftAlong(n, re, im, axis, len, onesided ? len / 2 + 1 : len, inverse);
   n.setOutput(0, stackLast(b, {yr, yi}));
 }
