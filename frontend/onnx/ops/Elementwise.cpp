@@ -383,6 +383,13 @@ void registerElementwiseOps(OpRegistry &r) {
   });
   r.add("Clip", lowerClip);
   r.add("Cast", lowerCast);
+  // ai.onnx.ml Binarizer: 1 where x > threshold, else 0, in x's type.
+  r.add("Binarizer", [](NodeContext &n) {
+    CoreBuilder &b = n.b();
+    Value x = n.input(0);
+    Value above = b.compare(CompareKind::Gt, x, b.scalarLike(x, n.attrFloat("threshold", 0.0)));
+    n.setOutput(0, b.cast(above, CoreBuilder::elementTypeOf(x)));
+  }, "ai.onnx.ml");
   r.add("CastLike", [](NodeContext &n) {
     n.setOutput(0, castMaybeSaturating(n.b(), n.input(0), n.inputElementType(1),
                                        n.attrInt("saturate", 1) != 0));

@@ -207,9 +207,27 @@ void lowerSequenceMap(NodeContext &n) {
   }
 }
 
+/// OptionalHasElement / OptionalGetElement (opsets 15, 18): tcc holds no optional values, so
+/// an optional is a present tensor or sequence, or an input left empty (no element).
+void lowerOptionalHasElement(NodeContext &n) {
+  n.setOutput(0, n.b().splat(RankedTensorType::get({}, n.b().builder().getI1Type()),
+                             n.hasInput(0) ? 1 : 0));
+}
+
+void lowerOptionalGetElement(NodeContext &n) {
+  if (!n.hasInput(0))
+    n.fail("the optional input is empty: it has no element to get");
+  if (n.inputIsSequence(0))
+    n.setOutputSequence(0, n.inputSequence(0), n.inputSequenceElementType(0));
+  else
+    n.setOutput(0, n.input(0));
+}
+
 } // namespace
 
 void registerSequenceOps(OpRegistry &r) {
+  r.add("OptionalHasElement", lowerOptionalHasElement);
+  r.add("OptionalGetElement", lowerOptionalGetElement);
   r.add("SequenceEmpty", lowerSequenceEmpty);
   r.add("SequenceConstruct", lowerSequenceConstruct);
   r.add("SequenceInsert", lowerSequenceInsert);

@@ -963,9 +963,24 @@ void lowerDropout(NodeContext &n) {
     n.setOutput(1, b.cast(keep, maskType));
 }
 
+/// ai.onnx.ml ArrayFeatureExtractor: the elements of x's last axis at the given indices
+/// ([..., len(indices)]; a 1-d x gives [1, len(indices)]).
+void lowerArrayFeatureExtractor(NodeContext &n) {
+  CoreBuilder &b = n.b();
+  Value x = n.input(0), indices = n.input(1);
+  if (CoreBuilder::rankOf(x) == 0)
+    n.fail("X must have rank >= 1");
+  if (CoreBuilder::rankOf(x) == 1)
+    x = b.reshape(x, {1, CoreBuilder::shapeOf(x)[0]});
+  int64_t count = CoreBuilder::typeOf(indices).getNumElements();
+  Value flat = b.reshape(indices, {count});
+  n.setOutput(0, b.create<GatherOp>(x, flat, CoreBuilder::rankOf(x) - 1));
+}
+
 } // namespace
 
 void registerShapeOps(OpRegistry &r) {
+  r.add("ArrayFeatureExtractor", lowerArrayFeatureExtractor, "ai.onnx.ml");
   r.add("Identity", lowerIdentity);
   r.add("Constant", lowerConstant);
   r.add("Shape", lowerShape);

@@ -139,6 +139,56 @@ Value repeatHeads(CoreBuilder &b, Value x, int64_t reps) {
   return b.reshape(r, {s[0], s[1] * reps, s[2], s[3]});
 }
 
+// ---- TensorScatter -----------------------------------------------------------------------------
+
+/// TensorScatter (opset 24; KV-cache updates in place): batch b of `update` (S positions along
+/// `axis`) is written into `past_cache` (L positions) from position write_indices[b] (0 when
+/// absent), wrapping around L in circular mode. As a select: position p of batch b takes
+/// update's position p - write_indices[b] (mod L when circular) where that is in [0, S).
+void lowerTensorScatter(NodeContext &n) {
+  CoreBuilder &b = n.b();
+  Value past = n.input(0), update = n.input(1);
+  std::string mode = n.attrString("mode", "linear");
+  if (mode != "linear" && mode != "circular")
+    n.fail("mode must be linear or circular, got '" + mode + "'");
+  Shape64 ps = shapeOf(past), us = shapeOf(update);
+  int64_t rank = ps.size();
+  if (rank < 2 || (int64_t)us.size() != rank)
+    n.fail("past_cache and update must have one rank, at least 2");
+  int64_t axis = n.normalizeAxis(n.attrInt("axis", -2), rank);
+  if (axis == 0)
+    n.fail("axis must not be the batch axis 0");
+  for (int64_t d = 0; d < rank; ++d)
+    if (d == axis ? us[d] > ps[d] : us[d] != ps[d])
+      n.fail("update must match past_cache except along axis " + std::to_string(axis) +
+             ", where it may be shorter");
+  if (CoreBuilder::elementTypeOf(past) != CoreBuilder::elementTypeOf(update))
+    n.fail("past_cache and update must have one element type");
+  Type i64 = b.builder().getI64Type();
+  const int64_t batch = ps[0], length = ps[axis], count = us[axis];
+  Value start;
+  if (n.hasInput(2)) {
+    Value w = n.input(2);
+    if (CoreBuilder::typeOf(w).getNumElements() != batch)
+      n.fail("write_indices must hold one index per batch entry (" + std::to_string(batch) + ")");
+    Shape64 perBatch(rank, 1);
+    perBatch[0] = batch;
+    start = b.reshape(b.cast(w, i64), perBatch);
+  } else {
+    start = b.splat(b.tensorType({}, i64), 0);
+  }
+  Value offset = b.sub(b.iota(ps, i64, axis), start);
+  if (mode == "circular") {
+    Value len = b.scalarLike(offset, (double)length);
+    offset = b.binary(BinaryKind::Rem, b.add(b.binary(BinaryKind::Rem, offset, len), len), len);
+  }
+  Value inRange = b.binary(BinaryKind::And, b.compare(CompareKind::Ge, offset, b.scalarLike(offset, 0)),
+                           b.compare(CompareKind::Lt, offset, b.scalarLike(offset, (double)count)));
+  Value index = b.select(inRange, offset, b.splatLike(offset, 0));
+  Value taken = b.create<GatherElementsOp>(update, index, (uint64_t)axis);
+  n.setOutput(0, b.select(inRange, taken, past));
+}
+
 // ---- LinearAttention ---------------------------------------------------------------------------
 
 /// LinearAttention (opset 27; linear-attention and gated-delta-rule recurrences): per kv head a
@@ -443,6 +493,7 @@ void registerTransformerOps(OpRegistry &r) {
   r.add("RotaryEmbedding", lowerRotaryEmbedding);
   r.add("Attention", lowerAttention);
   r.add("LinearAttention", lowerLinearAttention);
+  r.add("TensorScatter", lowerTensorScatter);
 }
 
 } // namespace tcc::onnx_import
