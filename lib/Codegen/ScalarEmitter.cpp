@@ -474,7 +474,7 @@ std::string ScalarEmitter::affine(AffineExpr expr, ArrayRef<std::string> dims,
 
 bool ScalarEmitter::isScalarOp(Operation *op) {
   return isa<tk::ConstantOp, tk::UnaryOp, tk::BinaryOp, tk::CompareOp, tk::SelectOp, tk::CastOp,
-             tk::ApplyOp>(op);
+             tk::BitcastOp, tk::ApplyOp>(op);
 }
 
 std::string ScalarEmitter::expression(Operation *op) const {
@@ -499,6 +499,14 @@ std::string ScalarEmitter::expression(Operation *op) const {
             .Case([&](tk::SelectOp s) {
               return name(s.getCond()) + " ? " + name(s.getOnTrue()) + " : " +
                      name(s.getOnFalse());
+            })
+            .Case([&](tk::BitcastOp c) {
+              // The stored bits of x (as a store would write them), read as the result's
+              // storage type, then loaded as a value of it.
+              Type from = c.getX().getType(), to = c.getType();
+              std::string bits = "tcc_bit_cast<" + storageType(to) + ", " + storageType(from) +
+                                 ">(" + storeValue(from, name(c.getX())) + ")";
+              return loadValue(to, bits);
             })
             .Case([&](tk::CastOp c) {
               return castExpr(c.getX().getType(), c.getType(), name(c.getX()));

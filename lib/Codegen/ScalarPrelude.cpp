@@ -123,6 +123,14 @@ TCC_F8_FNS(f8e5m2, 2, 15, 0, 57344.0f)
 TCC_F8_FNS(f8e5m2fnuz, 2, 16, 2, 57344.0f)
 #undef TCC_F8_FNS
 
+// tcc.bitcast: the bits of a stored value read as another storage type of its size.
+template <class To, class From> TCC_FN To tcc_bit_cast(From v) {
+  static_assert(sizeof(To) == sizeof(From), "bitcast between types of different sizes");
+  union { From from; To to; } u;
+  u.from = v;
+  return u.to;
+}
+
 // 4- and 2-bit integers: a byte each (sign-extended for the signed ones); conversions wrap.
 TCC_FN int8_t tcc_wrap_i4(int64_t v) { return (int8_t)((int8_t)(uint8_t)((uint64_t)v << 4) >> 4); }
 TCC_FN uint8_t tcc_wrap_u4(int64_t v) { return (uint8_t)((uint64_t)v & 15u); }

@@ -180,6 +180,20 @@ LogicalResult CastOp::verify() {
   return success();
 }
 
+LogicalResult BitcastOp::verify() {
+  if (tensorTypeOf(getX()).getShape() != getType().getShape())
+    return emitOpError("changes the shape from ") << getX().getType() << " to " << getType();
+  auto storageBits = [](Type t) {
+    unsigned w = t.getIntOrFloatBitWidth();
+    return w == 1 ? 8u : w;
+  };
+  Type from = tensorTypeOf(getX()).getElementType(), to = getType().getElementType();
+  if (storageBits(from) != storageBits(to))
+    return emitOpError("needs element types of one width, got ") << from << " (" << storageBits(from)
+           << " bits) and " << to << " (" << storageBits(to) << " bits)";
+  return success();
+}
+
 OpFoldResult CastOp::fold(FoldAdaptor) {
   if (getX().getType() == getType())
     return getX();

@@ -159,6 +159,9 @@ std::vector<Tensor> evaluate(Operation *op, const std::vector<Tensor> &in) {
       .Case([&](CastOp o) {
         return one(k::cast(in[0], dtypeFromType(o.getType().getElementType())));
       })
+      .Case([&](BitcastOp o) {
+        return one(k::bitcast(in[0], dtypeFromType(o.getType().getElementType())));
+      })
       .Case([&](ReshapeOp o) { return one(k::reshape(in[0], shapeOf(o.getType()))); })
       .Case([&](TransposeOp o) { return one(k::transpose(in[0], vec(o.getPerm()))); })
       .Case([&](BroadcastInDimOp o) {

@@ -335,6 +335,22 @@ static Tensor castStorageOnly(const Tensor &x, DType to) {
   return result;
 }
 
+Tensor bitcast(const Tensor &x, DType to) {
+  checkDefined("bitcast", x);
+  if (dtypeSize(x.dtype()) != dtypeSize(to))
+    fail("bitcast", std::string("element sizes differ: ") + dtypeName(x.dtype()) + " and " +
+                        dtypeName(to));
+  Tensor result(to, x.shape(), x.raw());
+  auto *bytes = static_cast<uint8_t *>(result.raw());
+  if (to == DType::Bool)
+    for (size_t i = 0; i < result.byteSize(); ++i)
+      bytes[i] = bytes[i] != 0;
+  if (isSubByteInt(to))
+    for (int64_t i = 0; i < result.numElements(); ++i)
+      bytes[i] = wrapSubByteInt(to, bytes[i]);
+  return result;
+}
+
 Tensor cast(const Tensor &x, DType to) {
   checkDefined("cast", x);
   if (x.dtype() != to && (isStorageOnly(x.dtype()) || isStorageOnly(to)))

@@ -107,7 +107,7 @@ OpClass classify(Operation *op, Target target) {
       .Case<ConcatOp>([](ConcatOp c) {
         return isCopyConcat(c) ? OpClass::WholeBuffer : OpClass::Pointwise;
       })
-      .Case<UnaryOp, BinaryOp, CompareOp, SelectOp, CastOp, ReshapeOp, TransposeOp,
+      .Case<UnaryOp, BinaryOp, CompareOp, SelectOp, CastOp, BitcastOp, ReshapeOp, TransposeOp,
             BroadcastInDimOp, SliceOp, ReverseOp, PadOp, IotaOp, DynamicSliceOp,
             GatherOp, GatherElementsOp, GatherNDOp>([](auto) { return OpClass::Pointwise; })
       .Case<ReduceOp, ArgReduceOp>([](auto) { return OpClass::Reduction; })
@@ -248,7 +248,7 @@ std::optional<Index> affineOperandIndex(Operation *op, unsigned operandNo,
   auto cst = [&](int64_t v) { return getAffineConstantExpr(v, ctx); };
   unsigned nd = numDimsOf(idx);
   return llvm::TypeSwitch<Operation *, std::optional<Index>>(op)
-      .Case<UnaryOp, BinaryOp, CompareOp, SelectOp, CastOp>(
+      .Case<UnaryOp, BinaryOp, CompareOp, SelectOp, CastOp, BitcastOp>(
           [&](auto) { return Index(idx.begin(), idx.end()); })
       .Case<BroadcastInDimOp>([&](BroadcastInDimOp b) -> std::optional<Index> {
         ArrayRef<int64_t> in = shapeOf(b.getX());

@@ -297,6 +297,9 @@ Value KernelEmitter::compute(Value v, ArrayRef<AffineExpr> idx) {
       .Case<CastOp>([&](CastOp) -> Value {
         return b_.create<tk::CastOp>(loc_, type, remap(0));
       })
+      .Case<BitcastOp>([&](BitcastOp) -> Value {
+        return b_.create<tk::BitcastOp>(loc_, type, remap(0));
+      })
       .Case<BroadcastInDimOp, TransposeOp, SliceOp, ReverseOp, ReshapeOp>(
           [&](Operation *) { return remap(0); })
       .Case<IotaOp>([&](IotaOp i) { return cast(index(idx[i.getDim()]), type); })

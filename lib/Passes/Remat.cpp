@@ -51,7 +51,7 @@ namespace {
 
 /// Recomputed whenever the backward pass reads them: O(size) work.
 bool isCheap(Operation *op) {
-  return isa<UnaryOp, BinaryOp, CompareOp, SelectOp, CastOp, ReshapeOp, TransposeOp,
+  return isa<UnaryOp, BinaryOp, CompareOp, SelectOp, CastOp, BitcastOp, ReshapeOp, TransposeOp,
              BroadcastInDimOp, SliceOp, ReverseOp, ConcatOp, PadOp, IotaOp, DynamicSliceOp,
              GatherOp, GatherElementsOp, GatherNDOp, ReduceOp, ArgReduceOp>(op);
 }

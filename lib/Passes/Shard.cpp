@@ -108,7 +108,7 @@ public:
   ShardingPlan::OpPlan decide(Operation *op, ArrayRef<DimSharding> in, std::string &why) {
     ShardingPlan::OpPlan plan;
     bool known = llvm::TypeSwitch<Operation *, bool>(op)
-        .Case<UnaryOp, BinaryOp, CompareOp, SelectOp, CastOp>([&](Operation *o) {
+        .Case<UnaryOp, BinaryOp, CompareOp, SelectOp, CastOp, BitcastOp>([&](Operation *o) {
           elementwise(o, in, plan);
           why = "elementwise: every dim keeps its split";
           return true;
@@ -590,7 +590,7 @@ llvm::DenseMap<Value, DimSharding> consumerHints(func::FuncOp func, MeshAttr mes
     if (it == hints.end())
       continue;
     DimSharding want = it->second;
-    if (isa<UnaryOp, BinaryOp, SelectOp, CompareOp, CastOp>(op)) {
+    if (isa<UnaryOp, BinaryOp, SelectOp, CompareOp, CastOp, BitcastOp>(op)) {
       for (Value v : op.getOperands())
         hintInto(v, want);
     } else if (auto t = dyn_cast<TransposeOp>(op)) {

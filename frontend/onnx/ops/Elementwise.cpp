@@ -383,6 +383,18 @@ void registerElementwiseOps(OpRegistry &r) {
   });
   r.add("Clip", lowerClip);
   r.add("Cast", lowerCast);
+  // BitCast (opset 26): each element's bits as another type of the same width.
+  r.add("BitCast", [](NodeContext &n) {
+    Value x = n.input(0);
+    Type to = n.elementType((int32_t)n.requireAttrInt("to"));
+    auto width = [](Type t) { return t.isInteger(1) ? 8u : t.getIntOrFloatBitWidth(); };
+    Type from = CoreBuilder::elementTypeOf(x);
+    if (width(from) != width(to))
+      n.fail("the element types must have one width, got " + std::to_string(width(from)) +
+             " and " + std::to_string(width(to)) + " bits");
+    n.setOutput(0, n.b().createTyped<BitcastOp>(
+                       RankedTensorType::get(CoreBuilder::shapeOf(x), to), x));
+  });
   // ai.onnx.ml Binarizer: 1 where x > threshold, else 0, in x's type.
   r.add("Binarizer", [](NodeContext &n) {
     CoreBuilder &b = n.b();

@@ -1153,42 +1153,52 @@ Value padCoords(CoreBuilder &b, Value x, int64_t size, const std::string &paddin
 void lowerGridSample(NodeContext &n) {
   CoreBuilder &b = n.b();
   Value x = n.input(0), grid = n.input(1);
-  if (CoreBuilder::rankOf(x) != 4 || CoreBuilder::rankOf(grid) != 4)
-    n.fail("only 4-D input [N, C, H, W] with grid [N, H_out, W_out, 2] is supported");
+  const int64_t rank = CoreBuilder::rankOf(x), r = rank - 2; // spatial dims (2 or 3)
+  if ((rank != 4 && rank != 5) || CoreBuilder::rankOf(grid) != rank)
+    n.fail("input must be [N, C, H, W] with grid [N, H_out, W_out, 2], or [N, C, D, H, W] with "
+           "grid [N, D_out, H_out, W_out, 3]");
   if (!isFloatValue(x))
     n.fail("input must be a float tensor");
-  auto xs = CoreBuilder::shapeOf(x), gs = CoreBuilder::shapeOf(grid);
-  int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
-  if (gs[0] != N || gs[3] != 2)
-    n.fail("grid must be [N, H_out, W_out, 2]");
-  int64_t S = gs[1] * gs[2];
+  SmallVector<int64_t> xs = shapeVec(x), gs = shapeVec(grid);
+  const int64_t N = xs[0], C = xs[1];
+  SmallVector<int64_t> size(xs.begin() + 2, xs.end()), outSpatial(gs.begin() + 1, gs.end() - 1);
+  if (gs[0] != N || gs.back() != r)
+    n.fail("grid must be [N, spatial out..., " + std::to_string(r) + "]");
+  int64_t S = 1, points = 1;
+  for (int64_t d : outSpatial)
+    S *= d;
+  for (int64_t d : size)
+    points *= d;
   std::string mode = n.attrString("mode", "bilinear");
   std::string padding = n.attrString("padding_mode", "zeros");
   bool align = n.attrInt("align_corners", 0) != 0;
   if (padding != "zeros" && padding != "border" && padding != "reflection")
     n.fail("unknown padding_mode '" + padding + "'");
   grid = b.cast(grid, elemOf(x));
-  Value gx = takeLast(b, grid, 0), gy = takeLast(b, grid, 1);
-  auto unnormalize = [&](Value g, int64_t size) {
+  auto unnormalize = [&](Value g, int64_t extent) {
     Value one = b.scalarLike(g, 1);
     if (align)
-      return b.mul(b.add(g, one), b.scalarLike(g, (size - 1) / 2.0));
-    return b.div(b.sub(b.mul(b.add(g, one), b.scalarLike(g, size)), one), b.scalarLike(g, 2));
+      return b.mul(b.add(g, one), b.scalarLike(g, (extent - 1) / 2.0));
+    return b.div(b.sub(b.mul(b.add(g, one), b.scalarLike(g, extent)), one), b.scalarLike(g, 2));
   };
-  Value fx = unnormalize(gx, W), fy = unnormalize(gy, H);
+  // f[d]: the pixel coordinate along spatial dim d (grid component r-1-d: x is along the last).
+  std::vector<Value> f(r);
+  for (int64_t d = 0; d < r; ++d)
+    f[d] = unnormalize(takeLast(b, b.sliceDim(grid, rank - 1, r - 1 - d, r - d), 0), size[d]);
 
-  Value flat = b.reshape(x, {N, C, H * W});
+  Value flat = b.reshape(x, {N, C, points});
   Type i64 = b.builder().getI64Type();
   Value result;
-  // Adds w * x[iy, ix] (integer-valued float coordinates; out of bounds reads 0).
-  auto addTap = [&](Value ix, Value iy, Value w) {
-    Value inX = b.binary(BinaryKind::And, b.compare(CompareKind::Ge, ix, b.scalarLike(ix, 0)),
-                         b.compare(CompareKind::Le, ix, b.scalarLike(ix, W - 1)));
-    Value inY = b.binary(BinaryKind::And, b.compare(CompareKind::Ge, iy, b.scalarLike(iy, 0)),
-                         b.compare(CompareKind::Le, iy, b.scalarLike(iy, H - 1)));
-    Value valid = b.binary(BinaryKind::And, inX, inY);
-    Value row = b.cast(clipCoords(b, iy, H), i64);
-    Value index = b.add(b.mul(row, b.scalarLike(row, W)), b.cast(clipCoords(b, ix, W), i64));
+  // Adds w * x[i...] (integer-valued float coordinates; out of bounds reads 0).
+  auto addTap = [&](ArrayRef<Value> at, Value w) {
+    Value valid, index;
+    for (int64_t d = 0; d < r; ++d) {
+      Value in = b.binary(BinaryKind::And, b.compare(CompareKind::Ge, at[d], b.scalarLike(at[d], 0)),
+                          b.compare(CompareKind::Le, at[d], b.scalarLike(at[d], size[d] - 1)));
+      valid = valid ? b.binary(BinaryKind::And, valid, in) : in;
+      Value i = b.cast(clipCoords(b, at[d], size[d]), i64);
+      index = index ? b.add(b.mul(index, b.scalarLike(index, size[d])), i) : i;
+    }
     w = b.select(valid, w, b.splatLike(w, 0));
     index = b.broadcastTo(b.reshape(index, {N, 1, S}), {N, C, S});
     Value v = b.create<GatherElementsOp>(flat, index, 2);
@@ -1199,22 +1209,36 @@ void lowerGridSample(NodeContext &n) {
   if (mode == "linear") // opset 20 name
     mode = "bilinear";
   if (mode == "nearest" || mode == "bilinear") {
-    fx = padCoords(b, fx, W, padding, align);
-    fy = padCoords(b, fy, H, padding, align);
+    for (int64_t d = 0; d < r; ++d)
+      f[d] = padCoords(b, f[d], size[d], padding, align);
     if (mode == "nearest") {
-      addTap(b.unary(UnaryKind::Round, fx), b.unary(UnaryKind::Round, fy), b.splatLike(fx, 1));
-    } else {
-      Value x0 = b.unary(UnaryKind::Floor, fx), y0 = b.unary(UnaryKind::Floor, fy);
-      Value one = b.scalarLike(fx, 1);
-      Value x1 = b.add(x0, one), y1 = b.add(y0, one);
-      Value wx1 = b.sub(fx, x0), wy1 = b.sub(fy, y0);
-      Value wx0 = b.sub(one, wx1), wy0 = b.sub(one, wy1);
-      addTap(x0, y0, b.mul(wx0, wy0));
-      addTap(x1, y0, b.mul(wx1, wy0));
-      addTap(x0, y1, b.mul(wx0, wy1));
-      addTap(x1, y1, b.mul(wx1, wy1));
+      std::vector<Value> at(r);
+      for (int64_t d = 0; d < r; ++d)
+        at[d] = b.unary(UnaryKind::Round, f[d]);
+      addTap(at, b.splatLike(f[0], 1));
+    } else { // the 2^r corners, each weighted by the product of its per-dim weights
+      std::vector<Value> lo(r), hi(r), wLo(r), wHi(r);
+      for (int64_t d = 0; d < r; ++d) {
+        Value one = b.scalarLike(f[d], 1);
+        lo[d] = b.unary(UnaryKind::Floor, f[d]);
+        hi[d] = b.add(lo[d], one);
+        wHi[d] = b.sub(f[d], lo[d]);
+        wLo[d] = b.sub(one, wHi[d]);
+      }
+      for (int64_t corner = 0; corner < (1 << r); ++corner) {
+        std::vector<Value> at(r);
+        Value w;
+        for (int64_t d = 0; d < r; ++d) {
+          bool up = (corner >> (r - 1 - d)) & 1;
+          at[d] = up ? hi[d] : lo[d];
+          w = w ? b.mul(w, up ? wHi[d] : wLo[d]) : (up ? wHi[d] : wLo[d]);
+        }
+        addTap(at, w);
+      }
     }
   } else if (mode == "bicubic" || mode == "cubic") {
+    if (r != 2)
+      n.fail("cubic mode takes 4-D input [N, C, H, W] only");
     // Cubic convolution (A = -0.75) over the 4x4 neighbourhood; padding applies per tap.
     const double A = -0.75;
     auto coeffs = [&](Value t) {
@@ -1230,6 +1254,8 @@ void lowerGridSample(NodeContext &n) {
       Value one = b.scalarLike(t, 1), u = b.sub(one, t);
       return std::array<Value, 4>{c2(b.add(t, one)), c1(t), c1(u), c2(b.add(u, one))};
     };
+    Value fy = f[0], fx = f[1];
+    int64_t H = size[0], W = size[1];
     Value x0 = b.unary(UnaryKind::Floor, fx), y0 = b.unary(UnaryKind::Floor, fy);
     auto cx = coeffs(b.sub(fx, x0)), cy = coeffs(b.sub(fy, y0));
     for (int j = 0; j < 4; ++j) {
@@ -1238,13 +1264,15 @@ void lowerGridSample(NodeContext &n) {
       for (int i = 0; i < 4; ++i) {
         Value ix = padCoords(b, b.add(x0, b.scalarLike(x0, i - 1)), W, padding, align);
         ix = b.unary(UnaryKind::Floor, ix);
-        addTap(ix, iy, b.mul(cx[i], cy[j]));
+        addTap({iy, ix}, b.mul(cx[i], cy[j]));
       }
     }
   } else {
     n.fail("unknown mode '" + mode + "'");
   }
-  n.setOutput(0, b.reshape(result, {N, C, gs[1], gs[2]}));
+  SmallVector<int64_t> outShape{N, C};
+  outShape.append(outSpatial.begin(), outSpatial.end());
+  n.setOutput(0, b.reshape(result, outShape));
 }
 
 // ---- RoiAlign ----------------------------------------------------------------------------------

@@ -75,6 +75,18 @@ def Tcc_CastOp : Tcc_Op<"cast", [Tcc_Differentiable, Pure]> {
   let hasFolder = 1;
 }
 
+def Tcc_BitcastOp : Tcc_Op<"bitcast", [Pure]> {
+  let summary = "elementwise reinterpretation of each element's bits as another type of that width";
+  let description = [{
+    Bool counts as 8 bits (its byte, 0 or 1; a byte reinterpreted as bool is true unless 0). No
+    gradient: the bits of a float are not a differentiable function of it.
+  }];
+  let arguments = (ins Tcc_Tensor:$x);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 //===--- Layout -------------------------------------------------------------===//
 
 def Tcc_ReshapeOp : Tcc_Op<"reshape", [Tcc_Differentiable, Pure]> {

@@ -188,6 +188,13 @@ def Tk_CastOp : Tk_Op<"cast", [Pure]> {
   let assemblyFormat = "$x attr-dict `:` type($x) `to` type($result)";
 }
 
+def Tk_BitcastOp : Tk_Op<"bitcast", [Pure]> {
+  let summary = "scalar tcc.bitcast: the bits of x (as stored) read as the result type";
+  let arguments = (ins Tk_Scalar:$x);
+  let results = (outs Tk_Scalar:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `to` type($result)";
+}
+
 //===----------------------------------------------------------------------===//
 // Program level
 //===----------------------------------------------------------------------===//

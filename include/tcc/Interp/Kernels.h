@@ -60,6 +60,8 @@ Tensor select(const Tensor &cond, const Tensor &a, const Tensor &b);
 /// Float->int truncates toward zero (out of range: unspecified but no UB: saturate);
 /// anything->Bool is (x != 0); Bool->anything is 0/1; float->float rounds to nearest even.
 Tensor cast(const Tensor &x, DType to);
+/// Each element's bytes read as `to` (same size; bool is its byte, non-zero bytes read as true).
+Tensor bitcast(const Tensor &x, DType to);
 
 // ---- Layout ----
 /// Same elements, new shape (element counts equal).

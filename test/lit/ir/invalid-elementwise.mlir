@@ -288,3 +288,19 @@ func.func @cast_rank(%x: tensor<f32>) {
   %0 = tcc.cast %x : tensor<f32> -> tensor<1xf16>
   return
 }
+
+// -----
+
+func.func @bitcast_width(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'tcc.bitcast' op needs element types of one width, got 'f32' (32 bits) and 'f16' (16 bits)}}
+  %0 = tcc.bitcast %x : tensor<4xf32> -> tensor<4xf16>
+  return
+}
+
+// -----
+
+func.func @bitcast_shape(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'tcc.bitcast' op changes the shape from 'tensor<4xf32>' to 'tensor<2x2xi32>'}}
+  %0 = tcc.bitcast %x : tensor<4xf32> -> tensor<2x2xi32>
+  return
+}

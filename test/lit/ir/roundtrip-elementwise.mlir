@@ -201,3 +201,16 @@ func.func @storage_only_types(%x: tensor<2x3xf32>, %c: tensor<2x3xi1>, %q: tenso
   %6 = tcc.cast %5 : tensor<4xi2> -> tensor<4xf16>
   return %4, %6 : tensor<3x2xf8E5M2FNUZ>, tensor<4xf16>
 }
+
+// CHECK-LABEL: func.func @bitcast(%arg0: tensor<3xf32>, %arg1: tensor<4xi1>, %arg2: tensor<2xf16>)
+// CHECK-NEXT: %0 = tcc.bitcast %arg0 : tensor<3xf32> -> tensor<3xi32>
+// CHECK-NEXT: %1 = tcc.bitcast %arg1 : tensor<4xi1> -> tensor<4xui8>
+// CHECK-NEXT: %2 = tcc.bitcast %arg2 : tensor<2xf16> -> tensor<2xbf16>
+// CHECK-NEXT: return
+func.func @bitcast(%x: tensor<3xf32>, %p: tensor<4xi1>, %h: tensor<2xf16>)
+    -> (tensor<3xi32>, tensor<4xui8>, tensor<2xbf16>) {
+  %0 = tcc.bitcast %x : tensor<3xf32> -> tensor<3xi32>
+  %1 = tcc.bitcast %p : tensor<4xi1> -> tensor<4xui8>
+  %2 = tcc.bitcast %h : tensor<2xf16> -> tensor<2xbf16>
+  return %0, %1, %2 : tensor<3xi32>, tensor<4xui8>, tensor<2xbf16>
+}
