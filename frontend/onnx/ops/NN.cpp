@@ -632,6 +632,9 @@ struct ResizeSpec {
   double cubicA = -0.75;
   bool excludeOutside = false;
   double extrapolation = 0;
+  /// Linear and cubic only (opset 18): when downsampling, the filter is stretched by 1/scale
+  /// (so every input pixel contributes) and its taps renormalized.
+  bool antialias = false;
 };
 
 /// The taps of each output position along one axis: out[o] = sum_t w[t][o] * in[idx[t][o]],
@@ -644,7 +647,36 @@ struct AxisTable {
   bool identity = true;
 };
 
-std::vector<double> interpCoeffs(const ResizeSpec &spec, double ratio) {
+/// The cubic convolution kernel with parameter a at distance x.
+double cubicKernel(double a, double x) {
+  x = std::fabs(x);
+  if (x <= 1)
+    return ((a + 2) * x - (a + 3)) * x * x + 1;
+  if (x < 2)
+    return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
+  return 0;
+}
+
+/// The weights of the taps around a source coordinate `ratio` past its left pixel. With
+/// antialias the taps (2 / scale for linear, 4 / scale for cubic, when downsampling) sample the
+/// kernel stretched by 1 / scale, normalized to sum 1, as ONNX's reference does.
+std::vector<double> interpCoeffs(const ResizeSpec &spec, double ratio, double scale) {
+  if (spec.antialias) {
+    double s = std::min(scale, 1.0);
+    double support = spec.mode == InterpMode::Linear ? 1 : 2;
+    int64_t start = (int64_t)std::floor(-support / s) + 1, count = 2 - 2 * start;
+    std::vector<double> c(count);
+    double sum = 0;
+    for (int64_t i = 0; i < count; ++i) {
+      double x = s * (start + i - ratio);
+      c[i] = spec.mode == InterpMode::Linear ? std::clamp(1 - std::fabs(x), 0.0, 1.0)
+                                             : cubicKernel(spec.cubicA, x);
+      sum += c[i];
+    }
+    for (double &v : c)
+      v /= sum;
+    return c;
+  }
   if (spec.mode == InterpMode::Linear)
     return {1 - ratio, ratio};
   double a = spec.cubicA, r1 = ratio + 1, q = 1 - ratio, q1 = q + 1;
@@ -658,7 +690,8 @@ AxisTable resizeAxisTable(NodeContext &n, const ResizeSpec &spec, int64_t inLen,
                           double scale, double roiStart, double roiEnd) {
   AxisTable t;
   double outReal = scale * inLen;
-  int taps = spec.mode == InterpMode::Nearest ? 1 : spec.mode == InterpMode::Linear ? 2 : 4;
+  int taps = spec.mode == InterpMode::Nearest ? 1
+             : (int)interpCoeffs(spec, 0.5, scale).size(); // 2 / 4, more with antialias
   t.idx.assign(taps, std::vector<int64_t>(outLen));
   t.w.assign(taps, std::vector<double>(outLen));
   t.outside.assign(outLen, false);
@@ -720,7 +753,7 @@ AxisTable resizeAxisTable(NodeContext &n, const ResizeSpec &spec, int64_t inLen,
     }
     // The `taps` nearest pixels (the left ones on ties), as in the reference.
     int64_t first = (int64_t)xi + (integral ? 0 : 1) - taps / 2;
-    std::vector<double> c = interpCoeffs(spec, ratio);
+    std::vector<double> c = interpCoeffs(spec, ratio, scale);
     if (spec.excludeOutside) {
       double sum = 0;
       for (int k = 0; k < taps; ++k) {
@@ -853,8 +886,9 @@ void lowerResize(NodeContext &n) {
         sizes = n.requireInts(3, "sizes");
     }
   }
-  if (n.attrInt("antialias", 0) != 0)
-    n.fail("antialias is not supported");
+  spec.antialias = n.attrInt("antialias", 0) != 0;
+  if (spec.antialias && spec.mode == InterpMode::Nearest)
+    n.fail("antialias applies to the linear and cubic modes only");
   // opset 18: `axes` selects which dims scales/sizes/roi describe.
   std::vector<int64_t> axes = n.attrInts("axes");
   if (axes.empty())
@@ -1524,6 +1558,89 @@ void lowerNonMaxSuppression(NodeContext &n) {
   n.setOutput(0, n.constant(out));
 }
 
+// ---- DeformConv --------------------------------------------------------------------------------
+
+/// DeformConv (opset 19; torchvision's deform_conv2d, 2-d): each kernel tap of each output
+/// position reads the input bilinearly at its regular place moved by a learned offset (per
+/// offset group; corners outside the image read 0), scaled by the optional mask; the sampled
+/// columns [N, C * kH * kW, oH * oW] then meet the weights in one grouped matmul, plus the bias.
+void lowerDeformConv(NodeContext &n) {
+  CoreBuilder &b = n.b();
+  Value x = n.input(0), w = n.input(1), offset = n.input(2);
+  if (!isFloatValue(x) || elemOf(w) != elemOf(x) || elemOf(offset) != elemOf(x))
+    n.fail("X, W and offset must be floating-point tensors of one type");
+  SmallVector<int64_t> xs = shapeVec(x), ws = shapeVec(w), os = shapeVec(offset);
+  if (xs.size() != 4 || ws.size() != 4 || os.size() != 4)
+    n.fail("only 2-d deformable convolution is supported: X [N, C, H, W], W [oC, C/group, kH, "
+           "kW], offset [N, offset_group * 2 * kH * kW, oH, oW]");
+  const int64_t N = xs[0], C = xs[1], H = xs[2], Wd = xs[3], oC = ws[0], kH = ws[2], kW = ws[3];
+  const int64_t group = n.attrInt("group", 1), offsetGroup = n.attrInt("offset_group", 1);
+  if (group < 1 || offsetGroup < 1 || C != ws[1] * group || oC % group || C % offsetGroup)
+    n.fail("channels, group and offset_group do not match");
+  if (n.hasAttr("kernel_shape") && n.attrInts("kernel_shape") != std::vector<int64_t>{kH, kW})
+    n.fail("kernel_shape does not match the weight shape");
+  std::vector<int64_t> strides = n.attrInts("strides", {1, 1}), dil = n.attrInts("dilations", {1, 1}),
+                       pads = n.attrInts("pads", {0, 0, 0, 0});
+  if (strides.size() != 2 || dil.size() != 2 || pads.size() != 4)
+    n.fail("strides and dilations need 2 values, pads 4");
+  const int64_t oH = (H + pads[0] + pads[2] - ((kH - 1) * dil[0] + 1)) / strides[0] + 1;
+  const int64_t oW = (Wd + pads[1] + pads[3] - ((kW - 1) * dil[1] + 1)) / strides[1] + 1;
+  const int64_t K = kH * kW, P = oH * oW, G = offsetGroup, Cg = C / G;
+  if (os[0] != N || os[1] != G * 2 * K || os[2] != oH || os[3] != oW)
+    n.fail("offset must be [N, offset_group * 2 * kH * kW, oH, oW] = [" + std::to_string(N) +
+           ", " + std::to_string(G * 2 * K) + ", " + std::to_string(oH) + ", " +
+           std::to_string(oW) + "]");
+  // The regular sampling places [K, P] of every tap at every output position.
+  std::vector<double> baseY(K * P), baseX(K * P);
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t p = 0; p < P; ++p) {
+      baseY[k * P + p] = -pads[0] + strides[0] * (p / oW) + dil[0] * (k / kW);
+      baseX[k * P + p] = -pads[1] + strides[1] * (p % oW) + dil[1] * (k % kW);
+    }
+  Type et = elemOf(x), i64 = b.builder().getI64Type();
+  Value off = b.reshape(offset, {N, G, K, 2, P});
+  auto part = [&](int64_t i) { return b.reshape(b.sliceDim(off, 3, i, i + 1), {N, G, K, P}); };
+  Value py = b.add(part(0), constFloats(n, et, {1, 1, K, P}, baseY));
+  Value px = b.add(part(1), constFloats(n, et, {1, 1, K, P}, baseX));
+  Value planes = b.reshape(x, {N, G, Cg, H * Wd});
+  Value y0 = b.unary(UnaryKind::Floor, py), x0 = b.unary(UnaryKind::Floor, px);
+  Value one = b.scalarLike(py, 1);
+  Value wy1 = b.sub(py, y0), wx1 = b.sub(px, x0);
+  Value wy0 = b.sub(one, wy1), wx0 = b.sub(one, wx1);
+  Value cols;
+  for (int corner = 0; corner < 4; ++corner) {
+    Value iy = corner & 2 ? b.add(y0, one) : y0, ix = corner & 1 ? b.add(x0, one) : x0;
+    Value weight = b.mul(corner & 2 ? wy1 : wy0, corner & 1 ? wx1 : wx0);
+    Value inside = b.binary(
+        BinaryKind::And,
+        b.binary(BinaryKind::And, b.compare(CompareKind::Ge, iy, b.scalarLike(iy, 0)),
+                 b.compare(CompareKind::Le, iy, b.scalarLike(iy, H - 1))),
+        b.binary(BinaryKind::And, b.compare(CompareKind::Ge, ix, b.scalarLike(ix, 0)),
+                 b.compare(CompareKind::Le, ix, b.scalarLike(ix, Wd - 1))));
+    weight = b.select(inside, weight, b.splatLike(weight, 0));
+    Value row = b.cast(clipCoords(b, iy, H), i64);
+    Value index = b.add(b.mul(row, b.scalarLike(row, Wd)), b.cast(clipCoords(b, ix, Wd), i64));
+    index = b.broadcastTo(b.reshape(index, {N, G, 1, K * P}), {N, G, Cg, K * P});
+    Value v = b.create<GatherElementsOp>(planes, index, 3);
+    v = b.mul(v, b.reshape(weight, {N, G, 1, K * P}));
+    cols = cols ? b.add(cols, v) : v;
+  }
+  if (n.hasInput(4)) {
+    Value mask = n.input(4);
+    if (shapeVec(mask) != SmallVector<int64_t>{N, G * K, oH, oW} || elemOf(mask) != et)
+      n.fail("mask must be [N, offset_group * kH * kW, oH, oW] of X's type");
+    cols = b.mul(cols, b.reshape(mask, {N, G, 1, K * P}));
+  }
+  // [N, G, Cg, K, P] is [N, C, K, P]: per conv group, (C / group) * K rows against the weights.
+  const int64_t Ci = C / group, oCi = oC / group;
+  Value columns = b.reshape(cols, {N, group, Ci * K, P});
+  Value weights = b.broadcastTo(b.reshape(w, {1, group, oCi, Ci * K}), {N, group, oCi, Ci * K});
+  Value y = b.reshape(b.matmul(weights, columns), {N, oC, oH, oW});
+  if (n.hasInput(3))
+    y = addChannelBias(b, y, n.input(3));
+  n.setOutput(0, y);
+}
+
 // ---- DFT / STFT -------------------------------------------------------------------------------
 
 /// DFT along `axis` of the complex signal re + i*im (im may be null), zero-padded or truncated
@@ -1764,6 +1881,7 @@ void registerNNOps(OpRegistry &r) {
   r.add("AffineGrid", lowerAffineGrid);
   r.add("Col2Im", lowerCol2Im);
   r.add("CausalConvWithState", lowerCausalConvWithState);
+  r.add("DeformConv", lowerDeformConv);
   r.add("RoiAlign", lowerRoiAlign);
   r.add("NonMaxSuppression", lowerNonMaxSuppression);
   r.add("DFT", lowerDFT);
