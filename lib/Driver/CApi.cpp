@@ -1,8 +1,8 @@
 //===- CApi.cpp - The compiler's C API (include/tcc/Driver/tcc.h) ---------===//
 //
-// "key=value" options become the CompileOptions, LoadOptions and TrainingArgs `tcc compile`
-// builds from its command line, then the same drivers run: compileLoaded for inference,
-// compileTrainingModel for training artifacts.
+// "key=value" options become the CompileOptions, LoadOptions, TrainingArgs and TrainRunArgs
+// `tcc compile` and `tcc train` build from their command lines, then the same drivers run:
+// compileModel for artifacts, runTrain for training runs.
 //
 //===----------------------------------------------------------------------===//
 #include "tcc/Driver/tcc.h"
@@ -51,6 +51,8 @@ struct Settings {
   LoadOptions load;
   TrainingArgs training;
   bool train = false;
+  TrainRunArgs run;
+  std::vector<std::string> runKeys; // the options of a training run given (tcc_train only)
 };
 
 bool parseBool(const std::string &key, llvm::StringRef value) {
@@ -156,15 +158,48 @@ const std::map<std::string, Setter> &setters() {
     training("micro_batches", &TrainingArgs::microBatches);
     training("pipeline_schedule", &TrainingArgs::pipelineSchedule);
     training("explain_sharding", &TrainingArgs::explainSharding);
+
+    // A training run (tcc_train): the `tcc train` options of the same names.
+    auto run = [&t](const std::string &key, auto field) {
+      t[key] = [field](Settings &s, const std::string &k, llvm::StringRef v) {
+        TrainRunArgs &r = s.run;
+        using T = std::remove_reference_t<decltype(r.*field)>;
+        if constexpr (std::is_same_v<T, std::string>)
+          r.*field = v.str();
+        else if constexpr (std::is_same_v<T, bool>)
+          r.*field = parseBool(k, v);
+        else
+          r.*field = parseNumber<T>(k, v);
+        s.runKeys.push_back(k);
+      };
+    };
+    run("lr", &TrainRunArgs::lr);
+    run("epochs", &TrainRunArgs::epochs);
+    run("threads", &TrainRunArgs::threads);
+    run("max_steps", &TrainRunArgs::maxSteps);
+    run("shuffle", &TrainRunArgs::shuffle);
+    run("metrics", &TrainRunArgs::metricsPath);
+    run("step_log", &TrainRunArgs::stepLogPath);
+    run("save_model", &TrainRunArgs::saveModelPath);
+    run("checkpoint", &TrainRunArgs::checkpointDir);
+    run("resume", &TrainRunArgs::resumeDir);
+    run("collective_timeout", &TrainRunArgs::collectiveTimeout);
+    t["seed"] = [](Settings &s, const std::string &k, llvm::StringRef v) {
+      s.run.seed = parseNumber<uint64_t>(k, v);
+      s.run.seedGiven = true;
+      s.runKeys.push_back(k);
+    };
     return t;
   }();
   return table;
 }
 
-Settings parseOptions(const char *const *options, size_t numOptions) {
+/// `forRun`: the options of tcc_train (training implied; a run's own options allowed).
+Settings parseOptions(const char *const *options, size_t numOptions, bool forRun) {
   if (numOptions && !options)
     throw Error("options is NULL but num_options is " + std::to_string(numOptions));
   Settings s;
+  s.train = forRun;
   s.compile.device = "cpu";
   for (size_t i = 0; i < numOptions; ++i) {
     if (!options[i])
@@ -183,6 +218,11 @@ Settings parseOptions(const char *const *options, size_t numOptions) {
     }
     it->second(s, key, value.trim());
   }
+  if (!forRun)
+    for (const std::string &key : s.runKeys)
+      throw Error("option " + key + " applies to training runs (tcc_train), not to compiling");
+  if (forRun && !s.train)
+    throw Error("train=0 does not apply to tcc_train, which always trains");
   if (!s.train)
     for (const std::string &option : s.training.given)
       throw Error(option.substr(2) + " applies to training artifacts: add train=1");
@@ -195,7 +235,7 @@ Settings parseOptions(const char *const *options, size_t numOptions) {
 }
 
 tcc_compiled *compile(const ModelSource &source, const char *const *options, size_t numOptions) {
-  Settings s = parseOptions(options, numOptions);
+  Settings s = parseOptions(options, numOptions, /*forRun=*/false);
   checkCompileOptions(s.compile); // before loading the model
   auto result = std::make_unique<tcc_compiled>();
   result->model = compileModel(source, s.load, s.train ? &s.training : nullptr, s.compile);
@@ -244,5 +284,19 @@ const char *tcc_compiled_report(const tcc_compiled *compiled) {
 }
 
 void tcc_compiled_free(tcc_compiled *compiled) { delete compiled; }
+
+tcc_status tcc_train(const char *model, const char *data_dir, const char *const *options,
+                     size_t numOptions) {
+  return guarded("tcc_train", [&] {
+    if (!model || !data_dir)
+      throw Error("tcc_train: model and data_dir must not be NULL");
+    Settings s = parseOptions(options, numOptions, /*forRun=*/true);
+    checkCompileOptions(s.compile);
+    s.run.model = model;
+    s.run.dataDir = data_dir;
+    if (int status = runTrain(s.run, s.training, s.compile))
+      throw Error("tcc_train: the training run failed (status " + std::to_string(status) + ")");
+  });
+}
 
 } // extern "C"

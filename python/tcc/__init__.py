@@ -27,7 +27,9 @@ from __future__ import annotations
 import ctypes as C
 import json
 import os
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -35,7 +37,7 @@ import numpy as np
 from . import _capi, _dlpack
 from ._capi import TccError
 
-__all__ = ["compile", "load", "Model", "Trainer", "TensorSpec", "TccError", "allocator_stats",
+__all__ = ["compile", "load", "train", "Model", "Trainer", "TensorSpec", "TccError", "allocator_stats",
            "empty_cache", "device_available", "runtime_version", "compiler_version"]
 __version__ = "0.2.0"
 
@@ -395,6 +397,40 @@ def compile(model: Any, *, device: str = "cpu", precision: str = "fp32", layout:
     # one compiled outside mpirun, can still be saved.
     return Model(artifact, threads=threads, cuda_graph=cuda_graph,
                  device_ordinal=device_ordinal, report=report, defer_load=True)
+
+
+def train(model: str | os.PathLike, data: str | os.PathLike, *, lr: float, epochs: int = 1,
+          seed: int | None = None, device: str = "cpu", threads: int = 0, max_steps: int = 0,
+          shuffle: bool = True, checkpoint: str | os.PathLike | None = None,
+          resume: str | os.PathLike | None = None, save_model: str | os.PathLike | None = None,
+          step_log: str | os.PathLike | None = None, **options: Any) -> list[dict]:
+    """Trains a model on a data folder, as ``tcc train MODEL --data DIR`` does, and returns the
+    per-epoch metrics (``epoch``, ``train_loss``, ``test_loss``, ``test_accuracy``, ``seconds``,
+    ``steps``, ``host_peak_bytes``).
+
+    ``model``: an .onnx model (compiled for training with ``options``, :func:`compile`'s
+    training keywords: ``batch_size``, ``loss``, ``optimizer``, ``momentum``...) or a training
+    artifact. ``data``: IDX files (``train-images-idx3-ubyte``... as in Debian's
+    dataset-fashion-mnist) or ``train_images.npy``, ``train_labels.npy``, ``test_images.npy``,
+    ``test_labels.npy``. Epochs visit a seeded shuffle (``shuffle=False``: file order); the test
+    set is evaluated after each; a progress bar goes to stderr. ``checkpoint``: a folder saved
+    after each epoch, which ``resume`` continues from; ``save_model``: the trained ONNX model.
+    For custom loops (your own data, per-step control) use :class:`Trainer`."""
+    lib = _capi.compiler()
+    settings: dict[str, Any] = {"device": device, "lr": lr, "epochs": epochs, "threads": threads,
+                                "max_steps": max_steps, "shuffle": shuffle, **options}
+    for key, value in (("seed", seed), ("checkpoint", checkpoint), ("resume", resume),
+                       ("save_model", save_model), ("step_log", step_log)):
+        if value is not None:
+            settings[key] = value
+    with tempfile.TemporaryDirectory(prefix="tcc-train-") as work:
+        metrics = Path(work) / "metrics.json"
+        settings["metrics"] = str(metrics)
+        strings = _option_strings(settings)
+        argv = (C.c_char_p * max(len(strings), 1))(*strings)
+        _capi.check_compiler(lib.tcc_train(os.fspath(model).encode(), os.fspath(data).encode(),
+                                           argv, len(strings)))
+        return json.loads(metrics.read_text()) if metrics.exists() else []
 
 
 def load(artifact: str | os.PathLike | bytes, *, threads: int = 0, cuda_graph: bool = False,

@@ -145,6 +145,7 @@ _COMPILER = {
     "tcc_compiled_artifact": (C.c_void_p, [_P, c_size_p]),
     "tcc_compiled_report": (C.c_char_p, [_P]),
     "tcc_compiled_free": (None, [_P]),
+    "tcc_train": (C.c_int, [C.c_char_p, C.c_char_p, C.POINTER(C.c_char_p), C.c_size_t]),
 }
 
 _runtime = None

@@ -89,3 +89,33 @@ def test_set_state_and_errors(linear_classifier, rng):
         tcc.compile(model, train=True)
     with pytest.raises(tcc.TccError, match="input_shape does not apply to training"):
         tcc.compile(model, train=True, batch_size=4, input_shapes={"x": (4, 6)})
+
+
+def test_train_on_a_data_folder(linear_classifier, rng, tmp_path):
+    """tcc.train: `tcc train`'s loop from Python, on .npy files; metrics per epoch, the trained
+    model saved and usable, and the run's options kept apart from compiling's."""
+    model, _, _ = linear_classifier
+    path = tmp_path / "linear.onnx"
+    path.write_bytes(model.SerializeToString())
+    x = rng.standard_normal((320, 6)).astype(np.float32)
+    y = np.argmax(x[:, :4], 1).astype(np.int64)
+    data = tmp_path / "data"
+    data.mkdir()
+    for name, values in (("train_images", x[:256]), ("train_labels", y[:256]),
+                         ("test_images", x[256:]), ("test_labels", y[256:])):
+        np.save(data / f"{name}.npy", values)
+    metrics = tcc.train(path, data, lr=0.05, epochs=4, seed=1, batch_size=16, optimizer="adam",
+                        checkpoint=tmp_path / "ckpt", save_model=tmp_path / "trained.onnx")
+    assert [m["epoch"] for m in metrics] == [1, 2, 3, 4]
+    assert [m["steps"] for m in metrics] == [16, 32, 48, 64]
+    assert metrics[-1]["train_loss"] < 0.7 * metrics[0]["train_loss"]
+    assert metrics[-1]["test_accuracy"] > 0.8
+    assert (tmp_path / "ckpt").is_dir()
+    trained = tcc.compile(tmp_path / "trained.onnx", input_shapes={"x": (64, 6)})
+    (logits,) = trained(x[256:])
+    assert (np.argmax(logits, 1) == y[256:]).mean() == pytest.approx(metrics[-1]["test_accuracy"])
+
+    with pytest.raises(tcc.TccError, match="--lr must be a positive learning rate"):
+        tcc.train(path, data, lr=0, batch_size=16)
+    with pytest.raises(tcc.TccError, match="option lr applies to training runs"):
+        tcc.compile(model, lr=0.1)

@@ -64,6 +64,17 @@ const char *tcc_compiled_report(const tcc_compiled *compiled);
 
 void tcc_compiled_free(tcc_compiled *compiled);
 
+/* Trains `model` (an .onnx model, compiled for training with the options given, or a training
+ * artifact) on the data folder `data_dir`, as `tcc train MODEL --data DIR` does: IDX or .npy
+ * images and labels, shuffled epochs, the test set evaluated after each, a progress bar on
+ * stderr. Options: those of tcc_compile_file (train=1 implied) and the run's: lr (required),
+ * epochs, seed, threads, max_steps, shuffle=0|1, metrics=FILE.json (per-epoch losses,
+ * accuracy, time), step_log=FILE.json, save_model=OUT.onnx, checkpoint=DIR, resume=DIR,
+ * collective_timeout=SECONDS. In one process (an artifact compiled with a mesh runs under
+ * mpirun, one process per rank). */
+tcc_status tcc_train(const char *model, const char *data_dir, const char *const *options,
+                     size_t num_options);
+
 #ifdef __cplusplus
 }
 #endif
