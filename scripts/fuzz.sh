@@ -90,6 +90,31 @@ graph = helper.make_graph(
 save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
 EOF
   "$tcc" compile --train "$seeds/linear.onnx" --batch-size 2 -o "$seeds/artifact/train.tcc" --no-cache >/dev/null 2>&1
+  # The storage-only types (float8 variants, packed 4-/2-bit integers): TensorProtos of each in
+  # raw_data and in int32_data, and an artifact casting into float8 and int4 and back.
+  /usr/bin/python3 - "$seeds/tensor-file" "$seeds/cast8.onnx" <<'EOF'
+import sys
+from onnx import TensorProto, helper, save
+for code in (17, 18, 19, 20, 21, 22, 25, 26):
+    packed = {21: 3, 22: 3, 25: 2, 26: 2}.get(code, 5)  # bytes for 5 elements
+    raw, typed = TensorProto(), TensorProto()
+    for t in (raw, typed):
+        t.data_type, t.name = code, f"t{code}"
+        t.dims.append(5)
+    raw.raw_data = bytes((37 * i + code) % 256 for i in range(packed))
+    typed.int32_data.extend((53 * i + code) % 256 for i in range(packed))
+    for kind, t in (("raw", raw), ("typed", typed)):
+        with open(f"{sys.argv[1]}/dtype{code}-{kind}.pb", "wb") as f:
+            f.write(t.SerializeToString())
+nodes = [helper.make_node("Cast", ["x"], ["f8"], to=17), helper.make_node("Cast", ["f8"], ["a"], to=1),
+         helper.make_node("Cast", ["x"], ["i4"], to=22), helper.make_node("Cast", ["i4"], ["b"], to=1),
+         helper.make_node("Add", ["a", "b"], ["y"])]
+graph = helper.make_graph(nodes, "cast8", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]), sys.argv[2])
+EOF
+  "$tcc" compile "$seeds/cast8.onnx" -o "$seeds/artifact/cast8.tcc" --no-cache >/dev/null 2>&1 ||
+    echo "fuzz.sh: the float8 seed did not compile; going on without it" >&2
   TCC_FUZZ_TRAINING_ARTIFACT="$seeds/artifact/train.tcc" TCC_FUZZ_SEED_OUT="$seeds/checkpoint/seed.ck" \
     "$out/bin/fuzz-checkpoint" -runs=0 >/dev/null 2>&1
   touch "$seeds/.done"
