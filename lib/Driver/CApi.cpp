@@ -74,6 +74,18 @@ template <class T> T parseNumber(const std::string &key, llvm::StringRef value) 
   return v;
 }
 
+/// Sets `target` from the option's text, parsed by the target's type (a list option appends).
+template <class T> void assign(T &target, const std::string &key, llvm::StringRef value) {
+  if constexpr (std::is_same_v<T, std::string>)
+    target = value.str();
+  else if constexpr (std::is_same_v<T, bool>)
+    target = parseBool(key, value);
+  else if constexpr (std::is_same_v<T, std::vector<std::string>>)
+    target.push_back(value.str());
+  else
+    target = parseNumber<T>(key, value);
+}
+
 using Setter = std::function<void(Settings &, const std::string &key, llvm::StringRef value)>;
 
 /// What each key sets. Training keys also record the command-line option they stand for in
@@ -119,15 +131,7 @@ const std::map<std::string, Setter> &setters() {
     auto training = [&t](const std::string &key, auto field) {
       t[key] = [field](Settings &s, const std::string &k, llvm::StringRef v) {
         TrainingArgs &a = s.training;
-        using T = std::remove_reference_t<decltype(a.*field)>;
-        if constexpr (std::is_same_v<T, std::string>)
-          a.*field = v.str();
-        else if constexpr (std::is_same_v<T, bool>)
-          a.*field = parseBool(k, v);
-        else if constexpr (std::is_same_v<T, std::vector<std::string>>)
-          (a.*field).push_back(v.str());
-        else
-          a.*field = parseNumber<T>(k, v);
+        assign(a.*field, k, v);
         std::string option = "--" + k;
         std::replace(option.begin(), option.end(), '_', '-');
         a.given.push_back(option);
@@ -162,14 +166,7 @@ const std::map<std::string, Setter> &setters() {
     // A training run (tcc_train): the `tcc train` options of the same names.
     auto run = [&t](const std::string &key, auto field) {
       t[key] = [field](Settings &s, const std::string &k, llvm::StringRef v) {
-        TrainRunArgs &r = s.run;
-        using T = std::remove_reference_t<decltype(r.*field)>;
-        if constexpr (std::is_same_v<T, std::string>)
-          r.*field = v.str();
-        else if constexpr (std::is_same_v<T, bool>)
-          r.*field = parseBool(k, v);
-        else
-          r.*field = parseNumber<T>(k, v);
+        assign(s.run.*field, k, v);
         s.runKeys.push_back(k);
       };
     };
@@ -185,7 +182,7 @@ const std::map<std::string, Setter> &setters() {
     run("resume", &TrainRunArgs::resumeDir);
     run("collective_timeout", &TrainRunArgs::collectiveTimeout);
     t["seed"] = [](Settings &s, const std::string &k, llvm::StringRef v) {
-      s.run.seed = parseNumber<uint64_t>(k, v);
+      assign(s.run.seed, k, v);
       s.run.seedGiven = true;
       s.runKeys.push_back(k);
     };
