@@ -313,6 +313,54 @@ Value safeSoftmax(CoreBuilder &b, Value s) {
   return b.div(e, sum);
 }
 
+/// FlexAttention (ai.onnx.preview 1): softmax(score_mod(scale * Q K^T)) V with optional
+/// subgraphs: `score_mod` maps the scores [B, H, L, S] and `prob_mod` the probabilities, each
+/// imported inline. K and V heads repeat for grouped queries; the scores and softmax are in
+/// f32 for 16-bit inputs (or `softmax_precision`), as in ONNX's reference; sqrt(scale) goes on
+/// Q and on K.
+void lowerFlexAttention(NodeContext &n) {
+  CoreBuilder &b = n.b();
+  Value q = n.input(0), k = n.input(1), v = n.input(2);
+  requireFloat(n, q, "Q");
+  Type t = CoreBuilder::elementTypeOf(q);
+  if (CoreBuilder::elementTypeOf(k) != t || CoreBuilder::elementTypeOf(v) != t)
+    n.fail("Q, K and V must have one element type");
+  if (n.inputRank(0) != 4 || n.inputRank(1) != 4 || n.inputRank(2) != 4)
+    n.fail("Q, K and V must be [B, H, sequence, head size]");
+  Shape64 qs = shapeOf(q), ks = shapeOf(k), vs = shapeOf(v);
+  if (ks[1] != vs[1] || ks[2] != vs[2] || ks[3] != qs[3] || qs[1] % ks[1] != 0)
+    n.fail("K and V must share heads and length, K the head size of Q, and Q's heads be a "
+           "multiple of K's");
+  if (qs[1] != ks[1]) {
+    k = repeatHeads(b, k, qs[1] / ks[1]);
+    v = repeatHeads(b, v, qs[1] / ks[1]);
+  }
+  double scale = n.hasAttr("scale") ? n.attrFloat("scale", 0.0) : 1.0 / std::sqrt((double)qs[3]);
+  Type ct = t.getIntOrFloatBitWidth() < 32 ? b.builder().getF32Type() : t;
+  if (n.hasAttr("softmax_precision")) {
+    auto dtype = dtypeFromOnnx((int32_t)n.attrInt("softmax_precision", 1));
+    if (!dtype || !isFloat(*dtype))
+      n.fail("softmax_precision must be a floating-point type");
+    ct = n.elementType((int32_t)n.attrInt("softmax_precision", 1));
+  }
+  Value root = b.scalarLike(q, std::sqrt((double)(float)scale));
+  Value scores = b.matmul(b.mul(q, root), b.transpose(b.mul(k, root), {0, 1, 3, 2}));
+  scores = b.cast(scores, ct);
+  auto applyMod = [&](const char *name, Value x) {
+    if (!n.hasAttr(name))
+      return x;
+    std::vector<Value> out = n.inlineSubgraph(n.attrGraph(name), {x}, name);
+    if (out.size() != 1 || CoreBuilder::shapeOf(out[0]) != CoreBuilder::shapeOf(x))
+      n.fail(std::string(name) + " must give one tensor of its input's shape");
+    return b.cast(out[0], ct);
+  };
+  scores = applyMod("score_mod", scores);
+  Value shifted = b.sub(scores, b.reduce(ReduceKind::Max, scores, {3}, true));
+  Value e = b.unary(UnaryKind::Exp, shifted);
+  Value probs = applyMod("prob_mod", b.div(e, b.reduce(ReduceKind::Sum, e, {3}, true)));
+  n.setOutput(0, b.cast(b.matmul(probs, b.cast(v, ct)), t));
+}
+
 void lowerAttention(NodeContext &n) {
   CoreBuilder &b = n.b();
   Value q = n.input(0), k = n.input(1), v = n.input(2);
@@ -494,6 +542,7 @@ void registerTransformerOps(OpRegistry &r) {
   r.add("Attention", lowerAttention);
   r.add("LinearAttention", lowerLinearAttention);
   r.add("TensorScatter", lowerTensorScatter);
+  r.add("FlexAttention", lowerFlexAttention, "ai.onnx.preview");
 }
 
 } // namespace tcc::onnx_import
