@@ -14,6 +14,7 @@ bench/results/<date>-attention-cpu.md and .json and prints the table.
 
   python3 bench/attention_cpu.py                         # 1k, 2k, 4k, 8k tokens, 1 and 2 threads
   python3 bench/attention_cpu.py --lengths 1024 --threads 1
+  python3 bench/attention_cpu.py --precisions fp32 bf16     # tcc also with --precision bf16
 """
 from __future__ import annotations
 
@@ -181,10 +182,11 @@ s.run(None, feeds)
 
 
 def measure(case: AttentionCase, tcc: run_cpu.Tcc, tccrt_run: Path, threads: int, iters: int,
-            ort_max_tokens: int) -> dict:
-    report = tcc.compile(case, f"t{threads}")
+            ort_max_tokens: int, precision: str) -> dict:
+    report = tcc.compile(case, f"t{threads}", None if precision == "fp32" else precision)
     art = report["artifact"]
-    row = {"case": case.name, **case.fields(), "threads": threads, "arena_mib": report["arena_bytes"] / 2**20,
+    row = {"case": case.name, **case.fields(), "threads": threads, "precision": precision,
+           "arena_mib": report["arena_bytes"] / 2**20,
            "tcc_peak_rss_mib": peak_rss_mib([str(tccrt_run), art, "--threads", "1", "--warmup", "0",
                                              "--inputs", *map(str, case.input_paths())])}
     run_ort = case.length <= ort_max_tokens
@@ -199,12 +201,14 @@ def measure(case: AttentionCase, tcc: run_cpu.Tcc, tccrt_run: Path, threads: int
     if run_ort:
         o = run_cpu.combine(o_blocks)
         ort = None  # free its session before the memory measurements
-        check = run_cpu.compare(tcc.run_outputs(case, art), run_cpu.ort_outputs(case))
+        # 16-bit products: compared norm-wise (max |difference| / max |reference|).
+        check = run_cpu.compare(tcc.run_outputs(case, art), run_cpu.ort_outputs(case),
+                                normwise=None if precision == "fp32" else 2e-2)
         row.update(ort_ms=o["median_ms"], ratio=t["median_ms"] / o["median_ms"], outputs_ok=check["ok"],
                    ort_gflops=case.gflop / (o["median_ms"] * 1e-3),
                    ort_peak_rss_mib=peak_rss_mib([sys.executable, "-c", ORT_ONCE, str(case.onnx_path),
                                                   *map(str, case.input_paths())]))
-    print(f"  {threads}t {case.name:48s} tcc {row['tcc_ms']:9.2f} ms  arena {row['arena_mib']:8.1f} MiB  "
+    print(f"  {threads}t {precision} {case.name:44s} tcc {row['tcc_ms']:9.2f} ms  arena {row['arena_mib']:8.1f} MiB  "
           f"peak {row['tcc_peak_rss_mib']:7.0f} MiB" +
           (f"  ORT {row['ort_ms']:9.2f} ms peak {row['ort_peak_rss_mib']:7.0f} MiB  tcc/ORT {row['ratio']:.2f}  "
            f"outputs {'ok' if row['outputs_ok'] else 'DIFFER'}" if run_ort else "  (ORT not run)"), flush=True)
@@ -220,20 +224,22 @@ def markdown(info: dict, rows: list[dict]) -> str:
               "intermediates; *peak RSS*: a process loading the model and running it once, 1 thread "
               "(`tccrt-run`, the deployable runtime; onnxruntime in a fresh python: about 60 MiB of that is "
               "the interpreter, numpy and onnx). Inputs and output alone are 4 x L x 3 KiB.", "",
-              "| case | threads | tcc ms | ORT ms | tcc/ORT | tcc GFLOP/s | ORT GFLOP/s | tcc arena MiB | tcc peak RSS MiB | ORT peak RSS MiB | outputs |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "| case | threads | tcc precision | tcc ms | ORT ms (f32) | tcc/ORT | tcc GFLOP/s | ORT GFLOP/s | tcc arena MiB | tcc peak RSS MiB | ORT peak RSS MiB | outputs |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         has = "ort_ms" in r
-        lines.append(f"| {r['case']} | {r['threads']} | {r['tcc_ms']:.2f} | {r['ort_ms']:.2f} | {r['ratio']:.2f} | "
-                     f"{r['tcc_gflops']:.1f} | {r['ort_gflops']:.1f} | " if has else
-                     f"| {r['case']} | {r['threads']} | {r['tcc_ms']:.2f} | - | - | {r['tcc_gflops']:.1f} | - | ")
+        head = f"| {r['case']} | {r['threads']} | {r.get('precision', 'fp32')} | {r['tcc_ms']:.2f} | "
+        lines.append(head + f"{r['ort_ms']:.2f} | {r['ratio']:.2f} | {r['tcc_gflops']:.1f} | {r['ort_gflops']:.1f} | "
+                     if has else head + f"- | - | {r['tcc_gflops']:.1f} | - | ")
         lines[-1] += (f"{r['arena_mib']:.1f} | {r['tcc_peak_rss_mib']:.0f} | "
                       f"{r['ort_peak_rss_mib']:.0f} | {'ok' if r['outputs_ok'] else 'DIFFER'} |" if has else
                       f"{r['arena_mib']:.1f} | {r['tcc_peak_rss_mib']:.0f} | - | - |")
-    for t in sorted({r["threads"] for r in rows}):
-        rs = [r["ratio"] for r in rows if r["threads"] == t and "ratio" in r]
-        if rs:
-            lines.append(f"\ngeometric mean tcc/ORT, {t} thread(s): **{math.exp(sum(map(math.log, rs)) / len(rs)):.2f}**")
+    for p in sorted({r.get("precision", "fp32") for r in rows}):
+        for t in sorted({r["threads"] for r in rows}):
+            rs = [r["ratio"] for r in rows if r["threads"] == t and "ratio" in r and r.get("precision", "fp32") == p]
+            if rs:
+                lines.append(f"\ngeometric mean tcc ({p}) / ORT (f32), {t} thread(s): "
+                             f"**{math.exp(sum(map(math.log, rs)) / len(rs)):.2f}**")
     return "\n".join(lines) + "\n"
 
 
@@ -244,6 +250,8 @@ def main() -> int:
     ap.add_argument("--kinds", nargs="+", default=["causal", "padding", "gpt2-block"],
                     choices=["causal", "padding", "gpt2-block"])
     ap.add_argument("--iters", type=int, default=3, help="timed runs per round (default 3)")
+    ap.add_argument("--precisions", nargs="+", default=["fp32"], choices=["fp32", "bf16"],
+                    help="tcc's --precision for each case (onnxruntime runs the f32 model)")
     ap.add_argument("--ort-max-tokens", type=int, default=4096,
                     help="run onnxruntime up to this length (it materialises every L x L score matrix)")
     ap.add_argument("--tcc", default=str(run_cpu.ROOT / "build" / "bin" / "tcc"))
@@ -259,8 +267,9 @@ def main() -> int:
             for i, length in enumerate(args.lengths):
                 case = AttentionCase(work / "models", kind, length, seed=i)
                 for t in args.threads:
-                    rows.append(measure(case, tcc, Path(args.tcc).parent / "tccrt-run", t, args.iters,
-                                        args.ort_max_tokens))
+                    for precision in args.precisions:
+                        rows.append(measure(case, tcc, Path(args.tcc).parent / "tccrt-run", t,
+                                            args.iters, args.ort_max_tokens, precision))
     gemm_cpu.write_results(args.out_dir, "attention-cpu", {"machine": info, "rows": rows}, markdown(info, rows))
     return 0
 

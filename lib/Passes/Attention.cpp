@@ -635,8 +635,8 @@ struct DecomposeAttentionPass : impl::DecomposeAttentionBase<DecomposeAttentionP
 void recognizeAttention(func::FuncOp f, bool explain) { Recognizer(f, explain).run(); }
 
 bool hasFusedAttentionKernel(AttentionOp op, Type elementType, llvm::StringRef target) {
-  if (target == "cpu")
-    return elementType.isF32();
+  if (target == "cpu") // the runtime's kernel: f32, or bf16 without a bias
+    return elementType.isF32() || (elementType.isBF16() && !op.getBias());
   if (target != "cuda")
     return false;
   for (Value x : {op.getQ(), op.getK(), op.getV(), op.getMask(), op.getBias()})

@@ -2,6 +2,7 @@
 #include "Attention.h"
 
 #include "CpuMath.h"
+#include "DType.h"
 #include "IsaClones.h"
 #include "Parallel.h"
 #include "Program.h"
@@ -110,7 +111,8 @@ TCC_ISA_CLONES(softmaxBlock, softmaxBlockBody)
 
 AttentionGeometry makeAttentionGeometry(const Shape &q, const Shape &k, const Shape &v,
                                         const Shape *mask, const Shape *bias, const Shape &output,
-                                        double scale, bool causal, double maskedValue) {
+                                        double scale, bool causal, double maskedValue,
+                                        bool bf16) {
   Shape out;
   std::string error = attentionShapeError(q, k, v, mask, bias, out);
   if (!error.empty())
@@ -133,28 +135,57 @@ AttentionGeometry makeAttentionGeometry(const Shape &q, const Shape &k, const Sh
   g.maskedValue = maskedValue;
   g.hasMask = mask != nullptr;
   g.hasBias = bias != nullptr;
+  g.bf16 = bf16;
+  if (bf16 && g.hasBias)
+    throw Error("attention: a bf16 attention takes no bias (its scores are f32)");
   g.skipAboveDiagonal = causal && !(g.hasMask && maskedValue > -HUGE_VAL);
   g.maskStrides = mask ? attentionBroadcastStrides(*mask) : Shape(r, 0);
   g.biasStrides = bias ? attentionBroadcastStrides(*bias) : Shape(r, 0);
-  int64_t tile = sgemmTileRows(sgemmIsa());
+  int64_t tile = sgemmTileRows(bf16 ? gemm16Isa(Half16::BF16) : sgemmIsa());
   g.blockRows = std::min((kBlockRows + tile - 1) / tile * tile, std::max<int64_t>(g.lq, 1));
   g.blockCols = std::min(kBlockCols, std::max<int64_t>(g.lk, 1));
   // Scores, running output, m, l and corr, then each row's key end.
   size_t floats = (size_t)(g.blockRows * g.blockCols + g.blockRows * g.dv + 3 * g.blockRows);
   g.workspaceBytes = (floats * sizeof(float) + 63) / 64 * 64 +
                      ((size_t)g.blockRows * sizeof(int64_t) + 63) / 64 * 64;
+  if (bf16) // the probabilities rounded to bf16 for the second product
+    g.workspaceBytes += ((size_t)(g.blockRows * g.blockCols) * sizeof(uint16_t) + 63) / 64 * 64;
   return g;
 }
 
-void runAttention(const AttentionGeometry &g, const float *q, const float *k, const float *v,
-                  const bool *mask, const float *bias, float *output, void *workspace,
+void runAttention(const AttentionGeometry &g, const void *q, const void *k, const void *v,
+                  const bool *mask, const float *bias, void *output, void *workspace,
                   int numThreads) {
   if (g.batches == 0 || g.lq == 0 || g.dv == 0)
     return;
+  const size_t elem = g.bf16 ? sizeof(uint16_t) : sizeof(float);
   if (g.lk == 0) { // no keys: every row is the empty sum, as the decomposed product gives
-    std::fill(output, output + g.batches * g.lq * g.dv, 0.0f);
+    std::fill_n(static_cast<char *>(output), g.batches * g.lq * g.dv * elem, 0); // +0 in both
     return;
   }
+  // The element type's packing and products: f32 sgemm, or bf16 gemm16 with f32 sums.
+  const SgemmIsa isa = g.bf16 ? gemm16Isa(Half16::BF16) : sgemmIsa();
+  auto at = [&](const void *base, int64_t offset) {
+    return static_cast<const char *>(base) + offset * elem;
+  };
+  auto packA = [&](int64_t m, int64_t kk, const void *a) {
+    return g.bf16 ? packGemm16A(Half16::BF16, false, m, kk, static_cast<const uint16_t *>(a), kk)
+                  : packSgemmA(isa, false, m, kk, static_cast<const float *>(a), kk);
+  };
+  auto packB = [&](bool transB, int64_t kk, int64_t n, const void *b, int64_t ldb) {
+    return g.bf16 ? packGemm16B(Half16::BF16, transB, kk, n, static_cast<const uint16_t *>(b), ldb)
+                  : packSgemmB(isa, transB, kk, n, static_cast<const float *>(b), ldb);
+  };
+  auto product = [&](bool transB, int64_t m, int64_t n, int64_t kk, float alpha, const void *a,
+                     int64_t lda, const void *b, int64_t ldb, float beta, float *c, int64_t ldc,
+                     const SgemmPacked *pa, const SgemmPacked *pb) {
+    if (g.bf16)
+      gemm16(Half16::BF16, false, transB, m, n, kk, alpha, static_cast<const uint16_t *>(a), lda,
+             static_cast<const uint16_t *>(b), ldb, beta, c, ldc, 1, pa, pb);
+    else
+      sgemm(false, transB, m, n, kk, alpha, static_cast<const float *>(a), lda,
+            static_cast<const float *>(b), ldb, beta, c, ldc, 1, pa, pb);
+  };
   // Work items: a batch's row blocks, in as many contiguous chunks as keep every thread busy.
   // An item packs the key and value blocks it reads once for all its row blocks.
   int64_t rowBlocks = (g.lq + g.blockRows - 1) / g.blockRows;
@@ -163,7 +194,6 @@ void runAttention(const AttentionGeometry &g, const float *q, const float *k, co
   int64_t items = g.batches * chunks;
   size_t nb = g.qBatch.size(), rd = nb, cd = nb + 1; // the scores' row and column dims
   const float inf = std::numeric_limits<float>::infinity();
-  SgemmIsa isa = sgemmIsa();
   parallelItems(numThreads, items, [&](int64_t worker, int64_t item) {
     int64_t batch = item / chunks, chunk = item % chunks;
     int64_t firstBlock = rowBlocks * chunk / chunks, endBlock = rowBlocks * (chunk + 1) / chunks;
@@ -178,15 +208,15 @@ void runAttention(const AttentionGeometry &g, const float *q, const float *k, co
       maskBase += index * g.maskStrides[dim];
       biasBase += index * g.biasStrides[dim];
     }
-    const float *kb = k + kvBatch * g.lk * g.d, *vb = v + kvBatch * g.lk * g.dv;
+    const char *kb = at(k, kvBatch * g.lk * g.d), *vb = at(v, kvBatch * g.lk * g.dv);
     // Causal (without a finite fill): keys after the item's last row are never seen.
     int64_t lastRow = std::min(g.lq, endBlock * g.blockRows);
     int64_t itemKeys = g.skipAboveDiagonal ? std::min(g.lk, lastRow) : g.lk;
     std::vector<SgemmPacked> keyBlocks, valueBlocks;
     for (int64_t j0 = 0; j0 < itemKeys; j0 += g.blockCols) {
       int64_t cols = std::min(g.blockCols, itemKeys - j0);
-      keyBlocks.push_back(packSgemmB(isa, /*transB=*/true, g.d, cols, kb + j0 * g.d, g.d));
-      valueBlocks.push_back(packSgemmB(isa, false, cols, g.dv, vb + j0 * g.dv, g.dv));
+      keyBlocks.push_back(packB(/*transB=*/true, g.d, cols, at(kb, j0 * g.d), g.d));
+      valueBlocks.push_back(packB(false, cols, g.dv, at(vb, j0 * g.dv), g.dv));
     }
     char *own = static_cast<char *>(workspace) + worker * g.workspaceBytes;
     float *s = reinterpret_cast<float *>(own);
@@ -194,20 +224,22 @@ void runAttention(const AttentionGeometry &g, const float *q, const float *k, co
           *corr = l + g.blockRows;
     int64_t *keyEnd = reinterpret_cast<int64_t *>(
         own + ((corr + g.blockRows - s) * sizeof(float) + 63) / 64 * 64);
+    uint16_t *p16 = reinterpret_cast<uint16_t *>( // bf16: the probabilities, rounded
+        reinterpret_cast<char *>(keyEnd) + ((size_t)g.blockRows * sizeof(int64_t) + 63) / 64 * 64);
     for (int64_t block = firstBlock; block < endBlock; ++block) {
       int64_t i0 = block * g.blockRows, rows = std::min(g.blockRows, g.lq - i0);
       std::fill(o, o + rows * g.dv, 0.0f);
       std::fill(m, m + rows, -inf);
       std::fill(l, l + rows, 0.0f);
-      const float *qb = q + (batch * g.lq + i0) * g.d;
-      SgemmPacked queries = packSgemmA(isa, false, rows, g.d, qb, g.d);
+      const char *qb = at(q, (batch * g.lq + i0) * g.d);
+      SgemmPacked queries = packA(rows, g.d, qb);
       int64_t keys = g.skipAboveDiagonal ? std::min(g.lk, i0 + rows) : g.lk;
       for (int64_t j0 = 0, kbi = 0; j0 < keys; j0 += g.blockCols, ++kbi) {
         // A causal row block may stop inside the item's last key block: the sgemm then packs
         // that shorter block itself.
         int64_t cols = std::min(g.blockCols, keys - j0);
-        sgemm(false, true, rows, cols, g.d, (float)g.scale, qb, g.d, kb + j0 * g.d, g.d, 0.0f,
-              s, cols, 1, &queries, keyBlocks[kbi].outer == cols ? &keyBlocks[kbi] : nullptr);
+        product(true, rows, cols, g.d, (float)g.scale, qb, g.d, at(kb, j0 * g.d), g.d, 0.0f, s,
+                cols, &queries, keyBlocks[kbi].outer == cols ? &keyBlocks[kbi] : nullptr);
         for (int64_t r = 0; r < rows; ++r)
           keyEnd[r] = g.causal ? std::clamp<int64_t>(i0 + r + 1 - j0, 0, cols) : cols;
         ScoreBlock sb{s, rows, cols, cols, keyEnd, nullptr, 0, 0, nullptr, 0, 0,
@@ -227,13 +259,24 @@ void runAttention(const AttentionGeometry &g, const float *q, const float *k, co
           if (corr[r] != 1.0f)
             for (int64_t c = 0; c < g.dv; ++c)
               o[r * g.dv + c] *= corr[r];
-        sgemm(false, false, rows, g.dv, cols, 1.0f, s, cols, vb + j0 * g.dv, g.dv, 1.0f, o, g.dv,
-              1, nullptr, valueBlocks[kbi].k == cols ? &valueBlocks[kbi] : nullptr);
+        const void *probs = s;
+        if (g.bf16) {
+          for (int64_t i = 0; i < rows * cols; ++i)
+            p16[i] = floatToBfloat16(s[i]);
+          probs = p16;
+        }
+        product(false, rows, g.dv, cols, 1.0f, probs, cols, at(vb, j0 * g.dv), g.dv, 1.0f, o,
+                g.dv, nullptr, valueBlocks[kbi].k == cols ? &valueBlocks[kbi] : nullptr);
       }
-      float *out = output + (batch * g.lq + i0) * g.dv;
+      const int64_t first = (batch * g.lq + i0) * g.dv;
       for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < g.dv; ++c)
-          out[r * g.dv + c] = o[r * g.dv + c] / l[r];
+        for (int64_t c = 0; c < g.dv; ++c) {
+          float value = o[r * g.dv + c] / l[r];
+          if (g.bf16)
+            static_cast<uint16_t *>(output)[first + r * g.dv + c] = floatToBfloat16(value);
+          else
+            static_cast<float *>(output)[first + r * g.dv + c] = value;
+        }
     }
   });
 }

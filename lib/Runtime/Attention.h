@@ -6,7 +6,10 @@
 // with the sgemm, applies the causal triangle, mask and bias, rescales its running output by
 // the change of the row maxima, and adds the block's probabilities times its values with a
 // second sgemm. Memory: one score block and one output block per thread, whatever the sequence
-// length. Causal blocks above the diagonal are skipped.
+// length. Causal blocks above the diagonal are skipped. In bf16 (q, k, v and the output; no
+// bias) both products are libtccrt's 16-bit GEMMs (AVX512-BF16 or AMX where the CPU has them)
+// with f32 sums; scores and softmax stay f32, the probabilities are rounded to bf16 for the
+// second product, as FlashAttention does.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -27,27 +30,31 @@ struct AttentionGeometry {
   int64_t lq = 0, lk = 0, d = 0, dv = 0;
   double scale = 1, maskedValue = 0;
   bool causal = false, hasMask = false, hasBias = false;
+  bool bf16 = false;                // q, k, v and output bf16 (else f32)
   // Keys past the causal diagonal can be skipped: causal, and no mask with a finite fill (the
   // mask applies after the triangle, so a finite fill would replace its -inf there).
   bool skipAboveDiagonal = false;
   Shape maskStrides, biasStrides;   // per scores dim [B..., Lq, Lk]; 0 where broadcast
   int64_t blockRows = 0, blockCols = 0;
   size_t workspaceBytes = 0;        // per thread (a multiple of 64): a score block, an output
-                                    // block, row state and each row's key end
+                                    // block, row state, each row's key end (bf16: and the
+                                    // probability block in bf16)
 };
 
 /// Checks tk.attention's rules (tcc/Support/AttentionShapes.h) on the shapes; `mask`/`bias` null
 /// when absent. Throws tcc::rt::Error naming what is wrong.
 AttentionGeometry makeAttentionGeometry(const Shape &q, const Shape &k, const Shape &v,
                                         const Shape *mask, const Shape *bias, const Shape &output,
-                                        double scale, bool causal, double maskedValue);
+                                        double scale, bool causal, double maskedValue,
+                                        bool bf16 = false);
 
 /// Runs on up to numThreads threads; each element of the output is computed by one thread in a
-/// fixed order (the result does not depend on the thread count). `mask` (bool) and `bias` may
-/// be null when the geometry has none. `workspace` holds numThreads x g.workspaceBytes
-/// (64-byte aligned): the program's per-thread workspace, as for convolutions.
-void runAttention(const AttentionGeometry &g, const float *q, const float *k, const float *v,
-                  const bool *mask, const float *bias, float *output, void *workspace,
+/// fixed order (the result does not depend on the thread count). q, k, v and output hold f32,
+/// or bf16 bits (uint16_t) when g.bf16. `mask` (bool) and `bias` (f32) may be null when the
+/// geometry has none. `workspace` holds numThreads x g.workspaceBytes (64-byte aligned): the
+/// program's per-thread workspace, as for convolutions.
+void runAttention(const AttentionGeometry &g, const void *q, const void *k, const void *v,
+                  const bool *mask, const float *bias, void *output, void *workspace,
                   int numThreads);
 
 } // namespace tcc::rt

@@ -251,12 +251,10 @@ void Program::run(const void *const *inputs, void *const *outputs) {
               static_cast<int64_t *>(addresses_[s->indices]));
     } else if (auto *s = std::get_if<AttentionStep>(&step)) {
       const AttentionGeometry &g = s->geometry;
-      runAttention(g, static_cast<const float *>(addresses_[s->q]),
-                   static_cast<const float *>(addresses_[s->k]),
-                   static_cast<const float *>(addresses_[s->v]),
+      runAttention(g, addresses_[s->q], addresses_[s->k], addresses_[s->v],
                    g.hasMask ? static_cast<const bool *>(addresses_[s->mask]) : nullptr,
                    g.hasBias ? static_cast<const float *>(addresses_[s->bias]) : nullptr,
-                   static_cast<float *>(addresses_[s->output]), workspace_, threads);
+                   addresses_[s->output], workspace_, threads);
     } else if (auto *s = std::get_if<CollectiveStep>(&step)) {
       Communicator *comm = s->groupSize > 1 ? processCommunicator() : nullptr;
       std::string what = "launch " + std::to_string(index) + " (" + stepNames_[index] +

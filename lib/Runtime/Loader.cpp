@@ -672,10 +672,14 @@ void Program::decode(const fb::Program *program, const uint8_t *base) {
                          &v = buffer(s->v(), what), &out = writable(s->output(), what);
         const BufferDesc *mask = s->has_mask() ? &buffer(s->mask(), what + "'s mask") : nullptr;
         const BufferDesc *bias = s->has_bias() ? &buffer(s->bias(), what + "'s bias") : nullptr;
-        for (const BufferDesc *b : {&q, &k, &v, &out, bias})
-          if (b && b->dtype != TCCRT_F32)
-            throw Error(what + ": q, k, v, bias and output must be f32, got " +
+        const bool bf16 = q.dtype == TCCRT_BF16;
+        for (const BufferDesc *b : {&q, &k, &v, &out})
+          if (b->dtype != (bf16 ? TCCRT_BF16 : TCCRT_F32))
+            throw Error(what + ": q, k, v and output must be all f32 or all bf16, got " +
                         shapeString(b->dtype, b->shape));
+        if (bias && (bf16 || bias->dtype != TCCRT_F32))
+          throw Error(what + ": the bias must be f32, with f32 q, k and v, got " +
+                      shapeString(bias->dtype, bias->shape));
         if (mask && mask->dtype != TCCRT_BOOL)
           throw Error(what + ": the mask must be bool, got " + shapeString(mask->dtype, mask->shape));
         try {
@@ -683,7 +687,7 @@ void Program::decode(const fb::Program *program, const uint8_t *base) {
               s->q(), s->k(), s->v(), s->mask(), s->bias(), s->output(),
               makeAttentionGeometry(q.shape, k.shape, v.shape, mask ? &mask->shape : nullptr,
                                     bias ? &bias->shape : nullptr, out.shape, s->scale(),
-                                    s->causal(), s->masked_value())};
+                                    s->causal(), s->masked_value(), bf16)};
           p->workspaceBytes_ = std::max(p->workspaceBytes_, step.geometry.workspaceBytes);
           p->steps_.push_back(std::move(step));
         } catch (const Error &e) {

@@ -1,5 +1,6 @@
 //===- LibraryTest.cpp - gemm, conv, topk and copy steps against naive loops ===//
 #include "CpuLibrary.h"
+#include "DType.h"
 #include "TestUtil.h"
 
 #include <algorithm>
@@ -973,7 +974,69 @@ void checkAttention(const AttentionCase &c, unsigned seed, int threads) {
   expectClose(gotCopy.data(), want, 2e-5, 2e-6, "attention");
 }
 
+/// The bf16 kernel on the bf16-rounded operands against the definition in double: the
+/// probabilities are rounded to bf16 before the second product, so about 2^-8 relative.
+void checkAttentionBf16(const AttentionCase &c, unsigned seed, int threads) {
+  auto q = randomFloats(numElements(c.q), seed), k = randomFloats(numElements(c.k), seed + 1),
+       v = randomFloats(numElements(c.v), seed + 2);
+  auto toBits = [](std::vector<float> &x) {
+    std::vector<uint16_t> bits(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      bits[i] = tcc::rt::floatToBfloat16(x[i]);
+      x[i] = tcc::rt::bfloat16ToFloat(bits[i]); // the reference sees the rounded values
+    }
+    return bits;
+  };
+  std::vector<uint16_t> qb = toBits(q), kb = toBits(k), vb = toBits(v);
+  std::vector<uint8_t> mask(c.mask.empty() ? 0 : numElements(c.mask));
+  std::mt19937 rng(seed);
+  for (uint8_t &m : mask)
+    m = rng() % 4 != 0;
+  Shape out(c.q.begin(), c.q.end() - 1);
+  out.push_back(c.v.back());
+  ArtifactBuilder art;
+  uint32_t bq = art.input(fb::DType_BF16, c.q), bk = art.input(fb::DType_BF16, c.k),
+           bv = art.input(fb::DType_BF16, c.v), bm = ArtifactBuilder::kNone;
+  std::vector<const void *> inputs = {qb.data(), kb.data(), vb.data()};
+  if (!c.mask.empty()) {
+    bm = art.input(fb::DType_Bool, c.mask);
+    inputs.push_back(mask.data());
+  }
+  uint32_t bo = art.output(fb::DType_BF16, out);
+  art.attention(bq, bk, bv, bm, ArtifactBuilder::kNone, bo, c.scale, c.causal, c.maskedValue);
+  auto outputs = runArtifact(art.finish(), inputs, threads);
+  auto want = naiveAttention(c, q, k, v, mask, {});
+  const uint16_t *got = outputs[0].data<uint16_t>();
+  std::vector<float> gotFloats(want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    gotFloats[i] = tcc::rt::bfloat16ToFloat(got[i]);
+  for (size_t i = 0; i < want.size(); ++i)
+    if (std::isnan(want[i]) && std::isnan(gotFloats[i]))
+      want[i] = gotFloats[i] = 0;
+  expectClose(gotFloats.data(), want, 2e-2, 1e-2, "bf16 attention");
+}
+
 } // namespace
+
+TEST(RuntimeAttention, Bf16MatchesTheDefinitionWithinRounding) {
+  // Blocks with ragged ends, causal, a padding mask, grouped queries; the 16-bit products run
+  // on whichever family the CPU has (AMX, AVX512-BF16, or converted panels).
+  std::vector<AttentionCase> cases = {
+      {{2, 3, 7, 16}, {2, 3, 9, 16}, {2, 3, 9, 8}, {}, {}, 0.25, false},
+      {{1, 2, 130, 64}, {1, 2, 600, 64}, {1, 2, 600, 64}, {}, {}, 0.125, false},
+      {{1, 2, 300, 32}, {1, 2, 300, 32}, {1, 2, 300, 32}, {}, {}, 0.2, true},
+      {{2, 4, 33, 16}, {2, 4, 700, 16}, {2, 4, 700, 16}, {2, 1, 1, 700}, {}, 0.25, false},
+      {{2, 8, 50, 16}, {2, 2, 270, 16}, {2, 2, 270, 16}, {}, {}, 0.25, true},
+      {{2, 3, 4, 8}, {2, 3, 0, 8}, {2, 3, 0, 5}, {}, {}, 0.5, false},
+  };
+  unsigned seed = 90;
+  for (const AttentionCase &c : cases)
+    for (int threads : {1, 3}) {
+      SCOPED_TRACE("bf16 case " + std::to_string(seed) + " threads " + std::to_string(threads));
+      checkAttentionBf16(c, seed, threads);
+      ++seed;
+    }
+}
 
 TEST(RuntimeAttention, MatchesTheDefinitionAcrossBlocksMasksAndGroups) {
   std::vector<AttentionCase> cases = {

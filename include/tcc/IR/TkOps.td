@@ -330,7 +330,7 @@ def Tk_TopKOp : Tk_Op<"topk"> {
 }
 
 def Tk_AttentionOp : Tk_Op<"attention", [AttrSizedOperandSegments]> {
-  let summary = "library attention (tcc.attention semantics): the runtime's fused kernel, f32";
+  let summary = "library attention (tcc.attention semantics): the runtime's fused kernel, f32 or bf16";
   let description = [{
     Reads q, k, v and the optional mask (i1) and bias; writes output. It never materialises the
     scores: the CPU runtime computes them in tiles with an online softmax.

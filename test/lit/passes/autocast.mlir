@@ -1,5 +1,6 @@
 // RUN: tcc-opt %s -tcc-autocast=precision=bf16 | FileCheck %s
 // RUN: tcc-opt %s '-tcc-autocast=precision=fp16 target=cpu' | FileCheck %s --check-prefix=CPU
+// RUN: tcc-opt %s '-tcc-autocast=precision=bf16 target=cpu' | FileCheck %s --check-prefix=CPUBF16
 // RUN: tcc-opt %s -tcc-autocast | FileCheck %s --check-prefix=FP32
 // RUN: not tcc-opt %s -tcc-autocast=precision=int8 2>&1 | FileCheck %s --check-prefix=BAD
 
@@ -22,10 +23,14 @@
 // CHECK: %[[B:.*]] = tcc.attention %arg5, %arg5, %arg5 {scale = 1.000000e-01 : f64} : tensor<1x1x8x72xf32>, tensor<1x1x8x72xf32>, tensor<1x1x8x72xf32> -> tensor<1x1x8x72xf32>
 // CHECK: return %[[Y32]], %[[A32]], %[[B]]
 
-// On the CPU no attention kernel takes 16 bits: only the product converts.
+// On the CPU no attention kernel takes f16: only the product converts. The CPU kernel takes
+// bf16 attention without a bias, at any head size.
 // CPU: tcc.matmul {{.*}} -> tensor<2x8x64xf16>
 // CPU: tcc.attention {{.*}} -> tensor<2x4x8x16xf32>
 // CPU: tcc.attention {{.*}} -> tensor<1x1x8x72xf32>
+// CPUBF16: tcc.matmul {{.*}} -> tensor<2x8x64xbf16>
+// CPUBF16: tcc.attention {{.*}} -> tensor<2x4x8x16xbf16>
+// CPUBF16: tcc.attention {{.*}} -> tensor<1x1x8x72xbf16>
 
 // FP32-NOT: tcc.cast
 // BAD: unknown precision 'int8' (expected fp32, bf16 or fp16)
