@@ -310,8 +310,9 @@ ConvGeometry makeConvGeometry(const Shape &input, const Shape &weight, const Sha
   g.inChannels = input[1];
   g.outChannels = weight[0];
   g.groups = groups;
-  if (groups < 1 || g.inChannels != weight[1] * groups || g.outChannels % groups != 0 ||
-      output[1] != g.outChannels || output[0] != g.batch)
+  // (Divisions, not weight[1] * groups: a damaged artifact's counts may overflow a product.)
+  if (groups < 1 || g.inChannels % groups != 0 || g.inChannels / groups != weight[1] ||
+      g.outChannels % groups != 0 || output[1] != g.outChannels || output[0] != g.batch)
     throw Error(std::string(op) + ": channel counts do not agree with groups = " +
                 std::to_string(groups) + ": input" + shapeString(input) + ", weight" +
                 shapeString(weight) + ", output" + shapeString(output));

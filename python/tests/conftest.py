@@ -89,12 +89,12 @@ def linear_classifier(rng):
 
 @pytest.fixture
 def unsupported():
-    """Two nodes of an operator tcc has no lowering for (TfIdfVectorizer), feeding an Add."""
-    def tfidf(name, out):
-        return helper.make_node("TfIdfVectorizer", ["x"], [out], name=name, mode="TF",
-                                min_gram_length=1, max_gram_length=1, max_skip_count=0,
-                                ngram_counts=[0], ngram_indexes=[0, 1], pool_int64s=[2, 3])
-    nodes = [tfidf("count_a", "ca"), tfidf("count_b", "cb"),
-             helper.make_node("Add", ["ca", "cb"], ["y"], name="sum")]
-    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.INT64, [2, 4])],
-                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])], opset=13)
+    """Two nodes of an operator tcc has no lowering for (StringNormalizer: tcc has no string
+    tensors), feeding a Concat."""
+    def normalize(name, out):
+        return helper.make_node("StringNormalizer", ["x"], [out], name=name,
+                                case_change_action="LOWER")
+    nodes = [normalize("count_a", "ca"), normalize("count_b", "cb"),
+             helper.make_node("Concat", ["ca", "cb"], ["y"], name="both", axis=0)]
+    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.STRING, [2, 4])],
+                  [helper.make_tensor_value_info("y", TensorProto.STRING, [4, 4])], opset=13)

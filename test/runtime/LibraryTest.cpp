@@ -449,6 +449,18 @@ TEST(RuntimeConv, DepthwisePhased) {
     }
 }
 
+TEST(RuntimeConv, DamagedChannelCountsAreRejectedWithoutOverflow) {
+  // Found by fuzz-artifact: weight[1] * groups overflowed int64 before the channel check.
+  try {
+    tcc::rt::makeConvGeometry({1, 4, 8, 8}, {8, 3298534883329, 3, 3}, {1, 8, 6, 6}, {1, 1}, {0, 0},
+                              {0, 0}, {1, 1}, 8589934592, {}, TCCRT_F32);
+    FAIL() << "accepted";
+  } catch (const std::exception &e) {
+    EXPECT_NE(std::string(e.what()).find("channel counts do not agree with groups"),
+              std::string::npos) << e.what();
+  }
+}
+
 TEST(RuntimeConv, NegativePads) {
   checkConv({{1, 2, 10, 9}, {3, 2, 3, 3}, {1, 1}, {-1, -2}, {-2, 1}, {1, 1}, 1}, 7);
   checkConv({{1, 2, 12}, {2, 2, 2}, {2}, {-3}, {-1}, {2}, 1}, 8);

@@ -254,7 +254,94 @@ void lowerCumProd(NodeContext &n) {
   n.setOutput(0, flip(y));
 }
 
-/// TopK: k is an attribute before opset 10, input 1 since. Results are always sorted (allowed
+/// TfIdfVectorizer (opset 9; integer tokens): counts, per row of X ([C] or [N, C]), each pool
+/// n-gram's occurrences with its items d = 1..max_skip_count+1 apart (unigrams once), then
+/// weights them (TF: counts; IDF: weight where present; TFIDF: count x weight; weights default
+/// to 1). Per n-gram size n and distance d, every window of X is compared with every pool n-gram
+/// of that size at once ([N, windows, n-grams], all n items equal), the matches summed over the
+/// windows; a compile-time one-hot matrix places the counts at their ngram_indexes.
+void lowerTfIdfVectorizer(NodeContext &n) {
+  CoreBuilder &b = n.b();
+  Value x = n.input(0);
+  Type xt = CoreBuilder::elementTypeOf(x);
+  if (!xt.isInteger(32) && !xt.isInteger(64))
+    n.fail("X must hold int32 or int64 tokens (string pools are not supported)");
+  if (n.hasAttr("pool_strings"))
+    n.fail("pool_strings is not supported: tcc has no string tensors");
+  int64_t rank = CoreBuilder::rankOf(x);
+  if (rank != 1 && rank != 2)
+    n.fail("X must be [C] or [N, C]");
+  std::string mode = n.attrString("mode", "");
+  if (mode != "TF" && mode != "IDF" && mode != "TFIDF")
+    n.fail("mode must be TF, IDF or TFIDF, got '" + mode + "'");
+  const int64_t minGram = n.requireAttrInt("min_gram_length"), maxGram = n.requireAttrInt("max_gram_length");
+  const int64_t maxSkip = n.requireAttrInt("max_skip_count");
+  std::vector<int64_t> starts = n.attrInts("ngram_counts"), indexes = n.attrInts("ngram_indexes"),
+                       pool = n.attrInts("pool_int64s");
+  std::vector<float> weights = n.attrFloats("weights");
+  if (minGram < 1 || maxGram < minGram || maxSkip < 0)
+    n.fail("needs 1 <= min_gram_length <= max_gram_length and max_skip_count >= 0");
+  if (indexes.empty())
+    n.fail("ngram_indexes must not be empty");
+  const int64_t outSize = *std::max_element(indexes.begin(), indexes.end()) + 1;
+  if (!weights.empty() && (int64_t)weights.size() != outSize)
+    n.fail("weights must have one value per output (" + std::to_string(outSize) + ")");
+  Value rows = rank == 1 ? b.reshape(x, {1, CoreBuilder::shapeOf(x)[0]}) : x;
+  rows = b.cast(rows, b.builder().getI64Type());
+  const int64_t N = CoreBuilder::shapeOf(rows)[0], C = CoreBuilder::shapeOf(rows)[1];
+  Type f32 = b.builder().getF32Type();
+  std::vector<Value> counts; // per pool n-gram, in pool order: [N, n-grams of a size]
+  int64_t total = 0;         // pool n-grams so far
+  for (size_t i = 0; i < starts.size(); ++i) {
+    const int64_t size = i + 1, begin = starts[i];
+    const int64_t end = i + 1 < starts.size() ? starts[i + 1] : (int64_t)pool.size();
+    if (begin < 0 || end < begin || end > (int64_t)pool.size() || (end - begin) % size)
+      n.fail("ngram_counts does not split pool_int64s into whole n-grams");
+    const int64_t grams = (end - begin) / size;
+    if (grams == 0)
+      continue;
+    Value count = b.splat(b.tensorType({N, grams}, f32), 0.0);
+    if (size >= minGram && size <= maxGram)
+      for (int64_t d = 1; d <= (size == 1 ? 1 : maxSkip + 1); ++d) {
+        const int64_t windows = C - (size - 1) * d;
+        if (windows <= 0)
+          break;
+        Value match;
+        for (int64_t j = 0; j < size; ++j) {
+          std::vector<int64_t> item(grams);
+          for (int64_t g = 0; g < grams; ++g)
+            item[g] = pool[begin + g * size + j];
+          Value tokens = b.reshape(b.sliceDim(rows, 1, j * d, j * d + windows), {N, windows, 1});
+          Value eq = b.compare(CompareKind::Eq, tokens, b.constantI64(item, {1, 1, grams}));
+          match = match ? b.binary(BinaryKind::And, match, eq) : eq;
+        }
+        count = b.add(count, b.reduce(ReduceKind::Sum, b.cast(match, f32), {1}, false));
+      }
+    counts.push_back(count);
+    total += grams;
+  }
+  if ((int64_t)indexes.size() != total)
+    n.fail("ngram_indexes has " + std::to_string(indexes.size()) + " entries for " +
+           std::to_string(total) + " pool n-grams");
+  std::vector<float> place(total * outSize, 0.0f);
+  for (int64_t g = 0; g < total; ++g) {
+    if (indexes[g] < 0)
+      n.fail("ngram_indexes must not be negative");
+    place[g * outSize + indexes[g]] = 1.0f;
+  }
+  Value all = counts.size() == 1 ? counts[0] : b.concat(counts, 1);
+  Value y = b.matmul(all, n.constant(Tensor::fromVector<float>({total, outSize}, place)));
+  if (mode != "TF") {
+    std::vector<float> w = weights.empty() ? std::vector<float>(outSize, 1.0f) : weights;
+    Value weight = b.broadcastTo(n.constant(Tensor::fromVector<float>({1, outSize}, w)), {N, outSize});
+    y = mode == "IDF" ? b.select(b.compare(CompareKind::Gt, y, b.splatLike(y, 0)), weight,
+                                 b.splatLike(y, 0))
+                      : b.mul(y, weight);
+  }
+  n.setOutput(0, rank == 1 ? b.reshape(y, {outSize}) : y);
+}
+
+/// TopK: k is an attribute before opset 10, input 1 since./// TopK: k is an attribute before opset 10, input 1 since. Results are always sorted (allowed
 /// for sorted=0 too).
 void lowerTopK(NodeContext &n) {
   Value x = n.input(0);
@@ -923,6 +1010,7 @@ void registerReductionOps(OpRegistry &r) {
   r.add("ArgMin", [](NodeContext &n) { lowerArgReduce(n, false); });
   r.add("CumSum", lowerCumSum);
   r.add("CumProd", lowerCumProd);
+  r.add("TfIdfVectorizer", lowerTfIdfVectorizer);
   r.add("TopK", lowerTopK);
 
   r.add("Softmax", [](NodeContext &n) { lowerSoftmax(n, SoftmaxKind::Softmax); });

@@ -27,14 +27,12 @@ model = helper.make_model(graph, opset_imports=opsets, functions=[fn])
 
 # A body with an operator tcc has no lowering for: reported with the node inside the function.
 bad = helper.make_function("my.lib", "Counts", ["x"], ["y"],
-                           [helper.make_node("TfIdfVectorizer", ["x"], ["y"], name="inside",
-                                             mode="TF", min_gram_length=1, max_gram_length=1,
-                                             max_skip_count=0, ngram_counts=[0],
-                                             ngram_indexes=[0], pool_int64s=[2])],
+                           [helper.make_node("StringNormalizer", ["x"], ["y"], name="inside",
+                                             case_change_action="LOWER")],
                            opsets[:1], [])
 graph = helper.make_graph(
     [helper.make_node("Counts", ["x"], ["y"], domain="my.lib", name="call")],
-    "g", [helper.make_tensor_value_info("x", TensorProto.INT64, [4])],
-    [helper.make_tensor_value_info("y", F, [1])])
+    "g", [helper.make_tensor_value_info("x", TensorProto.STRING, [4])],
+    [helper.make_tensor_value_info("y", TensorProto.STRING, [4])])
 model = helper.make_model(graph, opset_imports=opsets, functions=[bad])
 (out / "local_function_unsupported.onnx").write_bytes(model.SerializeToString())
