@@ -185,6 +185,13 @@ ScanResult buildScanLoop(NodeContext &n, const ScanBody &body, llvm::ArrayRef<ml
                          llvm::ArrayRef<mlir::Value> xs, llvm::ArrayRef<int64_t> axes,
                          llvm::ArrayRef<int64_t> reversed, int64_t length, mlir::Value seqLen);
 
+/// Whether `t` is one of the float8 types (ops/Elementwise.cpp).
+bool isFloat8Type(mlir::Type t);
+
+/// Each element of x along `axis` repeated `reps` times in a row ([.., n, ..] -> [.., n * reps,
+/// ..]): a reshape, a broadcast and a reshape (ops/Shape.cpp).
+mlir::Value repeatInterleave(CoreBuilder &b, mlir::Value x, int64_t axis, int64_t reps);
+
 /// `x` converted to `to`. Into a float8 type, out-of-range values saturate (to the largest
 /// finite value of their sign) when `saturate`, as tcc.cast does, and otherwise become infinity
 /// (E5M2) or NaN (the FN/FNUZ types), ONNX Cast's `saturate=0`.

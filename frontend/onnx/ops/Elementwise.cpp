@@ -119,11 +119,12 @@ void lowerClip(NodeContext &n) {
 
 } // namespace
 
+bool isFloat8Type(Type t) { return isa<FloatType>(t) && t.getIntOrFloatBitWidth() == 8; }
+
 Value castMaybeSaturating(CoreBuilder &b, Value x, Type to, bool saturate) {
   Value y = b.cast(x, to);
   Type from = CoreBuilder::elementTypeOf(x);
-  if (saturate || from == to || !isa<FloatType>(to) || to.getIntOrFloatBitWidth() != 8 ||
-      !isa<FloatType>(from))
+  if (saturate || from == to || !isFloat8Type(to) || !isa<FloatType>(from))
     return y;
   // The smallest magnitude that rounds (to nearest even) beyond the largest finite value: its
   // half-way point to the next power of the mantissa, or past it where the largest value's

@@ -999,9 +999,8 @@ void lowerCausalConvWithState(NodeContext &n) {
   const int64_t batch = xs[0], channels = xs[1], length = xs[2], k = ws[2];
   Value padded = x;
   if (k > 1) {
-    Value past = n.hasInput(3) ? n.input(3) : b.constant(DenseElementsAttr::get(
-        RankedTensorType::get({batch, channels, k - 1}, elemOf(x)),
-        FloatAttr::get(elemOf(x), 0.0).getValue()));
+    Value past = n.hasInput(3) ? n.input(3)
+                               : b.splat(b.tensorType({batch, channels, k - 1}, elemOf(x)), 0.0);
     if (shapeVec(past) != SmallVector<int64_t>{batch, channels, k - 1} || elemOf(past) != elemOf(x))
       n.fail("past_state must be [B, C, k - 1] of the input's type");
     padded = b.concat({past, x}, 2);
@@ -1084,31 +1083,22 @@ void lowerCol2Im(NodeContext &n) {
   const int64_t r = (int64_t)image.size();
   if (r == 0 || (int64_t)block.size() != r)
     n.fail("image_shape and block_shape must have the same positive length");
-  auto ints = [&](const char *name, int64_t count, int64_t fallback) {
-    std::vector<int64_t> v = n.attrInts(name, std::vector<int64_t>(count, fallback));
-    if ((int64_t)v.size() != count)
-      n.fail(std::string(name) + " must have " + std::to_string(count) + " values");
-    return v;
-  };
-  std::vector<int64_t> dilations = ints("dilations", r, 1), strides = ints("strides", r, 1),
-                       pads = ints("pads", 2 * r, 0);
   SmallVector<int64_t> xs = shapeVec(x);
   if (xs.size() != 3)
     n.fail("input must be [N, C * prod(block_shape), L]");
-  int64_t kernel = 1, points = 1;
-  std::vector<int64_t> blocks(r);
-  int64_t columns = 1;
+  int64_t kernel = 1, points = 1, columns = 1;
   for (int64_t d = 0; d < r; ++d) {
-    if (image[d] <= 0 || block[d] <= 0 || dilations[d] <= 0 || strides[d] <= 0 || pads[d] < 0 ||
-        pads[d + r] < 0)
-      n.fail("image and block sizes, dilations and strides must be positive, pads non-negative");
+    if (image[d] <= 0 || block[d] <= 0)
+      n.fail("image and block sizes must be positive");
     kernel *= block[d];
     points *= image[d];
-    blocks[d] = (image[d] + pads[d] + pads[d + r] - dilations[d] * (block[d] - 1) - 1) / strides[d] + 1;
-    if (blocks[d] <= 0)
-      n.fail("the blocks do not fit in the padded image along dimension " + std::to_string(d));
-    columns *= blocks[d];
   }
+  // The sliding blocks: a window of `block` over the padded image (strides, dilations, pads).
+  Window g = windowGeometry(n, image, block, false);
+  const std::vector<int64_t> &blocks = g.out, &strides = g.strides, &dilations = g.dilations,
+                             &padLow = g.padLow;
+  for (int64_t count : blocks)
+    columns *= count;
   if (xs[1] % kernel != 0 || xs[2] != columns)
     n.fail("input must have C * " + std::to_string(kernel) + " rows and " +
            std::to_string(columns) + " columns (the sliding blocks), got " +
@@ -1129,7 +1119,7 @@ void lowerCol2Im(NodeContext &n) {
       int64_t col = 0;
       bool ok = true;
       for (int64_t d = 0; d < r && ok; ++d) {
-        int64_t start = pos[d] + pads[d] - offset[d] * dilations[d]; // block start, padded
+        int64_t start = pos[d] + padLow[d] - offset[d] * dilations[d]; // block start, padded
         ok = start >= 0 && start % strides[d] == 0 && start / strides[d] < blocks[d];
         col = col * blocks[d] + (ok ? start / strides[d] : 0);
       }
@@ -1168,6 +1158,58 @@ Value reflectCoords(CoreBuilder &b, Value x, double twiceLow, double twiceHigh) 
 
 Value clipCoords(CoreBuilder &b, Value x, int64_t size) {
   return b.min(b.max(x, b.scalarLike(x, 0)), b.scalarLike(x, size - 1));
+}
+
+/// weight * planes[..., c, pixel at `at`] for one tap: `planes` [B..., Cx, prod(size)] (images
+/// flattened), `at` per spatial dim and `weight` [B..., Q] (integer-valued float coordinates);
+/// taps outside the image read 0. Returns [B..., Cx, Q]. (GridSample, DeformConv.)
+Value gatherTap(CoreBuilder &b, Value planes, ArrayRef<Value> at, Value weight,
+                ArrayRef<int64_t> size) {
+  Type i64 = b.builder().getI64Type();
+  Value valid, index;
+  for (size_t d = 0; d < size.size(); ++d) {
+    Value in = b.binary(BinaryKind::And, b.compare(CompareKind::Ge, at[d], b.scalarLike(at[d], 0)),
+                        b.compare(CompareKind::Le, at[d], b.scalarLike(at[d], size[d] - 1)));
+    valid = valid ? b.binary(BinaryKind::And, valid, in) : in;
+    Value i = b.cast(clipCoords(b, at[d], size[d]), i64);
+    index = index ? b.add(b.mul(index, b.scalarLike(index, size[d])), i) : i;
+  }
+  weight = b.select(valid, weight, b.splatLike(weight, 0));
+  SmallVector<int64_t> ps = shapeVec(planes), qs = shapeVec(weight), oneRow = qs;
+  oneRow.insert(oneRow.end() - 1, 1); // [B..., 1, Q]
+  SmallVector<int64_t> all = oneRow;
+  all[all.size() - 2] = ps[ps.size() - 2]; // [B..., Cx, Q]
+  Value v = b.create<GatherElementsOp>(planes, b.broadcastTo(b.reshape(index, oneRow), all),
+                                       (uint64_t)(ps.size() - 1));
+  return b.mul(v, b.reshape(weight, oneRow));
+}
+
+/// Multilinear interpolation of `planes` (as gatherTap) at float pixel coordinates f[d]
+/// ([B..., Q] each): the sum over the 2^r corners of the product of their per-dim weights times
+/// the pixel there, corners outside reading 0. (GridSample's bilinear mode, DeformConv.)
+Value interpolateLinear(CoreBuilder &b, Value planes, ArrayRef<Value> f, ArrayRef<int64_t> size) {
+  const int64_t r = f.size();
+  std::vector<Value> lo(r), hi(r), wLo(r), wHi(r);
+  for (int64_t d = 0; d < r; ++d) {
+    Value one = b.scalarLike(f[d], 1);
+    lo[d] = b.unary(UnaryKind::Floor, f[d]);
+    hi[d] = b.add(lo[d], one);
+    wHi[d] = b.sub(f[d], lo[d]);
+    wLo[d] = b.sub(one, wHi[d]);
+  }
+  Value result;
+  for (int64_t corner = 0; corner < (1 << r); ++corner) {
+    std::vector<Value> at(r);
+    Value w;
+    for (int64_t d = 0; d < r; ++d) {
+      bool up = (corner >> (r - 1 - d)) & 1;
+      at[d] = up ? hi[d] : lo[d];
+      w = w ? b.mul(w, up ? wHi[d] : wLo[d]) : (up ? wHi[d] : wLo[d]);
+    }
+    Value v = gatherTap(b, planes, at, w, size);
+    result = result ? b.add(result, v) : v;
+  }
+  return result;
 }
 
 /// Applies the border / reflection padding mode to a pixel coordinate.
@@ -1215,28 +1257,18 @@ void lowerGridSample(NodeContext &n) {
       return b.mul(b.add(g, one), b.scalarLike(g, (extent - 1) / 2.0));
     return b.div(b.sub(b.mul(b.add(g, one), b.scalarLike(g, extent)), one), b.scalarLike(g, 2));
   };
-  // f[d]: the pixel coordinate along spatial dim d (grid component r-1-d: x is along the last).
+  // f[d] [N, S]: the pixel coordinate along spatial dim d (grid component r-1-d: x is along the
+  // last).
   std::vector<Value> f(r);
   for (int64_t d = 0; d < r; ++d)
-    f[d] = unnormalize(takeLast(b, b.sliceDim(grid, rank - 1, r - 1 - d, r - d), 0), size[d]);
+    f[d] = b.reshape(unnormalize(takeLast(b, b.sliceDim(grid, rank - 1, r - 1 - d, r - d), 0),
+                                 size[d]),
+                     {N, S});
 
   Value flat = b.reshape(x, {N, C, points});
-  Type i64 = b.builder().getI64Type();
   Value result;
-  // Adds w * x[i...] (integer-valued float coordinates; out of bounds reads 0).
   auto addTap = [&](ArrayRef<Value> at, Value w) {
-    Value valid, index;
-    for (int64_t d = 0; d < r; ++d) {
-      Value in = b.binary(BinaryKind::And, b.compare(CompareKind::Ge, at[d], b.scalarLike(at[d], 0)),
-                          b.compare(CompareKind::Le, at[d], b.scalarLike(at[d], size[d] - 1)));
-      valid = valid ? b.binary(BinaryKind::And, valid, in) : in;
-      Value i = b.cast(clipCoords(b, at[d], size[d]), i64);
-      index = index ? b.add(b.mul(index, b.scalarLike(index, size[d])), i) : i;
-    }
-    w = b.select(valid, w, b.splatLike(w, 0));
-    index = b.broadcastTo(b.reshape(index, {N, 1, S}), {N, C, S});
-    Value v = b.create<GatherElementsOp>(flat, index, 2);
-    v = b.mul(v, b.reshape(w, {N, 1, S}));
+    Value v = gatherTap(b, flat, at, w, size);
     result = result ? b.add(result, v) : v;
   };
 
@@ -1250,25 +1282,8 @@ void lowerGridSample(NodeContext &n) {
       for (int64_t d = 0; d < r; ++d)
         at[d] = b.unary(UnaryKind::Round, f[d]);
       addTap(at, b.splatLike(f[0], 1));
-    } else { // the 2^r corners, each weighted by the product of its per-dim weights
-      std::vector<Value> lo(r), hi(r), wLo(r), wHi(r);
-      for (int64_t d = 0; d < r; ++d) {
-        Value one = b.scalarLike(f[d], 1);
-        lo[d] = b.unary(UnaryKind::Floor, f[d]);
-        hi[d] = b.add(lo[d], one);
-        wHi[d] = b.sub(f[d], lo[d]);
-        wLo[d] = b.sub(one, wHi[d]);
-      }
-      for (int64_t corner = 0; corner < (1 << r); ++corner) {
-        std::vector<Value> at(r);
-        Value w;
-        for (int64_t d = 0; d < r; ++d) {
-          bool up = (corner >> (r - 1 - d)) & 1;
-          at[d] = up ? hi[d] : lo[d];
-          w = w ? b.mul(w, up ? wHi[d] : wLo[d]) : (up ? wHi[d] : wLo[d]);
-        }
-        addTap(at, w);
-      }
+    } else {
+      result = interpolateLinear(b, flat, f, size);
     }
   } else if (mode == "bicubic" || mode == "cubic") {
     if (r != 2)
@@ -1575,16 +1590,10 @@ void lowerDeformConv(NodeContext &n) {
            "kW], offset [N, offset_group * 2 * kH * kW, oH, oW]");
   const int64_t N = xs[0], C = xs[1], H = xs[2], Wd = xs[3], oC = ws[0], kH = ws[2], kW = ws[3];
   const int64_t group = n.attrInt("group", 1), offsetGroup = n.attrInt("offset_group", 1);
-  if (group < 1 || offsetGroup < 1 || C != ws[1] * group || oC % group || C % offsetGroup)
-    n.fail("channels, group and offset_group do not match");
-  if (n.hasAttr("kernel_shape") && n.attrInts("kernel_shape") != std::vector<int64_t>{kH, kW})
-    n.fail("kernel_shape does not match the weight shape");
-  std::vector<int64_t> strides = n.attrInts("strides", {1, 1}), dil = n.attrInts("dilations", {1, 1}),
-                       pads = n.attrInts("pads", {0, 0, 0, 0});
-  if (strides.size() != 2 || dil.size() != 2 || pads.size() != 4)
-    n.fail("strides and dilations need 2 values, pads 4");
-  const int64_t oH = (H + pads[0] + pads[2] - ((kH - 1) * dil[0] + 1)) / strides[0] + 1;
-  const int64_t oW = (Wd + pads[1] + pads[3] - ((kW - 1) * dil[1] + 1)) / strides[1] + 1;
+  Window g = convGeometry(n, x, w, group); // channels against group, strides, pads, output
+  if (offsetGroup < 1 || C % offsetGroup)
+    n.fail("channels and offset_group do not match");
+  const int64_t oH = g.out[0], oW = g.out[1];
   const int64_t K = kH * kW, P = oH * oW, G = offsetGroup, Cg = C / G;
   if (os[0] != N || os[1] != G * 2 * K || os[2] != oH || os[3] != oW)
     n.fail("offset must be [N, offset_group * 2 * kH * kW, oH, oW] = [" + std::to_string(N) +
@@ -1594,37 +1603,15 @@ void lowerDeformConv(NodeContext &n) {
   std::vector<double> baseY(K * P), baseX(K * P);
   for (int64_t k = 0; k < K; ++k)
     for (int64_t p = 0; p < P; ++p) {
-      baseY[k * P + p] = -pads[0] + strides[0] * (p / oW) + dil[0] * (k / kW);
-      baseX[k * P + p] = -pads[1] + strides[1] * (p % oW) + dil[1] * (k % kW);
+      baseY[k * P + p] = -g.padLow[0] + g.strides[0] * (p / oW) + g.dilations[0] * (k / kW);
+      baseX[k * P + p] = -g.padLow[1] + g.strides[1] * (p % oW) + g.dilations[1] * (k % kW);
     }
-  Type et = elemOf(x), i64 = b.builder().getI64Type();
+  Type et = elemOf(x);
   Value off = b.reshape(offset, {N, G, K, 2, P});
-  auto part = [&](int64_t i) { return b.reshape(b.sliceDim(off, 3, i, i + 1), {N, G, K, P}); };
-  Value py = b.add(part(0), constFloats(n, et, {1, 1, K, P}, baseY));
-  Value px = b.add(part(1), constFloats(n, et, {1, 1, K, P}, baseX));
-  Value planes = b.reshape(x, {N, G, Cg, H * Wd});
-  Value y0 = b.unary(UnaryKind::Floor, py), x0 = b.unary(UnaryKind::Floor, px);
-  Value one = b.scalarLike(py, 1);
-  Value wy1 = b.sub(py, y0), wx1 = b.sub(px, x0);
-  Value wy0 = b.sub(one, wy1), wx0 = b.sub(one, wx1);
-  Value cols;
-  for (int corner = 0; corner < 4; ++corner) {
-    Value iy = corner & 2 ? b.add(y0, one) : y0, ix = corner & 1 ? b.add(x0, one) : x0;
-    Value weight = b.mul(corner & 2 ? wy1 : wy0, corner & 1 ? wx1 : wx0);
-    Value inside = b.binary(
-        BinaryKind::And,
-        b.binary(BinaryKind::And, b.compare(CompareKind::Ge, iy, b.scalarLike(iy, 0)),
-                 b.compare(CompareKind::Le, iy, b.scalarLike(iy, H - 1))),
-        b.binary(BinaryKind::And, b.compare(CompareKind::Ge, ix, b.scalarLike(ix, 0)),
-                 b.compare(CompareKind::Le, ix, b.scalarLike(ix, Wd - 1))));
-    weight = b.select(inside, weight, b.splatLike(weight, 0));
-    Value row = b.cast(clipCoords(b, iy, H), i64);
-    Value index = b.add(b.mul(row, b.scalarLike(row, Wd)), b.cast(clipCoords(b, ix, Wd), i64));
-    index = b.broadcastTo(b.reshape(index, {N, G, 1, K * P}), {N, G, Cg, K * P});
-    Value v = b.create<GatherElementsOp>(planes, index, 3);
-    v = b.mul(v, b.reshape(weight, {N, G, 1, K * P}));
-    cols = cols ? b.add(cols, v) : v;
-  }
+  auto part = [&](int64_t i) { return b.reshape(b.sliceDim(off, 3, i, i + 1), {N, G, K * P}); };
+  Value py = b.add(part(0), constFloats(n, et, {1, 1, K * P}, baseY));
+  Value px = b.add(part(1), constFloats(n, et, {1, 1, K * P}, baseX));
+  Value cols = interpolateLinear(b, b.reshape(x, {N, G, Cg, H * Wd}), {py, px}, {H, Wd});
   if (n.hasInput(4)) {
     Value mask = n.input(4);
     if (shapeVec(mask) != SmallVector<int64_t>{N, G * K, oH, oW} || elemOf(mask) != et)

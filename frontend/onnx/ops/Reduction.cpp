@@ -450,11 +450,9 @@ void lowerGemm(NodeContext &n) {
 // ---- Quantization ----
 
 /// Fails unless `t` is a type quantized values can have.
-bool isFloat8(Type t) { return isa<FloatType>(t) && t.getIntOrFloatBitWidth() == 8; }
-
 void checkQuantizedType(NodeContext &n, Type t) {
   auto i = dyn_cast<IntegerType>(t);
-  if (isFloat8(t))
+  if (isFloat8Type(t))
     return;
   if (!i || i.getWidth() == 1 || i.getWidth() > 32)
     n.fail("quantized type must be a 2-, 4-, 8-, 16- or 32-bit integer or a float8 type");
@@ -469,11 +467,11 @@ Value quantize(NodeContext &n, Value x, Value scale, Value zeroPoint, Type to, b
   Type ft = CoreBuilder::elementTypeOf(scale);
   checkQuantizedType(n, to);
   Value q = b.div(b.cast(x, ft), scale);
-  if (!isFloat8(to))
+  if (!isFloat8Type(to))
     q = b.unary(UnaryKind::Round, q);
   if (zeroPoint)
     q = b.add(q, b.cast(zeroPoint, ft));
-  if (isFloat8(to))
+  if (isFloat8Type(to))
     return castMaybeSaturating(b, q, to, saturate);
   return b.saturatingCast(q, to);
 }
@@ -504,13 +502,7 @@ Value quantParameter(NodeContext &n, size_t i, Value x) {
            " must have shape " + shapeToString(Shape(expected.begin(), expected.end())) + " (x's, with ceil(" + std::to_string(d) +
            " / " + std::to_string(blockSize) + ") along axis " + std::to_string(axis) +
            "), got " + shapeToString(Shape(ps.begin(), ps.end())));
-  Shape64 split = ps, repeated = ps;
-  split.insert(split.begin() + axis + 1, 1);
-  repeated.insert(repeated.begin() + axis + 1, blockSize);
-  Value r = b.broadcastTo(b.reshape(p, split), repeated);
-  Shape64 joined = ps;
-  joined[axis] = blocks * blockSize;
-  return b.sliceDim(b.reshape(r, joined), axis, 0, d);
+  return b.sliceDim(repeatInterleave(b, p, axis, blockSize), axis, 0, d);
 }
 
 void lowerQuantizeLinear(NodeContext &n) {
@@ -535,7 +527,7 @@ void lowerDequantizeLinear(NodeContext &n) {
     n.fail("x_scale must be a floating-point tensor");
   // Integers subtract in i32 (exact); float8 values in the scale's float type.
   Type ft = CoreBuilder::elementTypeOf(scale);
-  Type wide = isFloat8(CoreBuilder::elementTypeOf(x)) ? ft : b.builder().getI32Type();
+  Type wide = isFloat8Type(CoreBuilder::elementTypeOf(x)) ? ft : b.builder().getI32Type();
   Value v = b.cast(x, wide);
   if (n.hasInput(2))
     v = b.sub(v, b.cast(quantParameter(n, 2, x), wide));

@@ -979,6 +979,14 @@ void lowerArrayFeatureExtractor(NodeContext &n) {
 
 } // namespace
 
+Value repeatInterleave(CoreBuilder &b, Value x, int64_t axis, int64_t reps) {
+  SmallVector<int64_t> shape(CoreBuilder::shapeOf(x)), split = shape, repeated = shape;
+  split.insert(split.begin() + axis + 1, 1);
+  repeated.insert(repeated.begin() + axis + 1, reps);
+  shape[axis] *= reps;
+  return b.reshape(b.broadcastTo(b.reshape(x, split), repeated), shape);
+}
+
 void registerShapeOps(OpRegistry &r) {
   r.add("ArrayFeatureExtractor", lowerArrayFeatureExtractor, "ai.onnx.ml");
   r.add("Identity", lowerIdentity);

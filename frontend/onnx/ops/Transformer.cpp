@@ -133,11 +133,7 @@ Value mergeHeads(CoreBuilder &b, Value x) {
 }
 
 /// [B, Hkv, S, D] -> [B, Hkv * reps, S, D], each head repeated reps times in a row.
-Value repeatHeads(CoreBuilder &b, Value x, int64_t reps) {
-  Shape64 s = shapeOf(x);
-  Value r = b.broadcastTo(b.reshape(x, {s[0], s[1], 1, s[2], s[3]}), {s[0], s[1], reps, s[2], s[3]});
-  return b.reshape(r, {s[0], s[1] * reps, s[2], s[3]});
-}
+Value repeatHeads(CoreBuilder &b, Value x, int64_t reps) { return repeatInterleave(b, x, 1, reps); }
 
 // ---- TensorScatter -----------------------------------------------------------------------------
 
@@ -313,6 +309,16 @@ Value safeSoftmax(CoreBuilder &b, Value s) {
   return b.div(e, sum);
 }
 
+/// The element type the `softmax_precision` attribute names, if given (a float type).
+std::optional<Type> softmaxPrecision(NodeContext &n) {
+  if (!n.hasAttr("softmax_precision"))
+    return std::nullopt;
+  auto dtype = dtypeFromOnnx((int32_t)n.attrInt("softmax_precision", 1));
+  if (!dtype || !isFloat(*dtype))
+    n.fail("softmax_precision must name a floating-point type");
+  return typeFromDType(n.context(), *dtype);
+}
+
 /// FlexAttention (ai.onnx.preview 1): softmax(score_mod(scale * Q K^T)) V with optional
 /// subgraphs: `score_mod` maps the scores [B, H, L, S] and `prob_mod` the probabilities, each
 /// imported inline. K and V heads repeat for grouped queries; the scores and softmax are in
@@ -336,13 +342,7 @@ void lowerFlexAttention(NodeContext &n) {
     v = repeatHeads(b, v, qs[1] / ks[1]);
   }
   double scale = n.hasAttr("scale") ? n.attrFloat("scale", 0.0) : 1.0 / std::sqrt((double)qs[3]);
-  Type ct = t.getIntOrFloatBitWidth() < 32 ? b.builder().getF32Type() : t;
-  if (n.hasAttr("softmax_precision")) {
-    auto dtype = dtypeFromOnnx((int32_t)n.attrInt("softmax_precision", 1));
-    if (!dtype || !isFloat(*dtype))
-      n.fail("softmax_precision must be a floating-point type");
-    ct = n.elementType((int32_t)n.attrInt("softmax_precision", 1));
-  }
+  Type ct = softmaxPrecision(n).value_or(t.getIntOrFloatBitWidth() < 32 ? b.builder().getF32Type() : t);
   Value root = b.scalarLike(q, std::sqrt((double)(float)scale));
   Value scores = b.matmul(b.mul(q, root), b.transpose(b.mul(k, root), {0, 1, 3, 2}));
   scores = b.cast(scores, ct);
@@ -416,13 +416,7 @@ void lowerAttention(NodeContext &n) {
   bool causal = n.attrInt("is_causal", 0) != 0;
   double softcap = n.attrFloat("softcap", 0.0);
   int64_t qkMode = n.attrInt("qk_matmul_output_mode", 0);
-  std::optional<Type> softmaxType;
-  if (n.hasAttr("softmax_precision")) {
-    auto dtype = dtypeFromOnnx((int32_t)n.attrInt("softmax_precision", 1));
-    if (!dtype || !isFloat(*dtype))
-      n.fail("softmax_precision must name a floating-point type");
-    softmaxType = typeFromDType(b.builder().getContext(), *dtype);
-  }
+  std::optional<Type> softmaxType = softmaxPrecision(n);
 
   // The mask, padded along the keys to Lk (with false or -inf) and made rank 4.
   Value mask;
