@@ -12,6 +12,7 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -19,7 +20,6 @@
 #include <functional>
 #include <limits>
 #include <map>
-#include <algorithm>
 #include <set>
 #include <sys/stat.h>
 #include <unistd.h>

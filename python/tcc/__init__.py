@@ -417,12 +417,11 @@ def train(model: str | os.PathLike, data: str | os.PathLike, *, lr: float, epoch
     after each epoch, which ``resume`` continues from; ``save_model``: the trained ONNX model.
     For custom loops (your own data, per-step control) use :class:`Trainer`."""
     lib = _capi.compiler()
+    # (_option_strings leaves the options that are None out.)
     settings: dict[str, Any] = {"device": device, "lr": lr, "epochs": epochs, "threads": threads,
-                                "max_steps": max_steps, "shuffle": shuffle, **options}
-    for key, value in (("seed", seed), ("checkpoint", checkpoint), ("resume", resume),
-                       ("save_model", save_model), ("step_log", step_log)):
-        if value is not None:
-            settings[key] = value
+                                "max_steps": max_steps, "shuffle": shuffle, "seed": seed,
+                                "checkpoint": checkpoint, "resume": resume,
+                                "save_model": save_model, "step_log": step_log, **options}
     with tempfile.TemporaryDirectory(prefix="tcc-train-") as work:
         metrics = Path(work) / "metrics.json"
         settings["metrics"] = str(metrics)

@@ -950,7 +950,10 @@ std::vector<float> naiveAttention(const AttentionCase &c, const std::vector<floa
   return out;
 }
 
-void checkAttention(const AttentionCase &c, unsigned seed, int threads) {
+/// The kernel against the definition in double. In bf16 (`bf16`: q, k, v and the output bf16,
+/// no bias) on the bf16-rounded operands: the probabilities are rounded to bf16 before the
+/// second product, so about 2^-8 relative.
+void checkAttention(const AttentionCase &c, unsigned seed, int threads, bool bf16 = false) {
   auto q = randomFloats(numElements(c.q), seed), k = randomFloats(numElements(c.k), seed + 1),
        v = randomFloats(numElements(c.v), seed + 2),
        bias = randomFloats(c.bias.empty() ? 0 : numElements(c.bias), seed + 3);
@@ -958,12 +961,25 @@ void checkAttention(const AttentionCase &c, unsigned seed, int threads) {
   std::mt19937 rng(seed);
   for (uint8_t &m : mask)
     m = rng() % 4 != 0; // a quarter masked
+  auto toBits = [](std::vector<float> &x) {
+    std::vector<uint16_t> bits(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      bits[i] = tcc::rt::floatToBfloat16(x[i]);
+      x[i] = tcc::rt::bfloat16ToFloat(bits[i]); // the reference sees the rounded values
+    }
+    return bits;
+  };
+  std::vector<uint16_t> qb, kb, vb;
+  std::vector<const void *> inputs = {q.data(), k.data(), v.data()};
+  if (bf16) {
+    qb = toBits(q), kb = toBits(k), vb = toBits(v);
+    inputs = {qb.data(), kb.data(), vb.data()};
+  }
+  const fb::DType type = bf16 ? fb::DType_BF16 : fb::DType_F32;
   Shape out(c.q.begin(), c.q.end() - 1);
   out.push_back(c.v.back());
   ArtifactBuilder art;
-  uint32_t bq = art.input(fb::DType_F32, c.q), bk = art.input(fb::DType_F32, c.k),
-           bv = art.input(fb::DType_F32, c.v);
-  std::vector<const void *> inputs = {q.data(), k.data(), v.data()};
+  uint32_t bq = art.input(type, c.q), bk = art.input(type, c.k), bv = art.input(type, c.v);
   uint32_t bm = ArtifactBuilder::kNone, bb = ArtifactBuilder::kNone;
   if (!c.mask.empty()) {
     bm = art.input(fb::DType_Bool, c.mask);
@@ -973,59 +989,22 @@ void checkAttention(const AttentionCase &c, unsigned seed, int threads) {
     bb = art.input(fb::DType_F32, c.bias);
     inputs.push_back(bias.data());
   }
-  uint32_t bo = art.output(fb::DType_F32, out);
+  uint32_t bo = art.output(type, out);
   art.attention(bq, bk, bv, bm, bb, bo, c.scale, c.causal, c.maskedValue);
   auto outputs = runArtifact(art.finish(), inputs, threads);
   auto want = naiveAttention(c, q, k, v, mask, bias);
-  const float *got = outputs[0].data<float>();
+  std::vector<float> got(want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    got[i] = bf16 ? tcc::rt::bfloat16ToFloat(outputs[0].data<uint16_t>()[i])
+                  : outputs[0].data<float>()[i];
   // A row whose every score is masked to -inf is NaN in both.
-  std::vector<float> gotCopy(got, got + want.size());
   for (size_t i = 0; i < want.size(); ++i)
-    if (std::isnan(want[i]) && std::isnan(gotCopy[i]))
-      want[i] = gotCopy[i] = 0;
-  expectClose(gotCopy.data(), want, 2e-5, 2e-6, "attention");
-}
-
-/// The bf16 kernel on the bf16-rounded operands against the definition in double: the
-/// probabilities are rounded to bf16 before the second product, so about 2^-8 relative.
-void checkAttentionBf16(const AttentionCase &c, unsigned seed, int threads) {
-  auto q = randomFloats(numElements(c.q), seed), k = randomFloats(numElements(c.k), seed + 1),
-       v = randomFloats(numElements(c.v), seed + 2);
-  auto toBits = [](std::vector<float> &x) {
-    std::vector<uint16_t> bits(x.size());
-    for (size_t i = 0; i < x.size(); ++i) {
-      bits[i] = tcc::rt::floatToBfloat16(x[i]);
-      x[i] = tcc::rt::bfloat16ToFloat(bits[i]); // the reference sees the rounded values
-    }
-    return bits;
-  };
-  std::vector<uint16_t> qb = toBits(q), kb = toBits(k), vb = toBits(v);
-  std::vector<uint8_t> mask(c.mask.empty() ? 0 : numElements(c.mask));
-  std::mt19937 rng(seed);
-  for (uint8_t &m : mask)
-    m = rng() % 4 != 0;
-  Shape out(c.q.begin(), c.q.end() - 1);
-  out.push_back(c.v.back());
-  ArtifactBuilder art;
-  uint32_t bq = art.input(fb::DType_BF16, c.q), bk = art.input(fb::DType_BF16, c.k),
-           bv = art.input(fb::DType_BF16, c.v), bm = ArtifactBuilder::kNone;
-  std::vector<const void *> inputs = {qb.data(), kb.data(), vb.data()};
-  if (!c.mask.empty()) {
-    bm = art.input(fb::DType_Bool, c.mask);
-    inputs.push_back(mask.data());
-  }
-  uint32_t bo = art.output(fb::DType_BF16, out);
-  art.attention(bq, bk, bv, bm, ArtifactBuilder::kNone, bo, c.scale, c.causal, c.maskedValue);
-  auto outputs = runArtifact(art.finish(), inputs, threads);
-  auto want = naiveAttention(c, q, k, v, mask, {});
-  const uint16_t *got = outputs[0].data<uint16_t>();
-  std::vector<float> gotFloats(want.size());
-  for (size_t i = 0; i < want.size(); ++i)
-    gotFloats[i] = tcc::rt::bfloat16ToFloat(got[i]);
-  for (size_t i = 0; i < want.size(); ++i)
-    if (std::isnan(want[i]) && std::isnan(gotFloats[i]))
-      want[i] = gotFloats[i] = 0;
-  expectClose(gotFloats.data(), want, 2e-2, 1e-2, "bf16 attention");
+    if (std::isnan(want[i]) && std::isnan(got[i]))
+      want[i] = got[i] = 0;
+  if (bf16)
+    expectClose(got.data(), want, 2e-2, 1e-2, "bf16 attention");
+  else
+    expectClose(got.data(), want, 2e-5, 2e-6, "attention");
 }
 
 } // namespace
@@ -1045,7 +1024,7 @@ TEST(RuntimeAttention, Bf16MatchesTheDefinitionWithinRounding) {
   for (const AttentionCase &c : cases)
     for (int threads : {1, 3}) {
       SCOPED_TRACE("bf16 case " + std::to_string(seed) + " threads " + std::to_string(threads));
-      checkAttentionBf16(c, seed, threads);
+      checkAttention(c, seed, threads, /*bf16=*/true);
       ++seed;
     }
 }
