@@ -3,7 +3,8 @@
 // A case is a directory in the ONNX backend-test layout: model.onnx plus test_data_set_*/
 // holding input_<i>.pb and output_<i>.pb. It passes when every data set's outputs match within
 // |got - ref| <= rtol*|ref| + atol (exact for integers and bools, NaN matches NaN; for bf16
-// outputs at least rtol 2^-6, atol 2^-8, for f16 ones rtol 2^-9, atol 2^-12).
+// outputs at least rtol 2^-6, atol 2^-8, for f16 ones rtol 2^-9, atol 2^-12, for float8 ones
+// one unit in the last place: toleranceFor).
 //
 //===----------------------------------------------------------------------===//
 #include "tcc/Driver/Check.h"

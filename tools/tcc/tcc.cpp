@@ -848,7 +848,7 @@ int main(int argc, char **argv) {
   checkCmd->add_option("--device", check.device, kDeviceHelp)->default_val("auto");
   checkCmd->add_option("--expected-failures", check.expectedFailuresFile,
                        "file listing cases expected to fail, one 'NAME REASON' per line");
-  checkCmd->add_option("--rtol", check.rtol, "relative tolerance (at least 2^-6 for bf16 outputs, 2^-9 for f16 ones; --atol at least 2^-8 and 2^-12)")->default_val(1e-3);
+  checkCmd->add_option("--rtol", check.rtol, "relative tolerance (at least 2^-6 for bf16 outputs, 2^-9 for f16, 2^-3 for float8 E4M3 and 2^-2 for E5M2 ones; --atol at least 2^-8, 2^-12, 2^-9 and 2^-15)")->default_val(1e-3);
   checkCmd->add_option("--atol", check.atol, "absolute tolerance")->default_val(1e-5);
   checkCmd->add_option("-j,--jobs", check.jobs, "cases run in parallel (0: one per core)")
       ->default_val(0);

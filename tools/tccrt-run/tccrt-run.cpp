@@ -121,7 +121,8 @@ struct Comparison {
 };
 
 /// |got - ref| <= atol + rtol * |ref| for floats (NaN matches NaN, infinities must be equal;
-/// f16/bf16: at least two units in the last place, toleranceFor); exact for integers and bools.
+/// f16/bf16: at least two units in the last place, float8: one, toleranceFor); exact for
+/// integers and bools.
 /// maxRel is over elements whose reference is not zero.
 Comparison compare(const Tensor &got, const Tensor &ref, double rtol, double atol) {
   Comparison c;
@@ -438,7 +439,7 @@ int main(int argc, char **argv) {
       ->check(CLI::IsMember({"pb", "npy"}));
   app.add_option("--compare", o.compareDir,
                  "compare outputs with DIR/output_<i>.npy or .pb; exit 2 if any differs");
-  app.add_option("--rtol", o.rtol, "relative tolerance: |got-ref| <= atol + rtol*|ref| (f16/bf16 outputs: at least two units in the last place)")
+  app.add_option("--rtol", o.rtol, "relative tolerance: |got-ref| <= atol + rtol*|ref| (f16/bf16 outputs: at least two units in the last place, float8: one)")
       ->default_val(1e-3);
   app.add_option("--atol", o.atol, "absolute tolerance")->default_val(1e-5);
   app.add_option("--warmup", o.warmup, "untimed runs before the timed ones")->default_val(5);
