@@ -321,7 +321,7 @@ void GraphImporter::importNode(const onnx::NodeProto &node) {
   Operation *op = mark ? mark->getNextNode() : (block->empty() ? nullptr : &block->front());
   while (op) {
     Operation *next = op->getNextNode();
-    foldConstantOp(op, options_.maxFoldElements, [&](Value from, Value to) {
+    auto rebind = [&](Value from, Value to) {
       // The node's outputs are bound in the current scope: point them at the constants.
       for (const auto &name : node.output()) {
         if (auto it = scope_->values.find(name); it != scope_->values.end() && it->second == from)
@@ -329,7 +329,14 @@ void GraphImporter::importNode(const onnx::NodeProto &node) {
         if (auto it = scope_->sequences.find(name); it != scope_->sequences.end())
           std::replace(it->second.elements.begin(), it->second.elements.end(), from, to);
       }
-    });
+    };
+    if (!foldConstantOp(op, options_.maxFoldElements, rebind))
+      if (Value folded = foldSymbolicInts(op, symbols_)) {
+        Value from = op->getResult(0);
+        from.replaceAllUsesWith(folded);
+        rebind(from, folded);
+        op->erase();
+      }
     op = next;
   }
 }
@@ -344,8 +351,12 @@ static onnx::FunctionProto functionBody(NodeContext &ctx, const onnx::OpSchema &
     if (ctx.hasInput(i)) {
       auto *tt = tp.mutable_tensor_type();
       tt->set_elem_type(dtypeToOnnx(dtypeFromType(ctx.inputElementType(i))));
-      for (int64_t d : ctx.inputShape(i))
-        tt->mutable_shape()->add_dim()->set_dim_value(d);
+      for (const SymExpr &d : ctx.inputDims(i)) {
+        if (std::optional<int64_t> c = d.constant())
+          tt->mutable_shape()->add_dim()->set_dim_value(*c);
+        else
+          tt->mutable_shape()->add_dim()->set_dim_param(d.str());
+      }
     }
     inputTypes.push_back(tp);
   }
@@ -684,12 +695,37 @@ ImportedModel GraphImporter::run() {
       throw ImportError("the imported IR does not verify (an importer bug): " + diagnostics);
     }
   }
+  setSymbolRanges(*module, symbols_);
   result.module = std::move(module);
   result.specializedInputs = specialized_;
   return result;
 }
 
-RankedTensorType GraphImporter::inputType(const onnx::ValueInfoProto &in) const {
+std::string GraphImporter::symbolFor(const std::string &input, int dim,
+                                     const std::string &dimParam) {
+  if (!dimParam.empty())
+    if (auto it = symbolOfDimParam_.find(dimParam); it != symbolOfDimParam_.end())
+      return it->second;
+  std::string base = dimParam.empty() ? input + "_d" + std::to_string(dim) : dimParam;
+  std::string name;
+  for (char c : base)
+    name += std::isalnum((unsigned char)c) || c == '_' ? c : '_';
+  if (name.empty() || std::isdigit((unsigned char)name[0]))
+    name = "_" + name;
+  // Distinct dim_params may sanitize alike ("a-b", "a.b"): the later one gets a suffix.
+  std::string unique = name;
+  for (int k = 2; symbols_.count(unique); ++k)
+    unique = name + "_" + std::to_string(k);
+  SymbolRange range{1, INT64_MAX};
+  if (auto r = options_.symbolRanges.find(unique); r != options_.symbolRanges.end())
+    range = {r->second.first, r->second.second};
+  symbols_[unique] = range;
+  if (!dimParam.empty())
+    symbolOfDimParam_[dimParam] = unique;
+  return unique;
+}
+
+RankedTensorType GraphImporter::inputType(const onnx::ValueInfoProto &in) {
   if (!in.type().has_tensor_type())
     throw ImportError("graph input '" + in.name() + "' is not a tensor (sequences, maps and "
                       "optionals are not supported as graph inputs)");
@@ -703,21 +739,15 @@ RankedTensorType GraphImporter::inputType(const onnx::ValueInfoProto &in) const 
   if (!tt.has_shape())
     throw ImportError("graph input '" + in.name() + "' has no shape: give one with --input-shape "
                       "or concrete inputs with --inputs");
-  SmallVector<int64_t> shape;
-  std::string dynamic;
-  for (const auto &d : tt.shape().dim()) {
-    if (d.has_dim_value() && d.dim_value() >= 0) {
-      shape.push_back(d.dim_value());
-    } else {
-      shape.push_back(ShapedType::kDynamic);
-      dynamic += (dynamic.empty() ? "" : ", ") +
-                 (d.has_dim_param() ? "'" + d.dim_param() + "'" : std::string("?"));
-    }
+  SymShape dims;
+  for (int i = 0; i < tt.shape().dim_size(); ++i) {
+    const auto &d = tt.shape().dim(i);
+    if (d.has_dim_value() && d.dim_value() >= 0)
+      dims.push_back(d.dim_value());
+    else
+      dims.push_back(SymExpr::symbol(symbolFor(in.name(), i, d.dim_param())));
   }
-  if (!dynamic.empty())
-    throw ImportError("graph input '" + in.name() + "' has dynamic dimension(s) " + dynamic +
-                      ": fix them with --input-shape or concrete inputs (--inputs)");
-  return RankedTensorType::get(shape, element);
+  return tensorTypeWithDims(dims, element);
 }
 
 } // namespace tcc::onnx_import

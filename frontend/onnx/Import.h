@@ -67,7 +67,11 @@ private:
   void expandFunction(NodeContext &ctx, const onnx::FunctionProto &fn,
                       const std::function<const onnx::AttributeProto *(const std::string &)> &defaultOf);
   mlir::Value constantFromProto(const onnx::TensorProto &t, mlir::Location loc);
-  mlir::RankedTensorType inputType(const onnx::ValueInfoProto &in) const;
+  /// A graph input's type; its dynamic dims become size symbols (symbols_).
+  mlir::RankedTensorType inputType(const onnx::ValueInfoProto &in);
+  /// The size symbol of a graph input's dynamic dim: its dim_param made an identifier (one
+  /// symbol per distinct dim_param), or `<input>_d<dim>` for an unnamed one.
+  std::string symbolFor(const std::string &input, int dim, const std::string &dimParam);
   std::optional<NeedsInputValues> inputsFeeding(mlir::Value v) const;
   /// The binding of `name` in the innermost scope that has one: {tensor, sequence}, at most one
   /// of them non-null.
@@ -79,6 +83,10 @@ private:
   const onnx::ModelProto &model_;
   const ImportOptions &options_;
   const std::set<std::string> &specialized_;
+  /// Size symbols of the graph inputs' dynamic dims, with their ranges (the module's
+  /// tcc.symbols), and the symbol of each dim_param.
+  SymbolRanges symbols_;
+  std::map<std::string, std::string> symbolOfDimParam_;
   mlir::OpBuilder builder_;
   std::map<std::string, int64_t> opsets_;
   std::map<std::string, const onnx::TypeProto *> valueInfo_;

@@ -64,6 +64,22 @@ Tensor NodeContext::requireConstantInput(size_t i, const std::string &what) {
   return graph_.requireConstant(*this, input(i), what + " (input '" + node_.input(i) + "')");
 }
 
+llvm::ArrayRef<int64_t> NodeContext::inputShape(size_t i) {
+  RankedTensorType t = inputType(i);
+  if (!t.hasStaticShape())
+    fail("input " + std::to_string(i) + " ('" + node_.input(i) + "') has symbolic dims " +
+         shapeString(symbolicShape(t)) + ", which this operator does not take yet: fix the "
+         "model's sizes (tcc compile --input-shape NAME=D0xD1x...)");
+  return t.getShape();
+}
+
+std::vector<SymExpr> NodeContext::requireDims(size_t i, const std::string &what) {
+  if (auto s = input(i).getDefiningOp<SymIntsOp>())
+    return s.getExprs();
+  std::vector<int64_t> ints = requireInts(i, what);
+  return std::vector<SymExpr>(ints.begin(), ints.end());
+}
+
 std::vector<int64_t> NodeContext::requireInts(size_t i, const std::string &what) {
   Tensor t = requireConstantInput(i, what);
   if (!isInteger(t.dtype()))

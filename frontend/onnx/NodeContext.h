@@ -63,7 +63,11 @@ public:
   bool hasInput(size_t i) const { return i < (size_t)node_.input_size() && !node_.input(i).empty(); }
   mlir::Value input(size_t i);
   mlir::RankedTensorType inputType(size_t i) { return CoreBuilder::typeOf(input(i)); }
-  llvm::ArrayRef<int64_t> inputShape(size_t i) { return inputType(i).getShape(); }
+  /// Input i's static dims; fails for an input with symbolic dims (lowerings that handle them
+  /// read inputDims).
+  llvm::ArrayRef<int64_t> inputShape(size_t i);
+  /// Input i's dims, symbolic ones included (tcc/IR/SymbolicShape.h).
+  SymShape inputDims(size_t i) { return symbolicShape(input(i)); }
   int64_t inputRank(size_t i) { return inputType(i).getRank(); }
   mlir::Type inputElementType(size_t i) { return inputType(i).getElementType(); }
   /// Input i's value if it is a compile-time constant.
@@ -72,6 +76,10 @@ public:
   Tensor requireConstantInput(size_t i, const std::string &what);
   /// The same, converted to int64 values.
   std::vector<int64_t> requireInts(size_t i, const std::string &what);
+  /// Input i's int64 values as expressions of the size symbols: a constant, or integers the
+  /// importer computed from symbolic dims (a tcc.sym_ints: `Shape` of a tensor with symbolic
+  /// dims and arithmetic on it). Fails like requireConstantInput otherwise.
+  std::vector<SymExpr> requireDims(size_t i, const std::string &what);
   /// Whether input i is bound to a sequence (input() fails for it, inputSequence() does not).
   bool inputIsSequence(size_t i);
   /// Input i's elements; fails if it is a tensor.
@@ -168,6 +176,9 @@ int64_t dimsProduct(llvm::ArrayRef<int64_t> dims);
 
 /// mean(x) over dims, keeping them as size 1 (ops/Reduction.cpp; the normalisations use it).
 mlir::Value meanKeep(CoreBuilder &b, mlir::Value x, llvm::ArrayRef<int64_t> dims);
+/// A 0-d value of `like`'s element type holding `count` (an element count, symbolic or not):
+/// a constant, or a tcc.sym_ints cast (ops/Reduction.cpp).
+mlir::Value scalarCount(CoreBuilder &b, mlir::Value like, const SymExpr &count);
 
 /// What a scan loop's body computes from (states..., elements...): the next states, then the
 /// scan elements of the iteration.

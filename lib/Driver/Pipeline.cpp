@@ -103,6 +103,9 @@ PreparedModel prepareModel(const ModelSource &source, const LoadOptions &options
     Shape shape;
     if (auto it = prepare.inputShapes.find(in.name); it != prepare.inputShapes.end()) {
       shape = it->second;
+    } else if (options.keepSymbolicDims && llvm::is_contained(in.dims, -1)) {
+      prepared.inputs.emplace_back();
+      continue;
     } else {
       for (int64_t d : in.dims) {
         if (d < 0)
@@ -118,7 +121,8 @@ PreparedModel prepareModel(const ModelSource &source, const LoadOptions &options
 
   prepareOnnxModel(model, prepare);
   for (size_t i = 0; i < inputs.size(); ++i)
-    if (i < options.inputs.size() || options.specializeOnRandomInputs)
+    if ((i < options.inputs.size() || options.specializeOnRandomInputs) &&
+        prepare.inputShapes.count(inputs[i].name))
       prepared.importOptions.inputValues[inputs[i].name] = prepared.inputs[i];
   return prepared;
 }

@@ -17,9 +17,19 @@ namespace tcc {
 
 RankedTensorType CoreBuilder::typeOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
 
+ArrayRef<int64_t> CoreBuilder::shapeOf(Value v) {
+  RankedTensorType t = typeOf(v);
+  if (!t.hasStaticShape())
+    throw Error("this does not take symbolic dims yet (got " + shapeString(symbolicShape(t)) +
+                "): fix the model's sizes (tcc compile --input-shape)");
+  return t.getShape();
+}
+
 RankedTensorType CoreBuilder::tensorType(ArrayRef<int64_t> shape, Type elementType) {
   return RankedTensorType::get(shape, elementType);
 }
+
+
 
 /// Collects the diagnostics emitted while it lives, to rethrow them as tcc::Error.
 class DiagnosticCollector {
@@ -72,6 +82,9 @@ Value CoreBuilder::constant(DenseElementsAttr value) {
 }
 
 Value CoreBuilder::splat(RankedTensorType type, double value) {
+  if (hasSymbolicDims(type)) // a constant has a size: a 0-d one, broadcast
+    return broadcastToDims(splat(RankedTensorType::get({}, type.getElementType()), value),
+                           symbolicShape(type));
   Type e = type.getElementType();
   Attribute element;
   if (auto f = dyn_cast<FloatType>(e)) {
@@ -110,6 +123,16 @@ Value CoreBuilder::constantI64(ArrayRef<int64_t> values, ArrayRef<int64_t> shape
   return constant(DenseElementsAttr::get(type, values));
 }
 
+Value CoreBuilder::symInts(ArrayRef<SymExpr> values, ArrayRef<int64_t> shape) {
+  if (auto constants = staticDims(values))
+    return constantI64(*constants, shape);
+  std::vector<std::string> texts;
+  for (const SymExpr &e : values)
+    texts.push_back(e.str());
+  SmallVector<StringRef> refs(texts.begin(), texts.end());
+  return createTyped<SymIntsOp>(tensorType(shape, b.getI64Type()), b.getStrArrayAttr(refs));
+}
+
 // ---- Elementwise ----
 
 FailureOr<SmallVector<int64_t>> CoreBuilder::broadcastShapes(ArrayRef<int64_t> a,
@@ -126,19 +149,31 @@ FailureOr<SmallVector<int64_t>> CoreBuilder::broadcastShapes(ArrayRef<int64_t> a
   return out;
 }
 
+FailureOr<SymShape> CoreBuilder::broadcastDims(ArrayRef<SymExpr> a, ArrayRef<SymExpr> b) {
+  size_t rank = std::max(a.size(), b.size());
+  SymShape out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    SymExpr da = i < rank - a.size() ? SymExpr(1) : a[i - (rank - a.size())];
+    SymExpr db = i < rank - b.size() ? SymExpr(1) : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      return failure();
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
 SmallVector<Value> CoreBuilder::broadcastAll(ArrayRef<Value> values) {
-  SmallVector<int64_t> shape;
+  SymShape shape;
   for (Value v : values) {
-    auto s = broadcastShapes(shape, shapeOf(v));
+    auto s = broadcastDims(shape, dimsOf(v));
     if (failed(s))
-      throw Error("shapes " + shapeToString(Shape(shape.begin(), shape.end())) + " and " +
-                  shapeToString(Shape(shapeOf(v).begin(), shapeOf(v).end())) +
+      throw Error("shapes " + shapeString(shape) + " and " + shapeString(dimsOf(v)) +
                   " cannot be broadcast together");
     shape = *s;
   }
   SmallVector<Value> out;
   for (Value v : values)
-    out.push_back(broadcastTo(v, shape));
+    out.push_back(broadcastToDims(v, shape));
   return out;
 }
 
@@ -168,7 +203,7 @@ Value CoreBuilder::select(Value cond, Value a, Value bv) {
 Value CoreBuilder::cast(Value x, Type elementType) {
   if (elementTypeOf(x) == elementType)
     return x;
-  return createTyped<CastOp>(tensorType(shapeOf(x), elementType), x);
+  return createTyped<CastOp>(withElementType(typeOf(x), elementType), x);
 }
 
 Value CoreBuilder::saturatingCast(Value x, Type to) {
@@ -198,8 +233,12 @@ double CoreBuilder::highestValue(Type t) {
 // ---- Shapes ----
 
 Value CoreBuilder::broadcastTo(Value x, ArrayRef<int64_t> shape) {
-  ArrayRef<int64_t> in = shapeOf(x);
-  if (in == shape)
+  return broadcastToDims(x, toSymShape(shape));
+}
+
+Value CoreBuilder::broadcastToDims(Value x, ArrayRef<SymExpr> shape) {
+  SymShape in = dimsOf(x);
+  if (llvm::equal(in, shape))
     return x;
   if (in.size() > shape.size())
     throw Error("cannot broadcast a rank-" + std::to_string(in.size()) + " value to rank " +
@@ -208,17 +247,20 @@ Value CoreBuilder::broadcastTo(Value x, ArrayRef<int64_t> shape) {
   SmallVector<int64_t> dims;
   for (int64_t i = 0; i < (int64_t)in.size(); ++i) {
     if (in[i] != 1 && in[i] != shape[offset + i])
-      throw Error("cannot broadcast " + shapeToString(Shape(in.begin(), in.end())) + " to " +
-                  shapeToString(Shape(shape.begin(), shape.end())));
+      throw Error("cannot broadcast " + shapeString(in) + " to " + shapeString(shape));
     dims.push_back(offset + i);
   }
-  return createTyped<BroadcastInDimOp>(tensorType(shape, elementTypeOf(x)), x, dims);
+  return createTyped<BroadcastInDimOp>(tensorTypeWithDims(shape, elementTypeOf(x)), x, dims);
 }
 
 Value CoreBuilder::reshape(Value x, ArrayRef<int64_t> shape) {
-  if (shapeOf(x) == shape)
+  return reshapeToDims(x, toSymShape(shape));
+}
+
+Value CoreBuilder::reshapeToDims(Value x, ArrayRef<SymExpr> dims) {
+  if (llvm::equal(dimsOf(x), dims))
     return x;
-  return createTyped<ReshapeOp>(tensorType(shape, elementTypeOf(x)), x);
+  return createTyped<ReshapeOp>(tensorTypeWithDims(dims, elementTypeOf(x)), x);
 }
 
 Value CoreBuilder::transpose(Value x, ArrayRef<int64_t> perm) {
@@ -229,11 +271,18 @@ Value CoreBuilder::transpose(Value x, ArrayRef<int64_t> perm) {
 
 Value CoreBuilder::sliceDim(Value x, int64_t dim, int64_t start, int64_t limit, int64_t stride) {
   int64_t rank = rankOf(x);
-  SmallVector<int64_t> starts(rank, 0), limits(shapeOf(x)), strides(rank, 1);
+  ArrayRef<int64_t> sizes = typeOf(x).getShape();
+  SmallVector<int64_t> starts(rank, 0), limits(sizes), strides(rank, 1);
+  for (int64_t &l : limits)
+    if (ShapedType::isDynamic(l))
+      l = -1; // a symbolic dim is sliced whole
+  if (ShapedType::isDynamic(sizes[dim]))
+    throw Error("cannot slice symbolic dim " + std::to_string(dim) + " (" +
+                dimsOf(x)[dim].str() + ") at fixed bounds");
   starts[dim] = start;
   limits[dim] = limit;
   strides[dim] = stride;
-  if (start == 0 && limit == shapeOf(x)[dim] && stride == 1)
+  if (start == 0 && limit == sizes[dim] && stride == 1)
     return x;
   return create<SliceOp>(x, starts, limits, strides);
 }
@@ -245,7 +294,11 @@ Value CoreBuilder::concat(ValueRange xs, int64_t axis) {
 }
 
 Value CoreBuilder::iota(ArrayRef<int64_t> shape, Type elementType, int64_t dim) {
-  return createTyped<IotaOp>(tensorType(shape, elementType), (uint64_t)dim);
+  return iotaOfDims(toSymShape(shape), elementType, dim);
+}
+
+Value CoreBuilder::iotaOfDims(ArrayRef<SymExpr> dims, Type elementType, int64_t dim) {
+  return createTyped<IotaOp>(tensorTypeWithDims(dims, elementType), (uint64_t)dim);
 }
 
 // ---- Reductions and products ----
@@ -256,32 +309,33 @@ Value CoreBuilder::reduce(ReduceKind kind, Value x, ArrayRef<int64_t> dims, bool
   Value r = create<ReduceOp>(kind, x, sorted);
   if (!keepDims)
     return r;
-  SmallVector<int64_t> shape(shapeOf(x));
+  SymShape shape = dimsOf(x);
   for (int64_t d : sorted)
     shape[d] = 1;
-  return reshape(r, shape);
+  return reshapeToDims(r, shape);
 }
 
 Value CoreBuilder::matmul(Value a, Value bv) {
   bool aVector = rankOf(a) == 1, bVector = rankOf(bv) == 1;
   if (aVector)
-    a = reshape(a, {1, shapeOf(a)[0]});
+    a = reshapeToDims(a, SymShape{1, dimsOf(a)[0]});
   if (bVector)
-    bv = reshape(bv, {shapeOf(bv)[0], 1});
-  ArrayRef<int64_t> sa = shapeOf(a), sb = shapeOf(bv);
-  auto batch = broadcastShapes(sa.drop_back(2), sb.drop_back(2));
+    bv = reshapeToDims(bv, SymShape{dimsOf(bv)[0], 1});
+  SymShape sa = dimsOf(a), sb = dimsOf(bv);
+  auto batch = broadcastDims(ArrayRef<SymExpr>(sa).drop_back(2),
+                             ArrayRef<SymExpr>(sb).drop_back(2));
   if (failed(batch))
     throw Error("matmul batch dims cannot be broadcast together");
-  SmallVector<int64_t> fa(*batch), fb(*batch);
-  fa.append({sa[sa.size() - 2], sa.back()});
-  fb.append({sb[sb.size() - 2], sb.back()});
-  Value r = create<MatmulOp>(broadcastTo(a, fa), broadcastTo(bv, fb));
-  SmallVector<int64_t> shape(*batch);
+  SymShape fa(*batch), fb(*batch);
+  fa.insert(fa.end(), {sa[sa.size() - 2], sa.back()});
+  fb.insert(fb.end(), {sb[sb.size() - 2], sb.back()});
+  Value r = create<MatmulOp>(broadcastToDims(a, fa), broadcastToDims(bv, fb));
+  SymShape shape(*batch);
   if (!aVector)
     shape.push_back(sa[sa.size() - 2]);
   if (!bVector)
     shape.push_back(sb.back());
-  return reshape(r, shape);
+  return reshapeToDims(r, shape);
 }
 
 std::pair<Value, Value> CoreBuilder::topk(Value x, int64_t dim, int64_t k, bool largest) {

@@ -303,6 +303,22 @@ LogicalResult TccDialect::verifyOperationAttribute(Operation *op, NamedAttribute
       return op->emitError() << "'" << attr.getName().getValue() << "' is a non-negative integer";
     return success();
   }
+  if (attr.getName() == kSymbolsAttrName) {
+    auto dict = dyn_cast<DictionaryAttr>(attr.getValue());
+    if (!isa<ModuleOp>(op) || !dict)
+      return op->emitError() << "'" << kSymbolsAttrName << "' must be a dictionary on a module";
+    for (NamedAttribute entry : dict) {
+      auto range = dyn_cast<DenseI64ArrayAttr>(entry.getValue());
+      if (!SymExpr::parse(entry.getName().getValue()) ||
+          SymExpr::parse(entry.getName().getValue())->symbolName() != entry.getName().str())
+        return op->emitError() << "size symbol '" << entry.getName().getValue()
+                               << "' is not an identifier";
+      if (!range || range.size() != 2 || range[0] < 0 || range[0] > range[1])
+        return op->emitError() << "size symbol '" << entry.getName().getValue()
+                               << "' needs a range array<i64: MIN, MAX> with 0 <= MIN <= MAX";
+    }
+    return success();
+  }
   return op->emitError() << "unknown tcc attribute '" << attr.getName().getValue() << "'";
 }
 

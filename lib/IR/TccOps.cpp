@@ -59,6 +59,21 @@ bool isUnsignedTensor(Type t) { return getElementTypeOrSelf(t).isUnsignedInteger
 
 DenseElementsAttr constantOf(Attribute a) { return dyn_cast_if_present<DenseElementsAttr>(a); }
 
+/// `type` with its dims replaced (element type kept).
+RankedTensorType withDims(RankedTensorType type, ArrayRef<SymExpr> dims) {
+  return tensorTypeWithDims(dims, type.getElementType());
+}
+
+/// Symbolic dims reach only ops whose shape functions are written over SymExpr; the others
+/// (their sizes are attributes, or they have no symbolic kernels yet) refuse them.
+LogicalResult requireStaticShapes(std::optional<Location> loc, StringRef op, ValueRange values) {
+  for (Value v : values)
+    if (hasSymbolicDims(v.getType()))
+      return emitOptionalError(loc, op, " does not take symbolic dims yet, got ", v.getType(),
+                               ": fix the model's sizes (tcc compile --input-shape)");
+  return success();
+}
+
 } // namespace
 
 //===--- constant -----------------------------------------------------------===//
@@ -73,6 +88,30 @@ LogicalResult ConstantOp::inferReturnTypes(MLIRContext *, std::optional<Location
 }
 
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+//===--- sym_ints -----------------------------------------------------------===//
+
+LogicalResult SymIntsOp::verify() {
+  auto t = getType();
+  if (!t.hasStaticShape() || t.getRank() > 1)
+    return emitOpError("result must be a static 0-d or 1-d tensor, got ") << t;
+  if ((int64_t)getValues().size() != t.getNumElements())
+    return emitOpError("has ") << getValues().size() << " values for " << t.getNumElements()
+                               << " elements";
+  for (Attribute a : getValues()) {
+    std::string error;
+    if (!SymExpr::parse(cast<StringAttr>(a).getValue(), &error))
+      return emitOpError("value '") << cast<StringAttr>(a).getValue() << "': " << error;
+  }
+  return success();
+}
+
+std::vector<SymExpr> SymIntsOp::getExprs() {
+  std::vector<SymExpr> out;
+  for (Attribute a : getValues())
+    out.push_back(*SymExpr::parse(cast<StringAttr>(a).getValue()));
+  return out;
+}
 
 //===--- unary / binary / compare / select / cast -------------------------------===//
 
@@ -157,8 +196,7 @@ OpFoldResult BinaryOp::fold(FoldAdaptor adaptor) {
 
 LogicalResult CompareOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location>,
                                           Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  auto t = tensorTypeOf(adaptor.getLhs());
-  types.push_back(RankedTensorType::get(t.getShape(), IntegerType::get(ctx, 1)));
+  types.push_back(withElementType(tensorTypeOf(adaptor.getLhs()), IntegerType::get(ctx, 1)));
   return success();
 }
 
@@ -168,20 +206,20 @@ LogicalResult SelectOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
        b = tensorTypeOf(adaptor.getOnFalse());
   if (a != b)
     return emitOptionalError(loc, "select branches differ in type: ", a, " vs ", b);
-  if (c.getShape() != a.getShape())
+  if (symbolicShape(c) != symbolicShape(a))
     return emitOptionalError(loc, "select condition shape ", c, " differs from ", a);
   types.push_back(a);
   return success();
 }
 
 LogicalResult CastOp::verify() {
-  if (tensorTypeOf(getX()).getShape() != getType().getShape())
+  if (symbolicShape(getX()) != symbolicShape(getType()))
     return emitOpError("changes the shape from ") << getX().getType() << " to " << getType();
   return success();
 }
 
 LogicalResult BitcastOp::verify() {
-  if (tensorTypeOf(getX()).getShape() != getType().getShape())
+  if (symbolicShape(getX()) != symbolicShape(getType()))
     return emitOpError("changes the shape from ") << getX().getType() << " to " << getType();
   auto storageBits = [](Type t) {
     unsigned w = t.getIntOrFloatBitWidth();
@@ -206,9 +244,9 @@ LogicalResult ReshapeOp::verify() {
   auto in = tensorTypeOf(getX());
   if (in.getElementType() != getType().getElementType())
     return emitOpError("changes the element type");
-  if (in.getNumElements() != getType().getNumElements())
-    return emitOpError("changes the element count from ")
-           << in.getNumElements() << " to " << getType().getNumElements();
+  SymExpr from = productOf(symbolicShape(in)), to = productOf(symbolicShape(getType()));
+  if (from != to)
+    return emitOpError("changes the element count from ") << from.str() << " to " << to.str();
   return success();
 }
 
@@ -232,10 +270,10 @@ LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
   if (failed(checkSize(loc, perm, t.getRank(), "perm")) ||
       failed(checkDims(loc, perm, t.getRank(), "perm entry")))
     return failure();
-  SmallVector<int64_t> shape;
+  SymShape dims = symbolicShape(t), shape;
   for (int64_t p : perm)
-    shape.push_back(t.getDimSize(p));
-  types.push_back(RankedTensorType::get(shape, t.getElementType()));
+    shape.push_back(dims[p]);
+  types.push_back(withDims(t, shape));
   return success();
 }
 
@@ -251,6 +289,7 @@ LogicalResult BroadcastInDimOp::verify() {
   if (in.getElementType() != out.getElementType())
     return emitOpError("changes the element type");
   ArrayRef<int64_t> dims = getDims();
+  SymShape inDims = symbolicShape(in), outDims = symbolicShape(out);
   if ((int64_t)dims.size() != in.getRank())
     return emitOpError("dims has ") << dims.size() << " entries, expected " << in.getRank();
   for (size_t i = 0; i < dims.size(); ++i) {
@@ -258,10 +297,10 @@ LogicalResult BroadcastInDimOp::verify() {
       return emitOpError("dims entry ") << dims[i] << " is out of range for rank " << out.getRank();
     if (i > 0 && dims[i] <= dims[i - 1])
       return emitOpError("dims must be strictly increasing");
-    int64_t inSize = in.getDimSize(i), outSize = out.getDimSize(dims[i]);
+    const SymExpr &inSize = inDims[i], &outSize = outDims[dims[i]];
     if (inSize != 1 && inSize != outSize)
-      return emitOpError("operand dim ") << i << " of size " << inSize
-                                         << " cannot broadcast to size " << outSize;
+      return emitOpError("operand dim ") << i << " of size " << inSize.str()
+                                         << " cannot broadcast to size " << outSize.str();
   }
   return success();
 }
@@ -282,18 +321,26 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
       failed(checkSize(loc, adaptor.getLimit(), rank, "limit")) ||
       failed(checkSize(loc, adaptor.getStride(), rank, "stride")))
     return failure();
-  SmallVector<int64_t> shape;
+  SymShape dims = symbolicShape(t), shape;
   for (int64_t d = 0; d < rank; ++d) {
     int64_t start = adaptor.getStart()[d], limit = adaptor.getLimit()[d],
             stride = adaptor.getStride()[d];
     if (stride < 1)
       return emitOptionalError(loc, "stride must be >= 1, got ", stride, " in dim ", d);
+    if (!dims[d].isConstant()) {
+      // A symbolic dim is taken whole: its limit attribute is -1 (its size is not a number).
+      if (start != 0 || limit != -1 || stride != 1)
+        return emitOptionalError(loc, "symbolic dim ", d, " (", dims[d].str(),
+                                 ") must be sliced whole (start 0, limit -1, stride 1)");
+      shape.push_back(dims[d]);
+      continue;
+    }
     if (start < 0 || limit > t.getDimSize(d) || start > limit)
       return emitOptionalError(loc, "slice [", start, ", ", limit, ") is out of range for dim ", d,
                                " of size ", t.getDimSize(d));
     shape.push_back((limit - start + stride - 1) / stride);
   }
-  types.push_back(RankedTensorType::get(shape, t.getElementType()));
+  types.push_back(withDims(t, shape));
   return success();
 }
 
@@ -315,19 +362,20 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   int64_t axis = adaptor.getAxis();
   if (axis < 0 || axis >= first.getRank())
     return emitOptionalError(loc, "axis ", axis, " is out of range for rank ", first.getRank());
-  SmallVector<int64_t> shape(first.getShape());
+  SymShape firstDims = symbolicShape(first), shape = firstDims;
   shape[axis] = 0;
   for (Value v : adaptor.getInputs()) {
     auto t = tensorTypeOf(v);
     if (t.getElementType() != first.getElementType() || t.getRank() != first.getRank())
       return emitOptionalError(loc, "concat inputs differ in element type or rank: ", first,
                                " vs ", t);
+    SymShape dims = symbolicShape(t);
     for (int64_t d = 0; d < t.getRank(); ++d)
-      if (d != axis && t.getDimSize(d) != first.getDimSize(d))
+      if (d != axis && dims[d] != firstDims[d])
         return emitOptionalError(loc, "concat inputs differ in dim ", d, ": ", first, " vs ", t);
-    shape[axis] += t.getDimSize(axis);
+    shape[axis] += dims[axis];
   }
-  types.push_back(RankedTensorType::get(shape, first.getElementType()));
+  types.push_back(withDims(first, shape));
   return success();
 }
 
@@ -346,11 +394,18 @@ LogicalResult PadOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc
   if (failed(checkSize(loc, adaptor.getLow(), t.getRank(), "low")) ||
       failed(checkSize(loc, adaptor.getHigh(), t.getRank(), "high")))
     return failure();
-  SmallVector<int64_t> shape;
+  SymShape dims = symbolicShape(t), shape;
   for (int64_t d = 0; d < t.getRank(); ++d) {
     int64_t lo = adaptor.getLow()[d], hi = adaptor.getHigh()[d], size = t.getDimSize(d);
     if (lo < 0 || hi < 0)
       return emitOptionalError(loc, "padding must be >= 0, got ", lo, " and ", hi, " in dim ", d);
+    if (!dims[d].isConstant()) {
+      if (adaptor.getMode() != PadMode::Constant && (lo || hi))
+        return emitOptionalError(loc, "symbolic dim ", d, " (", dims[d].str(),
+                                 ") takes constant padding only, for now");
+      shape.push_back(dims[d] + lo + hi);
+      continue;
+    }
     if (adaptor.getMode() == PadMode::Reflect && (lo >= size || hi >= size) && (lo || hi))
       return emitOptionalError(loc, "reflect padding ", lo, "/", hi, " needs a dim larger than it, dim ",
                                d, " has size ", size);
@@ -359,7 +414,7 @@ LogicalResult PadOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc
       return emitOptionalError(loc, "cannot pad an empty dim ", d, " in edge or wrap mode");
     shape.push_back(size + lo + hi);
   }
-  types.push_back(RankedTensorType::get(shape, t.getElementType()));
+  types.push_back(withDims(t, shape));
   return success();
 }
 
@@ -374,6 +429,8 @@ LogicalResult IotaOp::verify() {
 
 LogicalResult DynamicSliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                                Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  if (failed(requireStaticShapes(loc, "tcc.dynamic_slice", {adaptor.getX()})))
+    return failure();
   auto t = tensorTypeOf(adaptor.getX());
   if ((int64_t)adaptor.getStarts().size() != t.getRank())
     return emitOptionalError(loc, "needs ", t.getRank(), " start indices, got ",
@@ -391,6 +448,9 @@ LogicalResult DynamicSliceOp::inferReturnTypes(MLIRContext *, std::optional<Loca
 LogicalResult DynamicUpdateSliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                                      Adaptor adaptor,
                                                      SmallVectorImpl<Type> &types) {
+  if (failed(requireStaticShapes(loc, "tcc.dynamic_update_slice",
+                                 {adaptor.getX(), adaptor.getUpdate()})))
+    return failure();
   auto t = tensorTypeOf(adaptor.getX());
   auto u = tensorTypeOf(adaptor.getUpdate());
   if ((int64_t)adaptor.getStarts().size() != t.getRank())
@@ -414,15 +474,19 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   int64_t axis = adaptor.getAxis();
   if (axis < 0 || axis >= t.getRank())
     return emitOptionalError(loc, "axis ", axis, " is out of range for rank ", t.getRank());
-  SmallVector<int64_t> shape(t.getShape().take_front(axis));
-  llvm::append_range(shape, idx.getShape());
-  llvm::append_range(shape, t.getShape().drop_front(axis + 1));
-  types.push_back(RankedTensorType::get(shape, t.getElementType()));
+  SymShape dims = symbolicShape(t), indexDims = symbolicShape(idx);
+  SymShape shape(dims.begin(), dims.begin() + axis);
+  shape.insert(shape.end(), indexDims.begin(), indexDims.end());
+  shape.insert(shape.end(), dims.begin() + axis + 1, dims.end());
+  types.push_back(withDims(t, shape));
   return success();
 }
 
 LogicalResult GatherElementsOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  if (failed(requireStaticShapes(loc, "tcc.gather_elements",
+                                 {adaptor.getX(), adaptor.getIndices()})))
+    return failure();
   auto t = tensorTypeOf(adaptor.getX());
   auto idx = tensorTypeOf(adaptor.getIndices());
   int64_t axis = adaptor.getAxis();
@@ -437,6 +501,8 @@ LogicalResult GatherElementsOp::inferReturnTypes(MLIRContext *, std::optional<Lo
 
 LogicalResult GatherNDOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  if (failed(requireStaticShapes(loc, "tcc.gather_nd", {adaptor.getX(), adaptor.getIndices()})))
+    return failure();
   auto t = tensorTypeOf(adaptor.getX());
   auto idx = tensorTypeOf(adaptor.getIndices());
   int64_t b = adaptor.getBatchDims();
@@ -460,6 +526,9 @@ LogicalResult GatherNDOp::inferReturnTypes(MLIRContext *, std::optional<Location
 LogicalResult ScatterElementsOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                                   Adaptor adaptor,
                                                   SmallVectorImpl<Type> &types) {
+  if (failed(requireStaticShapes(loc, "tcc.scatter_elements",
+                                 {adaptor.getX(), adaptor.getIndices(), adaptor.getUpdates()})))
+    return failure();
   auto t = tensorTypeOf(adaptor.getX());
   auto idx = tensorTypeOf(adaptor.getIndices());
   auto upd = tensorTypeOf(adaptor.getUpdates());
@@ -477,6 +546,9 @@ LogicalResult ScatterElementsOp::inferReturnTypes(MLIRContext *, std::optional<L
 
 LogicalResult ScatterNDOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                             Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  if (failed(requireStaticShapes(loc, "tcc.scatter_nd",
+                                 {adaptor.getX(), adaptor.getIndices(), adaptor.getUpdates()})))
+    return failure();
   auto t = tensorTypeOf(adaptor.getX());
   auto idx = tensorTypeOf(adaptor.getIndices());
   auto upd = tensorTypeOf(adaptor.getUpdates());
@@ -498,11 +570,11 @@ LogicalResult ReduceOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   auto t = tensorTypeOf(adaptor.getX());
   if (failed(checkDims(loc, adaptor.getDims(), t.getRank(), "dims entry", /*sorted=*/true)))
     return failure();
-  SmallVector<int64_t> shape;
+  SymShape dims = symbolicShape(t), shape;
   for (int64_t d = 0; d < t.getRank(); ++d)
     if (!llvm::is_contained(adaptor.getDims(), d))
-      shape.push_back(t.getDimSize(d));
-  types.push_back(RankedTensorType::get(shape, t.getElementType()));
+      shape.push_back(dims[d]);
+  types.push_back(withDims(t, shape));
   return success();
 }
 
@@ -514,9 +586,9 @@ LogicalResult ArgReduceOp::inferReturnTypes(MLIRContext *ctx, std::optional<Loca
     return emitOptionalError(loc, "dim ", dim, " is out of range for rank ", t.getRank());
   if (t.getDimSize(dim) == 0)
     return emitOptionalError(loc, "cannot take the arg max/min of an empty dim");
-  SmallVector<int64_t> shape(t.getShape());
+  SymShape shape = symbolicShape(t);
   shape.erase(shape.begin() + dim);
-  types.push_back(RankedTensorType::get(shape, IntegerType::get(ctx, 64)));
+  types.push_back(tensorTypeWithDims(shape, IntegerType::get(ctx, 64)));
   return success();
 }
 
@@ -531,6 +603,8 @@ LogicalResult CumsumOp::verify() {
 
 LogicalResult TopKOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
                                        Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  if (failed(requireStaticShapes(loc, "tcc.topk", {adaptor.getX()})))
+    return failure();
   auto t = tensorTypeOf(adaptor.getX());
   int64_t dim = adaptor.getDim(), k = adaptor.getK();
   if (dim < 0 || dim >= t.getRank())
@@ -554,18 +628,22 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   if (a.getRank() < 2 || a.getRank() != b.getRank())
     return emitOptionalError(loc, "matmul operands need one rank >= 2, got ", a, " and ", b);
   int64_t r = a.getRank();
-  if (a.getShape().drop_back(2) != b.getShape().drop_back(2))
+  SymShape ad = symbolicShape(a), bd = symbolicShape(b);
+  if (!std::equal(ad.begin(), ad.end() - 2, bd.begin()))
     return emitOptionalError(loc, "matmul batch dims differ: ", a, " vs ", b);
-  if (a.getDimSize(r - 1) != b.getDimSize(r - 2))
+  if (ad[r - 1] != bd[r - 2])
     return emitOptionalError(loc, "matmul contraction dims differ: ", a, " vs ", b);
-  SmallVector<int64_t> shape(a.getShape().drop_back());
-  shape.push_back(b.getDimSize(r - 1));
-  types.push_back(RankedTensorType::get(shape, a.getElementType()));
+  SymShape shape(ad.begin(), ad.end() - 1);
+  shape.push_back(bd[r - 1]);
+  types.push_back(withDims(a, shape));
   return success();
 }
 
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                             Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  if (failed(requireStaticShapes(loc, "tcc.attention",
+                                 {adaptor.getQ(), adaptor.getK(), adaptor.getV()})))
+    return failure();
   auto q = tensorTypeOf(adaptor.getQ()), k = tensorTypeOf(adaptor.getK()),
        v = tensorTypeOf(adaptor.getV());
   Type et = q.getElementType();
@@ -616,6 +694,8 @@ static int64_t windowedSize(int64_t size, int64_t lhsDil, int64_t lo, int64_t hi
 
 LogicalResult ConvOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                        Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  if (failed(requireStaticShapes(loc, "tcc.conv", {adaptor.getInput(), adaptor.getWeight()})))
+    return failure();
   auto in = tensorTypeOf(adaptor.getInput()), w = tensorTypeOf(adaptor.getWeight());
   if (in.getRank() < 3 || in.getRank() != w.getRank())
     return emitOptionalError(loc, "conv needs input and weight of one rank >= 3, got ", in,
@@ -654,6 +734,8 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
 
 LogicalResult ReduceWindowOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                                Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  if (failed(requireStaticShapes(loc, "tcc.reduce_window", {adaptor.getX()})))
+    return failure();
   auto t = tensorTypeOf(adaptor.getX());
   int64_t rank = t.getRank();
   for (auto [attr, name] : {std::pair{adaptor.getWindow(), "window"},
@@ -721,7 +803,8 @@ LogicalResult LoopOp::verify() {
     auto t = tensorTypeOf(scan);
     if (t.getRank() < 1)
       return emitOpError("scan results need a leading iteration dim");
-    yieldTypes.push_back(RankedTensorType::get(t.getShape().drop_front(), t.getElementType()));
+    SymShape dims = symbolicShape(t);
+    yieldTypes.push_back(withDims(t, SymShape(dims.begin() + 1, dims.end())));
   }
   return verifyYield(*this, getBody(), yieldTypes, "body");
 }

@@ -142,10 +142,20 @@ template <class E> auto kernelEnum(E e) { return static_cast<uint32_t>(e); }
 
 std::vector<Tensor> one(Tensor t) { return {std::move(t)}; }
 
-std::vector<Tensor> evaluate(Operation *op, const std::vector<Tensor> &in) {
+/// Evaluates one op; `bindings` gives the size symbols' values (the sizes of results with
+/// symbolic dims, tcc.sym_ints).
+std::vector<Tensor> evaluate(Operation *op, const std::vector<Tensor> &in,
+                             const SymbolBindings &bindings) {
   namespace k = kernels;
+  auto shapeOf = [&](Type t) { return concreteShape(t, bindings); };
   return llvm::TypeSwitch<Operation *, std::vector<Tensor>>(op)
       .Case([&](ConstantOp c) { return one(tensorFromAttr(c.getValue())); })
+      .Case([&](SymIntsOp o) {
+        std::vector<int64_t> values;
+        for (const SymExpr &e : o.getExprs())
+          values.push_back(evaluateSym(e, bindings));
+        return one(Tensor::fromVector<int64_t>(shapeOf(o.getType()), values));
+      })
       .Case([&](UnaryOp o) {
         return one(k::unary(static_cast<k::UnaryKind>(kernelEnum(o.getKind())), in[0]));
       })
@@ -168,7 +178,11 @@ std::vector<Tensor> evaluate(Operation *op, const std::vector<Tensor> &in) {
         return one(k::broadcastInDim(in[0], shapeOf(o.getType()), vec(o.getDims())));
       })
       .Case([&](SliceOp o) {
-        return one(k::slice(in[0], vec(o.getStart()), vec(o.getLimit()), vec(o.getStride())));
+        std::vector<int64_t> limits = vec(o.getLimit());
+        for (size_t d = 0; d < limits.size(); ++d)
+          if (limits[d] == -1) // a symbolic dim, taken whole
+            limits[d] = in[0].dim(d);
+        return one(k::slice(in[0], vec(o.getStart()), limits, vec(o.getStride())));
       })
       .Case([&](ReverseOp o) { return one(k::reverse(in[0], vec(o.getDims()))); })
       .Case([&](ConcatOp o) { return one(k::concat(in, o.getAxis())); })
@@ -254,8 +268,9 @@ std::vector<Tensor> evaluate(Operation *op, const std::vector<Tensor> &in) {
 /// operands of its terminator.
 class BlockEvaluator {
 public:
-  explicit BlockEvaluator(CollectiveTransport *transport, const BlockEvaluator *parent = nullptr)
-      : transport(transport), parent(parent) {}
+  BlockEvaluator(CollectiveTransport *transport, const SymbolBindings &bindings,
+                 const BlockEvaluator *parent = nullptr)
+      : transport(transport), bindings(bindings), parent(parent) {}
 
   std::vector<Tensor> run(Block &block, const std::vector<Tensor> &args) {
     for (auto [arg, value] : llvm::zip(block.getArguments(), args))
@@ -292,13 +307,13 @@ private:
     try {
       if (auto ifOp = dyn_cast<IfOp>(op)) {
         Region &r = in[0].data<bool>()[0] ? ifOp.getThenRegion() : ifOp.getElseRegion();
-        return BlockEvaluator(transport, this).run(r.front(), {});
+        return BlockEvaluator(transport, bindings, this).run(r.front(), {});
       }
       if (auto loop = dyn_cast<LoopOp>(op))
         return runLoop(loop, in);
       if (needsTransport(op))
         return evaluateCollective(op, in, transport);
-      return evaluate(op, in);
+      return evaluate(op, in, bindings);
     } catch (const Error &e) {
       if (llvm::StringRef(e.what()).starts_with("in '"))
         throw; // already located (an op inside a region)
@@ -317,7 +332,7 @@ private:
     for (int64_t i = 0; i < maxTrip && cond; ++i) {
       std::vector<Tensor> args{Tensor::scalar<int64_t>(i), Tensor::scalar<bool>(cond)};
       args.insert(args.end(), carried.begin(), carried.end());
-      std::vector<Tensor> out = BlockEvaluator(transport, this).run(body, args);
+      std::vector<Tensor> out = BlockEvaluator(transport, bindings, this).run(body, args);
       cond = out[0].data<bool>()[0];
       std::copy(out.begin() + 1, out.begin() + 1 + numCarried, carried.begin());
       for (size_t s = 0; s < numScans; ++s)
@@ -326,23 +341,25 @@ private:
     std::vector<Tensor> results = carried;
     for (size_t s = 0; s < numScans; ++s) {
       auto type = cast<RankedTensorType>(loop.getResult(numCarried + s).getType());
-      if ((int64_t)scans[s].size() != type.getDimSize(0))
+      Shape scanShape = concreteShape(type, bindings);
+      if ((int64_t)scans[s].size() != scanShape[0])
         throw Error("the loop ran " + std::to_string(scans[s].size()) +
                     " iterations but its scan output was sized for " +
-                    std::to_string(type.getDimSize(0)));
+                    std::to_string(scanShape[0]));
       std::vector<Tensor> rows;
       for (const Tensor &t : scans[s]) {
         Shape withLead{1};
         withLead.insert(withLead.end(), t.shape().begin(), t.shape().end());
         rows.push_back(t.reshaped(withLead));
       }
-      results.push_back(rows.empty() ? Tensor(dtypeFromType(type.getElementType()), shapeOf(type))
+      results.push_back(rows.empty() ? Tensor(dtypeFromType(type.getElementType()), scanShape)
                                      : kernels::concat(rows, 0));
     }
     return results;
   }
 
   CollectiveTransport *transport;
+  const SymbolBindings &bindings;
   const BlockEvaluator *parent;
   llvm::DenseMap<Value, Tensor> env;
 };
@@ -357,7 +374,7 @@ std::string describeOp(Operation *op) {
 }
 
 std::vector<Tensor> evaluateOp(Operation *op, const std::vector<Tensor> &operands) {
-  return evaluate(op, operands);
+  return evaluate(op, operands, {});
 }
 
 std::vector<Tensor> runFunction(func::FuncOp func, const std::vector<Tensor> &args,
@@ -366,14 +383,24 @@ std::vector<Tensor> runFunction(func::FuncOp func, const std::vector<Tensor> &ar
   if (args.size() != argTypes.size())
     throw Error("function '" + func.getSymName().str() + "' takes " +
                 std::to_string(argTypes.size()) + " inputs, got " + std::to_string(args.size()));
+  // Symbolic dims: bound to the inputs' sizes, checked against the module's symbol ranges.
+  SymbolBindings bindings;
+  if (llvm::any_of(argTypes, hasSymbolicDims)) {
+    std::vector<Shape> shapes;
+    for (const Tensor &t : args)
+      shapes.push_back(t.shape());
+    auto module = func->getParentOfType<ModuleOp>();
+    bindings = bindSymbols(argTypes, shapes, module ? symbolRanges(module) : SymbolRanges{});
+  }
   for (size_t i = 0; i < args.size(); ++i) {
     auto type = cast<RankedTensorType>(argTypes[i]);
-    if (args[i].shape() != shapeOf(type) || args[i].dtype() != dtypeFromType(type.getElementType()))
+    Shape expected = concreteShape(type, bindings);
+    if (args[i].shape() != expected || args[i].dtype() != dtypeFromType(type.getElementType()))
       throw Error("input " + std::to_string(i) + " is " + args[i].typeString() + ", expected " +
-                  shapeToString(shapeOf(type)) + "x" +
+                  shapeToString(expected) + "x" +
                   dtypeName(dtypeFromType(type.getElementType())));
   }
-  return BlockEvaluator(transport).run(func.getBody().front(), args);
+  return BlockEvaluator(transport, bindings).run(func.getBody().front(), args);
 }
 
 } // namespace tcc

@@ -24,6 +24,10 @@ bool foldConstantOp(Operation *op, int64_t maxElements,
   if (!isa_and_present<TccDialect>(op->getDialect()) || isa<ConstantOp>(op) || op->getNumRegions() ||
       op->getNumResults() == 0)
     return false;
+  // Values with symbolic dims have no size until a run binds the symbols.
+  for (Type t : op->getResultTypes())
+    if (hasSymbolicDims(t))
+      return false;
   std::vector<Tensor> operands;
   for (Value v : op->getOperands()) {
     auto c = v.getDefiningOp<ConstantOp>();

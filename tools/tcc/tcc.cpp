@@ -342,7 +342,9 @@ void writeOutputs(const std::vector<Tensor> &outputs, const std::vector<std::str
 }
 
 int runImport(const ModelArgs &args, const std::string &out, int64_t elide) {
-  LoadedModel model = loadModel(args.model, loadOptions(args));
+  LoadOptions options = loadOptions(args);
+  options.keepSymbolicDims = true; // dims left dynamic print as size symbols
+  LoadedModel model = loadModel(args.model, options);
   mlir::OpPrintingFlags flags;
   if (elide > 0)
     flags.elideLargeElementsAttrs(elide);

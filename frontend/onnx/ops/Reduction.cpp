@@ -48,36 +48,43 @@ Shape64 normalizeAxes(NodeContext &n, ArrayRef<int64_t> axes, int64_t rank) {
 }
 
 /// The product of x's sizes over dims.
-int64_t countOver(Value x, ArrayRef<int64_t> dims) {
-  int64_t count = 1;
+SymExpr countOver(Value x, ArrayRef<int64_t> dims) {
+  SymShape sizes = CoreBuilder::dimsOf(x);
+  SymExpr count = 1;
   for (int64_t d : dims)
-    count *= CoreBuilder::shapeOf(x)[d];
+    count = count * sizes[d];
   return count;
 }
 
 /// The shape of x with `dims` set to 1 (a keepdims reduction's shape).
-Shape64 keptShape(Value x, ArrayRef<int64_t> dims) {
-  Shape64 shape(CoreBuilder::shapeOf(x));
+SymShape keptShape(Value x, ArrayRef<int64_t> dims) {
+  SymShape shape = CoreBuilder::dimsOf(x);
   for (int64_t d : dims)
     shape[d] = 1;
   return shape;
 }
 
 /// The shape of x without `dims`.
-Shape64 droppedShape(Value x, ArrayRef<int64_t> dims) {
-  Shape64 shape;
-  for (int64_t d = 0; d < CoreBuilder::rankOf(x); ++d)
+SymShape droppedShape(Value x, ArrayRef<int64_t> dims) {
+  SymShape all = CoreBuilder::dimsOf(x), shape;
+  for (int64_t d = 0; d < (int64_t)all.size(); ++d)
     if (!llvm::is_contained(dims, d))
-      shape.push_back(CoreBuilder::shapeOf(x)[d]);
+      shape.push_back(all[d]);
   return shape;
 }
 
 } // namespace
 
 // (NodeContext.h)
+Value scalarCount(CoreBuilder &b, Value like, const SymExpr &count) {
+  if (std::optional<int64_t> c = count.constant())
+    return b.scalarLike(like, (double)*c);
+  return b.cast(b.symInts({count}, {}), CoreBuilder::elementTypeOf(like));
+}
+
 Value meanKeep(CoreBuilder &b, Value x, ArrayRef<int64_t> dims) {
   Value sum = b.reduce(ReduceKind::Sum, x, dims, /*keepDims=*/true);
-  return b.div(sum, b.scalarLike(x, (double)countOver(x, dims)));
+  return b.div(sum, scalarCount(b, x, countOver(x, dims)));
 }
 
 namespace {
@@ -150,10 +157,10 @@ void lowerReduce(NodeContext &n, Reduction kind) {
     r = b.reduce(ReduceKind::Sum, x, dims, keep);
     break;
   case Reduction::Mean: {
-    int64_t count = countOver(x, dims);
+    SymExpr count = countOver(x, dims);
     if (count == 0 && !isFloat(x))
       n.fail("the mean of an empty set of integers is undefined");
-    r = b.div(b.reduce(ReduceKind::Sum, x, dims, keep), b.scalarLike(x, (double)count));
+    r = b.div(b.reduce(ReduceKind::Sum, x, dims, keep), scalarCount(b, x, count));
     break;
   }
   case Reduction::Max:
@@ -183,7 +190,7 @@ void lowerReduce(NodeContext &n, Reduction kind) {
     Value sum = b.reduce(ReduceKind::Sum, b.unary(UnaryKind::Exp, b.sub(x, m)), dims, true);
     r = b.add(b.unary(UnaryKind::Log, sum), m);
     if (!keep)
-      r = b.reshape(r, droppedShape(x, dims));
+      r = b.reshapeToDims(r, droppedShape(x, dims));
     break;
   }
   }
@@ -199,12 +206,12 @@ void lowerArgReduce(NodeContext &n, bool isMax) {
   if (rank == 0)
     n.fail("the input must have rank >= 1");
   int64_t axis = n.normalizeAxis(n.attrInt("axis", 0), rank);
-  if (CoreBuilder::shapeOf(x)[axis] == 0)
+  if (CoreBuilder::dimsOf(x)[axis] == 0)
     n.fail("cannot take the arg" + std::string(isMax ? "max" : "min") + " of an empty axis");
   bool last = n.attrInt("select_last_index", 0) != 0;
   Value r = b.create<ArgReduceOp>(isMax, x, (uint64_t)axis, last);
   if (n.attrInt("keepdims", 1))
-    r = b.reshape(r, keptShape(x, {axis}));
+    r = b.reshapeToDims(r, keptShape(x, {axis}));
   n.setOutput(0, r);
 }
 
@@ -377,27 +384,29 @@ enum class SoftmaxKind { Softmax, LogSoftmax, Hardmax };
 void lowerSoftmax(NodeContext &n, SoftmaxKind kind) {
   CoreBuilder &b = n.b();
   Value x = n.input(0);
-  Shape64 shape(CoreBuilder::shapeOf(x));
+  SymShape shape = n.inputDims(0);
   int64_t rank = shape.size();
   bool legacy = n.opset() < 13;
   if (rank == 0)
     n.fail("the input must have rank >= 1");
   int64_t axis = n.normalizeAxis(n.attrInt("axis", legacy ? 1 : -1), rank);
   if (legacy) {
-    ArrayRef<int64_t> s(shape);
-    x = b.reshape(x, {dimsProduct(s.take_front(axis)), dimsProduct(s.drop_front(axis))});
+    if (auto s = staticDims(shape))
+      (void)dimsProduct(*s); // overflow-checked
+    x = b.reshapeToDims(x, SymShape{productOf(SymShape(shape.begin(), shape.begin() + axis)),
+                                    productOf(SymShape(shape.begin() + axis, shape.end()))});
     axis = 1;
   }
   if (!isFloat(x))
     n.fail("the input must be a floating-point tensor");
   Value y;
   if (kind == SoftmaxKind::Hardmax) {
-    if (CoreBuilder::shapeOf(x)[axis] == 0) {
+    if (CoreBuilder::dimsOf(x)[axis] == 0) {
       y = x;
     } else {
       Value arg = b.create<ArgReduceOp>(true, x, (uint64_t)axis, false);
-      arg = b.reshape(arg, keptShape(x, {axis}));
-      Value iota = b.iota(CoreBuilder::shapeOf(x), b.builder().getI64Type(), axis);
+      arg = b.reshapeToDims(arg, keptShape(x, {axis}));
+      Value iota = b.iotaOfDims(CoreBuilder::dimsOf(x), b.builder().getI64Type(), axis);
       y = b.cast(b.compare(CompareKind::Eq, iota, arg), CoreBuilder::elementTypeOf(x));
     }
   } else {
@@ -407,7 +416,7 @@ void lowerSoftmax(NodeContext &n, SoftmaxKind kind) {
     y = kind == SoftmaxKind::Softmax ? b.div(e, sum)
                                      : b.sub(shifted, b.unary(UnaryKind::Log, sum));
   }
-  n.setOutput(0, b.reshape(y, shape));
+  n.setOutput(0, b.reshapeToDims(y, shape));
 }
 
 // ---- Matrix products ----

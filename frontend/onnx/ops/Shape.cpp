@@ -48,15 +48,17 @@ Value asIndex(NodeContext &n, Value idx) {
 
 /// ONNX negative indices count from the end: select(idx < 0, idx + size, idx). `sizes` is
 /// broadcast against idx (a 0-d size, or one size per entry of the last dim for *ND ops).
-Value wrapNegative(NodeContext &n, Value idx, ArrayRef<int64_t> sizes, ArrayRef<int64_t> sizesShape) {
+Value wrapNegative(NodeContext &n, Value idx, ArrayRef<SymExpr> sizes, ArrayRef<int64_t> sizesShape) {
   CoreBuilder &b = n.b();
   idx = asIndex(n, idx);
-  Value size = b.cast(b.constantI64(sizes, sizesShape), CoreBuilder::elementTypeOf(idx));
+  Value size = b.cast(b.symInts(sizes, sizesShape), CoreBuilder::elementTypeOf(idx));
   Value neg = b.compare(CompareKind::Lt, idx, b.scalarLike(idx, 0));
   return b.select(neg, b.add(idx, size), idx);
 }
 
-Value wrapNegative(NodeContext &n, Value idx, int64_t size) { return wrapNegative(n, idx, {size}, {}); }
+Value wrapNegative(NodeContext &n, Value idx, const SymExpr &size) {
+  return wrapNegative(n, idx, ArrayRef<SymExpr>(size), {});
+}
 
 /// The sizes of the leading dims of `data` that the last dim of an *ND index tensor indexes.
 Value wrapNegativeND(NodeContext &n, Value data, Value idx, int64_t batchDims) {
@@ -67,7 +69,7 @@ Value wrapNegativeND(NodeContext &n, Value data, Value idx, int64_t batchDims) {
   if (batchDims < 0 || depth < 1 || batchDims + depth > (int64_t)shape.size())
     n.fail("index depth " + std::to_string(depth) + " does not fit data of rank " +
            std::to_string(shape.size()) + " with " + std::to_string(batchDims) + " batch dims");
-  Shape64 sizes(shape.begin() + batchDims, shape.begin() + batchDims + depth);
+  SymShape sizes(shape.begin() + batchDims, shape.begin() + batchDims + depth);
   return wrapNegative(n, idx, sizes, {depth});
 }
 
@@ -118,85 +120,113 @@ void lowerConstant(NodeContext &n) {
 }
 
 void lowerShape(NodeContext &n) {
-  Shape64 shape = shapeVec(n.input(0));
+  SymShape shape = n.inputDims(0);
   int64_t rank = shape.size();
   // Opset 15: start/end select a clamped sub-range of the dims (negative counts from the end).
   auto clampDim = [&](int64_t d) { return std::clamp(d < 0 ? d + rank : d, (int64_t)0, rank); };
   int64_t start = clampDim(n.attrInt("start", 0)), end = clampDim(n.attrInt("end", rank));
-  Shape64 dims;
-  for (int64_t d = start; d < end; ++d)
-    dims.push_back(shape[d]);
-  n.setOutput(0, n.b().constantI64(dims, {(int64_t)dims.size()}));
+  SymShape dims(shape.begin() + start, shape.begin() + std::max(start, end));
+  n.setOutput(0, n.b().symInts(dims, {(int64_t)dims.size()}));
 }
 
 void lowerSize(NodeContext &n) {
-  n.setOutput(0, n.b().constantI64({dimsProduct(n.inputShape(0))}, {}));
+  SymShape dims = n.inputDims(0);
+  if (auto constant = staticDims(dims)) // overflow-checked
+    n.setOutput(0, n.b().constantI64({dimsProduct(*constant)}, {}));
+  else
+    n.setOutput(0, n.b().symInts({productOf(dims)}, {}));
 }
 
 void lowerConstantOfShape(NodeContext &n) {
-  std::vector<int64_t> dims = n.requireInts(0, "the shape");
-  for (int64_t d : dims)
-    if (d < 0)
-      n.fail("shape " + listStr(dims) + " has a negative dim");
+  SymShape dims = n.requireDims(0, "the shape");
+  for (const SymExpr &d : dims)
+    if (d.constant() && *d.constant() < 0)
+      n.fail("shape " + shapeString(dims) + " has a negative dim");
   Tensor value = n.hasAttr("value") ? n.attrTensor("value") : Tensor::scalar<float>(0.0f);
   if (value.numElements() != 1)
     n.fail("attribute 'value' must have exactly one element");
   // A splat of the value's single element (never materialized, however large the shape).
   DenseElementsAttr element = attrFromTensor(n.context(), value);
-  auto type = n.b().tensorType(dims, element.getType().getElementType());
-  n.setOutput(0, n.b().constant(DenseElementsAttr::get(type, element.getValues<Attribute>()[0])));
+  Type elementType = element.getType().getElementType();
+  if (auto constant = staticDims(dims)) {
+    auto type = n.b().tensorType(*constant, elementType);
+    n.setOutput(0, n.b().constant(DenseElementsAttr::get(type, element.getValues<Attribute>()[0])));
+    return;
+  }
+  // Symbolic dims: a 0-d constant broadcast to them.
+  Value scalar = n.b().constant(
+      DenseElementsAttr::get(n.b().tensorType(ArrayRef<int64_t>{}, elementType),
+                             element.getValues<Attribute>()[0]));
+  n.setOutput(0, n.b().broadcastToDims(scalar, dims));
 }
 
 // ---- Reshapes --------------------------------------------------------------------------------
 
 void lowerReshape(NodeContext &n) {
   Value x = n.input(0);
-  Shape64 in = shapeVec(x);
-  std::vector<int64_t> spec = n.opset() < 5 ? n.attrInts("shape") : n.requireInts(1, "the shape");
+  SymShape in = n.inputDims(0), spec;
+  if (n.opset() < 5) {
+    std::vector<int64_t> attr = n.attrInts("shape");
+    spec.assign(attr.begin(), attr.end());
+  } else {
+    spec = n.requireDims(1, "the shape");
+  }
   bool allowZero = n.attrInt("allowzero", 0) != 0;
   // 0 copies the input dim (unless allowzero), -1 is inferred from the element count.
-  Shape64 out;
+  SymShape out;
   int64_t inferred = -1;
   for (size_t i = 0; i < spec.size(); ++i) {
-    int64_t d = spec[i];
-    if (d == 0 && !allowZero) {
+    SymExpr d = spec[i];
+    std::optional<int64_t> c = d.constant();
+    if (c && *c == 0 && !allowZero) {
       if (i >= in.size())
-        n.fail("shape " + listStr(spec) + " copies dim " + std::to_string(i) +
+        n.fail("shape " + shapeString(spec) + " copies dim " + std::to_string(i) +
                ", which the rank-" + std::to_string(in.size()) + " input lacks");
       d = in[i];
-    } else if (d == -1) {
+    } else if (c && *c == -1) {
       if (inferred >= 0)
-        n.fail("shape " + listStr(spec) + " has more than one -1");
+        n.fail("shape " + shapeString(spec) + " has more than one -1");
       inferred = i;
-    } else if (d < 0) {
-      n.fail("shape " + listStr(spec) + " has an invalid dim " + std::to_string(d));
+    } else if (c && *c < 0) {
+      n.fail("shape " + shapeString(spec) + " has an invalid dim " + std::to_string(*c));
     }
     out.push_back(d);
   }
-  int64_t total = dimsProduct(in);
+  if (auto staticIn = staticDims(in))
+    (void)dimsProduct(*staticIn); // overflow-checked
+  SymExpr total = productOf(in);
   if (inferred >= 0) {
     out[inferred] = 1;
-    int64_t known = dimsProduct(out);
-    if (known == 0 || total % known != 0)
-      n.fail("cannot infer the -1 in shape " + listStr(spec) + " for an input of shape " +
-             listStr(in));
-    out[inferred] = total / known;
+    SymExpr known = productOf(out);
+    std::optional<SymExpr> quotient = known == 0 ? std::nullopt
+                                                 : SymExpr::divideExactly(total, known);
+    if (!quotient)
+      n.fail("cannot infer the -1 in shape " + shapeString(spec) + " for an input of shape " +
+             shapeString(in));
+    out[inferred] = *quotient;
   }
-  if (dimsProduct(out) != total)
-    n.fail("cannot reshape " + listStr(in) + " to " + listStr(spec));
-  n.setOutput(0, n.b().reshape(x, out));
+  if (auto staticOut = staticDims(out))
+    (void)dimsProduct(*staticOut);
+  if (productOf(out) != total)
+    n.fail("cannot reshape " + shapeString(in) + " to " + shapeString(spec));
+  n.setOutput(0, n.b().reshapeToDims(x, out));
 }
 
 void lowerFlatten(NodeContext &n) {
   Value x = n.input(0);
-  Shape64 in = shapeVec(x);
+  SymShape in = n.inputDims(0);
   int64_t rank = in.size(), axis = n.attrInt("axis", 1);
   if (axis < -rank || axis > rank)
     n.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
   if (axis < 0)
     axis += rank;
-  ArrayRef<int64_t> dims(in);
-  n.setOutput(0, n.b().reshape(x, {dimsProduct(dims.take_front(axis)), dimsProduct(dims.drop_front(axis))}));
+  if (auto dims = staticDims(in)) {
+    ArrayRef<int64_t> d(*dims);
+    n.setOutput(0, n.b().reshape(x, {dimsProduct(d.take_front(axis)), dimsProduct(d.drop_front(axis))}));
+    return;
+  }
+  n.setOutput(0, n.b().reshapeToDims(x, SymShape{productOf(SymShape(in.begin(), in.begin() + axis)),
+                                           productOf(SymShape(in.begin() + axis, in.end()))}));
 }
 
 /// The axes of (Un)Squeeze: an attribute before opset 13, an optional input from 13.
@@ -208,40 +238,41 @@ std::optional<std::vector<int64_t>> squeezeAxes(NodeContext &n) {
 
 void lowerSqueeze(NodeContext &n) {
   Value x = n.input(0);
-  Shape64 in = shapeVec(x);
+  SymShape in = n.inputDims(0);
   auto axes = squeezeAxes(n);
   Shape64 drop;
   if (axes) {
     drop = n.normalizeAxes(*axes, in.size());
     for (int64_t d : drop)
       if (in[d] != 1)
-        n.fail("cannot squeeze dim " + std::to_string(d) + " of size " + std::to_string(in[d]));
+        n.fail("cannot squeeze dim " + std::to_string(d) + " of size " + in[d].str());
   } else {
+    // A symbolic dim is kept (it is 1 only for some sizes).
     for (int64_t d = 0; d < (int64_t)in.size(); ++d)
       if (in[d] == 1)
         drop.push_back(d);
   }
-  Shape64 out;
+  SymShape out;
   for (int64_t d = 0; d < (int64_t)in.size(); ++d)
     if (!llvm::is_contained(drop, d))
       out.push_back(in[d]);
-  n.setOutput(0, n.b().reshape(x, out));
+  n.setOutput(0, n.b().reshapeToDims(x, out));
 }
 
 void lowerUnsqueeze(NodeContext &n) {
   Value x = n.input(0);
-  Shape64 in = shapeVec(x);
+  SymShape in = n.inputDims(0);
   auto axes = squeezeAxes(n);
   if (!axes)
     n.fail("axes are required");
   // Axes refer to the output's dims.
   int64_t outRank = in.size() + axes->size();
   Shape64 add = n.normalizeAxes(*axes, outRank);
-  Shape64 out;
+  SymShape out;
   size_t next = 0;
   for (int64_t d = 0; d < outRank; ++d)
-    out.push_back(llvm::is_contained(add, d) ? 1 : in[next++]);
-  n.setOutput(0, n.b().reshape(x, out));
+    out.push_back(llvm::is_contained(add, d) ? SymExpr(1) : in[next++]);
+  n.setOutput(0, n.b().reshapeToDims(x, out));
 }
 
 void lowerTranspose(NodeContext &n) {
@@ -549,11 +580,11 @@ void lowerTile(NodeContext &n) {
 
 void lowerExpand(NodeContext &n) {
   Value x = n.input(0);
-  std::vector<int64_t> shape = n.requireInts(1, "the shape");
-  auto out = CoreBuilder::broadcastShapes(CoreBuilder::shapeOf(x), shape);
+  SymShape shape = n.requireDims(1, "the shape");
+  auto out = CoreBuilder::broadcastDims(n.inputDims(0), shape);
   if (failed(out))
-    n.fail("cannot broadcast " + listStr(CoreBuilder::shapeOf(x)) + " to " + listStr(shape));
-  n.setOutput(0, n.b().broadcastTo(x, *out));
+    n.fail("cannot broadcast " + shapeString(n.inputDims(0)) + " to " + shapeString(shape));
+  n.setOutput(0, n.b().broadcastToDims(x, *out));
 }
 
 // ---- Gather and scatter ----------------------------------------------------------------------
@@ -561,7 +592,7 @@ void lowerExpand(NodeContext &n) {
 void lowerGather(NodeContext &n) {
   Value x = n.input(0);
   int64_t axis = n.normalizeAxis(n.attrInt("axis", 0), CoreBuilder::rankOf(x));
-  Value idx = wrapNegative(n, n.input(1), CoreBuilder::shapeOf(x)[axis]);
+  Value idx = wrapNegative(n, n.input(1), n.inputDims(0)[axis]);
   n.setOutput(0, n.b().create<GatherOp>(x, idx, axis));
 }
 

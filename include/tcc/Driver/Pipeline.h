@@ -63,6 +63,10 @@ struct LoadOptions {
   /// Whether the import may specialise on the values of inputs drawn at random (fine when the
   /// same values are then run; not for an artifact that must accept any value).
   bool specializeOnRandomInputs = true;
+  /// Inputs with dynamic dims that no given input or `inputShapes` fixes keep them as size
+  /// symbols (tcc/IR/SymbolicShape.h) instead of failing; no input is drawn for them (their
+  /// entry in PreparedModel::inputs is an empty tensor).
+  bool keepSymbolicDims = false;
 };
 
 /// An ONNX model prepared for concrete inputs, not yet imported.

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "tcc/IR/SymbolicShape.h"
 #include "tcc/IR/TccDialect.h"
 
 #include "mlir/IR/Builders.h"
@@ -23,7 +24,11 @@ public:
 
   // ---- Types ----
   static mlir::RankedTensorType typeOf(mlir::Value v);
-  static llvm::ArrayRef<int64_t> shapeOf(mlir::Value v) { return typeOf(v).getShape(); }
+  /// The static dims; throws tcc::Error for a value with symbolic dims (code that handles them
+  /// reads dimsOf instead).
+  static llvm::ArrayRef<int64_t> shapeOf(mlir::Value v);
+  /// The dims, symbolic ones included (tcc/IR/SymbolicShape.h).
+  static SymShape dimsOf(mlir::Value v) { return symbolicShape(v.getType()); }
   static mlir::Type elementTypeOf(mlir::Value v) { return typeOf(v).getElementType(); }
   static int64_t rankOf(mlir::Value v) { return typeOf(v).getRank(); }
   /// The bytes of a statically shaped tensor value (0 for anything else); elements narrower
@@ -44,6 +49,9 @@ public:
   /// A constant with `like`'s type, every element `value`.
   mlir::Value splatLike(mlir::Value like, double value);
   mlir::Value constantI64(llvm::ArrayRef<int64_t> values, llvm::ArrayRef<int64_t> shape);
+  /// An i64 tensor of `values` (rank <= 1): a tcc.constant when all are constant, else a
+  /// tcc.sym_ints.
+  mlir::Value symInts(llvm::ArrayRef<SymExpr> values, llvm::ArrayRef<int64_t> shape);
   mlir::Value constant(mlir::DenseElementsAttr value);
 
   // ---- Elementwise, with numpy broadcasting of the operands ----
@@ -71,15 +79,21 @@ public:
   /// The numpy broadcast of two shapes; fails if they are incompatible.
   static mlir::FailureOr<llvm::SmallVector<int64_t>> broadcastShapes(llvm::ArrayRef<int64_t> a,
                                                                      llvm::ArrayRef<int64_t> b);
+  /// The same over symbolic dims: a symbolic dim broadcasts against 1 and itself only.
+  static mlir::FailureOr<SymShape> broadcastDims(llvm::ArrayRef<SymExpr> a,
+                                                 llvm::ArrayRef<SymExpr> b);
   /// Numpy (right-aligned) broadcast of x to `shape` (no-op when equal).
   mlir::Value broadcastTo(mlir::Value x, llvm::ArrayRef<int64_t> shape);
+  mlir::Value broadcastToDims(mlir::Value x, llvm::ArrayRef<SymExpr> dims);
   mlir::Value reshape(mlir::Value x, llvm::ArrayRef<int64_t> shape);
+  mlir::Value reshapeToDims(mlir::Value x, llvm::ArrayRef<SymExpr> dims);
   mlir::Value transpose(mlir::Value x, llvm::ArrayRef<int64_t> perm);
   /// Static slice of one dim: [start, limit) step `stride` (>= 1).
   mlir::Value sliceDim(mlir::Value x, int64_t dim, int64_t start, int64_t limit, int64_t stride = 1);
   mlir::Value concat(mlir::ValueRange xs, int64_t axis);
   /// A tensor of `shape` whose elements are their index along `dim` (tcc.iota).
   mlir::Value iota(llvm::ArrayRef<int64_t> shape, mlir::Type elementType, int64_t dim);
+  mlir::Value iotaOfDims(llvm::ArrayRef<SymExpr> dims, mlir::Type elementType, int64_t dim);
 
   // ---- Reductions and products ----
   /// Reduces over dims (any order, duplicates not allowed); keepDims keeps them as size 1.

@@ -11,10 +11,12 @@ include "mlir/Interfaces/InferTypeOpInterface.td"
 def Tcc_Dialect : Dialect {
   let name = "tcc";
   let cppNamespace = "::tcc";
-  let summary = "The tcc graph dialect: a small core set of tensor ops with static shapes";
+  let summary = "The tcc graph dialect: a small core set of tensor ops with static or symbolic shapes";
   let description = [{
-    Every ONNX operator is decomposed into these ops by the frontend. Shapes are static,
-    element types are the builtin ones (i1 is bool, signless integers are signed, `ui*` are
+    Every ONNX operator is decomposed into these ops by the frontend. Each dim of a shape is
+    static, or `?` with its size given as an expression of the module's size symbols by the
+    type's `#tcc.dims` encoding (tcc/IR/SymbolicShape.h): `tensor<?x?x768xf32,
+    #tcc.dims<["batch", "seq"]>>`. Element types are the builtin ones (i1 is bool, signless integers are signed, `ui*` are
     unsigned). Semantics are defined by the reference kernels in `tcc/Interp/Kernels.h`.
   }];
   let hasConstantMaterializer = 1;
@@ -44,6 +46,9 @@ def Tcc_Dialect : Dialect {
     /// The i64 attribute autodiff sets on the ops of a vector-Jacobian product of an op with a
     /// forward index: that index (they also get its micro-batch).
     static constexpr ::llvm::StringLiteral kBackwardOfAttrName = "tcc.backward_of";
+    /// The module attribute declaring the size symbols that symbolic dims read, each with its
+    /// inclusive range: `tcc.symbols = {batch = array<i64: 1, 64>}` (tcc/IR/SymbolicShape.h).
+    static constexpr ::llvm::StringLiteral kSymbolsAttrName = "tcc.symbols";
   private:
     void registerAttributes(); // lib/IR/TccDistributed.cpp
   public:
@@ -58,9 +63,14 @@ def Tcc_ComputeElementType : AnyTypeOf<[I1, I8, I16, I32, I64, UI8, UI16, UI32, 
 def Tcc_StorageOnlyElementType : AnyTypeOf<[F8E4M3FN, F8E4M3FNUZ, F8E5M2, F8E5M2FNUZ, I<4>, UI<4>,
                                             I<2>, UI<2>]>;
 def Tcc_ElementType : AnyTypeOf<[Tcc_ComputeElementType, Tcc_StorageOnlyElementType]>;
-def Tcc_Tensor : StaticShapeTensorOf<[Tcc_ElementType]>;
-def Tcc_ComputeTensor : StaticShapeTensorOf<[Tcc_ComputeElementType]>;
-def Tcc_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
+// A ranked tensor whose dims are static, or `?` with a #tcc.dims encoding giving their sizes.
+class Tcc_TensorOf<list<Type> allowed>
+  : RankedTensorOf<allowed, [CPred<"::tcc::hasValidDims(::llvm::cast<::mlir::RankedTensorType>($_self))">],
+                   "tensor with static or symbolic (#tcc.dims) dims">;
+def Tcc_Tensor : Tcc_TensorOf<[Tcc_ElementType]>;
+def Tcc_ComputeTensor : Tcc_TensorOf<[Tcc_ComputeElementType]>;
+def Tcc_IndexTensor : Tcc_TensorOf<[I32, I64]>;
+def Tcc_BoolTensor : Tcc_TensorOf<[I1]>;
 def Tcc_IndexScalar : 0DTensorOf<[I32, I64]>;
 def Tcc_BoolScalar : 0DTensorOf<[I1]>,
     BuildableType<"::mlir::RankedTensorType::get({}, $_builder.getI1Type())">;
@@ -160,6 +170,18 @@ def Tcc_CollectiveReduceKind : I32EnumAttr<"CollectiveReduceKind", "how a collec
 
 class Tcc_Attr<string name, string attrMnemonic> : AttrDef<Tcc_Dialect, name> {
   let mnemonic = attrMnemonic;
+}
+
+def Tcc_DimsAttr : Tcc_Attr<"Dims", "dims"> {
+  let summary = "the sizes of a tensor type's symbolic dims";
+  let description = [{
+    The encoding of a tensor type with `?` dims: one expression per `?` dim, in order, over the
+    size symbols the module declares (`tcc.symbols`), in the text form of tcc::SymExpr:
+    `tensor<?x12x?x64xf32, #tcc.dims<["batch", "seq + 1"]>>`. Types with equal dims are equal
+    (the expressions are kept canonical).
+  }];
+  let parameters = (ins ArrayRefParameter<"::mlir::StringAttr">:$exprs);
+  let assemblyFormat = "`<` `[` $exprs `]` `>`";
 }
 
 def Tcc_MeshAttr : Tcc_Attr<"Mesh", "mesh"> {

@@ -18,6 +18,8 @@
 #define GET_ATTRDEF_CLASSES
 #include "tcc/IR/TccAttrs.h.inc"
 
+#include "tcc/IR/SymbolicShape.h" // hasValidDims, which the type constraints call
+
 
 #define GET_OP_CLASSES
 #include "tcc/IR/TccOps.h.inc"

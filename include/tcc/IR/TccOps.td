@@ -26,6 +26,25 @@ def Tcc_ConstantOp : Tcc_Op<"constant", [ConstantLike, Pure, InferTypeOpAdaptor]
   let hasFolder = 1;
 }
 
+def Tcc_SymIntsOp : Tcc_Op<"sym_ints", [Pure]> {
+  let summary = "integers computed from the size symbols";
+  let description = [{
+    A 0-d or 1-d i64 tensor whose elements are tcc::SymExpr expressions of the module's size
+    symbols, as text: what `Shape` of a tensor with symbolic dims gives, and what the importer
+    folds shape arithmetic on it into (tcc/IR/SymbolicShape.h). Its value is known when the
+    symbols are bound, before a run starts.
+    `%s = tcc.sym_ints ["batch", "seq", "768"] : tensor<3xi64>`
+  }];
+  let arguments = (ins StrArrayAttr:$values);
+  let results = (outs Tcc_TensorOf<[I64]>:$result);
+  let assemblyFormat = "$values attr-dict `:` type($result)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The elements (row-major).
+    std::vector<::tcc::SymExpr> getExprs();
+  }];
+}
+
 def Tcc_UnaryOp : Tcc_Op<"unary", [Tcc_Differentiable, Pure, SameOperandsAndResultType]> {
   let summary = "elementwise unary function";
   let description = [{
@@ -55,13 +74,13 @@ def Tcc_BinaryOp : Tcc_Op<"binary", [Tcc_Differentiable, Pure, SameOperandsAndRe
 def Tcc_CompareOp : Tcc_Op<"compare", [Pure, SameTypeOperands, InferTypeOpAdaptor]> {
   let summary = "elementwise comparison giving i1";
   let arguments = (ins Tcc_CompareKind:$kind, Tcc_ComputeTensor:$lhs, Tcc_ComputeTensor:$rhs);
-  let results = (outs StaticShapeTensorOf<[I1]>:$result);
+  let results = (outs Tcc_BoolTensor:$result);
   let assemblyFormat = "$kind $lhs `,` $rhs attr-dict `:` type($lhs)";
 }
 
 def Tcc_SelectOp : Tcc_Op<"select", [Tcc_Differentiable, Pure, AllTypesMatch<["on_true", "on_false"]>, InferTypeOpAdaptor]> {
   let summary = "elementwise choice: cond ? on_true : on_false";
-  let arguments = (ins StaticShapeTensorOf<[I1]>:$cond, Tcc_Tensor:$on_true, Tcc_Tensor:$on_false);
+  let arguments = (ins Tcc_BoolTensor:$cond, Tcc_Tensor:$on_true, Tcc_Tensor:$on_false);
   let results = (outs Tcc_Tensor:$result);
   let assemblyFormat = "$cond `,` $on_true `,` $on_false attr-dict `:` type($cond) `,` type($on_true)";
 }
@@ -233,7 +252,7 @@ def Tcc_ReduceOp : Tcc_Op<"reduce", [Tcc_Differentiable, Pure, InferTypeOpAdapto
 def Tcc_ArgReduceOp : Tcc_Op<"arg_reduce", [Pure, InferTypeOpAdaptor]> {
   let summary = "i64 index of the max (or min) along dim, which is removed";
   let arguments = (ins BoolAttr:$is_max, Tcc_ComputeTensor:$x, I64Attr:$dim, UnitAttr:$select_last_index);
-  let results = (outs StaticShapeTensorOf<[I64]>:$result);
+  let results = (outs Tcc_TensorOf<[I64]>:$result);
   let assemblyFormat = "$x `dim` `=` $dim attr-dict `:` type($x) `->` type($result)";
 }
 
@@ -248,7 +267,7 @@ def Tcc_CumsumOp : Tcc_Op<"cumsum", [Tcc_Differentiable, Pure, SameOperandsAndRe
 def Tcc_TopKOp : Tcc_Op<"topk", [Tcc_Differentiable, Pure, InferTypeOpAdaptor]> {
   let summary = "the k largest (or smallest) along dim, sorted, with their i64 indices";
   let arguments = (ins Tcc_ComputeTensor:$x, I64Attr:$dim, I64Attr:$k, BoolAttr:$largest);
-  let results = (outs Tcc_ComputeTensor:$values, StaticShapeTensorOf<[I64]>:$indices);
+  let results = (outs Tcc_ComputeTensor:$values, Tcc_TensorOf<[I64]>:$indices);
   let assemblyFormat = "$x `dim` `=` $dim `k` `=` $k attr-dict `:` type($x) `->` type($values) `,` type($indices)";
 }
 
@@ -285,7 +304,7 @@ def Tcc_AttentionOp : Tcc_Op<"attention", [Tcc_Differentiable, Pure, AttrSizedOp
     tcc/IR/Attention.h); the reference interpreter evaluates it directly.
   }];
   let arguments = (ins Tcc_ComputeTensor:$q, Tcc_ComputeTensor:$k, Tcc_ComputeTensor:$v,
-                   Optional<StaticShapeTensorOf<[I1]>>:$mask, Optional<Tcc_ComputeTensor>:$bias,
+                   Optional<Tcc_BoolTensor>:$mask, Optional<Tcc_ComputeTensor>:$bias,
                    F64Attr:$scale, UnitAttr:$causal,
                    DefaultValuedAttr<F64Attr, "-INFINITY">:$masked_value);
   let results = (outs Tcc_ComputeTensor:$result);

@@ -68,7 +68,7 @@ func.func @mask_shape(%q: tensor<2x4x8xf32>, %m: tensor<2x4x3xi1>) {
 // -----
 
 func.func @mask_type(%q: tensor<2x4x8xf32>, %m: tensor<2x4x4xf32>) {
-  // expected-error @+1 {{'tcc.attention' op operand #3 must be statically shaped tensor of 1-bit signless integer values}}
+  // expected-error @+1 {{'tcc.attention' op operand #3 must be tensor with static or symbolic (#tcc.dims) dims of 1-bit signless integer values}}
   %0 = tcc.attention %q, %q, %q mask(%m : tensor<2x4x4xf32>) {scale = 1.0 : f64} : tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32> -> tensor<2x4x8xf32>
   return
 }

@@ -5,7 +5,7 @@
 
 // Shapes must be static.
 func.func @dynamic_shape(%x: tensor<?x3xf32>) {
-  // expected-error @+1 {{'tcc.unary' op operand #0 must be statically shaped tensor of 1-bit signless integer or 8-bit signless integer or 16-bit signless integer or 32-bit signless integer or 64-bit signless integer or 8-bit unsigned integer or 16-bit unsigned integer or 32-bit unsigned integer or 64-bit unsigned integer or 16-bit float or bfloat16 type or 32-bit float or 64-bit float values, but got 'tensor<?x3xf32>'}}
+  // expected-error @+1 {{'tcc.unary' op operand #0 must be tensor with static or symbolic (#tcc.dims) dims of 1-bit signless integer or 8-bit signless integer or 16-bit signless integer or 32-bit signless integer or 64-bit signless integer or 8-bit unsigned integer or 16-bit unsigned integer or 32-bit unsigned integer or 64-bit unsigned integer or 16-bit float or bfloat16 type or 32-bit float or 64-bit float values, but got 'tensor<?x3xf32>'}}
   %0 = tcc.unary exp %x : tensor<?x3xf32>
   return
 }
@@ -13,7 +13,7 @@ func.func @dynamic_shape(%x: tensor<?x3xf32>) {
 // -----
 
 func.func @unranked(%x: tensor<*xf32>, %y: tensor<*xf32>) {
-  // expected-error-re @+1 {{'tcc.binary' op operand #0 must be statically shaped tensor of {{.*}} values, but got 'tensor<*xf32>'}}
+  // expected-error-re @+1 {{'tcc.binary' op operand #0 must be tensor with static or symbolic (#tcc.dims) dims of {{.*}} values, but got 'tensor<*xf32>'}}
   %0 = "tcc.binary"(%x, %y) <{kind = 0 : i32}> : (tensor<*xf32>, tensor<*xf32>) -> tensor<*xf32>
   return
 }
@@ -22,7 +22,7 @@ func.func @unranked(%x: tensor<*xf32>, %y: tensor<*xf32>) {
 
 // Signed integers are signless: si32 is not a tcc element type, and neither are i4, f8 or index.
 func.func @signed_int(%x: tensor<4xsi32>) {
-  // expected-error-re @+1 {{'tcc.unary' op operand #0 must be statically shaped tensor of {{.*}} values, but got 'tensor<4xsi32>'}}
+  // expected-error-re @+1 {{'tcc.unary' op operand #0 must be tensor with static or symbolic (#tcc.dims) dims of {{.*}} values, but got 'tensor<4xsi32>'}}
   %0 = tcc.unary neg %x : tensor<4xsi32>
   return
 }
@@ -30,7 +30,7 @@ func.func @signed_int(%x: tensor<4xsi32>) {
 // -----
 
 func.func @constant_i3() {
-  // expected-error-re @+1 {{'tcc.constant' op result #0 must be statically shaped tensor of {{.*}} values, but got 'tensor<2xi3>'}}
+  // expected-error-re @+1 {{'tcc.constant' op result #0 must be tensor with static or symbolic (#tcc.dims) dims of {{.*}} values, but got 'tensor<2xi3>'}}
   %0 = tcc.constant dense<[1, 2]> : tensor<2xi3>
   return
 }
@@ -38,7 +38,7 @@ func.func @constant_i3() {
 // -----
 
 func.func @f8_variant_tcc_lacks(%x: tensor<4xf32>) {
-  // expected-error-re @+1 {{'tcc.cast' op result #0 must be statically shaped tensor of {{.*}} values, but got 'tensor<4xf8E4M3B11FNUZ>'}}
+  // expected-error-re @+1 {{'tcc.cast' op result #0 must be tensor with static or symbolic (#tcc.dims) dims of {{.*}} values, but got 'tensor<4xf8E4M3B11FNUZ>'}}
   %0 = tcc.cast %x : tensor<4xf32> -> tensor<4xf8E4M3B11FNUZ>
   return
 }
@@ -48,7 +48,7 @@ func.func @f8_variant_tcc_lacks(%x: tensor<4xf32>) {
 // Storage-only element types (float8 variants, 4- and 2-bit integers) are held, moved and cast,
 // never computed on: arithmetic ops take Tcc_ComputeTensor.
 func.func @f8_arithmetic(%x: tensor<4xf8E4M3FN>) {
-  // expected-error-re @+1 {{'tcc.binary' op operand #0 must be statically shaped tensor of {{.*}} values, but got 'tensor<4xf8E4M3FN>'}}
+  // expected-error-re @+1 {{'tcc.binary' op operand #0 must be tensor with static or symbolic (#tcc.dims) dims of {{.*}} values, but got 'tensor<4xf8E4M3FN>'}}
   %0 = tcc.binary add %x, %x : tensor<4xf8E4M3FN>
   return
 }
@@ -56,7 +56,7 @@ func.func @f8_arithmetic(%x: tensor<4xf8E4M3FN>) {
 // -----
 
 func.func @i4_reduction(%x: tensor<4xi4>) {
-  // expected-error-re @+1 {{'tcc.reduce' op operand #0 must be statically shaped tensor of {{.*}} values, but got 'tensor<4xi4>'}}
+  // expected-error-re @+1 {{'tcc.reduce' op operand #0 must be tensor with static or symbolic (#tcc.dims) dims of {{.*}} values, but got 'tensor<4xi4>'}}
   %0 = tcc.reduce sum %x dims = [0] : tensor<4xi4> -> tensor<i4>
   return
 }
@@ -64,7 +64,7 @@ func.func @i4_reduction(%x: tensor<4xi4>) {
 // -----
 
 func.func @f8_matmul(%x: tensor<4x4xf8E5M2>) {
-  // expected-error-re @+1 {{'tcc.matmul' op operand #0 must be statically shaped tensor of {{.*}} values, but got 'tensor<4x4xf8E5M2>'}}
+  // expected-error-re @+1 {{'tcc.matmul' op operand #0 must be tensor with static or symbolic (#tcc.dims) dims of {{.*}} values, but got 'tensor<4x4xf8E5M2>'}}
   %0 = tcc.matmul %x, %x : tensor<4x4xf8E5M2>, tensor<4x4xf8E5M2> -> tensor<4x4xf8E5M2>
   return
 }
@@ -72,7 +72,7 @@ func.func @f8_matmul(%x: tensor<4x4xf8E5M2>) {
 // -----
 
 func.func @index_type(%x: tensor<4xindex>) {
-  // expected-error-re @+1 {{'tcc.reverse' op operand #0 must be statically shaped tensor of {{.*}} values, but got 'tensor<4xindex>'}}
+  // expected-error-re @+1 {{'tcc.reverse' op operand #0 must be tensor with static or symbolic (#tcc.dims) dims of {{.*}} values, but got 'tensor<4xindex>'}}
   %0 = tcc.reverse %x dims = [0] : tensor<4xindex>
   return
 }
@@ -235,7 +235,7 @@ func.func @compare_types(%x: tensor<4xf32>, %y: tensor<4xf16>) {
 // -----
 
 func.func @compare_result_not_bool(%x: tensor<2x3xf32>) {
-  // expected-error @+1 {{'tcc.compare' op result #0 must be statically shaped tensor of 1-bit signless integer values, but got 'tensor<2x3xf32>'}}
+  // expected-error @+1 {{'tcc.compare' op result #0 must be tensor with static or symbolic (#tcc.dims) dims of 1-bit signless integer values, but got 'tensor<2x3xf32>'}}
   %0 = "tcc.compare"(%x, %x) <{kind = 2 : i32}> : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
   return
 }
@@ -260,7 +260,7 @@ func.func @select_cond_shape(%c: tensor<3x2xi1>, %x: tensor<2x3xf32>) {
 // -----
 
 func.func @select_cond_not_bool(%c: tensor<2x3xi32>, %x: tensor<2x3xf32>) {
-  // expected-error @+1 {{'tcc.select' op operand #0 must be statically shaped tensor of 1-bit signless integer values, but got 'tensor<2x3xi32>'}}
+  // expected-error @+1 {{'tcc.select' op operand #0 must be tensor with static or symbolic (#tcc.dims) dims of 1-bit signless integer values, but got 'tensor<2x3xi32>'}}
   %0 = tcc.select %c, %x, %x : tensor<2x3xi32>, tensor<2x3xf32>
   return
 }

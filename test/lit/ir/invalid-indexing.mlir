@@ -4,7 +4,7 @@
 
 // Indices are i32 or i64 tensors.
 func.func @gather_float_indices(%x: tensor<5x4xf32>, %i: tensor<3xf32>) {
-  // expected-error @+1 {{'tcc.gather' op operand #1 must be statically shaped tensor of 32-bit signless integer or 64-bit signless integer values, but got 'tensor<3xf32>'}}
+  // expected-error @+1 {{'tcc.gather' op operand #1 must be tensor with static or symbolic (#tcc.dims) dims of 32-bit signless integer or 64-bit signless integer values, but got 'tensor<3xf32>'}}
   %0 = tcc.gather %x[%i] axis = 0 : tensor<5x4xf32>, tensor<3xf32> -> tensor<3x4xf32>
   return
 }
@@ -12,7 +12,7 @@ func.func @gather_float_indices(%x: tensor<5x4xf32>, %i: tensor<3xf32>) {
 // -----
 
 func.func @gather_unsigned_indices(%x: tensor<5x4xf32>, %i: tensor<3xui32>) {
-  // expected-error @+1 {{'tcc.gather' op operand #1 must be statically shaped tensor of 32-bit signless integer or 64-bit signless integer values, but got 'tensor<3xui32>'}}
+  // expected-error @+1 {{'tcc.gather' op operand #1 must be tensor with static or symbolic (#tcc.dims) dims of 32-bit signless integer or 64-bit signless integer values, but got 'tensor<3xui32>'}}
   %0 = tcc.gather %x[%i] axis = 0 : tensor<5x4xf32>, tensor<3xui32> -> tensor<3x4xf32>
   return
 }
@@ -218,10 +218,10 @@ func.func @scatter_nd_type(%x: tensor<4x4xi32>, %i: tensor<2x2xi64>, %u: tensor<
 
 // -----
 
-// scatter_nd infers its type while parsing, before the static-shape constraint is checked: a
+// scatter_nd infers its type while parsing, before the type constraints are checked: a
 // dynamic index depth must be rejected, not used as a (huge) count.
 func.func @scatter_nd_dynamic_depth(%x: tensor<4x4xi32>, %i: tensor<2x?xi64>, %u: tensor<2xi32>) {
-  // expected-error @+1 {{index depth does not fit data rank 2}}
+  // expected-error @+1 {{tcc.scatter_nd does not take symbolic dims yet, got 'tensor<2x?xi64>'}}
   %0 = tcc.scatter_nd none %x[%i], %u : tensor<4x4xi32>, tensor<2x?xi64>, tensor<2xi32>
   return
 }

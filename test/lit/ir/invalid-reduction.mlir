@@ -66,7 +66,7 @@ func.func @arg_reduce_empty(%x: tensor<2x0xf32>) {
 // -----
 
 func.func @arg_reduce_i32_result(%x: tensor<2x3xf32>) {
-  // expected-error @+1 {{'tcc.arg_reduce' op result #0 must be statically shaped tensor of 64-bit signless integer values, but got 'tensor<2xi32>'}}
+  // expected-error @+1 {{'tcc.arg_reduce' op result #0 must be tensor with static or symbolic (#tcc.dims) dims of 64-bit signless integer values, but got 'tensor<2xi32>'}}
   %0 = tcc.arg_reduce %x dim = 1 {is_max = true} : tensor<2x3xf32> -> tensor<2xi32>
   return
 }
