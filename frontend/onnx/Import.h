@@ -20,6 +20,7 @@ struct Scope {
 
 class GraphImporter {
 public:
+  const SymbolRanges &symbolRanges() const { return symbols_; }
   GraphImporter(mlir::MLIRContext &ctx, const onnx::ModelProto &model, const ImportOptions &options,
                 const std::set<std::string> &specialized);
 

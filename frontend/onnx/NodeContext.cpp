@@ -73,6 +73,8 @@ llvm::ArrayRef<int64_t> NodeContext::inputShape(size_t i) {
   return t.getShape();
 }
 
+const SymbolRanges &NodeContext::symbolRanges() const { return graph_.symbolRanges(); }
+
 std::vector<SymExpr> NodeContext::requireDims(size_t i, const std::string &what) {
   if (auto s = input(i).getDefiningOp<SymIntsOp>())
     return s.getExprs();

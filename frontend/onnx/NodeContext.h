@@ -80,6 +80,8 @@ public:
   /// importer computed from symbolic dims (a tcc.sym_ints: `Shape` of a tensor with symbolic
   /// dims and arithmetic on it). Fails like requireConstantInput otherwise.
   std::vector<SymExpr> requireDims(size_t i, const std::string &what);
+  /// The ranges of the graph's size symbols (what the importer may assume about them).
+  const SymbolRanges &symbolRanges() const;
   /// Whether input i is bound to a sequence (input() fails for it, inputSequence() does not).
   bool inputIsSequence(size_t i);
   /// Input i's elements; fails if it is a tensor.

@@ -259,6 +259,8 @@ std::optional<std::vector<SymExpr>> intValues(Value v, bool *symbolic) {
   return out;
 }
 
+} // namespace
+
 SymbolRange rangeOf(const SymExpr &e, const SymbolRanges &ranges) {
   auto [lo, hi] = e.bounds([&](const std::string &s) -> std::optional<std::pair<int64_t, int64_t>> {
     auto it = ranges.find(s);
@@ -268,6 +270,8 @@ SymbolRange rangeOf(const SymExpr &e, const SymbolRanges &ranges) {
   });
   return {lo, hi};
 }
+
+namespace {
 
 /// The comparison's value when the ranges decide it.
 std::optional<bool> decide(CompareKind kind, const SymExpr &a, const SymExpr &b,

@@ -61,7 +61,7 @@ bool ceilDivChecked(int64_t a, int64_t b, int64_t &q) {
   if (a == kMin && b == -1)
     return false;
   q = a / b;
-  if (a % b != 0 && ((a < 0) == (b < 0)))
+  if (a % b != 0 && (a > 0))
     ++q;
   return true;
 }

@@ -466,8 +466,9 @@ TEST(SymExpr, RandomExpressionsRoundTripAndEvaluate) {
   for (size_t i = 0; i + 1 < all.size(); ++i) {
     const SymExpr &x = all[i], &y = all[i + 1];
     EXPECT_EQ((int)(x < y) + (int)(y < x) + (int)(x == y), 1) << x.str() << " vs " << y.str();
-    if (x == y)
+    if (x == y) {
       EXPECT_EQ(x.hash(), y.hash());
+    }
   }
 }
 

@@ -18,6 +18,8 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <cmath>
+
 using namespace tcc;
 
 namespace {
@@ -85,6 +87,55 @@ TEST(SymbolicShape, OneImportRunsEverySizeAsTheStaticImportDoes) {
     for (size_t i = 0; i < got.size(); ++i)
       EXPECT_TRUE(bitwiseEqual(got[i], want[i]))
           << "output " << i << ": " << got[i].typeString() << " vs " << want[i].typeString();
+  }
+}
+
+/// Token ids in [0, 100) and a padding mask (ones, the last position of each row zero when
+/// the row is longer than 2), as int64.
+std::vector<Tensor> tokenInputs(int64_t batch, int64_t seq, uint64_t seed, bool withMask) {
+  Tensor ids(DType::I64, {batch, seq}), mask(DType::I64, {batch, seq});
+  Tensor noise = randomTensor(DType::F32, {batch, seq}, seed);
+  for (int64_t i = 0; i < batch * seq; ++i) {
+    ids.data<int64_t>()[i] = (int64_t)std::floor(std::fabs(noise.data<float>()[i]) * 1000) % 100;
+    mask.data<int64_t>()[i] = seq > 2 && i % seq == seq - 1 ? 0 : 1;
+  }
+  if (!withMask)
+    return {ids};
+  return {ids, mask};
+}
+
+/// Models torch.onnx.export wrote with dynamic batch and sequence axes
+/// (Inputs/export_symbolic_models.py): one import, run at three sizes, equals the import fixed
+/// at each size.
+TEST(SymbolicShape, TorchExportsRunAtEverySize) {
+  for (auto [name, withMask] : {std::pair{"bert-dynamic", true}, {"gpt-dynamic", false}}) {
+    SCOPED_TRACE(name);
+    std::string path = std::string(TCC_SOURCE_DIR) + "/test/unit/Inputs/" + name + ".onnx";
+    mlir::MLIRContext ctx;
+    auto importAt = [&](const std::map<std::string, Shape> &shapes) {
+      onnx::ModelProto model = loadOnnxModel(path);
+      PrepareOptions prepare;
+      prepare.inputShapes = shapes;
+      prepareOnnxModel(model, prepare);
+      return importOnnxModel(ctx, model, {});
+    };
+    ImportedModel symbolic = importAt({});
+    EXPECT_EQ(shapeString(symbolicShape(mainOf(symbolic).getArgumentTypes()[0])), "batchxseq");
+    uint64_t seed = 3;
+    for (auto [batch, seq] : {std::pair<int64_t, int64_t>{1, 1}, {2, 5}, {3, 17}}) {
+      SCOPED_TRACE("batch " + std::to_string(batch) + ", seq " + std::to_string(seq));
+      std::vector<Tensor> inputs = tokenInputs(batch, seq, seed += 2, withMask);
+      std::map<std::string, Shape> shapes{{"ids", {batch, seq}}};
+      if (withMask)
+        shapes["mask"] = {batch, seq};
+      ImportedModel fixed = importAt(shapes);
+      std::vector<Tensor> got = runFunction(mainOf(symbolic), inputs),
+                          want = runFunction(mainOf(fixed), inputs);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i)
+        EXPECT_TRUE(bitwiseEqual(got[i], want[i]))
+            << "output " << i << ": " << got[i].typeString() << " vs " << want[i].typeString();
+    }
   }
 }
 

@@ -354,9 +354,12 @@ void lowerConcat(NodeContext &n) {
 /// equal parts (num_outputs from 18, else the output count; from 18 the last may be smaller).
 void lowerSplit(NodeContext &n) {
   Value x = n.input(0);
-  Shape64 in = shapeVec(x);
+  SymShape in = n.inputDims(0);
   int64_t axis = n.normalizeAxis(n.attrInt("axis", 0), in.size());
-  int64_t dim = in[axis];
+  if (!in[axis].isConstant())
+    n.fail("cannot split symbolic dim " + std::to_string(axis) + " (" + in[axis].str() +
+           ") yet");
+  int64_t dim = *in[axis].constant();
   std::vector<int64_t> sizes;
   if (n.opset() < 13 && n.hasAttr("split")) {
     sizes = n.attrInts("split");
@@ -394,7 +397,11 @@ void lowerSplit(NodeContext &n) {
 /// strided tcc.slice; negative steps reverse the dim and slice the mirrored range.
 void lowerSlice(NodeContext &n) {
   Value x = n.input(0);
-  Shape64 shape = shapeVec(x);
+  // Symbolic dims can only be kept whole (limit -1): the sliced dims must be static.
+  SymShape symbolic = n.inputDims(0);
+  Shape64 shape;
+  for (const SymExpr &d : symbolic)
+    shape.push_back(d.constant() ? *d.constant() : -1);
   int64_t rank = shape.size();
   std::vector<int64_t> starts, ends, axes, steps;
   if (n.opset() < 10) {
@@ -421,6 +428,9 @@ void lowerSlice(NodeContext &n) {
   Shape64 start(rank, 0), limit(shape), stride(rank, 1), reversed;
   for (size_t i = 0; i < dims.size(); ++i) {
     int64_t d = dims[i], size = shape[d], step = steps[i];
+    if (size < 0)
+      n.fail("cannot slice symbolic dim " + std::to_string(d) + " (" + symbolic[d].str() +
+             ") yet");
     int64_t s = starts[i] < 0 ? starts[i] + size : starts[i];
     int64_t e = ends[i] < 0 ? ends[i] + size : ends[i];
     if (step == 0)
@@ -667,7 +677,29 @@ void lowerReverseSequence(NodeContext &n) {
 // ---- Generators ------------------------------------------------------------------------------
 
 /// Range: n = max(ceil((limit - start) / delta), 0) elements, iota * delta + start.
+/// Range whose limit is a size symbol's expression (torch's arange(x.shape[1])): integer start
+/// and delta must be constants.
+void lowerSymbolicRange(NodeContext &n) {
+  std::vector<SymExpr> limit = n.requireDims(1, "limit");
+  std::vector<int64_t> start = n.requireInts(0, "start (the output size depends on it)"),
+                       delta = n.requireInts(2, "delta (the output size depends on it)");
+  if (limit.size() != 1 || start.size() != 1 || delta.size() != 1)
+    n.fail("start, limit and delta must be scalars");
+  if (delta[0] == 0)
+    n.fail("delta must be nonzero");
+  SymExpr count = delta[0] > 0 ? SymExpr::ceilDiv(limit[0] - start[0], delta[0])
+                               : SymExpr::ceilDiv(start[0] - limit[0], -delta[0]);
+  if (rangeOf(count, n.symbolRanges()).min < 0) // an empty range, for some sizes
+    count = SymExpr::max(count, 0);
+  CoreBuilder &b = n.b();
+  Value s = b.reshape(n.input(0), {}), d = b.reshape(n.input(2), {});
+  Value iota = b.iotaOfDims({count}, CoreBuilder::elementTypeOf(s), 0);
+  n.setOutput(0, b.add(b.mul(iota, d), s));
+}
+
 void lowerRange(NodeContext &n) {
+  if (n.input(1).getDefiningOp<SymIntsOp>())
+    return lowerSymbolicRange(n);
   Tensor start = requireScalar(n, 0, "start (the output size depends on it)");
   Tensor limit = requireScalar(n, 1, "limit (the output size depends on it)");
   Tensor delta = requireScalar(n, 2, "delta (the output size depends on it)");
@@ -725,9 +757,9 @@ void lowerOneHot(NodeContext &n) {
 }
 
 /// col - row for a [rows, cols] grid.
-Value diagonalOffset(CoreBuilder &b, int64_t rows, int64_t cols) {
+Value diagonalOffset(CoreBuilder &b, const SymExpr &rows, const SymExpr &cols) {
   Type i64 = b.builder().getI64Type();
-  return b.sub(b.iota({rows, cols}, i64, 1), b.iota({rows, cols}, i64, 0));
+  return b.sub(b.iotaOfDims({rows, cols}, i64, 1), b.iotaOfDims({rows, cols}, i64, 0));
 }
 
 void lowerEyeLike(NodeContext &n) {
@@ -744,7 +776,7 @@ void lowerEyeLike(NodeContext &n) {
 /// Trilu: keep x where col - row >= k (upper) or <= k (lower) in the last two dims, else 0.
 void lowerTrilu(NodeContext &n) {
   Value x = n.input(0);
-  Shape64 s = shapeVec(x);
+  SymShape s = n.inputDims(0);
   if (s.size() < 2)
     n.fail("input must have rank >= 2");
   int64_t k = 0;

@@ -65,6 +65,10 @@ void setSymbolRanges(mlir::ModuleOp module, const SymbolRanges &ranges);
 /// "batch in 1..64, seq in 16..512" (an unbounded maximum prints as "seq >= 16").
 std::string describeSymbolRanges(const SymbolRanges &ranges);
 
+/// The range of `e` over the symbols' ranges (interval arithmetic; a symbol without one ranges
+/// over 0 and up).
+SymbolRange rangeOf(const SymExpr &e, const SymbolRanges &ranges);
+
 /// Symbol values of one run.
 using SymbolBindings = std::map<std::string, int64_t>;
 

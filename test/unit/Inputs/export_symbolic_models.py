@@ -1,0 +1,57 @@
+"""Writes bert-dynamic.onnx and gpt-dynamic.onnx: small BERT- and GPT-style blocks exported by
+torch.onnx.export (TorchScript exporter, opset 17) with dynamic batch and sequence axes, the way
+users export them: positions from arange(seq), heads split by view/transpose on x.shape, a
+padding mask (BERT) or a causal triu mask (GPT). Random weights, seeded.
+
+  .venv-peers/bin/python test/unit/Inputs/export_symbolic_models.py test/unit/Inputs
+
+The files are committed; SymbolicShapeTest reads them (no torch needed to run the tests).
+"""
+import torch, torch.nn as nn, sys, math
+torch.manual_seed(0)
+out = sys.argv[1]
+class Bert(nn.Module):  # hand-written attention, as HF exports it
+    def __init__(s, V=100, D=16, H=4, P=64):
+        super().__init__()
+        s.H, s.D = H, D
+        s.tok = nn.Embedding(V, D); s.pos = nn.Embedding(P, D); s.ln = nn.LayerNorm(D)
+        s.qkv = nn.Linear(D, 3 * D); s.o = nn.Linear(D, D); s.ff1 = nn.Linear(D, 4 * D); s.ff2 = nn.Linear(4 * D, D)
+        s.ln2 = nn.LayerNorm(D); s.ln3 = nn.LayerNorm(D)
+    def forward(s, ids, mask):
+        B, S = ids.shape
+        pos = torch.arange(S).unsqueeze(0)
+        x = s.ln(s.tok(ids) + s.pos(pos))
+        q, k, v = s.qkv(x).split(s.D, dim=-1)
+        sh = lambda t: t.view(B, S, s.H, s.D // s.H).transpose(1, 2)
+        q, k, v = sh(q), sh(k), sh(v)
+        sc = q @ k.transpose(-1, -2) / math.sqrt(s.D // s.H)
+        sc = sc + (1.0 - mask[:, None, None, :].float()) * -10000.0
+        a = (sc.softmax(-1) @ v).transpose(1, 2).reshape(B, S, s.D)
+        x = s.ln2(x + s.o(a))
+        x = s.ln3(x + s.ff2(torch.nn.functional.gelu(s.ff1(x))))
+        return x
+class Gpt(nn.Module):
+    def __init__(s, V=100, D=16, H=4, P=64):
+        super().__init__()
+        s.H, s.D = H, D
+        s.tok = nn.Embedding(V, D); s.pos = nn.Embedding(P, D)
+        s.qkv = nn.Linear(D, 3 * D); s.o = nn.Linear(D, D); s.ln = nn.LayerNorm(D); s.lm = nn.Linear(D, V)
+    def forward(s, ids):
+        B, S = ids.shape
+        x = s.tok(ids) + s.pos(torch.arange(S).unsqueeze(0))
+        h = s.ln(x)
+        q, k, v = s.qkv(h).split(s.D, dim=-1)
+        sh = lambda t: t.view(B, S, s.H, s.D // s.H).transpose(1, 2)
+        q, k, v = sh(q), sh(k), sh(v)
+        sc = q @ k.transpose(-1, -2) / math.sqrt(s.D // s.H)
+        causal = torch.triu(torch.ones(S, S, dtype=torch.bool), 1)
+        sc = sc.masked_fill(causal, float("-inf"))
+        a = (sc.softmax(-1) @ v).transpose(1, 2).reshape(B, S, s.D)
+        return s.lm(x + s.o(a))
+ids = torch.randint(0, 100, (2, 7)); mask = torch.ones(2, 7, dtype=torch.int64)
+for name, m, args, names, axes in [
+    ("bert-dynamic", Bert().eval(), (ids, mask), ["ids", "mask"], {"ids": {0: "batch", 1: "seq"}, "mask": {0: "batch", 1: "seq"}}),
+    ("gpt-dynamic", Gpt().eval(), (ids,), ["ids"], {"ids": {0: "batch", 1: "seq"}}),
+    ]:
+    torch.onnx.export(m, args, f"{out}/{name}.onnx", input_names=names, output_names=["y"], dynamic_axes=axes, opset_version=17, dynamo=False)
+    print("wrote", name)
