@@ -717,7 +717,7 @@ std::string GraphImporter::symbolFor(const std::string &input, int dim,
   for (int k = 2; symbols_.count(unique); ++k)
     unique = name + "_" + std::to_string(k);
   SymbolRange range{1, INT64_MAX};
-  if (auto r = options_.symbolRanges.find(unique); r != options_.symbolRanges.end())
+  if (auto r = options_.symbolRanges.find(base); r != options_.symbolRanges.end())
     range = {r->second.first, r->second.second};
   symbols_[unique] = range;
   if (!dimParam.empty())

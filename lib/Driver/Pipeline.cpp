@@ -33,25 +33,44 @@ std::vector<GraphInput> graphInputs(const onnx::ModelProto &model) {
   return out;
 }
 
-std::pair<std::string, Shape> parseInputShape(const std::string &spec) {
+std::pair<std::string, std::vector<DimRange>> parseInputShapeSpec(const std::string &spec) {
   auto eq = spec.rfind('=');
   if (eq == std::string::npos || eq == 0)
-    throw Error("--input-shape '" + spec + "' must look like NAME=D0xD1x... (e.g. x=1x3x224x224)");
-  Shape shape;
-  std::string dims = spec.substr(eq + 1);
+    throw Error("--input-shape '" + spec + "' must look like NAME=D0xD1x... (e.g. x=1x3x224x224; "
+                "a range LO..HI keeps a dim symbolic: ids=1..64x16..512)");
+  std::vector<DimRange> dims;
+  std::string text = spec.substr(eq + 1);
   size_t pos = 0;
-  while (pos <= dims.size() && !dims.empty()) {
-    size_t next = dims.find('x', pos);
-    std::string part = dims.substr(pos, next == std::string::npos ? std::string::npos : next - pos);
-    std::optional<int64_t> d = parseDimension(part);
-    if (!d)
-      throw Error("--input-shape '" + spec + "': '" + part + "' is not a dimension size");
-    shape.push_back(*d);
+  while (pos <= text.size() && !text.empty()) {
+    size_t next = text.find('x', pos);
+    std::string part = text.substr(pos, next == std::string::npos ? std::string::npos : next - pos);
+    size_t dots = part.find("..");
+    std::optional<int64_t> lo = parseDimension(part.substr(0, dots)), hi = lo;
+    if (dots != std::string::npos)
+      hi = dots + 2 == part.size() ? std::optional<int64_t>(INT64_MAX)
+                                   : parseDimension(part.substr(dots + 2));
+    if (!lo || !hi)
+      throw Error("--input-shape '" + spec + "': '" + part +
+                  "' is not a dimension size or a range LO..HI");
+    if (*lo > *hi)
+      throw Error("--input-shape '" + spec + "': the range '" + part + "' is empty");
+    dims.push_back({*lo, *hi});
     if (next == std::string::npos)
       break;
     pos = next + 1;
   }
-  return {spec.substr(0, eq), shape};
+  return {spec.substr(0, eq), dims};
+}
+
+std::pair<std::string, Shape> parseInputShape(const std::string &spec) {
+  auto [name, dims] = parseInputShapeSpec(spec);
+  Shape shape;
+  for (const DimRange &d : dims) {
+    if (!d.fixed())
+      throw Error("--input-shape '" + spec + "': this command needs fixed sizes, not ranges");
+    shape.push_back(d.min);
+  }
+  return {name, shape};
 }
 
 Tensor randomInput(DType dtype, const Shape &shape, uint64_t seed) {
@@ -61,6 +80,46 @@ Tensor randomInput(DType dtype, const Shape &shape, uint64_t seed) {
 onnx::ModelProto ModelSource::load() const {
   return data ? parseOnnxModel(data, size, baseDir) : loadOnnxModel(path);
 }
+
+namespace {
+
+/// Applies an --input-shape with ranges to graph input `in`: sizes become dim_values, ranges
+/// name their dim (its dim_param, else `<input>_d<dim>`) and bound its size symbol.
+void declareSymbolicDims(onnx::ModelProto &model, const GraphInput &in,
+                         const std::vector<DimRange> &ranges, ImportOptions &import) {
+  if (ranges.size() != in.dims.size())
+    throw Error("--input-shape " + in.name + "=... gives " + std::to_string(ranges.size()) +
+                " dims, the input has rank " + std::to_string(in.dims.size()));
+  for (auto &value : *model.mutable_graph()->mutable_input()) {
+    if (value.name() != in.name)
+      continue;
+    auto *shape = value.mutable_type()->mutable_tensor_type()->mutable_shape();
+    for (int d = 0; d < shape->dim_size(); ++d) {
+      auto *dim = shape->mutable_dim(d);
+      const DimRange &r = ranges[d];
+      if (dim->has_dim_value() && (dim->dim_value() < r.min || dim->dim_value() > r.max))
+        throw Error("--input-shape " + in.name + "=...: dim " + std::to_string(d) +
+                    " is fixed to " + std::to_string(dim->dim_value()) + " by the model");
+      if (dim->has_dim_value())
+        continue;
+      if (r.fixed()) {
+        dim->set_dim_value(r.min);
+        continue;
+      }
+      std::string param = dim->has_dim_param() && !dim->dim_param().empty()
+                              ? dim->dim_param()
+                              : in.name + "_d" + std::to_string(d);
+      dim->set_dim_param(param);
+      auto [it, fresh] = import.symbolRanges.try_emplace(param, r.min, r.max);
+      if (!fresh) // a dim_param shared by several inputs: the intersection of their ranges
+        it->second = {std::max(it->second.first, r.min), std::min(it->second.second, r.max)};
+      if (it->second.first > it->second.second)
+        throw Error("--input-shape: the ranges given for '" + param + "' do not intersect");
+    }
+  }
+}
+
+} // namespace
 
 PreparedModel prepareModel(const ModelSource &source, const LoadOptions &options) {
   PreparedModel prepared;
@@ -72,6 +131,13 @@ PreparedModel prepareModel(const ModelSource &source, const LoadOptions &options
                 std::to_string(options.inputs.size()) + " were given");
 
   PrepareOptions prepare;
+  for (const auto &[name, ranges] : options.inputRanges)
+    if (!options.keepSymbolicDims)
+      throw Error("--input-shape " + name + "=...: ranges keep dims symbolic, which only `tcc "
+                  "import` takes for now; the compiled backends need fixed sizes");
+  for (const auto &[name, ranges] : options.inputRanges)
+    if (!llvm::any_of(inputs, [&](const GraphInput &in) { return in.name == name; }))
+      throw Error("--input-shape names '" + name + "', which is not a graph input");
   for (const auto &[name, shape] : options.inputShapes) {
     bool known = false;
     for (const auto &in : inputs)
@@ -103,6 +169,10 @@ PreparedModel prepareModel(const ModelSource &source, const LoadOptions &options
     Shape shape;
     if (auto it = prepare.inputShapes.find(in.name); it != prepare.inputShapes.end()) {
       shape = it->second;
+    } else if (auto r = options.inputRanges.find(in.name); r != options.inputRanges.end()) {
+      declareSymbolicDims(model, in, r->second, prepared.importOptions);
+      prepared.inputs.emplace_back();
+      continue;
     } else if (options.keepSymbolicDims && llvm::is_contained(in.dims, -1)) {
       prepared.inputs.emplace_back();
       continue;

@@ -61,7 +61,7 @@ bool ceilDivChecked(int64_t a, int64_t b, int64_t &q) {
   if (a == kMin && b == -1)
     return false;
   q = a / b;
-  if (a % b != 0 && (a > 0))
+  if (a % b != 0 && ((a < 0) == (b < 0)))
     ++q;
   return true;
 }
@@ -288,7 +288,7 @@ struct SymExpr::Impl {
   static int compareMonomials(const Factors &a, const Factors &b) {
     unsigned __int128 da = degree(a), db = degree(b);
     if (da != db)
-      return da > db ? -1 : 1;
+      return da > db ? 1 : -1;
     for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
       if (int c = compareAtoms(a[i].atom, b[i].atom))
         return c;

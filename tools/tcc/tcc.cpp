@@ -55,7 +55,9 @@ void addModelArgs(CLI::App *cmd, ModelArgs &args) {
                   "TensorProto (.pb) or NumPy (.npy) files, one per graph input in order "
                   "(initializers excluded); inputs not given get seeded random data");
   cmd->add_option("--input-shape", args.inputShapes,
-                  "NAME=D0xD1x...: fixes a graph input's dynamic dimensions (repeatable)");
+                  "NAME=D0xD1x...: fixes a graph input's dynamic dimensions (repeatable); a "
+                  "range LO..HI (or LO..) keeps a dim symbolic with those bounds: "
+                  "ids=1..64x16..512 (tcc import only, for now)");
   cmd->add_option("--seed", args.seed, "seed for random inputs")->default_val(0);
 }
 
@@ -70,8 +72,17 @@ LoadOptions loadOptions(const ModelArgs &args) {
   LoadOptions load;
   for (const auto &f : args.inputFiles)
     load.inputs.push_back(readInputFile(f));
-  for (const auto &s : args.inputShapes)
-    load.inputShapes.insert(parseInputShape(s));
+  for (const auto &s : args.inputShapes) {
+    auto [name, dims] = parseInputShapeSpec(s);
+    if (llvm::all_of(dims, [](const DimRange &d) { return d.fixed(); })) {
+      Shape shape;
+      for (const DimRange &d : dims)
+        shape.push_back(d.min);
+      load.inputShapes[name] = shape;
+    } else {
+      load.inputRanges[name] = dims;
+    }
+  }
   load.seed = args.seed;
   return load;
 }

@@ -45,6 +45,15 @@ std::vector<GraphInput> graphInputs(const onnx::ModelProto &model);
 /// Parses "NAME=D0xD1x..." (as given to --input-shape).
 std::pair<std::string, Shape> parseInputShape(const std::string &spec);
 
+/// One dim of an --input-shape: a size (min == max), or an inclusive range `LO..HI` (`LO..`:
+/// no upper bound) that keeps the dim symbolic.
+struct DimRange {
+  int64_t min = 0, max = 0;
+  bool fixed() const { return min == max; }
+};
+/// Parses `NAME=D0xD1x...` where each D is a size or a range (`ids=1..64x16..512`).
+std::pair<std::string, std::vector<DimRange>> parseInputShapeSpec(const std::string &spec);
+
 /// Random input data for `input` with the given shape: floats uniform in [-1, 1), integers in
 /// [0, 8), bools fair coins. Deterministic for a seed.
 Tensor randomInput(DType dtype, const Shape &shape, uint64_t seed);
@@ -58,7 +67,10 @@ struct LoadedModel {
 
 struct LoadOptions {
   std::vector<Tensor> inputs;                // given inputs, in graph-input order (may be fewer)
-  std::map<std::string, Shape> inputShapes;  // --input-shape
+  std::map<std::string, Shape> inputShapes;  // --input-shape with sizes
+  /// --input-shape with ranges: those dims stay symbolic, with these bounds (keepSymbolicDims
+  /// only; the other dims are fixed).
+  std::map<std::string, std::vector<DimRange>> inputRanges;
   uint64_t seed = 0;
   /// Whether the import may specialise on the values of inputs drawn at random (fine when the
   /// same values are then run; not for an artifact that must accept any value).

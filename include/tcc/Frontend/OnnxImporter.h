@@ -50,9 +50,9 @@ struct ImportOptions {
   /// micro-batches' stop (element i of this micro-batch's input is element microBatch * size + i
   /// of the whole batch's), so the micro-batches drop what the whole batch would.
   int64_t microBatch = 0;
-  /// Ranges of the size symbols of dynamic input dims, by symbol (a dim_param made an
-  /// identifier, or `<input>_d<dim>`; tcc/IR/SymbolicShape.h). Symbols not listed range over
-  /// 1 and up.
+  /// Ranges of the size symbols of dynamic input dims (tcc/IR/SymbolicShape.h), by dim_param,
+  /// or `<input>_d<dim>` for a dim without one. Each symbol is its dim_param made an identifier
+  /// (or `<input>_d<dim>`); symbols not listed range over 1 and up.
   std::map<std::string, std::pair<int64_t, int64_t>> symbolRanges;
 };
 
