@@ -59,6 +59,10 @@ bool isUnsignedTensor(Type t) { return getElementTypeOrSelf(t).isUnsignedInteger
 
 DenseElementsAttr constantOf(Attribute a) { return dyn_cast_if_present<DenseElementsAttr>(a); }
 
+// Shape functions compute over SymExpr, which throws std::overflow_error when sizes pass int64
+// (a corrupt model); MLIR's parser and verifier call them without exception handling, so each
+// one that does arithmetic catches it and reports "sizes out of range".
+
 /// `type` with its dims replaced (element type kept).
 RankedTensorType withDims(RankedTensorType type, ArrayRef<SymExpr> dims) {
   return tensorTypeWithDims(dims, type.getElementType());
@@ -241,13 +245,17 @@ OpFoldResult CastOp::fold(FoldAdaptor) {
 //===--- layout ------------------------------------------------------------===//
 
 LogicalResult ReshapeOp::verify() {
-  auto in = tensorTypeOf(getX());
-  if (in.getElementType() != getType().getElementType())
-    return emitOpError("changes the element type");
-  SymExpr from = productOf(symbolicShape(in)), to = productOf(symbolicShape(getType()));
-  if (from != to)
-    return emitOpError("changes the element count from ") << from.str() << " to " << to.str();
-  return success();
+  try {
+    auto in = tensorTypeOf(getX());
+    if (in.getElementType() != getType().getElementType())
+      return emitOpError("changes the element type");
+    SymExpr from = productOf(symbolicShape(in)), to = productOf(symbolicShape(getType()));
+    if (from != to)
+      return emitOpError("changes the element count from ") << from.str() << " to " << to.str();
+    return success();
+  } catch (const std::exception &e) {
+    return emitOpError("sizes out of range: ") << e.what();
+  }
 }
 
 OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
@@ -265,16 +273,20 @@ OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
 
 LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                             Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  auto t = tensorTypeOf(adaptor.getX());
-  ArrayRef<int64_t> perm = adaptor.getPerm();
-  if (failed(checkSize(loc, perm, t.getRank(), "perm")) ||
-      failed(checkDims(loc, perm, t.getRank(), "perm entry")))
-    return failure();
-  SymShape dims = symbolicShape(t), shape;
-  for (int64_t p : perm)
-    shape.push_back(dims[p]);
-  types.push_back(withDims(t, shape));
-  return success();
+  try {
+    auto t = tensorTypeOf(adaptor.getX());
+    ArrayRef<int64_t> perm = adaptor.getPerm();
+    if (failed(checkSize(loc, perm, t.getRank(), "perm")) ||
+        failed(checkDims(loc, perm, t.getRank(), "perm entry")))
+      return failure();
+    SymShape dims = symbolicShape(t), shape;
+    for (int64_t p : perm)
+      shape.push_back(dims[p]);
+    types.push_back(withDims(t, shape));
+    return success();
+  } catch (const std::exception &e) {
+    return emitOptionalError(loc, "sizes out of range: ", e.what());
+  }
 }
 
 OpFoldResult TransposeOp::fold(FoldAdaptor) {
@@ -284,25 +296,29 @@ OpFoldResult TransposeOp::fold(FoldAdaptor) {
 }
 
 LogicalResult BroadcastInDimOp::verify() {
-  auto in = tensorTypeOf(getX());
-  auto out = getType();
-  if (in.getElementType() != out.getElementType())
-    return emitOpError("changes the element type");
-  ArrayRef<int64_t> dims = getDims();
-  SymShape inDims = symbolicShape(in), outDims = symbolicShape(out);
-  if ((int64_t)dims.size() != in.getRank())
-    return emitOpError("dims has ") << dims.size() << " entries, expected " << in.getRank();
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (dims[i] < 0 || dims[i] >= out.getRank())
-      return emitOpError("dims entry ") << dims[i] << " is out of range for rank " << out.getRank();
-    if (i > 0 && dims[i] <= dims[i - 1])
-      return emitOpError("dims must be strictly increasing");
-    const SymExpr &inSize = inDims[i], &outSize = outDims[dims[i]];
-    if (inSize != 1 && inSize != outSize)
-      return emitOpError("operand dim ") << i << " of size " << inSize.str()
-                                         << " cannot broadcast to size " << outSize.str();
+  try {
+    auto in = tensorTypeOf(getX());
+    auto out = getType();
+    if (in.getElementType() != out.getElementType())
+      return emitOpError("changes the element type");
+    ArrayRef<int64_t> dims = getDims();
+    SymShape inDims = symbolicShape(in), outDims = symbolicShape(out);
+    if ((int64_t)dims.size() != in.getRank())
+      return emitOpError("dims has ") << dims.size() << " entries, expected " << in.getRank();
+    for (size_t i = 0; i < dims.size(); ++i) {
+      if (dims[i] < 0 || dims[i] >= out.getRank())
+        return emitOpError("dims entry ") << dims[i] << " is out of range for rank " << out.getRank();
+      if (i > 0 && dims[i] <= dims[i - 1])
+        return emitOpError("dims must be strictly increasing");
+      const SymExpr &inSize = inDims[i], &outSize = outDims[dims[i]];
+      if (inSize != 1 && inSize != outSize)
+        return emitOpError("operand dim ") << i << " of size " << inSize.str()
+                                           << " cannot broadcast to size " << outSize.str();
+    }
+    return success();
+  } catch (const std::exception &e) {
+    return emitOpError("sizes out of range: ") << e.what();
   }
-  return success();
 }
 
 OpFoldResult BroadcastInDimOp::fold(FoldAdaptor adaptor) {
@@ -315,33 +331,37 @@ OpFoldResult BroadcastInDimOp::fold(FoldAdaptor adaptor) {
 
 LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  auto t = tensorTypeOf(adaptor.getX());
-  int64_t rank = t.getRank();
-  if (failed(checkSize(loc, adaptor.getStart(), rank, "start")) ||
-      failed(checkSize(loc, adaptor.getLimit(), rank, "limit")) ||
-      failed(checkSize(loc, adaptor.getStride(), rank, "stride")))
-    return failure();
-  SymShape dims = symbolicShape(t), shape;
-  for (int64_t d = 0; d < rank; ++d) {
-    int64_t start = adaptor.getStart()[d], limit = adaptor.getLimit()[d],
-            stride = adaptor.getStride()[d];
-    if (stride < 1)
-      return emitOptionalError(loc, "stride must be >= 1, got ", stride, " in dim ", d);
-    if (!dims[d].isConstant()) {
-      // A symbolic dim is taken whole: its limit attribute is -1 (its size is not a number).
-      if (start != 0 || limit != -1 || stride != 1)
-        return emitOptionalError(loc, "symbolic dim ", d, " (", dims[d].str(),
-                                 ") must be sliced whole (start 0, limit -1, stride 1)");
-      shape.push_back(dims[d]);
-      continue;
+  try {
+    auto t = tensorTypeOf(adaptor.getX());
+    int64_t rank = t.getRank();
+    if (failed(checkSize(loc, adaptor.getStart(), rank, "start")) ||
+        failed(checkSize(loc, adaptor.getLimit(), rank, "limit")) ||
+        failed(checkSize(loc, adaptor.getStride(), rank, "stride")))
+      return failure();
+    SymShape dims = symbolicShape(t), shape;
+    for (int64_t d = 0; d < rank; ++d) {
+      int64_t start = adaptor.getStart()[d], limit = adaptor.getLimit()[d],
+              stride = adaptor.getStride()[d];
+      if (stride < 1)
+        return emitOptionalError(loc, "stride must be >= 1, got ", stride, " in dim ", d);
+      if (!dims[d].isConstant()) {
+        // A symbolic dim is taken whole: its limit attribute is -1 (its size is not a number).
+        if (start != 0 || limit != -1 || stride != 1)
+          return emitOptionalError(loc, "symbolic dim ", d, " (", dims[d].str(),
+                                   ") must be sliced whole (start 0, limit -1, stride 1)");
+        shape.push_back(dims[d]);
+        continue;
+      }
+      if (start < 0 || limit > t.getDimSize(d) || start > limit)
+        return emitOptionalError(loc, "slice [", start, ", ", limit, ") is out of range for dim ", d,
+                                 " of size ", t.getDimSize(d));
+      shape.push_back((limit - start + stride - 1) / stride);
     }
-    if (start < 0 || limit > t.getDimSize(d) || start > limit)
-      return emitOptionalError(loc, "slice [", start, ", ", limit, ") is out of range for dim ", d,
-                               " of size ", t.getDimSize(d));
-    shape.push_back((limit - start + stride - 1) / stride);
+    types.push_back(withDims(t, shape));
+    return success();
+  } catch (const std::exception &e) {
+    return emitOptionalError(loc, "sizes out of range: ", e.what());
   }
-  types.push_back(withDims(t, shape));
-  return success();
 }
 
 OpFoldResult SliceOp::fold(FoldAdaptor) {
@@ -356,27 +376,31 @@ LogicalResult ReverseOp::verify() {
 
 LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  if (adaptor.getInputs().empty())
-    return emitOptionalError(loc, "concat needs at least one input");
-  auto first = tensorTypeOf(adaptor.getInputs().front());
-  int64_t axis = adaptor.getAxis();
-  if (axis < 0 || axis >= first.getRank())
-    return emitOptionalError(loc, "axis ", axis, " is out of range for rank ", first.getRank());
-  SymShape firstDims = symbolicShape(first), shape = firstDims;
-  shape[axis] = 0;
-  for (Value v : adaptor.getInputs()) {
-    auto t = tensorTypeOf(v);
-    if (t.getElementType() != first.getElementType() || t.getRank() != first.getRank())
-      return emitOptionalError(loc, "concat inputs differ in element type or rank: ", first,
-                               " vs ", t);
-    SymShape dims = symbolicShape(t);
-    for (int64_t d = 0; d < t.getRank(); ++d)
-      if (d != axis && dims[d] != firstDims[d])
-        return emitOptionalError(loc, "concat inputs differ in dim ", d, ": ", first, " vs ", t);
-    shape[axis] += dims[axis];
+  try {
+    if (adaptor.getInputs().empty())
+      return emitOptionalError(loc, "concat needs at least one input");
+    auto first = tensorTypeOf(adaptor.getInputs().front());
+    int64_t axis = adaptor.getAxis();
+    if (axis < 0 || axis >= first.getRank())
+      return emitOptionalError(loc, "axis ", axis, " is out of range for rank ", first.getRank());
+    SymShape firstDims = symbolicShape(first), shape = firstDims;
+    shape[axis] = 0;
+    for (Value v : adaptor.getInputs()) {
+      auto t = tensorTypeOf(v);
+      if (t.getElementType() != first.getElementType() || t.getRank() != first.getRank())
+        return emitOptionalError(loc, "concat inputs differ in element type or rank: ", first,
+                                 " vs ", t);
+      SymShape dims = symbolicShape(t);
+      for (int64_t d = 0; d < t.getRank(); ++d)
+        if (d != axis && dims[d] != firstDims[d])
+          return emitOptionalError(loc, "concat inputs differ in dim ", d, ": ", first, " vs ", t);
+      shape[axis] += dims[axis];
+    }
+    types.push_back(withDims(first, shape));
+    return success();
+  } catch (const std::exception &e) {
+    return emitOptionalError(loc, "sizes out of range: ", e.what());
   }
-  types.push_back(withDims(first, shape));
-  return success();
 }
 
 OpFoldResult ConcatOp::fold(FoldAdaptor) {
@@ -387,35 +411,39 @@ OpFoldResult ConcatOp::fold(FoldAdaptor) {
 
 LogicalResult PadOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                       Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  auto t = tensorTypeOf(adaptor.getX());
-  auto v = tensorTypeOf(adaptor.getValue());
-  if (v.getRank() != 0 || v.getElementType() != t.getElementType())
-    return emitOptionalError(loc, "padding value must be a 0-d tensor of ", t.getElementType());
-  if (failed(checkSize(loc, adaptor.getLow(), t.getRank(), "low")) ||
-      failed(checkSize(loc, adaptor.getHigh(), t.getRank(), "high")))
-    return failure();
-  SymShape dims = symbolicShape(t), shape;
-  for (int64_t d = 0; d < t.getRank(); ++d) {
-    int64_t lo = adaptor.getLow()[d], hi = adaptor.getHigh()[d], size = t.getDimSize(d);
-    if (lo < 0 || hi < 0)
-      return emitOptionalError(loc, "padding must be >= 0, got ", lo, " and ", hi, " in dim ", d);
-    if (!dims[d].isConstant()) {
-      if (adaptor.getMode() != PadMode::Constant && (lo || hi))
-        return emitOptionalError(loc, "symbolic dim ", d, " (", dims[d].str(),
-                                 ") takes constant padding only, for now");
-      shape.push_back(dims[d] + lo + hi);
-      continue;
+  try {
+    auto t = tensorTypeOf(adaptor.getX());
+    auto v = tensorTypeOf(adaptor.getValue());
+    if (v.getRank() != 0 || v.getElementType() != t.getElementType())
+      return emitOptionalError(loc, "padding value must be a 0-d tensor of ", t.getElementType());
+    if (failed(checkSize(loc, adaptor.getLow(), t.getRank(), "low")) ||
+        failed(checkSize(loc, adaptor.getHigh(), t.getRank(), "high")))
+      return failure();
+    SymShape dims = symbolicShape(t), shape;
+    for (int64_t d = 0; d < t.getRank(); ++d) {
+      int64_t lo = adaptor.getLow()[d], hi = adaptor.getHigh()[d], size = t.getDimSize(d);
+      if (lo < 0 || hi < 0)
+        return emitOptionalError(loc, "padding must be >= 0, got ", lo, " and ", hi, " in dim ", d);
+      if (!dims[d].isConstant()) {
+        if (adaptor.getMode() != PadMode::Constant && (lo || hi))
+          return emitOptionalError(loc, "symbolic dim ", d, " (", dims[d].str(),
+                                   ") takes constant padding only, for now");
+        shape.push_back(dims[d] + lo + hi);
+        continue;
+      }
+      if (adaptor.getMode() == PadMode::Reflect && (lo >= size || hi >= size) && (lo || hi))
+        return emitOptionalError(loc, "reflect padding ", lo, "/", hi, " needs a dim larger than it, dim ",
+                                 d, " has size ", size);
+      if ((adaptor.getMode() == PadMode::Edge || adaptor.getMode() == PadMode::Wrap) && size == 0 &&
+          (lo || hi))
+        return emitOptionalError(loc, "cannot pad an empty dim ", d, " in edge or wrap mode");
+      shape.push_back(size + lo + hi);
     }
-    if (adaptor.getMode() == PadMode::Reflect && (lo >= size || hi >= size) && (lo || hi))
-      return emitOptionalError(loc, "reflect padding ", lo, "/", hi, " needs a dim larger than it, dim ",
-                               d, " has size ", size);
-    if ((adaptor.getMode() == PadMode::Edge || adaptor.getMode() == PadMode::Wrap) && size == 0 &&
-        (lo || hi))
-      return emitOptionalError(loc, "cannot pad an empty dim ", d, " in edge or wrap mode");
-    shape.push_back(size + lo + hi);
+    types.push_back(withDims(t, shape));
+    return success();
+  } catch (const std::exception &e) {
+    return emitOptionalError(loc, "sizes out of range: ", e.what());
   }
-  types.push_back(withDims(t, shape));
-  return success();
 }
 
 LogicalResult IotaOp::verify() {
@@ -469,17 +497,21 @@ LogicalResult DynamicUpdateSliceOp::inferReturnTypes(MLIRContext *, std::optiona
 
 LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  auto t = tensorTypeOf(adaptor.getX());
-  auto idx = tensorTypeOf(adaptor.getIndices());
-  int64_t axis = adaptor.getAxis();
-  if (axis < 0 || axis >= t.getRank())
-    return emitOptionalError(loc, "axis ", axis, " is out of range for rank ", t.getRank());
-  SymShape dims = symbolicShape(t), indexDims = symbolicShape(idx);
-  SymShape shape(dims.begin(), dims.begin() + axis);
-  shape.insert(shape.end(), indexDims.begin(), indexDims.end());
-  shape.insert(shape.end(), dims.begin() + axis + 1, dims.end());
-  types.push_back(withDims(t, shape));
-  return success();
+  try {
+    auto t = tensorTypeOf(adaptor.getX());
+    auto idx = tensorTypeOf(adaptor.getIndices());
+    int64_t axis = adaptor.getAxis();
+    if (axis < 0 || axis >= t.getRank())
+      return emitOptionalError(loc, "axis ", axis, " is out of range for rank ", t.getRank());
+    SymShape dims = symbolicShape(t), indexDims = symbolicShape(idx);
+    SymShape shape(dims.begin(), dims.begin() + axis);
+    shape.insert(shape.end(), indexDims.begin(), indexDims.end());
+    shape.insert(shape.end(), dims.begin() + axis + 1, dims.end());
+    types.push_back(withDims(t, shape));
+    return success();
+  } catch (const std::exception &e) {
+    return emitOptionalError(loc, "sizes out of range: ", e.what());
+  }
 }
 
 LogicalResult GatherElementsOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
@@ -567,15 +599,19 @@ LogicalResult ScatterNDOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
 
 LogicalResult ReduceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  auto t = tensorTypeOf(adaptor.getX());
-  if (failed(checkDims(loc, adaptor.getDims(), t.getRank(), "dims entry", /*sorted=*/true)))
-    return failure();
-  SymShape dims = symbolicShape(t), shape;
-  for (int64_t d = 0; d < t.getRank(); ++d)
-    if (!llvm::is_contained(adaptor.getDims(), d))
-      shape.push_back(dims[d]);
-  types.push_back(withDims(t, shape));
-  return success();
+  try {
+    auto t = tensorTypeOf(adaptor.getX());
+    if (failed(checkDims(loc, adaptor.getDims(), t.getRank(), "dims entry", /*sorted=*/true)))
+      return failure();
+    SymShape dims = symbolicShape(t), shape;
+    for (int64_t d = 0; d < t.getRank(); ++d)
+      if (!llvm::is_contained(adaptor.getDims(), d))
+        shape.push_back(dims[d]);
+    types.push_back(withDims(t, shape));
+    return success();
+  } catch (const std::exception &e) {
+    return emitOptionalError(loc, "sizes out of range: ", e.what());
+  }
 }
 
 LogicalResult ArgReduceOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
@@ -622,21 +658,25 @@ LogicalResult TopKOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location>
 
 LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  auto a = tensorTypeOf(adaptor.getLhs()), b = tensorTypeOf(adaptor.getRhs());
-  if (a.getElementType() != b.getElementType())
-    return emitOptionalError(loc, "matmul operands differ in element type: ", a, " vs ", b);
-  if (a.getRank() < 2 || a.getRank() != b.getRank())
-    return emitOptionalError(loc, "matmul operands need one rank >= 2, got ", a, " and ", b);
-  int64_t r = a.getRank();
-  SymShape ad = symbolicShape(a), bd = symbolicShape(b);
-  if (!std::equal(ad.begin(), ad.end() - 2, bd.begin()))
-    return emitOptionalError(loc, "matmul batch dims differ: ", a, " vs ", b);
-  if (ad[r - 1] != bd[r - 2])
-    return emitOptionalError(loc, "matmul contraction dims differ: ", a, " vs ", b);
-  SymShape shape(ad.begin(), ad.end() - 1);
-  shape.push_back(bd[r - 1]);
-  types.push_back(withDims(a, shape));
-  return success();
+  try {
+    auto a = tensorTypeOf(adaptor.getLhs()), b = tensorTypeOf(adaptor.getRhs());
+    if (a.getElementType() != b.getElementType())
+      return emitOptionalError(loc, "matmul operands differ in element type: ", a, " vs ", b);
+    if (a.getRank() < 2 || a.getRank() != b.getRank())
+      return emitOptionalError(loc, "matmul operands need one rank >= 2, got ", a, " and ", b);
+    int64_t r = a.getRank();
+    SymShape ad = symbolicShape(a), bd = symbolicShape(b);
+    if (!std::equal(ad.begin(), ad.end() - 2, bd.begin()))
+      return emitOptionalError(loc, "matmul batch dims differ: ", a, " vs ", b);
+    if (ad[r - 1] != bd[r - 2])
+      return emitOptionalError(loc, "matmul contraction dims differ: ", a, " vs ", b);
+    SymShape shape(ad.begin(), ad.end() - 1);
+    shape.push_back(bd[r - 1]);
+    types.push_back(withDims(a, shape));
+    return success();
+  } catch (const std::exception &e) {
+    return emitOptionalError(loc, "sizes out of range: ", e.what());
+  }
 }
 
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
@@ -692,70 +732,104 @@ static int64_t windowedSize(int64_t size, int64_t lhsDil, int64_t lo, int64_t hi
   return (padded - span) / stride + 1;
 }
 
+/// windowedSize of a symbolic size (a window larger than the padded input then gives a
+/// negative size, which binding the symbols rejects).
+static SymExpr windowedSize(const SymExpr &size, int64_t lhsDil, int64_t lo, int64_t hi,
+                            int64_t window, int64_t rhsDil, int64_t stride) {
+  if (std::optional<int64_t> c = size.constant())
+    return windowedSize(*c, lhsDil, lo, hi, window, rhsDil, stride);
+  SymExpr padded = (size - 1) * lhsDil + 1 + lo + hi;
+  int64_t span = (window - 1) * rhsDil + 1;
+  return SymExpr::floorDiv(padded - span, stride) + 1;
+}
+
 LogicalResult ConvOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                        Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  if (failed(requireStaticShapes(loc, "tcc.conv", {adaptor.getInput(), adaptor.getWeight()})))
-    return failure();
-  auto in = tensorTypeOf(adaptor.getInput()), w = tensorTypeOf(adaptor.getWeight());
-  if (in.getRank() < 3 || in.getRank() != w.getRank())
-    return emitOptionalError(loc, "conv needs input and weight of one rank >= 3, got ", in,
-                             " and ", w);
-  const bool last = adaptor.getChannelsLast();
-  if (last) // the checks below on the [N, C, S...] view of the input
-    in = RankedTensorType::get(channelsFirstShape(in.getShape()), in.getElementType());
-  if (in.getElementType() != w.getElementType())
-    return emitOptionalError(loc, "conv input and weight differ in element type");
-  int64_t spatial = in.getRank() - 2, groups = adaptor.getGroups();
-  for (auto [attr, name] : {std::pair{adaptor.getStrides(), "strides"},
-                            {adaptor.getPadLow(), "pad_low"}, {adaptor.getPadHigh(), "pad_high"},
-                            {adaptor.getLhsDilation(), "lhs_dilation"},
-                            {adaptor.getRhsDilation(), "rhs_dilation"}})
-    if (failed(checkSize(loc, attr, spatial, name)))
+  try {
+    if (failed(requireStaticShapes(loc, "tcc.conv (weight)", {adaptor.getWeight()})))
       return failure();
-  if (groups < 1 || in.getDimSize(1) % groups || w.getDimSize(0) % groups)
-    return emitOptionalError(loc, "groups = ", groups, " must divide the input channels (",
-                             in.getDimSize(1), ") and output channels (", w.getDimSize(0), ")");
-  if (w.getDimSize(1) * groups != in.getDimSize(1))
-    return emitOptionalError(loc, "weight has ", w.getDimSize(1), " input channels per group, the input ",
-                             in.getDimSize(1), " channels in ", groups, " groups");
-  SmallVector<int64_t> shape{in.getDimSize(0), w.getDimSize(0)};
-  for (int64_t d = 0; d < spatial; ++d) {
-    int64_t s = adaptor.getStrides()[d], ld = adaptor.getLhsDilation()[d],
-            rd = adaptor.getRhsDilation()[d];
-    if (s < 1 || ld < 1 || rd < 1)
-      return emitOptionalError(loc, "strides and dilations must be >= 1");
-    shape.push_back(windowedSize(in.getDimSize(d + 2), ld, adaptor.getPadLow()[d],
-                                 adaptor.getPadHigh()[d], w.getDimSize(d + 2), rd, s));
+    auto in = tensorTypeOf(adaptor.getInput()), w = tensorTypeOf(adaptor.getWeight());
+    if (in.getRank() < 3 || in.getRank() != w.getRank())
+      return emitOptionalError(loc, "conv needs input and weight of one rank >= 3, got ", in,
+                               " and ", w);
+    const bool last = adaptor.getChannelsLast();
+    // [N, C, S...] (the view the checks below read); N and S may be symbolic, C may not.
+    SymShape inDims = symbolicShape(in);
+    if (last) {
+      SymShape first{inDims[0], inDims.back()};
+      first.insert(first.end(), inDims.begin() + 1, inDims.end() - 1);
+      inDims = first;
+    }
+    if (!inDims[1].isConstant())
+      return emitOptionalError(loc, "conv input channels must be static, got ", inDims[1].str());
+    SmallVector<int64_t> viewShape;
+    for (const SymExpr &d : inDims)
+      viewShape.push_back(d.constant() ? *d.constant() : 1);
+    in = RankedTensorType::get(viewShape, in.getElementType());
+    if (in.getElementType() != w.getElementType())
+      return emitOptionalError(loc, "conv input and weight differ in element type");
+    int64_t spatial = in.getRank() - 2, groups = adaptor.getGroups();
+    for (auto [attr, name] : {std::pair{adaptor.getStrides(), "strides"},
+                              {adaptor.getPadLow(), "pad_low"}, {adaptor.getPadHigh(), "pad_high"},
+                              {adaptor.getLhsDilation(), "lhs_dilation"},
+                              {adaptor.getRhsDilation(), "rhs_dilation"}})
+      if (failed(checkSize(loc, attr, spatial, name)))
+        return failure();
+    if (groups < 1 || in.getDimSize(1) % groups || w.getDimSize(0) % groups)
+      return emitOptionalError(loc, "groups = ", groups, " must divide the input channels (",
+                               in.getDimSize(1), ") and output channels (", w.getDimSize(0), ")");
+    if (w.getDimSize(1) * groups != in.getDimSize(1))
+      return emitOptionalError(loc, "weight has ", w.getDimSize(1), " input channels per group, the input ",
+                               in.getDimSize(1), " channels in ", groups, " groups");
+    SymShape shape{inDims[0], w.getDimSize(0)};
+    for (int64_t d = 0; d < spatial; ++d) {
+      int64_t s = adaptor.getStrides()[d], ld = adaptor.getLhsDilation()[d],
+              rd = adaptor.getRhsDilation()[d];
+      if (s < 1 || ld < 1 || rd < 1)
+        return emitOptionalError(loc, "strides and dilations must be >= 1");
+      shape.push_back(windowedSize(inDims[d + 2], ld, adaptor.getPadLow()[d],
+                                   adaptor.getPadHigh()[d], w.getDimSize(d + 2), rd, s));
+    }
+    if (last) {
+      SymShape cl{shape[0]};
+      cl.insert(cl.end(), shape.begin() + 2, shape.end());
+      cl.push_back(shape[1]);
+      shape = cl;
+    }
+    types.push_back(tensorTypeWithDims(shape, in.getElementType()));
+    return success();
+  } catch (const std::exception &e) {
+    return emitOptionalError(loc, "sizes out of range: ", e.what());
   }
-  types.push_back(RankedTensorType::get(last ? channelsLastShape(shape) : shape,
-                                        in.getElementType()));
-  return success();
 }
 
 LogicalResult ReduceWindowOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                                Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  if (failed(requireStaticShapes(loc, "tcc.reduce_window", {adaptor.getX()})))
-    return failure();
-  auto t = tensorTypeOf(adaptor.getX());
-  int64_t rank = t.getRank();
-  for (auto [attr, name] : {std::pair{adaptor.getWindow(), "window"},
-                            {adaptor.getStrides(), "strides"}, {adaptor.getPadLow(), "pad_low"},
-                            {adaptor.getPadHigh(), "pad_high"},
-                            {adaptor.getDilations(), "dilations"}})
-    if (failed(checkSize(loc, attr, rank, name)))
-      return failure();
-  SmallVector<int64_t> shape;
-  for (int64_t d = 0; d < rank; ++d) {
-    int64_t w = adaptor.getWindow()[d], s = adaptor.getStrides()[d], dil = adaptor.getDilations()[d];
-    if (w < 1 || s < 1 || dil < 1)
-      return emitOptionalError(loc, "window, strides and dilations must be >= 1");
-    if (adaptor.getPadLow()[d] < 0 || adaptor.getPadHigh()[d] < 0)
-      return emitOptionalError(loc, "padding must be >= 0");
-    shape.push_back(windowedSize(t.getDimSize(d), 1, adaptor.getPadLow()[d], adaptor.getPadHigh()[d],
-                                 w, dil, s));
+  try {
+    auto t = tensorTypeOf(adaptor.getX());
+    SymShape dims = symbolicShape(t);
+    int64_t rank = t.getRank();
+    for (auto [attr, name] : {std::pair{adaptor.getWindow(), "window"},
+                              {adaptor.getStrides(), "strides"}, {adaptor.getPadLow(), "pad_low"},
+                              {adaptor.getPadHigh(), "pad_high"},
+                              {adaptor.getDilations(), "dilations"}})
+      if (failed(checkSize(loc, attr, rank, name)))
+        return failure();
+    SymShape shape;
+    for (int64_t d = 0; d < rank; ++d) {
+      int64_t w = adaptor.getWindow()[d], s = adaptor.getStrides()[d], dil = adaptor.getDilations()[d];
+      if (w < 1 || s < 1 || dil < 1)
+        return emitOptionalError(loc, "window, strides and dilations must be >= 1");
+      if (adaptor.getPadLow()[d] < 0 || adaptor.getPadHigh()[d] < 0)
+        return emitOptionalError(loc, "padding must be >= 0");
+      shape.push_back(windowedSize(dims[d], 1, adaptor.getPadLow()[d], adaptor.getPadHigh()[d],
+                                   w, dil, s));
+    }
+    types.push_back(withDims(t, shape));
+    return success();
+  } catch (const std::exception &e) {
+    return emitOptionalError(loc, "sizes out of range: ", e.what());
   }
-  types.push_back(RankedTensorType::get(shape, t.getElementType()));
-  return success();
 }
 
 //===--- control flow ---------------------------------------------------------===//

@@ -288,7 +288,7 @@ struct SymExpr::Impl {
   static int compareMonomials(const Factors &a, const Factors &b) {
     unsigned __int128 da = degree(a), db = degree(b);
     if (da != db)
-      return da > db ? 1 : -1;
+      return da > db ? -1 : 1;
     for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
       if (int c = compareAtoms(a[i].atom, b[i].atom))
         return c;

@@ -104,6 +104,31 @@ std::vector<Tensor> tokenInputs(int64_t batch, int64_t seq, uint64_t seed, bool 
   return {ids, mask};
 }
 
+/// The CNN's image size stays symbolic through convolutions (padded, strided) and max
+/// pooling; the global mean divides by h*w read at run time.
+TEST(SymbolicShape, TorchExportedCnnRunsAtEveryImageSize) {
+  std::string path = std::string(TCC_SOURCE_DIR) + "/test/unit/Inputs/cnn-dynamic.onnx";
+  mlir::MLIRContext ctx;
+  auto importAt = [&](const std::map<std::string, Shape> &shapes) {
+    onnx::ModelProto model = loadOnnxModel(path);
+    PrepareOptions prepare;
+    prepare.inputShapes = shapes;
+    prepareOnnxModel(model, prepare);
+    return importOnnxModel(ctx, model, {});
+  };
+  ImportedModel symbolic = importAt({});
+  EXPECT_EQ(shapeString(symbolicShape(mainOf(symbolic).getArgumentTypes()[0])), "batchx3xhxw");
+  uint64_t seed = 5;
+  for (Shape shape : {Shape{1, 3, 8, 8}, Shape{2, 3, 13, 17}, Shape{1, 3, 32, 24}}) {
+    SCOPED_TRACE(shapeToString(shape));
+    std::vector<Tensor> inputs{randomTensor(DType::F32, shape, seed += 2)};
+    ImportedModel fixed = importAt({{"x", shape}});
+    Tensor got = runFunction(mainOf(symbolic), inputs).at(0),
+           want = runFunction(mainOf(fixed), inputs).at(0);
+    EXPECT_TRUE(bitwiseEqual(got, want)) << got.typeString() << " vs " << want.typeString();
+  }
+}
+
 /// Models torch.onnx.export wrote with dynamic batch and sequence axes
 /// (Inputs/export_symbolic_models.py): one import, run at three sizes, equals the import fixed
 /// at each size.

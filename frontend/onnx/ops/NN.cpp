@@ -133,6 +133,35 @@ Window windowGeometry(NodeContext &n, ArrayRef<int64_t> in, std::vector<int64_t>
   return w;
 }
 
+/// windowGeometry over spatial dims that may be symbolic. The padding of a symbolic dim must not
+/// depend on its size: explicit pads (or VALID), or stride 1 under auto_pad SAME or ceil_mode.
+/// `out` is left empty: the ops infer their (symbolic) result dims.
+Window windowGeometry(NodeContext &n, ArrayRef<SymExpr> in, std::vector<int64_t> kernel,
+                      bool ceilMode) {
+  if (auto fixed = staticDims(in))
+    return windowGeometry(n, *fixed, std::move(kernel), ceilMode);
+  std::string autoPad = n.attrString("auto_pad", "NOTSET");
+  bool sizeDependent = ceilMode || autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER";
+  std::vector<int64_t> strides = spatialAttr(n, "strides", in.size(), 1, 1);
+  // Padding independent of the size: computed for a stand-in size, which the window fits.
+  SmallVector<int64_t> standIn;
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (in[d].isConstant()) {
+      standIn.push_back(*in[d].constant());
+      continue;
+    }
+    if (sizeDependent && strides[d] != 1)
+      n.fail("spatial dim " + std::to_string(d) + " is symbolic (" + in[d].str() +
+             "): its padding under auto_pad " + autoPad + (ceilMode ? " with ceil_mode" : "") +
+             " and stride " + std::to_string(strides[d]) + " depends on its size, which is "
+             "not supported yet");
+    standIn.push_back(int64_t(1) << 30);
+  }
+  Window w = windowGeometry(n, standIn, std::move(kernel), ceilMode);
+  w.out.clear();
+  return w;
+}
+
 /// The kernel_shape attribute of a pool over `r` spatial dims.
 std::vector<int64_t> poolKernel(NodeContext &n, size_t r) {
   if (!n.hasAttr("kernel_shape"))
@@ -148,6 +177,16 @@ SmallVector<int64_t> spatialDims(NodeContext &n, size_t input) {
            std::to_string(rank));
   auto s = n.inputShape(input);
   return SmallVector<int64_t>(s.begin() + 2, s.end());
+}
+
+/// The spatial dims of a pool or conv input [N, C, S...], symbolic ones included.
+SymShape spatialSymDims(NodeContext &n, size_t input) {
+  int64_t rank = n.inputRank(input);
+  if (rank < 3)
+    n.fail("expects an input [N, C, D1, ...] with at least one spatial dim, got rank " +
+           std::to_string(rank));
+  SymShape s = n.inputDims(input);
+  return SymShape(s.begin() + 2, s.end());
 }
 
 /// tcc.reduce_window over the spatial dims of x [N, C, S...] with window geometry `w`.
@@ -169,15 +208,20 @@ Value poolWindow(CoreBuilder &b, ReduceKind kind, Value x, const Window &w) {
 Value addChannelBias(CoreBuilder &b, Value y, Value bias) {
   int64_t rank = CoreBuilder::rankOf(y);
   return b.add(y, b.reshape(bias, axisShape(rank, 1, CoreBuilder::shapeOf(bias)[0])));
+  // (shapeOf: a bias has static dims; y's may be symbolic, the add broadcasts.)
 }
 
 /// Checks x [N, C, S...] and w [M, C/group, K...] and returns the convolution geometry.
 Window convGeometry(NodeContext &n, Value x, Value w, int64_t group) {
-  SmallVector<int64_t> in = spatialDims(n, 0);
-  auto xs = CoreBuilder::shapeOf(x), ws = CoreBuilder::shapeOf(w);
-  if (ws.size() != xs.size())
+  SymShape in = spatialSymDims(n, 0);
+  SymShape xd = CoreBuilder::dimsOf(x);
+  auto ws = CoreBuilder::shapeOf(w);
+  if (ws.size() != xd.size())
     n.fail("weight rank " + std::to_string(ws.size()) + " does not match input rank " +
-           std::to_string(xs.size()));
+           std::to_string(xd.size()));
+  if (!xd[1].isConstant())
+    n.fail("the input channels must be static, got " + xd[1].str());
+  SmallVector<int64_t> xs{1, *xd[1].constant()};
   if (group < 1 || xs[1] % group || ws[0] % group || ws[1] * group != xs[1])
     n.fail("input channels " + std::to_string(xs[1]) + ", weight " +
            shapeToString(Shape(ws.begin(), ws.end())) + " and group " + std::to_string(group) +
@@ -482,11 +526,11 @@ Value maxPoolIndices(NodeContext &n, Value x, const Window &w, ArrayRef<int64_t>
 
 void lowerMaxPool(NodeContext &n) {
   Value x = n.input(0);
-  SmallVector<int64_t> in = spatialDims(n, 0);
-  Window w = windowGeometry(n, in, poolKernel(n, in.size()), n.attrInt("ceil_mode", 0) != 0);
+  SymShape dims = spatialSymDims(n, 0);
+  Window w = windowGeometry(n, dims, poolKernel(n, dims.size()), n.attrInt("ceil_mode", 0) != 0);
   n.setOutput(0, poolWindow(n.b(), ReduceKind::Max, x, w));
   if (n.hasOutput(1))
-    n.setOutput(1, maxPoolIndices(n, x, w, in));
+    n.setOutput(1, maxPoolIndices(n, x, w, spatialDims(n, 0)));
 }
 
 /// |x|^p, with the common p exact.
@@ -524,7 +568,7 @@ void lowerLpPool(NodeContext &n) {
 }
 
 SmallVector<int64_t> spatialAxes(NodeContext &n) {
-  SmallVector<int64_t> in = spatialDims(n, 0);
+  SymShape in = spatialSymDims(n, 0);
   SmallVector<int64_t> axes;
   for (size_t d = 0; d < in.size(); ++d)
     axes.push_back(2 + d);
@@ -535,10 +579,11 @@ void lowerGlobalAveragePool(NodeContext &n) {
   CoreBuilder &b = n.b();
   Value x = n.input(0);
   SmallVector<int64_t> axes = spatialAxes(n);
-  double count = 1;
+  SymShape dims = n.inputDims(0);
+  SymExpr count = 1;
   for (int64_t a : axes)
-    count *= CoreBuilder::shapeOf(x)[a];
-  n.setOutput(0, b.div(b.reduce(ReduceKind::Sum, x, axes, true), b.scalarLike(x, count)));
+    count = count * dims[a];
+  n.setOutput(0, b.div(b.reduce(ReduceKind::Sum, x, axes, true), scalarCount(b, x, count)));
 }
 
 void lowerGlobalMaxPool(NodeContext &n) {

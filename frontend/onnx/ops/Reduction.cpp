@@ -439,7 +439,7 @@ void lowerGemm(NodeContext &n) {
     a = b.transpose(a, {1, 0});
   if (n.attrInt("transB", 0))
     bm = b.transpose(bm, {1, 0});
-  if (CoreBuilder::shapeOf(a)[1] != CoreBuilder::shapeOf(bm)[0])
+  if (CoreBuilder::dimsOf(a)[1] != CoreBuilder::dimsOf(bm)[0])
     n.fail("inner dimensions of A and B do not match");
   Value y = b.create<MatmulOp>(a, bm);
   double alpha = n.attrFloat("alpha", 1.0), beta = n.attrFloat("beta", 1.0);
@@ -447,7 +447,7 @@ void lowerGemm(NodeContext &n) {
     y = b.mul(y, b.scalarLike(y, alpha));
   if (n.hasInput(2)) {
     // C broadcasts unidirectionally to Y's [M, N].
-    Value c = b.broadcastTo(n.input(2), CoreBuilder::shapeOf(y));
+    Value c = b.broadcastToDims(n.input(2), CoreBuilder::dimsOf(y));
     if (beta != 1.0)
       c = b.mul(c, b.scalarLike(c, beta));
     y = b.add(y, c);

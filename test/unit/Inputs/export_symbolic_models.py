@@ -1,4 +1,5 @@
-"""Writes bert-dynamic.onnx and gpt-dynamic.onnx: small BERT- and GPT-style blocks exported by
+"""Writes bert-dynamic.onnx, gpt-dynamic.onnx and cnn-dynamic.onnx: small BERT- and GPT-style
+blocks and a small CNN (dynamic batch and image size) exported by
 torch.onnx.export (TorchScript exporter, opset 17) with dynamic batch and sequence axes, the way
 users export them: positions from arange(seq), heads split by view/transpose on x.shape, a
 padding mask (BERT) or a causal triu mask (GPT). Random weights, seeded.
@@ -48,10 +49,18 @@ class Gpt(nn.Module):
         sc = sc.masked_fill(causal, float("-inf"))
         a = (sc.softmax(-1) @ v).transpose(1, 2).reshape(B, S, s.D)
         return s.lm(x + s.o(a))
+class Cnn(nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.c1 = nn.Conv2d(3, 8, 3, padding=1); s.c2 = nn.Conv2d(8, 16, 3, stride=2, padding=1); s.fc = nn.Linear(16, 10)
+    def forward(s, x):
+        x = torch.relu(s.c1(x)); x = nn.functional.max_pool2d(x, 2); x = torch.relu(s.c2(x))
+        return s.fc(x.mean((2, 3)))
 ids = torch.randint(0, 100, (2, 7)); mask = torch.ones(2, 7, dtype=torch.int64)
 for name, m, args, names, axes in [
     ("bert-dynamic", Bert().eval(), (ids, mask), ["ids", "mask"], {"ids": {0: "batch", 1: "seq"}, "mask": {0: "batch", 1: "seq"}}),
     ("gpt-dynamic", Gpt().eval(), (ids,), ["ids"], {"ids": {0: "batch", 1: "seq"}}),
+    ("cnn-dynamic", Cnn().eval(), (torch.randn(2, 3, 32, 32),), ["x"], {"x": {0: "batch", 2: "h", 3: "w"}}),
     ]:
     torch.onnx.export(m, args, f"{out}/{name}.onnx", input_names=names, output_names=["y"], dynamic_axes=axes, opset_version=17, dynamo=False)
     print("wrote", name)
