@@ -227,6 +227,23 @@ struct SymExpr::OpNode {
 };
 
 struct SymExpr::Impl {
+  /// For a constant divisor c (not 0 or -1): splits a = c*quotient + rest where rest keeps the
+  /// terms whose coefficients c does not divide; false when either part would be empty. Then
+  /// floordiv(a, c) = quotient + floordiv(rest, c), and likewise ceildiv and mod.
+  static bool splitMultiples(const SymExpr &a, int64_t c, SymExpr &quotient, SymExpr &rest) {
+    if (c == 0 || c == -1)
+      return false;
+    quotient.terms_.clear();
+    rest.terms_.clear();
+    for (const Term &t : a.terms_) {
+      if (t.coeff % c == 0)
+        quotient.terms_.push_back(Term{t.coeff / c, t.factors}); // sorted order kept
+      else
+        rest.terms_.push_back(t);
+    }
+    return !quotient.terms_.empty() && !rest.terms_.empty();
+  }
+
   using Factors = std::vector<Factor>;
   using ValueOf = std::function<std::optional<int64_t>(const std::string &)>;
   using RangeOf = std::function<std::optional<std::pair<int64_t, int64_t>>(const std::string &)>;
@@ -718,6 +735,8 @@ SymExpr SymExpr::floorDiv(const SymExpr &a, const SymExpr &b) {
   }
   if (auto q = divideExactly(a, b))
     return *q;
+  if (SymExpr quotient, rest; cb && Impl::splitMultiples(a, *cb, quotient, rest))
+    return quotient + floorDiv(rest, b);
   return Impl::opaque(AtomKind::FloorDiv, a, b);
 }
 
@@ -733,6 +752,8 @@ SymExpr SymExpr::ceilDiv(const SymExpr &a, const SymExpr &b) {
   }
   if (auto q = divideExactly(a, b))
     return *q;
+  if (SymExpr quotient, rest; cb && Impl::splitMultiples(a, *cb, quotient, rest))
+    return quotient + ceilDiv(rest, b);
   return Impl::opaque(AtomKind::CeilDiv, a, b);
 }
 
@@ -744,6 +765,8 @@ SymExpr SymExpr::mod(const SymExpr &a, const SymExpr &b) {
     return floorMod(*ca, *cb);
   if (divideExactly(a, b))
     return 0;
+  if (SymExpr quotient, rest; cb && Impl::splitMultiples(a, *cb, quotient, rest))
+    return mod(rest, b);
   return Impl::opaque(AtomKind::Mod, a, b);
 }
 

@@ -509,8 +509,9 @@ TEST(SymExpr, ExactDivision) {
   EXPECT_EQ(SymExpr::mod(a, -1), SymExpr(0));
   EXPECT_EQ(SymExpr::floorDiv(a, a), SymExpr(1));
   EXPECT_EQ(SymExpr::floorDiv(0, a), SymExpr(0));
-  // Not exact: opaque.
-  EXPECT_EQ(SymExpr::floorDiv(2 * a + 3, 2).str(), "floordiv(2*a + 3, 2)");
+  // Not exact: multiples of the divisor pulled out, the rest opaque.
+  EXPECT_EQ(SymExpr::floorDiv(2 * a + 3, 2).str(), "a + 1");
+  EXPECT_EQ(SymExpr::floorDiv(a + b, 2).str(), "floordiv(a + b, 2)");
   EXPECT_EQ(SymExpr::mod(a, b).str(), "mod(a, b)");
   EXPECT_EQ(SymExpr::ceilDiv(a, 2).str(), "ceildiv(a, 2)");
 }
@@ -735,4 +736,22 @@ TEST(SymExpr, OrderAndHashMakeMapKeys) {
   EXPECT_NE((a * b).hash(), (a + b).hash());
   EXPECT_FALSE(a < a);
   EXPECT_TRUE((a < b) != (b < a));
+}
+
+TEST(SymExpr, DivisionByAConstantPullsOutItsMultiples) {
+  SymExpr h = SymExpr::symbol("h"), w = SymExpr::symbol("w");
+  // A 2x2 stride-2 pool of h: floordiv(h - 2, 2) + 1 is floordiv(h, 2).
+  EXPECT_EQ(SymExpr::floorDiv(h - 2, 2) + 1, SymExpr::floorDiv(h, 2));
+  EXPECT_EQ(SymExpr::floorDiv(4 * w + h + 6, 2).str(), SymExpr::parse("2*w + 3 + floordiv(h, 2)")->str());
+  EXPECT_EQ(SymExpr::ceilDiv(h + 3, 3), SymExpr::ceilDiv(h, 3) + 1);
+  EXPECT_EQ(SymExpr::mod(h + 4, 2), SymExpr::mod(h, 2));
+  // Negative divisors keep floor semantics: floordiv(h - 3, -3) = floordiv(h, -3) + 1.
+  EXPECT_EQ(SymExpr::floorDiv(h - 3, -3), SymExpr::floorDiv(h, -3) + 1);
+  for (int64_t v = -9; v <= 9; ++v) {
+    auto at = [&](const SymExpr &e) {
+      return *e.evaluate([&](const std::string &) -> std::optional<int64_t> { return v; });
+    };
+    EXPECT_EQ(at(SymExpr::floorDiv(h - 3, -3)), (int64_t)std::floor((v - 3) / -3.0)) << v;
+    EXPECT_EQ(at(SymExpr::ceilDiv(h + 3, 3)), (int64_t)std::ceil((v + 3) / 3.0)) << v;
+  }
 }
