@@ -393,11 +393,83 @@ void lowerSplit(NodeContext &n) {
   }
 }
 
+/// x clamped to [0, size], the clamps the symbols' ranges decide left out.
+SymExpr clampToSize(NodeContext &n, const SymExpr &x, const SymExpr &size) {
+  const SymbolRanges &ranges = n.symbolRanges();
+  SymExpr r = x;
+  if (rangeOf(size - r, ranges).max <= 0)
+    r = size;
+  else if (rangeOf(size - r, ranges).min < 0)
+    r = SymExpr::min(r, size);
+  if (rangeOf(r, ranges).max <= 0)
+    return 0;
+  if (rangeOf(r, ranges).min < 0)
+    r = SymExpr::max(r, 0);
+  return r;
+}
+
+/// Slice of a tensor with symbolic dims, or with bounds computed from them (x[:, -1:],
+/// buffer[:, :, :seq, :seq]); positive steps only. A static dim with constant bounds is a
+/// tcc.slice; any other sliced dim a gather of start + step * iota(count).
+void lowerSymbolicSlice(NodeContext &n) {
+  CoreBuilder &b = n.b();
+  Value x = n.input(0);
+  int64_t rank = CoreBuilder::rankOf(x);
+  std::vector<SymExpr> starts = n.requireDims(1, "starts"), ends = n.requireDims(2, "ends");
+  std::vector<int64_t> axes, steps;
+  if (n.hasInput(3))
+    axes = n.requireInts(3, "axes");
+  else
+    for (size_t i = 0; i < starts.size(); ++i)
+      axes.push_back(i);
+  steps = n.hasInput(4) ? n.requireInts(4, "steps") : std::vector<int64_t>(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+    n.fail("starts, ends, axes and steps must have the same length");
+  Shape64 dims = n.normalizeAxes(axes, rank);
+  const SymbolRanges &ranges = n.symbolRanges();
+  for (size_t i = 0; i < dims.size(); ++i) {
+    int64_t d = dims[i], step = steps[i];
+    if (step <= 0)
+      n.fail("steps must be positive on a tensor with symbolic dims, got " + std::to_string(step));
+    SymExpr size = CoreBuilder::dimsOf(x)[d];
+    // Negative bounds count from the end: the sign must be known.
+    auto fromEnd = [&](const SymExpr &v, const char *what) -> SymExpr {
+      SymbolRange r = rangeOf(v, ranges);
+      if (r.min >= 0)
+        return v;
+      if (r.max < 0)
+        return v + size;
+      n.fail(std::string(what) + " " + v.str() + " may be negative or not: not supported");
+    };
+    SymExpr start = clampToSize(n, fromEnd(starts[i], "start"), size),
+             end = clampToSize(n, fromEnd(ends[i], "end"), size);
+    auto s = start.constant(), e = end.constant(), sz = size.constant();
+    if (s && e && sz) {
+      x = b.sliceDim(x, d, *s, std::max(*s, *e), step);
+      continue;
+    }
+    SymExpr count = SymExpr::ceilDiv(end - start, step);
+    if (rangeOf(count, ranges).min < 0)
+      count = SymExpr::max(count, 0);
+    Type i64 = b.builder().getI64Type();
+    Value index = b.iotaOfDims({count}, i64, 0);
+    if (step != 1)
+      index = b.mul(index, b.constantI64({step}, {}));
+    if (start != 0)
+      index = b.add(index, b.symInts({start}, {}));
+    x = b.create<GatherOp>(x, index, d);
+  }
+  n.setOutput(0, x);
+}
+
 /// Slice: per axis, starts/ends are clamped like Python slicing. Positive steps map to a
 /// strided tcc.slice; negative steps reverse the dim and slice the mirrored range.
 void lowerSlice(NodeContext &n) {
   Value x = n.input(0);
-  // Symbolic dims can only be kept whole (limit -1): the sliced dims must be static.
+  if (n.opset() >= 10 &&
+      (n.input(1).getDefiningOp<SymIntsOp>() || n.input(2).getDefiningOp<SymIntsOp>()))
+    return lowerSymbolicSlice(n);
+  // Symbolic dims are kept whole here (limit -1); slicing one is lowerSymbolicSlice's.
   SymShape symbolic = n.inputDims(0);
   Shape64 shape;
   for (const SymExpr &d : symbolic)
@@ -428,9 +500,12 @@ void lowerSlice(NodeContext &n) {
   Shape64 start(rank, 0), limit(shape), stride(rank, 1), reversed;
   for (size_t i = 0; i < dims.size(); ++i) {
     int64_t d = dims[i], size = shape[d], step = steps[i];
-    if (size < 0)
-      n.fail("cannot slice symbolic dim " + std::to_string(d) + " (" + symbolic[d].str() +
-             ") yet");
+    if (size < 0) {
+      if (n.opset() < 10)
+        n.fail("cannot slice symbolic dim " + std::to_string(d) + " (" + symbolic[d].str() +
+               ") before opset 10");
+      return lowerSymbolicSlice(n);
+    }
     int64_t s = starts[i] < 0 ? starts[i] + size : starts[i];
     int64_t e = ends[i] < 0 ? ends[i] + size : ends[i];
     if (step == 0)

@@ -1,5 +1,6 @@
-"""Writes bert-dynamic.onnx, gpt-dynamic.onnx and cnn-dynamic.onnx: small BERT- and GPT-style
-blocks and a small CNN (dynamic batch and image size) exported by
+"""Writes bert-dynamic.onnx, gpt-dynamic.onnx, decoder-dynamic.onnx and cnn-dynamic.onnx: small
+BERT- and GPT-style blocks (the decoder slices a causal buffer to the sequence and returns the
+last position) and a small CNN (dynamic batch and image size) exported by
 torch.onnx.export (TorchScript exporter, opset 17) with dynamic batch and sequence axes, the way
 users export them: positions from arange(seq), heads split by view/transpose on x.shape, a
 padding mask (BERT) or a causal triu mask (GPT). Random weights, seeded.
@@ -49,6 +50,25 @@ class Gpt(nn.Module):
         sc = sc.masked_fill(causal, float("-inf"))
         a = (sc.softmax(-1) @ v).transpose(1, 2).reshape(B, S, s.D)
         return s.lm(x + s.o(a))
+class Decoder(nn.Module):  # GPT-2 as transformers writes it: a causal buffer sliced to seq
+    def __init__(s, V=100, D=16, H=4, P=64):
+        super().__init__()
+        s.H, s.D = H, D
+        s.tok = nn.Embedding(V, D); s.pos = nn.Embedding(P, D)
+        s.qkv = nn.Linear(D, 3 * D); s.o = nn.Linear(D, D); s.lm = nn.Linear(D, V)
+        s.register_buffer("bias", torch.tril(torch.ones(P, P, dtype=torch.bool)).view(1, 1, P, P))
+    def forward(s, ids):
+        B, S = ids.shape
+        x = s.tok(ids) + s.pos(torch.arange(S).unsqueeze(0))
+        q, k, v = s.qkv(x).split(s.D, dim=-1)
+        sh = lambda t: t.view(B, S, s.H, s.D // s.H).transpose(1, 2)
+        q, k, v = sh(q), sh(k), sh(v)
+        sc = q @ k.transpose(-1, -2) / math.sqrt(s.D // s.H)
+        sc = torch.where(s.bias[:, :, :S, :S], sc, torch.tensor(-1e4))
+        a = (sc.softmax(-1) @ v).transpose(1, 2).reshape(B, S, s.D)
+        h = x + s.o(a)
+        # The last position's logits, and the mean of every position after the first.
+        return s.lm(h[:, -1:, :]), h[:, 1:, :].mean(1)
 class Cnn(nn.Module):
     def __init__(s):
         super().__init__()
@@ -60,7 +80,8 @@ ids = torch.randint(0, 100, (2, 7)); mask = torch.ones(2, 7, dtype=torch.int64)
 for name, m, args, names, axes in [
     ("bert-dynamic", Bert().eval(), (ids, mask), ["ids", "mask"], {"ids": {0: "batch", 1: "seq"}, "mask": {0: "batch", 1: "seq"}}),
     ("gpt-dynamic", Gpt().eval(), (ids,), ["ids"], {"ids": {0: "batch", 1: "seq"}}),
+    ("decoder-dynamic", Decoder().eval(), (ids,), ["ids"], {"ids": {0: "batch", 1: "seq"}}),
     ("cnn-dynamic", Cnn().eval(), (torch.randn(2, 3, 32, 32),), ["x"], {"x": {0: "batch", 2: "h", 3: "w"}}),
     ]:
-    torch.onnx.export(m, args, f"{out}/{name}.onnx", input_names=names, output_names=["y"], dynamic_axes=axes, opset_version=17, dynamo=False)
+    torch.onnx.export(m, args, f"{out}/{name}.onnx", input_names=names, dynamic_axes=axes, opset_version=17, dynamo=False)
     print("wrote", name)
