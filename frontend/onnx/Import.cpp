@@ -267,8 +267,13 @@ Location GraphImporter::nodeLocation(const onnx::NodeProto &node) {
 }
 
 void GraphImporter::importNodes(const google::protobuf::RepeatedPtrField<onnx::NodeProto> &nodes) {
+  // In the main graph, nodes no graph output depends on are left out (exporters leave some:
+  // torch.export's max_pool2d_with_indices feeds its unused indices to a dead Sub).
+  bool main = &nodes == &model_.graph().node();
   for (const auto &node : nodes)
-    importNode(node);
+    if (!main || std::any_of(node.output().begin(), node.output().end(),
+                             [&](const std::string &o) { return isRead(o); }))
+      importNode(node);
 }
 
 void GraphImporter::importNode(const onnx::NodeProto &node) {
@@ -313,7 +318,7 @@ void GraphImporter::importNode(const onnx::NodeProto &node) {
     ctx.fail(e.what());
   }
   for (int i = 0; i < node.output_size(); ++i)
-    if (!node.output(i).empty() && !lookup(node.output(i)) && !lookupSequence(node.output(i)))
+    if (ctx.outputUsed(i) && !lookup(node.output(i)) && !lookupSequence(node.output(i)))
       ctx.fail("the lowering did not produce output " + std::to_string(i) + " ('" +
                node.output(i) + "')");
 
@@ -725,6 +730,68 @@ std::string GraphImporter::symbolFor(const std::string &input, int dim,
   return unique;
 }
 
+/// Adds every name `graph` (and the graphs of its nodes' attributes) reads to `names`.
+static void collectReadNames(const onnx::GraphProto &graph, std::set<std::string> &names) {
+  for (const auto &out : graph.output())
+    names.insert(out.name());
+  for (const auto &node : graph.node()) {
+    names.insert(node.input().begin(), node.input().end());
+    for (const auto &a : node.attribute()) {
+      if (a.has_g())
+        collectReadNames(a.g(), names);
+      for (const auto &g : a.graphs())
+        collectReadNames(g, names);
+    }
+  }
+}
+
+/// The names the main graph's outputs depend on: read by a node some output needs (nodes are
+/// in topological order, so one backward sweep), or by the subgraphs of such a node.
+static std::set<std::string> liveNames(const onnx::GraphProto &graph) {
+  std::set<std::string> live;
+  for (const auto &out : graph.output())
+    live.insert(out.name());
+  for (int i = graph.node_size() - 1; i >= 0; --i) {
+    const onnx::NodeProto &node = graph.node(i);
+    if (std::none_of(node.output().begin(), node.output().end(),
+                     [&](const std::string &o) { return live.count(o); }))
+      continue;
+    live.insert(node.input().begin(), node.input().end());
+    for (const auto &a : node.attribute()) {
+      if (a.has_g())
+        collectReadNames(a.g(), live);
+      for (const auto &g : a.graphs())
+        collectReadNames(g, live);
+    }
+  }
+  return live;
+}
+
+bool GraphImporter::isRead(const std::string &name) const {
+  if (!readNames_) {
+    readNames_ = liveNames(model_.graph());
+    for (const auto &fn : model_.functions()) {
+      readNames_->insert(fn.output().begin(), fn.output().end());
+      for (const auto &node : fn.node())
+        readNames_->insert(node.input().begin(), node.input().end());
+    }
+  }
+  return readNames_->count(name) > 0;
+}
+
+std::optional<SymExpr> GraphImporter::derivedDim(const std::string &dimParam) {
+  std::optional<SymExpr> e = SymExpr::parse(dimParam);
+  if (!e || e->symbolName() || e->isConstant() || e->symbols().size() != 1)
+    return std::nullopt;
+  // Only a*s + b (a != 0) can be solved for s when a run binds the sizes.
+  std::string s = e->symbols().front();
+  SymExpr sym = SymExpr::symbol(s), b = e->substitute({{s, SymExpr(0)}});
+  std::optional<SymExpr> a = SymExpr::divideExactly(*e - b, sym);
+  if (!b.isConstant() || !a || !a->isConstant() || *a->constant() == 0)
+    return std::nullopt;
+  return e->substitute({{s, SymExpr::symbol(symbolFor("", 0, s))}});
+}
+
 RankedTensorType GraphImporter::inputType(const onnx::ValueInfoProto &in) {
   if (!in.type().has_tensor_type())
     throw ImportError("graph input '" + in.name() + "' is not a tensor (sequences, maps and "
@@ -744,6 +811,8 @@ RankedTensorType GraphImporter::inputType(const onnx::ValueInfoProto &in) {
     const auto &d = tt.shape().dim(i);
     if (d.has_dim_value() && d.dim_value() >= 0)
       dims.push_back(d.dim_value());
+    else if (std::optional<SymExpr> e = derivedDim(d.dim_param()))
+      dims.push_back(*e);
     else
       dims.push_back(SymExpr::symbol(symbolFor(in.name(), i, d.dim_param())));
   }

@@ -21,6 +21,9 @@ struct Scope {
 class GraphImporter {
 public:
   const SymbolRanges &symbolRanges() const { return symbols_; }
+  /// Whether a value named `name` is needed: a graph output, read by a node that the graph's
+  /// outputs depend on, or read in a subgraph or model-local function.
+  bool isRead(const std::string &name) const;
   GraphImporter(mlir::MLIRContext &ctx, const onnx::ModelProto &model, const ImportOptions &options,
                 const std::set<std::string> &specialized);
 
@@ -73,6 +76,9 @@ private:
   /// The size symbol of a graph input's dynamic dim: its dim_param made an identifier (one
   /// symbol per distinct dim_param), or `<input>_d<dim>` for an unnamed one.
   std::string symbolFor(const std::string &input, int dim, const std::string &dimParam);
+  /// A dim_param that is an expression a*s + b of one size symbol (torch.export writes
+  /// `2*s3` for a dim it derived from another): that expression over s's symbol.
+  std::optional<SymExpr> derivedDim(const std::string &dimParam);
   std::optional<NeedsInputValues> inputsFeeding(mlir::Value v) const;
   /// The binding of `name` in the innermost scope that has one: {tensor, sequence}, at most one
   /// of them non-null.
@@ -87,6 +93,8 @@ private:
   /// Size symbols of the graph inputs' dynamic dims, with their ranges (the module's
   /// tcc.symbols), and the symbol of each dim_param.
   SymbolRanges symbols_;
+  /// The names isRead accepts, collected on first use.
+  mutable std::optional<std::set<std::string>> readNames_;
   std::map<std::string, std::string> symbolOfDimParam_;
   mlir::OpBuilder builder_;
   std::map<std::string, int64_t> opsets_;

@@ -75,6 +75,10 @@ llvm::ArrayRef<int64_t> NodeContext::inputShape(size_t i) {
 
 const SymbolRanges &NodeContext::symbolRanges() const { return graph_.symbolRanges(); }
 
+bool NodeContext::outputUsed(size_t i) const {
+  return hasOutput(i) && graph_.isRead(node_.output(i));
+}
+
 std::vector<SymExpr> NodeContext::requireDims(size_t i, const std::string &what) {
   if (auto s = input(i).getDefiningOp<SymIntsOp>())
     return s.getExprs();

@@ -107,6 +107,9 @@ public:
   size_t numOutputs() const { return node_.output_size(); }
   /// Whether output i is used (present with a non-empty name).
   bool hasOutput(size_t i) const { return i < (size_t)node_.output_size() && !node_.output(i).empty(); }
+  /// Whether output i is present and needed (a graph output depends on it, or a subgraph or
+  /// function reads it). An optional output nothing needs need not be computed.
+  bool outputUsed(size_t i) const;
   void setOutput(size_t i, mlir::Value v);
   /// Binds output i to a sequence; `elementType` defaults to that of the first element.
   void setOutputSequence(size_t i, std::vector<mlir::Value> elements,

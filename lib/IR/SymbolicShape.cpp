@@ -188,6 +188,37 @@ SymbolBindings bindSymbols(llvm::ArrayRef<Type> argumentTypes, llvm::ArrayRef<Sh
       boundBy[*name] = inputName(i) + " dim " + std::to_string(d);
     }
   }
+  // Then the symbols only a dim a*s + b reads (torch.export's `2*s3`): s = (size - b) / a.
+  for (size_t i = 0; i < argumentTypes.size(); ++i) {
+    auto type = dyn_cast<RankedTensorType>(argumentTypes[i]);
+    if (!type)
+      continue;
+    SymShape dims = symbolicShape(type);
+    for (size_t d = 0; d < dims.size(); ++d) {
+      std::vector<std::string> names = dims[d].symbols();
+      if (names.size() != 1 || bindings.count(names[0]))
+        continue;
+      SymExpr b = dims[d].substitute({{names[0], SymExpr(0)}});
+      std::optional<SymExpr> a =
+          SymExpr::divideExactly(dims[d] - b, SymExpr::symbol(names[0]));
+      if (!a || !a->constant() || !b.constant() || *a->constant() == 0)
+        continue; // checked below: the symbol is unbound
+      int64_t size = shapes[i][d], num = size - *b.constant(), den = *a->constant();
+      if (num % den != 0)
+        throw Error(inputName(i) + " dim " + std::to_string(d) + " is " + std::to_string(size) +
+                    ", but the program expects " + dims[d].str() + " for an integer " +
+                    names[0]);
+      int64_t value = num / den;
+      auto range = ranges.find(names[0]);
+      SymbolRange r = range == ranges.end() ? SymbolRange{} : range->second;
+      if (value < r.min || value > r.max)
+        throw Error(inputName(i) + " dim " + std::to_string(d) + " is " + std::to_string(size) +
+                    ", so " + names[0] + " = " + std::to_string(value) +
+                    ", outside the compiled assumption " + describeRange(names[0], r));
+      bindings[names[0]] = value;
+      boundBy[names[0]] = inputName(i) + " dim " + std::to_string(d);
+    }
+  }
   for (size_t i = 0; i < argumentTypes.size(); ++i) {
     auto type = dyn_cast<RankedTensorType>(argumentTypes[i]);
     if (!type)

@@ -4,7 +4,9 @@
 // check the graph, run ONNX's checks, version conversion and shape inference, and import into
 // the tcc dialect (constant folding included). Any bytes give a module or a tcc::Error that
 // names the problem, never a crash. Dynamic input dims are fixed to 2 (as --input-shape
-// would). Seeds: the models of Debian's ONNX conformance data (scripts/fuzz.sh).
+// would) for inputs of even length, and kept as size symbols (as `tcc import` does) for odd
+// ones, so both import paths see the mutations. Seeds: the models of Debian's ONNX
+// conformance data (scripts/fuzz.sh).
 //===----------------------------------------------------------------------===//
 #include "FuzzInputFile.h"
 #include "tcc/Frontend/OnnxImporter.h"
@@ -63,7 +65,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   try {
     onnx::ModelProto model = tcc::loadOnnxModel(modelFile->path());
-    tcc::prepareOnnxModel(model, shapesOf(model));
+    tcc::prepareOnnxModel(model, size % 2 ? tcc::PrepareOptions{} : shapesOf(model));
     tcc::ImportedModel imported = tcc::importOnnxModel(*context, model);
   } catch (const tcc::Error &) {
   }

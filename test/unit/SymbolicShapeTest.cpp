@@ -129,6 +129,37 @@ TEST(SymbolicShape, TorchExportedCnnRunsAtEveryImageSize) {
   }
 }
 
+/// torch.export writes derived dims as expressions (2*s3): a run solves them for the symbol,
+/// and an image side that is not even is rejected with the reason.
+TEST(SymbolicShape, DerivedDimsFromTorchExportAreSolvedPerRun) {
+  std::string path = std::string(TCC_SOURCE_DIR) + "/test/unit/Inputs/cnn-dynamo.onnx";
+  mlir::MLIRContext ctx;
+  auto importAt = [&](const std::map<std::string, Shape> &shapes) {
+    onnx::ModelProto model = loadOnnxModel(path);
+    PrepareOptions prepare;
+    prepare.inputShapes = shapes;
+    prepareOnnxModel(model, prepare);
+    return importOnnxModel(ctx, model, {});
+  };
+  ImportedModel symbolic = importAt({});
+  EXPECT_EQ(shapeString(symbolicShape(mainOf(symbolic).getArgumentTypes()[0])),
+            "s0x3xs3*2xs4*2");
+  uint64_t seed = 9;
+  for (Shape shape : {Shape{1, 3, 16, 16}, Shape{2, 3, 10, 24}}) {
+    SCOPED_TRACE(shapeToString(shape));
+    std::vector<Tensor> inputs{randomTensor(DType::F32, shape, seed += 2)};
+    ImportedModel fixed = importAt({{"x", shape}});
+    Tensor got = runFunction(mainOf(symbolic), inputs).at(0),
+           want = runFunction(mainOf(fixed), inputs).at(0);
+    EXPECT_TRUE(bitwiseEqual(got, want)) << got.typeString() << " vs " << want.typeString();
+  }
+  std::string odd = test::errorOf(
+      [&] { runFunction(mainOf(symbolic), {randomTensor(DType::F32, {1, 3, 15, 16}, 1)}); });
+  EXPECT_NE(odd.find("input 0 dim 2 is 15, but the program expects s3*2 for an integer s3"),
+            std::string::npos)
+      << odd;
+}
+
 /// Models torch.onnx.export wrote with dynamic batch and sequence axes
 /// (Inputs/export_symbolic_models.py): one import, run at three sizes, equals the import fixed
 /// at each size.

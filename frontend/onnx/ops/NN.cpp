@@ -529,7 +529,7 @@ void lowerMaxPool(NodeContext &n) {
   SymShape dims = spatialSymDims(n, 0);
   Window w = windowGeometry(n, dims, poolKernel(n, dims.size()), n.attrInt("ceil_mode", 0) != 0);
   n.setOutput(0, poolWindow(n.b(), ReduceKind::Max, x, w));
-  if (n.hasOutput(1))
+  if (n.outputUsed(1)) // torch.export writes max_pool2d_with_indices and drops the indices
     n.setOutput(1, maxPoolIndices(n, x, w, spatialDims(n, 0)));
 }
 

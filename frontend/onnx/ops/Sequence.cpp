@@ -100,9 +100,12 @@ void lowerSequenceLength(NodeContext &n) {
 /// keepdims=0 drops.
 void lowerSplitToSequence(NodeContext &n) {
   Value x = n.input(0);
-  auto shape = CoreBuilder::shapeOf(x);
+  SymShape shape = n.inputDims(0);
   int64_t axis = n.normalizeAxis(n.attrInt("axis", 0), shape.size());
-  int64_t dim = shape[axis];
+  if (!shape[axis].isConstant())
+    n.fail("cannot split symbolic dim " + std::to_string(axis) + " (" + shape[axis].str() +
+           ") into a sequence");
+  int64_t dim = *shape[axis].constant();
   std::vector<int64_t> sizes;
   bool keepDims = true;
   if (n.hasInput(1)) {
@@ -132,13 +135,13 @@ void lowerSplitToSequence(NodeContext &n) {
     sizes.assign(dim, 1);
     keepDims = n.attrInt("keepdims", 1) != 0;
   }
-  SmallVector<int64_t> dropped(shape.begin(), shape.end());
+  SymShape dropped = shape;
   dropped.erase(dropped.begin() + axis);
   std::vector<Value> elements;
   int64_t start = 0;
   for (int64_t size : sizes) {
     Value part = n.b().sliceDim(x, axis, start, start + size);
-    elements.push_back(keepDims ? part : n.b().reshape(part, dropped));
+    elements.push_back(keepDims ? part : n.b().reshapeToDims(part, dropped));
     start += size;
   }
   n.setOutputSequence(0, std::move(elements), CoreBuilder::elementTypeOf(x));

@@ -11,9 +11,10 @@
 // Shapes are handled as SymShape (one SymExpr per dim, static dims as constants), so one shape
 // function serves static and symbolic types alike: symbolicShape() reads a type's dims and
 // tensorTypeWithDims() builds the type back (canonical: equal dims give the same type). An
-// entry function's arguments have plain symbols as their symbolic dims; running it binds each
-// symbol to the size of the first argument dim that names it (bindSymbols), checking the
-// declared range and that every other use agrees.
+// entry function's arguments have plain symbols, or a*s + b of one symbol, as their symbolic
+// dims; running it binds each symbol to the size of the first argument dim that names it
+// (solving a*s + b where only such a dim reads it; bindSymbols), checking the declared range
+// and that every other use agrees.
 //
 //===----------------------------------------------------------------------===//
 #pragma once

@@ -1,6 +1,7 @@
 """Writes bert-dynamic.onnx, gpt-dynamic.onnx, decoder-dynamic.onnx and cnn-dynamic.onnx: small
 BERT- and GPT-style blocks (the decoder slices a causal buffer to the sequence and returns the
-last position) and a small CNN (dynamic batch and image size) exported by
+last position), and cnn-dynamo.onnx (the CNN through torch.export, whose
+dims are s0, 2*s3, 2*s4) and a small CNN (dynamic batch and image size) exported by
 torch.onnx.export (TorchScript exporter, opset 17) with dynamic batch and sequence axes, the way
 users export them: positions from arange(seq), heads split by view/transpose on x.shape, a
 padding mask (BERT) or a causal triu mask (GPT). Random weights, seeded.
@@ -85,3 +86,10 @@ for name, m, args, names, axes in [
     ]:
     torch.onnx.export(m, args, f"{out}/{name}.onnx", input_names=names, dynamic_axes=axes, opset_version=17, dynamo=False)
     print("wrote", name)
+# torch.export (dynamo) names dims s0, s1, ... and writes a dim it derived as an expression:
+# the CNN's image sides become 2*s3 and 2*s4 (the max pooling halves them).
+dim = torch.export.Dim
+torch.onnx.export(Cnn().eval(), (torch.randn(2, 3, 32, 32),), f"{out}/cnn-dynamo.onnx", dynamo=True, external_data=False,
+                  dynamic_shapes={"x": {0: dim("batch", max=64), 2: dim("h", min=8, max=256),
+                                        3: dim("w", min=8, max=256)}})
+print("wrote cnn-dynamo")
