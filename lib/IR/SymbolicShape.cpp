@@ -156,91 +156,73 @@ int64_t evaluateSym(const SymExpr &e, const SymbolBindings &bindings) {
 
 SymbolBindings bindSymbols(llvm::ArrayRef<Type> argumentTypes, llvm::ArrayRef<Shape> shapes,
                            const SymbolRanges &ranges, llvm::ArrayRef<std::string> inputNames) {
-  auto inputName = [&](size_t i) {
+  auto input = [&](size_t i) {
     return i < inputNames.size() ? "input '" + inputNames[i] + "'" : "input " + std::to_string(i);
   };
+  auto where = [&](size_t i, size_t d) { return input(i) + " dim " + std::to_string(d); };
   if (argumentTypes.size() != shapes.size())
     throw Error("the program takes " + std::to_string(argumentTypes.size()) + " inputs, " +
                 std::to_string(shapes.size()) + " were given");
+  std::vector<SymShape> dims(argumentTypes.size());
+  for (size_t i = 0; i < argumentTypes.size(); ++i) {
+    auto type = dyn_cast<RankedTensorType>(argumentTypes[i]);
+    if (!type)
+      continue;
+    dims[i] = symbolicShape(type);
+    if (dims[i].size() != shapes[i].size())
+      throw Error(input(i) + " has rank " +
+                  std::to_string(shapes[i].size()) + ", the program expects rank " +
+                  std::to_string(dims[i].size()) + " (" + shapeString(dims[i]) + ")");
+  }
   SymbolBindings bindings;
   std::map<std::string, std::string> boundBy; // symbol -> "input 'x' dim 1"
-  // Symbols first (an argument dim is a plain symbol or a constant), then every dim checked.
-  for (size_t i = 0; i < argumentTypes.size(); ++i) {
-    auto type = dyn_cast<RankedTensorType>(argumentTypes[i]);
-    if (!type)
-      continue;
-    SymShape dims = symbolicShape(type);
-    if ((int64_t)shapes[i].size() != type.getRank())
-      throw Error(inputName(i) + " has rank " + std::to_string(shapes[i].size()) +
-                  ", the program expects rank " + std::to_string(type.getRank()) + " (" +
-                  shapeString(dims) + ")");
-    for (size_t d = 0; d < dims.size(); ++d) {
-      std::optional<std::string> name = dims[d].symbolName();
-      if (!name || bindings.count(*name))
-        continue;
-      int64_t size = shapes[i][d];
-      auto range = ranges.find(*name);
-      SymbolRange r = range == ranges.end() ? SymbolRange{} : range->second;
-      if (size < r.min || size > r.max)
-        throw Error(inputName(i) + " dim " + std::to_string(d) + " is " + std::to_string(size) +
-                    ", outside the compiled assumption " + describeRange(*name, r));
-      bindings[*name] = size;
-      boundBy[*name] = inputName(i) + " dim " + std::to_string(d);
-    }
-  }
-  // Then the symbols only a dim a*s + b reads (torch.export's `2*s3`): s = (size - b) / a.
-  for (size_t i = 0; i < argumentTypes.size(); ++i) {
-    auto type = dyn_cast<RankedTensorType>(argumentTypes[i]);
-    if (!type)
-      continue;
-    SymShape dims = symbolicShape(type);
-    for (size_t d = 0; d < dims.size(); ++d) {
-      std::vector<std::string> names = dims[d].symbols();
-      if (names.size() != 1 || bindings.count(names[0]))
-        continue;
-      SymExpr b = dims[d].substitute({{names[0], SymExpr(0)}});
-      std::optional<SymExpr> a =
-          SymExpr::divideExactly(dims[d] - b, SymExpr::symbol(names[0]));
-      if (!a || !a->constant() || !b.constant() || *a->constant() == 0)
-        continue; // checked below: the symbol is unbound
-      int64_t size = shapes[i][d], num = size - *b.constant(), den = *a->constant();
-      if (num % den != 0)
-        throw Error(inputName(i) + " dim " + std::to_string(d) + " is " + std::to_string(size) +
-                    ", but the program expects " + dims[d].str() + " for an integer " +
-                    names[0]);
-      int64_t value = num / den;
-      auto range = ranges.find(names[0]);
-      SymbolRange r = range == ranges.end() ? SymbolRange{} : range->second;
-      if (value < r.min || value > r.max)
-        throw Error(inputName(i) + " dim " + std::to_string(d) + " is " + std::to_string(size) +
-                    ", so " + names[0] + " = " + std::to_string(value) +
-                    ", outside the compiled assumption " + describeRange(names[0], r));
-      bindings[names[0]] = value;
-      boundBy[names[0]] = inputName(i) + " dim " + std::to_string(d);
-    }
-  }
-  for (size_t i = 0; i < argumentTypes.size(); ++i) {
-    auto type = dyn_cast<RankedTensorType>(argumentTypes[i]);
-    if (!type)
-      continue;
-    SymShape dims = symbolicShape(type);
-    for (size_t d = 0; d < dims.size(); ++d) {
-      std::optional<int64_t> want;
-      try {
-        want = evaluateSym(dims[d], bindings);
-      } catch (const Error &e) {
-        throw Error(inputName(i) + " dim " + std::to_string(d) + ": " + e.what());
+  // Each unbound symbol s from the first dim a*s + b that reads it: s = (size - b) / a. Plain
+  // symbols first (a dim `seq` binds seq before `2*seq` is solved for it).
+  for (bool plainOnly : {true, false}) {
+    for (size_t i = 0; i < dims.size(); ++i) {
+      for (size_t d = 0; d < dims[i].size(); ++d) {
+        const SymExpr &dim = dims[i][d];
+        std::vector<std::string> names = dim.symbols();
+        if (names.size() != 1 || bindings.count(names[0]) || (plainOnly && !dim.symbolName()))
+          continue;
+        const std::string &name = names[0];
+        SymExpr b = dim.substitute({{name, SymExpr(0)}});
+        std::optional<SymExpr> a = SymExpr::divideExactly(dim - b, SymExpr::symbol(name));
+        if (!a || !a->constant() || !b.constant() || *a->constant() == 0)
+          continue; // not affine: the check below finds the symbol unbound
+        int64_t size = shapes[i][d], num = size - *b.constant(), den = *a->constant();
+        if (num % den != 0)
+          throw Error(where(i, d) + " is " + std::to_string(size) + ", but the program expects " +
+                      dim.str() + " for an integer " + name);
+        auto range = ranges.find(name);
+        SymbolRange r = range == ranges.end() ? SymbolRange{} : range->second;
+        int64_t value = num / den;
+        if (value < r.min || value > r.max)
+          throw Error(where(i, d) + " is " + std::to_string(size) +
+                      (dim.symbolName() ? "" : ", so " + name + " = " + std::to_string(value)) +
+                      ", outside the compiled assumption " + describeRange(name, r));
+        bindings[name] = value;
+        boundBy[name] = where(i, d);
       }
-      if (*want == shapes[i][d])
+    }
+  }
+  for (size_t i = 0; i < dims.size(); ++i) {
+    for (size_t d = 0; d < dims[i].size(); ++d) {
+      const SymExpr &dim = dims[i][d];
+      int64_t want;
+      try {
+        want = evaluateSym(dim, bindings);
+      } catch (const Error &e) {
+        throw Error(where(i, d) + ": " + e.what());
+      }
+      if (want == shapes[i][d])
         continue;
-      std::string why = dims[d].isConstant()
-                            ? "the program fixes it to " + std::to_string(*want)
-                            : "the program expects " + dims[d].str() + " = " +
-                                  std::to_string(*want);
-      if (std::optional<std::string> name = dims[d].symbolName())
+      std::string why = dim.isConstant()
+                            ? "the program fixes it to " + std::to_string(want)
+                            : "the program expects " + dim.str() + " = " + std::to_string(want);
+      if (std::optional<std::string> name = dim.symbolName())
         why += " (set by " + boundBy[*name] + ")";
-      throw Error(inputName(i) + " dim " + std::to_string(d) + " is " +
-                  std::to_string(shapes[i][d]) + ", but " + why);
+      throw Error(where(i, d) + " is " + std::to_string(shapes[i][d]) + ", but " + why);
     }
   }
   return bindings;

@@ -24,15 +24,22 @@ using namespace tcc;
 
 namespace {
 
-const std::string kModel = std::string(TCC_SOURCE_DIR) + "/test/unit/Inputs/symbolic-encoder.onnx";
-
-ImportedModel importModel(mlir::MLIRContext &ctx, const std::map<std::string, Shape> &shapes,
+/// test/unit/Inputs/NAME.onnx, imported with the inputs in `shapes` fixed (the others keep
+/// their dynamic dims as size symbols).
+ImportedModel importInput(mlir::MLIRContext &ctx, const std::string &name,
+                          const std::map<std::string, Shape> &shapes,
                           const ImportOptions &options = {}) {
-  onnx::ModelProto model = loadOnnxModel(kModel);
+  onnx::ModelProto model =
+      loadOnnxModel(std::string(TCC_SOURCE_DIR) + "/test/unit/Inputs/" + name + ".onnx");
   PrepareOptions prepare;
   prepare.inputShapes = shapes;
   prepareOnnxModel(model, prepare);
   return importOnnxModel(ctx, model, options);
+}
+
+ImportedModel importModel(mlir::MLIRContext &ctx, const std::map<std::string, Shape> &shapes,
+                          const ImportOptions &options = {}) {
+  return importInput(ctx, "symbolic-encoder", shapes, options);
 }
 
 mlir::func::FuncOp mainOf(ImportedModel &m) {
@@ -107,14 +114,9 @@ std::vector<Tensor> tokenInputs(int64_t batch, int64_t seq, uint64_t seed, bool 
 /// The CNN's image size stays symbolic through convolutions (padded, strided) and max
 /// pooling; the global mean divides by h*w read at run time.
 TEST(SymbolicShape, TorchExportedCnnRunsAtEveryImageSize) {
-  std::string path = std::string(TCC_SOURCE_DIR) + "/test/unit/Inputs/cnn-dynamic.onnx";
   mlir::MLIRContext ctx;
   auto importAt = [&](const std::map<std::string, Shape> &shapes) {
-    onnx::ModelProto model = loadOnnxModel(path);
-    PrepareOptions prepare;
-    prepare.inputShapes = shapes;
-    prepareOnnxModel(model, prepare);
-    return importOnnxModel(ctx, model, {});
+    return importInput(ctx, "cnn-dynamic", shapes);
   };
   ImportedModel symbolic = importAt({});
   EXPECT_EQ(shapeString(symbolicShape(mainOf(symbolic).getArgumentTypes()[0])), "batchx3xhxw");
@@ -132,14 +134,9 @@ TEST(SymbolicShape, TorchExportedCnnRunsAtEveryImageSize) {
 /// torch.export writes derived dims as expressions (2*s3): a run solves them for the symbol,
 /// and an image side that is not even is rejected with the reason.
 TEST(SymbolicShape, DerivedDimsFromTorchExportAreSolvedPerRun) {
-  std::string path = std::string(TCC_SOURCE_DIR) + "/test/unit/Inputs/cnn-dynamo.onnx";
   mlir::MLIRContext ctx;
   auto importAt = [&](const std::map<std::string, Shape> &shapes) {
-    onnx::ModelProto model = loadOnnxModel(path);
-    PrepareOptions prepare;
-    prepare.inputShapes = shapes;
-    prepareOnnxModel(model, prepare);
-    return importOnnxModel(ctx, model, {});
+    return importInput(ctx, "cnn-dynamo", shapes);
   };
   ImportedModel symbolic = importAt({});
   EXPECT_EQ(shapeString(symbolicShape(mainOf(symbolic).getArgumentTypes()[0])),
@@ -167,18 +164,13 @@ TEST(SymbolicShape, TorchExportsRunAtEverySize) {
   for (auto [name, withMask] :
        {std::pair{"bert-dynamic", true}, {"gpt-dynamic", false}, {"decoder-dynamic", false}}) {
     SCOPED_TRACE(name);
-    std::string path = std::string(TCC_SOURCE_DIR) + "/test/unit/Inputs/" + name + ".onnx";
     mlir::MLIRContext ctx;
+    // The models have 64 positions (what --input-shape ids=1..x1..64 declares): the decoder's
+    // causal buffer sliced to [:seq, :seq] is then exactly seq x seq.
+    ImportOptions options;
+    options.symbolRanges["seq"] = {1, 64};
     auto importAt = [&](const std::map<std::string, Shape> &shapes) {
-      onnx::ModelProto model = loadOnnxModel(path);
-      PrepareOptions prepare;
-      prepare.inputShapes = shapes;
-      prepareOnnxModel(model, prepare);
-      // The models have 64 positions (what --input-shape ids=1..x1..64 declares): the
-      // decoder's causal buffer sliced to [:seq, :seq] is then exactly seq x seq.
-      ImportOptions options;
-      options.symbolRanges["seq"] = {1, 64};
-      return importOnnxModel(ctx, model, options);
+      return importInput(ctx, name, shapes, options);
     };
     ImportedModel symbolic = importAt({});
     EXPECT_EQ(shapeString(symbolicShape(mainOf(symbolic).getArgumentTypes()[0])), "batchxseq");
