@@ -730,19 +730,25 @@ std::string GraphImporter::symbolFor(const std::string &input, int dim,
   return unique;
 }
 
+static void collectReadNames(const onnx::GraphProto &graph, std::set<std::string> &names);
+
+/// Adds every name `node` reads to `names`: its inputs and what its subgraphs read.
+static void collectNodeReads(const onnx::NodeProto &node, std::set<std::string> &names) {
+  names.insert(node.input().begin(), node.input().end());
+  for (const auto &a : node.attribute()) {
+    if (a.has_g())
+      collectReadNames(a.g(), names);
+    for (const auto &g : a.graphs())
+      collectReadNames(g, names);
+  }
+}
+
 /// Adds every name `graph` (and the graphs of its nodes' attributes) reads to `names`.
 static void collectReadNames(const onnx::GraphProto &graph, std::set<std::string> &names) {
   for (const auto &out : graph.output())
     names.insert(out.name());
-  for (const auto &node : graph.node()) {
-    names.insert(node.input().begin(), node.input().end());
-    for (const auto &a : node.attribute()) {
-      if (a.has_g())
-        collectReadNames(a.g(), names);
-      for (const auto &g : a.graphs())
-        collectReadNames(g, names);
-    }
-  }
+  for (const auto &node : graph.node())
+    collectNodeReads(node, names);
 }
 
 /// The names the main graph's outputs depend on: read by a node some output needs (nodes are
@@ -756,13 +762,7 @@ static std::set<std::string> liveNames(const onnx::GraphProto &graph) {
     if (std::none_of(node.output().begin(), node.output().end(),
                      [&](const std::string &o) { return live.count(o); }))
       continue;
-    live.insert(node.input().begin(), node.input().end());
-    for (const auto &a : node.attribute()) {
-      if (a.has_g())
-        collectReadNames(a.g(), live);
-      for (const auto &g : a.graphs())
-        collectReadNames(g, live);
-    }
+    collectNodeReads(node, live);
   }
   return live;
 }

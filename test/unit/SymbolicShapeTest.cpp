@@ -111,45 +111,40 @@ std::vector<Tensor> tokenInputs(int64_t batch, int64_t seq, uint64_t seed, bool 
   return {ids, mask};
 }
 
-/// The CNN's image size stays symbolic through convolutions (padded, strided) and max
-/// pooling; the global mean divides by h*w read at run time.
-TEST(SymbolicShape, TorchExportedCnnRunsAtEveryImageSize) {
-  mlir::MLIRContext ctx;
-  auto importAt = [&](const std::map<std::string, Shape> &shapes) {
-    return importInput(ctx, "cnn-dynamic", shapes);
-  };
-  ImportedModel symbolic = importAt({});
-  EXPECT_EQ(shapeString(symbolicShape(mainOf(symbolic).getArgumentTypes()[0])), "batchx3xhxw");
-  uint64_t seed = 5;
-  for (Shape shape : {Shape{1, 3, 8, 8}, Shape{2, 3, 13, 17}, Shape{1, 3, 32, 24}}) {
+/// Runs the symbolic import of image model `name` (one input "x") at each of `shapes` and
+/// expects the output of the import fixed at that shape, bit for bit.
+void expectImageRunsMatchFixed(mlir::MLIRContext &ctx, const std::string &name,
+                               ImportedModel &symbolic, const std::vector<Shape> &shapes,
+                               uint64_t seed) {
+  for (const Shape &shape : shapes) {
     SCOPED_TRACE(shapeToString(shape));
     std::vector<Tensor> inputs{randomTensor(DType::F32, shape, seed += 2)};
-    ImportedModel fixed = importAt({{"x", shape}});
+    ImportedModel fixed = importInput(ctx, name, {{"x", shape}});
     Tensor got = runFunction(mainOf(symbolic), inputs).at(0),
            want = runFunction(mainOf(fixed), inputs).at(0);
     EXPECT_TRUE(bitwiseEqual(got, want)) << got.typeString() << " vs " << want.typeString();
   }
 }
 
+/// The CNN's image size stays symbolic through convolutions (padded, strided) and max
+/// pooling; the global mean divides by h*w read at run time.
+TEST(SymbolicShape, TorchExportedCnnRunsAtEveryImageSize) {
+  mlir::MLIRContext ctx;
+  ImportedModel symbolic = importInput(ctx, "cnn-dynamic", {});
+  EXPECT_EQ(shapeString(symbolicShape(mainOf(symbolic).getArgumentTypes()[0])), "batchx3xhxw");
+  expectImageRunsMatchFixed(ctx, "cnn-dynamic", symbolic,
+                            {Shape{1, 3, 8, 8}, Shape{2, 3, 13, 17}, Shape{1, 3, 32, 24}}, 5);
+}
+
 /// torch.export writes derived dims as expressions (2*s3): a run solves them for the symbol,
 /// and an image side that is not even is rejected with the reason.
 TEST(SymbolicShape, DerivedDimsFromTorchExportAreSolvedPerRun) {
   mlir::MLIRContext ctx;
-  auto importAt = [&](const std::map<std::string, Shape> &shapes) {
-    return importInput(ctx, "cnn-dynamo", shapes);
-  };
-  ImportedModel symbolic = importAt({});
+  ImportedModel symbolic = importInput(ctx, "cnn-dynamo", {});
   EXPECT_EQ(shapeString(symbolicShape(mainOf(symbolic).getArgumentTypes()[0])),
             "s0x3xs3*2xs4*2");
-  uint64_t seed = 9;
-  for (Shape shape : {Shape{1, 3, 16, 16}, Shape{2, 3, 10, 24}}) {
-    SCOPED_TRACE(shapeToString(shape));
-    std::vector<Tensor> inputs{randomTensor(DType::F32, shape, seed += 2)};
-    ImportedModel fixed = importAt({{"x", shape}});
-    Tensor got = runFunction(mainOf(symbolic), inputs).at(0),
-           want = runFunction(mainOf(fixed), inputs).at(0);
-    EXPECT_TRUE(bitwiseEqual(got, want)) << got.typeString() << " vs " << want.typeString();
-  }
+  expectImageRunsMatchFixed(ctx, "cnn-dynamo", symbolic,
+                            {Shape{1, 3, 16, 16}, Shape{2, 3, 10, 24}}, 9);
   std::string odd = test::errorOf(
       [&] { runFunction(mainOf(symbolic), {randomTensor(DType::F32, {1, 3, 15, 16}, 1)}); });
   EXPECT_NE(odd.find("input 0 dim 2 is 15, but the program expects s3*2 for an integer s3"),
