@@ -71,11 +71,20 @@ bool onlySmallWindows(Block &block) {
   return any && small;
 }
 
+/// A loop bound known only at run time (a size symbol's) counts as this many iterations in
+/// the decisions made at compile time (vector or threads); threading is then also guarded by
+/// the actual work at run time (an OpenMP `if` clause).
+constexpr double kAssumedDynamicBound = 256;
+
 double product(ArrayRef<int64_t> bounds) {
   double p = 1;
   for (int64_t b : bounds)
-    p *= (double)b;
+    p *= ShapedType::isDynamic(b) ? kAssumedDynamicBound : (double)b;
   return p;
+}
+
+bool anyDynamic(ArrayRef<int64_t> bounds) {
+  return llvm::any_of(bounds, [](int64_t b) { return ShapedType::isDynamic(b); });
 }
 
 /// Scalar ops the block executes (loops multiply their bodies by their trip counts).
@@ -109,8 +118,32 @@ private:
     body += '\n';
   }
   std::string loopHeader(const std::string &index, int64_t bound) {
-    return "for (int64_t " + index + " = 0; " + index + " < " + std::to_string(bound) + "; ++" +
-           index + ")";
+    return loopHeader(index, std::to_string(bound));
+  }
+  std::string loopHeader(const std::string &index, const std::string &bound) {
+    return "for (int64_t " + index + " = 0; " + index + " < " + bound + "; ++" + index + ")";
+  }
+  /// The C++ bounds of a loop: the static ones as numbers, the others the names of their
+  /// values (tk.size results).
+  std::vector<std::string> boundNames(ArrayRef<int64_t> bounds, ValueRange dynamicBounds) {
+    std::vector<std::string> names;
+    size_t next = 0;
+    for (int64_t b : bounds)
+      names.push_back(ShapedType::isDynamic(b) ? scalars.name(dynamicBounds[next++])
+                                               : std::to_string(b));
+    return names;
+  }
+  /// ` if(...)`: an OpenMP clause running the loop on threads only when its iterations times
+  /// `bodyWork` reach the threshold, for bounds known at run time; empty for static ones.
+  std::string runtimeWorkGuard(ArrayRef<std::string> bounds, ArrayRef<int64_t> staticBounds,
+                               double bodyWork) {
+    if (!anyDynamic(staticBounds))
+      return "";
+    std::string iterations;
+    for (const std::string &b : bounds)
+      iterations += (iterations.empty() ? "(double)" : " * (double)") + b;
+    return " if(" + iterations + " * " + std::to_string(std::max(bodyWork, 1.0)) +
+           " >= " + std::to_string(kParallelWorkThreshold) + ")";
   }
   /// Binds the first `count` args of `block` to fresh loop index names.
   std::vector<std::string> bindIndices(Block &block, size_t count) {
@@ -128,7 +161,7 @@ private:
     return threadsName;
   }
 
-  void openLoops(const std::vector<std::string> &idx, ArrayRef<int64_t> bounds,
+  void openLoops(const std::vector<std::string> &idx, ArrayRef<std::string> bounds,
                  const std::vector<std::string> &pragmas);
   void closeLoops(size_t rank);
   void emitBlock(Block &block);
@@ -138,6 +171,7 @@ private:
   void emitArgReduce(tk::ArgReduceOp op);
   void emitFor(tk::ForOp op);
   std::string pointer(Value memref);
+  std::string symbolLocals(const std::string &symbolsPointer);
 
   func::FuncOp fn;
   ScalarEmitter scalars;
@@ -155,6 +189,23 @@ std::string CpuKernelEmitter::pointer(Value memref) {
     throw Error("tk codegen: kernel '" + fn.getSymName().str() +
                 "' accesses a buffer that is not one of its arguments");
   return it->second;
+}
+
+/// One const local per size symbol of the module, read from the kernel's symbols buffer.
+std::string CpuKernelEmitter::symbolLocals(const std::string &symbolsPointer) {
+  std::string out;
+  auto module = fn->getParentOfType<ModuleOp>();
+  auto symbols = module ? module->getAttrOfType<DictionaryAttr>(TccDialect::kSymbolsAttrName)
+                        : DictionaryAttr{};
+  if (!symbols)
+    throw Error("tk codegen: kernel '" + fn.getSymName().str() +
+                "' takes size symbols but the module declares none");
+  for (auto [i, entry] : llvm::enumerate(symbols.getValue())) {
+    std::string local = ScalarEmitter::symbolLocal(entry.getName().getValue());
+    out += "  const int64_t " + local + " = " + symbolsPointer + "[" + std::to_string(i) +
+           "];\n  (void)" + local + ";\n";
+  }
+  return out;
 }
 
 void CpuKernelEmitter::emitBlock(Block &block) {
@@ -205,7 +256,8 @@ void CpuKernelEmitter::emitOp(Operation *op) {
       });
 }
 
-void CpuKernelEmitter::openLoops(const std::vector<std::string> &idx, ArrayRef<int64_t> bounds,
+void CpuKernelEmitter::openLoops(const std::vector<std::string> &idx,
+                                 ArrayRef<std::string> bounds,
                                  const std::vector<std::string> &pragmas) {
   if (bounds.empty()) {
     line("{");
@@ -227,10 +279,10 @@ void CpuKernelEmitter::closeLoops(size_t rank) {
   depth -= rank > 1 ? (int)rank - 1 : 0;
 }
 
-static std::string boundsString(ArrayRef<int64_t> bounds) {
+static std::string boundsString(ArrayRef<std::string> bounds) {
   std::string s = "[";
   for (size_t d = 0; d < bounds.size(); ++d)
-    s += (d ? ", " : "") + std::to_string(bounds[d]);
+    s += (d ? ", " : "") + bounds[d];
   return s + "]";
 }
 
@@ -264,6 +316,7 @@ static size_t flattenableTrailingDims(Block &block, ArrayRef<int64_t> bounds) {
         size_t first = indices.size() - k;
         for (size_t t = 0; t < k && ok; ++t)
           ok = indices[first + t] == block.getArgument(rank - k + t) &&
+               !ShapedType::isDynamic(bounds[rank - k + t]) &&
                type.getDimSize(first + t) == bounds[rank - k + t];
         ok = ok && use.getOperandNumber() >= user->getNumOperands() - k;
       }
@@ -278,8 +331,9 @@ static size_t flattenableTrailingDims(Block &block, ArrayRef<int64_t> bounds) {
 void CpuKernelEmitter::emitParallel(tk::ParallelOp op) {
   Block &block = op.getBody().front();
   SmallVector<int64_t> loopBounds(op.getBounds());
+  std::vector<std::string> names = boundNames(loopBounds, op.getDynamicBounds());
   std::vector<std::string> idx = bindIndices(block, loopBounds.size());
-  line("// tk.parallel " + boundsString(op.getBounds()));
+  line("// tk.parallel " + boundsString(names));
   if (!hasLoops(block)) {
     // Run the flattenable trailing dims as one loop: the last of them names the flat index
     // (the loads' and stores' offsets reduce to it), the others contribute 0.
@@ -291,6 +345,8 @@ void CpuKernelEmitter::emitParallel(tk::ParallelOp op) {
       int64_t flat = product(ArrayRef<int64_t>(loopBounds).drop_front(rank - k));
       loopBounds.resize(rank - k);
       loopBounds.push_back(flat);
+      names.resize(rank - k);
+      names.push_back(std::to_string(flat));
       std::string flatName = idx.back();
       idx.resize(rank - k);
       idx.push_back(flatName);
@@ -300,12 +356,14 @@ void CpuKernelEmitter::emitParallel(tk::ParallelOp op) {
   }
   ArrayRef<int64_t> bounds = loopBounds;
   size_t rank = bounds.size();
+  std::string guard = runtimeWorkGuard(names, bounds, work(block));
 
   // Small window reductions inside count as loop-free: the innermost dim is the simd loop.
   bool windows = onlySmallWindows(block);
   bool loopFree = !hasLoops(block) || windows;
-  bool threaded = isTopLevel(op) && rank > 0 && product(bounds) > 1 &&
-                  product(bounds) * work(block) >= kParallelWorkThreshold;
+  bool threaded = isTopLevel(op) && rank > 0 &&
+                  (anyDynamic(bounds) || (product(bounds) > 1 &&
+                                          product(bounds) * work(block) >= kParallelWorkThreshold));
   auto collapse = [](size_t n) {
     return n > 1 ? " collapse(" + std::to_string(n) + ")" : std::string();
   };
@@ -316,21 +374,22 @@ void CpuKernelEmitter::emitParallel(tk::ParallelOp op) {
       pragmas[rank - 1] = "#pragma omp simd";
   } else if (!loopFree) {
     pragmas[0] = "#pragma omp parallel for" + collapse(rank) + " schedule(static) num_threads(" +
-                 threads() + ")";
+                 threads() + ")" + guard;
   } else if (rank == 1) {
-    pragmas[0] = "#pragma omp parallel for simd schedule(static) num_threads(" + threads() + ")";
+    pragmas[0] = "#pragma omp parallel for simd schedule(static) num_threads(" + threads() + ")" +
+                 guard;
   } else if (product(bounds.drop_back()) >= kMinOuterIterations) {
     pragmas[0] = "#pragma omp parallel for" + collapse(rank - 1) +
-                 " schedule(static) num_threads(" + threads() + ")";
+                 " schedule(static) num_threads(" + threads() + ")" + guard;
     pragmas[rank - 1] = "#pragma omp simd";
   } else {
     innerTeam = true;
-    line("#pragma omp parallel num_threads(" + threads() + ")");
+    line("#pragma omp parallel num_threads(" + threads() + ")" + guard);
     line("{");
     ++depth;
     pragmas[rank - 1] = "#pragma omp for simd schedule(static)";
   }
-  openLoops(idx, bounds, pragmas);
+  openLoops(idx, names, pragmas);
   bool simdBody = windows && rank > 0 && !pragmas[rank - 1].empty() &&
                   pragmas[rank - 1].find("simd") != std::string::npos;
   simdBody = simdBody || (windows && rank == 1 && pragmas[0].find("simd") != std::string::npos);
@@ -356,8 +415,9 @@ void CpuKernelEmitter::emitReduce(tk::ReduceOp op) {
 
   std::string acc = scalars.fresh("acc");
   std::string nan = acc + "_nan";
+  std::vector<std::string> names = boundNames(bounds, op.getDynamicBounds());
   std::vector<std::string> idx = bindIndices(block, rank);
-  line("// tk.reduce " + stringifyReduceKind(kind).str() + " " + boundsString(bounds) + " : " +
+  line("// tk.reduce " + stringifyReduceKind(kind).str() + " " + boundsString(names) + " : " +
        typeString(type));
   line(scalars.accumulatorType(kind, type) + " " + acc + " = " +
        scalars.reduceIdentity(kind, type) + ";");
@@ -374,7 +434,8 @@ void CpuKernelEmitter::emitReduce(tk::ReduceOp op) {
 
   bool loopFree = !hasLoops(block);
   bool threaded = isTopLevel(op) && rank > 0 &&
-                  product(bounds) * (1 + work(block)) >= kParallelWorkThreshold;
+                  (anyDynamic(bounds) ||
+                   product(bounds) * (1 + work(block)) >= kParallelWorkThreshold);
   std::vector<std::string> pragmas(rank);
   if (loopFree && rank > 0 && !inSimdLoop)
     pragmas[rank - 1] = "#pragma omp simd" + clause;
@@ -385,9 +446,10 @@ void CpuKernelEmitter::emitReduce(tk::ReduceOp op) {
     bool simdToo = loopFree && rank == 1;
     pragmas[0] = std::string("#pragma omp parallel for") + (simdToo ? " simd" : "") +
                  (split > 1 ? " collapse(" + std::to_string(split) + ")" : "") +
-                 " schedule(static)" + clause + " num_threads(" + threads() + ")";
+                 " schedule(static)" + clause + " num_threads(" + threads() + ")" +
+                 runtimeWorkGuard(names, bounds, 1 + work(block));
   }
-  openLoops(idx, bounds, pragmas);
+  openLoops(idx, names, pragmas);
   emitBlock(block);
   Value yielded = cast<tk::YieldOp>(block.getTerminator()).getValues()[0];
   std::string y = scalars.name(yielded);
@@ -492,6 +554,8 @@ std::string CpuKernelEmitter::emit() {
     header += "  " + std::string(written ? "" : "const ") + elem + " *__restrict " + ptr + " = (" +
               (written ? "" : "const ") + elem + " *)args[" + std::to_string(i) + "];\n";
     pointers[arg] = ptr;
+    if (fn.getArgAttr(i, tk::kSymbolsArgAttr))
+      header += symbolLocals(ptr);
   }
 
   emitBlock(fn.getBody().front());

@@ -474,7 +474,42 @@ std::string ScalarEmitter::affine(AffineExpr expr, ArrayRef<std::string> dims,
 
 bool ScalarEmitter::isScalarOp(Operation *op) {
   return isa<tk::ConstantOp, tk::UnaryOp, tk::BinaryOp, tk::CompareOp, tk::SelectOp, tk::CastOp,
-             tk::BitcastOp, tk::ApplyOp>(op);
+             tk::BitcastOp, tk::ApplyOp, tk::SizeOp>(op);
+}
+
+std::string ScalarEmitter::sizeExpr(const SymExpr &e) {
+  using Kind = SymExpr::AtomKind;
+  if (std::optional<int64_t> c = e.constant())
+    return *c < 0 ? "(" + std::to_string(*c) + ")" : std::to_string(*c);
+  std::string sum;
+  for (const SymExpr::TermView &term : e.terms()) {
+    std::vector<std::string> factors;
+    for (const auto &[atom, power] : term.factors) {
+      std::string a;
+      if (atom.kind == Kind::Symbol) {
+        a = symbolLocal(atom.name);
+      } else {
+        std::string x = sizeExpr(atom.operands[0]), y = sizeExpr(atom.operands[1]);
+        switch (atom.kind) {
+        case Kind::FloorDiv: a = "tcc_floordiv(" + x + ", " + y + ")"; break;
+        case Kind::CeilDiv: a = "tcc_ceildiv(" + x + ", " + y + ")"; break;
+        case Kind::Mod: a = "tcc_mod(" + x + ", " + y + ")"; break;
+        case Kind::Max: a = "(" + x + " > " + y + " ? " + x + " : " + y + ")"; break;
+        case Kind::Min: a = "(" + x + " < " + y + " ? " + x + " : " + y + ")"; break;
+        case Kind::Symbol: break;
+        }
+      }
+      for (int64_t p = 0; p < power; ++p)
+        factors.push_back(a);
+    }
+    std::string t;
+    if (factors.empty() || term.coeff != 1)
+      t = term.coeff < 0 ? "(" + std::to_string(term.coeff) + ")" : std::to_string(term.coeff);
+    for (const std::string &f : factors)
+      t += (t.empty() ? "" : " * ") + f;
+    sum += (sum.empty() ? "" : " + ") + t;
+  }
+  return "(" + sum + ")";
 }
 
 std::string ScalarEmitter::expression(Operation *op) const {
@@ -511,6 +546,9 @@ std::string ScalarEmitter::expression(Operation *op) const {
             .Case([&](tk::CastOp c) {
               return castExpr(c.getX().getType(), c.getType(), name(c.getX()));
             })
+            .Case([&](tk::SizeOp size) {
+              return sizeExpr(*SymExpr::parse(size.getExpr())); // verified
+            })
             .Case([&](tk::ApplyOp a) {
               AffineMap map = a.getMap();
               std::vector<std::string> dims, syms;
@@ -531,6 +569,22 @@ std::string ScalarEmitter::expression(Operation *op) const {
 }
 
 std::string ScalarEmitter::linearIndex(MemRefType type, ValueRange indices) const {
+  if (!type.hasStaticShape()) {
+    SymShape dims = tk::bufferDims(type);
+    SymExpr stride(1);
+    std::vector<std::string> terms;
+    for (int64_t d = (int64_t)dims.size() - 1; d >= 0; --d) {
+      if (dims[d] != SymExpr(1)) {
+        std::string idx = name(indices[d]);
+        terms.push_back(stride == SymExpr(1) ? idx : idx + " * " + sizeExpr(stride));
+      }
+      stride *= dims[d];
+    }
+    std::string s;
+    for (auto it = terms.rbegin(); it != terms.rend(); ++it)
+      s += (s.empty() ? "" : " + ") + *it;
+    return s.empty() ? "0" : s;
+  }
   ArrayRef<int64_t> shape = type.getShape();
   std::string s;
   int64_t stride = 1;

@@ -32,10 +32,59 @@ Operation *TkDialect::materializeConstant(OpBuilder &builder, Attribute value, T
 
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 
+int64_t tcc::tk::elementBytes(Type e) {
+  return e.isInteger(1) ? 1 : (e.getIntOrFloatBitWidth() + 7) / 8;
+}
+
 int64_t tcc::tk::bufferBytes(MemRefType type) {
-  Type e = type.getElementType();
-  int64_t elementBytes = e.isInteger(1) ? 1 : (e.getIntOrFloatBitWidth() + 7) / 8;
-  return type.getNumElements() * elementBytes;
+  assert(type.hasStaticShape() && "bufferBytes of a symbolic buffer: use bufferBytesExpr");
+  return type.getNumElements() * elementBytes(type.getElementType());
+}
+
+/// The tensor type with a buffer's dims: the #tcc.dims memory space is the tensor encoding, so
+/// the graph dialect's functions on dims serve both.
+static RankedTensorType asTensorType(MemRefType type) {
+  return RankedTensorType::get(type.getShape(), type.getElementType(), type.getMemorySpace());
+}
+
+bool tcc::tk::isBufferType(MemRefType type) {
+  if (!type.getLayout().isIdentity())
+    return false;
+  if (!type.getMemorySpace())
+    return type.hasStaticShape();
+  return isa<DimsAttr>(type.getMemorySpace()) && hasValidDims(asTensorType(type));
+}
+
+tcc::SymShape tcc::tk::bufferDims(MemRefType type) { return symbolicShape(asTensorType(type)); }
+
+MemRefType tcc::tk::bufferType(ArrayRef<SymExpr> dims, Type elementType) {
+  return bufferType(tensorTypeWithDims(dims, elementType));
+}
+
+MemRefType tcc::tk::bufferType(RankedTensorType tensor) {
+  return MemRefType::get(tensor.getShape(), tensor.getElementType(), MemRefLayoutAttrInterface{},
+                         tensor.getEncoding());
+}
+
+tcc::SymExpr tcc::tk::bufferBytesExpr(MemRefType type) {
+  return productOf(bufferDims(type)) * SymExpr(elementBytes(type.getElementType()));
+}
+
+int64_t tcc::tk::symbolPosition(ModuleOp module, StringRef name) {
+  auto symbols = module ? module->getAttrOfType<DictionaryAttr>(TccDialect::kSymbolsAttrName) : DictionaryAttr{};
+  if (!symbols)
+    return -1;
+  for (auto [i, entry] : llvm::enumerate(symbols.getValue()))
+    if (entry.getName() == name)
+      return i;
+  return -1;
+}
+
+BlockArgument tcc::tk::symbolsArgument(func::FuncOp kernel) {
+  for (BlockArgument arg : kernel.getArguments())
+    if (kernel.getArgAttr(arg.getArgNumber(), kSymbolsArgAttr))
+      return arg;
+  return {};
 }
 
 //===--- Loops --------------------------------------------------------------===//
@@ -58,21 +107,29 @@ static LogicalResult verifyLoopBody(Operation *op, Region &region, size_t numInd
   return success();
 }
 
-static LogicalResult verifyBounds(Operation *op, ArrayRef<int64_t> bounds) {
-  for (int64_t b : bounds)
-    if (b < 0)
+static LogicalResult verifyBounds(Operation *op, ArrayRef<int64_t> bounds,
+                                  ValueRange dynamicBounds) {
+  size_t dynamic = 0;
+  for (int64_t b : bounds) {
+    if (ShapedType::isDynamic(b))
+      ++dynamic;
+    else if (b < 0)
       return op->emitOpError("bounds must be non-negative");
+  }
+  if (dynamic != dynamicBounds.size())
+    return op->emitOpError("has ") << dynamic << " dynamic bounds but "
+                                   << dynamicBounds.size() << " bound values";
   return success();
 }
 
 LogicalResult ParallelOp::verify() {
-  if (failed(verifyBounds(*this, getBounds())))
+  if (failed(verifyBounds(*this, getBounds(), getDynamicBounds())))
     return failure();
   return verifyLoopBody(*this, getBody(), getBounds().size(), {}, {});
 }
 
 LogicalResult ReduceOp::verify() {
-  if (failed(verifyBounds(*this, getBounds())))
+  if (failed(verifyBounds(*this, getBounds(), getDynamicBounds())))
     return failure();
   if (getResult().getType().isIndex())
     return emitOpError("cannot reduce index values");
@@ -124,6 +181,22 @@ LogicalResult ApplyOp::verify() {
   return success();
 }
 
+LogicalResult SizeOp::verify() {
+  std::string error;
+  std::optional<SymExpr> e = SymExpr::parse(getExpr(), &error);
+  if (!e)
+    return emitOpError("size expression '") << getExpr() << "' does not parse: " << error;
+  auto module = (*this)->getParentOfType<ModuleOp>();
+  for (const std::string &name : e->symbols())
+    if (symbolPosition(module, name) < 0)
+      return emitOpError("reads the symbol '") << name << "', which the module's "
+                                               << TccDialect::kSymbolsAttrName << " does not declare";
+  auto kernel = (*this)->getParentOfType<func::FuncOp>();
+  if (!e->isConstant() && (!kernel || !symbolsArgument(kernel)))
+    return emitOpError("needs an enclosing function with a ") << kSymbolsArgAttr << " argument";
+  return success();
+}
+
 LogicalResult ConstantOp::verify() {
   if (getValue().getType() != getResult().getType())
     return emitOpError("value type must match the result type");
@@ -142,6 +215,12 @@ LogicalResult AllocOp::verify() {
 }
 
 LogicalResult ViewOp::verify() {
+  MemRefType source = getSource().getType(), result = getResult().getType();
+  if (!source.hasStaticShape() || !result.hasStaticShape()) {
+    if (getByteOffset() != 0 || bufferBytesExpr(source) != bufferBytesExpr(result))
+      return emitOpError("a view of a symbolic buffer must be all of it (same bytes, offset 0)");
+    return success();
+  }
   int64_t available = bufferBytes(getSource().getType()) - getByteOffset();
   if (getByteOffset() < 0 || bufferBytes(getResult().getType()) > available)
     return emitOpError("view of ") << bufferBytes(getResult().getType())
@@ -302,7 +381,7 @@ LogicalResult AttentionOp::verify() {
 }
 
 LogicalResult CopyOp::verify() {
-  if (bufferBytes(getSource().getType()) != bufferBytes(getTarget().getType()))
+  if (bufferBytesExpr(getSource().getType()) != bufferBytesExpr(getTarget().getType()))
     return emitOpError("source and target sizes differ");
   return success();
 }

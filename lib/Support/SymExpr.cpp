@@ -847,6 +847,21 @@ size_t SymExpr::hash() const {
 
 // ---- Symbols, substitution, evaluation, bounds ----------------------------------------------
 
+std::vector<SymExpr::TermView> SymExpr::terms() const {
+  std::vector<TermView> out;
+  for (const Term &t : terms_) {
+    TermView view{t.coeff, {}};
+    for (const Factor &f : t.factors) {
+      AtomView atom{f.atom.kind, f.atom.name, {}};
+      if (f.atom.op)
+        atom.operands = {f.atom.op->lhs, f.atom.op->rhs};
+      view.factors.emplace_back(std::move(atom), f.power);
+    }
+    out.push_back(std::move(view));
+  }
+  return out;
+}
+
 std::vector<std::string> SymExpr::symbols() const {
   std::set<std::string> names;
   Impl::collectSymbols(*this, names);

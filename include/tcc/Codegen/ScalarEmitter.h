@@ -16,6 +16,7 @@
 #pragma once
 
 #include "tcc/IR/TccDialect.h"
+#include "tcc/Support/SymExpr.h"
 
 #include "mlir/IR/AffineExpr.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -73,8 +74,13 @@ public:
   /// True for the ops `expression` handles.
   static bool isScalarOp(mlir::Operation *op);
 
-  /// Row-major linear offset of `indices` into a buffer of `type`, e.g. `i0 * 64 + i1`.
+  /// Row-major linear offset of `indices` into a buffer of `type`, e.g. `i0 * 64 + i1` (for a
+  /// buffer with symbolic dims, strides are expressions of the symbol locals: `i0 * tcc_sym_seq`).
   std::string linearIndex(mlir::MemRefType type, mlir::ValueRange indices) const;
+  /// A size expression as int64_t C++ over the kernel's symbol locals (symbolLocal).
+  static std::string sizeExpr(const SymExpr &e);
+  /// The local holding the run's value of the size symbol `name`.
+  static std::string symbolLocal(llvm::StringRef name) { return "tcc_sym_" + name.str(); }
   /// The compute-type value of the element `pointer[offset]` of a buffer with `elementType`.
   std::string loadValue(mlir::Type elementType, const std::string &element) const;
   /// The storage-type value written for the compute-type value `value`.

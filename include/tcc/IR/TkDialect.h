@@ -2,12 +2,19 @@
 #pragma once
 
 #include "tcc/IR/TccDialect.h" // the shared enums (UnaryKind, BinaryKind, ...)
+#include "tcc/IR/SymbolicShape.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/AffineMap.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
+
+namespace tcc::tk {
+/// Whether `type` is a tk buffer: static dims, or `?` dims whose sizes a #tcc.dims memory space
+/// gives (canonical expressions, one per `?`).
+bool isBufferType(mlir::MemRefType type);
+} // namespace tcc::tk
 
 #include "tcc/IR/TkDialect.h.inc"
 #include "tcc/IR/TkEnums.h.inc"
@@ -34,5 +41,23 @@ inline bool isProgram(mlir::func::FuncOp f) { return f->hasAttr(kProgramAttr); }
 
 /// Bytes of a static-shape memref (elements * element bytes; i1 takes one byte).
 int64_t bufferBytes(mlir::MemRefType type);
+/// Bytes of one element of a buffer (i1 takes one byte).
+int64_t elementBytes(mlir::Type elementType);
+
+/// Symbolic buffers. A kernel function's argument carrying this unit attribute is the i64
+/// buffer of the run's symbol values (one per entry of the module's `tcc.symbols`, in order).
+inline constexpr llvm::StringLiteral kSymbolsArgAttr = "tk.symbols";
+/// The dims of a buffer (static ones constant).
+SymShape bufferDims(mlir::MemRefType type);
+/// The buffer type of `dims` (`?` + #tcc.dims where not constant).
+mlir::MemRefType bufferType(llvm::ArrayRef<SymExpr> dims, mlir::Type elementType);
+/// The buffer type of a tcc tensor type (its dims, symbolic ones included).
+mlir::MemRefType bufferType(mlir::RankedTensorType tensor);
+/// The bytes of a buffer as an expression of the size symbols.
+SymExpr bufferBytesExpr(mlir::MemRefType type);
+/// Position of `name` in the module's `tcc.symbols` (the index into the symbols buffer), or -1.
+int64_t symbolPosition(mlir::ModuleOp module, llvm::StringRef name);
+/// The kernel argument marked tk.symbols, or null.
+mlir::BlockArgument symbolsArgument(mlir::func::FuncOp kernel);
 
 } // namespace tcc::tk

@@ -37,7 +37,13 @@ class Tk_Op<string mnemonic, list<Trait> traits = []> : Op<Tk_Dialect, mnemonic,
 
 // Scalars a kernel computes with: the graph dialect's element types, plus `index`.
 def Tk_Scalar : AnyTypeOf<[Tcc_ElementType, Index]>;
-def Tk_Buffer : StaticShapeMemRefOf<[Tcc_ElementType]>;
+// A contiguous row-major buffer. Its dims are static, or `?` with their sizes given by a
+// #tcc.dims memory space (the graph dialect's size expressions, e.g.
+// `memref<?x16xf32, #tcc.dims<["batch*seq"]>>`): a kernel reading such a buffer takes the
+// program's symbol values (see tk.size).
+def Tk_Buffer : Type<And<[MemRefOf<[Tcc_ElementType]>.predicate,
+                          CPred<"::tcc::tk::isBufferType(::llvm::cast<::mlir::MemRefType>($_self))">]>,
+                     "buffer with static or symbolic (#tcc.dims) dims", "::mlir::MemRefType">;
 
 //===----------------------------------------------------------------------===//
 // Kernel level: loops
@@ -59,10 +65,13 @@ def Tk_ParallelOp : Tk_Op<"parallel", [RecursiveMemoryEffects,
     a nested one is the inner, vectorised / thread-parallel loop. Iterations must not depend on
     each other: each stores to distinct elements.
   }];
-  let arguments = (ins DenseI64ArrayAttr:$bounds);
+  let arguments = (ins DenseI64ArrayAttr:$bounds, Variadic<Index>:$dynamic_bounds);
   let regions = (region SizedRegion<1>:$body);
-  let assemblyFormat = "$bounds $body attr-dict";
+  let assemblyFormat = "custom<DynamicIndexList>($dynamic_bounds, $bounds) $body attr-dict";
   let hasVerifier = 1;
+  let builders = [OpBuilder<(ins "::llvm::ArrayRef<int64_t>":$bounds), [{
+    build($_builder, $_state, bounds, ::mlir::ValueRange{});
+  }]>];
 }
 
 def Tk_ReduceOp : Tk_Op<"reduce", [RecursiveMemoryEffects,
@@ -73,11 +82,18 @@ def Tk_ReduceOp : Tk_Op<"reduce", [RecursiveMemoryEffects,
     combination (sum/prod/max/min) of the yielded values, starting from the kind's identity
     (0, 1, the type's lowest, the type's highest). The order of combination is unspecified.
   }];
-  let arguments = (ins Tcc_ReduceKind:$kind, DenseI64ArrayAttr:$bounds);
+  let arguments = (ins Tcc_ReduceKind:$kind, DenseI64ArrayAttr:$bounds,
+                       Variadic<Index>:$dynamic_bounds);
   let results = (outs Tk_Scalar:$result);
   let regions = (region SizedRegion<1>:$body);
-  let assemblyFormat = "$kind $bounds $body attr-dict `:` type($result)";
+  let assemblyFormat = [{
+    $kind custom<DynamicIndexList>($dynamic_bounds, $bounds) $body attr-dict `:` type($result)
+  }];
   let hasVerifier = 1;
+  let builders = [OpBuilder<(ins "::mlir::Type":$result, "::tcc::ReduceKind":$kind,
+                                 "::llvm::ArrayRef<int64_t>":$bounds), [{
+    build($_builder, $_state, result, kind, bounds, ::mlir::ValueRange{});
+  }]>];
 }
 
 def Tk_ArgReduceOp : Tk_Op<"arg_reduce", [RecursiveMemoryEffects,
@@ -142,6 +158,23 @@ def Tk_ApplyOp : Tk_Op<"apply", [Pure]> {
 //===----------------------------------------------------------------------===//
 // Kernel level: scalar compute (semantics of the tcc ops of the same names, per element)
 //===----------------------------------------------------------------------===//
+
+def Tk_SizeOp : Tk_Op<"size", [Pure]> {
+  let summary = "the value of a size expression over the program's size symbols";
+  let description = [{
+    `tk.size "batch*seq"`: the expression (tcc::SymExpr text over the module's `tcc.symbols`)
+    evaluated with the symbol values of the run. The enclosing kernel takes them in its
+    argument marked `tk.symbols` (an i64 buffer, one value per symbol in `tcc.symbols` order).
+    Loop bounds and the strides of buffers with symbolic dims are computed from them.
+  }];
+  let arguments = (ins StrAttr:$expr);
+  let results = (outs Index:$result);
+  let assemblyFormat = "$expr attr-dict";
+  let hasVerifier = 1;
+  let builders = [OpBuilder<(ins "::llvm::StringRef":$expr), [{
+    build($_builder, $_state, $_builder.getIndexType(), expr);
+  }]>];
+}
 
 def Tk_ConstantOp : Tk_Op<"constant", [Pure, ConstantLike,
     TypesMatchWith<"result has the value's type", "value", "result", "$_self">]> {

@@ -121,9 +121,24 @@ public:
   bounds(const std::function<std::optional<std::pair<int64_t, int64_t>>(const std::string &)>
              &rangeOf) const;
 
-private:
   /// What an atom is.
   enum class AtomKind : uint8_t { Symbol, FloorDiv, CeilDiv, Mod, Max, Min };
+  /// The canonical form, for rebuilding the expression in another algebra (code generators:
+  /// C++ text, MLIR affine expressions): the value is the sum over terms of
+  /// coeff * prod(atom^power), an atom being a symbol (`name`) or `kind`(lhs, rhs).
+  struct AtomView {
+    AtomKind kind;
+    std::string name;
+    std::vector<SymExpr> operands; // lhs, rhs (empty for a symbol)
+  };
+  struct TermView {
+    int64_t coeff;
+    std::vector<std::pair<AtomView, int64_t>> factors; // (atom, power >= 1)
+  };
+  /// The terms (none for 0; a constant is one term without factors).
+  std::vector<TermView> terms() const;
+
+private:
   /// The operands of an opaque atom (defined in SymExpr.cpp).
   struct OpNode;
   /// A symbol (`name`) or an opaque node (`op`).
