@@ -111,10 +111,10 @@ void unrollLoop(LoopOp loop, int64_t count) {
     for (size_t s = 0; s < numScans; ++s) {
       Value element = map.lookupOrDefault(yielded[1 + numCarried + s]);
       auto t = tensorType(element);
-      SmallVector<int64_t> shape{1};
-      llvm::append_range(shape, t.getShape());
+      SymShape shape{SymExpr(1)};
+      llvm::append_range(shape, symbolicShape(t));
       scans[s].push_back(
-          b.create<ReshapeOp>(loc, RankedTensorType::get(shape, t.getElementType()), element));
+          b.create<ReshapeOp>(loc, tensorTypeWithDims(shape, t.getElementType()), element));
     }
   }
   for (size_t c = 0; c < numCarried; ++c)
@@ -167,7 +167,7 @@ LogicalResult convertIfs(func::FuncOp func) {
       Value cond = op.getCond();
       if (type.getRank() > 0)
         cond = b.create<BroadcastInDimOp>(
-            op.getLoc(), RankedTensorType::get(type.getShape(), b.getI1Type()), cond,
+            op.getLoc(), withElementType(type, b.getI1Type()), cond,
             b.getDenseI64ArrayAttr({}));
       Value s = b.create<SelectOp>(op.getLoc(), type, cond, thenValues[i], elseValues[i]);
       op.getResult(i).replaceAllUsesWith(s);
@@ -214,7 +214,7 @@ struct Group {
   llvm::SetVector<Operation *> members;
   Operation *library = nullptr; // extern groups: the library call
   Value libraryResult;          // what the library writes (after its own epilogue, if any)
-  SmallVector<int64_t> rows; // row shape when the group has reductions
+  SymShape rows; // row shape when the group has reductions
   bool hasReduction = false;
   std::set<int> deps; // producer groups (ids, resolve with find)
 };
@@ -463,7 +463,7 @@ void FusionPolicy::buildGroups() {
     g.sequential = cls == OpClass::Sequential || cls == OpClass::LoopRoot;
     if (cls == OpClass::Reduction) {
       g.hasReduction = true;
-      g.rows.assign(shapeOf(op->getResult(0)).begin(), shapeOf(op->getResult(0)).end());
+      g.rows = symShapeOf(op->getResult(0));
     }
     SmallVector<Operation *> work{op};
     if (cls == OpClass::Library) {
@@ -592,10 +592,10 @@ std::string FusionPolicy::epilogueIllegality(Group &lib, Group &c) {
   if (c.external || c.sequential || c.hasReduction)
     return "not an elementwise consumer";
   Value result = lib.libraryResult;
-  ArrayRef<int64_t> shape = shapeOf(result);
+  SymShape shape = symShapeOf(result);
   for (Operation *r : c.roots)
     for (Value v : r->getResults())
-      if (shapeOf(v) != shape)
+      if (symShapeOf(v) != shape)
         return "its iteration space differs from the library call's output";
   std::string why;
   llvm::DenseSet<std::pair<Value, Operation *>> dummy;
@@ -644,8 +644,8 @@ std::string FusionPolicy::epilogueIllegality(Group &lib, Group &c) {
 std::string FusionPolicy::rowIllegality(Group &p, Group &c) {
   if (c.external || c.sequential)
     return "the consumer is not a loop kernel over rows";
-  ArrayRef<int64_t> rows = p.rows;
-  if (c.hasReduction && ArrayRef<int64_t>(c.rows) != rows)
+  const SymShape &rows = p.rows;
+  if (c.hasReduction && c.rows != rows)
     return "the consumer's reductions run over other rows";
   // The merged group is legal when every reduction in it is read at the current row: walk from
   // every root through the members of both groups, composing index maps.
@@ -656,7 +656,7 @@ std::string FusionPolicy::rowIllegality(Group &p, Group &c) {
 
   // Each space: a shape and its row dims once known (a projection onto them reads the row).
   struct Space {
-    SmallVector<int64_t> shape;
+    SymShape shape;
     std::optional<SmallVector<int64_t>> rowDims;
   };
   std::vector<Space> spaces;
@@ -675,7 +675,8 @@ std::string FusionPolicy::rowIllegality(Group &p, Group &c) {
     if (!isMember(op))
       return;
     if (isa<ReduceOp, ArgReduceOp>(op)) {
-      auto dims = asProjection(idx, spaces[s].shape, shapeOf(v));
+      SymShape vs = symShapeOf(v);
+      auto dims = asProjection(idx, spaces[s].shape, vs);
       if (!dims) {
         // A permuted projection is a transposed read; anything else another row.
         bool permuted = idx.size() == shapeOf(v).size() &&
@@ -684,13 +685,13 @@ std::string FusionPolicy::rowIllegality(Group &p, Group &c) {
                        : "would read the reduction at another row";
         return;
       }
-      if (shapeOf(v) != rows) {
+      if (vs != rows) {
         why = "would read a reduction over other rows";
         return;
       }
       // Its operand is read over a space whose row dims are the kept dims.
       Value x = op->getOperand(0);
-      ArrayRef<int64_t> xs = shapeOf(x);
+      SymShape xs = symShapeOf(x);
       SmallVector<int64_t> reduced, kept;
       if (auto r = dyn_cast<ReduceOp>(op))
         reduced.assign(r.getDims().begin(), r.getDims().end());
@@ -698,16 +699,16 @@ std::string FusionPolicy::rowIllegality(Group &p, Group &c) {
         reduced.push_back(cast<ArgReduceOp>(op).getDim());
       for (int64_t d = 0; d < (int64_t)xs.size(); ++d)
         if (!llvm::is_contained(reduced, d))
-          kept.push_back(xs[d] == 1 ? -1 : d);
+          kept.push_back(xs[d] == SymExpr(1) ? -1 : d);
       // Over a space shaped like the reduced tensor, the rows must be the same dims (else the
       // kernel would walk the reduction's rows across the consumer's).
       if ((spaces[s].rowDims && *spaces[s].rowDims != *dims) ||
-          (ArrayRef<int64_t>(spaces[s].shape) == xs && *dims != kept)) {
+          (spaces[s].shape == xs && *dims != kept)) {
         why = "would read the reduction at a transposed index";
         return;
       }
       spaces[s].rowDims = *dims;
-      spaces.push_back({SmallVector<int64_t>(xs), kept});
+      spaces.push_back({xs, kept});
       walk(x, spaceIndex(ctx, xs), spaces.size() - 1);
       return;
     }
@@ -734,8 +735,8 @@ std::string FusionPolicy::rowIllegality(Group &p, Group &c) {
   };
   for (Operation *r : llvm::concat<Operation *const>(c.roots, p.roots)) {
     for (Value y : r->getResults()) {
-      ArrayRef<int64_t> shape = shapeOf(y);
-      Space space{SmallVector<int64_t>(shape), std::nullopt};
+      SymShape shape = symShapeOf(y);
+      Space space{shape, std::nullopt};
       if (shape == rows)
         space.rowDims = *asProjection(spaceIndex(ctx, shape), shape, rows);
       spaces.push_back(space);
@@ -831,16 +832,16 @@ void FusionPolicy::fuseHorizontal() {
       for (Value v : m->getOperands()) {
         Operation *d = v.getDefiningOp();
         if ((d && g.members.contains(d)) || (d && isa<ConstantOp>(d)) ||
-            tensorType(v).getNumElements() <= 1)
+            (tensorType(v).hasStaticShape() && tensorType(v).getNumElements() <= 1))
           continue;
         if (seenValues.insert(v.getAsOpaquePointer()).second)
           readers[v].push_back(g.id);
       }
   }
-  auto space = [&](Group &g) -> SmallVector<int64_t> {
+  auto space = [&](Group &g) -> SymShape {
     if (g.hasReduction)
       return g.rows;
-    return SmallVector<int64_t>(shapeOf(g.roots.front()->getResult(0)));
+    return symShapeOf(g.roots.front()->getResult(0));
   };
   for (auto &[value, gs] : readers) {
     for (size_t i = 0; i < gs.size(); ++i) {
@@ -864,7 +865,7 @@ void FusionPolicy::fuseHorizontal() {
         bool sameShapes = true;
         if (!ga.hasReduction)
           for (Operation *r : llvm::concat<Operation *const>(ga.roots, gb.roots))
-            sameShapes &= r->getNumResults() == 1 && shapeOf(r->getResult(0)) == ArrayRef<int64_t>(space(ga));
+            sameShapes &= r->getNumResults() == 1 && symShapeOf(r->getResult(0)) == space(ga);
         if (!sameShapes)
           continue;
         if (ga.deps.count(b) || gb.deps.count(a) || pathThroughOther(a, b) ||

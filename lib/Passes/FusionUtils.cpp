@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "FusionUtils.h"
+#include "tcc/IR/TkDialect.h"
 #include "tcc/Support/PoolShapes.h"
 
 #include <cstring>
@@ -20,6 +21,72 @@ namespace tcc::fusion {
 
 RankedTensorType tensorType(Value v) { return cast<RankedTensorType>(v.getType()); }
 ArrayRef<int64_t> shapeOf(Value v) { return tensorType(v).getShape(); }
+SymShape symShapeOf(Value v) { return symbolicShape(v.getType()); }
+
+std::optional<AffineExpr> sizeExpr(const SymExpr &size, ModuleOp module) {
+  MLIRContext *ctx = module.getContext();
+  if (std::optional<int64_t> c = size.constant())
+    return getAffineConstantExpr(*c, ctx);
+  using Kind = SymExpr::AtomKind;
+  AffineExpr sum = getAffineConstantExpr(0, ctx);
+  for (const SymExpr::TermView &term : size.terms()) {
+    AffineExpr t = getAffineConstantExpr(term.coeff, ctx);
+    for (const auto &[atom, power] : term.factors) {
+      AffineExpr a;
+      if (atom.kind == Kind::Symbol) {
+        int64_t pos = tk::symbolPosition(module, atom.name);
+        if (pos < 0)
+          return std::nullopt;
+        a = getAffineSymbolExpr(pos, ctx);
+      } else {
+        std::optional<AffineExpr> x = sizeExpr(atom.operands[0], module),
+                                  y = sizeExpr(atom.operands[1], module);
+        if (!x || !y)
+          return std::nullopt;
+        switch (atom.kind) {
+        case Kind::FloorDiv: a = x->floorDiv(*y); break;
+        case Kind::CeilDiv: a = x->ceilDiv(*y); break;
+        case Kind::Mod: a = *x % *y; break;
+        default: return std::nullopt; // max, min
+        }
+      }
+      for (int64_t p = 0; p < power; ++p)
+        t = t * a;
+    }
+    sum = sum + t;
+  }
+  return sum;
+}
+
+Index spaceIndex(MLIRContext *ctx, ArrayRef<SymExpr> shape) {
+  Index idx;
+  for (unsigned i = 0; i < shape.size(); ++i)
+    idx.push_back(shape[i] == SymExpr(1) ? getAffineConstantExpr(0, ctx)
+                                         : getAffineDimExpr(i, ctx));
+  return idx;
+}
+
+std::optional<SmallVector<int64_t>> asProjection(ArrayRef<AffineExpr> index,
+                                                 ArrayRef<SymExpr> space,
+                                                 ArrayRef<SymExpr> target) {
+  if (index.size() != target.size())
+    return std::nullopt;
+  SmallVector<int64_t> dims;
+  for (size_t i = 0; i < index.size(); ++i) {
+    if (auto c = dyn_cast<AffineConstantExpr>(index[i]);
+        c && c.getValue() == 0 && target[i] == SymExpr(1)) {
+      dims.push_back(-1);
+      continue;
+    }
+    auto d = dyn_cast<AffineDimExpr>(index[i]);
+    if (!d || d.getPosition() >= space.size() || space[d.getPosition()] != target[i])
+      return std::nullopt;
+    if (!dims.empty() && llvm::any_of(dims, [&](int64_t p) { return p >= (int64_t)d.getPosition(); }))
+      return std::nullopt;
+    dims.push_back(d.getPosition());
+  }
+  return dims;
+}
 
 bool isLibraryMatmul(MatmulOp op) {
   Type e = tensorType(op.getResult()).getElementType();
@@ -184,10 +251,24 @@ static unsigned numDimsOf(ArrayRef<AffineExpr> exprs) {
   return n;
 }
 
+static unsigned numSymbolsOf(ArrayRef<AffineExpr> exprs) {
+  unsigned n = 0;
+  for (AffineExpr e : exprs)
+    e.walk([&](AffineExpr s) {
+      if (auto d = dyn_cast<AffineSymbolExpr>(s))
+        n = std::max(n, d.getPosition() + 1);
+    });
+  return n;
+}
+
+AffineExpr simplifyIndexExpr(AffineExpr e, unsigned numDims) {
+  return simplifyAffineExpr(e, numDims, numSymbolsOf(e));
+}
+
 Index simplify(ArrayRef<AffineExpr> index, unsigned numDims) {
   Index out;
   for (AffineExpr e : index)
-    out.push_back(simplifyAffineExpr(e, numDims, 0));
+    out.push_back(simplifyIndexExpr(e, numDims));
   return out;
 }
 
@@ -242,6 +323,70 @@ Index reshapeIndex(ArrayRef<int64_t> resultShape, ArrayRef<AffineExpr> resultInd
   return simplify(out, numDimsOf(resultIndex));
 }
 
+std::optional<Index> reshapeIndex(ArrayRef<SymExpr> resultShape, ArrayRef<AffineExpr> resultIndex,
+                                  ArrayRef<SymExpr> operandShape, ModuleOp module) {
+  MLIRContext *ctx = module.getContext();
+  std::optional<SmallVector<int64_t>> rs = staticDims(resultShape), os = staticDims(operandShape);
+  if (rs && os)
+    return reshapeIndex(*rs, resultIndex, *os, ctx);
+  AffineExpr zero = getAffineConstantExpr(0, ctx);
+  Index out(operandShape.size(), zero);
+  SmallVector<unsigned> rd, od; // dims not statically 1
+  for (unsigned i = 0; i < resultShape.size(); ++i)
+    if (resultShape[i] != SymExpr(1))
+      rd.push_back(i);
+  for (unsigned i = 0; i < operandShape.size(); ++i)
+    if (operandShape[i] != SymExpr(1))
+      od.push_back(i);
+  // Groups of dims with equal products: extend the side whose product divides the other's;
+  // when neither does, the rest is one group (correct, with more index arithmetic).
+  size_t ri = 0, oi = 0;
+  while (ri < rd.size() && oi < od.size()) {
+    size_t rEnd = ri + 1, oEnd = oi + 1;
+    SymExpr rp = resultShape[rd[ri]], op = operandShape[od[oi]];
+    while (rp != op) {
+      bool rDividesO = SymExpr::divideExactly(op, rp).has_value() && rEnd < rd.size();
+      bool oDividesR = SymExpr::divideExactly(rp, op).has_value() && oEnd < od.size();
+      if (rDividesO) {
+        rp *= resultShape[rd[rEnd++]];
+      } else if (oDividesR) {
+        op *= operandShape[od[oEnd++]];
+      } else {
+        rEnd = rd.size();
+        oEnd = od.size();
+        break;
+      }
+    }
+    auto extent = [&](const SymExpr &e) { return sizeExpr(e, module); };
+    if (rEnd - ri == 1 && oEnd - oi == 1) {
+      out[od[oi]] = resultIndex[rd[ri]];
+    } else {
+      AffineExpr linear = zero, stride = getAffineConstantExpr(1, ctx);
+      for (size_t k = rEnd; k-- > ri;) {
+        std::optional<AffineExpr> n = extent(resultShape[rd[k]]);
+        if (!n)
+          return std::nullopt;
+        linear = linear + resultIndex[rd[k]] * stride;
+        stride = stride * *n;
+      }
+      stride = getAffineConstantExpr(1, ctx);
+      for (size_t k = oEnd; k-- > oi;) {
+        std::optional<AffineExpr> n = extent(operandShape[od[k]]);
+        if (!n)
+          return std::nullopt;
+        AffineExpr e = stride == getAffineConstantExpr(1, ctx) ? linear : linear.floorDiv(stride);
+        if (k != oi)
+          e = e % *n;
+        out[od[k]] = e;
+        stride = stride * *n;
+      }
+    }
+    ri = rEnd;
+    oi = oEnd;
+  }
+  return simplify(out, numDimsOf(resultIndex));
+}
+
 std::optional<Index> affineOperandIndex(Operation *op, unsigned operandNo,
                                         ArrayRef<AffineExpr> idx) {
   MLIRContext *ctx = op->getContext();
@@ -251,10 +396,10 @@ std::optional<Index> affineOperandIndex(Operation *op, unsigned operandNo,
       .Case<UnaryOp, BinaryOp, CompareOp, SelectOp, CastOp, BitcastOp>(
           [&](auto) { return Index(idx.begin(), idx.end()); })
       .Case<BroadcastInDimOp>([&](BroadcastInDimOp b) -> std::optional<Index> {
-        ArrayRef<int64_t> in = shapeOf(b.getX());
+        SymShape in = symShapeOf(b.getX());
         Index out;
         for (size_t i = 0; i < in.size(); ++i)
-          out.push_back(in[i] == 1 ? cst(0) : idx[b.getDims()[i]]);
+          out.push_back(in[i] == SymExpr(1) ? cst(0) : idx[b.getDims()[i]]);
         return out;
       })
       .Case<TransposeOp>([&](TransposeOp t) -> std::optional<Index> {
@@ -266,17 +411,22 @@ std::optional<Index> affineOperandIndex(Operation *op, unsigned operandNo,
       .Case<SliceOp>([&](SliceOp s) -> std::optional<Index> {
         Index out;
         for (size_t i = 0; i < idx.size(); ++i)
-          out.push_back(simplifyAffineExpr(idx[i] * s.getStride()[i] + s.getStart()[i], nd, 0));
+          out.push_back(simplifyIndexExpr(idx[i] * s.getStride()[i] + s.getStart()[i], nd));
         return out;
       })
       .Case<ReverseOp>([&](ReverseOp r) -> std::optional<Index> {
         Index out(idx.begin(), idx.end());
+        if (hasSymbolicDims(r.getX().getType()))
+          return std::nullopt;
         ArrayRef<int64_t> shape = shapeOf(r.getX());
         for (int64_t d : r.getDims())
-          out[d] = simplifyAffineExpr(cst(shape[d] - 1) - idx[d], nd, 0);
+          out[d] = simplifyIndexExpr(cst(shape[d] - 1) - idx[d], nd);
         return out;
       })
       .Case<ReshapeOp>([&](ReshapeOp r) -> std::optional<Index> {
+        if (hasSymbolicDims(r.getX().getType()) || hasSymbolicDims(r.getResult().getType()))
+          return reshapeIndex(symShapeOf(r.getResult()), idx, symShapeOf(r.getX()),
+                              op->getParentOfType<ModuleOp>());
         return reshapeIndex(shapeOf(r.getResult()), idx, shapeOf(r.getX()), ctx);
       })
       .Case<GatherOp>([&](GatherOp g) -> std::optional<Index> {

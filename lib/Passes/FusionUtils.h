@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "tcc/IR/SymbolicShape.h"
 #include "tcc/IR/TccDialect.h"
 #include "tcc/Passes/GemmEpilogue.h"
 
@@ -87,7 +88,9 @@ std::optional<Index> affineOperandIndex(mlir::Operation *op, unsigned operandNo,
 Index reshapeIndex(llvm::ArrayRef<int64_t> resultShape, llvm::ArrayRef<mlir::AffineExpr> resultIndex,
                    llvm::ArrayRef<int64_t> operandShape, mlir::MLIRContext *ctx);
 
-/// Simplifies every expression (dims only).
+/// Simplifies an index expression over `numDims` dims (and any size symbols).
+mlir::AffineExpr simplifyIndexExpr(mlir::AffineExpr e, unsigned numDims);
+/// Simplifies every expression.
 Index simplify(llvm::ArrayRef<mlir::AffineExpr> index, unsigned numDims);
 
 /// If `index` (over dims of a space of shape `space`) is a projection onto an increasing subset
@@ -99,5 +102,27 @@ std::optional<llvm::SmallVector<int64_t>> asProjection(llvm::ArrayRef<mlir::Affi
 
 mlir::RankedTensorType tensorType(mlir::Value v);
 llvm::ArrayRef<int64_t> shapeOf(mlir::Value v);
+
+// ---- Symbolic dims ----
+// A symbolic size in an index expression is a polynomial (floordiv, ceildiv, mod) of affine
+// symbols: s<k> is the size symbol at position k of the module's `tcc.symbols` (the kernel
+// lowering binds it to the run's value, tk.size). max/min sizes have no such form.
+
+/// The dims of `v`'s type, symbolic ones included.
+SymShape symShapeOf(mlir::Value v);
+/// `size` as an index expression over the module's size symbols (see above); nullopt for
+/// max/min.
+std::optional<mlir::AffineExpr> sizeExpr(const SymExpr &size, mlir::ModuleOp module);
+/// The index of an element of a space with symbolic dims (0 where the size is 1).
+Index spaceIndex(mlir::MLIRContext *ctx, llvm::ArrayRef<SymExpr> shape);
+/// reshapeIndex over symbolic shapes (the module gives the symbols' positions); nullopt when
+/// a size has no index-expression form.
+std::optional<Index> reshapeIndex(llvm::ArrayRef<SymExpr> resultShape,
+                                  llvm::ArrayRef<mlir::AffineExpr> resultIndex,
+                                  llvm::ArrayRef<SymExpr> operandShape, mlir::ModuleOp module);
+/// asProjection over symbolic shapes.
+std::optional<llvm::SmallVector<int64_t>> asProjection(llvm::ArrayRef<mlir::AffineExpr> index,
+                                                       llvm::ArrayRef<SymExpr> space,
+                                                       llvm::ArrayRef<SymExpr> target);
 
 } // namespace tcc::fusion

@@ -122,8 +122,65 @@ Index KernelEmitter::simplifyIndex(ArrayRef<AffineExpr> idx) {
   return fusion::simplify(idx, dims_.size());
 }
 
+AffineExpr KernelEmitter::sizeSymbolDim(unsigned position) {
+  if (auto it = sizeDims_.find(position); it != sizeDims_.end())
+    return it->second;
+  auto kernel = b_.getInsertionBlock()->getParentOp();
+  if (!isa<func::FuncOp>(kernel))
+    kernel = kernel->getParentOfType<func::FuncOp>();
+  auto symbols =
+      kernel->getParentOfType<ModuleOp>()->getAttrOfType<DictionaryAttr>(TccDialect::kSymbolsAttrName);
+  if (!symbols || position >= symbols.size())
+    fail(kernel, "reads a size symbol the module does not declare (internal error)");
+  // At the kernel's entry, so that it dominates every loop.
+  OpBuilder::InsertionGuard guard(b_);
+  b_.setInsertionPointToStart(&kernel->getRegion(0).front());
+  Value size = b_.create<tk::SizeOp>(loc_, symbols.getValue()[position].getName().getValue());
+  AffineExpr d = newDim(size);
+  sizeDims_[position] = d;
+  return d;
+}
+
+AffineExpr KernelEmitter::bindSizeSymbols(AffineExpr e) {
+  unsigned n = 0;
+  e.walk([&](AffineExpr s) {
+    if (auto sym = dyn_cast<AffineSymbolExpr>(s))
+      n = std::max(n, sym.getPosition() + 1);
+  });
+  if (n == 0)
+    return e;
+  SmallVector<AffineExpr> dims;
+  for (unsigned k = 0; k < n; ++k)
+    dims.push_back(sizeSymbolDim(k));
+  return e.replaceSymbols(dims);
+}
+
+AffineExpr KernelEmitter::size(const SymExpr &size) {
+  auto module = b_.getInsertionBlock()->getParentOp()->getParentOfType<ModuleOp>();
+  std::optional<AffineExpr> e = sizeExpr(size, module);
+  if (!e)
+    fail(b_.getInsertionBlock()->getParentOp(),
+         "a size (" + size.str() + ") that is a max or min of symbols cannot index a kernel yet");
+  return bindSizeSymbols(*e);
+}
+
+std::pair<SmallVector<int64_t>, SmallVector<Value>>
+KernelEmitter::loopBounds(ArrayRef<SymExpr> shape) {
+  SmallVector<int64_t> bounds;
+  SmallVector<Value> dynamic;
+  for (const SymExpr &d : shape) {
+    if (std::optional<int64_t> c = d.constant()) {
+      bounds.push_back(*c);
+      continue;
+    }
+    bounds.push_back(ShapedType::kDynamic);
+    dynamic.push_back(index(size(d)));
+  }
+  return {bounds, dynamic};
+}
+
 Value KernelEmitter::index(AffineExpr e) {
-  e = simplifyAffineExpr(e, dims_.size(), 0);
+  e = simplifyIndexExpr(bindSizeSymbols(e), dims_.size());
   if (auto d = dyn_cast<AffineDimExpr>(e))
     return dims_[d.getPosition()];
   for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it)
@@ -133,7 +190,8 @@ Value KernelEmitter::index(AffineExpr e) {
   if (auto c = dyn_cast<AffineConstantExpr>(e)) {
     result = constantIndex(c.getValue());
   } else {
-    // Compact the dims the expression uses into the map's inputs.
+    // Compact the dims the expression uses into the map's inputs: sizes (tk.size values) as
+    // its symbols, so that products and divisions by them are valid affine maps.
     llvm::SmallVector<unsigned> used;
     e.walk([&](AffineExpr s) {
       if (auto d = dyn_cast<AffineDimExpr>(s))
@@ -141,14 +199,26 @@ Value KernelEmitter::index(AffineExpr e) {
           used.push_back(d.getPosition());
     });
     llvm::sort(used);
+    auto isSize = [&](unsigned position) {
+      return llvm::any_of(sizeDims_, [&](const auto &entry) {
+        return llvm::cast<AffineDimExpr>(entry.second).getPosition() == position;
+      });
+    };
     SmallVector<AffineExpr> replacements(dims_.size(), getAffineConstantExpr(0, context()));
-    SmallVector<Value> operands;
-    for (unsigned i = 0; i < used.size(); ++i) {
-      replacements[used[i]] = getAffineDimExpr(i, context());
-      operands.push_back(dims_[used[i]]);
+    SmallVector<Value> operands, symbolOperands;
+    for (unsigned p : used) {
+      if (isSize(p)) {
+        replacements[p] = getAffineSymbolExpr(symbolOperands.size(), context());
+        symbolOperands.push_back(dims_[p]);
+      } else {
+        replacements[p] = getAffineDimExpr(operands.size(), context());
+        operands.push_back(dims_[p]);
+      }
     }
+    unsigned numDims = operands.size();
+    llvm::append_range(operands, symbolOperands);
     AffineExpr compact = e.replaceDimsAndSymbols(replacements, {});
-    AffineMap map = AffineMap::get(used.size(), 0, compact);
+    AffineMap map = AffineMap::get(numDims, symbolOperands.size(), compact);
     result = b_.create<tk::ApplyOp>(loc_, map, operands);
   }
   scopes_.back().indices[e] = result;
@@ -159,6 +229,18 @@ AffineExpr KernelEmitter::clamp(Value v, int64_t lo, int64_t hi) {
   v = binary(BinaryKind::Max, v, constantIndex(lo));
   v = binary(BinaryKind::Min, v, constantIndex(hi));
   return newDim(v);
+}
+
+AffineExpr KernelEmitter::normalizedIndex(Value scalar, const SymExpr &dimSize) {
+  if (std::optional<int64_t> c = dimSize.constant())
+    return normalizedIndex(scalar, *c);
+  Value n = index(size(dimSize));
+  Value i = cast(scalar, b_.getIndexType());
+  Value negative = compare(CompareKind::Lt, i, constantIndex(0));
+  i = select(negative, binary(BinaryKind::Add, i, n), i);
+  i = binary(BinaryKind::Max, i, constantIndex(0));
+  i = binary(BinaryKind::Min, i, binary(BinaryKind::Sub, n, constantIndex(1)));
+  return newDim(i);
 }
 
 AffineExpr KernelEmitter::normalizedIndex(Value scalar, int64_t dimSize) {
@@ -185,11 +267,16 @@ void KernelEmitter::store(Value value, Value memref, ArrayRef<AffineExpr> idx) {
 //===--- Loops ----------------------------------------------------------------===//
 
 void KernelEmitter::parallel(ArrayRef<int64_t> shape, function_ref<void(const Index &)> body) {
-  SmallVector<int64_t> bounds(shape.begin(), shape.end());
+  parallel(toSymShape(shape), body);
+}
+
+void KernelEmitter::parallel(ArrayRef<SymExpr> shape, function_ref<void(const Index &)> body) {
+  auto [bounds, dynamic] = loopBounds(shape);
+  SmallVector<int64_t> iterated = bounds;
   if (bounds.empty())
     bounds.push_back(1);
-  auto par = b_.create<tk::ParallelOp>(loc_, ArrayRef<int64_t>(bounds));
-  inLoopBody(par.getBody(), bounds.size(), shape, [&](Block *, const Index &idx) {
+  auto par = b_.create<tk::ParallelOp>(loc_, ArrayRef<int64_t>(bounds), dynamic);
+  inLoopBody(par.getBody(), bounds.size(), iterated, [&](Block *, const Index &idx) {
     body(idx);
     b_.create<tk::YieldOp>(loc_);
   });
@@ -214,8 +301,14 @@ void KernelEmitter::inLoopBody(Region &region, size_t numArgs, ArrayRef<int64_t>
 
 Value KernelEmitter::reduce(ReduceKind kind, Type type, ArrayRef<int64_t> bounds,
                             function_ref<Value(const Index &)> body) {
+  return reduce(kind, type, toSymShape(bounds), body);
+}
+
+Value KernelEmitter::reduce(ReduceKind kind, Type type, ArrayRef<SymExpr> shape,
+                            function_ref<Value(const Index &)> body) {
   Type acc = is16BitFloat(type) ? b_.getF32Type() : type;
-  auto red = b_.create<tk::ReduceOp>(loc_, acc, kind, bounds);
+  auto [bounds, dynamic] = loopBounds(shape);
+  auto red = b_.create<tk::ReduceOp>(loc_, acc, kind, bounds, dynamic);
   inLoopBody(red.getBody(), bounds.size(), bounds, [&](Block *, const Index &idx) {
     Value v = cast(body(idx), acc);
     b_.create<tk::YieldOp>(loc_, ValueRange{v});
@@ -274,8 +367,18 @@ Value KernelEmitter::compute(Value v, ArrayRef<AffineExpr> idx) {
   auto cst = [&](int64_t c) { return getAffineConstantExpr(c, ctx); };
   Type type = elementTypeOf(v);
   auto remap = [&](unsigned operandNo) {
-    return element(op->getOperand(operandNo), *affineOperandIndex(op, operandNo, idx));
+    std::optional<Index> operandIdx = affineOperandIndex(op, operandNo, idx);
+    if (!operandIdx)
+      fail(op, "its operand index has no affine form (a symbolic size that is a max or min)");
+    return element(op->getOperand(operandNo), *operandIdx);
   };
+  bool symbolic = llvm::any_of(op->getOperandTypes(), hasSymbolicDims) ||
+                  llvm::any_of(op->getResultTypes(), hasSymbolicDims);
+  if (symbolic && !isa<ConstantOp, UnaryOp, BinaryOp, CompareOp, SelectOp, CastOp, BitcastOp,
+                       BroadcastInDimOp, TransposeOp, SliceOp, ReshapeOp, IotaOp, GatherOp,
+                       GatherElementsOp, ReduceOp, MatmulOp>(op))
+    fail(op, "has symbolic dims, which its kernel lowering does not take yet (fix the sizes "
+             "with --input-shape)");
 
   return llvm::TypeSwitch<Operation *, Value>(op)
       .Case<ConstantOp>([&](ConstantOp c) -> Value {
@@ -309,14 +412,14 @@ Value KernelEmitter::compute(Value v, ArrayRef<AffineExpr> idx) {
         int64_t axis = g.getAxis(), q = tensorType(g.getIndices()).getRank();
         Value i = element(g.getIndices(), Index(idx.begin() + axis, idx.begin() + axis + q));
         Index xi(idx.begin(), idx.begin() + axis);
-        xi.push_back(normalizedIndex(i, shapeOf(g.getX())[axis]));
+        xi.push_back(normalizedIndex(i, symShapeOf(g.getX())[axis]));
         xi.append(idx.begin() + axis + q, idx.end());
         return element(g.getX(), xi);
       })
       .Case<GatherElementsOp>([&](GatherElementsOp g) -> Value {
         Value i = element(g.getIndices(), idx);
         Index xi(idx.begin(), idx.end());
-        xi[g.getAxis()] = normalizedIndex(i, shapeOf(g.getX())[g.getAxis()]);
+        xi[g.getAxis()] = normalizedIndex(i, symShapeOf(g.getX())[g.getAxis()]);
         return element(g.getX(), xi);
       })
       .Case<GatherNDOp>([&](GatherNDOp g) -> Value {
@@ -341,10 +444,11 @@ Value KernelEmitter::compute(Value v, ArrayRef<AffineExpr> idx) {
         return element(d.getX(), xi);
       })
       .Case<ReduceOp>([&](ReduceOp r) -> Value {
-        ArrayRef<int64_t> xs = shapeOf(r.getX()), dims = r.getDims();
+        SymShape xs = symShapeOf(r.getX());
+        ArrayRef<int64_t> dims = r.getDims();
         if (dims.empty())
           return element(r.getX(), idx);
-        SmallVector<int64_t> bounds;
+        SymShape bounds;
         for (int64_t d : dims)
           bounds.push_back(xs[d]);
         return reduce(r.getKind(), type, bounds, [&](const Index &inner) {
@@ -370,10 +474,10 @@ Value KernelEmitter::compute(Value v, ArrayRef<AffineExpr> idx) {
         return ar.getResult();
       })
       .Case<MatmulOp>([&](MatmulOp m) -> Value {
-        ArrayRef<int64_t> ls = shapeOf(m.getLhs());
+        SymShape ls = symShapeOf(m.getLhs());
         size_t r = ls.size();
         Type acc = is16BitFloat(type) ? b_.getF32Type() : type;
-        return reduce(ReduceKind::Sum, type, {ls[r - 1]}, [&](const Index &k) {
+        return reduce(ReduceKind::Sum, type, ArrayRef<SymExpr>{ls[r - 1]}, [&](const Index &k) {
           Index li(idx.begin(), idx.end()), ri(idx.begin(), idx.end());
           li[r - 1] = k[0];
           ri[r - 2] = k[0];
@@ -532,8 +636,8 @@ namespace {
 /// Finds, for a full-shape value `y` of a row group with row shape `rows`, which of its dims
 /// are the row dims: the index at which it reads a reduction result of the group, when that is
 /// a projection; else the first dims whose sizes match.
-std::optional<SmallVector<int64_t>> rowDimsOf(Value y, ArrayRef<int64_t> rows, Block &body) {
-  ArrayRef<int64_t> space = shapeOf(y);
+std::optional<SmallVector<int64_t>> rowDimsOf(Value y, ArrayRef<SymExpr> rows, Block &body) {
+  SymShape space = symShapeOf(y);
   MLIRContext *ctx = y.getContext();
   llvm::DenseSet<Value> visited;
   std::optional<SmallVector<int64_t>> found;
@@ -544,7 +648,7 @@ std::optional<SmallVector<int64_t>> rowDimsOf(Value y, ArrayRef<int64_t> rows, B
     if (!op || op->getBlock() != &body)
       return;
     if (isa<ReduceOp, ArgReduceOp>(op)) {
-      if (shapeOf(v) == rows)
+      if (symShapeOf(v) == SymShape(rows))
         found = asProjection(idx, space, rows);
       return;
     }
@@ -558,8 +662,8 @@ std::optional<SmallVector<int64_t>> rowDimsOf(Value y, ArrayRef<int64_t> rows, B
   // Greedy: the first dims matching the row sizes, in order.
   SmallVector<int64_t> dims;
   size_t s = 0;
-  for (int64_t r : rows) {
-    if (r == 1) {
+  for (const SymExpr &r : rows) {
+    if (r == SymExpr(1)) {
       dims.push_back(-1);
       continue;
     }
@@ -705,9 +809,9 @@ void buildKernelBody(OpBuilder &b, Location loc, Block &body,
     return;
 
   if (reductions.empty()) {
-    ArrayRef<int64_t> shape = shapeOf(yields[stored[0]]);
+    SymShape shape = symShapeOf(yields[stored[0]]);
     for (size_t i : stored)
-      if (shapeOf(yields[i]) != shape)
+      if (symShapeOf(yields[i]) != shape)
         fail(body.getParentOp(), "pointwise fusion results must all have one shape");
     e.parallel(shape, [&](const Index &idx) {
       for (size_t i : stored)
@@ -716,16 +820,17 @@ void buildKernelBody(OpBuilder &b, Location loc, Block &body,
     return;
   }
 
-  ArrayRef<int64_t> rows = shapeOf(reductions.back()->getResult(0));
+  SymShape rows = symShapeOf(reductions.back()->getResult(0));
   // Full-shape yields, grouped by (shape, row dims) to share an inner loop.
   struct Inner {
-    SmallVector<int64_t> shape, rowDims;
+    SymShape shape;
+    SmallVector<int64_t> rowDims;
     SmallVector<size_t> yields;
   };
   SmallVector<Inner> inners;
   SmallVector<size_t> rowYields;
   for (size_t i : stored) {
-    if (shapeOf(yields[i]) == rows) {
+    if (symShapeOf(yields[i]) == rows) {
       rowYields.push_back(i);
       continue;
     }
@@ -733,7 +838,7 @@ void buildKernelBody(OpBuilder &b, Location loc, Block &body,
     if (!dims)
       fail(yields[i].getDefiningOp() ? yields[i].getDefiningOp() : body.getParentOp(),
            "fusion result does not contain the row dims of the fusion's reductions");
-    SmallVector<int64_t> shape(shapeOf(yields[i]));
+    SymShape shape = symShapeOf(yields[i]);
     auto it = llvm::find_if(inners, [&](const Inner &in) {
       return in.shape == shape && in.rowDims == *dims;
     });
@@ -747,10 +852,10 @@ void buildKernelBody(OpBuilder &b, Location loc, Block &body,
   e.parallel(rows, [&](const Index &row) {
     // Each reduction at the current row, once; consumers then find it memoised.
     for (Operation *r : reductions)
-      if (shapeOf(r->getResult(0)) == rows)
+      if (symShapeOf(r->getResult(0)) == rows)
         e.element(r->getResult(0), row);
     for (const Inner &in : inners) {
-      SmallVector<int64_t> innerShape;
+      SymShape innerShape;
       SmallVector<bool> isRow(in.shape.size(), false);
       for (int64_t d : in.rowDims)
         if (d >= 0)

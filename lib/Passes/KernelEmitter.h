@@ -51,9 +51,13 @@ public:
   // ---- Loop skeleton ----
   /// tk.parallel over `shape` (a rank-0 shape runs once); `body` gets the element index.
   void parallel(llvm::ArrayRef<int64_t> shape, llvm::function_ref<void(const Index &)> body);
+  /// ... over a shape with symbolic dims (their bounds are read from the run's symbol values).
+  void parallel(llvm::ArrayRef<SymExpr> shape, llvm::function_ref<void(const Index &)> body);
   /// tk.reduce of `kind` over `bounds` of the values `body` returns (type `type`); 16-bit floats
   /// accumulate in f32, like the reference kernels, and are rounded once.
   mlir::Value reduce(ReduceKind kind, mlir::Type type, llvm::ArrayRef<int64_t> bounds,
+                     llvm::function_ref<mlir::Value(const Index &)> body);
+  mlir::Value reduce(ReduceKind kind, mlir::Type type, llvm::ArrayRef<SymExpr> bounds,
                      llvm::function_ref<mlir::Value(const Index &)> body);
   /// tk.for 0..count-1 with carried scalars; `body(i, carried)` returns the next ones.
   mlir::ValueRange forLoop(int64_t count, mlir::ValueRange inits,
@@ -73,6 +77,14 @@ public:
   /// An integer element of an index tensor as an index, negative values counted from the end
   /// (+ dimSize), clamped into [0, dimSize).
   mlir::AffineExpr normalizedIndex(mlir::Value scalar, int64_t dimSize);
+  mlir::AffineExpr normalizedIndex(mlir::Value scalar, const SymExpr &dimSize);
+
+  // ---- Symbolic sizes ----
+  /// A size as an index expression over dims: its size symbols become dims bound to tk.size
+  /// values made once per kernel at its entry.
+  mlir::AffineExpr size(const SymExpr &size);
+  /// Replaces the size symbols (s<k>, see FusionUtils.h) of an index expression by those dims.
+  mlir::AffineExpr bindSizeSymbols(mlir::AffineExpr e);
 
   // ---- Scalars ----
   mlir::Value constant(mlir::Type type, double value);
@@ -103,6 +115,10 @@ private:
   mlir::Value computeConv(ConvOp op, llvm::ArrayRef<mlir::AffineExpr> idx);
   mlir::Value computeReduceWindow(ReduceWindowOp op, llvm::ArrayRef<mlir::AffineExpr> idx);
   Index simplifyIndex(llvm::ArrayRef<mlir::AffineExpr> idx);
+  mlir::AffineExpr sizeSymbolDim(unsigned position);
+  /// Static bounds (kDynamic where symbolic) and the values of the symbolic ones.
+  std::pair<llvm::SmallVector<int64_t>, llvm::SmallVector<mlir::Value>>
+  loopBounds(llvm::ArrayRef<SymExpr> shape);
 
   struct Scope {
     llvm::DenseMap<mlir::Value, llvm::SmallVector<std::pair<Index, mlir::Value>, 1>> elements;
@@ -113,6 +129,7 @@ private:
   mlir::Location loc_;
   llvm::DenseMap<mlir::Value, mlir::Value> buffers_;
   llvm::SmallVector<mlir::Value> dims_;
+  llvm::DenseMap<unsigned, mlir::AffineExpr> sizeDims_; // size symbol position -> its dim
   llvm::SmallVector<Scope> scopes_;
 };
 

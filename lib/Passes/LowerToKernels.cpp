@@ -45,10 +45,7 @@ using tcc::kernel::LoweringError;
 namespace tcc {
 namespace {
 
-MemRefType memrefOf(Value tensor) {
-  auto t = tensorType(tensor);
-  return MemRefType::get(t.getShape(), t.getElementType());
-}
+MemRefType memrefOf(Value tensor) { return tk::bufferType(tensorType(tensor)); }
 
 /// Block arguments of `body` that the computation of `roots` reads, not looking past `stop`.
 SmallVector<BlockArgument> readArguments(Block &body, ValueRange roots, Value stop = {}) {
@@ -103,6 +100,8 @@ private:
                     function_ref<void(OpBuilder &, ArrayRef<Value>)> build);
   /// The operand buffer of a gemm operand: peels absorbed transposes and batch broadcasts.
   Value gemmOperand(FusionOp f, Value operand, bool &transposed);
+  /// The program's buffer of the run's symbol values (made once, at the program's entry).
+  Value symbolValues();
 
   ModuleOp module_;
   func::FuncOp graph_, program_;
@@ -113,6 +112,7 @@ private:
   DenseMap<Value, Value> fusionArgBuffers_;  // fusion block arg -> program memref (current)
   SmallVector<Value> outputArgs_;
   int kernels_ = 0, constants_ = 0;
+  Value symbolValues_;
 };
 
 Value ProgramBuilder::constantBuffer(Location loc, ElementsAttr value) {
@@ -168,11 +168,37 @@ void ProgramBuilder::launchKernel(StringRef name, Location loc, ArrayRef<Value> 
   SmallVector<Value> args(entry->getArguments().begin(), entry->getArguments().end());
   build(kb, args);
   kb.create<func::ReturnOp>(loc);
+  // Kernels over symbolic buffers read the run's symbol values (strides, tk.size bounds).
+  SmallVector<Value> launched(buffers.begin(), buffers.end());
+  bool symbolic = llvm::any_of(types, [](Type t) {
+    return !cast<MemRefType>(t).hasStaticShape();
+  }) || fn->walk([](tk::SizeOp) {
+    return WalkResult::interrupt();
+  }).wasInterrupted();
+  if (symbolic) {
+    Value values = symbolValues();
+    fn.insertArgument(fn.getNumArguments(), values.getType(),
+                      mb.getDictionaryAttr(mb.getNamedAttr(tk::kSymbolsArgAttr, mb.getUnitAttr())),
+                      loc);
+    launched.push_back(values);
+  }
   kernel::hoistLoopInvariants(fn);
   IRRewriter rewriter(module_.getContext());
   DominanceInfo dom(fn);
   eliminateCommonSubExpressions(rewriter, dom, fn);
-  b_.create<tk::LaunchOp>(loc, fn.getSymName(), buffers);
+  b_.create<tk::LaunchOp>(loc, fn.getSymName(), launched);
+}
+
+Value ProgramBuilder::symbolValues() {
+  if (symbolValues_)
+    return symbolValues_;
+  auto symbols = module_->getAttrOfType<DictionaryAttr>(TccDialect::kSymbolsAttrName);
+  int64_t n = symbols ? symbols.size() : 0;
+  OpBuilder::InsertionGuard guard(b_);
+  b_.setInsertionPointToStart(&program_.getBody().front());
+  symbolValues_ = b_.create<tk::SymbolValuesOp>(
+      program_.getLoc(), MemRefType::get({n}, b_.getI64Type()));
+  return symbolValues_;
 }
 
 /// A short name for the kernel of a fusion: its main op.
@@ -254,9 +280,9 @@ Value ProgramBuilder::gemmOperand(FusionOp f, Value operand, bool &transposed) {
   if (type.getRank() == rank)
     return buffer;
   // Batch-broadcast operand: view it with leading dims of size 1 (tk.gemm broadcasts them).
-  SmallVector<int64_t> shape(rank - type.getRank(), 1);
-  shape.append(type.getShape().begin(), type.getShape().end());
-  return b_.create<tk::ViewOp>(f.getLoc(), MemRefType::get(shape, type.getElementType()), buffer);
+  SymShape shape(rank - type.getRank(), SymExpr(1));
+  llvm::append_range(shape, tk::bufferDims(type));
+  return b_.create<tk::ViewOp>(f.getLoc(), tk::bufferType(shape, type.getElementType()), buffer);
 }
 
 void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
@@ -560,11 +586,9 @@ LogicalResult ProgramBuilder::run() {
   MLIRContext *ctx = module_.getContext();
   SmallVector<Type> argTypes;
   for (Type t : graph_.getArgumentTypes())
-    argTypes.push_back(MemRefType::get(cast<RankedTensorType>(t).getShape(),
-                                       cast<RankedTensorType>(t).getElementType()));
+    argTypes.push_back(tk::bufferType(cast<RankedTensorType>(t)));
   for (Type t : graph_.getResultTypes())
-    argTypes.push_back(MemRefType::get(cast<RankedTensorType>(t).getShape(),
-                                       cast<RankedTensorType>(t).getElementType()));
+    argTypes.push_back(tk::bufferType(cast<RankedTensorType>(t)));
   StringAttr name = graph_.getSymNameAttr();
   OpBuilder mb(ctx);
   mb.setInsertionPointAfter(graph_);

@@ -252,6 +252,16 @@ def Tk_ViewOp : Tk_Op<"view", [Pure, DeclareOpInterfaceMethods<ViewLikeOpInterfa
   let hasVerifier = 1;
 }
 
+def Tk_SymbolValuesOp : Tk_Op<"symbol_values", [Pure]> {
+  let summary = "the run's size symbol values: i64, one per entry of the module's tcc.symbols";
+  let description = [{
+    Program level: the buffer passed to kernels as their `tk.symbols` argument. The runtime
+    fills it from the input shapes before each run (artifact BufferKind Symbols).
+  }];
+  let results = (outs Tk_Buffer:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+}
+
 def Tk_LaunchOp : Tk_Op<"launch", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "runs the kernel `callee` on the buffers (it may read and write any of them)";
   let arguments = (ins FlatSymbolRefAttr:$callee, Variadic<Tk_Buffer>:$args);

@@ -1,0 +1,61 @@
+// RUN: tcc-opt %s -tcc-fuse -tcc-lower-to-kernels -split-input-file -verify-diagnostics | FileCheck %s
+
+// Symbolic dims through fusion and the kernel lowering: buffers keep their #tcc.dims, loops
+// over symbolic dims are bounded by tk.size values made at the kernel's entry, index maps take
+// sizes as symbols, and each kernel over symbolic buffers takes the program's symbol values.
+
+// A softmax over rows of a [batch, seq, 16] tensor after a reshape from [batch*seq, 16].
+// CHECK: #map = affine_map<(d0, d1)[s0] -> (d1 + d0 * s0)>
+// CHECK-LABEL: func.func @k0_reduce_sum(
+// CHECK-SAME:      %{{.*}}: memref<?x16xf32, #tcc.dims<["batch*seq"]>>, %{{.*}}: memref<?x?x16xf32, #tcc.dims<["batch", "seq"]>>, %{{.*}}: memref<2xi64> {tk.symbols}) attributes {tk.kernel}
+// CHECK-DAG:     %[[B:.*]] = tk.size "batch"
+// CHECK-DAG:     %[[S:.*]] = tk.size "seq"
+// CHECK:         tk.parallel [%[[B]], %[[S]]] {
+// CHECK:           tk.apply #map(
+// CHECK:           tk.reduce max [16]
+// CHECK:       func.func @softmax(
+// CHECK:         %[[SYMS:.*]] = tk.symbol_values : memref<2xi64>
+// CHECK:         tk.launch @k0_reduce_sum(%arg0, %arg1, %[[SYMS]])
+module attributes {tcc.symbols = {batch = array<i64: 1, 8>, seq = array<i64: 1, 512>}} {
+func.func @softmax(%x: tensor<?x16xf32, #tcc.dims<["batch*seq"]>>) -> tensor<?x?x16xf32, #tcc.dims<["batch", "seq"]>> {
+  %r = tcc.reshape %x : tensor<?x16xf32, #tcc.dims<["batch*seq"]>> -> tensor<?x?x16xf32, #tcc.dims<["batch", "seq"]>>
+  %m = tcc.reduce max %r dims = [2] : tensor<?x?x16xf32, #tcc.dims<["batch", "seq"]>> -> tensor<?x?xf32, #tcc.dims<["batch", "seq"]>>
+  %mb = tcc.broadcast_in_dim %m dims = [0, 1] : tensor<?x?xf32, #tcc.dims<["batch", "seq"]>> -> tensor<?x?x16xf32, #tcc.dims<["batch", "seq"]>>
+  %d = tcc.binary sub %r, %mb : tensor<?x?x16xf32, #tcc.dims<["batch", "seq"]>>
+  %e = tcc.unary exp %d : tensor<?x?x16xf32, #tcc.dims<["batch", "seq"]>>
+  %s = tcc.reduce sum %e dims = [2] : tensor<?x?x16xf32, #tcc.dims<["batch", "seq"]>> -> tensor<?x?xf32, #tcc.dims<["batch", "seq"]>>
+  %sb = tcc.broadcast_in_dim %s dims = [0, 1] : tensor<?x?xf32, #tcc.dims<["batch", "seq"]>> -> tensor<?x?x16xf32, #tcc.dims<["batch", "seq"]>>
+  %y = tcc.binary div %e, %sb : tensor<?x?x16xf32, #tcc.dims<["batch", "seq"]>>
+  return %y : tensor<?x?x16xf32, #tcc.dims<["batch", "seq"]>>
+}
+}
+
+// -----
+
+// A reduction over a symbolic dim: its bound is a tk.size value; the matmul is a library call
+// on the symbolic buffers.
+// CHECK-LABEL: func.func @k0_reduce_sum(
+// CHECK:         %[[S:.*]] = tk.size "seq"
+// CHECK:         tk.reduce sum [%[[S]]]
+// CHECK:       func.func @pool_project(
+// CHECK:         tk.gemm %{{.*}} : memref<?x?x8xf32, #tcc.dims<["batch", "seq"]>>, memref<1x8x4xf32>, memref<?x?x4xf32, #tcc.dims<["batch", "seq"]>>
+module attributes {tcc.symbols = {batch = array<i64: 1, 8>, seq = array<i64: 1, 512>}} {
+func.func @pool_project(%x: tensor<?x?x8xf32, #tcc.dims<["batch", "seq"]>>, %w: tensor<8x4xf32>) -> (tensor<?x8xf32, #tcc.dims<["batch"]>>, tensor<?x?x4xf32, #tcc.dims<["batch", "seq"]>>) {
+  %s = tcc.reduce sum %x dims = [1] : tensor<?x?x8xf32, #tcc.dims<["batch", "seq"]>> -> tensor<?x8xf32, #tcc.dims<["batch"]>>
+  %wb = tcc.broadcast_in_dim %w dims = [1, 2] : tensor<8x4xf32> -> tensor<?x8x4xf32, #tcc.dims<["batch"]>>
+  %p = tcc.matmul %x, %wb : tensor<?x?x8xf32, #tcc.dims<["batch", "seq"]>>, tensor<?x8x4xf32, #tcc.dims<["batch"]>> -> tensor<?x?x4xf32, #tcc.dims<["batch", "seq"]>>
+  return %s, %p : tensor<?x8xf32, #tcc.dims<["batch"]>>, tensor<?x?x4xf32, #tcc.dims<["batch", "seq"]>>
+}
+}
+
+// -----
+
+// An op whose kernel lowering does not take symbolic dims yet is reported, not miscompiled.
+module attributes {tcc.symbols = {seq = array<i64: 1, 512>}} {
+func.func @padded(%x: tensor<?xf32, #tcc.dims<["seq"]>>) -> tensor<?xf32, #tcc.dims<["seq + 2"]>> {
+  %z = tcc.constant dense<0.0> : tensor<f32>
+  // expected-error @+1 {{has symbolic dims, which its kernel lowering does not take yet}}
+  %p = tcc.pad constant %x, %z low = [1] high = [1] : tensor<?xf32, #tcc.dims<["seq"]>>, tensor<f32> -> tensor<?xf32, #tcc.dims<["seq + 2"]>>
+  return %p : tensor<?xf32, #tcc.dims<["seq + 2"]>>
+}
+}
