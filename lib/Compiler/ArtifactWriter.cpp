@@ -42,6 +42,26 @@ fb::DType dtypeOf(Type elementType) {
 
 constexpr const char *kProducer = "tcc 0.1.0";
 
+/// A buffer's static shape: -1 for a symbolic dim (dimsVector gives its expression).
+flatbuffers::Offset<flatbuffers::Vector<int64_t>> shapeVector(flatbuffers::FlatBufferBuilder &fbb,
+                                                              MemRefType type) {
+  std::vector<int64_t> shape;
+  for (int64_t d : type.getShape())
+    shape.push_back(ShapedType::isDynamic(d) ? -1 : d);
+  return fbb.CreateVector(shape);
+}
+
+/// A buffer's dims as expressions ("" for static ones); none for a static buffer.
+flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>>
+dimsVector(flatbuffers::FlatBufferBuilder &fbb, MemRefType type) {
+  if (type.hasStaticShape())
+    return 0;
+  std::vector<std::string> dims;
+  for (const SymExpr &d : tk::bufferDims(type))
+    dims.push_back(d.isConstant() ? "" : d.str());
+  return fbb.CreateVectorOfStrings(dims);
+}
+
 /// Bytes of a builder's finished buffer.
 std::vector<uint8_t> bytesOf(const flatbuffers::FlatBufferBuilder &fbb) {
   return std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
@@ -69,7 +89,7 @@ private:
   bool cuda() const { return contents_.device == "cuda"; }
   void addStep(Operation *op);
   flatbuffers::Offset<flatbuffers::Vector<int64_t>> shapeOf(MemRefType type) {
-    return fbb_.CreateVector(type.getShape().data(), type.getShape().size());
+    return shapeVector(fbb_, type);
   }
   flatbuffers::Offset<flatbuffers::Vector<int64_t>> longs(ArrayRef<int64_t> v) {
     return fbb_.CreateVector(v.data(), v.size());
@@ -106,8 +126,9 @@ private:
 uint32_t Writer::addBuffer(fb::BufferKind kind, uint32_t index, uint64_t offset,
                            MemRefType type) {
   auto shape = shapeOf(type);
+  auto dims = dimsVector(fbb_, type);
   buffers_.push_back(fb::CreateBuffer(fbb_, kind, index, offset, dtypeOf(type.getElementType()),
-                                      shape));
+                                      shape, dims));
   bufferLocs_.push_back({kind, index, offset});
   return buffers_.size() - 1;
 }
@@ -130,6 +151,8 @@ uint32_t Writer::bufferFor(Value value) {
     index = addBuffer(base.kind, base.index, base.offset + view.getByteOffset(), type);
   } else if (auto get = value.getDefiningOp<memref::GetGlobalOp>()) {
     index = addBuffer(fb::BufferKind_Constant, constantFor(get), 0, type);
+  } else if (value.getDefiningOp<tk::SymbolValuesOp>()) {
+    index = addBuffer(fb::BufferKind_Symbols, 0, 0, type);
   } else {
     std::string what;
     llvm::raw_string_ostream os(what);
@@ -169,8 +192,8 @@ static uint32_t addKernel(flatbuffers::FlatBufferBuilder &fbb, StringRef name,
   std::vector<flatbuffers::Offset<fb::TensorSpec>> params;
   for (Type t : types) {
     auto type = cast<MemRefType>(t);
-    auto shape = fbb.CreateVector(type.getShape().data(), type.getShape().size());
-    params.push_back(fb::CreateTensorSpec(fbb, 0, dtypeOf(type.getElementType()), shape));
+    params.push_back(fb::CreateTensorSpec(fbb, 0, dtypeOf(type.getElementType()),
+                                          shapeVector(fbb, type), 0, dimsVector(fbb, type)));
   }
   auto nameOff = fbb.CreateString(name.str());
   auto paramsVec = fbb.CreateVector(params);
@@ -365,7 +388,7 @@ void Writer::addStep(Operation *op) {
   } else if (auto c = dyn_cast<tk::CopyOp>(op)) {
     auto step = fb::CreateCopy(fbb_, bufferFor(c.getSource()), bufferFor(c.getTarget()));
     launch = fb::CreateLaunch(fbb_, fb::Step_Copy, step.Union(), nodes);
-  } else if (isa<tk::AllocOp, tk::ViewOp, memref::GetGlobalOp>(op)) {
+  } else if (isa<tk::AllocOp, tk::ViewOp, memref::GetGlobalOp, tk::SymbolValuesOp>(op)) {
     for (Value r : op->getResults())
       bufferFor(r);
     return;
@@ -421,7 +444,8 @@ flatbuffers::Offset<fb::Program> Writer::build(ArtifactStats *stats) {
                                 it->second.byteSize());
     auto nameOff = fbb_.CreateString(name);
     auto shape = shapeOf(type);
-    auto spec = fb::CreateTensorSpec(fbb_, nameOff, dtypeOf(type.getElementType()), shape, value);
+    auto spec = fb::CreateTensorSpec(fbb_, nameOff, dtypeOf(type.getElementType()), shape, value,
+                                     dimsVector(fbb_, type));
     (i < numInputs_ ? inputs : outputs).push_back(spec);
   }
 
@@ -450,6 +474,18 @@ flatbuffers::Offset<fb::Program> Writer::build(ArtifactStats *stats) {
   flatbuffers::Offset<flatbuffers::Vector<int64_t>> meshSizes;
   if (MeshAttr mesh = meshOf(program_))
     meshSizes = fbb_.CreateVector(std::vector<int64_t>(mesh.getSizes().begin(), mesh.getSizes().end()));
+  // Size symbols (symbolic programs), in tcc.symbols order: the Symbols buffer's layout.
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::SymbolRange>>> symbolsVec;
+  if (auto symbols = module_->getAttrOfType<DictionaryAttr>(TccDialect::kSymbolsAttrName)) {
+    SymbolRanges ranges = symbolRanges(module_);
+    std::vector<flatbuffers::Offset<fb::SymbolRange>> entries;
+    for (NamedAttribute entry : symbols) {
+      SymbolRange r = ranges[entry.getName().str()];
+      entries.push_back(fb::CreateSymbolRange(fbb_, fbb_.CreateString(entry.getName().str()),
+                                              r.min, r.max));
+    }
+    symbolsVec = fbb_.CreateVector(entries);
+  }
   fb::ProgramBuilder pb(fbb_);
   pb.add_version(static_cast<uint32_t>(fb::Version_Current));
   pb.add_producer(producer);
@@ -468,6 +504,8 @@ flatbuffers::Offset<fb::Program> Writer::build(ArtifactStats *stats) {
   pb.add_launches(launchesVec);
   if (!meshSizes.IsNull())
     pb.add_mesh_sizes(meshSizes);
+  if (!symbolsVec.IsNull())
+    pb.add_symbols(symbolsVec);
   flatbuffers::Offset<fb::Program> program = pb.Finish();
 
   if (stats) {

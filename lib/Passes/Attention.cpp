@@ -535,6 +535,9 @@ private:
         pv.emitRemark() << "attention: not fused into one op: " << why;
       cleanUp();
     };
+    if (hasSymbolicDims(pv.getLhs().getType()) || hasSymbolicDims(pv.getRhs().getType()))
+      return notAttention("symbolic dims: the fused attention kernels take fixed sizes for now "
+                          "(the matrix products and softmax are compiled on their own)");
     Value s = matchSoftmax(match, pv.getLhs());
     if (!s)
       return cleanUp();

@@ -87,6 +87,24 @@ struct PlanMemoryPass : impl::PlanMemoryBase<PlanMemoryPass> {
   using PlanMemoryBase::PlanMemoryBase;
 
   void runOnOperation() override {
+    SymbolRanges ranges = symbolRanges(getOperation());
+    // A buffer with symbolic dims gets the bytes it needs at every symbol's max: one static
+    // plan serves every size the program accepts.
+    auto plannedBytes = [&](tk::AllocOp alloc) -> std::optional<int64_t> {
+      MemRefType type = alloc.getType();
+      if (type.hasStaticShape())
+        return tk::bufferBytes(type);
+      SymExpr bytes = tk::bufferBytesExpr(type);
+      int64_t max = rangeOf(bytes, ranges).max;
+      if (max == INT64_MAX || max > (int64_t(1) << 48)) {
+        alloc.emitError("a temporary of ")
+            << bytes.str() << " bytes has no practical upper bound over the size symbols' "
+            << "ranges (" << describeSymbolRanges(ranges)
+            << "): declare them, e.g. --input-shape NAME=1..64x16..512";
+        return std::nullopt;
+      }
+      return max;
+    };
     for (auto program : getOperation().getOps<func::FuncOp>()) {
       if (!tk::isProgram(program))
         continue;
@@ -102,7 +120,10 @@ struct PlanMemoryPass : impl::PlanMemoryBase<PlanMemoryPass> {
       for (auto alloc : program.getBody().front().getOps<tk::AllocOp>()) {
         Interval iv;
         iv.alloc = alloc;
-        iv.bytes = std::max<int64_t>(tk::bufferBytes(alloc.getType()), 1);
+        std::optional<int64_t> bytes = plannedBytes(alloc);
+        if (!bytes)
+          return signalPassFailure();
+        iv.bytes = std::max<int64_t>(*bytes, 1);
         iv.first = position.lookup(alloc);
         iv.last = lastUse(alloc.getResult(), position);
         intervals.push_back(iv);
