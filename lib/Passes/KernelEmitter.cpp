@@ -374,9 +374,9 @@ Value KernelEmitter::compute(Value v, ArrayRef<AffineExpr> idx) {
   };
   bool symbolic = llvm::any_of(op->getOperandTypes(), hasSymbolicDims) ||
                   llvm::any_of(op->getResultTypes(), hasSymbolicDims);
-  if (symbolic && !isa<ConstantOp, UnaryOp, BinaryOp, CompareOp, SelectOp, CastOp, BitcastOp,
-                       BroadcastInDimOp, TransposeOp, SliceOp, ReshapeOp, IotaOp, GatherOp,
-                       GatherElementsOp, ReduceOp, MatmulOp>(op))
+  if (symbolic && !isa<ConstantOp, SymIntsOp, UnaryOp, BinaryOp, CompareOp, SelectOp, CastOp,
+                       BitcastOp, BroadcastInDimOp, TransposeOp, SliceOp, ReshapeOp, IotaOp,
+                       GatherOp, GatherElementsOp, ReduceOp, MatmulOp, ReduceWindowOp>(op))
     fail(op, "has symbolic dims, which its kernel lowering does not take yet (fix the sizes "
              "with --input-shape)");
 
@@ -406,6 +406,16 @@ Value KernelEmitter::compute(Value v, ArrayRef<AffineExpr> idx) {
       .Case<BroadcastInDimOp, TransposeOp, SliceOp, ReverseOp, ReshapeOp>(
           [&](Operation *) { return remap(0); })
       .Case<IotaOp>([&](IotaOp i) { return cast(index(idx[i.getDim()]), type); })
+      .Case<SymIntsOp>([&](SymIntsOp s) -> Value {
+        // The run's value of each size expression: a 0-d one, or a select along the index.
+        std::vector<SymExpr> exprs = s.getExprs();
+        Value result = cast(index(size(exprs.back())), type);
+        for (size_t k = exprs.size() - 1; k-- > 0;) {
+          Value here = compare(CompareKind::Eq, index(idx[0]), constantIndex(k));
+          result = select(here, cast(index(size(exprs[k])), type), result);
+        }
+        return result;
+      })
       .Case<PadOp>([&](PadOp p) { return computePad(p, idx); })
       .Case<ConcatOp>([&](ConcatOp c) { return computeConcat(c, idx); })
       .Case<GatherOp>([&](GatherOp g) -> Value {
@@ -605,7 +615,8 @@ Value KernelEmitter::computeConv(ConvOp c, ArrayRef<AffineExpr> idx) {
 }
 
 Value KernelEmitter::computeReduceWindow(ReduceWindowOp r, ArrayRef<AffineExpr> idx) {
-  ArrayRef<int64_t> xs = shapeOf(r.getX()), window = r.getWindow();
+  SymShape xs = symShapeOf(r.getX());
+  ArrayRef<int64_t> window = r.getWindow();
   Type type = elementTypeOf(r.getResult());
   Type acc = is16BitFloat(type) ? b_.getF32Type() : type;
   return reduce(r.getKind(), type, window, [&](const Index &w) {
@@ -619,10 +630,14 @@ Value KernelEmitter::computeReduceWindow(ReduceWindowOp r, ArrayRef<AffineExpr> 
         continue;
       }
       Value pv = index(p);
+      Value n = index(size(xs[d]));
       Value ok = binary(BinaryKind::And, compare(CompareKind::Ge, pv, constantIndex(0)),
-                        compare(CompareKind::Lt, pv, constantIndex(xs[d])));
+                        compare(CompareKind::Lt, pv, n));
       valid = valid ? binary(BinaryKind::And, valid, ok) : ok;
-      xi.push_back(clamp(pv, 0, std::max<int64_t>(xs[d] - 1, 0)));
+      Value last = binary(BinaryKind::Max, binary(BinaryKind::Sub, n, constantIndex(1)),
+                          constantIndex(0));
+      xi.push_back(newDim(binary(BinaryKind::Min, binary(BinaryKind::Max, pv, constantIndex(0)),
+                                 last)));
     }
     Value x = cast(element(r.getX(), xi), acc);
     return valid ? select(valid, x, identity(r.getKind(), acc)) : x;

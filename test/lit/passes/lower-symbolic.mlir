@@ -59,3 +59,23 @@ func.func @padded(%x: tensor<?xf32, #tcc.dims<["seq"]>>) -> tensor<?xf32, #tcc.d
   return %p : tensor<?xf32, #tcc.dims<["seq + 2"]>>
 }
 }
+
+// -----
+
+// A padded window reduction over symbolic spatial dims clamps its reads to the run's sizes;
+// a tensor of size expressions (the importer's Shape of a symbolic tensor) is computed from
+// the tk.size values.
+// CHECK-LABEL: func.func @k0_reduce_window(
+// CHECK-DAG:     %[[H:.*]] = tk.size "h"
+// CHECK:         tk.reduce max [3, 1]
+// CHECK:           tk.compare lt %{{.*}}, %[[H]] : index
+// CHECK-LABEL: func.func @k1_sym_ints(
+// CHECK:         %[[N:.*]] = tk.size "h"
+// CHECK:         tk.cast %[[N]] : index to i64
+module attributes {tcc.symbols = {h = array<i64: 2, 64>}} {
+func.func @pool(%x: tensor<?x4xf32, #tcc.dims<["h"]>>) -> (tensor<?x4xf32, #tcc.dims<["h"]>>, tensor<i64>) {
+  %y = tcc.reduce_window max %x {window = array<i64: 3, 1>, strides = array<i64: 1, 1>, pad_low = array<i64: 1, 0>, pad_high = array<i64: 1, 0>, dilations = array<i64: 1, 1>} : tensor<?x4xf32, #tcc.dims<["h"]>> -> tensor<?x4xf32, #tcc.dims<["h"]>>
+  %n = tcc.sym_ints ["h"] : tensor<i64>
+  return %y, %n : tensor<?x4xf32, #tcc.dims<["h"]>>, tensor<i64>
+}
+}
