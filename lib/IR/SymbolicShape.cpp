@@ -122,110 +122,22 @@ void setSymbolRanges(ModuleOp module, const SymbolRanges &ranges) {
     module->setAttr(TccDialect::kSymbolsAttrName, DictionaryAttr::get(ctx, entries));
 }
 
-namespace {
-
-std::string describeRange(const std::string &name, const SymbolRange &range) {
-  if (range.max == INT64_MAX)
-    return name + " >= " + std::to_string(range.min);
-  if (range.min == range.max)
-    return name + " = " + std::to_string(range.min);
-  return name + " in " + std::to_string(range.min) + ".." + std::to_string(range.max);
-}
-
-} // namespace
-
-std::string describeSymbolRanges(const SymbolRanges &ranges) {
-  std::string s;
-  for (const auto &[name, range] : ranges)
-    s += (s.empty() ? "" : ", ") + describeRange(name, range);
-  return s;
-}
-
-int64_t evaluateSym(const SymExpr &e, const SymbolBindings &bindings) {
-  std::string error;
-  std::optional<int64_t> v = e.evaluate(
-      [&](const std::string &s) -> std::optional<int64_t> {
-        auto it = bindings.find(s);
-        return it == bindings.end() ? std::nullopt : std::optional<int64_t>(it->second);
-      },
-      &error);
-  if (!v)
-    throw Error(e.str() + ": " + error);
-  return *v;
-}
-
+/// The arguments' dims for the standard C++ binder (tcc/Support/SymbolBinding.h), which
+/// libtccrt shares: an argument that is not a ranked tensor has no dims to bind.
 SymbolBindings bindSymbols(llvm::ArrayRef<Type> argumentTypes, llvm::ArrayRef<Shape> shapes,
                            const SymbolRanges &ranges, llvm::ArrayRef<std::string> inputNames) {
-  auto input = [&](size_t i) {
-    return i < inputNames.size() ? "input '" + inputNames[i] + "'" : "input " + std::to_string(i);
-  };
-  auto where = [&](size_t i, size_t d) { return input(i) + " dim " + std::to_string(d); };
-  if (argumentTypes.size() != shapes.size())
-    throw Error("the program takes " + std::to_string(argumentTypes.size()) + " inputs, " +
-                std::to_string(shapes.size()) + " were given");
-  std::vector<SymShape> dims(argumentTypes.size());
+  std::vector<SymShape> dims;
+  std::vector<std::vector<int64_t>> sizes;
   for (size_t i = 0; i < argumentTypes.size(); ++i) {
     auto type = dyn_cast<RankedTensorType>(argumentTypes[i]);
-    if (!type)
-      continue;
-    dims[i] = symbolicShape(type);
-    if (dims[i].size() != shapes[i].size())
-      throw Error(input(i) + " has rank " +
-                  std::to_string(shapes[i].size()) + ", the program expects rank " +
-                  std::to_string(dims[i].size()) + " (" + shapeString(dims[i]) + ")");
+    dims.push_back(type ? symbolicShape(type) : SymShape{});
+    if (i < shapes.size())
+      sizes.push_back(type ? shapes[i] : Shape{});
   }
-  SymbolBindings bindings;
-  std::map<std::string, std::string> boundBy; // symbol -> "input 'x' dim 1"
-  // Each unbound symbol s from the first dim a*s + b that reads it: s = (size - b) / a. Plain
-  // symbols first (a dim `seq` binds seq before `2*seq` is solved for it).
-  for (bool plainOnly : {true, false}) {
-    for (size_t i = 0; i < dims.size(); ++i) {
-      for (size_t d = 0; d < dims[i].size(); ++d) {
-        const SymExpr &dim = dims[i][d];
-        std::vector<std::string> names = dim.symbols();
-        if (names.size() != 1 || bindings.count(names[0]) || (plainOnly && !dim.symbolName()))
-          continue;
-        const std::string &name = names[0];
-        SymExpr b = dim.substitute({{name, SymExpr(0)}});
-        std::optional<SymExpr> a = SymExpr::divideExactly(dim - b, SymExpr::symbol(name));
-        if (!a || !a->constant() || !b.constant() || *a->constant() == 0)
-          continue; // not affine: the check below finds the symbol unbound
-        int64_t size = shapes[i][d], num = size - *b.constant(), den = *a->constant();
-        if (num % den != 0)
-          throw Error(where(i, d) + " is " + std::to_string(size) + ", but the program expects " +
-                      dim.str() + " for an integer " + name);
-        auto range = ranges.find(name);
-        SymbolRange r = range == ranges.end() ? SymbolRange{} : range->second;
-        int64_t value = num / den;
-        if (value < r.min || value > r.max)
-          throw Error(where(i, d) + " is " + std::to_string(size) +
-                      (dim.symbolName() ? "" : ", so " + name + " = " + std::to_string(value)) +
-                      ", outside the compiled assumption " + describeRange(name, r));
-        bindings[name] = value;
-        boundBy[name] = where(i, d);
-      }
-    }
-  }
-  for (size_t i = 0; i < dims.size(); ++i) {
-    for (size_t d = 0; d < dims[i].size(); ++d) {
-      const SymExpr &dim = dims[i][d];
-      int64_t want;
-      try {
-        want = evaluateSym(dim, bindings);
-      } catch (const Error &e) {
-        throw Error(where(i, d) + ": " + e.what());
-      }
-      if (want == shapes[i][d])
-        continue;
-      std::string why = dim.isConstant()
-                            ? "the program fixes it to " + std::to_string(want)
-                            : "the program expects " + dim.str() + " = " + std::to_string(want);
-      if (std::optional<std::string> name = dim.symbolName())
-        why += " (set by " + boundBy[*name] + ")";
-      throw Error(where(i, d) + " is " + std::to_string(shapes[i][d]) + ", but " + why);
-    }
-  }
-  return bindings;
+  for (size_t i = argumentTypes.size(); i < shapes.size(); ++i)
+    sizes.push_back(shapes[i]);
+  return tcc::bindSymbols(dims, sizes, ranges,
+                          std::vector<std::string>(inputNames.begin(), inputNames.end()));
 }
 
 Shape concreteShape(Type type, const SymbolBindings &bindings) {
@@ -273,16 +185,6 @@ std::optional<std::vector<SymExpr>> intValues(Value v, bool *symbolic) {
 }
 
 } // namespace
-
-SymbolRange rangeOf(const SymExpr &e, const SymbolRanges &ranges) {
-  auto [lo, hi] = e.bounds([&](const std::string &s) -> std::optional<std::pair<int64_t, int64_t>> {
-    auto it = ranges.find(s);
-    if (it == ranges.end())
-      return std::nullopt;
-    return std::pair{it->second.min, it->second.max};
-  });
-  return {lo, hi};
-}
 
 namespace {
 

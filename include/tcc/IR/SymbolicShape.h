@@ -20,6 +20,7 @@
 #pragma once
 
 #include "tcc/Support/SymExpr.h"
+#include "tcc/Support/SymbolBinding.h"
 #include "tcc/Support/Tensor.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -53,25 +54,12 @@ SymShape toSymShape(llvm::ArrayRef<int64_t> dims);
 /// The static dims when every dim is constant.
 std::optional<llvm::SmallVector<int64_t>> staticDims(llvm::ArrayRef<SymExpr> dims);
 
-/// A size symbol's inclusive range.
-struct SymbolRange {
-  int64_t min = 0;
-  int64_t max = INT64_MAX;
-};
-using SymbolRanges = std::map<std::string, SymbolRange>;
+// SymbolRange(s), SymbolBindings, describeSymbolRanges, rangeOf and evaluateSym are standard
+// C++ (tcc/Support/SymbolBinding.h): libtccrt binds the same way.
 
 /// The module's `tcc.symbols` (empty when it has none).
 SymbolRanges symbolRanges(mlir::ModuleOp module);
 void setSymbolRanges(mlir::ModuleOp module, const SymbolRanges &ranges);
-/// "batch in 1..64, seq in 16..512" (an unbounded maximum prints as "seq >= 16").
-std::string describeSymbolRanges(const SymbolRanges &ranges);
-
-/// The range of `e` over the symbols' ranges (interval arithmetic; a symbol without one ranges
-/// over 0 and up).
-SymbolRange rangeOf(const SymExpr &e, const SymbolRanges &ranges);
-
-/// Symbol values of one run.
-using SymbolBindings = std::map<std::string, int64_t>;
 
 /// Binds the symbols of an entry function's argument types to the sizes of `shapes` (one per
 /// argument), checking each against its range in `ranges` and every dim that reads it. Throws
@@ -79,10 +67,6 @@ using SymbolBindings = std::map<std::string, int64_t>;
 SymbolBindings bindSymbols(llvm::ArrayRef<mlir::Type> argumentTypes,
                            llvm::ArrayRef<Shape> shapes, const SymbolRanges &ranges,
                            llvm::ArrayRef<std::string> inputNames = {});
-
-/// The value of `e` under `bindings`; tcc::Error naming the expression when a symbol is
-/// unbound or the arithmetic overflows or divides by zero.
-int64_t evaluateSym(const SymExpr &e, const SymbolBindings &bindings);
 
 /// The concrete shape of `type` under `bindings` (tcc::Error when a symbol is unbound or a dim
 /// evaluates negative).
