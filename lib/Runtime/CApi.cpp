@@ -9,6 +9,7 @@
 #include "tcc/Runtime/tccrt.h"
 #include "tcc/Support/MeshGeometry.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <new>
@@ -216,6 +217,65 @@ tccrt_status tccrt_set_num_threads(tccrt_program *program, int num_threads) {
   if (!program)
     return fail("tccrt_set_num_threads: program is null");
   return guarded("tccrt_set_num_threads", [&] { program->program->setNumThreads(num_threads); });
+}
+
+tccrt_status tccrt_set_input_shapes(tccrt_program *program, const int64_t *const *shapes,
+                                    const size_t *ranks) {
+  if (!program)
+    return fail("tccrt_set_input_shapes: program is null");
+  const std::vector<tcc::rt::TensorDesc> &inputs = program->program->inputs();
+  if (!inputs.empty() && (!shapes || !ranks))
+    return fail(std::string("tccrt_set_input_shapes: ") + (shapes ? "ranks" : "shapes") +
+                " is null");
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (!shapes[i] && ranks[i] > 0)
+      return fail("tccrt_set_input_shapes: the shape of input " + std::to_string(i) + " is null");
+  // The per-request path: the shapes already bound cost a comparison, no allocation.
+  bool same = program->program->bound();
+  for (size_t i = 0; i < inputs.size() && same; ++i)
+    same = ranks[i] == inputs[i].shape.size() &&
+           std::equal(shapes[i], shapes[i] + ranks[i], inputs[i].shape.begin());
+  if (same) {
+    lastError.clear();
+    return TCCRT_OK;
+  }
+  return guarded("tccrt_set_input_shapes", [&] {
+    std::vector<std::vector<int64_t>> given;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      given.emplace_back(shapes[i], shapes[i] + ranks[i]);
+    program->program->bindInputShapes(given);
+  });
+}
+
+const char *tccrt_input_dim_expr(const tccrt_program *program, size_t i, size_t d) {
+  if (!program || i >= program->program->inputs().size())
+    return nullptr;
+  const tcc::rt::TensorDesc &in = program->program->inputs()[i];
+  if (d >= in.dimTexts.size() || in.dimTexts[d].empty())
+    return nullptr;
+  return in.dimTexts[d].c_str();
+}
+
+size_t tccrt_num_symbols(const tccrt_program *program) {
+  return program ? program->program->symbolNames().size() : 0;
+}
+
+tccrt_status tccrt_symbol_info(const tccrt_program *program, size_t k, const char **name,
+                               int64_t *min, int64_t *max) {
+  if (!program)
+    return fail("tccrt_symbol_info: program is null");
+  const auto &names = program->program->symbolNames();
+  if (k >= names.size())
+    return fail("tccrt_symbol_info: symbol " + std::to_string(k) +
+                " out of range (the program has " + std::to_string(names.size()) + ")");
+  const tcc::SymbolRange &r = program->program->symbolRanges().at(names[k]);
+  if (name)
+    *name = names[k].c_str();
+  if (min)
+    *min = r.min;
+  if (max)
+    *max = r.max;
+  return TCCRT_OK;
 }
 
 tccrt_status tccrt_run(tccrt_program *program, const void *const *inputs, void *const *outputs) {

@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <tuple>
 #include <type_traits>
 
 namespace tcc::rt {
@@ -389,6 +390,18 @@ ConvGeometry makeConvGeometry(const Shape &input, const Shape &weight, const Sha
   if (size_t winograd = planWinograd(g))
     g.workspaceBytes = (winograd + 63) / 64 * 64; // the Winograd path replaces im2col
   return g;
+}
+
+bool sameWeightPacking(const ConvGeometry &a, const ConvGeometry &b) {
+  // Every field but batch (a field added to ConvGeometry belongs here too).
+  auto fields = [](const ConvGeometry &g) {
+    return std::tie(g.inChannels, g.outChannels, g.groups, g.inSpatial, g.kernel, g.outSpatial,
+                    g.strides, g.padLow, g.padHigh, g.dilations, g.lhsDilations, g.transposed,
+                    g.transposedTile, g.inSize, g.kernelSize, g.outSize, g.groupIn, g.groupOut,
+                    g.rows, g.pointwise, g.columnTile, g.winogradTile, g.winogradBlock,
+                    g.workspaceBytes, g.dtype, g.channelsLast);
+  };
+  return fields(a) == fields(b);
 }
 
 namespace {

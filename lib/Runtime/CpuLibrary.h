@@ -87,6 +87,12 @@ struct ConvGeometry {
   bool channelsLast = false;
 };
 
+/// Whether convolutions of geometries `a` and `b` pack (Winograd: transform) their weights the
+/// same way, so that one's cached weights (PackedOperand) serve the other: the geometries are
+/// equal but for the batch size, which no weight layout depends on. (A symbolic program keeps a
+/// convolution's cached weights across bindings of its sizes when this holds.)
+bool sameWeightPacking(const ConvGeometry &a, const ConvGeometry &b);
+
 /// What a convolution applies to each output element (image n, channel c, position p) as it
 /// writes it, in this order (tk.conv's epilogue): + bias[c], + residual[(n, c, p)] (a tensor of
 /// the output's shape, e.g. a residual connection), then, when clamp, max(x, lo) and

@@ -84,6 +84,8 @@ CudaExecutor::CudaExecutor(const Program &program, const LoadOptions &options,
       case BufferKind::Arena:
         base = arena_;
         break;
+      case BufferKind::Symbols: // the loader refuses them: CUDA programs have no size symbols
+        throw Error("a CUDA program cannot have a Symbols buffer");
       }
       // Empty buffers may sit on an empty base: their address is never dereferenced.
       addresses.push_back(base ? base + b.offset : 0);

@@ -55,6 +55,9 @@ void *Program::bufferAddress(const BufferDesc &b, const void *const *inputs,
   case BufferKind::Arena:
     base = static_cast<uint8_t *>(arena_);
     break;
+  case BufferKind::Symbols: // the bound sizes, which the program owns
+    base = reinterpret_cast<uint8_t *>(const_cast<int64_t *>(symbolValues_.data()));
+    break;
   }
   // Empty buffers may sit on an empty base (null): hand out a valid, never-read address.
   alignas(64) static uint8_t emptyTensor[64];
@@ -152,6 +155,8 @@ void Program::checkRunArguments(const void *const *inputs, void *const *outputs,
   if (training_)
     throw Error("this is a training artifact: it runs through the trainer API "
                 "(tccrt_trainer_create, tccrt_trainer_step, tccrt_trainer_eval), not tccrt_run");
+  if (!bound())
+    throw Error(unboundMessage());
   if (!inputs && !inputs_.empty())
     throw Error("inputs is null; the program has " + std::to_string(inputs_.size()) + " inputs");
   if (!outputs && !outputs_.empty())

@@ -8,6 +8,13 @@
 // whose bytes must match the recorded hash before they reach the dynamic loader. CUDA programs:
 // the module's architectures and code, every launch's grid/block/shared memory, only
 // KernelLaunch/Gemm/Copy steps, Gemm epilogues; all of it before the driver is touched.
+//
+// Symbolic programs: the size symbols' names and ranges, every dim expression (it parses and
+// reads declared symbols only), the Symbols buffer (i64, one value per symbol), every arena
+// buffer inside the arena at every size in the ranges (the plan the compiler made at the
+// symbols' max, checked with the same interval bounds), and the launch list's structure. What
+// depends on the sizes (extents in inputs and outputs, library geometries) is checked when a
+// binding gives them (Binding.cpp), by the same code that checks a static program here.
 #include "CudaExecutor.h"
 #include "DType.h"
 #include "HostMemory.h"
@@ -16,6 +23,7 @@
 #include "tcc/Runtime/CpuFeatures.h"
 #include "tcc/Runtime/ArtifactHash.h"
 #include "tcc/Runtime/artifact_generated.h"
+#include "tcc/Support/Tensor.h" // tcc::Error, thrown by the symbol binder
 #include "tcc/Support/MeshGeometry.h"
 
 #include <algorithm>
@@ -65,6 +73,8 @@ const char *kindName(BufferKind k) {
     return "constant";
   case BufferKind::Arena:
     return "arena";
+  case BufferKind::Symbols:
+    return "symbols";
   }
   return "?";
 }
@@ -120,20 +130,103 @@ size_t tensorBytes(tccrt_dtype dtype, const Shape &shape, const std::string &wha
 
 namespace {
 
-TensorDesc readTensor(const fb::TensorSpec *spec, const std::string &what) {
+Shape readAttr(const flatbuffers::Vector<int64_t> *v) { return readShape(v); }
+
+/// "f32[2, 3]", or for a symbolic tensor "f32[batch, 16]".
+std::string typeString(tccrt_dtype dtype, const Shape &shape, const std::vector<SymExpr> &dims) {
+  if (dims.empty())
+    return shapeString(dtype, shape);
+  std::string out = std::string(dtypeName(dtype)) + "[";
+  for (size_t d = 0; d < dims.size(); ++d)
+    out += (d ? ", " : "") + dims[d].str();
+  return out + "]";
+}
+
+/// The bytes of `dims` (static dims as constants) at most, over every size in `ranges`: the
+/// bound the compiler planned a symbolic buffer at (PlanMemory, tk::bufferBytesExpr).
+uint64_t maxBytes(tccrt_dtype dtype, const std::vector<SymExpr> &dims,
+                  const SymbolRanges &ranges) {
+  try {
+    return (uint64_t)std::max<int64_t>(
+        0, rangeOf(productOf(dims) * SymExpr((int64_t)dtypeSize(dtype)), ranges).max);
+  } catch (const std::exception &) { // an absurd product's coefficients overflow
+    return UINT64_MAX;
+  }
+}
+
+} // namespace
+
+// ---- Tensors and their dims --------------------------------------------------------------------
+
+/// The expressions of a TensorSpec's or Buffer's `dims` over its `shape`: "" keeps the static size
+/// in shape, text is a size expression over the declared symbols (shape holds -1 there). A
+/// constant expression becomes a static size in `shape`. Returns the dims when one is symbolic,
+/// else none (a static tensor).
+std::vector<SymExpr>
+Program::readDims(const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>> *dims,
+                  Shape &shape, const std::string &what) const {
+  if (!dims)
+    return {};
+  if (dims->size() != shape.size())
+    throw Error(what + " has " + std::to_string(dims->size()) + " dim expressions for rank " +
+                std::to_string(shape.size()));
+  std::vector<SymExpr> out;
+  bool symbolic = false;
+  for (unsigned d = 0; d < dims->size(); ++d) {
+    std::string where = what + " dim " + std::to_string(d);
+    const flatbuffers::String *text = dims->Get(d);
+    if (!text || text->size() == 0) { // a static dim: its size is in `shape`
+      if (shape[d] < 0)
+        throw Error(where + " has neither a size nor an expression");
+      out.push_back(SymExpr(shape[d]));
+      continue;
+    }
+    if (shape[d] != -1)
+      throw Error(where + " has both a size (" + std::to_string(shape[d]) +
+                  ") and an expression (shape must hold -1 there)");
+    std::string error;
+    std::optional<SymExpr> e = SymExpr::parse(text->string_view(), &error);
+    if (!e)
+      throw Error(where + ": '" + text->str() + "' is not a size expression (" + error + ")");
+    for (const std::string &name : e->symbols())
+      if (!symbolRanges_.count(name))
+        throw Error(where + " ('" + text->str() + "') reads the size symbol '" + name +
+                    "', which the program does not declare" +
+                    (symbolNames_.empty() ? "" : " (it declares " +
+                                                     describeSymbolRanges(symbolRanges_) + ")"));
+    if (std::optional<int64_t> c = e->constant()) {
+      if (*c < 0)
+        throw Error(where + " ('" + text->str() + "') is negative");
+      shape[d] = *c;
+    }
+    symbolic = symbolic || !e->isConstant();
+    out.push_back(std::move(*e));
+  }
+  if (!symbolic)
+    out.clear();
+  return out;
+}
+
+TensorDesc Program::readTensor(const fb::TensorSpec *spec, const std::string &what) const {
   if (!spec)
     throw Error(what + " is missing");
   TensorDesc t;
   t.name = spec->name() ? spec->name()->str() : "";
   t.dtype = checkDType(spec->dtype(), what);
+  std::string named = what + " '" + t.name + "'";
   t.shape = readShape(spec->shape());
-  t.bytes = tensorBytes(t.dtype, t.shape, what + " '" + t.name + "'");
+  t.dims = readDims(spec->dims(), t.shape, named);
+  if (t.dims.empty()) {
+    t.bytes = tensorBytes(t.dtype, t.shape, named);
+    return t;
+  }
+  if (t.dims.size() > 64)
+    throw Error(named + " has rank " + std::to_string(t.dims.size()) + " (at most 64)");
+  // t.shape holds -1 in the symbolic dims, and t.bytes is 0, until a binding.
+  for (const SymExpr &d : t.dims)
+    t.dimTexts.push_back(d.isConstant() ? "" : d.str());
   return t;
 }
-
-Shape readAttr(const flatbuffers::Vector<int64_t> *v) { return readShape(v); }
-
-} // namespace
 
 std::unique_ptr<Program> Program::load(const void *data, size_t size,
                                        const LoadOptions &options) {
@@ -270,503 +363,695 @@ void Program::decodeCudaModule(const fb::CudaModule *module, size_t numKernels) 
                                   ptxText_.back().size()});
   }
 }
+// ---- The program table ---------------------------------------------------------------------------
 
 void Program::decode(const fb::Program *program, const uint8_t *base) {
-  Program *p = this;
-
-  // ---- Header ----------------------------------------------------------------------------------
   if (program->version() != fb::Version_Current)
     throw Error("artifact version " + std::to_string(program->version()) +
                 ", this runtime reads " + std::to_string((unsigned)fb::Version_Current));
   if (program->device() != fb::Device_CPU && program->device() != fb::Device_CUDA)
     throw Error("the artifact names an unknown device (" +
                 std::to_string((unsigned)program->device()) + ")");
-  p->device_ = program->device() == fb::Device_CUDA ? TCCRT_DEVICE_CUDA : TCCRT_DEVICE_CPU;
-  const bool onCuda = p->device_ == TCCRT_DEVICE_CUDA;
-  p->producer_ = program->producer() ? program->producer()->str() : "";
+  device_ = program->device() == fb::Device_CUDA ? TCCRT_DEVICE_CUDA : TCCRT_DEVICE_CPU;
+  producer_ = program->producer() ? program->producer()->str() : "";
 
+  decodeSymbols(program); // before the dims that read them
   if (auto *inputs = program->inputs())
     for (unsigned i = 0; i < inputs->size(); ++i) {
       std::string what = "input " + std::to_string(i);
-      p->inputs_.push_back(readTensor(inputs->Get(i), what));
+      inputs_.push_back(readTensor(inputs->Get(i), what));
       if (const auto *value = inputs->Get(i)->specialized_value()) {
-        if (value->size() != p->inputs_.back().bytes)
+        if (!inputs_.back().dims.empty())
+          throw Error("damaged artifact: " + what + " has symbolic dims and a specialised value");
+        if (value->size() != inputs_.back().bytes)
           throw Error("damaged artifact: " + what + "'s specialised value has " +
                       std::to_string(value->size()) + " bytes, the input " +
-                      std::to_string(p->inputs_.back().bytes));
-        p->inputs_.back().specializedValue.assign(value->begin(), value->end());
+                      std::to_string(inputs_.back().bytes));
+        inputs_.back().specializedValue.assign(value->begin(), value->end());
       }
     }
   if (auto *outputs = program->outputs())
     for (unsigned i = 0; i < outputs->size(); ++i)
-      p->outputs_.push_back(readTensor(outputs->Get(i), "output " + std::to_string(i)));
+      outputs_.push_back(readTensor(outputs->Get(i), "output " + std::to_string(i)));
+  decodeConstants(program, base);
+  decodeKernels(program);
+  arenaBytes_ = program->arena_bytes();
+  if (arenaBytes_ > kMaxBytes)
+    throw Error("arena of " + std::to_string(arenaBytes_) + " bytes is too large");
+  if (auto *mesh = program->mesh_sizes())
+    meshSizes_ = readShape(mesh); // (alignment checked: the artifact fuzzer's)
+  decodeBuffers(program);
 
-  // ---- Constants -------------------------------------------------------------------------------
+  // The launch list: a static program's now; a symbolic program's at each binding (its
+  // structure checked now).
+  table_ = program;
+  decodeLaunchList(/*shapesKnown=*/!isSymbolic());
+
+  // ---- Memory, allocated once and reused across runs (the arena by load or decodeTraining) -----
+  reserveWorkspace();
+}
+
+void Program::decodeSymbols(const fb::Program *program) {
+  const auto *symbols = program->symbols();
+  if (!symbols || symbols->size() == 0)
+    return;
+  if (device_ == TCCRT_DEVICE_CUDA)
+    throw Error("symbolic shapes are compiled for the CPU only; compile with --input-shape to "
+                "fix the sizes");
+  for (unsigned i = 0; i < symbols->size(); ++i) {
+    const fb::SymbolRange *r = symbols->Get(i);
+    std::string what = "size symbol " + std::to_string(i);
+    if (!r || !r->name() || r->name()->size() == 0)
+      throw Error(what + " has no name");
+    std::string name = r->name()->str();
+    what += " ('" + name + "')";
+    std::optional<SymExpr> parsed = SymExpr::parse(name);
+    if (!parsed || parsed->symbolName() != name)
+      throw Error(what + " is not a symbol name (a letter or _, then letters, digits or _)");
+    if (r->min() < 0 || r->min() > r->max())
+      throw Error(what + " has the range " + std::to_string(r->min()) + ".." +
+                  std::to_string(r->max()) + ": sizes need 0 <= min <= max");
+    if (!symbolRanges_.emplace(name, SymbolRange{r->min(), r->max()}).second)
+      throw Error(what + " is declared twice");
+    symbolNames_.push_back(name);
+  }
+  symbolValues_.assign(symbolNames_.size(), 0); // the Symbols buffer, filled at each binding
+}
+
+void Program::decodeConstants(const fb::Program *program, const uint8_t *base) {
   const auto *constantData = program->constant_data();
   uint64_t constantBytes = constantData ? constantData->size() : 0;
   if (constantData && constantBytes > 0 && (constantData->Data() - base) % 64 != 0)
     throw Error("damaged artifact: constant_data is not 64-byte aligned in the file (offset " +
                 std::to_string(constantData->Data() - base) + ")");
-  p->constantData_ = constantBytes > 0 ? constantData->Data() : nullptr;
-  p->constantDataBytes_ = constantBytes;
-  if (auto *constants = program->constants())
-    for (unsigned i = 0; i < constants->size(); ++i) {
-      const fb::Constant *c = constants->Get(i);
-      std::string what = "constant " + std::to_string(i);
-      if (!c)
-        throw Error(what + " is missing");
-      if (c->name())
-        what += " '" + c->name()->str() + "'";
-      if (c->offset() % 64 != 0)
-        throw Error(what + " has offset " + std::to_string(c->offset()) +
-                    ", not a multiple of 64");
-      if (c->offset() > constantBytes || c->size() > constantBytes - c->offset())
-        throw Error(what + " (" + std::to_string(c->size()) + " bytes at offset " +
-                    std::to_string(c->offset()) + ") ends past constant_data (" +
-                    std::to_string(constantBytes) + " bytes)");
-      p->constants_.push_back(constantData ? constantData->Data() + c->offset() : nullptr);
-      p->constantSizes_.push_back(c->size());
-    }
+  constantData_ = constantBytes > 0 ? constantData->Data() : nullptr;
+  constantDataBytes_ = constantBytes;
+  const auto *constants = program->constants();
+  if (!constants)
+    return;
+  for (unsigned i = 0; i < constants->size(); ++i) {
+    const fb::Constant *c = constants->Get(i);
+    std::string what = "constant " + std::to_string(i);
+    if (!c)
+      throw Error(what + " is missing");
+    if (c->name())
+      what += " '" + c->name()->str() + "'";
+    if (c->offset() % 64 != 0)
+      throw Error(what + " has offset " + std::to_string(c->offset()) +
+                  ", not a multiple of 64");
+    if (c->offset() > constantBytes || c->size() > constantBytes - c->offset())
+      throw Error(what + " (" + std::to_string(c->size()) + " bytes at offset " +
+                  std::to_string(c->offset()) + ") ends past constant_data (" +
+                  std::to_string(constantBytes) + " bytes)");
+    constants_.push_back(constantData ? constantData->Data() + c->offset() : nullptr);
+    constantSizes_.push_back(c->size());
+  }
+}
 
-  // ---- Buffers ---------------------------------------------------------------------------------
-  p->arenaBytes_ = program->arena_bytes();
-  if (p->arenaBytes_ > kMaxBytes)
-    throw Error("arena of " + std::to_string(p->arenaBytes_) + " bytes is too large");
-  if (auto *buffers = program->buffers())
-    for (unsigned i = 0; i < buffers->size(); ++i) {
-      const fb::Buffer *b = buffers->Get(i);
-      std::string what = "buffer " + std::to_string(i);
-      if (!b)
-        throw Error(what + " is missing");
-      BufferDesc d;
-      if (b->kind() > fb::BufferKind_MAX)
-        throw Error(what + " has an invalid kind (" + std::to_string((unsigned)b->kind()) + ")");
-      d.kind = (BufferKind)b->kind();
-      d.index = b->index();
-      d.offset = b->offset();
-      d.dtype = checkDType(b->dtype(), what);
-      d.shape = readShape(b->shape());
-      d.bytes = tensorBytes(d.dtype, d.shape, what);
-      what += " (" + std::string(kindName(d.kind)) + " " + std::to_string(d.index) + ", " +
-              shapeString(d.dtype, d.shape) + " at offset " + std::to_string(d.offset) + ")";
-      uint64_t limit = 0;
-      std::string baseName;
-      switch (d.kind) {
-      case BufferKind::Input:
-        if (d.index >= p->inputs_.size())
-          throw Error(what + ": there are " + std::to_string(p->inputs_.size()) + " inputs");
-        limit = p->inputs_[d.index].bytes;
-        baseName = "input " + std::to_string(d.index);
-        break;
-      case BufferKind::Output:
-        if (d.index >= p->outputs_.size())
-          throw Error(what + ": there are " + std::to_string(p->outputs_.size()) + " outputs");
-        limit = p->outputs_[d.index].bytes;
-        baseName = "output " + std::to_string(d.index);
-        break;
-      case BufferKind::Constant:
-        if (d.index >= p->constants_.size())
-          throw Error(what + ": there are " + std::to_string(p->constants_.size()) +
-                      " constants");
-        limit = p->constantSizes_[d.index];
-        baseName = "constant " + std::to_string(d.index);
-        break;
-      case BufferKind::Arena:
-        d.index = 0;
-        limit = p->arenaBytes_;
-        baseName = "the arena";
-        break;
-      }
-      if (d.offset > limit || d.bytes > limit - d.offset)
-        throw Error(what + ": its " + std::to_string(d.bytes) + " bytes end past " + baseName +
-                    " (" + std::to_string(limit) + " bytes)");
-      if (d.offset % dtypeSize(d.dtype) != 0)
-        throw Error(what + ": offset is not a multiple of the element size");
-      p->buffers_.push_back(std::move(d));
-    }
-
-  // ---- Kernels and the CPU module --------------------------------------------------------------
-  std::vector<std::string> kernelNames;
-  std::vector<std::vector<TensorDesc>> kernelParams;
+/// The kernels' parameter types, then their code: the CPU module (loaded) or the CUDA module
+/// (verified; loaded by the executor).
+void Program::decodeKernels(const fb::Program *program) {
   if (auto *kernels = program->kernels())
     for (unsigned i = 0; i < kernels->size(); ++i) {
       const fb::Kernel *k = kernels->Get(i);
       if (!k || !k->name() || k->name()->size() == 0)
         throw Error("kernel " + std::to_string(i) + " has no name");
-      kernelNames.push_back(k->name()->str());
+      kernelNames_.push_back(k->name()->str());
       if (!k->params())
-        throw Error("kernel '" + kernelNames.back() +
+        throw Error("kernel '" + kernelNames_.back() +
                     "' has no params (the artifact writer must list its parameter types)");
       std::vector<TensorDesc> params;
       for (unsigned j = 0; j < k->params()->size(); ++j)
         params.push_back(readTensor(k->params()->Get(j), "parameter " + std::to_string(j) +
                                                              " of kernel '" +
-                                                             kernelNames.back() + "'"));
-      kernelParams.push_back(std::move(params));
+                                                             kernelNames_.back() + "'"));
+      kernelParams_.push_back(std::move(params));
     }
-  p->kernelNames_ = kernelNames;
-  if (onCuda) {
-    decodeCudaModule(program->cuda_module(), kernelNames.size());
-  } else if (!kernelNames.empty()) {
-    const fb::CpuModule *module = program->cpu_module();
-    if (!module || !module->shared_object() || module->shared_object()->size() == 0)
-      throw Error("the artifact has " + countOf(kernelNames.size(), "kernel") +
-                  " but no CPU module");
-    const auto *object = module->shared_object();
-    if (module->shared_object_hash() == 0)
-      throw Error("the CPU module has no shared_object_hash (the artifact writer must set it to "
-                  "tcc::rt::artifactHash of the shared object, see ArtifactHash.h)");
-    if (!artifactHashMatches(object->Data(), object->size(), module->shared_object_hash()))
-      throw Error("damaged artifact: the CPU module's bytes do not match their hash");
-    if (const auto *isa = module->isa())
-      for (unsigned j = 0; j < isa->size(); ++j) {
-        std::string feature = isa->Get(j) ? isa->Get(j)->str() : "";
-        if (!cpuHasFeature(feature))
-          throw Error("the artifact's kernels were compiled for a CPU with '" + feature +
-                      "', which this CPU lacks: compile the model on (or for) this machine");
+  if (device_ == TCCRT_DEVICE_CUDA) {
+    decodeCudaModule(program->cuda_module(), kernelNames_.size());
+    return;
+  }
+  if (kernelNames_.empty())
+    return;
+  const fb::CpuModule *module = program->cpu_module();
+  if (!module || !module->shared_object() || module->shared_object()->size() == 0)
+    throw Error("the artifact has " + countOf(kernelNames_.size(), "kernel") +
+                " but no CPU module");
+  const auto *object = module->shared_object();
+  if (module->shared_object_hash() == 0)
+    throw Error("the CPU module has no shared_object_hash (the artifact writer must set it to "
+                "tcc::rt::artifactHash of the shared object, see ArtifactHash.h)");
+  if (!artifactHashMatches(object->Data(), object->size(), module->shared_object_hash()))
+    throw Error("damaged artifact: the CPU module's bytes do not match their hash");
+  if (const auto *isa = module->isa())
+    for (unsigned j = 0; j < isa->size(); ++j) {
+      std::string feature = isa->Get(j) ? isa->Get(j)->str() : "";
+      if (!cpuHasFeature(feature))
+        throw Error("the artifact's kernels were compiled for a CPU with '" + feature +
+                    "', which this CPU lacks: compile the model on (or for) this machine");
+    }
+  module_ = std::make_unique<CpuModule>(object->Data(), object->size());
+  for (const std::string &name : kernelNames_) {
+    CpuKernelFn fn = module_->lookup(name);
+    if (!fn)
+      throw Error("kernel '" + name + "' is not exported by the CPU module" +
+                  (module->compiler() ? " (built by " + module->compiler()->str() + ")" : ""));
+    kernels_.push_back(fn);
+  }
+}
+
+// ---- Buffers -------------------------------------------------------------------------------------
+
+namespace {
+
+/// "buffer 3 (arena 0, f32[m, 8] at offset 2048)".
+std::string describeBuffer(const BufferDesc &b, size_t i) {
+  return "buffer " + std::to_string(i) + " (" + kindName(b.kind) + " " +
+         std::to_string(b.index) + ", " + typeString(b.dtype, b.shape, b.dims) + " at offset " +
+         std::to_string(b.offset) + ")";
+}
+
+} // namespace
+
+void Program::decodeBuffers(const fb::Program *program) {
+  const auto *buffers = program->buffers();
+  if (!buffers)
+    return;
+  for (unsigned i = 0; i < buffers->size(); ++i) {
+    const fb::Buffer *b = buffers->Get(i);
+    std::string what = "buffer " + std::to_string(i);
+    if (!b)
+      throw Error(what + " is missing");
+    BufferDesc d;
+    if (b->kind() > fb::BufferKind_MAX)
+      throw Error(what + " has an invalid kind (" + std::to_string((unsigned)b->kind()) + ")");
+    d.kind = (BufferKind)b->kind();
+    d.index = b->index();
+    d.offset = b->offset();
+    d.dtype = checkDType(b->dtype(), what);
+    d.shape = readShape(b->shape());
+    d.dims = readDims(b->dims(), d.shape, what);
+    if (d.dims.empty())
+      d.bytes = tensorBytes(d.dtype, d.shape, what);
+    else if (d.dims.size() > 64)
+      throw Error(what + " has rank " + std::to_string(d.dims.size()) + " (at most 64)");
+    what = describeBuffer(d, i);
+    switch (d.kind) {
+    case BufferKind::Input:
+      if (d.index >= inputs_.size())
+        throw Error(what + ": there are " + std::to_string(inputs_.size()) + " inputs");
+      break;
+    case BufferKind::Output:
+      if (d.index >= outputs_.size())
+        throw Error(what + ": there are " + std::to_string(outputs_.size()) + " outputs");
+      break;
+    case BufferKind::Constant:
+      if (d.index >= constants_.size())
+        throw Error(what + ": there are " + std::to_string(constants_.size()) + " constants");
+      if (!d.dims.empty())
+        throw Error(what + ": a constant's shape is static");
+      break;
+    case BufferKind::Arena:
+      d.index = 0;
+      break;
+    case BufferKind::Symbols:
+      // The values bound for the run, one i64 per size symbol (symbolValues_).
+      if (symbolNames_.empty())
+        throw Error(what + ": the program declares no size symbols");
+      if (d.dtype != TCCRT_I64 || !d.dims.empty() ||
+          d.shape != Shape{(int64_t)symbolNames_.size()} || d.offset != 0)
+        throw Error(what + ": the symbol values are i64[" +
+                    std::to_string(symbolNames_.size()) + "] at offset 0, one per size symbol");
+      d.index = 0;
+      break;
+    }
+    if (d.offset % dtypeSize(d.dtype) != 0)
+      throw Error(what + ": offset is not a multiple of the element size");
+    buffers_.push_back(std::move(d));
+  }
+  // Extents known now: static buffers in static bases, and symbolic arena buffers at their
+  // largest (arena_bytes is planned at every symbol's max). The others at each binding.
+  for (size_t i = 0; i < buffers_.size(); ++i) {
+    const BufferDesc &b = buffers_[i];
+    if (b.kind == BufferKind::Arena && !b.dims.empty()) {
+      uint64_t most = maxBytes(b.dtype, b.dims, symbolRanges_);
+      if (b.offset > arenaBytes_ || most > arenaBytes_ - b.offset)
+        throw Error(describeBuffer(b, i) + ": it takes up to " +
+                    (most == UINT64_MAX ? std::string("an unbounded number of")
+                                        : std::to_string(most)) +
+                    " bytes over the size ranges (" + describeSymbolRanges(symbolRanges_) +
+                    "), which end past the arena (" + std::to_string(arenaBytes_) + " bytes)");
+      continue;
+    }
+    bool baseStatic = (b.kind != BufferKind::Input || inputs_[b.index].dims.empty()) &&
+                      (b.kind != BufferKind::Output || outputs_[b.index].dims.empty());
+    if (b.dims.empty() && baseStatic)
+      checkExtent(b, i, b.bytes, baseBytes(b));
+  }
+}
+
+uint64_t Program::baseBytes(const BufferDesc &b) const {
+  switch (b.kind) {
+  case BufferKind::Input:
+    return inputs_[b.index].bytes;
+  case BufferKind::Output:
+    return outputs_[b.index].bytes;
+  case BufferKind::Constant:
+    return constantSizes_[b.index];
+  case BufferKind::Arena:
+    return arenaBytes_;
+  case BufferKind::Symbols:
+    return symbolValues_.size() * sizeof(int64_t);
+  }
+  return 0;
+}
+
+void Program::checkExtent(const BufferDesc &b, size_t i, uint64_t bytes, uint64_t limit) const {
+  if (b.offset <= limit && bytes <= limit - b.offset)
+    return;
+  std::string base = b.kind == BufferKind::Arena     ? "the arena"
+                     : b.kind == BufferKind::Symbols ? "the symbol values"
+                                                     : kindName(b.kind) + std::string(" ") +
+                                                           std::to_string(b.index);
+  throw Error(describeBuffer(b, i) + ": its " + std::to_string(bytes) + " bytes end past " +
+              base + " (" + std::to_string(limit) + " bytes)");
+}
+
+// ---- The launch list -----------------------------------------------------------------------------
+//
+// Derived from the artifact's launches at the buffers' current shapes: a static program's once at
+// load, a symbolic program's at each new binding. At a symbolic program's load (shapesKnown
+// false) every launch is checked for what holds at every size (indices, kinds, element types,
+// kernel parameters, epilogues), and nothing is kept; the geometries wait for the sizes.
+
+class LaunchListDecoder {
+public:
+  LaunchListDecoder(Program &p, bool shapesKnown)
+      : p_(p), shapesKnown_(shapesKnown), onCuda_(p.device_ == TCCRT_DEVICE_CUDA) {}
+
+  void decode(const fb::Program *program) {
+    if (const auto *launches = program->launches())
+      for (unsigned i = 0; i < launches->size(); ++i) {
+        const fb::Launch *launch = launches->Get(i);
+        std::string what = "launch " + std::to_string(i);
+        if (!launch)
+          throw Error(what + " is missing");
+        if (launch->step_type() != fb::Step_NONE && !launch->step())
+          throw Error(what + " has a step type but no step");
+        steps_.push_back(step(launch, i, what));
+        nodes_.push_back(nodesOf(launch));
       }
-    p->module_ = std::make_unique<CpuModule>(object->Data(), object->size());
-    for (const std::string &name : kernelNames) {
-      CpuKernelFn fn = p->module_->lookup(name);
-      if (!fn)
-        throw Error("kernel '" + name + "' is not exported by the CPU module" +
-                    (module->compiler() ? " (built by " + module->compiler()->str() + ")" : ""));
-      p->kernels_.push_back(fn);
+  }
+
+  /// Hands the launch list to the program (after decode() succeeded with the shapes known).
+  void commit() {
+    p_.steps_ = std::move(steps_);
+    p_.stepNodes_ = std::move(nodes_);
+    p_.packings_ = std::move(packings_);
+    p_.workspaceBytes_ = workspaceBytes_;
+    p_.describeSteps();
+    if (p_.profiling_)
+      p_.profiles_.resize(p_.steps_.size());
+  }
+
+private:
+  Step step(const fb::Launch *launch, unsigned i, std::string &what) {
+    switch (launch->step_type()) {
+    case fb::Step_KernelLaunch:
+      return kernelLaunch(launch->step_as_KernelLaunch(), what);
+    case fb::Step_Gemm:
+      return gemm(launch->step_as_Gemm(), what += " (gemm)");
+    case fb::Step_Conv:
+      return conv(launch->step_as_Conv(), i, what += " (conv)");
+    case fb::Step_TopK:
+      return topK(launch->step_as_TopK(), what += " (topk)");
+    case fb::Step_Pool:
+      return pool(launch->step_as_Pool(), what += " (pool)");
+    case fb::Step_Attention:
+      return attention(launch->step_as_Attention(), what += " (attention)");
+    case fb::Step_Copy:
+      return copy(launch->step_as_Copy(), what += " (copy)");
+    case fb::Step_Collective:
+      return collective(launch->step_as_Collective(), what += " (collective)");
+    case fb::Step_Wait:
+      return wait(launch->step_as_Wait(), what += " (wait)");
+    default:
+      throw Error(what + " has an unknown step type (" +
+                  std::to_string((unsigned)launch->step_type()) + ")");
     }
   }
 
-  // ---- Launch list -----------------------------------------------------------------------------
-  // One packed form per constant GEMM operand read the same way (GemmStep::packedA/B).
-  using PackingKey = std::tuple<uint32_t, uint64_t, bool, bool, int64_t, int64_t, int64_t, Shape>;
-  std::map<PackingKey, std::shared_ptr<PackedOperand>> packings;
-  auto sharedPacking = [&](const BufferDesc &operand, bool isA, bool trans, int64_t outer,
-                           int64_t k, int64_t batches, const Shape &batchStrides,
-                           std::shared_ptr<PackedOperand> own) {
+  /// The model nodes the step computes (for profiles).
+  static std::string nodesOf(const fb::Launch *launch) {
+    std::string nodes;
+    if (const auto *names = launch->nodes())
+      for (unsigned j = 0; j < names->size(); ++j)
+        if (const flatbuffers::String *n = names->Get(j))
+          nodes += (nodes.empty() ? "" : ", ") + n->str();
+    return nodes;
+  }
+
+  const BufferDesc &buffer(uint32_t index, const std::string &what) const {
+    if (index >= p_.buffers_.size())
+      throw Error(what + " names buffer " + std::to_string(index) + "; there are " +
+                  std::to_string(p_.buffers_.size()));
+    return p_.buffers_[index];
+  }
+
+  const BufferDesc &writable(uint32_t index, const std::string &what) const {
+    const BufferDesc &b = buffer(index, what);
+    if (b.kind == BufferKind::Input || b.kind == BufferKind::Constant ||
+        b.kind == BufferKind::Symbols)
+      throw Error(what + " writes buffer " + std::to_string(index) + ", which is " +
+                  (b.kind == BufferKind::Input      ? "an input"
+                   : b.kind == BufferKind::Constant ? "a constant"
+                                                    : "the symbol values"));
+    return b;
+  }
+
+  /// Rethrows a geometry's error with the launch named.
+  template <class F> auto named(const std::string &what, F &&f) -> decltype(f()) {
+    try {
+      return f();
+    } catch (const Error &e) {
+      throw Error(what + ": " + e.what());
+    }
+  }
+
+  KernelStep kernelLaunch(const fb::KernelLaunch *s, std::string &what) {
+    if (s->kernel() >= p_.kernelNames_.size())
+      throw Error(what + " runs kernel " + std::to_string(s->kernel()) + "; there are " +
+                  std::to_string(p_.kernelNames_.size()));
+    what += " (kernel '" + p_.kernelNames_[s->kernel()] + "')";
+    KernelStep step{s->kernel(), {}};
+    const std::vector<TensorDesc> &params = p_.kernelParams_[s->kernel()];
+    size_t numArgs = s->args() ? s->args()->size() : 0;
+    if (numArgs != params.size())
+      throw Error(what + " passes " + std::to_string(numArgs) + " buffers; the kernel takes " +
+                  std::to_string(params.size()));
+    for (size_t j = 0; j < numArgs; ++j) {
+      uint32_t a = s->args()->Get((unsigned)j);
+      const BufferDesc &b = buffer(a, what);
+      // The same type, symbolic dims included: the kernel indexes the buffer by its own dims.
+      if (b.dtype != params[j].dtype || b.dims != params[j].dims ||
+          (b.dims.empty() && b.shape != params[j].shape))
+        throw Error(what + " passes buffer " + std::to_string(a) + " (" +
+                    typeString(b.dtype, b.shape, b.dims) + ") as parameter " + std::to_string(j) +
+                    ", which is " + typeString(params[j].dtype, params[j].shape, params[j].dims));
+      step.args.push_back(a);
+    }
+    if (onCuda_)
+      readCudaGeometry(s, step, what);
+    return step;
+  }
+
+  GemmStep gemm(const fb::Gemm *s, const std::string &what) {
+    const BufferDesc &a = buffer(s->a(), what), &b = buffer(s->b(), what),
+                     &c = writable(s->c(), what);
+    bool gemmTypes = c.dtype == TCCRT_F16 || c.dtype == TCCRT_BF16 || c.dtype == TCCRT_F32 ||
+                     c.dtype == TCCRT_F64;
+    if (a.dtype != c.dtype || b.dtype != c.dtype || !gemmTypes)
+      throw Error(what + ": operands must all be f16, all bf16, all f32 or all f64, got " +
+                  typeString(a.dtype, a.shape, a.dims) + ", " +
+                  typeString(b.dtype, b.shape, b.dims) + ", " +
+                  typeString(c.dtype, c.shape, c.dims));
+    GemmStep step{s->a(), s->b(), s->c(), {}};
+    if (s->activation() > fb::GemmActivation_MAX)
+      throw Error(what + " has an invalid activation (" +
+                  std::to_string((unsigned)s->activation()) + ")");
+    step.activation = (GemmActivation)s->activation();
+    step.hasBias = s->has_bias();
+    if (!onCuda_ && (step.hasBias || step.activation != GemmActivation::None) &&
+        (c.dtype != TCCRT_F32 || step.activation == GemmActivation::GeluTanh))
+      throw Error(what + " has an epilogue (" + (step.hasBias ? "bias, " : "") +
+                  fb::EnumNameGemmActivation(s->activation()) + ") on " + dtypeName(c.dtype) +
+                  ": the CPU runtime applies a bias and ReLU to f32 GEMMs only");
+    const BufferDesc *bias = nullptr;
+    if (step.hasBias) {
+      step.bias = s->bias();
+      bias = &buffer(step.bias, what + "'s bias");
+    }
+    if (!shapesKnown_)
+      return step;
+    step.geometry = named(what, [&] {
+      return makeGemmGeometry(c.dtype, a.shape, b.shape, c.shape, s->trans_a(), s->trans_b(),
+                              s->alpha(), s->beta());
+    });
+    const GemmGeometry &g = step.geometry;
+    if (bias) {
+      Shape want{g.n};
+      if (bias->dtype != c.dtype || bias->shape != want)
+        throw Error(what + ": its bias (buffer " + std::to_string(step.bias) + ", " +
+                    shapeString(bias->dtype, bias->shape) + ") must be " +
+                    shapeString(c.dtype, want) + ", one value per column of c " +
+                    shapeString(c.dtype, c.shape));
+    }
+    if (!onCuda_) {
+      step.packedA = sharedPacking(a, true, g.transA, g.m, g.k, g.aBatchStrides,
+                                   std::move(step.packedA));
+      step.packedB = sharedPacking(b, false, g.transB, g.n, g.k, g.bBatchStrides,
+                                   std::move(step.packedB));
+    }
+    if (onCuda_ && g.k == 0 && g.m > 0 && g.n > 0 && g.numBatches > 0 &&
+        (g.beta != 0 || step.hasBias))
+      throw Error(what + ": K = 0 with beta != 0 or a bias is an elementwise update of c, "
+                  "not a GEMM; the compiler must emit it as a kernel");
+    return step;
+  }
+
+  /// One packed form per constant GEMM operand read the same way (GemmStep::packedA/B), taken
+  /// from the previous binding's when there is one: a constant's packing depends on its own
+  /// shape (static) and how it is read, not on the other operand's dims.
+  std::shared_ptr<PackedOperand> sharedPacking(const BufferDesc &operand, bool isA, bool trans,
+                                               int64_t outer, int64_t k,
+                                               const Shape &batchStrides,
+                                               std::shared_ptr<PackedOperand> own) {
     if (operand.kind != BufferKind::Constant)
       return own;
-    PackingKey key{operand.index, operand.offset, isA, trans, outer, k, batches, batchStrides};
-    return packings.emplace(key, std::move(own)).first->second;
-  };
-  auto buffer = [&](uint32_t index, const std::string &what) -> const BufferDesc & {
-    if (index >= p->buffers_.size())
-      throw Error(what + " names buffer " + std::to_string(index) + "; there are " +
-                  std::to_string(p->buffers_.size()));
-    return p->buffers_[index];
-  };
-  auto writable = [&](uint32_t index, const std::string &what) -> const BufferDesc & {
-    const BufferDesc &b = buffer(index, what);
-    if (b.kind == BufferKind::Input || b.kind == BufferKind::Constant)
-      throw Error(what + " writes buffer " + std::to_string(index) + ", which is " +
-                  (b.kind == BufferKind::Input ? "an input" : "a constant"));
-    return b;
-  };
-  if (auto *mesh = program->mesh_sizes())
-    p->meshSizes_ = readShape(mesh); // (alignment checked: the artifact fuzzer's)
-  if (auto *launches = program->launches())
-    for (unsigned i = 0; i < launches->size(); ++i) {
-      const fb::Launch *launch = launches->Get(i);
-      std::string what = "launch " + std::to_string(i);
-      if (!launch)
-        throw Error(what + " is missing");
-      if (launch->step_type() != fb::Step_NONE && !launch->step())
-        throw Error(what + " has a step type but no step");
-      switch (launch->step_type()) {
-      case fb::Step_KernelLaunch: {
-        const fb::KernelLaunch *s = launch->step_as_KernelLaunch();
-        if (s->kernel() >= kernelNames.size())
-          throw Error(what + " runs kernel " + std::to_string(s->kernel()) + "; there are " +
-                      std::to_string(kernelNames.size()));
-        what += " (kernel '" + kernelNames[s->kernel()] + "')";
-        KernelStep step{s->kernel(), {}};
-        const std::vector<TensorDesc> &params = kernelParams[s->kernel()];
-        size_t numArgs = s->args() ? s->args()->size() : 0;
-        if (numArgs != params.size())
-          throw Error(what + " passes " + std::to_string(numArgs) + " buffers; the kernel takes " +
-                      std::to_string(params.size()));
-        for (size_t j = 0; j < numArgs; ++j) {
-          uint32_t a = s->args()->Get((unsigned)j);
-          const BufferDesc &b = buffer(a, what);
-          if (b.dtype != params[j].dtype || b.shape != params[j].shape)
-            throw Error(what + " passes buffer " + std::to_string(a) + " (" +
-                        shapeString(b.dtype, b.shape) + ") as parameter " + std::to_string(j) +
-                        ", which is " + shapeString(params[j].dtype, params[j].shape));
-          step.args.push_back(a);
-        }
-        if (onCuda)
-          readCudaGeometry(s, step, what);
-        p->steps_.push_back(std::move(step));
-        break;
-      }
-      case fb::Step_Gemm: {
-        const fb::Gemm *s = launch->step_as_Gemm();
-        what += " (gemm)";
-        const BufferDesc &a = buffer(s->a(), what), &b = buffer(s->b(), what),
-                         &c = writable(s->c(), what);
-        bool gemmTypes = c.dtype == TCCRT_F16 || c.dtype == TCCRT_BF16 ||
-                         c.dtype == TCCRT_F32 || c.dtype == TCCRT_F64;
-        if (a.dtype != c.dtype || b.dtype != c.dtype || !gemmTypes)
-          throw Error(what + ": operands must all be f16, all bf16, all f32 or all f64, got " +
-                      shapeString(a.dtype, a.shape) + ", " + shapeString(b.dtype, b.shape) +
-                      ", " + shapeString(c.dtype, c.shape));
-        GemmStep step{s->a(), s->b(), s->c(), {}};
-        try {
-          step.geometry = makeGemmGeometry(c.dtype, a.shape, b.shape, c.shape, s->trans_a(),
-                                           s->trans_b(), s->alpha(), s->beta());
-        } catch (const Error &e) {
-          throw Error(what + ": " + e.what());
-        }
-        if (s->activation() > fb::GemmActivation_MAX)
-          throw Error(what + " has an invalid activation (" +
-                      std::to_string((unsigned)s->activation()) + ")");
-        step.activation = (GemmActivation)s->activation();
-        step.hasBias = s->has_bias();
-        if (!onCuda && (step.hasBias || step.activation != GemmActivation::None) &&
-            (c.dtype != TCCRT_F32 || step.activation == GemmActivation::GeluTanh))
-          throw Error(what + " has an epilogue (" + (step.hasBias ? "bias, " : "") +
-                      fb::EnumNameGemmActivation(s->activation()) + ") on " +
-                      dtypeName(c.dtype) +
-                      ": the CPU runtime applies a bias and ReLU to f32 GEMMs only");
-        if (step.hasBias) {
-          step.bias = s->bias();
-          const BufferDesc &bias = buffer(step.bias, what + "'s bias");
-          Shape want{step.geometry.n};
-          if (bias.dtype != c.dtype || bias.shape != want)
-            throw Error(what + ": its bias (buffer " + std::to_string(step.bias) + ", " +
-                        shapeString(bias.dtype, bias.shape) + ") must be " +
-                        shapeString(c.dtype, want) + ", one value per column of c " +
-                        shapeString(c.dtype, c.shape));
-        }
-        if (!onCuda) {
-          const GemmGeometry &g = step.geometry;
-          step.packedA = sharedPacking(a, true, g.transA, g.m, g.k, g.numBatches, g.aBatchStrides,
-                                       std::move(step.packedA));
-          step.packedB = sharedPacking(b, false, g.transB, g.n, g.k, g.numBatches,
-                                       g.bBatchStrides, std::move(step.packedB));
-        }
-        if (onCuda && step.geometry.k == 0 && step.geometry.m > 0 && step.geometry.n > 0 &&
-            step.geometry.numBatches > 0 && (step.geometry.beta != 0 || step.hasBias))
-          throw Error(what + ": K = 0 with beta != 0 or a bias is an elementwise update of c, "
-                      "not a GEMM; the compiler must emit it as a kernel");
-        p->steps_.push_back(std::move(step));
-        break;
-      }
-      case fb::Step_Conv: {
-        const fb::Conv *s = launch->step_as_Conv();
-        what += " (conv)";
-        if (onCuda)
-          throw Error(what + ": a CUDA program cannot have library conv steps (the compiler "
-                      "generates convolution kernels for CUDA)");
-        const BufferDesc &x = buffer(s->input(), what), &w = buffer(s->weight(), what),
-                         &y = writable(s->output(), what);
-        bool convType = y.dtype == TCCRT_F32 || y.dtype == TCCRT_F16 || y.dtype == TCCRT_BF16;
-        if (x.dtype != y.dtype || w.dtype != y.dtype || !convType)
-          throw Error(what + ": operands must all be f32, all f16 or all bf16, got " +
-                      shapeString(x.dtype, x.shape) + ", " + shapeString(w.dtype, w.shape) +
-                      ", " + shapeString(y.dtype, y.shape));
-        ConvStep step{s->input(), s->weight(), s->output(), {}};
-        const bool last = s->channels_last();
-        if (last && (y.dtype != TCCRT_F32 || x.shape.size() < 3 || y.shape.size() < 3))
-          throw Error(what + ": a channels-last convolution must be f32 with rank >= 3, got " +
-                      shapeString(x.dtype, x.shape) + " -> " + shapeString(y.dtype, y.shape));
-        // [N, S..., C] -> [N, C, S...]: the geometry is the channels-first convolution's.
-        auto firstView = [&](const Shape &shape) {
-          if (!last)
-            return shape;
-          Shape v{shape[0], shape.back()};
-          v.insert(v.end(), shape.begin() + 1, shape.end() - 1);
-          return v;
-        };
-        try {
-          step.geometry = makeConvGeometry(firstView(x.shape), w.shape, firstView(y.shape),
-                                           readAttr(s->strides()), readAttr(s->pad_low()),
-                                           readAttr(s->pad_high()), readAttr(s->dilations()),
-                                           s->groups(), readAttr(s->lhs_dilation()), y.dtype);
-        } catch (const Error &e) {
-          throw Error(what + ": " + e.what());
-        }
-        step.geometry.channelsLast = last;
-        step.hasBias = s->has_bias();
-        step.hasResidual = s->has_residual();
-        step.clamp = s->clamp();
-        if ((step.hasBias || step.hasResidual || step.clamp) && y.dtype != TCCRT_F32)
-          throw Error(what + " has an epilogue on " + dtypeName(y.dtype) +
-                      ": convolution epilogues are for f32 convolutions");
-        if (step.hasBias) {
-          step.bias = s->bias();
-          const BufferDesc &bias = buffer(step.bias, what + "'s bias");
-          Shape want{last ? y.shape.back() : y.shape[1]};
-          if (bias.dtype != y.dtype || bias.shape != want)
-            throw Error(what + ": its bias (buffer " + std::to_string(step.bias) + ", " +
-                        shapeString(bias.dtype, bias.shape) + ") must be " +
-                        shapeString(y.dtype, want) + ", one value per output channel");
-        }
-        if (step.hasResidual) {
-          step.residual = s->residual();
-          const BufferDesc &r = buffer(step.residual, what + "'s residual");
-          if (r.dtype != y.dtype || r.shape != y.shape)
-            throw Error(what + ": its residual (buffer " + std::to_string(step.residual) + ", " +
-                        shapeString(r.dtype, r.shape) + ") must have the output's type " +
-                        shapeString(y.dtype, y.shape));
-        }
-        if (step.clamp) {
-          double lo = s->clamp_min(), hi = s->clamp_max();
-          if (!(lo <= hi)) // NaN bounds fail too
-            throw Error(what + ": its clamp bounds [" + std::to_string(lo) + ", " +
-                        std::to_string(hi) + "] are not an interval");
-          step.clampMin = (float)lo;
-          step.clampMax = (float)hi;
-        }
-        p->workspaceBytes_ = std::max(p->workspaceBytes_, step.geometry.workspaceBytes);
-        p->steps_.push_back(std::move(step));
-        break;
-      }
-      case fb::Step_TopK: {
-        const fb::TopK *s = launch->step_as_TopK();
-        what += " (topk)";
-        if (onCuda)
-          throw Error(what + ": a CUDA program cannot have library top-k steps (the compiler "
-                      "generates top-k kernels for CUDA)");
-        const BufferDesc &x = buffer(s->input(), what), &v = writable(s->values(), what),
-                         &ix = writable(s->indices(), what);
-        try {
-          p->steps_.push_back(TopKStep{s->input(), s->values(), s->indices(),
-                                       makeTopKGeometry(x.dtype, x.shape, v.dtype, v.shape,
-                                                        ix.dtype, ix.shape, s->dim(),
-                                                        s->largest())});
-        } catch (const Error &e) {
-          throw Error(what + ": " + e.what());
-        }
-        break;
-      }
-      case fb::Step_Pool: {
-        const fb::Pool *s = launch->step_as_Pool();
-        what += " (pool)";
-        if (onCuda)
-          throw Error(what + ": a CUDA program cannot have library pooling steps (the compiler "
-                      "generates pooling kernels for CUDA)");
-        if (s->kind() > fb::PoolKind_MAX)
-          throw Error(what + " has an invalid kind (" + std::to_string((int)s->kind()) + ")");
-        const BufferDesc &x = buffer(s->input(), what), &y = writable(s->output(), what);
-        if (x.dtype != y.dtype)
-          throw Error(what + ": input " + shapeString(x.dtype, x.shape) + " and output " +
-                      shapeString(y.dtype, y.shape) + " differ in element type");
-        try {
-          p->steps_.push_back(PoolStep{
-              s->input(), s->output(),
-              makePoolGeometry(x.dtype, x.shape, y.shape, s->kind() == fb::PoolKind_Max,
-                               readAttr(s->window()), readAttr(s->strides()),
-                               readAttr(s->pad_low()), readAttr(s->pad_high()),
-                               readAttr(s->dilations()))});
-        } catch (const Error &e) {
-          throw Error(what + ": " + e.what());
-        }
-        break;
-      }
-      case fb::Step_Attention: {
-        const fb::Attention *s = launch->step_as_Attention();
-        what += " (attention)";
-        if (onCuda)
-          throw Error(what + ": a CUDA program cannot have library attention steps (the "
-                      "compiler decomposes attention for CUDA)");
-        const BufferDesc &q = buffer(s->q(), what), &k = buffer(s->k(), what),
-                         &v = buffer(s->v(), what), &out = writable(s->output(), what);
-        const BufferDesc *mask = s->has_mask() ? &buffer(s->mask(), what + "'s mask") : nullptr;
-        const BufferDesc *bias = s->has_bias() ? &buffer(s->bias(), what + "'s bias") : nullptr;
-        const bool bf16 = q.dtype == TCCRT_BF16;
-        for (const BufferDesc *b : {&q, &k, &v, &out})
-          if (b->dtype != (bf16 ? TCCRT_BF16 : TCCRT_F32))
-            throw Error(what + ": q, k, v and output must be all f32 or all bf16, got " +
-                        shapeString(b->dtype, b->shape));
-        if (bias && (bf16 || bias->dtype != TCCRT_F32))
-          throw Error(what + ": the bias must be f32, with f32 q, k and v, got " +
-                      shapeString(bias->dtype, bias->shape));
-        if (mask && mask->dtype != TCCRT_BOOL)
-          throw Error(what + ": the mask must be bool, got " + shapeString(mask->dtype, mask->shape));
-        try {
-          AttentionStep step{
-              s->q(), s->k(), s->v(), s->mask(), s->bias(), s->output(),
-              makeAttentionGeometry(q.shape, k.shape, v.shape, mask ? &mask->shape : nullptr,
-                                    bias ? &bias->shape : nullptr, out.shape, s->scale(),
-                                    s->causal(), s->masked_value(), bf16)};
-          p->workspaceBytes_ = std::max(p->workspaceBytes_, step.geometry.workspaceBytes);
-          p->steps_.push_back(std::move(step));
-        } catch (const Error &e) {
-          throw Error(what + ": " + e.what());
-        }
-        break;
-      }
-      case fb::Step_Copy: {
-        const fb::Copy *s = launch->step_as_Copy();
-        what += " (copy)";
-        const BufferDesc &src = buffer(s->source(), what), &dst = writable(s->target(), what);
-        if (src.bytes != dst.bytes)
-          throw Error(what + ": source (" + std::to_string(src.bytes) + " bytes) and target (" +
-                      std::to_string(dst.bytes) + " bytes) sizes differ");
-        p->steps_.push_back(CopyStep{s->source(), s->target()});
-        break;
-      }
-      case fb::Step_Collective: {
-        const fb::Collective *s = launch->step_as_Collective();
-        what += " (collective)";
-        const BufferDesc &x = buffer(s->input(), what), &y = writable(s->output(), what);
-        if (x.dtype != y.dtype)
-          throw Error(what + ": input and output dtypes differ");
-        CollectiveStep step;
-        step.kind = static_cast<CollectiveKind>(s->kind());
-        step.reduction = static_cast<Reduction>(s->reduction());
-        if (s->kind() > fb::CollectiveKind_MAX || s->reduction() > fb::CollectiveReduction_MAX)
-          throw Error(what + ": unknown collective kind or reduction");
-        step.input = s->input();
-        step.output = s->output();
-        if (s->axes())
-          step.axes.assign(s->axes()->begin(), s->axes()->end());
-        step.dim = s->dim();
-        step.dim2 = s->dim2();
-        step.async = s->async();
-        step.dtype = x.dtype;
-        step.inShape = x.shape;
-        step.outShape = y.shape;
-        try {
-          checkCollective(step, p->meshSizes_);
-        } catch (const Error &e) {
-          throw Error(what + ": " + e.what());
-        }
-        if (step.async && step.kind != CollectiveKind::AllReduce &&
-            step.kind != CollectiveKind::ReduceScatter && step.kind != CollectiveKind::AllGather)
-          throw Error(what + ": only all_reduce, reduce_scatter and all_gather run asynchronously");
-        p->steps_.push_back(std::move(step));
-        break;
-      }
-      case fb::Step_Wait: {
-        const fb::Wait *s = launch->step_as_Wait();
-        what += " (wait)";
-        uint32_t c = s->collective();
-        auto *target = c < p->steps_.size() ? std::get_if<CollectiveStep>(&p->steps_[c]) : nullptr;
-        if (!target || !target->async)
-          throw Error(what + ": launch " + std::to_string(c) +
-                      " is not an earlier asynchronous collective");
-        for (const Step &earlier : p->steps_)
-          if (auto *w = std::get_if<WaitStep>(&earlier); w && w->collective == c)
-            throw Error(what + ": launch " + std::to_string(c) + " is already waited for");
-        p->steps_.push_back(WaitStep{c});
-        break;
-      }
-      default:
-        throw Error(what + " has an unknown step type (" +
-                    std::to_string((unsigned)launch->step_type()) + ")");
-      }
-      // The model nodes the step computes (for profiles).
-      std::string nodes;
-      if (const auto *names = launch->nodes())
-        for (unsigned j = 0; j < names->size(); ++j)
-          if (const flatbuffers::String *n = names->Get(j))
-            nodes += (nodes.empty() ? "" : ", ") + n->str();
-      p->stepNodes_.push_back(std::move(nodes));
-    }
-  p->describeSteps();
+    int64_t matrices = 1; // the operand's own (its batch dims fit: the geometry checked them)
+    for (size_t d = 0; d + 2 < operand.shape.size(); ++d)
+      matrices *= operand.shape[d];
+    Program::PackingKey key{operand.index, operand.offset, isA,      trans,
+                            outer,         k,              matrices, batchStrides};
+    if (auto it = packings_.find(key); it != packings_.end())
+      return it->second;
+    if (auto it = p_.packings_.find(key); it != p_.packings_.end())
+      own = it->second;
+    return packings_.emplace(key, std::move(own)).first->second;
+  }
 
-  // ---- Memory, allocated once and reused across runs (the arena by load or decodeTraining) -----
-  p->reserveWorkspace();
+  ConvStep conv(const fb::Conv *s, unsigned i, const std::string &what) {
+    if (onCuda_)
+      throw Error(what + ": a CUDA program cannot have library conv steps (the compiler "
+                  "generates convolution kernels for CUDA)");
+    const BufferDesc &x = buffer(s->input(), what), &w = buffer(s->weight(), what),
+                     &y = writable(s->output(), what);
+    bool convType = y.dtype == TCCRT_F32 || y.dtype == TCCRT_F16 || y.dtype == TCCRT_BF16;
+    if (x.dtype != y.dtype || w.dtype != y.dtype || !convType)
+      throw Error(what + ": operands must all be f32, all f16 or all bf16, got " +
+                  typeString(x.dtype, x.shape, x.dims) + ", " +
+                  typeString(w.dtype, w.shape, w.dims) + ", " +
+                  typeString(y.dtype, y.shape, y.dims));
+    ConvStep step{s->input(), s->weight(), s->output(), {}};
+    const bool last = s->channels_last();
+    if (last && (y.dtype != TCCRT_F32 || x.shape.size() < 3 || y.shape.size() < 3))
+      throw Error(what + ": a channels-last convolution must be f32 with rank >= 3, got " +
+                  typeString(x.dtype, x.shape, x.dims) + " -> " +
+                  typeString(y.dtype, y.shape, y.dims));
+    step.hasBias = s->has_bias();
+    step.hasResidual = s->has_residual();
+    step.clamp = s->clamp();
+    if ((step.hasBias || step.hasResidual || step.clamp) && y.dtype != TCCRT_F32)
+      throw Error(what + " has an epilogue on " + dtypeName(y.dtype) +
+                  ": convolution epilogues are for f32 convolutions");
+    const BufferDesc *bias = nullptr, *residual = nullptr;
+    if (step.hasBias) {
+      step.bias = s->bias();
+      bias = &buffer(step.bias, what + "'s bias");
+    }
+    if (step.hasResidual) {
+      step.residual = s->residual();
+      residual = &buffer(step.residual, what + "'s residual");
+    }
+    if (step.clamp) {
+      double lo = s->clamp_min(), hi = s->clamp_max();
+      if (!(lo <= hi)) // NaN bounds fail too
+        throw Error(what + ": its clamp bounds [" + std::to_string(lo) + ", " +
+                    std::to_string(hi) + "] are not an interval");
+      step.clampMin = (float)lo;
+      step.clampMax = (float)hi;
+    }
+    if (!shapesKnown_)
+      return step;
+    // [N, S..., C] -> [N, C, S...]: the geometry is the channels-first convolution's.
+    auto firstView = [&](const Shape &shape) {
+      if (!last)
+        return shape;
+      Shape v{shape[0], shape.back()};
+      v.insert(v.end(), shape.begin() + 1, shape.end() - 1);
+      return v;
+    };
+    step.geometry = named(what, [&] {
+      return makeConvGeometry(firstView(x.shape), w.shape, firstView(y.shape),
+                              readAttr(s->strides()), readAttr(s->pad_low()),
+                              readAttr(s->pad_high()), readAttr(s->dilations()), s->groups(),
+                              readAttr(s->lhs_dilation()), y.dtype);
+    });
+    step.geometry.channelsLast = last;
+    if (bias) {
+      Shape want{last ? y.shape.back() : y.shape[1]};
+      if (bias->dtype != y.dtype || bias->shape != want)
+        throw Error(what + ": its bias (buffer " + std::to_string(step.bias) + ", " +
+                    shapeString(bias->dtype, bias->shape) + ") must be " +
+                    shapeString(y.dtype, want) + ", one value per output channel");
+    }
+    if (residual && (residual->dtype != y.dtype || residual->shape != y.shape))
+      throw Error(what + ": its residual (buffer " + std::to_string(step.residual) + ", " +
+                  shapeString(residual->dtype, residual->shape) +
+                  ") must have the output's type " + shapeString(y.dtype, y.shape));
+    keepWeightCache(step, i);
+    workspaceBytes_ = std::max(workspaceBytes_, step.geometry.workspaceBytes);
+    return step;
+  }
+
+  /// Launch i's packed (transformed) weights from the previous binding, while they stay valid:
+  /// the same weights packed for the same geometry but the batch size (sameWeightPacking).
+  void keepWeightCache(ConvStep &step, unsigned i) {
+    if (i >= p_.steps_.size())
+      return;
+    auto *old = std::get_if<ConvStep>(&p_.steps_[i]);
+    if (old && old->weight == step.weight && sameWeightPacking(old->geometry, step.geometry))
+      step.weightCache = std::move(old->weightCache);
+  }
+
+  TopKStep topK(const fb::TopK *s, const std::string &what) {
+    if (onCuda_)
+      throw Error(what + ": a CUDA program cannot have library top-k steps (the compiler "
+                  "generates top-k kernels for CUDA)");
+    const BufferDesc &x = buffer(s->input(), what), &v = writable(s->values(), what),
+                     &ix = writable(s->indices(), what);
+    TopKStep step{s->input(), s->values(), s->indices(), {}};
+    if (shapesKnown_)
+      step.geometry = named(what, [&] {
+        return makeTopKGeometry(x.dtype, x.shape, v.dtype, v.shape, ix.dtype, ix.shape, s->dim(),
+                                s->largest());
+      });
+    return step;
+  }
+
+  PoolStep pool(const fb::Pool *s, const std::string &what) {
+    if (onCuda_)
+      throw Error(what + ": a CUDA program cannot have library pooling steps (the compiler "
+                  "generates pooling kernels for CUDA)");
+    if (s->kind() > fb::PoolKind_MAX)
+      throw Error(what + " has an invalid kind (" + std::to_string((int)s->kind()) + ")");
+    const BufferDesc &x = buffer(s->input(), what), &y = writable(s->output(), what);
+    if (x.dtype != y.dtype)
+      throw Error(what + ": input " + typeString(x.dtype, x.shape, x.dims) + " and output " +
+                  typeString(y.dtype, y.shape, y.dims) + " differ in element type");
+    PoolStep step{s->input(), s->output(), {}};
+    if (shapesKnown_)
+      step.geometry = named(what, [&] {
+        return makePoolGeometry(x.dtype, x.shape, y.shape, s->kind() == fb::PoolKind_Max,
+                                readAttr(s->window()), readAttr(s->strides()),
+                                readAttr(s->pad_low()), readAttr(s->pad_high()),
+                                readAttr(s->dilations()));
+      });
+    return step;
+  }
+
+  AttentionStep attention(const fb::Attention *s, const std::string &what) {
+    if (onCuda_)
+      throw Error(what + ": a CUDA program cannot have library attention steps (the "
+                  "compiler decomposes attention for CUDA)");
+    const BufferDesc &q = buffer(s->q(), what), &k = buffer(s->k(), what),
+                     &v = buffer(s->v(), what), &out = writable(s->output(), what);
+    const BufferDesc *mask = s->has_mask() ? &buffer(s->mask(), what + "'s mask") : nullptr;
+    const BufferDesc *bias = s->has_bias() ? &buffer(s->bias(), what + "'s bias") : nullptr;
+    const bool bf16 = q.dtype == TCCRT_BF16;
+    for (const BufferDesc *b : {&q, &k, &v, &out})
+      if (b->dtype != (bf16 ? TCCRT_BF16 : TCCRT_F32))
+        throw Error(what + ": q, k, v and output must be all f32 or all bf16, got " +
+                    typeString(b->dtype, b->shape, b->dims));
+    if (bias && (bf16 || bias->dtype != TCCRT_F32))
+      throw Error(what + ": the bias must be f32, with f32 q, k and v, got " +
+                  typeString(bias->dtype, bias->shape, bias->dims));
+    if (mask && mask->dtype != TCCRT_BOOL)
+      throw Error(what + ": the mask must be bool, got " +
+                  typeString(mask->dtype, mask->shape, mask->dims));
+    AttentionStep step{s->q(), s->k(), s->v(), s->mask(), s->bias(), s->output(), {}};
+    if (!shapesKnown_)
+      return step;
+    step.geometry = named(what, [&] {
+      return makeAttentionGeometry(q.shape, k.shape, v.shape, mask ? &mask->shape : nullptr,
+                                   bias ? &bias->shape : nullptr, out.shape, s->scale(),
+                                   s->causal(), s->masked_value(), bf16);
+    });
+    workspaceBytes_ = std::max(workspaceBytes_, step.geometry.workspaceBytes);
+    return step;
+  }
+
+  CopyStep copy(const fb::Copy *s, const std::string &what) {
+    const BufferDesc &src = buffer(s->source(), what), &dst = writable(s->target(), what);
+    if (shapesKnown_ && src.bytes != dst.bytes)
+      throw Error(what + ": source (" + std::to_string(src.bytes) + " bytes) and target (" +
+                  std::to_string(dst.bytes) + " bytes) sizes differ");
+    return CopyStep{s->source(), s->target()};
+  }
+
+  CollectiveStep collective(const fb::Collective *s, const std::string &what) {
+    const BufferDesc &x = buffer(s->input(), what), &y = writable(s->output(), what);
+    if (x.dtype != y.dtype)
+      throw Error(what + ": input and output dtypes differ");
+    CollectiveStep step;
+    step.kind = static_cast<CollectiveKind>(s->kind());
+    step.reduction = static_cast<Reduction>(s->reduction());
+    if (s->kind() > fb::CollectiveKind_MAX || s->reduction() > fb::CollectiveReduction_MAX)
+      throw Error(what + ": unknown collective kind or reduction");
+    step.input = s->input();
+    step.output = s->output();
+    if (s->axes())
+      step.axes.assign(s->axes()->begin(), s->axes()->end());
+    step.dim = s->dim();
+    step.dim2 = s->dim2();
+    step.async = s->async();
+    step.dtype = x.dtype;
+    if (step.async && step.kind != CollectiveKind::AllReduce &&
+        step.kind != CollectiveKind::ReduceScatter && step.kind != CollectiveKind::AllGather)
+      throw Error(what + ": only all_reduce, reduce_scatter and all_gather run asynchronously");
+    if (!shapesKnown_)
+      return step;
+    step.inShape = x.shape;
+    step.outShape = y.shape;
+    named(what, [&] { checkCollective(step, p_.meshSizes_); });
+    return step;
+  }
+
+  WaitStep wait(const fb::Wait *s, const std::string &what) {
+    uint32_t c = s->collective();
+    auto *target = c < steps_.size() ? std::get_if<CollectiveStep>(&steps_[c]) : nullptr;
+    if (!target || !target->async)
+      throw Error(what + ": launch " + std::to_string(c) +
+                  " is not an earlier asynchronous collective");
+    for (const Step &earlier : steps_)
+      if (auto *w = std::get_if<WaitStep>(&earlier); w && w->collective == c)
+        throw Error(what + ": launch " + std::to_string(c) + " is already waited for");
+    return WaitStep{c};
+  }
+
+  Program &p_;
+  const bool shapesKnown_, onCuda_;
+  std::vector<Step> steps_;
+  std::vector<std::string> nodes_;
+  std::map<Program::PackingKey, std::shared_ptr<PackedOperand>> packings_;
+  size_t workspaceBytes_ = 0;
+};
+
+void Program::decodeLaunchList(bool shapesKnown) {
+  LaunchListDecoder decoder(*this, shapesKnown);
+  decoder.decode(table_);
+  if (shapesKnown)
+    decoder.commit();
 }
 
 // ---- Training artifacts ------------------------------------------------------------------------
@@ -947,6 +1232,10 @@ void Program::decodeTraining(const fb::Training *t, const uint8_t *base) {
         throw Error(what + ": " + err.what());
       }
       const Program &prog = *entry.program;
+      if (prog.isSymbolic())
+        throw Error(what + ": its program has size symbols (" +
+                    describeSymbolRanges(prog.symbolRanges_) +
+                    "); training artifacts have static shapes");
       if (prog.device_ != device_)
         throw Error(what + ": its program is for " +
                     (prog.device_ == TCCRT_DEVICE_CUDA ? "CUDA" : "the CPU") +

@@ -2,14 +2,22 @@
 //
 // Program::load copies an artifact into 64-byte aligned memory, verifies it (FlatBuffers
 // structure, then everything the executors rely on: indices, extents, operand shapes, kernels,
-// CUDA launch geometry and code) and decodes it into the plain structures below; nothing reads
-// the FlatBuffer after loading except constants, CUDA code and initial state, which point into
-// the copy. A CUDA artifact is verified completely before the driver is touched, so a damaged
-// one gets the same error with or without a GPU. Program::run executes the launch list: on the
-// CPU here (Executor.cpp), on a GPU through a CudaExecutor (CudaExecutor.h). A training
+// CUDA launch geometry and code) and decodes it into the plain structures below. Afterwards the
+// FlatBuffer is read only for constants, CUDA code and initial state (which point into the
+// copy) and, in a symbolic program, for its launch list, derived again at each new binding of
+// its size symbols. A CUDA artifact is verified completely before the driver is touched, so a
+// damaged one gets the same error with or without a GPU. Program::run executes the launch list:
+// on the CPU here (Executor.cpp), on a GPU through a CudaExecutor (CudaExecutor.h). A training
 // artifact's root program runs nothing itself: its TrainingDesc holds the state and the entry
 // points, each a Program decoded and verified like a root program (Trainer.h runs them). Every
 // failure throws tcc::rt::Error with a message naming what is wrong.
+//
+// Symbolic programs (compiled with size ranges) have size symbols and dims that are expressions
+// of them. Load verifies what holds at every size (expressions over declared symbols, the
+// arena's plan at every symbol's max, kernel parameters, the launch list's structure);
+// bindInputShapes binds the symbols from the input shapes and derives every buffer's shape and
+// the launch list (library geometries included) at those sizes, with the same code that decodes
+// a static program once at load.
 #pragma once
 
 #include "Attention.h"
@@ -18,26 +26,31 @@
 #include "CpuModule.h"
 #include "CudaDevice.h"
 #include "tcc/Runtime/tccrt.h"
+#include "tcc/Support/SymbolBinding.h"
 
 #include "flatbuffers/flatbuffers.h"
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <variant>
 #include <vector>
 
 namespace tcc::artifact {
 struct Program;
 struct Training;
+struct TensorSpec;
 struct CudaModule;
 } // namespace tcc::artifact
 
 namespace tcc::rt {
 
 struct TrainingDesc;
+class LaunchListDecoder;
 namespace cuda {
 class CudaExecutor;
 class DeviceCollectives;
@@ -50,21 +63,31 @@ struct Error : std::runtime_error {
 struct TensorDesc {
   std::string name;
   tccrt_dtype dtype = TCCRT_F32;
+  /// Symbolic tensors: the shape at the bound sizes; before a binding, -1 in every symbolic
+  /// dim (and bytes 0).
   std::vector<int64_t> shape;
   size_t bytes = 0;
+  /// Symbolic tensors: every dim's size expression (static dims as constants); empty for a
+  /// static tensor.
+  std::vector<SymExpr> dims;
+  /// Symbolic tensors: every dim's expression text, "" for a static dim (tccrt_input_dim_expr).
+  std::vector<std::string> dimTexts;
   /// Inputs the compiler specialised on: the only value the program accepts (`bytes` bytes).
   std::vector<uint8_t> specializedValue;
 };
 
-enum class BufferKind : uint8_t { Input, Output, Constant, Arena };
+/// Symbols: the values of the program's size symbols at the run's binding (i64, one per symbol),
+/// which generated kernels read their sizes from.
+enum class BufferKind : uint8_t { Input, Output, Constant, Arena, Symbols };
 
 struct BufferDesc {
   BufferKind kind = BufferKind::Arena;
   uint32_t index = 0;
   uint64_t offset = 0;
   tccrt_dtype dtype = TCCRT_F32;
-  std::vector<int64_t> shape;
+  std::vector<int64_t> shape; // symbolic buffers: as TensorDesc::shape
   size_t bytes = 0;
+  std::vector<SymExpr> dims; // as TensorDesc::dims
 };
 
 struct KernelStep {
@@ -170,6 +193,19 @@ public:
   void setNumThreads(int numThreads);
   int numThreads() const { return numThreads_; }
 
+  /// Symbolic programs (compiled with size ranges): their size symbols, in the order of the
+  /// Symbols buffer, with the compiled ranges.
+  bool isSymbolic() const { return !symbolNames_.empty(); }
+  const std::vector<std::string> &symbolNames() const { return symbolNames_; }
+  const SymbolRanges &symbolRanges() const { return symbolRanges_; }
+  /// Binds the size symbols to the shapes of the next runs' inputs (one per input): inputs(),
+  /// outputs(), buffers() and steps() then have those sizes. Errors name the input, the dim
+  /// and the assumption, and leave the program unbound. Binding the bound shapes again costs a
+  /// comparison (it is on the per-request path); a static program accepts its own shapes only.
+  void bindInputShapes(const std::vector<std::vector<int64_t>> &shapes);
+  /// Whether a run may start: a static program, or a symbolic one with its input shapes bound.
+  bool bound() const { return !isSymbolic() || bound_; }
+
   /// Runs the launch list on caller tensors (contiguous, sizes of inputs()/outputs()). A
   /// training artifact's root is an error (its entries run through the Trainer).
   void run(const void *const *inputs, void *const *outputs);
@@ -199,6 +235,7 @@ public:
 private:
   friend class cuda::CudaExecutor;
   friend class cuda::DeviceCollectives;
+  friend class LaunchListDecoder;
   Program() = default;
   /// Verifies and decodes one Program table of the file at `base` (the root, or an entry).
   void decode(const tcc::artifact::Program *program, const uint8_t *base);
@@ -211,6 +248,34 @@ private:
   void *bufferAddress(const BufferDesc &b, const void *const *inputs, void *const *outputs) const;
   /// Fills stepKinds_ and stepNames_ from the decoded steps.
   void describeSteps();
+
+  // Decoding (Loader.cpp).
+  void decodeSymbols(const tcc::artifact::Program *program);
+  TensorDesc readTensor(const tcc::artifact::TensorSpec *spec, const std::string &what) const;
+  void decodeConstants(const tcc::artifact::Program *program, const uint8_t *base);
+  void decodeKernels(const tcc::artifact::Program *program);
+  void decodeBuffers(const tcc::artifact::Program *program);
+  /// A dims vector (TensorSpec/Buffer.dims) over `shape`: the expressions, none when every dim
+  /// is static (constant expressions go into `shape`).
+  std::vector<SymExpr>
+  readDims(const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>> *dims,
+           std::vector<int64_t> &shape, const std::string &what) const;
+  /// The bytes the base of buffer `b` holds at the current shapes.
+  uint64_t baseBytes(const BufferDesc &b) const;
+  /// Buffer `b` (number `i`), `bytes` long, lies inside its base, which holds `limit` bytes.
+  void checkExtent(const BufferDesc &b, size_t i, uint64_t bytes, uint64_t limit) const;
+  /// The launch list at the buffers' current shapes (LaunchListDecoder); with !shapesKnown (a
+  /// symbolic program at load), what holds at every size is checked and nothing is kept.
+  void decodeLaunchList(bool shapesKnown);
+
+  // Symbolic programs (Binding.cpp).
+  /// Every symbolic tensor's and buffer's shape and bytes at symbolBindings_, buffers' extents
+  /// checked, then the launch list derived at them.
+  void applyBinding();
+  /// Symbolic shapes back to -1, no launch list: the state before a binding.
+  void clearBinding();
+  /// The error of a run without a binding: names the first symbolic input and its dims.
+  std::string unboundMessage() const;
 
   /// CUDA: creates the executors (the root's, then each training entry's on the root's arena).
   void startCuda(const LoadOptions &options);
@@ -231,6 +296,22 @@ private:
   std::string cudaCompiler_;
   uint64_t arenaBytes_ = 0;
   std::vector<Step> steps_;
+  std::vector<std::vector<TensorDesc>> kernelParams_; // per kernel: its parameters' types
+  // Symbolic programs: the symbols (in the Symbols buffer's order) and their ranges; the bound
+  // values (empty before a binding) and the Symbols buffer holding them (its address is fixed:
+  // one value per symbol); the table the launch list is derived from at each new binding.
+  std::vector<std::string> symbolNames_;
+  SymbolRanges symbolRanges_;
+  SymbolBindings symbolBindings_;
+  std::vector<int64_t> symbolValues_;
+  bool bound_ = false;
+  const tcc::artifact::Program *table_ = nullptr;
+  /// Constant GEMM operands packed for the sgemm, one per constant read the same way (kept
+  /// across bindings: a constant's packing depends on its own, static, shape only). Key:
+  /// constant index, byte offset, is-A, transposed, outer dim, K, matrix count, batch strides.
+  using PackingKey = std::tuple<uint32_t, uint64_t, bool, bool, int64_t, int64_t, int64_t,
+                                std::vector<int64_t>>;
+  std::map<PackingKey, std::shared_ptr<PackedOperand>> packings_;
   std::vector<int64_t> meshSizes_;       // distributed programs: the mesh of their collectives
   std::vector<uint8_t> collectiveScratch_;
   std::vector<std::optional<PendingCollective>> pending_; // async collectives, by step

@@ -54,6 +54,7 @@ public:
     std::string name;
     fb::DType dtype;
     std::vector<int64_t> shape;
+    std::vector<std::string> dims = {}; // symbolic tensors: TensorSpec.dims ("" = static)
   };
   struct Buf {
     fb::BufferKind kind;
@@ -61,6 +62,11 @@ public:
     uint64_t offset;
     fb::DType dtype;
     std::vector<int64_t> shape;
+    std::vector<std::string> dims = {}; // as Tensor::dims
+  };
+  struct Symbol {
+    std::string name;
+    int64_t min, max;
   };
   struct ConstantEntry {
     std::string name;
@@ -130,6 +136,51 @@ public:
   std::vector<KernelEntry> kernels;
   std::vector<Step> steps;
   std::vector<int64_t> meshSizes; // programs with collectives
+  std::vector<Symbol> symbols;    // symbolic programs: Program.symbols
+
+  /// Symbolic dims written as text, {"m", "16"}: a number is a static size; anything else a
+  /// size expression (the shape holds -1 there, `dims` the text).
+  struct SymShape {
+    std::vector<int64_t> shape;
+    std::vector<std::string> dims;
+  };
+  static SymShape symShape(const std::vector<std::string> &text) {
+    SymShape s;
+    for (const std::string &t : text) {
+      bool number = !t.empty() && t.find_first_not_of("0123456789") == std::string::npos;
+      s.shape.push_back(number ? std::stoll(t) : -1);
+      s.dims.push_back(number ? "" : t);
+    }
+    return s;
+  }
+  /// Symbolic counterparts of input(), output(), arena() and kernel parameters (dims as text).
+  uint32_t symbolicInput(fb::DType d, const std::vector<std::string> &dims, std::string name) {
+    SymShape s = symShape(dims);
+    inputs.push_back({name, d, s.shape, s.dims});
+    return symbolicBuffer(fb::BufferKind_Input, (uint32_t)inputs.size() - 1, 0, d, dims);
+  }
+  uint32_t symbolicOutput(fb::DType d, const std::vector<std::string> &dims, std::string name) {
+    SymShape s = symShape(dims);
+    outputs.push_back({name, d, s.shape, s.dims});
+    return symbolicBuffer(fb::BufferKind_Output, (uint32_t)outputs.size() - 1, 0, d, dims);
+  }
+  uint32_t symbolicArena(uint64_t offset, fb::DType d, const std::vector<std::string> &dims) {
+    return symbolicBuffer(fb::BufferKind_Arena, 0, offset, d, dims);
+  }
+  uint32_t symbolicBuffer(fb::BufferKind kind, uint32_t index, uint64_t offset, fb::DType d,
+                          const std::vector<std::string> &dims) {
+    SymShape s = symShape(dims);
+    buffers.push_back({kind, index, offset, d, s.shape, s.dims});
+    return (uint32_t)buffers.size() - 1;
+  }
+  static Tensor param(fb::DType d, const std::vector<std::string> &dims) {
+    SymShape s = symShape(dims);
+    return {"", d, s.shape, s.dims};
+  }
+  /// The Symbols buffer: i64[symbols.size()].
+  uint32_t symbolValues() {
+    return buffer(fb::BufferKind_Symbols, 0, 0, fb::DType_I64, {(int64_t)symbols.size()});
+  }
 
   /// A graph input and a buffer covering it; returns the buffer index.
   uint32_t input(fb::DType d, std::vector<int64_t> shape, std::string name = "") {
@@ -270,18 +321,29 @@ public:
   /// The Program table in `b` (a root, or a training entry's program); `training` is the root's.
   flatbuffers::Offset<fb::Program> build(flatbuffers::FlatBufferBuilder &b,
                                          flatbuffers::Offset<fb::Training> training = 0) const {
+    auto strings = [&](const std::vector<std::string> &texts) {
+      std::vector<flatbuffers::Offset<flatbuffers::String>> out;
+      for (const std::string &t : texts)
+        out.push_back(b.CreateString(t));
+      return out;
+    };
     auto tensors = [&](const std::vector<Tensor> &ts) {
       std::vector<flatbuffers::Offset<fb::TensorSpec>> out;
-      for (const Tensor &t : ts)
-        out.push_back(fb::CreateTensorSpecDirect(b, t.name.c_str(), t.dtype, &t.shape));
+      for (const Tensor &t : ts) {
+        auto dims = strings(t.dims);
+        out.push_back(fb::CreateTensorSpecDirect(b, t.name.c_str(), t.dtype, &t.shape, nullptr,
+                                                 t.dims.empty() ? nullptr : &dims));
+      }
       return b.CreateVector(out);
     };
     auto in = tensors(inputs), out = tensors(outputs);
     std::vector<flatbuffers::Offset<fb::Buffer>> bufs;
     uint64_t arenaEnd = 0;
     for (const Buf &x : buffers) {
-      bufs.push_back(fb::CreateBufferDirect(b, x.kind, x.index, x.offset, x.dtype, &x.shape));
-      if (x.kind == fb::BufferKind_Arena)
+      auto dims = strings(x.dims);
+      bufs.push_back(fb::CreateBufferDirect(b, x.kind, x.index, x.offset, x.dtype, &x.shape,
+                                            x.dims.empty() ? nullptr : &dims));
+      if (x.kind == fb::BufferKind_Arena && x.dims.empty()) // (symbolic: set arenaBytes)
         arenaEnd = std::max<uint64_t>(arenaEnd, x.offset + bytesOf(x.dtype, x.shape));
     }
     auto bufVec = b.CreateVector(bufs);
@@ -375,9 +437,13 @@ public:
     }
     auto launchVec = b.CreateVector(launches);
     auto mesh = meshSizes.empty() ? 0 : b.CreateVector(meshSizes);
+    std::vector<flatbuffers::Offset<fb::SymbolRange>> ranges;
+    for (const Symbol &x : symbols)
+      ranges.push_back(fb::CreateSymbolRangeDirect(b, x.name.c_str(), x.min, x.max));
+    auto symbolVec = symbols.empty() ? 0 : b.CreateVector(ranges);
     return fb::CreateProgram(b, version, b.CreateString("tcc test"), device, in, out, bufVec,
                              arenaBytes ? *arenaBytes : arenaEnd, constVec, data, kernelVec,
-                             module, cudaModule, launchVec, training, mesh);
+                             module, cudaModule, launchVec, training, mesh, symbolVec);
   }
 };
 

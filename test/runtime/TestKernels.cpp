@@ -96,3 +96,17 @@ TCC_KERNEL eval16(void *const *args, int32_t) {
     above[i] = d > 0;
   }
 }
+
+// ---- A symbolic program's kernel (SymbolicTest.cpp) ------------------------------------------
+// Its sizes come from the Symbols buffer, as a generated kernel's do.
+
+// (t f32[m x 8], scale f32[m], y f32[m x 8], sizes i64[1] = {m}): y = max(t, 0) * scale[row]
+TCC_KERNEL relu_scale_rows8(void *const *args, int32_t) {
+  const float *t = static_cast<const float *>(args[0]);
+  const float *scale = static_cast<const float *>(args[1]);
+  float *y = static_cast<float *>(args[2]);
+  const int64_t m = static_cast<const int64_t *>(args[3])[0];
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < 8; ++j)
+      y[i * 8 + j] = (t[i * 8 + j] > 0 ? t[i * 8 + j] : 0) * scale[i];
+}

@@ -53,7 +53,8 @@ typedef struct tccrt_tensor_info {
   const char *name;     /* owned by the program */
   tccrt_dtype dtype;
   int64_t rank;
-  const int64_t *shape; /* `rank` dims, owned by the program */
+  const int64_t *shape; /* `rank` dims, owned by the program (symbolic programs: the values
+                           change with tccrt_set_input_shapes, the pointer stays valid) */
   size_t bytes;         /* bytes of a contiguous row-major tensor of this shape */
 } tccrt_tensor_info;
 
@@ -82,12 +83,42 @@ void tccrt_program_free(tccrt_program *program);
 tccrt_device tccrt_program_device(const tccrt_program *program);
 size_t tccrt_num_inputs(const tccrt_program *program);
 size_t tccrt_num_outputs(const tccrt_program *program);
+/* Symbolic programs: the shapes bound by tccrt_set_input_shapes (before it, -1 in symbolic
+ * dims; see below). */
 tccrt_status tccrt_input_info(const tccrt_program *program, size_t i, tccrt_tensor_info *info);
 tccrt_status tccrt_output_info(const tccrt_program *program, size_t i, tccrt_tensor_info *info);
 tccrt_status tccrt_set_num_threads(tccrt_program *program, int num_threads);
 
+/* ---- Symbolic programs -------------------------------------------------------------------------
+ *
+ * A program compiled with size ranges (`tcc compile --input-shape ids=1..8x1..512`) runs at any
+ * input size within them: its dims are expressions of size symbols ("batch", "seq",
+ * "batch*seq") with inclusive ranges. It loads unbound: tccrt_input_info and tccrt_output_info
+ * give -1 in its symbolic dims (and bytes 0), tccrt_num_launches 0, and tccrt_run is an error
+ * naming the first symbolic input. tccrt_set_input_shapes binds the sizes for the next runs:
+ * input i has ranks[i] dims at shapes[i] (every input, in order); the symbols are solved from
+ * the dims that are a symbol (or a*symbol + b), and every dim must then agree. tccrt_input_info
+ * and tccrt_output_info then give the bound shapes, which tccrt_run's tensors must have. Setting
+ * the shapes already set costs a comparison (call it before every run whose sizes may change);
+ * a size outside its range, or inputs that disagree about a size, is an error naming the
+ * input, the dim and the assumption, and leaves the program unbound. A static program accepts
+ * its own shapes only (and needs no call). CPU artifacts only: CUDA artifacts have static
+ * shapes. */
+tccrt_status tccrt_set_input_shapes(tccrt_program *program, const int64_t *const *shapes,
+                                    const size_t *ranks);
+/* The size expression of input i's dim d ("batch", "2*seq"), or NULL where the dim is static
+ * (and for indices out of range). Owned by the program. */
+const char *tccrt_input_dim_expr(const tccrt_program *program, size_t i, size_t d);
+/* The program's size symbols (0 for a static program), in the order kernels read their values,
+ * and each one's inclusive range (*max is INT64_MAX where the compiler was given no bound).
+ * name, min and max may each be NULL. */
+size_t tccrt_num_symbols(const tccrt_program *program);
+tccrt_status tccrt_symbol_info(const tccrt_program *program, size_t k, const char **name,
+                               int64_t *min, int64_t *max);
+
 /* Runs the program. inputs[i] / outputs[i] point to contiguous host tensors of the sizes
- * tccrt_input_info / tccrt_output_info give; outputs are written. Not reentrant per program
+ * tccrt_input_info / tccrt_output_info give (a symbolic program's: at the shapes set with
+ * tccrt_set_input_shapes); outputs are written. Not reentrant per program
  * (one run at a time); different programs may run concurrently. A training artifact is an
  * error here (see the trainer below). */
 tccrt_status tccrt_run(tccrt_program *program, const void *const *inputs, void *const *outputs);
@@ -109,7 +140,8 @@ void *tccrt_program_cuda_stream(const tccrt_program *program);
  * While profiling is on, every tccrt_run times each launch of the program's launch list (the
  * wall clock around it: generated kernels, library calls, copies). Turning it on clears the
  * counts; a CUDA program is an error (its launches are asynchronous). The strings live as
- * long as the program. */
+ * long as the program (a symbolic program's: until its next new binding, which names its
+ * launches at the new sizes; the counts carry over, launch by launch). */
 tccrt_status tccrt_set_profiling(tccrt_program *program, int enabled);
 size_t tccrt_num_launches(const tccrt_program *program);
 typedef struct tccrt_launch_profile {

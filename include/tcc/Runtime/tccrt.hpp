@@ -5,6 +5,10 @@
 //   inputs[0].data<float>()[0] = 1.0f;
 //   std::vector<tccrt::Tensor> outputs = program.run(inputs);
 //
+//   // A symbolic program (compiled with size ranges): inputs of the sizes of this run.
+//   std::vector<tccrt::Tensor> batch = program.makeInputs({{4, 128}});   // binds batch, seq
+//   outputs = program.run(batch);                 // (run binds to its inputs' shapes too)
+//
 //   tccrt_options options{};                                 // a CUDA artifact, graphs on
 //   options.cuda_graph = 1;
 //   tccrt::Program gpu = tccrt::Program::fromFile("model-cuda.tcc", options);
@@ -197,17 +201,75 @@ public:
   bool isTraining() const { return tccrt_is_training(program_) != 0; }
   std::string trainingConfig() const { return tccrt_training_config(program_); }
   void setNumThreads(int numThreads) { check(tccrt_set_num_threads(program_, numThreads)); }
+  /// Symbolic programs (tccrt_set_input_shapes): binds the sizes of the next runs to these
+  /// input shapes; input() and output() then give the bound shapes.
+  void setInputShapes(const std::vector<std::vector<int64_t>> &shapes) {
+    if (shapes.size() != numInputs()) // (the C API reads one shape per input)
+      throw Error("tccrt::Program::setInputShapes: " + std::to_string(shapes.size()) +
+                  " shapes given, the program has " + std::to_string(numInputs()) + " inputs");
+    std::vector<const int64_t *> data;
+    std::vector<size_t> ranks;
+    for (const auto &s : shapes) {
+      data.push_back(s.data());
+      ranks.push_back(s.size());
+    }
+    check(tccrt_set_input_shapes(program_, data.data(), ranks.data()));
+  }
+  /// Input i's dims as size expressions ("batch", "2*seq"), "" where a dim is static.
+  std::vector<std::string> inputDims(size_t i) const {
+    std::vector<std::string> dims;
+    for (size_t d = 0; d < input(i).shape.size(); ++d) {
+      const char *e = tccrt_input_dim_expr(program_, i, d);
+      dims.push_back(e ? e : "");
+    }
+    return dims;
+  }
+  struct SymbolInfo {
+    std::string name;
+    int64_t min = 0, max = 0; // inclusive
+  };
+  /// The size symbols (none for a static program).
+  std::vector<SymbolInfo> symbols() const {
+    std::vector<SymbolInfo> out(numSymbols());
+    for (size_t k = 0; k < out.size(); ++k) {
+      const char *name = nullptr;
+      check(tccrt_symbol_info(program_, k, &name, &out[k].min, &out[k].max));
+      out[k].name = name ? name : "";
+    }
+    return out;
+  }
+  size_t numSymbols() const { return tccrt_num_symbols(program_); }
+  bool isSymbolic() const { return numSymbols() > 0; }
 
   /// Input tensors of the program's dtypes and shapes (contents uninitialised).
   std::vector<Tensor> makeInputs() const {
     std::vector<Tensor> tensors;
-    for (size_t i = 0; i < numInputs(); ++i)
-      tensors.emplace_back(input(i));
+    for (size_t i = 0; i < numInputs(); ++i) {
+      TensorInfo info = input(i);
+      for (int64_t d : info.shape)
+        if (d < 0) // an unbound symbolic program
+          throw Error("tccrt::Program::makeInputs: input '" + info.name +
+                      "' has symbolic dims: give the input shapes (makeInputs(shapes))");
+      tensors.emplace_back(info);
+    }
     return tensors;
   }
 
-  /// Runs on `inputs` (checked against the program's inputs) and returns new output tensors.
+  /// Input tensors of `shapes` (a symbolic program's sizes are bound to them first).
+  std::vector<Tensor> makeInputs(const std::vector<std::vector<int64_t>> &shapes) {
+    setInputShapes(shapes);
+    return makeInputs();
+  }
+
+  /// Runs on `inputs` (checked against the program's inputs; a symbolic program's sizes are
+  /// bound to their shapes first) and returns new output tensors.
   std::vector<Tensor> run(const std::vector<Tensor> &inputs) {
+    if (isSymbolic() && inputs.size() == numInputs()) {
+      std::vector<std::vector<int64_t>> shapes;
+      for (const Tensor &t : inputs)
+        shapes.push_back(t.shape());
+      setInputShapes(shapes);
+    }
     std::vector<TensorInfo> want;
     for (size_t i = 0; i < numInputs(); ++i)
       want.push_back(input(i));
