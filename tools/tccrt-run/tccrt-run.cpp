@@ -2,7 +2,8 @@
 //
 // Loads an artifact made by `tcc compile` (CPU or CUDA) through libtccrt's C API, feeds it
 // inputs from .npy or TensorProto (.pb) files or seeded random values, checks its outputs
-// against reference files, times runs and reports the device. It links libtccrt and the plain
+// against reference files, times runs and reports the device. A symbolic artifact (compiled
+// with size ranges) runs at the sizes of its input files, or of --input-shape for random inputs. It links libtccrt and the plain
 // C++ support library (tensors, .npy/TensorProto files) only: no MLIR, LLVM or protobuf, so it
 // runs wherever libtccrt does (the GPU machine of scripts/gpu-session.sh included).
 //
@@ -24,6 +25,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <sstream>
 
@@ -35,6 +37,7 @@ namespace {
 struct Options {
   std::string artifact;
   std::vector<std::string> inputs;
+  std::vector<std::string> inputShapes; // NAME=D0xD1x...
   std::optional<uint64_t> randomSeed;
   std::string outputsDir;
   std::string outputFormat = "pb";
@@ -213,27 +216,98 @@ std::vector<Spec> specs(tccrt_program *p, bool inputs) {
   return out;
 }
 
-std::vector<Tensor> loadInputs(const Options &o, const std::vector<Spec> &specs) {
-  if (o.inputs.size() > specs.size())
-    throw Error("the artifact takes " + std::to_string(specs.size()) + " input(s), " +
+/// --input-shape NAME=D0xD1x... (sizes only; NAME= for a 0-d input).
+std::pair<std::string, Shape> parseInputShape(const std::string &spec) {
+  size_t eq = spec.rfind('=');
+  if (eq == std::string::npos || eq == 0)
+    throw Error("--input-shape " + inQuotes(spec) + " must look like NAME=D0xD1x... (e.g. "
+                "ids=4x128)");
+  Shape shape;
+  std::string dims = spec.substr(eq + 1);
+  for (size_t pos = 0; pos < dims.size();) {
+    size_t next = std::min(dims.find('x', pos), dims.size());
+    std::string part = dims.substr(pos, next - pos);
+    if (part.empty() || part.size() > 18 ||
+        part.find_first_not_of("0123456789") != std::string::npos)
+      throw Error("--input-shape " + inQuotes(spec) + ": " + inQuotes(part) +
+                  " is not a dimension size");
+    shape.push_back(std::stoll(part));
+    pos = next + 1;
+  }
+  return {spec.substr(0, eq), shape};
+}
+
+/// Input i's dims as text: "m x 16" (size expressions where symbolic).
+std::string dimsText(tccrt_program *p, size_t i, const Spec &s) {
+  std::string out;
+  for (size_t d = 0; d < s.shape.size(); ++d) {
+    const char *e = tccrt_input_dim_expr(p, i, d);
+    out += (d ? " x " : "") + (e ? std::string(e) : std::to_string(s.shape[d]));
+  }
+  return out;
+}
+
+/// The inputs: the files given, then (with --random) seeded random values. A symbolic
+/// program's sizes are bound first, to the files' shapes and --input-shape's.
+std::vector<Tensor> loadInputs(const Options &o, tccrt_program *p) {
+  std::vector<Spec> inSpecs = specs(p, true);
+  if (o.inputs.size() > inSpecs.size())
+    throw Error("the artifact takes " + std::to_string(inSpecs.size()) + " input(s), " +
                 std::to_string(o.inputs.size()) + " given");
-  if (o.inputs.size() < specs.size() && !o.randomSeed)
-    throw Error("the artifact takes " + std::to_string(specs.size()) + " input(s), " +
+  if (o.inputs.size() < inSpecs.size() && !o.randomSeed)
+    throw Error("the artifact takes " + std::to_string(inSpecs.size()) + " input(s), " +
                 std::to_string(o.inputs.size()) +
                 " given (pass --random SEED to fill the others with seeded random values)");
+  std::vector<Tensor> files;
+  for (const std::string &path : o.inputs)
+    files.push_back(loadTensorFile(path));
+  bool symbolic = tccrt_num_symbols(p) > 0;
+  if (symbolic || !o.inputShapes.empty()) {
+    std::map<std::string, Shape> given;
+    for (const std::string &spec : o.inputShapes) {
+      auto [name, shape] = parseInputShape(spec);
+      auto named = [&](const Spec &s) { return s.name == name; };
+      if (std::none_of(inSpecs.begin(), inSpecs.end(), named))
+        throw Error("--input-shape names " + inQuotes(name) +
+                    ", which is not an input of the artifact");
+      given[name] = shape;
+    }
+    std::vector<Shape> shapes;
+    for (size_t i = 0; i < inSpecs.size(); ++i) {
+      const Spec &s = inSpecs[i];
+      auto it = given.find(s.name);
+      if (i < files.size())
+        shapes.push_back(files[i].shape());
+      else if (it != given.end())
+        shapes.push_back(it->second);
+      else if (std::any_of(s.shape.begin(), s.shape.end(), [](int64_t d) { return d < 0; }))
+        throw Error("input " + inQuotes(s.name) + " has symbolic dims " + dimsText(p, i, s) +
+                    ": give --input-shape " + s.name + "=D0xD1x... or an input file");
+      else
+        shapes.push_back(s.shape);
+    }
+    std::vector<const int64_t *> data;
+    std::vector<size_t> ranks;
+    for (const Shape &shape : shapes) {
+      data.push_back(shape.data());
+      ranks.push_back(shape.size());
+    }
+    if (tccrt_set_input_shapes(p, data.data(), ranks.data()) != TCCRT_OK)
+      runtimeError("cannot run at these input shapes");
+    inSpecs = specs(p, true); // at the bound sizes
+  }
   std::vector<Tensor> inputs;
-  for (size_t i = 0; i < specs.size(); ++i) {
-    const Spec &s = specs[i];
-    if (i >= o.inputs.size()) {
+  for (size_t i = 0; i < inSpecs.size(); ++i) {
+    const Spec &s = inSpecs[i];
+    if (i >= files.size()) {
       inputs.push_back(randomTensor(s.dtype, s.shape, *o.randomSeed + i));
       continue;
     }
-    Tensor t = loadTensorFile(o.inputs[i]);
-    if (t.dtype() != s.dtype || t.shape() != s.shape)
+    if (files[i].dtype() != s.dtype || files[i].shape() != s.shape)
       throw Error("input " + std::to_string(i) + " (" + inQuotes(s.name) + ") from " +
-                  inQuotes(o.inputs[i]) + " is " + t.typeString() + ", the artifact takes " +
-                  typeOf(s.dtype, s.shape));
-    inputs.push_back(t);
+                  inQuotes(o.inputs[i]) + " is " + files[i].typeString() +
+                  ", the artifact takes " + typeOf(s.dtype, s.shape));
+    inputs.push_back(std::move(files[i]));
   }
   return inputs;
 }
@@ -259,8 +333,8 @@ int run(const Options &o) {
                 " runs on the CPU");
   std::string deviceName = tccrt_program_device_name(p);
 
-  std::vector<Spec> inSpecs = specs(p, true), outSpecs = specs(p, false);
-  std::vector<Tensor> inputs = loadInputs(o, inSpecs);
+  std::vector<Tensor> inputs = loadInputs(o, p);
+  std::vector<Spec> outSpecs = specs(p, false); // (a symbolic program's: at the bound sizes)
   std::vector<Tensor> outputs;
   for (const Spec &s : outSpecs)
     outputs.emplace_back(s.dtype, s.shape);
@@ -430,6 +504,9 @@ int main(int argc, char **argv) {
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--inputs", o.inputs,
                  "input files in the artifact's input order: .npy or ONNX TensorProto (.pb)");
+  app.add_option("--input-shape", o.inputShapes,
+                 "NAME=D0xD1x...: the shape of a random input of an artifact compiled with size "
+                 "ranges (repeatable; inputs from files have their files' shapes)");
   uint64_t seed = 0;
   auto *random = app.add_option("--random", seed,
                                 "fill inputs not given with seeded random values (input i: seed "
