@@ -84,6 +84,40 @@ std::vector<TensorSpec> RuntimeProgram::outputs() const {
   return specsOf(program_, tccrt_num_outputs(program_), tccrt_output_info, "output");
 }
 
+bool RuntimeProgram::isSymbolic() const { return tccrt_num_symbols(program_) > 0; }
+
+std::vector<std::string> RuntimeProgram::inputDims(size_t i) const {
+  tccrt_tensor_info t;
+  if (tccrt_input_info(program_, i, &t) != TCCRT_OK)
+    runtimeError("input " + std::to_string(i));
+  std::vector<std::string> dims;
+  for (size_t d = 0; d < t.rank; ++d) {
+    const char *e = tccrt_input_dim_expr(program_, i, d);
+    dims.push_back(e ? e : std::to_string(t.shape[d]));
+  }
+  return dims;
+}
+
+void RuntimeProgram::setInputShapes(const std::vector<Shape> &shapes) {
+  std::vector<const int64_t *> data;
+  std::vector<size_t> ranks;
+  for (const Shape &s : shapes) {
+    data.push_back(s.data());
+    ranks.push_back(s.size());
+  }
+  if (tccrt_set_input_shapes(program_, data.data(), ranks.data()) != TCCRT_OK)
+    runtimeError("cannot run at these input shapes");
+}
+
+void RuntimeProgram::bindShapesOf(const std::vector<Tensor> &inputs) {
+  if (!isSymbolic() || inputs.size() != tccrt_num_inputs(program_))
+    return; // (a static program's checks name the input that differs)
+  std::vector<Shape> shapes;
+  for (const Tensor &t : inputs)
+    shapes.push_back(t.shape());
+  setInputShapes(shapes);
+}
+
 std::vector<Tensor> RuntimeProgram::allocateOutputs() const {
   std::vector<Tensor> outputs;
   for (const TensorSpec &s : this->outputs())
@@ -92,6 +126,7 @@ std::vector<Tensor> RuntimeProgram::allocateOutputs() const {
 }
 
 void RuntimeProgram::run(const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs) {
+  bindShapesOf(inputs);
   std::vector<TensorSpec> specs = this->inputs();
   if (inputs.size() != specs.size())
     throw Error("the program takes " + std::to_string(specs.size()) + " input(s), " +
@@ -105,6 +140,7 @@ void RuntimeProgram::run(const std::vector<Tensor> &inputs, std::vector<Tensor> 
 }
 
 std::vector<Tensor> RuntimeProgram::run(const std::vector<Tensor> &inputs) {
+  bindShapesOf(inputs);
   std::vector<Tensor> outputs = allocateOutputs();
   run(inputs, outputs);
   return outputs;

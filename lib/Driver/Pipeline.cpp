@@ -132,10 +132,6 @@ PreparedModel prepareModel(const ModelSource &source, const LoadOptions &options
 
   PrepareOptions prepare;
   for (const auto &[name, ranges] : options.inputRanges)
-    if (!options.keepSymbolicDims)
-      throw Error("--input-shape " + name + "=...: ranges keep dims symbolic, which only `tcc "
-                  "import` takes for now; the compiled backends need fixed sizes");
-  for (const auto &[name, ranges] : options.inputRanges)
     if (!llvm::any_of(inputs, [&](const GraphInput &in) { return in.name == name; }))
       throw Error("--input-shape names '" + name + "', which is not a graph input");
   for (const auto &[name, shape] : options.inputShapes) {

@@ -56,8 +56,9 @@ void addModelArgs(CLI::App *cmd, ModelArgs &args) {
                   "(initializers excluded); inputs not given get seeded random data");
   cmd->add_option("--input-shape", args.inputShapes,
                   "NAME=D0xD1x...: fixes a graph input's dynamic dimensions (repeatable); a "
-                  "range LO..HI (or LO..) keeps a dim symbolic with those bounds: "
-                  "ids=1..64x16..512 (tcc import only, for now)");
+                  "range LO..HI keeps a dim symbolic with those bounds: ids=1..64x16..512 (tcc "
+                  "compile: one artifact for every size in them; CPU only). For an artifact "
+                  "compiled with ranges, the sizes of its random inputs");
   cmd->add_option("--seed", args.seed, "seed for random inputs")->default_val(0);
 }
 
@@ -84,6 +85,17 @@ LoadOptions loadOptions(const ModelArgs &args) {
     }
   }
   load.seed = args.seed;
+  return load;
+}
+
+/// loadOptions for the commands that run an ONNX model: every input needs sizes then.
+LoadOptions runLoadOptions(const ModelArgs &args, const std::string &command) {
+  LoadOptions load = loadOptions(args);
+  if (!load.inputRanges.empty())
+    throw Error("--input-shape " + load.inputRanges.begin()->first +
+                "=LO..HI declares a size range, which `tcc compile` takes (one artifact for "
+                "every size); `tcc " + command + "` needs sizes (NAME=4x128), or run the "
+                "compiled artifact");
   return load;
 }
 
@@ -314,19 +326,41 @@ double secondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-/// Inputs for an artifact: the given files, then seeded random data of the declared shapes.
+/// Inputs for an artifact: the given files, then seeded random data of the declared shapes (a
+/// symbolic program's: of the sizes --input-shape gives).
 std::vector<Tensor> artifactInputs(const RuntimeProgram &program, const ModelArgs &args) {
-  if (!args.inputShapes.empty())
-    throw Error("--input-shape applies to ONNX models; an artifact's shapes are fixed");
+  if (!args.inputShapes.empty() && !program.isSymbolic())
+    throw Error("--input-shape applies to ONNX models and to artifacts compiled with size "
+                "ranges; this artifact's shapes are fixed");
+  std::map<std::string, Shape> sizes = loadOptions(ModelArgs{"", {}, args.inputShapes, 0})
+                                           .inputShapes;
   std::vector<TensorSpec> specs = program.inputs();
   if (args.inputFiles.size() > specs.size())
     throw Error("the program takes " + std::to_string(specs.size()) + " input(s), but " +
                 std::to_string(args.inputFiles.size()) + " were given");
+  for (const auto &[name, shape] : sizes)
+    if (llvm::none_of(specs, [&](const TensorSpec &s) { return s.name == name; }))
+      throw Error("--input-shape names '" + name + "', which is not an input of the program");
   std::vector<Tensor> inputs;
-  for (size_t i = 0; i < specs.size(); ++i)
-    inputs.push_back(i < args.inputFiles.size()
-                         ? readInputFile(args.inputFiles[i])
-                         : randomInput(specs[i].dtype, specs[i].shape, args.seed + i));
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (i < args.inputFiles.size()) {
+      inputs.push_back(readInputFile(args.inputFiles[i]));
+      continue;
+    }
+    Shape shape = specs[i].shape;
+    if (auto it = sizes.find(specs[i].name); it != sizes.end()) {
+      shape = it->second;
+    } else if (program.isSymbolic()) {
+      std::vector<std::string> dims = program.inputDims(i);
+      if (llvm::any_of(dims, [](const std::string &d) {
+            return !d.empty() && !std::isdigit((unsigned char)d[0]);
+          }))
+        throw Error("input '" + specs[i].name + "' has symbolic dims " +
+                    llvm::join(dims, " x ") + ": give --input-shape " + specs[i].name +
+                    "=D0xD1x... or an --inputs file");
+    }
+    inputs.push_back(randomInput(specs[i].dtype, shape, args.seed + i));
+  }
   return inputs;
 }
 
@@ -436,7 +470,7 @@ int runRun(const ModelArgs &args, const std::string &requestedDevice, const Comp
   }
   CompileOptions options = compileOptions(compile, "cpu"); // the options checked first
   std::string device = options.device = resolveDevice(requestedDevice);
-  LoadedModel model = loadModel(args.model, loadOptions(args));
+  LoadedModel model = loadModel(args.model, runLoadOptions(args, "run"));
   std::vector<Tensor> outputs = execute(model, args.inputFiles.size(), device, options, run);
   writeOutputs(outputs, model.imported.outputNames, outDir);
   return 0;
@@ -510,6 +544,18 @@ struct BenchArgs {
   bool json = false;
 };
 
+/// Outputs for a run on `inputs`: a symbolic program's sizes are bound to their shapes first (the
+/// outputs' shapes depend on them).
+std::vector<Tensor> outputsFor(RuntimeProgram &program, const std::vector<Tensor> &inputs) {
+  if (program.isSymbolic()) {
+    std::vector<Shape> shapes;
+    for (const Tensor &t : inputs)
+      shapes.push_back(t.shape());
+    program.setInputShapes(shapes);
+  }
+  return program.allocateOutputs();
+}
+
 int runBench(const ModelArgs &args, const std::string &requestedDevice,
              const CompileArgs &compile, const RunOptions &run, const BenchArgs &bench) {
   if (bench.iters < 1 || bench.warmup < 0)
@@ -529,7 +575,7 @@ int runBench(const ModelArgs &args, const std::string &requestedDevice,
   std::string deviceName; // the runtime's description (compiled programs)
   auto timeProgram = [&](RuntimeProgram &program, const std::vector<Tensor> &inputs) {
     deviceName = program.deviceName();
-    std::vector<Tensor> outputs = program.allocateOutputs();
+    std::vector<Tensor> outputs = outputsFor(program, inputs);
     program.run(inputs, outputs); // checks the inputs once; the timed runs skip the checks
     std::vector<const void *> in = inputPointers(inputs);
     std::vector<void *> out = outputPointers(outputs);
@@ -544,7 +590,7 @@ int runBench(const ModelArgs &args, const std::string &requestedDevice,
     CompileOptions options = compileOptions(compile, "cpu"); // the options checked first
     device = options.device = resolveDevice(requestedDevice);
     auto start = std::chrono::steady_clock::now();
-    LoadedModel model = loadModel(args.model, loadOptions(args));
+    LoadedModel model = loadModel(args.model, runLoadOptions(args, "bench"));
     if (device == "interp") {
       compileSeconds = secondsSince(start);
       timeRuns([&] { interpret(model); });
@@ -604,13 +650,13 @@ int runProfile(const ModelArgs &args, const std::string &requestedDevice,
   } else {
     CompileOptions options = compileOptions(compile, "cpu");
     options.device = "cpu";
-    LoadedModel model = loadModel(args.model, loadOptions(args));
+    LoadedModel model = loadModel(args.model, runLoadOptions(args, "profile"));
     CompiledModel compiled = compileLoaded(model, args.inputFiles.size(), options,
                                            /*randomValuesRun=*/true);
     program.emplace(RuntimeProgram::fromBytes(compiled.artifact, run));
     inputs = model.inputs;
   }
-  std::vector<Tensor> outputs = program->allocateOutputs();
+  std::vector<Tensor> outputs = outputsFor(*program, inputs);
   program->run(inputs, outputs); // checks the inputs once
   std::vector<const void *> in = inputPointers(inputs);
   std::vector<void *> out = outputPointers(outputs);

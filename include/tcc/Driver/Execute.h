@@ -50,9 +50,17 @@ public:
   std::string deviceName() const;
   std::vector<TensorSpec> inputs() const;
   std::vector<TensorSpec> outputs() const;
+  /// Symbolic programs (compiled with size ranges): whether it is one, and input i's dims as
+  /// text ("batch", "16").
+  bool isSymbolic() const;
+  std::vector<std::string> inputDims(size_t i) const;
+  /// Sets the shapes of the next runs' inputs (symbolic programs; a static program checks them
+  /// against its own); inputs() and outputs() then give the bound shapes.
+  void setInputShapes(const std::vector<Shape> &shapes);
   /// Fresh tensors of the outputs' types.
   std::vector<Tensor> allocateOutputs() const;
-  /// Checks the inputs against inputs(), runs, writes `outputs` (from allocateOutputs()).
+  /// Binds a symbolic program to the inputs' shapes, checks the inputs against inputs(), runs,
+  /// writes `outputs` (from allocateOutputs() after the binding).
   void run(const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs);
   /// The same, into freshly allocated outputs.
   std::vector<Tensor> run(const std::vector<Tensor> &inputs);
@@ -64,6 +72,7 @@ public:
 
 private:
   explicit RuntimeProgram(tccrt_program *p) : program_(p) {}
+  void bindShapesOf(const std::vector<Tensor> &inputs);
   tccrt_program *program_;
 };
 

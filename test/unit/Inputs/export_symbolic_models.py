@@ -9,10 +9,9 @@ padding mask (BERT) or a causal triu mask (GPT). Random weights, seeded.
   .venv-peers/bin/python test/unit/Inputs/export_symbolic_models.py test/unit/Inputs
 
 The files are committed; SymbolicShapeTest reads them (no torch needed to run the tests).
+bench/symbolic_cpu.py imports the model classes with larger sizes.
 """
 import torch, torch.nn as nn, sys, math
-torch.manual_seed(0)
-out = sys.argv[1]
 class Bert(nn.Module):  # hand-written attention, as HF exports it
     def __init__(s, V=100, D=16, H=4, P=64):
         super().__init__()
@@ -77,19 +76,27 @@ class Cnn(nn.Module):
     def forward(s, x):
         x = torch.relu(s.c1(x)); x = nn.functional.max_pool2d(x, 2); x = torch.relu(s.c2(x))
         return s.fc(x.mean((2, 3)))
-ids = torch.randint(0, 100, (2, 7)); mask = torch.ones(2, 7, dtype=torch.int64)
-for name, m, args, names, axes in [
-    ("bert-dynamic", Bert().eval(), (ids, mask), ["ids", "mask"], {"ids": {0: "batch", 1: "seq"}, "mask": {0: "batch", 1: "seq"}}),
-    ("gpt-dynamic", Gpt().eval(), (ids,), ["ids"], {"ids": {0: "batch", 1: "seq"}}),
-    ("decoder-dynamic", Decoder().eval(), (ids,), ["ids"], {"ids": {0: "batch", 1: "seq"}}),
-    ("cnn-dynamic", Cnn().eval(), (torch.randn(2, 3, 32, 32),), ["x"], {"x": {0: "batch", 2: "h", 3: "w"}}),
-    ]:
-    torch.onnx.export(m, args, f"{out}/{name}.onnx", input_names=names, dynamic_axes=axes, opset_version=17, dynamo=False)
-    print("wrote", name)
-# torch.export (dynamo) names dims s0, s1, ... and writes a dim it derived as an expression:
-# the CNN's image sides become 2*s3 and 2*s4 (the max pooling halves them).
-dim = torch.export.Dim
-torch.onnx.export(Cnn().eval(), (torch.randn(2, 3, 32, 32),), f"{out}/cnn-dynamo.onnx", dynamo=True, external_data=False,
-                  dynamic_shapes={"x": {0: dim("batch", max=64), 2: dim("h", min=8, max=256),
-                                        3: dim("w", min=8, max=256)}})
-print("wrote cnn-dynamo")
+
+
+def export_all(out):
+    torch.manual_seed(0)
+    ids = torch.randint(0, 100, (2, 7)); mask = torch.ones(2, 7, dtype=torch.int64)
+    for name, m, args, names, axes in [
+        ("bert-dynamic", Bert().eval(), (ids, mask), ["ids", "mask"], {"ids": {0: "batch", 1: "seq"}, "mask": {0: "batch", 1: "seq"}}),
+        ("gpt-dynamic", Gpt().eval(), (ids,), ["ids"], {"ids": {0: "batch", 1: "seq"}}),
+        ("decoder-dynamic", Decoder().eval(), (ids,), ["ids"], {"ids": {0: "batch", 1: "seq"}}),
+        ("cnn-dynamic", Cnn().eval(), (torch.randn(2, 3, 32, 32),), ["x"], {"x": {0: "batch", 2: "h", 3: "w"}}),
+        ]:
+        torch.onnx.export(m, args, f"{out}/{name}.onnx", input_names=names, dynamic_axes=axes, opset_version=17, dynamo=False)
+        print("wrote", name)
+    # torch.export (dynamo) names dims s0, s1, ... and writes a dim it derived as an expression:
+    # the CNN's image sides become 2*s3 and 2*s4 (the max pooling halves them).
+    dim = torch.export.Dim
+    torch.onnx.export(Cnn().eval(), (torch.randn(2, 3, 32, 32),), f"{out}/cnn-dynamo.onnx", dynamo=True, external_data=False,
+                      dynamic_shapes={"x": {0: dim("batch", max=64), 2: dim("h", min=8, max=256),
+                                            3: dim("w", min=8, max=256)}})
+    print("wrote cnn-dynamo")
+
+
+if __name__ == "__main__":
+    export_all(sys.argv[1])
