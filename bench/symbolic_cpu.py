@@ -79,10 +79,12 @@ def shape_args(spec: dict, dims: str) -> list[str]:
     return ["--input-shape", *[f"{n}={dims}" for n in spec["inputs"]]]
 
 
-def bench_ms(tcc: run_cpu.Tcc, artifact: Path, spec: dict, size: tuple, args) -> float:
+def bench_ms(tcc: run_cpu.Tcc, artifact: Path, spec: dict, size: tuple | None, args) -> float:
+    """Median ms of `tcc bench`; a symbolic artifact at `size` (a static one runs at its own)."""
+    sizes = shape_args(spec, "x".join(map(str, size))) if size else []
     out, _ = tcc.call(["bench", str(artifact), "--threads", str(args.threads), "--json",
-                       "--warmup", str(args.warmup), "--iters", str(args.iters),
-                       *shape_args(spec, "x".join(map(str, size)))], f"bench {artifact.name}")
+                       "--warmup", str(args.warmup), "--iters", str(args.iters), *sizes],
+                      f"bench {artifact.name}")
     return float(run_cpu.parse_json_output(out)["median_ms"])
 
 
@@ -126,7 +128,7 @@ def main() -> int:
                 times = {"symbolic": [], "static": []}
                 for _ in range(args.rounds):
                     times["symbolic"].append(bench_ms(tcc, symbolic, spec, size, args))
-                    times["static"].append(bench_ms(tcc, static, spec, size, args))
+                    times["static"].append(bench_ms(tcc, static, spec, None, args))
                 sym, sta = min(times["symbolic"]), min(times["static"])
                 rows.append({"model": spec["name"], "size": dims, "ranges": spec["ranges"],
                              "symbolic_ms": sym, "static_ms": sta, "ratio": sym / sta,
