@@ -96,19 +96,6 @@ void expectRunMatchesInterpreter(tccrt::Program &program, SymbolicModel &m,
   }
 }
 
-/// Token ids in [0, 100) and, with `withMask`, a padding mask, as int64.
-std::vector<Tensor> tokens(int64_t batch, int64_t seq, uint64_t seed, bool withMask) {
-  Tensor ids(DType::I64, {batch, seq}), mask(DType::I64, {batch, seq});
-  Tensor noise = randomTensor(DType::F32, {batch, seq}, seed);
-  for (int64_t i = 0; i < batch * seq; ++i) {
-    ids.data<int64_t>()[i] = (int64_t)std::floor(std::fabs(noise.data<float>()[i]) * 1000) % 100;
-    mask.data<int64_t>()[i] = seq > 2 && i % seq == seq - 1 ? 0 : 1;
-  }
-  if (!withMask)
-    return {ids};
-  return {ids, mask};
-}
-
 TEST(SymbolicCompile, EncoderCompiledOnceRunsEverySize) {
   mlir::MLIRContext ctx;
   SymbolicModel m = compileSymbolic(ctx, "symbolic-encoder", {{"batch", {1, 8}}, {"seq", {1, 64}}});
@@ -135,7 +122,7 @@ TEST(SymbolicCompile, TransformersCompiledOnceRunEverySize) {
     uint64_t seed = 17;
     for (auto [batch, seq] : {std::pair<int64_t, int64_t>{1, 3}, {4, maxSeq}, {2, 31}}) {
       SCOPED_TRACE("batch " + std::to_string(batch) + ", seq " + std::to_string(seq));
-      expectRunMatchesInterpreter(program, m, tokens(batch, seq, seed += 2, withMask));
+      expectRunMatchesInterpreter(program, m, test::tokenInputs(batch, seq, seed += 2, withMask));
     }
   }
 }

@@ -21,6 +21,7 @@
 #include <cmath>
 
 using namespace tcc;
+using tcc::test::tokenInputs;
 
 namespace {
 
@@ -95,20 +96,6 @@ TEST(SymbolicShape, OneImportRunsEverySizeAsTheStaticImportDoes) {
       EXPECT_TRUE(bitwiseEqual(got[i], want[i]))
           << "output " << i << ": " << got[i].typeString() << " vs " << want[i].typeString();
   }
-}
-
-/// Token ids in [0, 100) and a padding mask (ones, the last position of each row zero when
-/// the row is longer than 2), as int64.
-std::vector<Tensor> tokenInputs(int64_t batch, int64_t seq, uint64_t seed, bool withMask) {
-  Tensor ids(DType::I64, {batch, seq}), mask(DType::I64, {batch, seq});
-  Tensor noise = randomTensor(DType::F32, {batch, seq}, seed);
-  for (int64_t i = 0; i < batch * seq; ++i) {
-    ids.data<int64_t>()[i] = (int64_t)std::floor(std::fabs(noise.data<float>()[i]) * 1000) % 100;
-    mask.data<int64_t>()[i] = seq > 2 && i % seq == seq - 1 ? 0 : 1;
-  }
-  if (!withMask)
-    return {ids};
-  return {ids, mask};
 }
 
 /// Runs the symbolic import of image model `name` (one input "x") at each of `shapes` and
