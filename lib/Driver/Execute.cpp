@@ -91,7 +91,7 @@ std::vector<std::string> RuntimeProgram::inputDims(size_t i) const {
   if (tccrt_input_info(program_, i, &t) != TCCRT_OK)
     runtimeError("input " + std::to_string(i));
   std::vector<std::string> dims;
-  for (size_t d = 0; d < t.rank; ++d) {
+  for (int64_t d = 0; d < t.rank; ++d) {
     const char *e = tccrt_input_dim_expr(program_, i, d);
     dims.push_back(e ? e : std::to_string(t.shape[d]));
   }
