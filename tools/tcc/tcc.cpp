@@ -332,8 +332,12 @@ std::vector<Tensor> artifactInputs(const RuntimeProgram &program, const ModelArg
   if (!args.inputShapes.empty() && !program.isSymbolic())
     throw Error("--input-shape applies to ONNX models and to artifacts compiled with size "
                 "ranges; this artifact's shapes are fixed");
-  std::map<std::string, Shape> sizes = loadOptions(ModelArgs{"", {}, args.inputShapes, 0})
-                                           .inputShapes;
+  LoadOptions given = loadOptions(ModelArgs{"", {}, args.inputShapes, 0});
+  if (!given.inputRanges.empty())
+    throw Error("--input-shape " + given.inputRanges.begin()->first +
+                "=LO..HI is a size range, which `tcc compile` takes; a compiled artifact runs "
+                "at sizes (NAME=4x128)");
+  std::map<std::string, Shape> sizes = given.inputShapes;
   std::vector<TensorSpec> specs = program.inputs();
   if (args.inputFiles.size() > specs.size())
     throw Error("the program takes " + std::to_string(specs.size()) + " input(s), but " +
