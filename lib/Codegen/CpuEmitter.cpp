@@ -559,6 +559,8 @@ std::string CpuKernelEmitter::emit() {
   }
 
   emitBlock(fn.getBody().front());
+  for (const std::string &declaration : scalars.sizeDeclarations())
+    header += "  " + declaration + "\n";
 
   std::string out = scalars.prelude();
   out += "\n// tk.kernel @" + name + "\n";

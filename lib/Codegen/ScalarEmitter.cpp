@@ -568,6 +568,17 @@ std::string ScalarEmitter::expression(Operation *op) const {
   }
 }
 
+std::string ScalarEmitter::sizeLocal(const SymExpr &e) const {
+  if (e.isConstant())
+    return sizeExpr(e);
+  if (std::optional<std::string> name = e.symbolName())
+    return symbolLocal(*name);
+  auto [it, added] = sizeLocals_.emplace(e.str(), "tcc_size" + std::to_string(sizeLocals_.size()));
+  if (added)
+    sizeDeclarations_.push_back("const int64_t " + it->second + " = " + sizeExpr(e) + ";");
+  return it->second;
+}
+
 std::string ScalarEmitter::linearIndex(MemRefType type, ValueRange indices) const {
   if (!type.hasStaticShape()) {
     SymShape dims = tk::bufferDims(type);
@@ -576,7 +587,7 @@ std::string ScalarEmitter::linearIndex(MemRefType type, ValueRange indices) cons
     for (int64_t d = (int64_t)dims.size() - 1; d >= 0; --d) {
       if (dims[d] != SymExpr(1)) {
         std::string idx = name(indices[d]);
-        terms.push_back(stride == SymExpr(1) ? idx : idx + " * " + sizeExpr(stride));
+        terms.push_back(stride == SymExpr(1) ? idx : idx + " * " + sizeLocal(stride));
       }
       stride *= dims[d];
     }

@@ -81,6 +81,12 @@ public:
   static std::string sizeExpr(const SymExpr &e);
   /// The local holding the run's value of the size symbol `name`.
   static std::string symbolLocal(llvm::StringRef name) { return "tcc_sym_" + name.str(); }
+  /// A size expression as a name to use in loops: a number, a symbol's local, or a local made
+  /// once per kernel (sizeDeclarations: the loop emitter declares them at the kernel's entry, so
+  /// that strides are not recomputed per element).
+  std::string sizeLocal(const SymExpr &e) const;
+  /// `const int64_t tcc_size<k> = ...;` for every local sizeLocal made, in order.
+  const std::vector<std::string> &sizeDeclarations() const { return sizeDeclarations_; }
   /// The compute-type value of the element `pointer[offset]` of a buffer with `elementType`.
   std::string loadValue(mlir::Type elementType, const std::string &element) const;
   /// The storage-type value written for the compute-type value `value`.
@@ -134,6 +140,8 @@ private:
 
   Target target;
   llvm::DenseMap<mlir::Value, std::string> names;
+  mutable std::map<std::string, std::string> sizeLocals_; // expression text -> local
+  mutable std::vector<std::string> sizeDeclarations_;
   std::map<std::string, unsigned> counters;
 };
 

@@ -34,10 +34,11 @@ func.func @row_sum(%x: memref<?x64xf32, #tcc.dims<["batch*seq"]>>,
 }
 
 // CHECK-LABEL: TCC_EXPORT void transpose(void *const *args, int32_t num_threads) {
+// CHECK: const int64_t tcc_size0 = (16 * tcc_sym_seq);
 // CHECK: // tk.parallel [v0, 16, v1]
 // CHECK: #pragma omp parallel for collapse(2) {{.*}} if((double)v0 * (double)16 * (double)v1 * {{.*}})
-// CHECK: arg0[i0 * (16 * tcc_sym_seq) + i2 * 16 + i1]
-// CHECK: arg1[i0 * (16 * tcc_sym_seq) + i1 * (tcc_sym_seq) + i2]
+// CHECK: arg0[i0 * tcc_size0 + i2 * 16 + i1]
+// CHECK: arg1[i0 * tcc_size0 + i1 * tcc_sym_seq + i2]
 func.func @transpose(%x: memref<?x?x16xf32, #tcc.dims<["batch", "seq"]>>,
                      %y: memref<?x16x?xf32, #tcc.dims<["batch", "seq"]>>,
                      %syms: memref<2xi64> {tk.symbols}) attributes {tk.kernel} {
