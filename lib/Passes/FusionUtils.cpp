@@ -241,25 +241,18 @@ Index spaceIndex(MLIRContext *ctx, ArrayRef<int64_t> shape) {
   return idx;
 }
 
-static unsigned numDimsOf(ArrayRef<AffineExpr> exprs) {
+/// One more than the highest position of an `Id` (AffineDimExpr or AffineSymbolExpr) in `exprs`.
+template <class Id> static unsigned countOf(ArrayRef<AffineExpr> exprs) {
   unsigned n = 0;
   for (AffineExpr e : exprs)
     e.walk([&](AffineExpr s) {
-      if (auto d = dyn_cast<AffineDimExpr>(s))
-        n = std::max(n, d.getPosition() + 1);
+      if (auto id = dyn_cast<Id>(s))
+        n = std::max(n, id.getPosition() + 1);
     });
   return n;
 }
-
-static unsigned numSymbolsOf(ArrayRef<AffineExpr> exprs) {
-  unsigned n = 0;
-  for (AffineExpr e : exprs)
-    e.walk([&](AffineExpr s) {
-      if (auto d = dyn_cast<AffineSymbolExpr>(s))
-        n = std::max(n, d.getPosition() + 1);
-    });
-  return n;
-}
+static unsigned numDimsOf(ArrayRef<AffineExpr> exprs) { return countOf<AffineDimExpr>(exprs); }
+unsigned numSymbolsOf(ArrayRef<AffineExpr> exprs) { return countOf<AffineSymbolExpr>(exprs); }
 
 AffineExpr simplifyIndexExpr(AffineExpr e, unsigned numDims) {
   return simplifyAffineExpr(e, numDims, numSymbolsOf(e));

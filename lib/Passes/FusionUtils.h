@@ -88,6 +88,8 @@ std::optional<Index> affineOperandIndex(mlir::Operation *op, unsigned operandNo,
 Index reshapeIndex(llvm::ArrayRef<int64_t> resultShape, llvm::ArrayRef<mlir::AffineExpr> resultIndex,
                    llvm::ArrayRef<int64_t> operandShape, mlir::MLIRContext *ctx);
 
+/// One more than the highest size-symbol position in `exprs` (0 when there is none).
+unsigned numSymbolsOf(llvm::ArrayRef<mlir::AffineExpr> exprs);
 /// Simplifies an index expression over `numDims` dims (and any size symbols).
 mlir::AffineExpr simplifyIndexExpr(mlir::AffineExpr e, unsigned numDims);
 /// Simplifies every expression.

@@ -142,11 +142,7 @@ AffineExpr KernelEmitter::sizeSymbolDim(unsigned position) {
 }
 
 AffineExpr KernelEmitter::bindSizeSymbols(AffineExpr e) {
-  unsigned n = 0;
-  e.walk([&](AffineExpr s) {
-    if (auto sym = dyn_cast<AffineSymbolExpr>(s))
-      n = std::max(n, sym.getPosition() + 1);
-  });
+  unsigned n = numSymbolsOf(e);
   if (n == 0)
     return e;
   SmallVector<AffineExpr> dims;
