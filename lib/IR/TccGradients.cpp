@@ -777,7 +777,7 @@ LogicalResult AttentionOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultAd
   Value g = v.g();
   if (v.want(2))
     v.set(2, sumToKeyBatch(b, b.create<MatmulOp>(v.permute(c.probs, swap), g),
-                           CoreBuilder::shapeOf(getV())));
+                           CoreBuilder::dimsOf(getV())));
   if (!v.want(0) && !v.want(1) && !wantBias)
     return success();
   Value dp = b.create<MatmulOp>(g, v.permute(c.v, swap));
@@ -794,7 +794,7 @@ LogicalResult AttentionOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultAd
     v.set(0, b.mul(b.create<MatmulOp>(ds, c.k), scale));
   if (v.want(1))
     v.set(1, sumToKeyBatch(b, b.mul(b.create<MatmulOp>(v.permute(ds, swap), getQ()), scale),
-                           CoreBuilder::shapeOf(getK())));
+                           CoreBuilder::dimsOf(getK())));
   return success();
 }
 

@@ -681,9 +681,6 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
 
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                             Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  if (failed(requireStaticShapes(loc, "tcc.attention",
-                                 {adaptor.getQ(), adaptor.getK(), adaptor.getV()})))
-    return failure();
   auto q = tensorTypeOf(adaptor.getQ()), k = tensorTypeOf(adaptor.getK()),
        v = tensorTypeOf(adaptor.getV());
   Type et = q.getElementType();
@@ -692,18 +689,14 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
                              k, ", ", v);
   if (adaptor.getBias() && tensorTypeOf(adaptor.getBias()).getElementType() != et)
     return emitOptionalError(loc, "attention bias must be of q's type ", et);
-  auto shape = [](Value x) {
-    ArrayRef<int64_t> s = x ? tensorTypeOf(x).getShape() : ArrayRef<int64_t>();
-    return std::vector<int64_t>(s.begin(), s.end());
-  };
-  std::vector<int64_t> mask = shape(adaptor.getMask()), bias = shape(adaptor.getBias()), out;
-  std::string error =
-      attentionShapeError(shape(adaptor.getQ()), shape(adaptor.getK()), shape(adaptor.getV()),
-                          adaptor.getMask() ? &mask : nullptr, adaptor.getBias() ? &bias : nullptr,
-                          out);
+  SymShape mask = adaptor.getMask() ? symbolicShape(adaptor.getMask()) : SymShape(),
+           bias = adaptor.getBias() ? symbolicShape(adaptor.getBias()) : SymShape(), out;
+  std::string error = attentionShapeError(symbolicShape(q), symbolicShape(k), symbolicShape(v),
+                                          adaptor.getMask() ? &mask : nullptr,
+                                          adaptor.getBias() ? &bias : nullptr, out);
   if (!error.empty())
     return emitOptionalError(loc, "attention: ", error);
-  types.push_back(RankedTensorType::get(out, et));
+  types.push_back(withDims(q, out));
   return success();
 }
 

@@ -358,11 +358,8 @@ LogicalResult TopKOp::verify() {
 }
 
 LogicalResult AttentionOp::verify() {
-  auto shape = [](Value x) {
-    ArrayRef<int64_t> s = x ? cast<MemRefType>(x.getType()).getShape() : ArrayRef<int64_t>();
-    return std::vector<int64_t>(s.begin(), s.end());
-  };
-  std::vector<int64_t> mask = shape(getMask()), bias = shape(getBias()), out;
+  auto shape = [](Value x) { return x ? bufferDims(cast<MemRefType>(x.getType())) : SymShape(); };
+  SymShape mask = shape(getMask()), bias = shape(getBias()), out;
   std::string error = attentionShapeError(shape(getQ()), shape(getK()), shape(getV()),
                                           getMask() ? &mask : nullptr,
                                           getBias() ? &bias : nullptr, out);

@@ -59,14 +59,11 @@ Value throughUnitDims(Value v) {
       x = b.getX();
     else
       break;
-    auto dropUnits = [](ArrayRef<int64_t> s) {
-      SmallVector<int64_t> out;
-      for (int64_t d : s)
-        if (d != 1)
-          out.push_back(d);
-      return out;
+    auto dropUnits = [](SymShape s) {
+      llvm::erase(s, SymExpr(1));
+      return s;
     };
-    if (dropUnits(shapeOf(x)) != dropUnits(shapeOf(v)))
+    if (dropUnits(symShapeOf(x)) != dropUnits(symShapeOf(v)))
       break;
     v = x;
   }
@@ -75,22 +72,22 @@ Value throughUnitDims(Value v) {
 
 /// A tensor that broadcasts (dims of size 1) to `scores`, from `v`, which is broadcast to it:
 /// the broadcast's operand, reshaped to the scores' rank where it had fewer dims.
-Value unbroadcastOperand(OpBuilder &builder, Location loc, Value v, ArrayRef<int64_t> scores) {
+Value unbroadcastOperand(OpBuilder &builder, Location loc, Value v, ArrayRef<SymExpr> scores) {
   auto b = v.getDefiningOp<BroadcastInDimOp>();
   if (!b)
     return v;
-  ArrayRef<int64_t> dims = b.getDims(), in = shapeOf(b.getX());
-  SmallVector<int64_t> shape(scores.size(), 1);
+  ArrayRef<int64_t> dims = b.getDims();
+  SymShape in = symShapeOf(b.getX()), shape(scores.size(), SymExpr(1));
   for (size_t i = 0; i < dims.size(); ++i) {
     if (i > 0 && dims[i] <= dims[i - 1])
       return v;
-    if (in[i] != 1 && in[i] != scores[dims[i]])
+    if (in[i] != SymExpr(1) && in[i] != scores[dims[i]])
       return v;
     shape[dims[i]] = in[i];
   }
-  if (ArrayRef<int64_t>(shape) == in)
+  if (shape == in)
     return b.getX();
-  auto type = RankedTensorType::get(shape, cast<RankedTensorType>(v.getType()).getElementType());
+  auto type = tensorTypeWithDims(shape, CoreBuilder::elementTypeOf(v));
   return builder.create<ReshapeOp>(loc, type, b.getX());
 }
 
@@ -138,29 +135,252 @@ std::optional<int64_t> iotaDim(Value v, int64_t r) {
   return countingDim(v);
 }
 
-/// Whether `shape` ends in [Lq, Lk] for scores [.., Lq, Lk].
-bool isTriangleShape(ArrayRef<int64_t> shape, ArrayRef<int64_t> scores) {
-  return shape.size() >= 2 && shape.take_back(2) == scores.take_back(2);
+/// Whether `v` ends in [Lq, Lk] for scores [.., Lq, Lk].
+bool isTriangleShape(Value v, ArrayRef<SymExpr> scores) {
+  SymShape shape = symShapeOf(v);
+  return shape.size() >= 2 && ArrayRef<SymExpr>(shape).take_back(2) == scores.take_back(2);
 }
+
+/// The tensor whose upper-left corner (in its last two dims) `v` is: `v` with slices from 0 by
+/// 1 and gathers of the counts 0, 1, .. along those dims looked through. GPT-2's export takes
+/// its causal mask so from a constant triangle of the longest sequence
+/// (bias[:, :, :seq, :seq]), which with a symbolic seq imports as two gathers of iotas.
+Value upperLeftCornerOf(Value v) {
+  int64_t r = CoreBuilder::rankOf(v);
+  while (Operation *op = v.getDefiningOp()) {
+    if (auto g = dyn_cast<GatherOp>(op)) {
+      std::optional<int64_t> counted = iotaDim(g.getIndices(), 1);
+      if (g.getAxis() < r - 2 || !counted || *counted != 0)
+        break;
+      v = g.getX();
+    } else if (auto slice = dyn_cast<SliceOp>(op)) {
+      if (!llvm::all_of(slice.getStart(), [](int64_t x) { return x == 0; }) ||
+          !llvm::all_of(slice.getStride(), [](int64_t x) { return x == 1; }))
+        break;
+      v = slice.getX();
+    } else {
+      break;
+    }
+  }
+  return v;
+}
+
+/// ci*i + cj*j + c0 over a score's row i and column j.
+struct RowColumnLinear {
+  int64_t ci = 0, cj = 0, c0 = 0;
+};
+
+/// A predicate over (i, j): always true, always false, or linear >= 0.
+struct RowColumnPredicate {
+  enum Kind { True, False, AtLeastZero } kind = True;
+  RowColumnLinear linear;
+  RowColumnPredicate negated() const {
+    if (kind != AtLeastZero)
+      return {kind == True ? False : True, {}};
+    // not(l >= 0) <=> -l - 1 >= 0 over the integers.
+    return {AtLeastZero, {-linear.ci, -linear.cj, -linear.c0 - 1}};
+  }
+};
+
+/// Reads integer and boolean tensors that depend on nothing but a score's row and column: the
+/// way exporters build causal masks (tril/triu of ones, arange comparisons) before constant
+/// folding, or where symbolic sizes keep them from folding. `iDim` and `jDim` are the value's
+/// dims that the scores' row and column dims map to (-1 where it has none).
+class RowColumnAnalysis {
+public:
+  std::optional<RowColumnLinear> linear(Value v, int64_t iDim, int64_t jDim, int depth = 0) {
+    if (depth > kMaxDepth || !isa<IntegerType>(CoreBuilder::elementTypeOf(v)))
+      return std::nullopt;
+    if (std::optional<int64_t> counted = iotaDim(v, CoreBuilder::rankOf(v))) {
+      if (*counted == iDim)
+        return RowColumnLinear{1, 0, 0};
+      if (*counted == jDim)
+        return RowColumnLinear{0, 1, 0};
+      return std::nullopt;
+    }
+    if (auto b = v.getDefiningOp<BroadcastInDimOp>()) {
+      auto [xi, xj] = operandDims(b, iDim, jDim);
+      return linear(b.getX(), xi, xj, depth + 1);
+    }
+    if (auto reshape = v.getDefiningOp<ReshapeOp>()) {
+      auto dims = operandDims(reshape, iDim, jDim);
+      return dims ? linear(reshape.getX(), dims->first, dims->second, depth + 1) : std::nullopt;
+    }
+    if (std::optional<Tensor> c = splatValues(v))
+      return RowColumnLinear{0, 0, c->getInt(0)};
+    auto bin = v.getDefiningOp<BinaryOp>();
+    if (!bin)
+      return std::nullopt;
+    auto a = linear(bin.getLhs(), iDim, jDim, depth + 1),
+         b = linear(bin.getRhs(), iDim, jDim, depth + 1);
+    if (!a || !b)
+      return std::nullopt;
+    switch (bin.getKind()) {
+    case BinaryKind::Add:
+      return RowColumnLinear{a->ci + b->ci, a->cj + b->cj, a->c0 + b->c0};
+    case BinaryKind::Sub:
+      return RowColumnLinear{a->ci - b->ci, a->cj - b->cj, a->c0 - b->c0};
+    case BinaryKind::Mul:
+      if (b->ci == 0 && b->cj == 0)
+        return RowColumnLinear{a->ci * b->c0, a->cj * b->c0, a->c0 * b->c0};
+      if (a->ci == 0 && a->cj == 0)
+        return RowColumnLinear{b->ci * a->c0, b->cj * a->c0, b->c0 * a->c0};
+      return std::nullopt;
+    default:
+      return std::nullopt;
+    }
+  }
+
+  std::optional<RowColumnPredicate> predicate(Value v, int64_t iDim, int64_t jDim,
+                                              int depth = 0) {
+    if (depth > kMaxDepth || !CoreBuilder::elementTypeOf(v).isInteger(1))
+      return std::nullopt;
+    if (std::optional<Tensor> c = splatValues(v))
+      return RowColumnPredicate{c->getInt(0) ? RowColumnPredicate::True : RowColumnPredicate::False, {}};
+    Operation *op = v.getDefiningOp();
+    if (!op)
+      return std::nullopt;
+    if (auto b = dyn_cast<BroadcastInDimOp>(op)) {
+      auto [xi, xj] = operandDims(b, iDim, jDim);
+      return predicate(b.getX(), xi, xj, depth + 1);
+    }
+    if (auto reshape = dyn_cast<ReshapeOp>(op)) {
+      auto dims = operandDims(reshape, iDim, jDim);
+      return dims ? predicate(reshape.getX(), dims->first, dims->second, depth + 1) : std::nullopt;
+    }
+    if (auto u = dyn_cast<UnaryOp>(op); u && u.getKind() == UnaryKind::Not) {
+      auto x = predicate(u.getX(), iDim, jDim, depth + 1);
+      return x ? std::optional(x->negated()) : std::nullopt;
+    }
+    if (auto sel = dyn_cast<SelectOp>(op)) {
+      auto c = predicate(sel.getCond(), iDim, jDim, depth + 1),
+           t = predicate(sel.getOnTrue(), iDim, jDim, depth + 1),
+           f = predicate(sel.getOnFalse(), iDim, jDim, depth + 1);
+      if (!c || !t || !f || t->kind == RowColumnPredicate::AtLeastZero ||
+          f->kind == RowColumnPredicate::AtLeastZero)
+        return std::nullopt;
+      if (t->kind == f->kind)
+        return t;
+      return t->kind == RowColumnPredicate::True ? c : c->negated();
+    }
+    if (auto bin = dyn_cast<BinaryOp>(op);
+        bin && (bin.getKind() == BinaryKind::And || bin.getKind() == BinaryKind::Or)) {
+      auto a = predicate(bin.getLhs(), iDim, jDim, depth + 1),
+           b = predicate(bin.getRhs(), iDim, jDim, depth + 1);
+      if (!a || !b)
+        return std::nullopt;
+      // x and true = x, x and false = false; or: the other way round. Two inequalities: no.
+      auto absorbing = bin.getKind() == BinaryKind::And ? RowColumnPredicate::False
+                                                        : RowColumnPredicate::True;
+      if (a->kind == absorbing || b->kind == absorbing)
+        return RowColumnPredicate{absorbing, {}};
+      if (a->kind != RowColumnPredicate::AtLeastZero)
+        return b;
+      if (b->kind != RowColumnPredicate::AtLeastZero)
+        return a;
+      return std::nullopt;
+    }
+    auto cmp = dyn_cast<CompareOp>(op);
+    if (!cmp)
+      return std::nullopt;
+    auto a = linear(cmp.getLhs(), iDim, jDim, depth + 1),
+         b = linear(cmp.getRhs(), iDim, jDim, depth + 1);
+    if (!a || !b)
+      return std::nullopt;
+    RowColumnLinear aMinusB{a->ci - b->ci, a->cj - b->cj, a->c0 - b->c0};
+    RowColumnLinear bMinusA{-aMinusB.ci, -aMinusB.cj, -aMinusB.c0};
+    switch (cmp.getKind()) {
+    case CompareKind::Ge: // a - b >= 0
+      return RowColumnPredicate{RowColumnPredicate::AtLeastZero, aMinusB};
+    case CompareKind::Gt: // a - b - 1 >= 0
+      return RowColumnPredicate{RowColumnPredicate::AtLeastZero, {aMinusB.ci, aMinusB.cj, aMinusB.c0 - 1}};
+    case CompareKind::Le:
+      return RowColumnPredicate{RowColumnPredicate::AtLeastZero, bMinusA};
+    case CompareKind::Lt:
+      return RowColumnPredicate{RowColumnPredicate::AtLeastZero, {bMinusA.ci, bMinusA.cj, bMinusA.c0 - 1}};
+    default:
+      return std::nullopt;
+    }
+  }
+
+private:
+  static constexpr int kMaxDepth = 16;
+
+  /// The dims of a broadcast's operand that its result's dims iDim and jDim come from.
+  static std::pair<int64_t, int64_t> operandDims(BroadcastInDimOp b, int64_t iDim, int64_t jDim) {
+    int64_t xi = -1, xj = -1;
+    for (auto [t, d] : llvm::enumerate(b.getDims())) {
+      xi = d == iDim ? (int64_t)t : xi;
+      xj = d == jDim ? (int64_t)t : xj;
+    }
+    return {xi, xj};
+  }
+
+  /// The same for a reshape that only adds or removes dims of size 1 (nullopt for another, or
+  /// where iDim or jDim is of size 1).
+  static std::optional<std::pair<int64_t, int64_t>> operandDims(ReshapeOp reshape, int64_t iDim,
+                                                                int64_t jDim) {
+    auto nonUnit = [](const SymShape &shape) {
+      SmallVector<int64_t> dims;
+      for (auto [d, size] : llvm::enumerate(shape))
+        if (size != SymExpr(1))
+          dims.push_back(d);
+      return dims;
+    };
+    SymShape in = symShapeOf(reshape.getX()), out = symShapeOf(reshape.getResult());
+    SmallVector<int64_t> inDims = nonUnit(in), outDims = nonUnit(out);
+    if (inDims.size() != outDims.size())
+      return std::nullopt;
+    for (size_t t = 0; t < inDims.size(); ++t)
+      if (in[inDims[t]] != out[outDims[t]])
+        return std::nullopt;
+    auto map = [&](int64_t d) -> std::optional<int64_t> {
+      if (d < 0)
+        return -1;
+      auto it = llvm::find(outDims, d);
+      if (it == outDims.end())
+        return std::nullopt;
+      return inDims[it - outDims.begin()];
+    };
+    std::optional<int64_t> xi = map(iDim), xj = map(jDim);
+    if (!xi || !xj)
+      return std::nullopt;
+    return std::pair{*xi, *xj};
+  }
+
+  /// The value of a splat constant (a constant, maybe broadcast) as a one-element tensor.
+  static std::optional<Tensor> splatValues(Value v) {
+    while (auto b = v.getDefiningOp<BroadcastInDimOp>())
+      v = b.getX();
+    std::optional<Tensor> c = constantValues(v);
+    if (!c || c->numElements() < 1)
+      return std::nullopt;
+    for (int64_t i = 1; i < c->numElements(); ++i)
+      if (c->getInt(i) != c->getInt(0))
+        return std::nullopt;
+    return c;
+  }
+};
 
 /// Whether `keep` (i1, [.., Lq, Lk] for scores [.., Lq, Lk]) is true exactly where j <= i in
 /// every [Lq, Lk] slice.
-bool isCausalKeep(Value keep, ArrayRef<int64_t> scores) {
-  ArrayRef<int64_t> shape = shapeOf(keep);
-  if (!isTriangleShape(shape, scores))
+bool isCausalKeep(Value keep, ArrayRef<SymExpr> scores) {
+  if (!isTriangleShape(keep, scores))
     return false;
-  int64_t r = shape.size();
-  if (auto cmp = keep.getDefiningOp<CompareOp>()) {
-    auto a = iotaDim(cmp.getLhs(), r), b = iotaDim(cmp.getRhs(), r);
-    if (!a || !b)
-      return false;
-    // col <= row, or row >= col.
-    return (cmp.getKind() == CompareKind::Le && *a == r - 1 && *b == r - 2) ||
-           (cmp.getKind() == CompareKind::Ge && *a == r - 2 && *b == r - 1);
+  int64_t r = CoreBuilder::rankOf(keep);
+  // A computed predicate k (i - j) + c >= 0 with 0 <= c < k (k > 0): i - j >= 0 over the
+  // integers.
+  if (auto p = RowColumnAnalysis().predicate(keep, r - 2, r - 1)) {
+    const RowColumnLinear &l = p->linear;
+    return p->kind == RowColumnPredicate::AtLeastZero && l.ci > 0 && l.cj == -l.ci &&
+           l.c0 >= 0 && l.c0 < l.ci;
   }
-  std::optional<Tensor> values = constantValues(keep);
+  // A constant triangle, or the upper-left corner of one (which is one too).
+  Value triangle = upperLeftCornerOf(keep);
+  std::optional<Tensor> values = constantValues(triangle);
   if (!values)
     return false;
+  ArrayRef<int64_t> shape = shapeOf(triangle);
   int64_t lk = shape.back(), slice = lk * shape[r - 2];
   for (int64_t i = 0; i < values->numElements(); ++i)
     if ((values->getInt(i) != 0) != (i % lk <= i % slice / lk))
@@ -168,13 +388,17 @@ bool isCausalKeep(Value keep, ArrayRef<int64_t> scores) {
   return true;
 }
 
-/// Whether `bias` is a constant [.., Lq, Lk] that is, in every [Lq, Lk] slice, 0 where j <= i
-/// and -inf (or below kMaskedBelow) above.
-bool isCausalBias(Value bias, ArrayRef<int64_t> scores) {
-  std::optional<Tensor> values;
-  if (!isTriangleShape(shapeOf(bias), scores) || !(values = constantValues(bias)))
+/// Whether `bias` is a constant [.., Lq, Lk] (or the upper-left corner of one) that is, in
+/// every [Lq, Lk] slice, 0 where j <= i and -inf (or below kMaskedBelow) above.
+bool isCausalBias(Value bias, ArrayRef<SymExpr> scores) {
+  if (!isTriangleShape(bias, scores))
     return false;
-  int64_t lk = scores.back(), slice = lk * scores[scores.size() - 2];
+  Value triangle = upperLeftCornerOf(bias);
+  std::optional<Tensor> values = constantValues(triangle);
+  if (!values)
+    return false;
+  ArrayRef<int64_t> shape = shapeOf(triangle);
+  int64_t lk = shape.back(), slice = lk * shape[shape.size() - 2];
   for (int64_t i = 0; i < values->numElements(); ++i) {
     double x = values->getDouble(i);
     if (i % lk <= i % slice / lk ? x != 0 : !(x <= kMaskedBelow))
@@ -219,7 +443,7 @@ private:
   /// element (b..., i) of a row value (shape [B..., Lq], or [B..., Lq, 1]) at every
   /// (b..., i, j): that row value, with the reshapes and broadcasts added to the match.
   Value rowSource(Match &match, Value v) {
-    ArrayRef<int64_t> space = shapeOf(v);
+    SymShape space = symShapeOf(v);
     int64_t r = space.size();
     Index index = spaceIndex(v.getContext(), space);
     SmallVector<Operation *> chain;
@@ -233,15 +457,15 @@ private:
       chain.push_back(op);
       v = op->getOperand(0);
     }
-    ArrayRef<int64_t> base = shapeOf(v);
+    SymShape base = symShapeOf(v);
     int64_t br = base.size();
-    if (br != r - 1 && !(br == r && base.back() == 1))
+    if (br != r - 1 && !(br == r && base.back() == SymExpr(1)))
       return {};
     auto proj = asProjection(index, space, base);
     if (!proj)
       return {};
     for (int64_t t = 0; t < br; ++t)
-      if (t < r - 1 ? !((*proj)[t] == t || ((*proj)[t] == -1 && base[t] == 1)) : (*proj)[t] != -1)
+      if (t < r - 1 ? !((*proj)[t] == t || ((*proj)[t] == -1 && base[t] == SymExpr(1))) : (*proj)[t] != -1)
         return {};
     match.ops.insert(chain.begin(), chain.end());
     return v;
@@ -301,7 +525,7 @@ private:
 
   /// Walks the score chain from the softmax input to the q k^T product.
   bool matchScores(Match &match, Value s, OpBuilder &builder) {
-    ArrayRef<int64_t> scores = shapeOf(s);
+    SymShape scores = symShapeOf(s);
     bool selectAfterBias = false, sawSelect = false;
     while (true) {
       Operation *op = s.getDefiningOp();
@@ -396,13 +620,13 @@ private:
   /// Keys or values repeated to the query heads (broadcast_in_dim, maybe with a reshape that
   /// merges the repeat into the head dim): the unrepeated tensor, else `kv`.
   Value unrepeat(Match &match, OpBuilder &builder, Value kv) {
-    ArrayRef<int64_t> shape = shapeOf(kv);
+    SymShape shape = symShapeOf(kv);
     int64_t r = shape.size();
     if (auto b = kv.getDefiningOp<BroadcastInDimOp>()) {
       // Same rank, batch dims broadcast from 1.
-      ArrayRef<int64_t> in = shapeOf(b.getX());
+      SymShape in = symShapeOf(b.getX());
       if ((int64_t)in.size() == r && llvm::equal(b.getDims(), llvm::seq<int64_t>(0, r)) &&
-          in.take_back(2) == shape.take_back(2)) {
+          ArrayRef<SymExpr>(in).take_back(2) == ArrayRef<SymExpr>(shape).take_back(2)) {
         match.ops.insert(b);
         return b.getX();
       }
@@ -414,23 +638,23 @@ private:
     auto b = reshape.getX().getDefiningOp<BroadcastInDimOp>();
     if (!b)
       return kv;
-    ArrayRef<int64_t> wide = shapeOf(b.getResult());
+    SymShape wide = symShapeOf(b.getResult());
     if ((int64_t)wide.size() != r + 1)
       return kv;
     // [.., H', g, L, X] -> [.., H' g, L, X] at some batch dim h.
     for (int64_t h = 0; h + 2 < r; ++h) {
-      SmallVector<int64_t> merged(wide.begin(), wide.end());
+      SymShape merged = wide;
       merged[h] *= merged[h + 1];
       merged.erase(merged.begin() + h + 1);
       if (merged != shape)
         continue;
       // The broadcast's operand must have the repeat dim h+1 absent or 1, every other dim whole.
-      SmallVector<int64_t> want(wide.begin(), wide.end());
+      SymShape want = wide;
       want[h + 1] = 1;
       Value x = b.getX();
-      ArrayRef<int64_t> in = shapeOf(x);
+      SymShape in = symShapeOf(x);
       ArrayRef<int64_t> dims = b.getDims();
-      SmallVector<int64_t> mapped(r + 1, 1);
+      SymShape mapped(r + 1, SymExpr(1));
       bool ok = llvm::is_sorted(dims);
       for (size_t i = 0; ok && i < dims.size(); ++i)
         mapped[dims[i]] = in[i];
@@ -438,9 +662,9 @@ private:
         return kv;
       match.ops.insert(reshape);
       match.ops.insert(b);
-      SmallVector<int64_t> unrepeated(wide.begin(), wide.end());
+      SymShape unrepeated = wide;
       unrepeated.erase(unrepeated.begin() + h + 1);
-      auto type = RankedTensorType::get(unrepeated, cast<RankedTensorType>(kv.getType()).getElementType());
+      auto type = tensorTypeWithDims(unrepeated, CoreBuilder::elementTypeOf(kv));
       return builder.create<ReshapeOp>(kv.getLoc(), type, x);
     }
     return kv;
@@ -484,32 +708,18 @@ private:
     return true;
   }
 
+  /// Whether q, k, v, the mask and the bias have tcc.attention's types (its shape rules:
+  /// tcc/Support/AttentionShapes.h).
   static bool valid(Value q, Value k, Value v, Value mask, Value bias) {
-    auto tq = cast<RankedTensorType>(q.getType()), tk = cast<RankedTensorType>(k.getType()),
-         tv = cast<RankedTensorType>(v.getType());
-    int64_t r = tq.getRank();
-    if (!isa<FloatType>(tq.getElementType()) || tk.getElementType() != tq.getElementType() ||
-        tv.getElementType() != tq.getElementType() || r < 3 || tk.getRank() != r ||
-        tv.getRank() != r || tk.getDimSize(r - 1) != tq.getDimSize(r - 1) ||
-        tv.getDimSize(r - 2) != tk.getDimSize(r - 2))
+    Type et = CoreBuilder::elementTypeOf(q);
+    if (!isa<FloatType>(et) || CoreBuilder::elementTypeOf(k) != et ||
+        CoreBuilder::elementTypeOf(v) != et || (bias && CoreBuilder::elementTypeOf(bias) != et))
       return false;
-    for (int64_t d = 0; d < r - 2; ++d)
-      if (tk.getDimSize(d) != tv.getDimSize(d) || tk.getDimSize(d) == 0 ||
-          tq.getDimSize(d) % tk.getDimSize(d) != 0)
-        return false;
-    SmallVector<int64_t> scores(tq.getShape().drop_back());
-    scores.push_back(tk.getDimSize(r - 2));
-    for (Value x : {mask, bias}) {
-      if (!x)
-        continue;
-      ArrayRef<int64_t> s = shapeOf(x);
-      if ((int64_t)s.size() != r)
-        return false;
-      for (int64_t d = 0; d < r; ++d)
-        if (s[d] != 1 && s[d] != scores[d])
-          return false;
-    }
-    return !bias || CoreBuilder::elementTypeOf(bias) == tq.getElementType();
+    SymShape maskShape = mask ? symShapeOf(mask) : SymShape(),
+             biasShape = bias ? symShapeOf(bias) : SymShape(), out;
+    return attentionShapeError(symShapeOf(q), symShapeOf(k), symShapeOf(v),
+                               mask ? &maskShape : nullptr, bias ? &biasShape : nullptr, out)
+        .empty();
   }
 
   void tryRewrite(MatmulOp pv) {
@@ -535,9 +745,6 @@ private:
         pv.emitRemark() << "attention: not fused into one op: " << why;
       cleanUp();
     };
-    if (hasSymbolicDims(pv.getLhs().getType()) || hasSymbolicDims(pv.getRhs().getType()))
-      return notAttention("symbolic dims: the fused attention kernels take fixed sizes for now "
-                          "(the matrix products and softmax are compiled on their own)");
     Value s = matchSoftmax(match, pv.getLhs());
     if (!s)
       return cleanUp();
@@ -568,8 +775,8 @@ private:
     if (!valid(q, k, v, match.mask, match.bias))
       return notAttention("q, k, v, the mask or the bias do not have attention's shapes and "
                           "types");
-    SmallVector<int64_t> scores(shapeOf(q).drop_back());
-    scores.push_back(shapeOf(k)[r - 2]);
+    SymShape scores = symShapeOf(q);
+    scores.back() = symShapeOf(k)[r - 2];
     CoreBuilder b(builder, pv.getLoc());
     Value mask = match.mask;
     if (mask && match.invertMask)
@@ -589,14 +796,14 @@ private:
         causal ? builder.getUnitAttr() : UnitAttr(), builder.getF64FloatAttr(match.maskedValue));
     pv.getResult().replaceAllUsesWith(attention.getResult());
     if (explain_) {
-      ArrayRef<int64_t> qs = shapeOf(q), ks = shapeOf(k);
+      SymShape qs = symShapeOf(q), ks = symShapeOf(k);
       std::string what;
       for (size_t d = 0; d + 2 < qs.size(); ++d)
         if (qs[d] != ks[d])
-          what += ", " + std::to_string(qs[d] / ks[d]) + " query heads per key/value head (dim " +
-                  std::to_string(d) + ")";
+          what += ", " + SymExpr::divideExactly(qs[d], ks[d])->str() +
+                  " query heads per key/value head (dim " + std::to_string(d) + ")";
       attention.emitRemark() << "attention: one op for " << match.ops.size() << " ops, "
-                             << scores[r - 2] << " x " << scores[r - 1] << " scores"
+                             << scores[r - 2].str() << " x " << scores[r - 1].str() << " scores"
                              << (causal ? ", causal" : "") << (mask ? ", boolean mask" : "")
                              << (bias ? ", additive bias" : "") << what;
     }

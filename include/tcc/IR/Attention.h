@@ -27,9 +27,9 @@ AttentionCore buildAttentionCore(CoreBuilder &b, AttentionOp op);
 
 /// k or v [B'..., L, X] repeated to q's batch dims `qBatch` (each B'_d divides B_d; query batch
 /// index i reads i / (B_d / B'_d)).
-mlir::Value expandToQueryBatch(CoreBuilder &b, mlir::Value kv, llvm::ArrayRef<int64_t> qBatch);
+mlir::Value expandToQueryBatch(CoreBuilder &b, mlir::Value kv, llvm::ArrayRef<SymExpr> qBatch);
 /// The adjoint of expandToQueryBatch: sums the gradient of the expanded value over each group
 /// of query batch indices that read one key/value index, giving `kvShape`.
-mlir::Value sumToKeyBatch(CoreBuilder &b, mlir::Value grad, llvm::ArrayRef<int64_t> kvShape);
+mlir::Value sumToKeyBatch(CoreBuilder &b, mlir::Value grad, llvm::ArrayRef<SymExpr> kvShape);
 
 } // namespace tcc

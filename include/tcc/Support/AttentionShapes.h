@@ -7,46 +7,59 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "tcc/Support/SymExpr.h"
+
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace tcc {
 
+/// The dim operations the shape rules need, for fixed sizes (int64_t) and for sizes that are
+/// expressions of symbols (SymExpr: equal only when the expressions are).
+inline std::string attentionDimText(int64_t d) { return std::to_string(d); }
+inline std::string attentionDimText(const SymExpr &d) { return d.str(); }
+/// Whether `kv` (a key/value batch dim) is positive and divides `q` (the query's).
+inline bool attentionDimDivides(int64_t kv, int64_t q) { return kv > 0 && q % kv == 0; }
+inline bool attentionDimDivides(const SymExpr &kv, const SymExpr &q) {
+  std::optional<int64_t> c = kv.constant();
+  return !(c && *c <= 0) && SymExpr::divideExactly(q, kv).has_value();
+}
+
 /// Checks q [B..., Lq, D], k [B'..., Lk, D], v [B'..., Lk, Dv] (one rank >= 3; every B'_d equal
 /// for k and v, non-zero, and dividing B_d), and mask and bias (when given) of the scores' rank
 /// [B..., Lq, Lk] with each dim 1 or the scores'. Returns what is wrong (empty when nothing) and
-/// sets `result` to [B..., Lq, Dv].
-inline std::string attentionShapeError(const std::vector<int64_t> &q, const std::vector<int64_t> &k,
-                                       const std::vector<int64_t> &v,
-                                       const std::vector<int64_t> *mask,
-                                       const std::vector<int64_t> *bias,
-                                       std::vector<int64_t> &result) {
-  auto str = [](const std::vector<int64_t> &s) {
+/// sets `result` to [B..., Lq, Dv]. `Dim` is int64_t or SymExpr.
+template <class Dim>
+std::string attentionShapeError(const std::vector<Dim> &q, const std::vector<Dim> &k,
+                                const std::vector<Dim> &v, const std::vector<Dim> *mask,
+                                const std::vector<Dim> *bias, std::vector<Dim> &result) {
+  auto str = [](const std::vector<Dim> &s) {
     std::string out = "[";
     for (size_t i = 0; i < s.size(); ++i)
-      out += (i ? ", " : "") + std::to_string(s[i]);
+      out += (i ? ", " : "") + attentionDimText(s[i]);
     return out + "]";
   };
   size_t r = q.size();
   if (r < 3 || k.size() != r || v.size() != r)
     return "q " + str(q) + ", k " + str(k) + " and v " + str(v) + " need one rank >= 3";
   for (size_t d = 0; d + 2 < r; ++d)
-    if (k[d] != v[d] || k[d] <= 0 || q[d] % k[d] != 0)
+    if (k[d] != v[d] || !attentionDimDivides(k[d], q[d]))
       return "batch dim " + std::to_string(d) + " of k " + str(k) + " and v " + str(v) +
              " must be equal and divide q's " + str(q);
   if (k[r - 1] != q[r - 1])
     return "the head sizes of q " + str(q) + " and k " + str(k) + " differ";
   if (v[r - 2] != k[r - 2])
     return "the key lengths of k " + str(k) + " and v " + str(v) + " differ";
-  std::vector<int64_t> scores(q.begin(), q.end() - 1);
+  std::vector<Dim> scores(q.begin(), q.end() - 1);
   scores.push_back(k[r - 2]);
   for (auto [x, what] : {std::pair{mask, "mask"}, std::pair{bias, "bias"}}) {
     if (!x)
       continue;
     bool ok = x->size() == r;
     for (size_t d = 0; ok && d < r; ++d)
-      ok = (*x)[d] == 1 || (*x)[d] == scores[d];
+      ok = (*x)[d] == Dim(1) || (*x)[d] == scores[d];
     if (!ok)
       return std::string(what) + " " + str(*x) + " does not broadcast to the scores " + str(scores);
   }

@@ -106,3 +106,32 @@ func.func @tk_groups(%q: memref<1x6x4x8xf32>, %k: memref<1x4x4x8xf32>, %o: memre
   tk.attention %q, %k, %k -> %o {scale = 1.0 : f64, masked_value = 0.0 : f64} : memref<1x6x4x8xf32>, memref<1x4x4x8xf32>, memref<1x4x4x8xf32>, memref<1x6x4x8xf32>
   return
 }
+
+// -----
+
+// Symbolic sizes are compared as expressions: keys of length t and values of length s differ.
+func.func @symbolic_key_lengths(%q: tensor<?x4x?x8xf32, #tcc.dims<["b", "s"]>>, %k: tensor<?x4x?x8xf32, #tcc.dims<["b", "t"]>>) {
+  // expected-error @+2 {{'tcc.attention' op failed to infer returned types}}
+  // expected-error @+1 {{attention: the key lengths of k [b, 4, t, 8] and v [b, 4, s, 8] differ}}
+  %0 = tcc.attention %q, %k, %q {scale = 1.0 : f64} : tensor<?x4x?x8xf32, #tcc.dims<["b", "s"]>>, tensor<?x4x?x8xf32, #tcc.dims<["b", "t"]>>, tensor<?x4x?x8xf32, #tcc.dims<["b", "s"]>> -> tensor<?x4x?x8xf32, #tcc.dims<["b", "s"]>>
+  return
+}
+
+// -----
+
+// A key/value batch dim must divide the query's exactly: b*2 heads do not divide b*3.
+func.func @symbolic_groups(%q: tensor<?x?x8xf32, #tcc.dims<["b*3", "s"]>>, %kv: tensor<?x?x8xf32, #tcc.dims<["b*2", "s"]>>) {
+  // expected-error @+2 {{'tcc.attention' op failed to infer returned types}}
+  // expected-error @+1 {{attention: batch dim 0 of k [b*2, s, 8] and v [b*2, s, 8] must be equal and divide q's [b*3, s, 8]}}
+  %0 = tcc.attention %q, %kv, %kv {scale = 1.0 : f64} : tensor<?x?x8xf32, #tcc.dims<["b*3", "s"]>>, tensor<?x?x8xf32, #tcc.dims<["b*2", "s"]>>, tensor<?x?x8xf32, #tcc.dims<["b*2", "s"]>> -> tensor<?x?x8xf32, #tcc.dims<["b*3", "s"]>>
+  return
+}
+
+// -----
+
+// tk.attention checks its symbolic buffers with the same rules.
+func.func @tk_symbolic_output(%q: memref<?x4x?x8xf32, #tcc.dims<["b", "s"]>>, %o: memref<?x4x?x8xf32, #tcc.dims<["b", "t"]>>) {
+  // expected-error @+1 {{'tk.attention' op output must be [B..., Lq, Dv]}}
+  tk.attention %q, %q, %q -> %o {masked_value = 0xFFF0000000000000 : f64, scale = 1.0 : f64} : memref<?x4x?x8xf32, #tcc.dims<["b", "s"]>>, memref<?x4x?x8xf32, #tcc.dims<["b", "s"]>>, memref<?x4x?x8xf32, #tcc.dims<["b", "s"]>>, memref<?x4x?x8xf32, #tcc.dims<["b", "t"]>>
+  return
+}

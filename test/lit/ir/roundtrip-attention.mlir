@@ -17,3 +17,13 @@ func.func @attention(%q: tensor<2x4x16x64xf32>, %k: tensor<2x4x32x64xf32>, %v: t
   %2 = tcc.attention %x, %x, %x bias(%bias : tensor<1x5x5xf16>) {scale = 1.0 : f64} : tensor<3x5x8xf16>, tensor<3x5x8xf16>, tensor<3x5x8xf16> -> tensor<3x5x8xf16>
   return
 }
+
+// Symbolic sizes: the result's dims are expressions of q's and v's; grouped-query heads over a
+// symbolic batch.
+// CHECK-LABEL: func.func @symbolic(
+// CHECK-NEXT: %0 = tcc.attention %arg0, %arg1, %arg1 mask(%arg2 : tensor<?x1x1x?xi1, #tcc.dims<["b", "t"]>>) {scale = 1.000000e+00 : f64} : tensor<?x4x?x8xf32, #tcc.dims<["b", "s"]>>, tensor<?x2x?x8xf32, #tcc.dims<["b", "t"]>>, tensor<?x2x?x8xf32, #tcc.dims<["b", "t"]>> -> tensor<?x4x?x8xf32, #tcc.dims<["b", "s"]>>
+func.func @symbolic(%q: tensor<?x4x?x8xf32, #tcc.dims<["b", "s"]>>, %kv: tensor<?x2x?x8xf32, #tcc.dims<["b", "t"]>>,
+                    %pad: tensor<?x1x1x?xi1, #tcc.dims<["b", "t"]>>) {
+  %0 = tcc.attention %q, %kv, %kv mask(%pad : tensor<?x1x1x?xi1, #tcc.dims<["b", "t"]>>) {scale = 1.0 : f64} : tensor<?x4x?x8xf32, #tcc.dims<["b", "s"]>>, tensor<?x2x?x8xf32, #tcc.dims<["b", "t"]>>, tensor<?x2x?x8xf32, #tcc.dims<["b", "t"]>> -> tensor<?x4x?x8xf32, #tcc.dims<["b", "s"]>>
+  return
+}
