@@ -425,9 +425,8 @@ LogicalResult PadOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc
       if (lo < 0 || hi < 0)
         return emitOptionalError(loc, "padding must be >= 0, got ", lo, " and ", hi, " in dim ", d);
       if (!dims[d].isConstant()) {
-        if (adaptor.getMode() != PadMode::Constant && (lo || hi))
-          return emitOptionalError(loc, "symbolic dim ", d, " (", dims[d].str(),
-                                   ") takes constant padding only, for now");
+        // Edge, wrap and reflect padding need the dim non-empty (reflect: larger than the
+        // padding) at every size: the kernel lowering checks that against the symbols' ranges.
         shape.push_back(dims[d] + lo + hi);
         continue;
       }

@@ -115,7 +115,8 @@ bool isLibraryPool(ReduceWindowOp op, Target target) {
 }
 
 bool isCopyConcat(ConcatOp op) {
-  if (op.getInputs().size() <= kMaxSelectConcatInputs)
+  // Its slabs' offsets are fixed at compile time: symbolic concats are loops.
+  if (op.getInputs().size() <= kMaxSelectConcatInputs || hasSymbolicDims(op.getResult().getType()))
     return false;
   ArrayRef<int64_t> shape = shapeOf(op.getResult());
   return llvm::all_of(shape.take_front(op.getAxis()), [](int64_t d) { return d == 1; });

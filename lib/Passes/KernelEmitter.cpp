@@ -222,9 +222,24 @@ Value KernelEmitter::index(AffineExpr e) {
 }
 
 AffineExpr KernelEmitter::clamp(Value v, int64_t lo, int64_t hi) {
-  v = binary(BinaryKind::Max, v, constantIndex(lo));
-  v = binary(BinaryKind::Min, v, constantIndex(hi));
+  return clamp(v, getAffineConstantExpr(lo, context()), getAffineConstantExpr(hi, context()));
+}
+
+AffineExpr KernelEmitter::clamp(Value v, AffineExpr lo, AffineExpr hi) {
+  v = binary(BinaryKind::Max, v, index(lo));
+  v = binary(BinaryKind::Min, v, index(hi));
   return newDim(v);
+}
+
+AffineExpr KernelEmitter::sizeAtLeast(Operation *op, const SymExpr &n, int64_t minimum,
+                                      const char *what) {
+  if (std::optional<int64_t> c = n.constant())
+    return getAffineConstantExpr(*c, context());
+  if (rangeOf(n, symbolRanges(op->getParentOfType<ModuleOp>())).min < minimum)
+    fail(op, std::string("has ") + what + " of symbolic size " + n.str() + ", which may be below " +
+                 std::to_string(minimum) + " at a size in the compiled ranges (declare ranges "
+                 "that keep it at least " + std::to_string(minimum) + ")");
+  return size(n);
 }
 
 AffineExpr KernelEmitter::normalizedIndex(Value scalar, const SymExpr &dimSize) {
@@ -372,7 +387,10 @@ Value KernelEmitter::compute(Value v, ArrayRef<AffineExpr> idx) {
                   llvm::any_of(op->getResultTypes(), hasSymbolicDims);
   if (symbolic && !isa<ConstantOp, SymIntsOp, UnaryOp, BinaryOp, CompareOp, SelectOp, CastOp,
                        BitcastOp, BroadcastInDimOp, TransposeOp, SliceOp, ReshapeOp, IotaOp,
-                       GatherOp, GatherElementsOp, ReduceOp, MatmulOp, ReduceWindowOp>(op))
+                       GatherOp, GatherElementsOp, GatherNDOp, DynamicSliceOp, PadOp, ConcatOp,
+                       ReduceOp, MatmulOp, ConvOp, ReduceWindowOp>(op) &&
+      !(isa<ArgReduceOp>(op) &&
+        !ShapedType::isDynamic(shapeOf(op->getOperand(0))[llvm::cast<ArgReduceOp>(op).getDim()])))
     fail(op, "has symbolic dims, which its kernel lowering does not take yet (fix the sizes "
              "with --input-shape)");
 
@@ -429,8 +447,11 @@ Value KernelEmitter::compute(Value v, ArrayRef<AffineExpr> idx) {
         return element(g.getX(), xi);
       })
       .Case<GatherNDOp>([&](GatherNDOp g) -> Value {
-        ArrayRef<int64_t> xs = shapeOf(g.getX()), is = shapeOf(g.getIndices());
+        SymShape xs = symShapeOf(g.getX());
+        ArrayRef<int64_t> is = shapeOf(g.getIndices());
         int64_t q = is.size(), bd = g.getBatchDims(), k = is.back();
+        if (ShapedType::isDynamic(k))
+          fail(op, "gathers index tuples of symbolic length; their length must be fixed");
         Index xi(idx.begin(), idx.begin() + bd);
         for (int64_t j = 0; j < k; ++j) {
           Index ii(idx.begin(), idx.begin() + (q - 1));
@@ -441,11 +462,12 @@ Value KernelEmitter::compute(Value v, ArrayRef<AffineExpr> idx) {
         return element(g.getX(), xi);
       })
       .Case<DynamicSliceOp>([&](DynamicSliceOp d) -> Value {
-        ArrayRef<int64_t> xs = shapeOf(d.getX()), sizes = d.getSizes();
+        SymShape xs = symShapeOf(d.getX());
+        ArrayRef<int64_t> sizes = d.getSizes();
         Index xi;
         for (size_t i = 0; i < xs.size(); ++i) {
           Value s = cast(element(d.getStarts()[i], {}), b_.getIndexType());
-          xi.push_back(clamp(s, 0, xs[i] - sizes[i]) + idx[i]);
+          xi.push_back(clamp(s, cst(0), size(xs[i] - sizes[i])) + idx[i]);
         }
         return element(d.getX(), xi);
       })
@@ -499,29 +521,32 @@ Value KernelEmitter::compute(Value v, ArrayRef<AffineExpr> idx) {
 }
 
 Value KernelEmitter::computePad(PadOp p, ArrayRef<AffineExpr> idx) {
-  ArrayRef<int64_t> xs = shapeOf(p.getX()), low = p.getLow();
+  SymShape xs = symShapeOf(p.getX());
+  ArrayRef<int64_t> low = p.getLow();
+  AffineExpr zero = getAffineConstantExpr(0, context());
   Index xi;
   Value inside;
   for (size_t d = 0; d < xs.size(); ++d) {
-    int64_t n = xs[d];
     AffineExpr j = idx[d] - low[d];
     bool padded = low[d] != 0 || p.getHigh()[d] != 0;
-    if (!padded || n == 0) {
+    if (!padded || xs[d] == SymExpr(0)) {
       xi.push_back(j);
       continue;
     }
+    AffineExpr n = sizeAtLeast(p, xs[d], p.getMode() == PadMode::Reflect ? std::max(low[d], p.getHigh()[d]) + 1 : 1,
+                               "a padded dim");
     switch (p.getMode()) {
     case PadMode::Constant: {
       Value jv = index(j);
       Value ok = b_.create<tk::BinaryOp>(
           loc_, b_.getI1Type(), BinaryKind::And, compare(CompareKind::Ge, jv, constantIndex(0)),
-          compare(CompareKind::Lt, jv, constantIndex(n)));
+          compare(CompareKind::Lt, jv, index(n)));
       inside = inside ? binary(BinaryKind::And, inside, ok) : ok;
-      xi.push_back(clamp(jv, 0, n - 1));
+      xi.push_back(clamp(jv, zero, n - 1));
       break;
     }
     case PadMode::Edge:
-      xi.push_back(clamp(index(j), 0, n - 1));
+      xi.push_back(clamp(index(j), zero, n - 1));
       break;
     case PadMode::Wrap:
       xi.push_back(j % n);
@@ -530,8 +555,8 @@ Value KernelEmitter::computePad(PadOp p, ArrayRef<AffineExpr> idx) {
       // |j|, then mirrored at n - 1: min(|j|, 2(n-1) - |j|), clamped for safety.
       Value a = binary(BinaryKind::Max, index(j), index(-j));
       AffineExpr ad = newDim(a);
-      Value m = binary(BinaryKind::Min, a, index(2 * (n - 1) - ad));
-      xi.push_back(clamp(m, 0, n - 1));
+      Value m = binary(BinaryKind::Min, a, index((n - 1) * 2 - ad));
+      xi.push_back(clamp(m, zero, n - 1));
       break;
     }
     }
@@ -544,31 +569,33 @@ Value KernelEmitter::computePad(PadOp p, ArrayRef<AffineExpr> idx) {
 
 Value KernelEmitter::computeConcat(ConcatOp c, ArrayRef<AffineExpr> idx) {
   int64_t axis = c.getAxis();
-  SmallVector<int64_t> offsets;
+  // The inputs that are not empty, each with its offset and length along the axis (sizes as
+  // index expressions: symbolic lengths must be at least 1 everywhere in the ranges).
+  SmallVector<AffineExpr> offsets, lengths;
   SmallVector<Value> inputs;
-  int64_t offset = 0;
+  SymExpr offset = 0;
   for (Value in : c.getInputs()) {
-    int64_t n = shapeOf(in)[axis];
-    if (n > 0) {
-      offsets.push_back(offset);
+    SymExpr n = symShapeOf(in)[axis];
+    if (n != SymExpr(0)) {
+      offsets.push_back(size(offset));
+      lengths.push_back(sizeAtLeast(c, n, 1, "an input"));
       inputs.push_back(in);
     }
     offset += n;
   }
   Value result;
   for (size_t k = inputs.size(); k-- > 0;) {
-    int64_t n = shapeOf(inputs[k])[axis];
     Index xi(idx.begin(), idx.end());
     AffineExpr j = idx[axis] - offsets[k];
     if (inputs.size() > 1)
-      j = clamp(index(j), 0, n - 1);
+      j = clamp(index(j), getAffineConstantExpr(0, context()), lengths[k] - 1);
     xi[axis] = j;
     Value x = element(inputs[k], xi);
     if (!result) {
       result = x;
       continue;
     }
-    Value before = compare(CompareKind::Lt, index(idx[axis]), constantIndex(offsets[k + 1]));
+    Value before = compare(CompareKind::Lt, index(idx[axis]), index(offsets[k + 1]));
     result = select(before, x, result);
   }
   return result;
@@ -577,7 +604,11 @@ Value KernelEmitter::computeConcat(ConcatOp c, ArrayRef<AffineExpr> idx) {
 Value KernelEmitter::computeConv(ConvOp c, ArrayRef<AffineExpr> idx) {
   if (c.getChannelsLast())
     throw LoweringError{c, "a channels_last convolution is a library call, not a kernel"};
-  ArrayRef<int64_t> xs = shapeOf(c.getInput()), ws = shapeOf(c.getWeight());
+  if (hasSymbolicDims(c.getWeight().getType()))
+    fail(c, "has a weight of symbolic size; only the input's batch and spatial dims may be "
+            "symbolic");
+  SymShape xs = symShapeOf(c.getInput());
+  ArrayRef<int64_t> ws = shapeOf(c.getWeight());
   size_t spatial = xs.size() - 2;
   int64_t groups = c.getGroups(), cPerGroup = ws[1], oPerGroup = ws[0] / groups;
   Type type = elementTypeOf(c.getResult());
@@ -590,18 +621,20 @@ Value KernelEmitter::computeConv(ConvOp c, ArrayRef<AffineExpr> idx) {
     Index wi{idx[1], r[0]};
     Value valid;
     for (size_t d = 0; d < spatial; ++d) {
-      int64_t L = c.getLhsDilation()[d], n = xs[2 + d];
+      int64_t L = c.getLhsDilation()[d];
+      AffineExpr n = sizeAtLeast(c, xs[2 + d], 1, "a spatial dim");
       // Position in the dilated, padded input.
       AffineExpr p = idx[2 + d] * c.getStrides()[d] + r[1 + d] * c.getRhsDilation()[d] -
                      c.getPadLow()[d];
       Value pv = index(p);
       Value ok = binary(BinaryKind::And, compare(CompareKind::Ge, pv, constantIndex(0)),
-                        compare(CompareKind::Lt, pv, constantIndex((n - 1) * L + 1)));
+                        compare(CompareKind::Lt, pv, index((n - 1) * L + 1)));
       if (L != 1)
         ok = binary(BinaryKind::And, ok,
                     compare(CompareKind::Eq, index(p % L), constantIndex(0)));
       valid = valid ? binary(BinaryKind::And, valid, ok) : ok;
-      xi.push_back(clamp(index(L == 1 ? p : p.floorDiv(L)), 0, n - 1));
+      xi.push_back(clamp(index(L == 1 ? p : p.floorDiv(L)), getAffineConstantExpr(0, context()),
+                         n - 1));
       wi.push_back(r[1 + d]);
     }
     Value x = cast(element(c.getInput(), xi), acc), w = cast(element(c.getWeight(), wi), acc);
@@ -797,6 +830,9 @@ void buildKernelBody(OpBuilder &b, Location loc, Block &body,
       continue;
     if (yields.size() != 1 || yields[0] != op.getResult(0))
       fail(&op, "must be the only result of its fusion");
+    if (llvm::any_of(op.getOperandTypes(), hasSymbolicDims))
+      fail(&op, "has symbolic dims, which its kernel lowering does not take yet (fix the sizes "
+                "with --input-shape)");
     llvm::TypeSwitch<Operation *>(&op)
         .Case<CumsumOp>([&](CumsumOp c) { buildCumsum(e, c, outputs[0]); })
         .Case<ScatterElementsOp>([&](ScatterElementsOp s) { buildScatterElements(e, s, outputs[0]); })

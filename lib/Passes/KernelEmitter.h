@@ -74,6 +74,12 @@ public:
   mlir::AffineExpr newDim(mlir::Value indexValue);
   /// clamp(e, lo, hi) as a new dim (only the bounds that can be exceeded are applied).
   mlir::AffineExpr clamp(mlir::Value v, int64_t lo, int64_t hi);
+  mlir::AffineExpr clamp(mlir::Value v, mlir::AffineExpr lo, mlir::AffineExpr hi);
+  /// The size `n` of something of `op` (`what`: "an input", ...) as an index expression, where a
+  /// symbolic one must be at least `minimum` (>= 1: clamps into [0, n - 1] then stay in bounds)
+  /// at every size in the module's ranges; reported otherwise.
+  mlir::AffineExpr sizeAtLeast(mlir::Operation *op, const SymExpr &n, int64_t minimum,
+                               const char *what);
   /// An integer element of an index tensor as an index, negative values counted from the end
   /// (+ dimSize), clamped into [0, dimSize).
   mlir::AffineExpr normalizedIndex(mlir::Value scalar, int64_t dimSize);

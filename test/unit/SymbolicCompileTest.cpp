@@ -139,6 +139,28 @@ TEST(SymbolicCompile, CnnCompiledOnceRunsEveryImageSize) {
   }
 }
 
+TEST(SymbolicCompile, PadsConcatsAndGroupedConvolutionsRunEverySize) {
+  // Reflect, edge and constant pads of symbolic image sides, a concat along the channels of
+  // symbolic maps, a grouped dilated convolution (a library call), argmax over the channels and
+  // a KV-cache concat along a symbolic sequence (past + seq).
+  mlir::MLIRContext ctx;
+  SymbolicModel m = compileSymbolic(
+      ctx, "ops-dynamic",
+      {{"batch", {1, 4}}, {"h", {8, 32}}, {"w", {8, 32}}, {"seq", {1, 16}}, {"past", {1, 16}}});
+  tccrt::Program program = tccrt::Program::fromBuffer(m.artifact.data(), m.artifact.size(), 2);
+  uint64_t seed = 41;
+  for (auto [batch, h, w, seq, past] : {std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>{1, 8, 8, 1, 1},
+                                         {2, 13, 29, 5, 16},
+                                         {4, 32, 32, 16, 3}}) {
+    SCOPED_TRACE("batch " + std::to_string(batch) + ", " + std::to_string(h) + "x" +
+                 std::to_string(w) + ", seq " + std::to_string(seq) + ", past " + std::to_string(past));
+    expectRunMatchesInterpreter(program, m,
+                                {randomTensor(DType::F32, {batch, 4, h, w}, seed += 2),
+                                 randomTensor(DType::F32, {batch, seq, 8}, seed += 2),
+                                 randomTensor(DType::F32, {batch, past, 8}, seed += 2)});
+  }
+}
+
 TEST(SymbolicCompile, SizesOutsideTheCompiledRangesAreRejectedByName) {
   mlir::MLIRContext ctx;
   SymbolicModel m = compileSymbolic(ctx, "symbolic-encoder", {{"batch", {1, 8}}, {"seq", {1, 64}}});

@@ -587,8 +587,8 @@ void lowerCenterCropPad(NodeContext &n) {
 
 void lowerPad(NodeContext &n) {
   Value x = n.input(0);
-  Shape64 shape = shapeVec(x);
-  int64_t rank = shape.size();
+  SymShape dims = CoreBuilder::dimsOf(x);
+  int64_t rank = dims.size();
   CoreBuilder &b = n.b();
   std::string modeName = n.attrString("mode", "constant");
   PadMode mode;
@@ -624,18 +624,28 @@ void lowerPad(NodeContext &n) {
       n.fail("constant_value must have the data's element type");
   }
 
-  Shape64 low(rank, 0), high(rank, 0), cropStart(rank, 0), cropLimit(shape);
+  // A symbolic dim is sliced whole (limit -1); negative pads crop fixed dims only.
+  Shape64 low(rank, 0), high(rank, 0), cropStart(rank, 0), whole(rank, -1);
+  for (int64_t d = 0; d < rank; ++d)
+    whole[d] = dims[d].constant().value_or(-1);
+  Shape64 cropLimit = whole;
   for (int64_t i = 0; i < count; ++i) {
     int64_t d = axes[i], lo = pads[i], hi = pads[count + i];
     low[d] = std::max(lo, (int64_t)0);
     high[d] = std::max(hi, (int64_t)0);
+    if (lo >= 0 && hi >= 0)
+      continue;
+    if (!dims[d].isConstant())
+      n.fail("negative pads " + std::to_string(lo) + "/" + std::to_string(hi) +
+             " would crop dim " + std::to_string(d) + ", whose size " + dims[d].str() +
+             " is symbolic: fix it with --input-shape");
     cropStart[d] = std::max(-lo, (int64_t)0);
-    cropLimit[d] = shape[d] - std::max(-hi, (int64_t)0);
+    cropLimit[d] = whole[d] - std::max(-hi, (int64_t)0);
     if (cropStart[d] > cropLimit[d])
       n.fail("negative pads " + std::to_string(lo) + "/" + std::to_string(hi) +
-             " crop more than dim " + std::to_string(d) + " of size " + std::to_string(shape[d]));
+             " crop more than dim " + std::to_string(d) + " of size " + std::to_string(whole[d]));
   }
-  if (cropStart != Shape64(rank, 0) || cropLimit != shape)
+  if (cropStart != Shape64(rank, 0) || cropLimit != whole)
     x = b.create<SliceOp>(x, cropStart, cropLimit, Shape64(rank, 1));
   if (low != Shape64(rank, 0) || high != Shape64(rank, 0))
     x = b.create<PadOp>(x, value, low, high, mode);

@@ -50,13 +50,73 @@ func.func @pool_project(%x: tensor<?x?x8xf32, #tcc.dims<["batch", "seq"]>>, %w: 
 
 // -----
 
+// Pads of symbolic dims compare and clamp against the run's size (tk.size); a concat along a
+// symbolic axis selects its inputs at offsets that are sizes (past, then past + seq).
+// CHECK-LABEL: func.func @k0_pad(
+// CHECK:         %[[S:.*]] = tk.size "seq"
+// CHECK:         tk.compare lt %{{.*}}, %[[S]] : index
+// CHECK-LABEL: func.func @k1_pad(
+// CHECK:         %[[S:.*]] = tk.size "seq"
+// CHECK:         tk.binary min
+// CHECK-LABEL: func.func @k2_concat(
+// CHECK:         %[[P:.*]] = tk.size "past"
+// CHECK:         tk.compare lt %{{.*}}, %[[P]] : index
+module attributes {tcc.symbols = {past = array<i64: 1, 64>, seq = array<i64: 3, 512>}} {
+func.func @padded(%x: tensor<?xf32, #tcc.dims<["seq"]>>, %p: tensor<?x8xf32, #tcc.dims<["past"]>>, %t: tensor<?x8xf32, #tcc.dims<["seq"]>>) -> (tensor<?xf32, #tcc.dims<["seq + 2"]>>, tensor<?xf32, #tcc.dims<["seq + 4"]>>, tensor<?x8xf32, #tcc.dims<["past + seq"]>>) {
+  %z = tcc.constant dense<0.0> : tensor<f32>
+  %a = tcc.pad constant %x, %z low = [1] high = [1] : tensor<?xf32, #tcc.dims<["seq"]>>, tensor<f32> -> tensor<?xf32, #tcc.dims<["seq + 2"]>>
+  %b = tcc.pad reflect %x, %z low = [2] high = [2] : tensor<?xf32, #tcc.dims<["seq"]>>, tensor<f32> -> tensor<?xf32, #tcc.dims<["seq + 4"]>>
+  %c = tcc.concat %p, %t axis = 0 : tensor<?x8xf32, #tcc.dims<["past"]>>, tensor<?x8xf32, #tcc.dims<["seq"]>> -> tensor<?x8xf32, #tcc.dims<["past + seq"]>>
+  return %a, %b, %c : tensor<?xf32, #tcc.dims<["seq + 2"]>>, tensor<?xf32, #tcc.dims<["seq + 4"]>>, tensor<?x8xf32, #tcc.dims<["past + seq"]>>
+}
+}
+
+// -----
+
+// Reflect padding by 2 needs the dim larger than 2 at every size in the ranges.
+module attributes {tcc.symbols = {seq = array<i64: 1, 512>}} {
+func.func @reflect_short(%x: tensor<?xf32, #tcc.dims<["seq"]>>) -> tensor<?xf32, #tcc.dims<["seq + 4"]>> {
+  %z = tcc.constant dense<0.0> : tensor<f32>
+  // expected-error @+1 {{has a padded dim of symbolic size seq, which may be below 3 at a size in the compiled ranges (declare ranges that keep it at least 3)}}
+  %b = tcc.pad reflect %x, %z low = [2] high = [2] : tensor<?xf32, #tcc.dims<["seq"]>>, tensor<f32> -> tensor<?xf32, #tcc.dims<["seq + 4"]>>
+  return %b : tensor<?xf32, #tcc.dims<["seq + 4"]>>
+}
+}
+
+// -----
+
+// A concat input whose symbolic length may be 0 has nothing to clamp a read into: reported.
+module attributes {tcc.symbols = {seq = array<i64: 1, 512>}} {
+func.func @maybe_empty(%x: tensor<?xf32, #tcc.dims<["seq"]>>, %y: tensor<?xf32, #tcc.dims<["seq - 1"]>>) -> tensor<?xf32, #tcc.dims<["2*seq - 1"]>> {
+  // expected-error @+1 {{has an input of symbolic size seq - 1, which may be below 1 at a size in the compiled ranges}}
+  %c = tcc.concat %x, %y axis = 0 : tensor<?xf32, #tcc.dims<["seq"]>>, tensor<?xf32, #tcc.dims<["seq - 1"]>> -> tensor<?xf32, #tcc.dims<["2*seq - 1"]>>
+  return %c : tensor<?xf32, #tcc.dims<["2*seq - 1"]>>
+}
+}
+
+// -----
+
+// A convolution kernel (f64: no library call) over symbolic spatial dims bounds its padded
+// reads by the run's sizes.
+// CHECK-LABEL: func.func @k0_conv(
+// CHECK-DAG:     %[[H:.*]] = tk.size "h"
+// CHECK:         tk.reduce sum [3, 3, 3]
+// CHECK:           tk.compare lt %{{.*}}, %[[H]] : index
+module attributes {tcc.symbols = {h = array<i64: 4, 64>, w = array<i64: 4, 64>}} {
+func.func @conv(%x: tensor<1x3x?x?xf64, #tcc.dims<["h", "w"]>>, %w: tensor<2x3x3x3xf64>) -> tensor<1x2x?x?xf64, #tcc.dims<["h", "w"]>> {
+  %y = tcc.conv %x, %w {strides = array<i64: 1, 1>, pad_low = array<i64: 1, 1>, pad_high = array<i64: 1, 1>, lhs_dilation = array<i64: 1, 1>, rhs_dilation = array<i64: 1, 1>, groups = 1 : i64} : tensor<1x3x?x?xf64, #tcc.dims<["h", "w"]>>, tensor<2x3x3x3xf64> -> tensor<1x2x?x?xf64, #tcc.dims<["h", "w"]>>
+  return %y : tensor<1x2x?x?xf64, #tcc.dims<["h", "w"]>>
+}
+}
+
+// -----
+
 // An op whose kernel lowering does not take symbolic dims yet is reported, not miscompiled.
 module attributes {tcc.symbols = {seq = array<i64: 1, 512>}} {
-func.func @padded(%x: tensor<?xf32, #tcc.dims<["seq"]>>) -> tensor<?xf32, #tcc.dims<["seq + 2"]>> {
-  %z = tcc.constant dense<0.0> : tensor<f32>
+func.func @prefix_sum(%x: tensor<?xf32, #tcc.dims<["seq"]>>) -> tensor<?xf32, #tcc.dims<["seq"]>> {
   // expected-error @+1 {{has symbolic dims, which its kernel lowering does not take yet}}
-  %p = tcc.pad constant %x, %z low = [1] high = [1] : tensor<?xf32, #tcc.dims<["seq"]>>, tensor<f32> -> tensor<?xf32, #tcc.dims<["seq + 2"]>>
-  return %p : tensor<?xf32, #tcc.dims<["seq + 2"]>>
+  %c = tcc.cumsum %x dim = 0 : tensor<?xf32, #tcc.dims<["seq"]>>
+  return %c : tensor<?xf32, #tcc.dims<["seq"]>>
 }
 }
 

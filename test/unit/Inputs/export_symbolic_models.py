@@ -1,4 +1,6 @@
-"""Writes bert-dynamic.onnx, gpt-dynamic.onnx, decoder-dynamic.onnx and cnn-dynamic.onnx: small
+"""Writes bert-dynamic.onnx, gpt-dynamic.onnx, decoder-dynamic.onnx, cnn-dynamic.onnx and
+ops-dynamic.onnx (pads of every mode, concats along fixed and symbolic axes, a grouped dilated
+convolution, argmax, a KV-cache concat on dynamic axes): small
 BERT- and GPT-style blocks (the decoder slices a causal buffer to the sequence and returns the
 last position), and cnn-dynamo.onnx (the CNN through torch.export, whose
 dims are s0, 2*s3, 2*s4) and a small CNN (dynamic batch and image size) exported by
@@ -69,6 +71,20 @@ class Decoder(nn.Module):  # GPT-2 as transformers writes it: a causal buffer sl
         h = x + s.o(a)
         # The last position's logits, and the mean of every position after the first.
         return s.lm(h[:, -1:, :]), h[:, 1:, :].mean(1)
+class OpsMix(nn.Module):  # pads, concats, a grouped dilated conv, argmax and a KV-cache concat
+    def __init__(s):
+        super().__init__()
+        s.dw = nn.Conv2d(4, 4, 3, groups=2, dilation=2, padding=2); s.q = nn.Linear(8, 8)
+    def forward(s, x, t, past):
+        F = nn.functional
+        a = F.pad(x, (1, 2, 2, 1), mode="reflect") + 1.0
+        b = F.pad(x, (1, 1, 1, 1), mode="replicate") * 2.0
+        c = F.pad(x, (0, 1, 0, 1), value=0.5)
+        img = torch.cat([s.dw(x), x * 3.0], dim=1)  # channels: static axis, symbolic h and w
+        cls = torch.argmax(img, dim=1).float()
+        kv = torch.cat([past, t], dim=1)  # along the symbolic sequence: past + seq
+        att = (s.q(t) @ kv.transpose(1, 2)).softmax(-1) @ kv
+        return a.sum((2, 3)), b.mean((2, 3)) + c.mean((2, 3)), img, cls, att
 class Cnn(nn.Module):
     def __init__(s):
         super().__init__()
@@ -86,6 +102,8 @@ def export_all(out):
         ("gpt-dynamic", Gpt().eval(), (ids,), ["ids"], {"ids": {0: "batch", 1: "seq"}}),
         ("decoder-dynamic", Decoder().eval(), (ids,), ["ids"], {"ids": {0: "batch", 1: "seq"}}),
         ("cnn-dynamic", Cnn().eval(), (torch.randn(2, 3, 32, 32),), ["x"], {"x": {0: "batch", 2: "h", 3: "w"}}),
+        ("ops-dynamic", OpsMix().eval(), (torch.randn(2, 4, 9, 7), torch.randn(2, 5, 8), torch.randn(2, 3, 8)),
+         ["x", "t", "past"], {"x": {0: "batch", 2: "h", 3: "w"}, "t": {0: "batch", 1: "seq"}, "past": {0: "batch", 1: "past"}}),
         ]:
         torch.onnx.export(m, args, f"{out}/{name}.onnx", input_names=names, dynamic_axes=axes, opset_version=17, dynamo=False)
         print("wrote", name)
