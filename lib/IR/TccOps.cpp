@@ -456,16 +456,17 @@ LogicalResult IotaOp::verify() {
 
 LogicalResult DynamicSliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                                Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  if (failed(requireStaticShapes(loc, "tcc.dynamic_slice", {adaptor.getX()})))
-    return failure();
   auto t = tensorTypeOf(adaptor.getX());
   if ((int64_t)adaptor.getStarts().size() != t.getRank())
     return emitOptionalError(loc, "needs ", t.getRank(), " start indices, got ",
                              adaptor.getStarts().size());
   if (failed(checkSize(loc, adaptor.getSizes(), t.getRank(), "sizes")))
     return failure();
+  // A symbolic dim must hold the slice at every size: the kernel lowering checks that against
+  // the symbols' ranges.
   for (int64_t d = 0; d < t.getRank(); ++d)
-    if (adaptor.getSizes()[d] < 0 || adaptor.getSizes()[d] > t.getDimSize(d))
+    if (adaptor.getSizes()[d] < 0 ||
+        (!t.isDynamicDim(d) && adaptor.getSizes()[d] > t.getDimSize(d)))
       return emitOptionalError(loc, "slice size ", adaptor.getSizes()[d], " does not fit dim ", d,
                                " of size ", t.getDimSize(d));
   types.push_back(RankedTensorType::get(adaptor.getSizes(), t.getElementType()));
@@ -515,9 +516,6 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
 
 LogicalResult GatherElementsOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  if (failed(requireStaticShapes(loc, "tcc.gather_elements",
-                                 {adaptor.getX(), adaptor.getIndices()})))
-    return failure();
   auto t = tensorTypeOf(adaptor.getX());
   auto idx = tensorTypeOf(adaptor.getIndices());
   int64_t axis = adaptor.getAxis();
@@ -526,31 +524,33 @@ LogicalResult GatherElementsOp::inferReturnTypes(MLIRContext *, std::optional<Lo
   if (idx.getRank() != t.getRank())
     return emitOptionalError(loc, "indices rank ", idx.getRank(), " differs from data rank ",
                              t.getRank());
-  types.push_back(RankedTensorType::get(idx.getShape(), t.getElementType()));
+  types.push_back(withDims(t, symbolicShape(idx)));
   return success();
 }
 
 LogicalResult GatherNDOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  if (failed(requireStaticShapes(loc, "tcc.gather_nd", {adaptor.getX(), adaptor.getIndices()})))
-    return failure();
   auto t = tensorTypeOf(adaptor.getX());
   auto idx = tensorTypeOf(adaptor.getIndices());
   int64_t b = adaptor.getBatchDims();
   if (idx.getRank() < 1)
     return emitOptionalError(loc, "indices must have rank >= 1");
+  if (idx.isDynamicDim(idx.getRank() - 1))
+    return emitOptionalError(loc, "the index depth (the indices' last dim) must be fixed, got ",
+                             idx);
   int64_t k = idx.getShape().back();
   if (b < 0 || b >= std::min(t.getRank(), idx.getRank()))
     return emitOptionalError(loc, "batch_dims ", b, " is out of range");
   if (k < 1 || b + k > t.getRank())
     return emitOptionalError(loc, "index depth ", k, " does not fit data rank ", t.getRank(),
                              " with ", b, " batch dims");
+  SymShape dims = symbolicShape(t), indexDims = symbolicShape(idx);
   for (int64_t d = 0; d < b; ++d)
-    if (t.getDimSize(d) != idx.getDimSize(d))
+    if (dims[d] != indexDims[d])
       return emitOptionalError(loc, "batch dim ", d, " differs between data and indices");
-  SmallVector<int64_t> shape(idx.getShape().drop_back());
-  llvm::append_range(shape, t.getShape().drop_front(b + k));
-  types.push_back(RankedTensorType::get(shape, t.getElementType()));
+  SymShape shape(indexDims.begin(), indexDims.end() - 1);
+  shape.insert(shape.end(), dims.begin() + b + k, dims.end());
+  types.push_back(withDims(t, shape));
   return success();
 }
 

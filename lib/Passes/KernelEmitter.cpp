@@ -467,6 +467,7 @@ Value KernelEmitter::compute(Value v, ArrayRef<AffineExpr> idx) {
         Index xi;
         for (size_t i = 0; i < xs.size(); ++i) {
           Value s = cast(element(d.getStarts()[i], {}), b_.getIndexType());
+          sizeAtLeast(d, xs[i], sizes[i], "a sliced dim");
           xi.push_back(clamp(s, cst(0), size(xs[i] - sizes[i])) + idx[i]);
         }
         return element(d.getX(), xi);

@@ -139,3 +139,35 @@ func.func @pool(%x: tensor<?x4xf32, #tcc.dims<["h"]>>) -> (tensor<?x4xf32, #tcc.
   return %y, %n : tensor<?x4xf32, #tcc.dims<["h"]>>, tensor<i64>
 }
 }
+
+// -----
+
+// A window of 4 rows at a run-time start in a symbolic dim: the start is clamped into
+// [0, seq - 4]. Index tuples gather rows of a symbolic table.
+// CHECK-LABEL: func.func @k0_dynamic_slice(
+// CHECK:         %[[S:.*]] = tk.size "seq"
+// CHECK:         tk.apply #{{.*}}(%[[S]])
+// CHECK:         tk.binary min
+// CHECK-LABEL: func.func @k1_gather_nd(
+// CHECK:         %[[S:.*]] = tk.size "seq"
+// CHECK:         tk.binary min
+module attributes {tcc.symbols = {n = array<i64: 1, 16>, seq = array<i64: 4, 512>}} {
+func.func @windows(%x: tensor<?x8xf32, #tcc.dims<["seq"]>>, %start: tensor<i64>, %idx: tensor<?x1xi64, #tcc.dims<["n"]>>) -> (tensor<4x8xf32>, tensor<?x8xf32, #tcc.dims<["n"]>>) {
+  %zero = tcc.constant dense<0> : tensor<i64>
+  %w = tcc.dynamic_slice %x[%start, %zero] sizes = [4, 8] : tensor<?x8xf32, #tcc.dims<["seq"]>>, tensor<i64>, tensor<i64> -> tensor<4x8xf32>
+  %g = tcc.gather_nd %x[%idx] batch_dims = 0 : tensor<?x8xf32, #tcc.dims<["seq"]>>, tensor<?x1xi64, #tcc.dims<["n"]>> -> tensor<?x8xf32, #tcc.dims<["n"]>>
+  return %w, %g : tensor<4x8xf32>, tensor<?x8xf32, #tcc.dims<["n"]>>
+}
+}
+
+// -----
+
+// The window does not fit every size in the ranges (seq may be 2).
+module attributes {tcc.symbols = {seq = array<i64: 2, 512>}} {
+func.func @window_too_long(%x: tensor<?x8xf32, #tcc.dims<["seq"]>>, %start: tensor<i64>) -> tensor<4x8xf32> {
+  %zero = tcc.constant dense<0> : tensor<i64>
+  // expected-error @+1 {{has a sliced dim of symbolic size seq, which may be below 4 at a size in the compiled ranges (declare ranges that keep it at least 4)}}
+  %w = tcc.dynamic_slice %x[%start, %zero] sizes = [4, 8] : tensor<?x8xf32, #tcc.dims<["seq"]>>, tensor<i64>, tensor<i64> -> tensor<4x8xf32>
+  return %w : tensor<4x8xf32>
+}
+}
