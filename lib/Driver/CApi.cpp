@@ -121,7 +121,7 @@ const std::map<std::string, Setter> &setters() {
       s.compile.jobs = parseNumber<unsigned>(k, v);
     };
     t["input_shape"] = [](Settings &s, const std::string &, llvm::StringRef v) {
-      s.load.inputShapes.insert(parseInputShape(v.str()));
+      s.load.addInputShape(v.str());
     };
     t["train"] = [](Settings &s, const std::string &k, llvm::StringRef v) {
       s.train = parseBool(k, v);
@@ -223,7 +223,7 @@ Settings parseOptions(const char *const *options, size_t numOptions, bool forRun
   if (!s.train)
     for (const std::string &option : s.training.given)
       throw Error(option.substr(2) + " applies to training artifacts: add train=1");
-  if (s.train && !s.load.inputShapes.empty())
+  if (s.train && (!s.load.inputShapes.empty() || !s.load.inputRanges.empty()))
     throw Error("input_shape does not apply to training artifacts: batch_size fixes the first "
                 "input's leading dimension, the model fixes the rest");
   if (s.compile.device == "auto")

@@ -62,15 +62,16 @@ std::pair<std::string, std::vector<DimRange>> parseInputShapeSpec(const std::str
   return {spec.substr(0, eq), dims};
 }
 
-std::pair<std::string, Shape> parseInputShape(const std::string &spec) {
+void LoadOptions::addInputShape(const std::string &spec) {
   auto [name, dims] = parseInputShapeSpec(spec);
-  Shape shape;
-  for (const DimRange &d : dims) {
-    if (!d.fixed())
-      throw Error("--input-shape '" + spec + "': this command needs fixed sizes, not ranges");
-    shape.push_back(d.min);
+  if (!llvm::all_of(dims, [](const DimRange &d) { return d.fixed(); })) {
+    inputRanges[name] = dims;
+    return;
   }
-  return {name, shape};
+  Shape shape;
+  for (const DimRange &d : dims)
+    shape.push_back(d.min);
+  inputShapes[name] = shape;
 }
 
 Tensor randomInput(DType dtype, const Shape &shape, uint64_t seed) {

@@ -180,12 +180,51 @@ class Model:
                                                     C.byref(self._options), C.byref(handle)),
                         "loading the artifact")
             lib = self._lib
-            self._inputs = _specs(lib.tccrt_num_inputs(handle),
-                                  lambda i, o: lib.tccrt_input_info(handle, i, o))
-            self._outputs = _specs(lib.tccrt_num_outputs(handle),
-                                   lambda i, o: lib.tccrt_output_info(handle, i, o))
             self._handle = handle
+            self._read_specs()
         return self._handle
+
+    def _read_specs(self) -> None:
+        lib, handle = self._lib, self._handle
+        self._inputs = _specs(lib.tccrt_num_inputs(handle),
+                              lambda i, o: lib.tccrt_input_info(handle, i, o))
+        self._outputs = _specs(lib.tccrt_num_outputs(handle),
+                               lambda i, o: lib.tccrt_output_info(handle, i, o))
+
+    @property
+    def symbols(self) -> dict[str, tuple[int, int]]:
+        """The size symbols of a program compiled with size ranges (``input_shapes={"ids":
+        ((1, 8), (1, 512))}``), each with its inclusive range (the maximum is 2**63 - 1 where
+        none was given); empty for a program of fixed sizes."""
+        lib, handle = self._lib, self._program
+        out = {}
+        for k in range(lib.tccrt_num_symbols(handle)):
+            name, lo, hi = C.c_char_p(), C.c_int64(), C.c_int64()
+            _capi.check(lib.tccrt_symbol_info(handle, k, C.byref(name), C.byref(lo), C.byref(hi)),
+                        "symbols")
+            out[name.value.decode()] = (lo.value, hi.value)
+        return out
+
+    def input_dims(self, i: int) -> tuple:
+        """Input i's dims: an int where fixed, the size expression (a str such as "batch" or
+        "2*seq") where symbolic."""
+        handle = self._program
+        spec = self.inputs[i]
+        return tuple((e.decode() if (e := self._lib.tccrt_input_dim_expr(handle, i, d)) else n)
+                     for d, n in enumerate(spec.shape))
+
+    def set_input_shapes(self, *shapes: Sequence[int]) -> None:
+        """Binds the sizes of a symbolic program for the next calls (one shape per input, in
+        order); ``inputs`` and ``outputs`` then give the bound shapes. Calls bind the shapes of
+        their inputs themselves: this is for preparing output arrays (``out=``) ahead. A size
+        outside the compiled ranges is a TccError naming the input, the dim and the range."""
+        handle = self._program
+        arrays = [(C.c_int64 * max(len(s), 1))(*[int(d) for d in s]) for s in shapes]
+        ranks = (C.c_size_t * max(len(shapes), 1))(*[len(s) for s in shapes])
+        rows = (C.POINTER(C.c_int64) * max(len(shapes), 1))(
+            *[C.cast(a, C.POINTER(C.c_int64)) for a in arrays])
+        _capi.check(self._lib.tccrt_set_input_shapes(handle, rows, ranks), "set_input_shapes")
+        self._read_specs()
 
     @property
     def inputs(self) -> list[TensorSpec]:
@@ -242,6 +281,10 @@ class Model:
             inputs = tuple(named[s.name] for s in self.inputs)
         if any(_dlpack.device_of(v)[0] != _dlpack.KDL_CPU for v in inputs):
             return self._run_on_device(inputs, out)
+        if self.symbols and len(inputs) == len(self.inputs):
+            shapes = [tuple(v.shape) if hasattr(v, "shape") else np.shape(v) for v in inputs]
+            if shapes != [s.shape for s in self.inputs]:
+                self.set_input_shapes(*shapes)
         arrays = _bind(inputs, self.inputs, "input")
         results = _outputs(self.outputs, out)
         _capi.check(self._lib.tccrt_run(self._program,
@@ -357,7 +400,9 @@ def compile(model: Any, *, device: str = "cpu", precision: str = "fp32", layout:
     ``onnx.ModelProto``. ``device``: "cpu", "cuda" (compiled with NVRTC for ``arch``, default
     "sm_80,sm_90"; it runs where a GPU is) or "auto". ``precision``: "fp32", "bf16" or "fp16"
     (matrix products in 16 bits with f32 accumulation). ``layout``: the CPU layout pass, "auto",
-    "nhwc" or "nchw". ``input_shapes``: fixes dynamic input dims, e.g. ``{"x": (4, 128)}``.
+    "nhwc" or "nchw". ``input_shapes``: fixes dynamic input dims, e.g. ``{"x": (4, 128)}``, or
+    keeps them symbolic within inclusive bounds, ``{"ids": ((1, 8), (1, 512))}`` (or
+    ``"1..8"``): one CPU program for every size in them, called at any of those sizes.
     ``train=True`` makes a training artifact (run it with :class:`Trainer`); the training
     options are ``tcc compile --train``'s, as keywords: ``loss``, ``optimizer``, ``batch_size``,
     ``momentum``, ``weight_decay``, ``beta1``, ``beta2``, ``eps``, ``nesterov``,
@@ -374,7 +419,14 @@ def compile(model: Any, *, device: str = "cpu", precision: str = "fp32", layout:
     settings = {"device": device, "precision": precision, "layout": layout, "train": train,
                 "cache": cache, "progress": progress, **options}
     if input_shapes:
-        settings["input_shape"] = [f"{name}={'x'.join(str(int(d)) for d in dims)}"
+        def dim(d: Any) -> str:
+            if isinstance(d, str):
+                return d
+            if isinstance(d, (tuple, list)):
+                lo, hi = d
+                return f"{int(lo)}..{int(hi)}"
+            return str(int(d))
+        settings["input_shape"] = [f"{name}={'x'.join(dim(d) for d in dims)}"
                                    for name, dims in input_shapes.items()]
     strings = _option_strings(settings)
     argv = (C.c_char_p * max(len(strings), 1))(*strings)

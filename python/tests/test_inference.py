@@ -103,6 +103,30 @@ def test_input_shapes_fix_a_dynamic_dimension(dynamic_batch, rng):
         compiled(random_input(rng, (4, 5)))
 
 
+def test_size_ranges_make_one_program_for_every_size(dynamic_batch, rng):
+    compiled = tcc.compile(dynamic_batch, input_shapes={"x": ((1, 8), 5)})
+    assert compiled.symbols == {"N": (1, 8)}
+    assert compiled.input_dims(0) == ("N", 5)
+    assert compiled.inputs[0].shape == (-1, 5)  # unbound until the sizes are known
+    for n in (1, 3, 8, 3):
+        x = random_input(rng, (n, 5))
+        (y,) = compiled(x)
+        assert y.shape == (n, 5)
+        np.testing.assert_allclose(y, x * 2 + 1, rtol=1e-6)
+    compiled.set_input_shapes((6, 5))
+    assert compiled.outputs[0].shape == (6, 5)
+    out = [np.empty((6, 5), np.float32)]
+    x = random_input(rng, (6, 5))
+    compiled(x, out=out)
+    np.testing.assert_allclose(out[0], x * 2 + 1, rtol=1e-6)
+    with pytest.raises(tcc.TccError, match=r"input 'x' dim 0 is 9, outside the compiled "
+                                           r"assumption N in 1\.\.8"):
+        compiled(random_input(rng, (9, 5)))
+    # The range is also a string; a saved artifact keeps the ranges.
+    again = tcc.compile(dynamic_batch, input_shapes={"x": ("2..4", 5)})
+    assert again.symbols == {"N": (2, 4)}
+
+
 def test_bad_inputs_are_clear_errors(two_inputs, rng):
     compiled = tcc.compile(two_inputs)
     a = random_input(rng, (2, 3))

@@ -73,17 +73,8 @@ LoadOptions loadOptions(const ModelArgs &args) {
   LoadOptions load;
   for (const auto &f : args.inputFiles)
     load.inputs.push_back(readInputFile(f));
-  for (const auto &s : args.inputShapes) {
-    auto [name, dims] = parseInputShapeSpec(s);
-    if (llvm::all_of(dims, [](const DimRange &d) { return d.fixed(); })) {
-      Shape shape;
-      for (const DimRange &d : dims)
-        shape.push_back(d.min);
-      load.inputShapes[name] = shape;
-    } else {
-      load.inputRanges[name] = dims;
-    }
-  }
+  for (const auto &s : args.inputShapes)
+    load.addInputShape(s);
   load.seed = args.seed;
   return load;
 }

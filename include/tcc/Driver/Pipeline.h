@@ -42,9 +42,6 @@ struct GraphInput {
 };
 std::vector<GraphInput> graphInputs(const onnx::ModelProto &model);
 
-/// Parses "NAME=D0xD1x..." (as given to --input-shape).
-std::pair<std::string, Shape> parseInputShape(const std::string &spec);
-
 /// One dim of an --input-shape: a size (min == max), or an inclusive range `LO..HI` (`LO..`:
 /// no upper bound) that keeps the dim symbolic.
 struct DimRange {
@@ -71,6 +68,9 @@ struct LoadOptions {
   /// --input-shape with ranges: those dims stay symbolic, with these bounds (keepSymbolicDims
   /// only; the other dims are fixed).
   std::map<std::string, std::vector<DimRange>> inputRanges;
+  /// Adds one --input-shape `NAME=D0xD1x...` (sizes or ranges): to inputShapes when every dim
+  /// is a size, else to inputRanges.
+  void addInputShape(const std::string &spec);
   uint64_t seed = 0;
   /// Whether the import may specialise on the values of inputs drawn at random (fine when the
   /// same values are then run; not for an artifact that must accept any value).
