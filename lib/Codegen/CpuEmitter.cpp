@@ -495,7 +495,8 @@ void CpuKernelEmitter::emitArgReduce(tk::ArgReduceOp op) {
 void CpuKernelEmitter::emitFor(tk::ForOp op) {
   Block &block = op.getBody().front();
   std::vector<std::string> carried;
-  line("// tk.for " + std::to_string(op.getCount()));
+  std::string count = boundNames({op.getCount()}, op.getDynamicCount() ? ValueRange(op.getDynamicCount()) : ValueRange())[0];
+  line("// tk.for " + count);
   for (auto [init, result] : llvm::zip(op.getInits(), op.getResults())) {
     carried.push_back(scalars.fresh("c"));
     line(scalars.computeType(init.getType()) + " " + carried.back() + " = " +
@@ -504,7 +505,7 @@ void CpuKernelEmitter::emitFor(tk::ForOp op) {
   std::string index = bindIndices(block, 1)[0];
   for (size_t i = 0; i < carried.size(); ++i)
     scalars.bind(block.getArgument(i + 1), carried[i]);
-  line(loopHeader(index, op.getCount()) + " {");
+  line(loopHeader(index, count) + " {");
   ++depth;
   emitBlock(block);
   auto yielded = cast<tk::YieldOp>(block.getTerminator()).getValues();

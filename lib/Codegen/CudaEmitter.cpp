@@ -818,7 +818,8 @@ void CudaKernelEmitter::emitSequentialArgReduce(tk::ArgReduceOp op) {
 void CudaKernelEmitter::emitFor(tk::ForOp op) {
   Block &block = op.getBody().front();
   std::vector<std::string> carried;
-  line("// tk.for " + str(op.getCount()));
+  std::string count = op.getDynamicCount() ? scalars.name(op.getDynamicCount()) : str(op.getCount());
+  line("// tk.for " + count);
   for (auto [init, result] : llvm::zip(op.getInits(), op.getResults())) {
     carried.push_back(scalars.fresh("c"));
     line(scalars.computeType(init.getType()) + " " + carried.back() + " = " +
@@ -827,8 +828,7 @@ void CudaKernelEmitter::emitFor(tk::ForOp op) {
   std::string index = bindIndices(block, 1)[0];
   for (size_t i = 0; i < carried.size(); ++i)
     scalars.bind(block.getArgument(i + 1), carried[i]);
-  open("for (int64_t " + index + " = 0; " + index + " < " + str(op.getCount()) + "; ++" + index +
-       ")");
+  open("for (int64_t " + index + " = 0; " + index + " < " + count + "; ++" + index + ")");
   emitBlock(block, false);
   auto yielded = cast<tk::YieldOp>(block.getTerminator()).getValues();
   // Through temporaries: a yielded value may be another carried value.

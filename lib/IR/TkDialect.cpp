@@ -151,7 +151,9 @@ LogicalResult ArgReduceOp::verify() {
 }
 
 LogicalResult ForOp::verify() {
-  if (getCount() < 0)
+  if (ShapedType::isDynamic(getCount()) != (getDynamicCount() != nullptr))
+    return emitOpError("needs a count operand exactly when its count attribute is dynamic");
+  if (getCount() < 0 && !ShapedType::isDynamic(getCount()))
     return emitOpError("count must be non-negative");
   if (getInits().getTypes() != getResultTypes())
     return emitOpError("results must match the initial values' types");
@@ -381,6 +383,34 @@ LogicalResult CopyOp::verify() {
   if (bufferBytesExpr(getSource().getType()) != bufferBytesExpr(getTarget().getType()))
     return emitOpError("source and target sizes differ");
   return success();
+}
+
+/// tk.for's count: a number, or an index value (the attribute is then kDynamic).
+static ParseResult parseForCount(OpAsmParser &parser,
+                                 std::optional<OpAsmParser::UnresolvedOperand> &dynamicCount,
+                                 IntegerAttr &count) {
+  OpAsmParser::UnresolvedOperand operand;
+  OptionalParseResult isOperand = parser.parseOptionalOperand(operand);
+  if (isOperand.has_value()) {
+    if (failed(*isOperand))
+      return failure();
+    dynamicCount = operand;
+    count = parser.getBuilder().getI64IntegerAttr(ShapedType::kDynamic);
+    return success();
+  }
+  int64_t n;
+  if (parser.parseInteger(n))
+    return failure();
+  count = parser.getBuilder().getI64IntegerAttr(n);
+  return success();
+}
+
+static void printForCount(OpAsmPrinter &printer, Operation *, Value dynamicCount,
+                          IntegerAttr count) {
+  if (dynamicCount)
+    printer << dynamicCount;
+  else
+    printer << count.getInt();
 }
 
 #define GET_OP_CLASSES

@@ -330,7 +330,15 @@ Value KernelEmitter::reduce(ReduceKind kind, Type type, ArrayRef<SymExpr> shape,
 ValueRange KernelEmitter::forLoop(
     int64_t count, ValueRange inits,
     function_ref<SmallVector<Value>(AffineExpr, ValueRange)> body) {
-  auto loop = b_.create<tk::ForOp>(loc_, inits.getTypes(), (uint64_t)count, inits);
+  return forLoop(SymExpr(count), inits, body);
+}
+
+ValueRange KernelEmitter::forLoop(
+    const SymExpr &count, ValueRange inits,
+    function_ref<SmallVector<Value>(AffineExpr, ValueRange)> body) {
+  auto [bounds, dynamic] = loopBounds(ArrayRef<SymExpr>{count});
+  auto loop = b_.create<tk::ForOp>(loc_, inits.getTypes(), bounds[0],
+                                   dynamic.empty() ? Value() : dynamic[0], inits);
   Block *block = new Block;
   loop.getBody().push_back(block);
   block->addArgument(b_.getIndexType(), loc_);
@@ -722,14 +730,15 @@ std::optional<SmallVector<int64_t>> rowDimsOf(Value y, ArrayRef<SymExpr> rows, B
 }
 
 void buildCumsum(KernelEmitter &e, CumsumOp c, Value out) {
-  ArrayRef<int64_t> xs = shapeOf(c.getX());
-  int64_t dim = c.getDim(), n = xs[dim];
-  SmallVector<int64_t> outer(xs.begin(), xs.end());
+  SymShape xs = symShapeOf(c.getX());
+  int64_t dim = c.getDim();
+  AffineExpr n = e.size(xs[dim]);
+  SymShape outer = xs;
   outer.erase(outer.begin() + dim);
   Type type = elementTypeOf(c.getResult());
   Type acc = is16BitFloat(type) ? e.builder().getF32Type() : type;
   e.parallel(outer, [&](const Index &o) {
-    e.forLoop(n, {e.constant(acc, 0)}, [&](AffineExpr k, ValueRange carried) {
+    e.forLoop(xs[dim], {e.constant(acc, 0)}, [&](AffineExpr k, ValueRange carried) {
       Index xi(o.begin(), o.end());
       xi.insert(xi.begin() + dim, c.getReverse() ? (n - 1) - k : k);
       Value x = e.cast(e.element(c.getX(), xi), acc);
@@ -831,7 +840,7 @@ void buildKernelBody(OpBuilder &b, Location loc, Block &body,
       continue;
     if (yields.size() != 1 || yields[0] != op.getResult(0))
       fail(&op, "must be the only result of its fusion");
-    if (llvm::any_of(op.getOperandTypes(), hasSymbolicDims))
+    if (!isa<CumsumOp>(op) && llvm::any_of(op.getOperandTypes(), hasSymbolicDims))
       fail(&op, "has symbolic dims, which its kernel lowering does not take yet (fix the sizes "
                 "with --input-shape)");
     llvm::TypeSwitch<Operation *>(&op)

@@ -60,6 +60,9 @@ public:
   mlir::Value reduce(ReduceKind kind, mlir::Type type, llvm::ArrayRef<SymExpr> bounds,
                      llvm::function_ref<mlir::Value(const Index &)> body);
   /// tk.for 0..count-1 with carried scalars; `body(i, carried)` returns the next ones.
+  mlir::ValueRange forLoop(const SymExpr &count, mlir::ValueRange inits,
+                           llvm::function_ref<llvm::SmallVector<mlir::Value>(
+                               mlir::AffineExpr, mlir::ValueRange)> body);
   mlir::ValueRange forLoop(int64_t count, mlir::ValueRange inits,
                            llvm::function_ref<llvm::SmallVector<mlir::Value>(mlir::AffineExpr,
                                                                              mlir::ValueRange)>

@@ -409,8 +409,8 @@ SymExpr clampToSize(NodeContext &n, const SymExpr &x, const SymExpr &size) {
 }
 
 /// Slice of a tensor with symbolic dims, or with bounds computed from them (x[:, -1:],
-/// buffer[:, :, :seq, :seq]); positive steps only. A static dim with constant bounds is a
-/// tcc.slice; any other sliced dim a gather of start + step * iota(count).
+/// buffer[:, :, :seq, :seq], x.flip(1)). A static dim with constant bounds and a positive step
+/// is a tcc.slice; any other sliced dim a gather of start + step * iota(count).
 void lowerSymbolicSlice(NodeContext &n) {
   CoreBuilder &b = n.b();
   Value x = n.input(0);
@@ -429,8 +429,8 @@ void lowerSymbolicSlice(NodeContext &n) {
   const SymbolRanges &ranges = n.symbolRanges();
   for (size_t i = 0; i < dims.size(); ++i) {
     int64_t d = dims[i], step = steps[i];
-    if (step <= 0)
-      n.fail("steps must be positive on a tensor with symbolic dims, got " + std::to_string(step));
+    if (step == 0)
+      n.fail("steps must not be 0");
     SymExpr size = CoreBuilder::dimsOf(x)[d];
     // Negative bounds count from the end: the sign must be known.
     auto fromEnd = [&](const SymExpr &v, const char *what) -> SymExpr {
@@ -441,14 +441,28 @@ void lowerSymbolicSlice(NodeContext &n) {
         return v + size;
       n.fail(std::string(what) + " " + v.str() + " may be negative or not: not supported");
     };
-    SymExpr start = clampToSize(n, fromEnd(starts[i], "start"), size),
-             end = clampToSize(n, fromEnd(ends[i], "end"), size);
+    // Python's clamping: into [0, size] for a positive step; into [-1, size - 1] for a
+    // negative one (exporters write INT64_MIN/MAX for "past the end": no arithmetic on those).
+    constexpr int64_t kFar = int64_t(1) << 62;
+    auto clamped = [&](const SymExpr &v, const char *what) -> SymExpr {
+      std::optional<int64_t> c = v.constant();
+      if (step > 0)
+        return c && *c >= kFar ? size : c && *c <= -kFar ? SymExpr(0)
+                                                          : clampToSize(n, fromEnd(v, what), size);
+      if (c && *c >= kFar)
+        return size - 1;
+      if (c && *c <= -kFar)
+        return SymExpr(-1);
+      return clampToSize(n, fromEnd(v, what) + 1, size) - 1;
+    };
+    SymExpr start = clamped(starts[i], "start"), end = clamped(ends[i], "end");
     auto s = start.constant(), e = end.constant(), sz = size.constant();
-    if (s && e && sz) {
+    if (s && e && sz && step > 0) {
       x = b.sliceDim(x, d, *s, std::max(*s, *e), step);
       continue;
     }
-    SymExpr count = SymExpr::ceilDiv(end - start, step);
+    SymExpr count = step > 0 ? SymExpr::ceilDiv(end - start, step)
+                             : SymExpr::ceilDiv(start - end, -step);
     if (rangeOf(count, ranges).min < 0)
       count = SymExpr::max(count, 0);
     Type i64 = b.builder().getI64Type();

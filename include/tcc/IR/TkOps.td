@@ -109,18 +109,22 @@ def Tk_ArgReduceOp : Tk_Op<"arg_reduce", [RecursiveMemoryEffects,
   let hasVerifier = 1;
 }
 
-def Tk_ForOp : Tk_Op<"for", [RecursiveMemoryEffects,
+def Tk_ForOp : Tk_Op<"for", [RecursiveMemoryEffects, AttrSizedOperandSegments,
                              SingleBlockImplicitTerminator<"YieldOp">]> {
   let summary = "a sequential loop 0..count-1 with carried scalars";
   let description = [{
     Body args: (index, carried...); it yields the next carried values; the results are the last.
     Used where iterations depend on each other (cumulative sums, scatters with duplicates).
+    The count is a number, or an index value known at run time (`tk.for %n`: a tk.size), in
+    which case the `count` attribute is ShapedType::kDynamic.
   }];
-  let arguments = (ins I64Attr:$count, Variadic<Tk_Scalar>:$inits);
+  let arguments = (ins I64Attr:$count, Optional<Index>:$dynamic_count,
+                       Variadic<Tk_Scalar>:$inits);
   let results = (outs Variadic<Tk_Scalar>:$results);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
-    $count (`iter_args` `(` $inits^ `:` type($inits) `)`)? $body attr-dict (`:` type($results)^)?
+    custom<ForCount>($dynamic_count, $count)
+    (`iter_args` `(` $inits^ `:` type($inits) `)`)? $body attr-dict (`:` type($results)^)?
   }];
   let hasVerifier = 1;
 }

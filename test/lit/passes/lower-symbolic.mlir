@@ -111,12 +111,26 @@ func.func @conv(%x: tensor<1x3x?x?xf64, #tcc.dims<["h", "w"]>>, %w: tensor<2x3x3
 
 // -----
 
+// A cumulative sum along a symbolic dim is a sequential tk.for of the run's length.
+// CHECK-LABEL: func.func @k0_cumsum(
+// CHECK:         %[[S:.*]] = tk.size "seq"
+// CHECK:         tk.parallel [4] {
+// CHECK:           tk.for %[[S]] iter_args
+module attributes {tcc.symbols = {seq = array<i64: 1, 512>}} {
+func.func @prefix_sum(%x: tensor<4x?xf32, #tcc.dims<["seq"]>>) -> tensor<4x?xf32, #tcc.dims<["seq"]>> {
+  %c = tcc.cumsum %x dim = 1 : tensor<4x?xf32, #tcc.dims<["seq"]>>
+  return %c : tensor<4x?xf32, #tcc.dims<["seq"]>>
+}
+}
+
+// -----
+
 // An op whose kernel lowering does not take symbolic dims yet is reported, not miscompiled.
 module attributes {tcc.symbols = {seq = array<i64: 1, 512>}} {
-func.func @prefix_sum(%x: tensor<?xf32, #tcc.dims<["seq"]>>) -> tensor<?xf32, #tcc.dims<["seq"]>> {
+func.func @arg_max(%x: tensor<4x?xf32, #tcc.dims<["seq"]>>) -> tensor<4xi64> {
   // expected-error @+1 {{has symbolic dims, which its kernel lowering does not take yet}}
-  %c = tcc.cumsum %x dim = 0 : tensor<?xf32, #tcc.dims<["seq"]>>
-  return %c : tensor<?xf32, #tcc.dims<["seq"]>>
+  %c = tcc.arg_reduce %x dim = 1 {is_max = true} : tensor<4x?xf32, #tcc.dims<["seq"]>> -> tensor<4xi64>
+  return %c : tensor<4xi64>
 }
 }
 
