@@ -78,7 +78,8 @@ public:
 
 private:
   uint32_t bufferFor(Value value);
-  uint32_t addBuffer(fb::BufferKind kind, uint32_t index, uint64_t offset, MemRefType type);
+  uint32_t addBuffer(fb::BufferKind kind, uint32_t index, uint64_t offset, MemRefType type,
+                     int32_t slot = -1, uint64_t slotOffset = 0);
   uint32_t constantFor(memref::GetGlobalOp get);
   uint32_t kernelFor(StringRef name);
   uint32_t kernelFor(StringRef name, ArrayRef<Value> params);
@@ -106,7 +107,10 @@ private:
     fb::BufferKind kind;
     uint32_t index;
     uint64_t offset;
+    int32_t slot;        // symbolic programs' arena buffers: their ArenaSlot, else -1
+    uint64_t slotOffset;
   };
+  std::vector<flatbuffers::Offset<fb::ArenaSlot>> arenaSlots_;
   llvm::DenseMap<Value, uint32_t> bufferIndex_;
   std::vector<BufferLoc> bufferLocs_;
   std::vector<flatbuffers::Offset<fb::Buffer>> buffers_;
@@ -124,12 +128,12 @@ private:
 };
 
 uint32_t Writer::addBuffer(fb::BufferKind kind, uint32_t index, uint64_t offset,
-                           MemRefType type) {
+                           MemRefType type, int32_t slot, uint64_t slotOffset) {
   auto shape = shapeOf(type);
   auto dims = dimsVector(fbb_, type);
   buffers_.push_back(fb::CreateBuffer(fbb_, kind, index, offset, dtypeOf(type.getElementType()),
-                                      shape, dims));
-  bufferLocs_.push_back({kind, index, offset});
+                                      shape, dims, slot, slotOffset));
+  bufferLocs_.push_back({kind, index, offset, slot, slotOffset});
   return buffers_.size() - 1;
 }
 
@@ -145,10 +149,15 @@ uint32_t Writer::bufferFor(Value value) {
   } else if (auto alloc = value.getDefiningOp<tk::AllocOp>()) {
     if (!alloc.getOffset())
       throw Error("tk.alloc without an arena offset: run -tcc-plan-memory before writing");
-    index = addBuffer(fb::BufferKind_Arena, 0, *alloc.getOffset(), type);
+    auto lifetime = alloc->getAttrOfType<DenseI64ArrayAttr>(tk::kLifetimeAttr);
+    int32_t slot = lifetime && lifetime.size() == 2 ? (int32_t)arenaSlots_.size() : -1;
+    index = addBuffer(fb::BufferKind_Arena, 0, *alloc.getOffset(), type, slot, 0);
+    if (slot >= 0)
+      arenaSlots_.push_back(fb::CreateArenaSlot(fbb_, index, lifetime[0], lifetime[1]));
   } else if (auto view = value.getDefiningOp<tk::ViewOp>()) {
     BufferLoc base = bufferLocs_[bufferFor(view.getSource())];
-    index = addBuffer(base.kind, base.index, base.offset + view.getByteOffset(), type);
+    index = addBuffer(base.kind, base.index, base.offset + view.getByteOffset(), type, base.slot,
+                      base.slotOffset + view.getByteOffset());
   } else if (auto get = value.getDefiningOp<memref::GetGlobalOp>()) {
     index = addBuffer(fb::BufferKind_Constant, constantFor(get), 0, type);
   } else if (value.getDefiningOp<tk::SymbolValuesOp>()) {
@@ -486,6 +495,9 @@ flatbuffers::Offset<fb::Program> Writer::build(ArtifactStats *stats) {
     }
     symbolsVec = fbb_.CreateVector(entries);
   }
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::ArenaSlot>>> slotsVec;
+  if (!arenaSlots_.empty())
+    slotsVec = fbb_.CreateVector(arenaSlots_);
   fb::ProgramBuilder pb(fbb_);
   pb.add_version(static_cast<uint32_t>(fb::Version_Current));
   pb.add_producer(producer);
@@ -502,6 +514,8 @@ flatbuffers::Offset<fb::Program> Writer::build(ArtifactStats *stats) {
   else
     pb.add_cpu_module(cpuModule);
   pb.add_launches(launchesVec);
+  if (!slotsVec.IsNull())
+    pb.add_arena_slots(slotsVec);
   if (!meshSizes.IsNull())
     pb.add_mesh_sizes(meshSizes);
   if (!symbolsVec.IsNull())

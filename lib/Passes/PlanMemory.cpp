@@ -7,15 +7,17 @@
 // view of it, inclusive. A launch that reads one buffer and writes another keeps both alive at
 // that op, so inputs and outputs of one step never alias.
 //
-// Placement is "greedy by size" (as in TFLite's arena planner): allocs sorted by decreasing
-// size (ties: earlier first), each placed at the lowest 64-byte aligned offset where it
-// overlaps no already placed alloc whose lifetime intersects its own.
+// Placement is "greedy by size" (tcc/Support/ArenaPlacement.h, which libtccrt shares). A
+// program with symbolic buffers is planned at every symbol's max; its allocs also keep their
+// lifetimes (`tk.lifetime`), with which the runtime places them again at each binding.
 //
 // Assumes: a program is straight-line (no regions), as -tcc-lower-to-kernels produces.
 //
 //===----------------------------------------------------------------------===//
 #include "tcc/Passes/Passes.h"
 #include "tcc/IR/TkDialect.h"
+
+#include "tcc/Support/ArenaPlacement.h"
 
 #include "llvm/ADT/DenseMap.h"
 
@@ -31,17 +33,6 @@ using namespace mlir;
 namespace tcc {
 namespace {
 
-struct Interval {
-  tk::AllocOp alloc;
-  int64_t bytes = 0;
-  int64_t first = 0, last = 0; // op positions, inclusive
-  int64_t offset = -1;
-};
-
-int64_t alignUp(int64_t v) {
-  return (v + tk::kBufferAlignment - 1) / tk::kBufferAlignment * tk::kBufferAlignment;
-}
-
 /// The last position at which `value` or a view of it is used.
 int64_t lastUse(Value value, const llvm::DenseMap<Operation *, int64_t> &position) {
   int64_t last = position.lookup(value.getDefiningOp());
@@ -51,36 +42,6 @@ int64_t lastUse(Value value, const llvm::DenseMap<Operation *, int64_t> &positio
       last = std::max(last, lastUse(view.getResult(), position));
   }
   return last;
-}
-
-/// Greedy-by-size placement; returns the arena size.
-int64_t place(std::vector<Interval> &intervals) {
-  std::vector<Interval *> order;
-  for (auto &iv : intervals)
-    order.push_back(&iv);
-  std::stable_sort(order.begin(), order.end(),
-                   [](const Interval *a, const Interval *b) { return a->bytes > b->bytes; });
-  std::vector<Interval *> placed;
-  int64_t arena = 0;
-  for (Interval *iv : order) {
-    // Placed intervals live at the same time as this one, sorted by offset.
-    std::vector<Interval *> conflicts;
-    for (Interval *p : placed)
-      if (p->first <= iv->last && iv->first <= p->last)
-        conflicts.push_back(p);
-    std::sort(conflicts.begin(), conflicts.end(),
-              [](const Interval *a, const Interval *b) { return a->offset < b->offset; });
-    int64_t offset = 0;
-    for (Interval *c : conflicts) {
-      if (offset + iv->bytes <= c->offset)
-        break; // fits in the gap before c
-      offset = std::max(offset, alignUp(c->offset + c->bytes));
-    }
-    iv->offset = offset;
-    arena = std::max(arena, alignUp(offset + iv->bytes));
-    placed.push_back(iv);
-  }
-  return arena;
 }
 
 struct PlanMemoryPass : impl::PlanMemoryBase<PlanMemoryPass> {
@@ -116,10 +77,10 @@ struct PlanMemoryPass : impl::PlanMemoryBase<PlanMemoryPass> {
       int64_t n = 0;
       for (Operation &op : program.getBody().front())
         position[&op] = n++;
-      std::vector<Interval> intervals;
+      std::vector<ArenaInterval> intervals;
+      std::vector<tk::AllocOp> allocs;
       for (auto alloc : program.getBody().front().getOps<tk::AllocOp>()) {
-        Interval iv;
-        iv.alloc = alloc;
+        ArenaInterval iv;
         std::optional<int64_t> bytes = plannedBytes(alloc);
         if (!bytes)
           return signalPassFailure();
@@ -127,11 +88,17 @@ struct PlanMemoryPass : impl::PlanMemoryBase<PlanMemoryPass> {
         iv.first = position.lookup(alloc);
         iv.last = lastUse(alloc.getResult(), position);
         intervals.push_back(iv);
+        allocs.push_back(alloc);
       }
-      int64_t arena = place(intervals);
+      int64_t arena = placeInArena(intervals, tk::kBufferAlignment);
       Builder b(program.getContext());
-      for (auto &iv : intervals)
-        iv.alloc.setOffsetAttr(b.getI64IntegerAttr(iv.offset));
+      bool symbolic = !ranges.empty();
+      for (size_t i = 0; i < allocs.size(); ++i) {
+        allocs[i].setOffsetAttr(b.getI64IntegerAttr(intervals[i].offset));
+        if (symbolic)
+          allocs[i]->setAttr(tk::kLifetimeAttr,
+                             b.getDenseI64ArrayAttr({intervals[i].first, intervals[i].last}));
+      }
       program->setAttr(tk::kArenaBytesAttr, b.getI64IntegerAttr(arena));
     }
   }

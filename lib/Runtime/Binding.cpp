@@ -9,6 +9,8 @@
 // the ranges. Binding the bound shapes again is a comparison (it is on the per-request path);
 // a failed binding leaves the program unbound.
 #include "Program.h"
+#include "HostMemory.h"
+#include "tcc/Support/ArenaPlacement.h"
 #include "tcc/Support/Tensor.h" // tcc::Error, thrown by the binder
 
 #include <algorithm>
@@ -108,6 +110,16 @@ void Program::applyBinding() {
       evaluateShape(b.shape, b.dims, symbolBindings_, what);
       b.bytes = tensorBytes(b.dtype, b.shape, what);
     }
+  }
+  placeArenaSlots();
+  for (size_t i = 0; i < buffers_.size(); ++i) {
+    BufferDesc &b = buffers_[i];
+    if (b.slot >= 0) {
+      uint64_t slotBytes = buffers_[arenaSlots_[b.slot].buffer].bytes;
+      if (b.slotOffset > slotBytes || b.bytes > slotBytes - b.slotOffset)
+        throw Error("buffer " + std::to_string(i) + " ends past its arena slot (" +
+                    std::to_string(slotBytes) + " bytes)");
+    }
     // Buffers in the caller's tensors move with the sizes; arena ones were checked at their
     // largest at load (checked again: an extent is cheap, and the proof is the interval bounds).
     if (b.kind == BufferKind::Input || b.kind == BufferKind::Output ||
@@ -117,6 +129,28 @@ void Program::applyBinding() {
   decodeLaunchList(/*shapesKnown=*/true);
   reserveWorkspace();
   bound_ = true;
+}
+
+/// The alignment of the compiler's arena plan (tk::kBufferAlignment), which a binding keeps.
+constexpr int64_t kArenaAlignment = 64;
+
+void Program::placeArenaSlots() {
+  if (arenaSlots_.empty())
+    return;
+  std::vector<ArenaInterval> intervals;
+  for (const ArenaSlotDesc &s : arenaSlots_)
+    intervals.push_back({std::max<int64_t>((int64_t)buffers_[s.buffer].bytes, 1), s.first, s.last});
+  uint64_t bytes = (uint64_t)placeInArena(intervals, kArenaAlignment);
+  if (bytes > arenaCapacity_) {
+    void *grown = hostAllocate(bytes); // throws on failure, leaving the old arena
+    hostFree(arena_);
+    arena_ = grown;
+    arenaCapacity_ = bytes;
+  }
+  arenaBytes_ = bytes;
+  for (BufferDesc &b : buffers_)
+    if (b.slot >= 0)
+      b.offset = (uint64_t)intervals[b.slot].offset + b.slotOffset;
 }
 
 void Program::clearBinding() {

@@ -260,6 +260,10 @@ size_t tccrt_num_symbols(const tccrt_program *program) {
   return program ? program->program->symbolNames().size() : 0;
 }
 
+size_t tccrt_arena_bytes(const tccrt_program *program) {
+  return program ? program->program->boundArenaBytes() : 0;
+}
+
 tccrt_status tccrt_symbol_info(const tccrt_program *program, size_t k, const char **name,
                                int64_t *min, int64_t *max) {
   if (!program)

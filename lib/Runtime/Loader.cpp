@@ -256,8 +256,8 @@ std::unique_ptr<Program> Program::load(const void *data, size_t size,
     p->decodeTraining(program->training(), base);
   if (p->device_ == TCCRT_DEVICE_CUDA)
     p->startCuda(options); // everything verified: now the driver
-  else if (!program->training() && p->arenaBytes_ > 0)
-    p->arena_ = hostAllocate(p->arenaBytes_);
+  else if (!program->training() && p->arenaBytes_ > 0 && p->arenaSlots_.empty())
+    p->arena_ = hostAllocate(p->arenaBytes_); // (a symbolic program's: at each binding's size)
   return p;
 }
 
@@ -551,6 +551,8 @@ void Program::decodeBuffers(const fb::Program *program) {
     d.dtype = checkDType(b->dtype(), what);
     d.shape = readShape(b->shape());
     d.dims = readDims(b->dims(), d.shape, what);
+    d.slot = b->slot();
+    d.slotOffset = b->slot_offset();
     if (d.dims.empty())
       d.bytes = tensorBytes(d.dtype, d.shape, what);
     else if (d.dims.size() > 64)
@@ -589,6 +591,7 @@ void Program::decodeBuffers(const fb::Program *program) {
       throw Error(what + ": offset is not a multiple of the element size");
     buffers_.push_back(std::move(d));
   }
+  decodeArenaSlots(program);
   // Extents known now: static buffers in static bases, and symbolic arena buffers at their
   // largest (arena_bytes is planned at every symbol's max). The others at each binding.
   for (size_t i = 0; i < buffers_.size(); ++i) {
@@ -608,6 +611,35 @@ void Program::decodeBuffers(const fb::Program *program) {
     if (b.dims.empty() && baseStatic)
       checkExtent(b, i, b.bytes, baseBytes(b));
   }
+}
+
+void Program::decodeArenaSlots(const fb::Program *program) {
+  const auto *slots = program->arena_slots();
+  for (unsigned k = 0; slots && k < slots->size(); ++k) {
+    const fb::ArenaSlot *s = slots->Get(k);
+    std::string what = "arena slot " + std::to_string(k);
+    if (!s || s->buffer() >= buffers_.size())
+      throw Error(what + " names no buffer");
+    const BufferDesc &b = buffers_[s->buffer()];
+    if (b.kind != BufferKind::Arena || b.slot != (int32_t)k || b.slotOffset != 0)
+      throw Error(what + ": its buffer " + std::to_string(s->buffer()) +
+                  " is not the slot's own arena buffer");
+    if (s->first() < 0 || s->last() < s->first())
+      throw Error(what + " has an empty lifetime");
+    arenaSlots_.push_back({s->buffer(), s->first(), s->last()});
+  }
+  for (size_t i = 0; i < buffers_.size(); ++i) {
+    const BufferDesc &b = buffers_[i];
+    bool inSlot = b.slot >= 0 && (size_t)b.slot < arenaSlots_.size();
+    if (b.slot != -1 && (!inSlot || b.kind != BufferKind::Arena))
+      throw Error(describeBuffer(b, i) + ": its arena slot " + std::to_string(b.slot) +
+                  " does not exist or it is not in the arena");
+    // Slots are placed again at each binding: every arena buffer must move with one.
+    if (!arenaSlots_.empty() && b.kind == BufferKind::Arena && !inSlot)
+      throw Error(describeBuffer(b, i) + " is in the arena but in no arena slot");
+  }
+  if (!arenaSlots_.empty() && !isSymbolic())
+    throw Error("arena slots in a program without size symbols");
 }
 
 uint64_t Program::baseBytes(const BufferDesc &b) const {

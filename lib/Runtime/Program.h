@@ -88,6 +88,16 @@ struct BufferDesc {
   std::vector<int64_t> shape; // symbolic buffers: as TensorDesc::shape
   size_t bytes = 0;
   std::vector<SymExpr> dims; // as TensorDesc::dims
+  // Symbolic programs' arena buffers: their ArenaSlot (-1: none) and offset within it.
+  int32_t slot = -1;
+  uint64_t slotOffset = 0;
+};
+
+/// One allocation of a symbolic program's arena (artifact.fbs ArenaSlot): placed again at
+/// each binding with the bound sizes.
+struct ArenaSlotDesc {
+  uint32_t buffer; // the buffer of the slot's whole extent
+  int64_t first, last;
 };
 
 struct KernelStep {
@@ -185,6 +195,11 @@ public:
   const std::vector<Step> &steps() const { return steps_; }
   const std::string &producer() const { return producer_; }
   uint64_t arenaBytes() const { return arenaBytes_; }
+  /// The arena the program runs in now: a symbolic program's is its binding's plan (0 before
+  /// the first binding).
+  uint64_t boundArenaBytes() const {
+    return arenaSlots_.empty() ? arenaBytes_ : bound_ ? arenaBytes_ : 0;
+  }
 
   /// Training artifacts only (else null): the state and the entry points.
   const TrainingDesc *training() const { return training_.get(); }
@@ -255,6 +270,7 @@ private:
   void decodeConstants(const tcc::artifact::Program *program, const uint8_t *base);
   void decodeKernels(const tcc::artifact::Program *program);
   void decodeBuffers(const tcc::artifact::Program *program);
+  void decodeArenaSlots(const tcc::artifact::Program *program);
   /// A dims vector (TensorSpec/Buffer.dims) over `shape`: the expressions, none when every dim
   /// is static (constant expressions go into `shape`).
   std::vector<SymExpr>
@@ -272,6 +288,9 @@ private:
   /// Every symbolic tensor's and buffer's shape and bytes at symbolBindings_, buffers' extents
   /// checked, then the launch list derived at them.
   void applyBinding();
+  /// Places the arena slots at the bound sizes (a symbolic program's arena is the bound
+  /// sizes' plan, grown when a binding needs more) and moves their buffers.
+  void placeArenaSlots();
   /// Symbolic shapes back to -1, no launch list: the state before a binding.
   void clearBinding();
   /// The error of a run without a binding: names the first symbolic input and its dims.
@@ -285,6 +304,8 @@ private:
   std::string producer_;
   std::vector<TensorDesc> inputs_, outputs_;
   std::vector<BufferDesc> buffers_;
+  std::vector<ArenaSlotDesc> arenaSlots_; // symbolic programs only
+  uint64_t arenaCapacity_ = 0;            // bytes allocated at arena_
   std::vector<const uint8_t *> constants_; // into file_
   std::vector<uint64_t> constantSizes_;
   const uint8_t *constantData_ = nullptr; // constant_data, into file_ (uploaded whole on CUDA)

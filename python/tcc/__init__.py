@@ -205,6 +205,12 @@ class Model:
             out[name.value.decode()] = (lo.value, hi.value)
         return out
 
+    @property
+    def arena_bytes(self) -> int:
+        """Bytes of the arena the program's temporaries live in; a symbolic program's is planned
+        for the sizes of the last call (0 before the first)."""
+        return self._lib.tccrt_arena_bytes(self._program)
+
     def input_dims(self, i: int) -> tuple:
         """Input i's dims: an int where fixed, the size expression (a str such as "batch" or
         "2*seq") where symbolic."""

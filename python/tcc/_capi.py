@@ -101,6 +101,7 @@ _RUNTIME = {
                                          C.POINTER(C.c_size_t)]),
     "tccrt_input_dim_expr": (C.c_char_p, [_P, C.c_size_t, C.c_size_t]),
     "tccrt_num_symbols": (C.c_size_t, [_P]),
+    "tccrt_arena_bytes": (C.c_size_t, [_P]),
     "tccrt_symbol_info": (C.c_int, [_P, C.c_size_t, C.POINTER(C.c_char_p),
                                     C.POINTER(C.c_int64), C.POINTER(C.c_int64)]),
     "tccrt_run": (C.c_int, [_P, C.POINTER(C.c_void_p), C.POINTER(C.c_void_p)]),

@@ -115,6 +115,7 @@ def test_size_ranges_make_one_program_for_every_size(dynamic_batch, rng):
         np.testing.assert_allclose(y, x * 2 + 1, rtol=1e-6)
     compiled.set_input_shapes((6, 5))
     assert compiled.outputs[0].shape == (6, 5)
+    assert compiled.arena_bytes == 0  # x * 2 + 1 is one kernel: no temporaries
     out = [np.empty((6, 5), np.float32)]
     x = random_input(rng, (6, 5))
     compiled(x, out=out)

@@ -110,6 +110,29 @@ TEST(SymbolicCompile, EncoderCompiledOnceRunsEverySize) {
   }
 }
 
+TEST(SymbolicCompile, TheArenaIsPlannedForEachBindingsSizes) {
+  // The compile-time plan holds every size (at every symbol's max); a binding plans the same
+  // buffers for its own sizes: a small request takes a small arena, and the memory is reused.
+  mlir::MLIRContext ctx;
+  SymbolicModel m = compileSymbolic(ctx, "symbolic-encoder", {{"batch", {1, 8}}, {"seq", {1, 64}}});
+  tccrt::Program program = tccrt::Program::fromBuffer(m.artifact.data(), m.artifact.size(), 1);
+  EXPECT_EQ(program.arenaBytes(), 0u) << "unbound";
+  program.setInputShapes({{8, 64, 16}, {8, 64}});
+  size_t largest = program.arenaBytes();
+  program.setInputShapes({{1, 2, 16}, {1, 2}});
+  size_t small = program.arenaBytes();
+  EXPECT_GT(small, 0u);
+  EXPECT_LT(small * 32, largest) << "1x2 against 8x64: a 256th of the elements";
+  uint64_t seed = 61;
+  for (auto [batch, seq] : {std::pair<int64_t, int64_t>{1, 2}, {8, 64}, {3, 5}, {1, 2}}) {
+    SCOPED_TRACE("batch " + std::to_string(batch) + ", seq " + std::to_string(seq));
+    expectRunMatchesInterpreter(program, m,
+                                {randomTensor(DType::F32, {batch, seq, 16}, seed += 2),
+                                 randomTensor(DType::F32, {batch, seq}, seed += 2)});
+    EXPECT_LE(program.arenaBytes(), largest);
+  }
+}
+
 TEST(SymbolicCompile, TransformersCompiledOnceRunEverySize) {
   for (auto [name, withMask, maxSeq] :
        {std::tuple<const char *, bool, int64_t>{"bert-dynamic", true, 64},

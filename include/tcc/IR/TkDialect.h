@@ -33,6 +33,9 @@ inline constexpr llvm::StringLiteral kNumInputsAttr = "tk.num_inputs";
 inline constexpr llvm::StringLiteral kArgNamesAttr = "tk.arg_names";
 /// i64: arena size in bytes (set by -tcc-plan-memory).
 inline constexpr llvm::StringLiteral kArenaBytesAttr = "tk.arena_bytes";
+/// On each tk.alloc of a program with symbolic buffers: [first, last] positions of its
+/// lifetime in the program, with which libtccrt places the buffers again at each binding.
+inline constexpr llvm::StringLiteral kLifetimeAttr = "tk.lifetime";
 /// Alignment of arena offsets and constants, in bytes.
 inline constexpr int64_t kBufferAlignment = 64;
 

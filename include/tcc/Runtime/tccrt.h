@@ -113,6 +113,10 @@ const char *tccrt_input_dim_expr(const tccrt_program *program, size_t i, size_t 
  * and each one's inclusive range (*max is INT64_MAX where the compiler was given no bound).
  * name, min and max may each be NULL. */
 size_t tccrt_num_symbols(const tccrt_program *program);
+/* Bytes of the arena the program's temporaries live in. A symbolic program's is planned again
+ * at each binding for the bound sizes (0 before the first; the memory grows to the largest
+ * binding so far and is reused), where a static program's is fixed at compile time. */
+size_t tccrt_arena_bytes(const tccrt_program *program);
 tccrt_status tccrt_symbol_info(const tccrt_program *program, size_t k, const char **name,
                                int64_t *min, int64_t *max);
 

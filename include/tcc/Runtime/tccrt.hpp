@@ -239,6 +239,8 @@ public:
     return out;
   }
   size_t numSymbols() const { return tccrt_num_symbols(program_); }
+  /// tccrt_arena_bytes: the arena of the current binding (a symbolic program's).
+  size_t arenaBytes() const { return tccrt_arena_bytes(program_); }
   bool isSymbolic() const { return numSymbols() > 0; }
 
   /// Input tensors of the program's dtypes and shapes (contents uninitialised).

@@ -1,13 +1,14 @@
 // RUN: tcc-opt -tcc-plan-memory %s -split-input-file -verify-diagnostics | FileCheck %s
 
 // Temporaries with symbolic dims are planned at every size symbol's max: one static arena
-// serves every size the program accepts.
+// holds every size the program accepts. Each alloc keeps its lifetime (positions in the
+// program), with which the runtime places them again at the sizes of each binding.
 
 // seq <= 100: a [seq] f32 buffer takes at most 400 bytes, the next one starts at 448.
 // CHECK-LABEL: func.func @main
 // CHECK-SAME: tk.arena_bytes = 896 : i64
-// CHECK: tk.alloc {offset = 0 : i64}
-// CHECK: tk.alloc {offset = 448 : i64}
+// CHECK: tk.alloc {offset = 0 : i64, tk.lifetime = array<i64: 1, 4>}
+// CHECK: tk.alloc {offset = 448 : i64, tk.lifetime = array<i64: 3, 5>}
 module attributes {tcc.symbols = {seq = array<i64: 1, 100>}} {
 func.func @k(%a: memref<?xf32, #tcc.dims<["seq"]>>, %b: memref<?xf32, #tcc.dims<["seq"]>>, %s: memref<1xi64> {tk.symbols}) attributes {tk.kernel} {
   return
