@@ -638,18 +638,17 @@ LogicalResult CumsumOp::verify() {
 
 LogicalResult TopKOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
                                        Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  if (failed(requireStaticShapes(loc, "tcc.topk", {adaptor.getX()})))
-    return failure();
   auto t = tensorTypeOf(adaptor.getX());
   int64_t dim = adaptor.getDim(), k = adaptor.getK();
   if (dim < 0 || dim >= t.getRank())
     return emitOptionalError(loc, "dim ", dim, " is out of range for rank ", t.getRank());
-  if (k < 0 || k > t.getDimSize(dim))
+  // A symbolic dim must hold k at every size: the importer checks that against the ranges.
+  if (k < 0 || (!t.isDynamicDim(dim) && k > t.getDimSize(dim)))
     return emitOptionalError(loc, "k = ", k, " is out of range for a dim of size ", t.getDimSize(dim));
-  SmallVector<int64_t> shape(t.getShape());
+  SymShape shape = symbolicShape(t);
   shape[dim] = k;
-  types.push_back(RankedTensorType::get(shape, t.getElementType()));
-  types.push_back(RankedTensorType::get(shape, IntegerType::get(ctx, 64)));
+  types.push_back(withDims(t, shape));
+  types.push_back(tensorTypeWithDims(shape, IntegerType::get(ctx, 64)));
   return success();
 }
 

@@ -353,7 +353,7 @@ LogicalResult TopKOp::verify() {
   int64_t dim = static_cast<int64_t>(getDim());
   if (dim < 0 || dim >= x.getRank())
     return emitOpError("dim out of range");
-  if (v.getShape() != i.getShape() || v.getElementType() != x.getElementType() ||
+  if (bufferDims(v) != bufferDims(i) || v.getElementType() != x.getElementType() ||
       !i.getElementType().isInteger(64))
     return emitOpError("values must have the input's type and indices be i64 of the same shape");
   return success();

@@ -166,7 +166,8 @@ TEST(SymbolicCompile, PadsConcatsAndGroupedConvolutionsRunEverySize) {
   // Reflect, edge and constant pads of symbolic image sides, a concat along the channels of
   // symbolic maps, a grouped dilated convolution (a library call), argmax over the channels, a
   // KV-cache concat along a symbolic sequence (past + seq), and cumulative sums along it (of a
-  // mask, as RoBERTa's position ids; of a flipped sequence: a Slice with step -1).
+  // mask, as RoBERTa's position ids; of a flipped sequence: a Slice with step -1), and top-k
+  // along a symbolic width.
   mlir::MLIRContext ctx;
   SymbolicModel m = compileSymbolic(
       ctx, "ops-dynamic",

@@ -365,9 +365,13 @@ void lowerTopK(NodeContext &n) {
       n.fail("k must hold exactly one value");
     k = ks[0];
   }
-  int64_t size = CoreBuilder::shapeOf(x)[axis];
-  if (k < 0 || k > size)
-    n.fail("k = " + std::to_string(k) + " is out of range [0, " + std::to_string(size) + "]");
+  SymExpr size = CoreBuilder::dimsOf(x)[axis];
+  if (k < 0 || (size.isConstant() && k > *size.constant()))
+    n.fail("k = " + std::to_string(k) + " is out of range [0, " + size.str() + "]");
+  if (!size.isConstant() && rangeOf(size, n.symbolRanges()).min < k)
+    n.fail("k = " + std::to_string(k) + " may exceed the axis' size " + size.str() +
+           " over the size ranges (" + describeSymbolRanges(n.symbolRanges()) +
+           "): declare ranges that keep it at least " + std::to_string(k));
   auto [values, indices] = n.b().topk(x, axis, k, n.attrInt("largest", 1) != 0);
   n.setOutput(0, values);
   if (n.hasOutput(1))
