@@ -96,9 +96,9 @@ double work(Block &block) {
     else if (auto r = dyn_cast<tk::ReduceOp>(op))
       total += product(r.getBounds()) * (1 + work(r.getBody().front()));
     else if (auto a = dyn_cast<tk::ArgReduceOp>(op))
-      total += (double)a.getBound() * (1 + work(a.getBody().front()));
+      total += product({(int64_t)a.getBound()}) * (1 + work(a.getBody().front()));
     else if (auto f = dyn_cast<tk::ForOp>(op))
-      total += (double)f.getCount() * (1 + work(f.getBody().front()));
+      total += product({(int64_t)f.getCount()}) * (1 + work(f.getBody().front()));
     else
       total += 1;
   }
@@ -474,11 +474,12 @@ void CpuKernelEmitter::emitArgReduce(tk::ArgReduceOp op) {
   bool largest = op.getKind() == ReduceKind::Max;
   std::string result = scalars.fresh("v");
   std::string best = result + "_best";
-  line("// tk.arg_reduce " + stringifyReduceKind(op.getKind()).str() + " [" +
-       std::to_string(op.getBound()) + "]" + (op.getSelectLastIndex() ? " (last index)" : ""));
+  std::string bound = boundNames({(int64_t)op.getBound()}, op.getDynamicBound() ? ValueRange(op.getDynamicBound()) : ValueRange())[0];
+  line("// tk.arg_reduce " + stringifyReduceKind(op.getKind()).str() + " [" + bound + "]" +
+       (op.getSelectLastIndex() ? " (last index)" : ""));
   line("int64_t " + result + " = 0;");
   line(scalars.computeType(type) + " " + best + " = 0;");
-  line(loopHeader(index, op.getBound()) + " {");
+  line(loopHeader(index, bound) + " {");
   ++depth;
   emitBlock(block);
   std::string y = scalars.name(yielded);
@@ -495,7 +496,7 @@ void CpuKernelEmitter::emitArgReduce(tk::ArgReduceOp op) {
 void CpuKernelEmitter::emitFor(tk::ForOp op) {
   Block &block = op.getBody().front();
   std::vector<std::string> carried;
-  std::string count = boundNames({op.getCount()}, op.getDynamicCount() ? ValueRange(op.getDynamicCount()) : ValueRange())[0];
+  std::string count = boundNames({(int64_t)op.getCount()}, op.getDynamicCount() ? ValueRange(op.getDynamicCount()) : ValueRange())[0];
   line("// tk.for " + count);
   for (auto [init, result] : llvm::zip(op.getInits(), op.getResults())) {
     carried.push_back(scalars.fresh("c"));

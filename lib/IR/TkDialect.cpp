@@ -139,7 +139,9 @@ LogicalResult ReduceOp::verify() {
 LogicalResult ArgReduceOp::verify() {
   if (getKind() != ReduceKind::Max && getKind() != ReduceKind::Min)
     return emitOpError("kind must be max or min");
-  if (getBound() < 1)
+  if (ShapedType::isDynamic(getBound()) != (getDynamicBound() != nullptr))
+    return emitOpError("needs a bound operand exactly when its bound attribute is dynamic");
+  if (getBound() < 1 && !ShapedType::isDynamic(getBound()))
     return emitOpError("bound must be at least 1");
   Block &body = getBody().front();
   if (body.getNumArguments() != 1 || !body.getArgument(0).getType().isIndex())
@@ -385,8 +387,9 @@ LogicalResult CopyOp::verify() {
   return success();
 }
 
-/// tk.for's count: a number, or an index value (the attribute is then kDynamic).
-static ParseResult parseForCount(OpAsmParser &parser,
+/// tk.for's count and tk.arg_reduce's bound: a number, or an index value (the attribute is
+/// then kDynamic).
+static ParseResult parseDynamicCount(OpAsmParser &parser,
                                  std::optional<OpAsmParser::UnresolvedOperand> &dynamicCount,
                                  IntegerAttr &count) {
   OpAsmParser::UnresolvedOperand operand;
@@ -405,7 +408,7 @@ static ParseResult parseForCount(OpAsmParser &parser,
   return success();
 }
 
-static void printForCount(OpAsmPrinter &printer, Operation *, Value dynamicCount,
+static void printDynamicCount(OpAsmPrinter &printer, Operation *, Value dynamicCount,
                           IntegerAttr count) {
   if (dynamicCount)
     printer << dynamicCount;

@@ -396,9 +396,7 @@ Value KernelEmitter::compute(Value v, ArrayRef<AffineExpr> idx) {
   if (symbolic && !isa<ConstantOp, SymIntsOp, UnaryOp, BinaryOp, CompareOp, SelectOp, CastOp,
                        BitcastOp, BroadcastInDimOp, TransposeOp, SliceOp, ReshapeOp, IotaOp,
                        GatherOp, GatherElementsOp, GatherNDOp, DynamicSliceOp, PadOp, ConcatOp,
-                       ReduceOp, MatmulOp, ConvOp, ReduceWindowOp>(op) &&
-      !(isa<ArgReduceOp>(op) &&
-        !ShapedType::isDynamic(shapeOf(op->getOperand(0))[llvm::cast<ArgReduceOp>(op).getDim()])))
+                       ReduceOp, ArgReduceOp, MatmulOp, ConvOp, ReduceWindowOp>(op))
     fail(op, "has symbolic dims, which its kernel lowering does not take yet (fix the sizes "
              "with --input-shape)");
 
@@ -496,13 +494,17 @@ Value KernelEmitter::compute(Value v, ArrayRef<AffineExpr> idx) {
         });
       })
       .Case<ArgReduceOp>([&](ArgReduceOp r) -> Value {
-        int64_t dim = r.getDim(), n = shapeOf(r.getX())[dim];
-        if (n < 1)
+        int64_t dim = r.getDim();
+        SymExpr n = symShapeOf(r.getX())[dim];
+        if (n == SymExpr(0))
           fail(op, "arg_reduce over an empty dim");
+        sizeAtLeast(op, n, 1, "a reduced dim");
+        auto [bounds, dynamic] = loopBounds(ArrayRef<SymExpr>{n});
         auto ar = b_.create<tk::ArgReduceOp>(loc_, b_.getI64Type(),
                                              r.getIsMax() ? ReduceKind::Max : ReduceKind::Min,
-                                             (uint64_t)n, r.getSelectLastIndex());
-        inLoopBody(ar.getBody(), 1, {n}, [&](Block *, const Index &inner) {
+                                             bounds[0], dynamic.empty() ? Value() : dynamic[0],
+                                             r.getSelectLastIndex());
+        inLoopBody(ar.getBody(), 1, bounds, [&](Block *, const Index &inner) {
           Index xi(idx.begin(), idx.end());
           xi.insert(xi.begin() + dim, inner[0]);
           Value x = element(r.getX(), xi);

@@ -101,11 +101,14 @@ def Tk_ArgReduceOp : Tk_Op<"arg_reduce", [RecursiveMemoryEffects,
   let summary = "i64 position (0..bound-1) of the max/min of the value yielded at each point";
   let description = [{
     `kind` is max or min; ties go to the first position, or the last with `select_last_index`.
+    The bound is a number, or an index value known at run time (`tk.arg_reduce max %n`: a
+    tk.size, at least 1), in which case the `bound` attribute is ShapedType::kDynamic.
   }];
-  let arguments = (ins Tcc_ReduceKind:$kind, I64Attr:$bound, UnitAttr:$select_last_index);
+  let arguments = (ins Tcc_ReduceKind:$kind, I64Attr:$bound, Optional<Index>:$dynamic_bound,
+                       UnitAttr:$select_last_index);
   let results = (outs I64:$result);
   let regions = (region SizedRegion<1>:$body);
-  let assemblyFormat = "$kind $bound $body attr-dict";
+  let assemblyFormat = "$kind custom<DynamicCount>($dynamic_bound, $bound) $body attr-dict";
   let hasVerifier = 1;
 }
 
@@ -123,7 +126,7 @@ def Tk_ForOp : Tk_Op<"for", [RecursiveMemoryEffects, AttrSizedOperandSegments,
   let results = (outs Variadic<Tk_Scalar>:$results);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
-    custom<ForCount>($dynamic_count, $count)
+    custom<DynamicCount>($dynamic_count, $count)
     (`iter_args` `(` $inits^ `:` type($inits) `)`)? $body attr-dict (`:` type($results)^)?
   }];
   let hasVerifier = 1;

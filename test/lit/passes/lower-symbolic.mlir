@@ -125,11 +125,24 @@ func.func @prefix_sum(%x: tensor<4x?xf32, #tcc.dims<["seq"]>>) -> tensor<4x?xf32
 
 // -----
 
-// An op whose kernel lowering does not take symbolic dims yet is reported, not miscompiled.
+// An arg-max along a symbolic dim: tk.arg_reduce with the run's bound.
+// CHECK-LABEL: func.func @k0_arg_reduce(
+// CHECK:         %[[S:.*]] = tk.size "seq"
+// CHECK:         tk.arg_reduce max %[[S]] {
 module attributes {tcc.symbols = {seq = array<i64: 1, 512>}} {
 func.func @arg_max(%x: tensor<4x?xf32, #tcc.dims<["seq"]>>) -> tensor<4xi64> {
-  // expected-error @+1 {{has symbolic dims, which its kernel lowering does not take yet}}
   %c = tcc.arg_reduce %x dim = 1 {is_max = true} : tensor<4x?xf32, #tcc.dims<["seq"]>> -> tensor<4xi64>
+  return %c : tensor<4xi64>
+}
+}
+
+// -----
+
+// An arg-max along a symbolic dim that may be empty has no answer: reported.
+module attributes {tcc.symbols = {seq = array<i64: 1, 512>}} {
+func.func @arg_max_maybe_empty(%x: tensor<4x?xf32, #tcc.dims<["seq - 1"]>>) -> tensor<4xi64> {
+  // expected-error @+1 {{has a reduced dim of symbolic size seq - 1, which may be below 1}}
+  %c = tcc.arg_reduce %x dim = 1 {is_max = true} : tensor<4x?xf32, #tcc.dims<["seq - 1"]>> -> tensor<4xi64>
   return %c : tensor<4xi64>
 }
 }
