@@ -849,6 +849,46 @@ Value resizeAlong(NodeContext &n, Value x, int64_t axis, const AxisTable &t, dou
   return y;
 }
 
+/// Nearest-neighbour resizing of symbolic axis `axis` of x by the integer factor `scale`: the
+/// output has scale * L positions, and position o reads clamp(o / scale + delta[o % scale],
+/// 0, L - 1). The pattern delta is read off the exact tables (resizeAxisTable) of sample
+/// lengths, and must reproduce every one of them; otherwise the mode is reported.
+Value resizeSymbolicNearest(NodeContext &n, Value x, int64_t axis, const ResizeSpec &spec,
+                            int64_t scale) {
+  SymExpr length = CoreBuilder::dimsOf(x)[axis];
+  std::vector<int64_t> delta(scale, 0);
+  bool known = false, consistent = true;
+  for (int64_t len = 1; len <= 16 && consistent; ++len) {
+    AxisTable t = resizeAxisTable(n, spec, len, scale * len, (double)scale, 0, 1);
+    for (int64_t o = 0; o < scale * len && consistent; ++o) {
+      int64_t q = o / scale, r = o % scale, at = t.idx[0][o];
+      if (len >= 3 && q > 0 && q + 1 < len && !known) // away from the clamped edges
+        for (int64_t k = 0; k < scale; ++k)
+          delta[k] = t.idx[0][q * scale + k] - q;
+      known = known || (len >= 3 && q > 0 && q + 1 < len);
+      consistent = !known || at == std::clamp(q + delta[r], (int64_t)0, len - 1);
+    }
+  }
+  if (!consistent)
+    n.fail("nearest resizing of symbolic dim " + std::to_string(axis) + " (" + length.str() +
+           ") with coordinate_transformation_mode '" + spec.coordMode + "' and nearest_mode '" +
+           spec.nearestMode + "' is not a fixed pattern per output position: fix the sizes "
+           "(tcc compile --input-shape)");
+  CoreBuilder &b = n.b();
+  Type i64 = b.builder().getI64Type();
+  SymExpr outLength = length * scale;
+  Value o = b.iotaOfDims({outLength}, i64, 0);
+  Value q = b.div(o, b.broadcastToDims(b.constantI64({scale}, {}), {outLength}));
+  Value index = q;
+  if (llvm::any_of(delta, [](int64_t v) { return v != 0; })) {
+    Value r = b.sub(o, b.mul(q, b.broadcastToDims(b.constantI64({scale}, {}), {outLength})));
+    index = b.add(q, b.create<GatherOp>(b.constantI64(delta, {scale}), r, 0));
+    index = b.max(index, b.broadcastToDims(b.constantI64({0}, {}), {outLength}));
+    index = b.min(index, b.broadcastToDims(b.symInts({length - 1}, {}), {outLength}));
+  }
+  return b.create<GatherOp>(x, index, axis);
+}
+
 /// Resizes every axis of x to `outShape`, axis by axis, with per-axis `scales` (and, for
 /// tf_crop_and_resize, `roi` = starts ++ ends).
 Value resizeAll(NodeContext &n, Value x, const ResizeSpec &spec, ArrayRef<int64_t> outShape,
@@ -904,10 +944,46 @@ std::vector<double> floatsInput(NodeContext &n, size_t i, const std::string &wha
   return v;
 }
 
+/// Resize of a tensor with symbolic dims: by `scales` (sizes would be a fixed output size, a
+/// table per input size), axis by axis; a fixed axis as in resizeAll, a symbolic one
+/// nearest-neighbour by an integer factor (the upsampling of FPN and YOLO heads).
+Value resizeSymbolic(NodeContext &n, Value x, const ResizeSpec &spec, ArrayRef<int64_t> axes,
+                     ArrayRef<double> scales) {
+  if (spec.coordMode == "tf_crop_and_resize")
+    n.fail("tf_crop_and_resize of a tensor with symbolic dims: fix the sizes (tcc compile "
+           "--input-shape)");
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t d = axes[i];
+    double s = scales[i];
+    if (!(s > 0))
+      n.fail("scales must be positive");
+    SymExpr length = CoreBuilder::dimsOf(x)[d];
+    if (std::optional<int64_t> len = length.constant()) {
+      int64_t out = (int64_t)std::floor(s * *len);
+      if (out < 1 || *len < 1)
+        n.fail("the output would be empty along axis " + std::to_string(d));
+      if (out == *len && s == 1)
+        continue;
+      AxisTable t = resizeAxisTable(n, spec, *len, out, s, 0, 1);
+      if (!t.identity)
+        x = resizeAlong(n, x, d, t, spec.extrapolation);
+      continue;
+    }
+    if (s == 1)
+      continue;
+    if (spec.mode != InterpMode::Nearest || s != std::floor(s))
+      n.fail("resizing symbolic dim " + std::to_string(d) + " (" + length.str() +
+             ") takes nearest mode by an integer scale (got " +
+             (spec.mode == InterpMode::Nearest ? "nearest" : "linear or cubic") + " by " +
+             std::to_string(s) + "): fix the sizes (tcc compile --input-shape)");
+    x = resizeSymbolicNearest(n, x, d, spec, (int64_t)s);
+  }
+  return x;
+}
+
 void lowerResize(NodeContext &n) {
   Value x = n.input(0);
   int64_t rank = CoreBuilder::rankOf(x);
-  auto in = CoreBuilder::shapeOf(x);
   ResizeSpec spec;
   spec.mode = interpMode(n, n.attrString("mode", "nearest"));
   std::vector<double> scales, roi;
@@ -948,6 +1024,16 @@ void lowerResize(NodeContext &n) {
     n.fail("one of scales and sizes must be given");
   if (!roi.empty() && roi.size() != 2 * na)
     n.fail("roi must have 2 values per resized axis");
+  if (hasSymbolicDims(x.getType())) {
+    if (scales.empty())
+      n.fail("sizes give a fixed output size, which a tensor with symbolic dims (" +
+             shapeString(CoreBuilder::dimsOf(x)) + ") reaches by a different table at each "
+             "size: fix the sizes (tcc compile --input-shape), or resize by scales");
+    if (scales.size() != na)
+      n.fail("scales must have one value per resized axis");
+    return n.setOutput(0, resizeSymbolic(n, x, spec, axes, scales));
+  }
+  auto in = CoreBuilder::shapeOf(x);
 
   std::vector<double> fullScales(rank, 1.0), fullRoi;
   SmallVector<int64_t> outShape(in.begin(), in.end());

@@ -71,7 +71,7 @@ class Decoder(nn.Module):  # GPT-2 as transformers writes it: a causal buffer sl
         h = x + s.o(a)
         # The last position's logits, and the mean of every position after the first.
         return s.lm(h[:, -1:, :]), h[:, 1:, :].mean(1)
-class OpsMix(nn.Module):  # pads, concats, a grouped dilated conv, argmax, a KV-cache concat, cumsums, top-k, argmax over a symbolic dim
+class OpsMix(nn.Module):  # pads, concats, a grouped dilated conv, argmax, a KV-cache concat, cumsums, top-k, argmax over a symbolic dim, nearest upsampling
     def __init__(s):
         super().__init__()
         s.dw = nn.Conv2d(4, 4, 3, groups=2, dilation=2, padding=2); s.q = nn.Linear(8, 8)
@@ -88,8 +88,10 @@ class OpsMix(nn.Module):  # pads, concats, a grouped dilated conv, argmax, a KV-
         rev = torch.cumsum(t.flip(1), dim=1)  # a float cumsum along the symbolic sequence
         top, where = torch.topk(x.mean(1), 3, dim=-1)  # along the symbolic width (w >= 3)
         best = torch.argmax(t.sum(-1), dim=1).float()  # along the symbolic sequence
+        up = F.interpolate(x, scale_factor=2, mode="nearest") + F.pad(x, (1, 1, 1, 1)).mean()
+        up3 = F.interpolate(x[:, :1], scale_factor=(3, 1), mode="nearest")
         return (a.sum((2, 3)), b.mean((2, 3)) + c.mean((2, 3)), img, cls, att, pos, rev, top,
-                where.float(), best)
+                where.float(), best, up, up3)
 class Cnn(nn.Module):
     def __init__(s):
         super().__init__()
