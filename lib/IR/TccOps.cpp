@@ -476,9 +476,6 @@ LogicalResult DynamicSliceOp::inferReturnTypes(MLIRContext *, std::optional<Loca
 LogicalResult DynamicUpdateSliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                                      Adaptor adaptor,
                                                      SmallVectorImpl<Type> &types) {
-  if (failed(requireStaticShapes(loc, "tcc.dynamic_update_slice",
-                                 {adaptor.getX(), adaptor.getUpdate()})))
-    return failure();
   auto t = tensorTypeOf(adaptor.getX());
   auto u = tensorTypeOf(adaptor.getUpdate());
   if ((int64_t)adaptor.getStarts().size() != t.getRank())
@@ -486,8 +483,9 @@ LogicalResult DynamicUpdateSliceOp::inferReturnTypes(MLIRContext *, std::optiona
                              adaptor.getStarts().size());
   if (u.getRank() != t.getRank() || u.getElementType() != t.getElementType())
     return emitOptionalError(loc, "update ", u, " does not match ", t);
+  // Symbolic dims must hold the update at every size: the kernel lowering checks the ranges.
   for (int64_t d = 0; d < t.getRank(); ++d)
-    if (u.getDimSize(d) > t.getDimSize(d))
+    if (!t.isDynamicDim(d) && !u.isDynamicDim(d) && u.getDimSize(d) > t.getDimSize(d))
       return emitOptionalError(loc, "update ", u, " does not fit in ", t);
   types.push_back(t);
   return success();
@@ -557,16 +555,13 @@ LogicalResult GatherNDOp::inferReturnTypes(MLIRContext *, std::optional<Location
 LogicalResult ScatterElementsOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                                   Adaptor adaptor,
                                                   SmallVectorImpl<Type> &types) {
-  if (failed(requireStaticShapes(loc, "tcc.scatter_elements",
-                                 {adaptor.getX(), adaptor.getIndices(), adaptor.getUpdates()})))
-    return failure();
   auto t = tensorTypeOf(adaptor.getX());
   auto idx = tensorTypeOf(adaptor.getIndices());
   auto upd = tensorTypeOf(adaptor.getUpdates());
   int64_t axis = adaptor.getAxis();
   if (axis < 0 || axis >= t.getRank())
     return emitOptionalError(loc, "axis ", axis, " is out of range for rank ", t.getRank());
-  if (idx.getShape() != upd.getShape() || idx.getRank() != t.getRank())
+  if (symbolicShape(idx) != symbolicShape(upd) || idx.getRank() != t.getRank())
     return emitOptionalError(loc, "indices ", idx, " and updates ", upd,
                              " must have one shape of the data's rank");
   if (upd.getElementType() != t.getElementType())
@@ -577,19 +572,19 @@ LogicalResult ScatterElementsOp::inferReturnTypes(MLIRContext *, std::optional<L
 
 LogicalResult ScatterNDOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                             Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  if (failed(requireStaticShapes(loc, "tcc.scatter_nd",
-                                 {adaptor.getX(), adaptor.getIndices(), adaptor.getUpdates()})))
-    return failure();
   auto t = tensorTypeOf(adaptor.getX());
   auto idx = tensorTypeOf(adaptor.getIndices());
   auto upd = tensorTypeOf(adaptor.getUpdates());
-  if (idx.getRank() < 1 || idx.getShape().back() < 0 || idx.getShape().back() > t.getRank())
-    return emitOptionalError(loc, "index depth does not fit data rank ", t.getRank());
-  SmallVector<int64_t> expected(idx.getShape().drop_back());
-  llvm::append_range(expected, t.getShape().drop_front(idx.getShape().back()));
-  if (upd.getShape() != ArrayRef<int64_t>(expected) || upd.getElementType() != t.getElementType())
+  if (idx.getRank() < 1 || idx.isDynamicDim(idx.getRank() - 1) || idx.getShape().back() < 0 ||
+      idx.getShape().back() > t.getRank())
+    return emitOptionalError(loc, "index depth does not fit data rank ", t.getRank(),
+                             " (or is not fixed)");
+  SymShape dims = symbolicShape(t), indexDims = symbolicShape(idx);
+  SymShape expected(indexDims.begin(), indexDims.end() - 1);
+  expected.insert(expected.end(), dims.begin() + idx.getShape().back(), dims.end());
+  if (symbolicShape(upd) != expected || upd.getElementType() != t.getElementType())
     return emitOptionalError(loc, "updates ", upd, " do not match the expected shape ",
-                             listToString(expected));
+                             shapeString(expected));
   types.push_back(t);
   return success();
 }

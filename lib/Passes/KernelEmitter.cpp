@@ -765,9 +765,9 @@ Value combine(KernelEmitter &e, ScatterReduction r, Value old, Value update) {
 
 /// `out` already holds x (copied by the program): updates are applied in order.
 void buildScatterElements(KernelEmitter &e, ScatterElementsOp s, Value out) {
-  ArrayRef<int64_t> is = shapeOf(s.getIndices()), xs = shapeOf(s.getX());
+  SymShape is = symShapeOf(s.getIndices()), xs = symShapeOf(s.getX());
   int64_t axis = s.getAxis();
-  SmallVector<int64_t> outer(is.begin(), is.end());
+  SymShape outer = is;
   outer.erase(outer.begin() + axis);
   // Updates to one line along `axis` may collide: that line is walked sequentially.
   e.parallel(outer, [&](const Index &o) {
@@ -785,26 +785,28 @@ void buildScatterElements(KernelEmitter &e, ScatterElementsOp s, Value out) {
 }
 
 void buildScatterND(KernelEmitter &e, ScatterNDOp s, Value out) {
-  ArrayRef<int64_t> is = shapeOf(s.getIndices()), xs = shapeOf(s.getX());
-  int64_t q = is.size(), k = is.back();
-  SmallVector<int64_t> tupleShape(is.begin(), is.end() - 1);
-  int64_t tuples = 1;
-  for (int64_t d : tupleShape)
-    tuples *= d;
-  SmallVector<int64_t> chunk(xs.begin() + k, xs.end());
+  SymShape is = symShapeOf(s.getIndices()), xs = symShapeOf(s.getX());
+  int64_t q = is.size(), k = *is.back().constant();
+  SymShape tupleShape(is.begin(), is.end() - 1);
+  SymExpr tuples = productOf(tupleShape);
+  SymShape chunk(xs.begin() + k, xs.end());
   MLIRContext *ctx = e.context();
+  auto module = s->getParentOfType<ModuleOp>();
   e.parallel(chunk, [&](const Index &c) {
     e.forLoop(tuples, {}, [&](AffineExpr t, ValueRange) {
       // The tuple's position in the indices' leading dims.
-      Index ti = reshapeIndex({tuples}, {t}, tupleShape, ctx);
+      std::optional<Index> ti = reshapeIndex(SymShape{tuples}, {t}, tupleShape, module);
+      if (!ti)
+        fail(s, "its index tuples' shape " + shapeString(tupleShape) +
+                    " has a size with no index-expression form");
       Index xi;
       for (int64_t j = 0; j < k; ++j) {
-        Index ii(ti);
+        Index ii(*ti);
         ii.push_back(getAffineConstantExpr(j, ctx));
         xi.push_back(e.normalizedIndex(e.element(s.getIndices(), ii), xs[j]));
       }
       xi.append(c.begin(), c.end());
-      Index ui(ti);
+      Index ui(*ti);
       ui.append(c.begin(), c.end());
       Value update = e.element(s.getUpdates(), ui);
       Value old = s.getReduction() == ScatterReduction::None ? Value() : e.load(out, xi);
@@ -816,12 +818,18 @@ void buildScatterND(KernelEmitter &e, ScatterNDOp s, Value out) {
 }
 
 void buildDynamicUpdateSlice(KernelEmitter &e, DynamicUpdateSliceOp d, Value out) {
-  ArrayRef<int64_t> xs = shapeOf(d.getX()), us = shapeOf(d.getUpdate());
+  SymShape xs = symShapeOf(d.getX()), us = symShapeOf(d.getUpdate());
+  SymbolRanges ranges = symbolRanges(d->getParentOfType<ModuleOp>());
+  for (size_t i = 0; i < xs.size(); ++i)
+    if (rangeOf(xs[i] - us[i], ranges).min < 0)
+      fail(d, "its update's dim " + std::to_string(i) + " (" + us[i].str() +
+                  ") may exceed the data's (" + xs[i].str() + ") at a size in the compiled "
+                  "ranges");
   e.parallel(us, [&](const Index &u) {
     Index xi;
     for (size_t i = 0; i < xs.size(); ++i) {
       Value s = e.cast(e.element(d.getStarts()[i], {}), e.builder().getIndexType());
-      xi.push_back(e.clamp(s, 0, xs[i] - us[i]) + u[i]);
+      xi.push_back(e.clamp(s, getAffineConstantExpr(0, e.context()), e.size(xs[i] - us[i])) + u[i]);
     }
     e.store(e.element(d.getUpdate(), u), out, xi);
   });
@@ -842,9 +850,6 @@ void buildKernelBody(OpBuilder &b, Location loc, Block &body,
       continue;
     if (yields.size() != 1 || yields[0] != op.getResult(0))
       fail(&op, "must be the only result of its fusion");
-    if (!isa<CumsumOp>(op) && llvm::any_of(op.getOperandTypes(), hasSymbolicDims))
-      fail(&op, "has symbolic dims, which its kernel lowering does not take yet (fix the sizes "
-                "with --input-shape)");
     llvm::TypeSwitch<Operation *>(&op)
         .Case<CumsumOp>([&](CumsumOp c) { buildCumsum(e, c, outputs[0]); })
         .Case<ScatterElementsOp>([&](ScatterElementsOp s) { buildScatterElements(e, s, outputs[0]); })

@@ -167,7 +167,8 @@ TEST(SymbolicCompile, PadsConcatsAndGroupedConvolutionsRunEverySize) {
   // symbolic maps, a grouped dilated convolution (a library call), argmax over the channels, a
   // KV-cache concat along a symbolic sequence (past + seq), and cumulative sums along it (of a
   // mask, as RoBERTa's position ids; of a flipped sequence: a Slice with step -1), and top-k
-  // along a symbolic width, argmax along the symbolic sequence.
+  // along a symbolic width, argmax along the symbolic sequence, nearest upsampling of the
+  // symbolic image by 2 and 3, and scatters (ScatterElements with add, a ScatterND cache write).
   mlir::MLIRContext ctx;
   SymbolicModel m = compileSymbolic(
       ctx, "ops-dynamic",

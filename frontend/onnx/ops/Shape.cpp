@@ -64,8 +64,12 @@ Value wrapNegative(NodeContext &n, Value idx, const SymExpr &size) {
 Value wrapNegativeND(NodeContext &n, Value data, Value idx, int64_t batchDims) {
   if (CoreBuilder::rankOf(idx) < 1)
     n.fail("indices must have rank >= 1");
-  int64_t depth = CoreBuilder::shapeOf(idx).back();
-  auto shape = CoreBuilder::shapeOf(data);
+  std::optional<int64_t> depthOrNone = CoreBuilder::dimsOf(idx).back().constant();
+  if (!depthOrNone)
+    n.fail("the index depth (the indices' last dim) must be fixed, got " +
+           shapeString(CoreBuilder::dimsOf(idx)));
+  int64_t depth = *depthOrNone;
+  SymShape shape = CoreBuilder::dimsOf(data);
   if (batchDims < 0 || depth < 1 || batchDims + depth > (int64_t)shape.size())
     n.fail("index depth " + std::to_string(depth) + " does not fit data of rank " +
            std::to_string(shape.size()) + " with " + std::to_string(batchDims) + " batch dims");
@@ -708,7 +712,7 @@ void lowerGather(NodeContext &n) {
 void lowerGatherElements(NodeContext &n) {
   Value x = n.input(0);
   int64_t axis = n.normalizeAxis(n.attrInt("axis", 0), CoreBuilder::rankOf(x));
-  Value idx = wrapNegative(n, n.input(1), CoreBuilder::shapeOf(x)[axis]);
+  Value idx = wrapNegative(n, n.input(1), n.inputDims(0)[axis]);
   n.setOutput(0, n.b().create<GatherElementsOp>(x, idx, axis));
 }
 
@@ -738,7 +742,7 @@ ScatterReduction scatterReduction(NodeContext &n) {
 void lowerScatterElements(NodeContext &n) {
   Value x = n.input(0);
   int64_t axis = n.normalizeAxis(n.attrInt("axis", 0), CoreBuilder::rankOf(x));
-  Value idx = wrapNegative(n, n.input(1), CoreBuilder::shapeOf(x)[axis]);
+  Value idx = wrapNegative(n, n.input(1), n.inputDims(0)[axis]);
   n.setOutput(0, n.b().create<ScatterElementsOp>(x, idx, n.input(2), axis, scatterReduction(n)));
 }
 

@@ -198,3 +198,31 @@ func.func @window_too_long(%x: tensor<?x8xf32, #tcc.dims<["seq"]>>, %start: tens
   return %w : tensor<4x8xf32>
 }
 }
+
+// -----
+
+// Scatters over symbolic dims: the updates' symbolic count is a tk.for of the run's length,
+// their indices wrap and clamp against the run's sizes.
+// CHECK-LABEL: func.func @k0_scatter_elements(
+// CHECK:         %[[S:.*]] = tk.size "seq"
+// CHECK:         tk.parallel [%{{.*}}, 8] {
+// CHECK:           tk.for %[[S]] {
+module attributes {tcc.symbols = {b = array<i64: 1, 4>, seq = array<i64: 1, 64>}} {
+func.func @scatter(%x: tensor<?x?x8xf32, #tcc.dims<["b", "seq"]>>, %i: tensor<?x?x8xi64, #tcc.dims<["b", "seq"]>>) -> tensor<?x?x8xf32, #tcc.dims<["b", "seq"]>> {
+  %y = tcc.scatter_elements add %x[%i], %x axis = 1 : tensor<?x?x8xf32, #tcc.dims<["b", "seq"]>>, tensor<?x?x8xi64, #tcc.dims<["b", "seq"]>>, tensor<?x?x8xf32, #tcc.dims<["b", "seq"]>>
+  return %y : tensor<?x?x8xf32, #tcc.dims<["b", "seq"]>>
+}
+}
+
+// -----
+
+// A cache write of `new` rows at a run-time position: the update must fit the cache at every
+// size in the ranges (new may be 8 rows, the cache only 4).
+module attributes {tcc.symbols = {cache = array<i64: 4, 64>, new = array<i64: 1, 8>}} {
+func.func @cache_write(%c: tensor<?x8xf32, #tcc.dims<["cache"]>>, %u: tensor<?x8xf32, #tcc.dims<["new"]>>, %at: tensor<i64>) -> tensor<?x8xf32, #tcc.dims<["cache"]>> {
+  %z = tcc.constant dense<0> : tensor<i64>
+  // expected-error @+1 {{its update's dim 0 (new) may exceed the data's (cache) at a size in the compiled ranges}}
+  %y = tcc.dynamic_update_slice %c, %u[%at, %z] : tensor<?x8xf32, #tcc.dims<["cache"]>>, tensor<?x8xf32, #tcc.dims<["new"]>>, tensor<i64>, tensor<i64>
+  return %y : tensor<?x8xf32, #tcc.dims<["cache"]>>
+}
+}

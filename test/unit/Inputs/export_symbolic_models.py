@@ -71,7 +71,7 @@ class Decoder(nn.Module):  # GPT-2 as transformers writes it: a causal buffer sl
         h = x + s.o(a)
         # The last position's logits, and the mean of every position after the first.
         return s.lm(h[:, -1:, :]), h[:, 1:, :].mean(1)
-class OpsMix(nn.Module):  # pads, concats, a grouped dilated conv, argmax, a KV-cache concat, cumsums, top-k, argmax over a symbolic dim, nearest upsampling
+class OpsMix(nn.Module):  # pads, concats, a grouped dilated conv, argmax, a KV-cache concat, cumsums, top-k, argmax over a symbolic dim, nearest upsampling, scatters
     def __init__(s):
         super().__init__()
         s.dw = nn.Conv2d(4, 4, 3, groups=2, dilation=2, padding=2); s.q = nn.Linear(8, 8)
@@ -90,8 +90,11 @@ class OpsMix(nn.Module):  # pads, concats, a grouped dilated conv, argmax, a KV-
         best = torch.argmax(t.sum(-1), dim=1).float()  # along the symbolic sequence
         up = F.interpolate(x, scale_factor=2, mode="nearest") + F.pad(x, (1, 1, 1, 1)).mean()
         up3 = F.interpolate(x[:, :1], scale_factor=(3, 1), mode="nearest")
+        summed = torch.zeros_like(t).scatter_add(1, torch.zeros_like(t, dtype=torch.long), t)
+        cached = t.clone()
+        cached[:, 0] = past[:, 0]  # a cache write: ScatterND
         return (a.sum((2, 3)), b.mean((2, 3)) + c.mean((2, 3)), img, cls, att, pos, rev, top,
-                where.float(), best, up, up3)
+                where.float(), best, up, up3, summed, cached)
 class Cnn(nn.Module):
     def __init__(s):
         super().__init__()
