@@ -15,6 +15,7 @@
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
+#include "llvm/ADT/StringExtras.h"
 
 using namespace mlir;
 using namespace tcc;
@@ -575,16 +576,19 @@ LogicalResult ScatterNDOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
   auto t = tensorTypeOf(adaptor.getX());
   auto idx = tensorTypeOf(adaptor.getIndices());
   auto upd = tensorTypeOf(adaptor.getUpdates());
-  if (idx.getRank() < 1 || idx.isDynamicDim(idx.getRank() - 1) || idx.getShape().back() < 0 ||
-      idx.getShape().back() > t.getRank())
-    return emitOptionalError(loc, "index depth does not fit data rank ", t.getRank(),
-                             " (or is not fixed)");
+  if (idx.getRank() >= 1 && idx.isDynamicDim(idx.getRank() - 1))
+    return emitOptionalError(loc, "the index depth (the indices' last dim) must be fixed, got ",
+                             idx);
+  if (idx.getRank() < 1 || idx.getShape().back() < 0 || idx.getShape().back() > t.getRank())
+    return emitOptionalError(loc, "index depth does not fit data rank ", t.getRank());
   SymShape dims = symbolicShape(t), indexDims = symbolicShape(idx);
   SymShape expected(indexDims.begin(), indexDims.end() - 1);
   expected.insert(expected.end(), dims.begin() + idx.getShape().back(), dims.end());
   if (symbolicShape(upd) != expected || upd.getElementType() != t.getElementType())
-    return emitOptionalError(loc, "updates ", upd, " do not match the expected shape ",
-                             shapeString(expected));
+    return emitOptionalError(loc, "updates ", upd, " do not match the expected shape [",
+                             llvm::join(llvm::map_range(expected, [](const SymExpr &d) {
+                                          return d.str();
+                                        }), ", "), "]");
   types.push_back(t);
   return success();
 }

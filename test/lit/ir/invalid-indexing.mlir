@@ -221,7 +221,7 @@ func.func @scatter_nd_type(%x: tensor<4x4xi32>, %i: tensor<2x2xi64>, %u: tensor<
 // scatter_nd infers its type while parsing, before the type constraints are checked: a
 // dynamic index depth must be rejected, not used as a (huge) count.
 func.func @scatter_nd_dynamic_depth(%x: tensor<4x4xi32>, %i: tensor<2x?xi64>, %u: tensor<2xi32>) {
-  // expected-error @+1 {{tcc.scatter_nd does not take symbolic dims yet, got 'tensor<2x?xi64>'}}
+  // expected-error @+1 {{the index depth (the indices' last dim) must be fixed, got 'tensor<2x?xi64>'}}
   %0 = tcc.scatter_nd none %x[%i], %u : tensor<4x4xi32>, tensor<2x?xi64>, tensor<2xi32>
   return
 }
