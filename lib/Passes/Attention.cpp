@@ -152,6 +152,13 @@ Value upperLeftCornerOf(Value v) {
       std::optional<int64_t> counted = iotaDim(g.getIndices(), 1);
       if (g.getAxis() < r - 2 || !counted || *counted != 0)
         break;
+      // The count must stay within the gathered dim at every size in the ranges: beyond it
+      // the gather reads clamped rows, which are no corner (and the model is out of its
+      // range there: onnxruntime rejects such indices).
+      SymExpr count = symShapeOf(g.getIndices())[0], size = symShapeOf(g.getX())[g.getAxis()];
+      if (count != size &&
+          rangeOf(size - count, symbolRanges(op->getParentOfType<ModuleOp>())).min < 0)
+        break;
       v = g.getX();
     } else if (auto slice = dyn_cast<SliceOp>(op)) {
       if (!llvm::all_of(slice.getStart(), [](int64_t x) { return x == 0; }) ||

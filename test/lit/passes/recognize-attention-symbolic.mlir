@@ -88,13 +88,18 @@ func.func @anti_causal(%q: tensor<?x4x?x8xf32, #tcc.dims<["b", "s"]>>, %k: tenso
 // -----
 
 // GPT-2 as transformers writes it: the upper-left s x s corner of a constant triangle of the
-// longest sequence (bias[:, :, :s, :s]: gathers of iotas), where(corner, scores, -inf), and keys
-// and values of 2 heads repeated to the 4 query heads: `causal`, read unrepeated.
+// longest sequence (bias[:, :, :s, :s]: gathers of iotas; s <= 4, the triangle's side),
+// where(corner, scores, -inf), and keys and values of 2 heads repeated to the 4 query heads:
+// `causal`, read unrepeated. Where s may pass the triangle's side (the gathers would read
+// clamped rows), the corner is no triangle: it stays a mask.
+// RUN: sed 's/s = array<i64: 1, 4>/s = array<i64: 1, 64>/' %s | tcc-opt -split-input-file -tcc-recognize-attention | FileCheck %s --check-prefix=BEYOND
+// BEYOND-LABEL: func.func @sliced_triangle_gqa(
+// BEYOND:       tcc.attention %arg0, %{{.*}}, %{{.*}} mask(%{{.*}} : tensor<1x1x?x?xi1, #tcc.dims<["s", "s"]>>) {scale = 1.000000e+00 : f64}
 // CHECK-LABEL: func.func @sliced_triangle_gqa(
 // CHECK-NOT:   tcc.gather
 // CHECK-NOT:   tcc.broadcast_in_dim
 // CHECK:       tcc.attention %arg0, %{{.*}}, %{{.*}} {causal, scale = 1.000000e+00 : f64} : tensor<?x4x?x8xf32, #tcc.dims<["b", "s"]>>, tensor<?x2x?x8xf32, #tcc.dims<["b", "s"]>>, tensor<?x2x?x8xf32, #tcc.dims<["b", "s"]>> -> tensor<?x4x?x8xf32, #tcc.dims<["b", "s"]>>
-module attributes {tcc.symbols = {b = array<i64: 1, 8>, s = array<i64: 1, 64>}} {
+module attributes {tcc.symbols = {b = array<i64: 1, 8>, s = array<i64: 1, 4>}} {
 func.func @sliced_triangle_gqa(%q: tensor<?x4x?x8xf32, #tcc.dims<["b", "s"]>>, %k2: tensor<?x2x?x8xf32, #tcc.dims<["b", "s"]>>, %v2: tensor<?x2x?x8xf32, #tcc.dims<["b", "s"]>>) -> tensor<?x4x?x8xf32, #tcc.dims<["b", "s"]>> {
   %k2b = tcc.reshape %k2 : tensor<?x2x?x8xf32, #tcc.dims<["b", "s"]>> -> tensor<?x2x1x?x8xf32, #tcc.dims<["b", "s"]>>
   %kw = tcc.broadcast_in_dim %k2b dims = [0, 1, 2, 3, 4] : tensor<?x2x1x?x8xf32, #tcc.dims<["b", "s"]>> -> tensor<?x2x2x?x8xf32, #tcc.dims<["b", "s"]>>
