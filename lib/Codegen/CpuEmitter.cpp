@@ -133,6 +133,11 @@ private:
                                                : std::to_string(b));
     return names;
   }
+  /// The C++ trip count of a tk.for or bound of a tk.arg_reduce: `count`, or the name of its
+  /// run-time value where it has one.
+  std::string countName(int64_t count, Value dynamic) {
+    return boundNames({count}, dynamic ? ValueRange(dynamic) : ValueRange())[0];
+  }
   /// ` if(...)`: an OpenMP clause running the loop on threads only when its iterations times
   /// `bodyWork` reach the threshold, for bounds known at run time; empty for static ones.
   std::string runtimeWorkGuard(ArrayRef<std::string> bounds, ArrayRef<int64_t> staticBounds,
@@ -474,7 +479,7 @@ void CpuKernelEmitter::emitArgReduce(tk::ArgReduceOp op) {
   bool largest = op.getKind() == ReduceKind::Max;
   std::string result = scalars.fresh("v");
   std::string best = result + "_best";
-  std::string bound = boundNames({(int64_t)op.getBound()}, op.getDynamicBound() ? ValueRange(op.getDynamicBound()) : ValueRange())[0];
+  std::string bound = countName(op.getBound(), op.getDynamicBound());
   line("// tk.arg_reduce " + stringifyReduceKind(op.getKind()).str() + " [" + bound + "]" +
        (op.getSelectLastIndex() ? " (last index)" : ""));
   line("int64_t " + result + " = 0;");
@@ -496,7 +501,7 @@ void CpuKernelEmitter::emitArgReduce(tk::ArgReduceOp op) {
 void CpuKernelEmitter::emitFor(tk::ForOp op) {
   Block &block = op.getBody().front();
   std::vector<std::string> carried;
-  std::string count = boundNames({(int64_t)op.getCount()}, op.getDynamicCount() ? ValueRange(op.getDynamicCount()) : ValueRange())[0];
+  std::string count = countName(op.getCount(), op.getDynamicCount());
   line("// tk.for " + count);
   for (auto [init, result] : llvm::zip(op.getInits(), op.getResults())) {
     carried.push_back(scalars.fresh("c"));

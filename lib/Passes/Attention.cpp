@@ -175,6 +175,11 @@ Value upperLeftCornerOf(Value v) {
 /// ci*i + cj*j + c0 over a score's row i and column j.
 struct RowColumnLinear {
   int64_t ci = 0, cj = 0, c0 = 0;
+  RowColumnLinear operator+(const RowColumnLinear &o) const { return {ci + o.ci, cj + o.cj, c0 + o.c0}; }
+  RowColumnLinear operator-(const RowColumnLinear &o) const { return {ci - o.ci, cj - o.cj, c0 - o.c0}; }
+  RowColumnLinear operator-() const { return {-ci, -cj, -c0}; }
+  RowColumnLinear operator*(int64_t k) const { return {ci * k, cj * k, c0 * k}; }
+  bool isConstant() const { return ci == 0 && cj == 0; }
 };
 
 /// A predicate over (i, j): always true, always false, or linear >= 0.
@@ -185,7 +190,7 @@ struct RowColumnPredicate {
     if (kind != AtLeastZero)
       return {kind == True ? False : True, {}};
     // not(l >= 0) <=> -l - 1 >= 0 over the integers.
-    return {AtLeastZero, {-linear.ci, -linear.cj, -linear.c0 - 1}};
+    return {AtLeastZero, -linear - RowColumnLinear{0, 0, 1}};
   }
 };
 
@@ -224,14 +229,14 @@ public:
       return std::nullopt;
     switch (bin.getKind()) {
     case BinaryKind::Add:
-      return RowColumnLinear{a->ci + b->ci, a->cj + b->cj, a->c0 + b->c0};
+      return *a + *b;
     case BinaryKind::Sub:
-      return RowColumnLinear{a->ci - b->ci, a->cj - b->cj, a->c0 - b->c0};
+      return *a - *b;
     case BinaryKind::Mul:
-      if (b->ci == 0 && b->cj == 0)
-        return RowColumnLinear{a->ci * b->c0, a->cj * b->c0, a->c0 * b->c0};
-      if (a->ci == 0 && a->cj == 0)
-        return RowColumnLinear{b->ci * a->c0, b->cj * a->c0, b->c0 * a->c0};
+      if (b->isConstant())
+        return *a * b->c0;
+      if (a->isConstant())
+        return *b * a->c0;
       return std::nullopt;
     default:
       return std::nullopt;
@@ -294,17 +299,16 @@ public:
          b = linear(cmp.getRhs(), iDim, jDim, depth + 1);
     if (!a || !b)
       return std::nullopt;
-    RowColumnLinear aMinusB{a->ci - b->ci, a->cj - b->cj, a->c0 - b->c0};
-    RowColumnLinear bMinusA{-aMinusB.ci, -aMinusB.cj, -aMinusB.c0};
+    RowColumnLinear aMinusB = *a - *b, one{0, 0, 1};
     switch (cmp.getKind()) {
     case CompareKind::Ge: // a - b >= 0
       return RowColumnPredicate{RowColumnPredicate::AtLeastZero, aMinusB};
     case CompareKind::Gt: // a - b - 1 >= 0
-      return RowColumnPredicate{RowColumnPredicate::AtLeastZero, {aMinusB.ci, aMinusB.cj, aMinusB.c0 - 1}};
-    case CompareKind::Le:
-      return RowColumnPredicate{RowColumnPredicate::AtLeastZero, bMinusA};
-    case CompareKind::Lt:
-      return RowColumnPredicate{RowColumnPredicate::AtLeastZero, {bMinusA.ci, bMinusA.cj, bMinusA.c0 - 1}};
+      return RowColumnPredicate{RowColumnPredicate::AtLeastZero, aMinusB - one};
+    case CompareKind::Le: // b - a >= 0
+      return RowColumnPredicate{RowColumnPredicate::AtLeastZero, -aMinusB};
+    case CompareKind::Lt: // b - a - 1 >= 0
+      return RowColumnPredicate{RowColumnPredicate::AtLeastZero, -aMinusB - one};
     default:
       return std::nullopt;
     }
