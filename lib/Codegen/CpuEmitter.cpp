@@ -176,7 +176,6 @@ private:
   void emitArgReduce(tk::ArgReduceOp op);
   void emitFor(tk::ForOp op);
   std::string pointer(Value memref);
-  std::string symbolLocals(const std::string &symbolsPointer);
 
   func::FuncOp fn;
   ScalarEmitter scalars;
@@ -194,23 +193,6 @@ std::string CpuKernelEmitter::pointer(Value memref) {
     throw Error("tk codegen: kernel '" + fn.getSymName().str() +
                 "' accesses a buffer that is not one of its arguments");
   return it->second;
-}
-
-/// One const local per size symbol of the module, read from the kernel's symbols buffer.
-std::string CpuKernelEmitter::symbolLocals(const std::string &symbolsPointer) {
-  std::string out;
-  auto module = fn->getParentOfType<ModuleOp>();
-  auto symbols = module ? module->getAttrOfType<DictionaryAttr>(TccDialect::kSymbolsAttrName)
-                        : DictionaryAttr{};
-  if (!symbols)
-    throw Error("tk codegen: kernel '" + fn.getSymName().str() +
-                "' takes size symbols but the module declares none");
-  for (auto [i, entry] : llvm::enumerate(symbols.getValue())) {
-    std::string local = ScalarEmitter::symbolLocal(entry.getName().getValue());
-    out += "  const int64_t " + local + " = " + symbolsPointer + "[" + std::to_string(i) +
-           "];\n  (void)" + local + ";\n";
-  }
-  return out;
 }
 
 void CpuKernelEmitter::emitBlock(Block &block) {
@@ -562,7 +544,7 @@ std::string CpuKernelEmitter::emit() {
               (written ? "" : "const ") + elem + " *)args[" + std::to_string(i) + "];\n";
     pointers[arg] = ptr;
     if (fn.getArgAttr(i, tk::kSymbolsArgAttr))
-      header += symbolLocals(ptr);
+      header += ScalarEmitter::symbolLocals(fn, ptr);
   }
 
   emitBlock(fn.getBody().front());

@@ -16,7 +16,9 @@
 #include "tcc/Codegen/CudaEmitter.h"
 #include "tcc/Codegen/ScalarEmitter.h"
 
+#include "tcc/IR/SymbolicShape.h"
 #include "tcc/IR/TkDialect.h"
+#include "tcc/Support/SymbolBinding.h"
 #include "tcc/Support/Tensor.h"
 
 #include "mlir/IR/SymbolTable.h"
@@ -52,21 +54,7 @@ bool isLoop(Operation *op) {
   return isa<tk::ParallelOp, tk::ReduceOp, tk::ArgReduceOp, tk::ForOp>(op);
 }
 
-int64_t product(ArrayRef<int64_t> bounds) {
-  int64_t p = 1;
-  for (int64_t b : bounds)
-    p *= b;
-  return p;
-}
-
 std::string str(int64_t v) { return std::to_string(v); }
-
-std::string boundsString(ArrayRef<int64_t> bounds) {
-  std::string s = "[";
-  for (size_t d = 0; d < bounds.size(); ++d)
-    s += (d ? ", " : "") + str(bounds[d]);
-  return s + "]";
-}
 
 unsigned elementBytes(Type t) { return t.isInteger(1) ? 1 : (t.getIntOrFloatBitWidth() + 7) / 8; }
 
@@ -93,6 +81,8 @@ struct Linear {
   llvm::SmallVector<std::pair<Value, int64_t>, 4> coef; // (dim, coefficient)
   int64_t constant = 0;
   int64_t opaqueGcd = 0; // gcd of the unknown terms' known factors; 0: none
+  /// Dims whose coefficient is known only by a factor (a symbolic stride): (dim, that factor).
+  llvm::SmallVector<std::pair<Value, int64_t>, 2> unknownCoef;
 
   static Linear failure() {
     Linear l;
@@ -114,6 +104,31 @@ struct Linear {
         return c;
     return 0;
   }
+  /// The known factor of `dim`'s coefficient when it is not a number (0: it is one).
+  int64_t unknownOf(Value dim) const {
+    for (auto &[v, g] : unknownCoef)
+      if (v == dim)
+        return g;
+    return 0;
+  }
+  void addUnknown(Value dim, int64_t factor) {
+    auto it = llvm::find_if(unknownCoef, [&](auto &entry) { return entry.first == dim; });
+    if (it == unknownCoef.end())
+      unknownCoef.push_back({dim, std::abs(factor)});
+    else
+      it->second = std::gcd(it->second, factor);
+  }
+  /// Adds `other` times a number known only to be a multiple of `factor`.
+  Linear &addTimesUnknown(const Linear &other, int64_t factor) {
+    ok = ok && other.ok;
+    for (auto &[v, c] : other.coef)
+      if (c != 0)
+        addUnknown(v, c * factor);
+    for (auto &[v, g] : other.unknownCoef)
+      addUnknown(v, g * factor);
+    opaqueGcd = std::gcd(opaqueGcd, std::gcd(other.constant, other.opaqueGcd) * factor);
+    return *this;
+  }
   Linear &add(const Linear &other, int64_t scale) {
     ok = ok && other.ok;
     for (auto &[v, c] : other.coef) {
@@ -125,6 +140,8 @@ struct Linear {
     }
     constant += other.constant * scale;
     opaqueGcd = std::gcd(opaqueGcd, other.opaqueGcd * scale);
+    for (auto &[v, g] : other.unknownCoef)
+      addUnknown(v, g * scale);
     return *this;
   }
 };
@@ -190,15 +207,30 @@ Linear linearOf(Value v, Operation *scope, const llvm::DenseSet<Value> &dims) {
   return linearOfAffine(map.getResult(0), operands, map.getNumDims());
 }
 
-/// Row-major element offset of a load/store.
+/// The largest number every value of `e` is known to be a multiple of: the gcd of its terms'
+/// coefficients (1 for a sum with a constant 1, e.g. 2*seq - 1).
+int64_t knownFactor(const SymExpr &e) {
+  int64_t g = 0;
+  for (const SymExpr::TermView &term : e.terms())
+    g = std::gcd(g, term.coeff);
+  return g == 0 ? 1 : std::abs(g);
+}
+
+/// Row-major element offset of a load/store. Symbolic strides (buffers with #tcc.dims) are
+/// known by their factor only.
 Linear offsetOf(Operation *access, Operation *scope, const llvm::DenseSet<Value> &dims) {
   auto [memref, indices] = accessOf(access);
   auto type = cast<MemRefType>(memref.getType());
+  SymShape shape = type.hasStaticShape() ? toSymShape(type.getShape()) : tk::bufferDims(type);
   Linear offset;
-  int64_t stride = 1;
+  SymExpr stride(1);
   for (int64_t d = type.getRank() - 1; d >= 0; --d) {
-    offset.add(linearOf(indices[d], scope, dims), stride);
-    stride *= type.getDimSize(d);
+    Linear index = linearOf(indices[d], scope, dims);
+    if (std::optional<int64_t> c = stride.constant())
+      offset.add(index, *c);
+    else
+      offset.addTimesUnknown(index, knownFactor(stride));
+    stride *= shape[d];
   }
   return offset;
 }
@@ -207,12 +239,141 @@ Linear offsetOf(Operation *access, Operation *scope, const llvm::DenseSet<Value>
 // Loop plans: how a loop is cut into groups of V iterations
 //===----------------------------------------------------------------------===//
 
+/// A loop's iteration count, or a product of counts: a static factor times run-time factors
+/// (index values of the kernel: tk.size results, or arithmetic on them). The upper bound over
+/// the module's symbol ranges picks index widths and sizes the grid; the count over the size
+/// symbols, where every factor is a tk.size, lets the runtime shrink the grid to a binding.
+struct Extent {
+  int64_t factor = 1;
+  llvm::SmallVector<Value, 2> values;
+  int64_t max = 1;                         // the value when static
+  std::optional<SymExpr> sym = SymExpr(1); // the count over the size symbols, when known
+
+  static Extent of(int64_t v) {
+    Extent e;
+    e.factor = v;
+    e.max = v;
+    e.sym = SymExpr(v);
+    return e;
+  }
+  /// A run-time count `v` (its bound: its expression's range, else unknown: int64's).
+  static Extent dynamic(Value v, const SymbolRanges &ranges) {
+    Extent e;
+    e.values.push_back(v);
+    e.max = INT64_MAX;
+    e.sym = sizeOf(v);
+    if (e.sym)
+      e.max = std::max<int64_t>(rangeOf(*e.sym, ranges).max, 0);
+    return e;
+  }
+  /// An index value of a kernel as a size expression: tk.size, index constants, and the
+  /// integer arithmetic the lowering builds from them (add, sub, mul, max, min, tk.apply).
+  static std::optional<SymExpr> sizeOf(Value v);
+  bool isStatic() const { return values.empty(); }
+  bool isOne() const { return isStatic() && factor == 1; }
+  Extent operator*(const Extent &o) const {
+    Extent e;
+    e.factor = factor * o.factor;
+    e.values = values;
+    e.values.append(o.values.begin(), o.values.end());
+    if (__builtin_mul_overflow(max, o.max, &e.max))
+      e.max = INT64_MAX;
+    e.sym = sym && o.sym ? std::optional<SymExpr>(*sym * *o.sym) : std::nullopt;
+    return e;
+  }
+};
+
+std::optional<SymExpr> Extent::sizeOf(Value v) {
+  Operation *def = v.getDefiningOp();
+  if (!def || !v.getType().isIndex())
+    return std::nullopt;
+  if (auto size = dyn_cast<tk::SizeOp>(def))
+    return SymExpr::parse(size.getExpr());
+  if (auto c = dyn_cast<tk::ConstantOp>(def))
+    if (auto i = dyn_cast<IntegerAttr>(c.getValue()))
+      return SymExpr(i.getInt());
+  if (auto b = dyn_cast<tk::BinaryOp>(def)) {
+    std::optional<SymExpr> x = sizeOf(b.getLhs()), y = sizeOf(b.getRhs());
+    if (!x || !y)
+      return std::nullopt;
+    switch (b.getKind()) {
+    case BinaryKind::Add: return *x + *y;
+    case BinaryKind::Sub: return *x - *y;
+    case BinaryKind::Mul: return *x * *y;
+    case BinaryKind::Max: return SymExpr::max(*x, *y);
+    case BinaryKind::Min: return SymExpr::min(*x, *y);
+    default: return std::nullopt;
+    }
+  }
+  if (auto a = dyn_cast<tk::ApplyOp>(def)) {
+    AffineMap map = a.getMap();
+    std::vector<SymExpr> operands;
+    for (Value operand : a.getOperands()) {
+      std::optional<SymExpr> x = sizeOf(operand);
+      if (!x)
+        return std::nullopt;
+      operands.push_back(*x);
+    }
+    std::function<std::optional<SymExpr>(AffineExpr)> eval =
+        [&](AffineExpr e) -> std::optional<SymExpr> {
+      switch (e.getKind()) {
+      case AffineExprKind::Constant: return SymExpr(cast<AffineConstantExpr>(e).getValue());
+      case AffineExprKind::DimId: return operands[cast<AffineDimExpr>(e).getPosition()];
+      case AffineExprKind::SymbolId:
+        return operands[map.getNumDims() + cast<AffineSymbolExpr>(e).getPosition()];
+      default: break;
+      }
+      auto bin = cast<AffineBinaryOpExpr>(e);
+      std::optional<SymExpr> x = eval(bin.getLHS()), y = eval(bin.getRHS());
+      if (!x || !y)
+        return std::nullopt;
+      switch (e.getKind()) {
+      case AffineExprKind::Add: return *x + *y;
+      case AffineExprKind::Mul: return *x * *y;
+      case AffineExprKind::FloorDiv: return SymExpr::floorDiv(*x, *y);
+      case AffineExprKind::CeilDiv: return SymExpr::ceilDiv(*x, *y);
+      case AffineExprKind::Mod: return SymExpr::mod(*x, *y);
+      default: return std::nullopt;
+      }
+    };
+    return eval(map.getResult(0));
+  }
+  return std::nullopt;
+}
+
+Extent productOf(ArrayRef<Extent> extents) {
+  Extent p = Extent::of(1);
+  for (const Extent &e : extents)
+    p = p * e;
+  return p;
+}
+
+/// A loop's extents: `bounds` with ShapedType::kDynamic for each of `dynamicBounds`, in order.
+SmallVector<Extent> extentsOf(ArrayRef<int64_t> bounds, ValueRange dynamicBounds,
+                              const SymbolRanges &ranges) {
+  SmallVector<Extent> out;
+  size_t next = 0;
+  for (int64_t b : bounds)
+    out.push_back(ShapedType::isDynamic(b) ? Extent::dynamic(dynamicBounds[next++], ranges)
+                                           : Extent::of(b));
+  return out;
+}
+
+std::string boundsString(ArrayRef<Extent> bounds) {
+  std::string s = "[";
+  for (size_t d = 0; d < bounds.size(); ++d)
+    s += (d ? ", " : "") + (bounds[d].isStatic() ? str(bounds[d].factor)
+                            : bounds[d].sym     ? bounds[d].sym->str()
+                                                : std::string("?"));
+  return s + "]";
+}
+
 struct LoopPlan {
-  unsigned vec = 1;       // V: iterations per group, run as unrolled lanes
-  size_t merged = 1;      // k: trailing dims whose flat index the lanes walk
-  int64_t inner = 1;      // P_k: iterations of the merged dims
-  bool tail = false;      // inner % vec != 0: the last group of each row is partial
-  int64_t groups = 0;     // total groups
+  unsigned vec = 1;              // V: iterations per group, run as unrolled lanes
+  size_t merged = 1;             // k: trailing dims whose flat index the lanes walk
+  Extent inner = Extent::of(1);  // P_k: iterations of the merged dims (static when V > 1)
+  bool tail = false;             // inner % vec != 0: the last group of each row is partial
+  Extent groups = Extent::of(0); // total groups
   /// Loads and stores done as vector accesses, with their chunk width W (elements).
   llvm::DenseMap<Operation *, unsigned> vectorized;
 };
@@ -228,24 +389,30 @@ struct KernelFacts {
 /// the body (not of nested loops) becomes a vector access: its offset steps by one element per
 /// iteration within a group and the group's first element is aligned (IR-proven: coefficients,
 /// constants and unknown terms are multiples of V, and the buffer is aligned for W elements).
-LoopPlan planLoop(Operation *scope, Block &block, ArrayRef<int64_t> bounds,
+LoopPlan planLoop(Operation *scope, Block &block, ArrayRef<Extent> bounds,
                   const KernelFacts &facts, bool allowVectors) {
   LoopPlan plan;
   size_t n = bounds.size();
   auto finish = [&](LoopPlan &p) {
     if (n == 0) {
-      p.groups = 1;
+      p.groups = Extent::of(1);
       return;
     }
-    int64_t outer = product(bounds.drop_back(p.merged));
-    p.groups = outer * llvm::divideCeil(p.inner, p.vec);
+    Extent outer = productOf(bounds.drop_back(p.merged));
+    p.groups = outer * (p.vec == 1 ? p.inner : Extent::of(llvm::divideCeil(p.inner.factor, p.vec)));
   };
-  if (n == 0 || product(bounds) == 0) {
+  plan.inner = n ? bounds.back() : Extent::of(1);
+  Extent total = productOf(bounds);
+  if (n == 0 || (total.isStatic() && total.factor == 0)) {
     finish(plan);
-    plan.inner = n ? bounds.back() : 1;
     return plan;
   }
-  plan.inner = bounds.back();
+
+  // Groups span static trailing dims only: a vector group must not cross a run-time extent.
+  size_t staticTrailing = 0;
+  while (staticTrailing < n && bounds[n - 1 - staticTrailing].isStatic())
+    ++staticTrailing;
+  int64_t staticInner = productOf(bounds.take_back(staticTrailing)).factor;
 
   llvm::DenseSet<Value> dims;
   for (size_t d = 0; d < n; ++d)
@@ -264,7 +431,7 @@ LoopPlan planLoop(Operation *scope, Block &block, ArrayRef<int64_t> bounds,
       ++storesTo[s.getMemref()];
   unsigned maxVec = 1;
   for (Operation &op : block.without_terminator()) {
-    if (!allowVectors || !isa<tk::LoadOp, tk::StoreOp>(op) ||
+    if (!allowVectors || staticTrailing == 0 || !isa<tk::LoadOp, tk::StoreOp>(op) ||
         (isa<tk::LoadOp>(op) && op.use_empty())) // unused loads are not emitted
       continue;
     auto [memref, indices] = accessOf(&op);
@@ -275,7 +442,7 @@ LoopPlan planLoop(Operation *scope, Block &block, ArrayRef<int64_t> bounds,
     if (isa<tk::StoreOp>(op) && storesTo[memref] != 1)
       continue;
     Linear offset = offsetOf(&op, scope, dims);
-    if (!offset.ok || offset.of(innermost) != 1)
+    if (!offset.ok || offset.of(innermost) != 1 || offset.unknownOf(innermost))
       continue;
     auto it = facts.argIndex.find(memref);
     if (it == facts.argIndex.end())
@@ -285,21 +452,21 @@ LoopPlan planLoop(Operation *scope, Block &block, ArrayRef<int64_t> bounds,
     maxVec = std::max(maxVec, kVectorBytes / bytes);
   }
 
-  int64_t total = product(bounds);
   for (unsigned vec = maxVec; vec >= 2; vec /= 2) {
-    if (total < vec)
+    if (staticInner < vec)
       continue;
     LoopPlan p;
     p.vec = vec;
-    // The fewest trailing dims whose iterations divide into groups (else all, with a tail).
-    p.merged = n;
-    for (size_t k = 1; k <= n; ++k)
-      if (product(bounds.take_back(k)) % vec == 0) {
+    // The fewest trailing dims whose iterations divide into groups (else all static ones,
+    // with a tail).
+    p.merged = staticTrailing;
+    for (size_t k = 1; k <= staticTrailing; ++k)
+      if (productOf(bounds.take_back(k)).factor % vec == 0) {
         p.merged = k;
         break;
       }
-    p.inner = product(bounds.take_back(p.merged));
-    p.tail = p.inner % vec != 0;
+    p.inner = productOf(bounds.take_back(p.merged));
+    p.tail = p.inner.factor % vec != 0;
     for (const Candidate &c : candidates) {
       // Contiguous over the merged dims (row-major in the loop's own order), aligned at the
       // group's first iteration.
@@ -307,9 +474,12 @@ LoopPlan planLoop(Operation *scope, Block &block, ArrayRef<int64_t> bounds,
       int64_t stride = 1;
       for (size_t j = 0; j < n && ok; ++j) {
         size_t d = n - 1 - j;
-        int64_t coef = c.offset.of(block.getArgument(d));
-        ok = j < p.merged ? coef == stride : coef % vec == 0;
-        stride *= bounds[d];
+        Value dim = block.getArgument(d);
+        int64_t coef = c.offset.of(dim), unknown = c.offset.unknownOf(dim);
+        ok = j < p.merged ? coef == stride && unknown == 0
+                          : coef % vec == 0 && unknown % vec == 0;
+        if (j < p.merged)
+          stride *= bounds[d].factor;
       }
       unsigned width = std::min({vec, kVectorBytes / c.bytes, c.align / c.bytes});
       if (ok && width >= 2)
@@ -332,7 +502,10 @@ enum class Strategy { Pointwise, Row, Column, Thread, Serial };
 class CudaKernelEmitter {
 public:
   CudaKernelEmitter(func::FuncOp fn, const CudaEmitOptions &options)
-      : fn(fn), options(options), scalars(Target::Cuda) {}
+      : fn(fn), options(options), scalars(Target::Cuda) {
+    if (auto module = fn->getParentOfType<ModuleOp>())
+      ranges = symbolRanges(module);
+  }
 
   CudaKernel emit();
 
@@ -375,10 +548,10 @@ private:
   /// A loop over `plan`'s groups of `block`'s index space, starting at group `start` and
   /// stepping by `stride` (C expressions); `perLane` emits one iteration once the block's index
   /// args are bound.
-  void emitGroupLoop(Block &block, ArrayRef<int64_t> bounds, const LoopPlan &plan,
+  void emitGroupLoop(Block &block, ArrayRef<Extent> bounds, const LoopPlan &plan,
                      const std::string &start, const std::string &stride,
                      const std::function<void()> &perLane);
-  void emitLanes(Block &block, ArrayRef<int64_t> bounds, const LoopPlan &plan,
+  void emitLanes(Block &block, ArrayRef<Extent> bounds, const LoopPlan &plan,
                  const std::string &uint, const std::string &first, bool vectors,
                  const std::function<void()> &perLane);
 
@@ -392,9 +565,15 @@ private:
                    const std::function<void(const std::vector<std::string> &)> &merge);
   std::string pointer(Value memref);
   std::vector<std::string> bindIndices(Block &block, size_t count);
+  /// The extents of a loop (tk.parallel, tk.reduce, tk.arg_reduce).
+  SmallVector<Extent> loopExtents(Operation *loop) const;
+  /// `e` as a C expression: a literal, or the product of its run-time factors, converted to
+  /// `uint` (a loop index type; "" keeps int64_t).
+  std::string count(const Extent &e, const std::string &uint = "") const;
 
   func::FuncOp fn;
   const CudaEmitOptions &options;
+  SymbolRanges ranges; // the module's size symbols (symbolic programs)
   ScalarEmitter scalars;
   KernelFacts facts;
   llvm::DenseMap<Value, std::string> pointers;
@@ -407,7 +586,10 @@ private:
   Block *teamBlock = nullptr;    // what one team runs (outer's body, or the kernel's body)
   uint32_t team = 1;             // threads per team
   uint32_t blockX = 1, blockY = 1;
-  uint64_t teams = 1;            // outer iterations
+  uint64_t teams = 1;            // outer iterations (their upper bound, when symbolic)
+  Extent teamsExtent = Extent::of(1);
+  std::string gridWork;          // the grid's work over the size symbols (CudaLaunchConfig)
+  uint32_t workPerBlock = 0;
   uint64_t gridX = 1;
   uint32_t sharedBytes = 0;
   LoopPlan outerPlan;            // pointwise/thread: the outer loop's groups
@@ -450,13 +632,24 @@ std::vector<Operation *> CudaKernelEmitter::teamLoops(Block &block) {
   return loops;
 }
 
-/// Bounds of a loop split across a team.
-static SmallVector<int64_t> loopBounds(Operation *op) {
+SmallVector<Extent> CudaKernelEmitter::loopExtents(Operation *op) const {
   if (auto p = dyn_cast<tk::ParallelOp>(op))
-    return SmallVector<int64_t>(p.getBounds());
+    return extentsOf(p.getBounds(), p.getDynamicBounds(), ranges);
   if (auto r = dyn_cast<tk::ReduceOp>(op))
-    return SmallVector<int64_t>(r.getBounds());
-  return {(int64_t)cast<tk::ArgReduceOp>(op).getBound()};
+    return extentsOf(r.getBounds(), r.getDynamicBounds(), ranges);
+  auto a = cast<tk::ArgReduceOp>(op);
+  if (Value bound = a.getDynamicBound())
+    return {Extent::dynamic(bound, ranges)};
+  return {Extent::of(a.getBound())};
+}
+
+std::string CudaKernelEmitter::count(const Extent &e, const std::string &uint) const {
+  if (e.isStatic())
+    return str(e.factor);
+  std::string s = e.factor != 1 ? str(e.factor) : "";
+  for (Value v : e.values)
+    s += (s.empty() ? "" : " * ") + scalars.name(v);
+  return uint.empty() ? "(" + s + ")" : "(" + uint + ")(" + s + ")";
 }
 
 void CudaKernelEmitter::chooseLayout() {
@@ -473,7 +666,8 @@ void CudaKernelEmitter::chooseLayout() {
       onlyScalarsBesides(topLoops[0])) {
     outer = cast<tk::ParallelOp>(topLoops[0]);
     teamBlock = &outer.getBody().front();
-    teams = (uint64_t)product(outer.getBounds());
+    teamsExtent = productOf(loopExtents(outer));
+    teams = (uint64_t)teamsExtent.max;
   } else if (topLoops.size() == 1 && isa<tk::ReduceOp, tk::ArgReduceOp>(topLoops[0])) {
     teamBlock = &fnBody; // one team runs the whole body: a reduction of everything
     teams = 1;
@@ -482,7 +676,7 @@ void CudaKernelEmitter::chooseLayout() {
     strategyNote = topLoops.empty() ? "no loops" : "not one outer loop";
     return;
   }
-  if (teams == 0) {
+  if (teamsExtent.isStatic() && teams == 0) {
     strategy = Strategy::Serial;
     strategyNote = "no iterations";
     return;
@@ -491,7 +685,7 @@ void CudaKernelEmitter::chooseLayout() {
   std::vector<Operation *> loops = teamLoops(*teamBlock);
   if (outer && loops.empty()) {
     strategy = Strategy::Pointwise;
-    outerPlan = planLoop(outer, *teamBlock, outer.getBounds(), facts, /*allowVectors=*/true);
+    outerPlan = planLoop(outer, *teamBlock, loopExtents(outer), facts, /*allowVectors=*/true);
     return;
   }
   bool sequential = llvm::any_of(loops, [](Operation *op) { return isa<tk::ForOp>(op); });
@@ -501,14 +695,14 @@ void CudaKernelEmitter::chooseLayout() {
   int rowish = 0, colish = 0;
   int64_t groups = 0;
   Value outerInner;
-  if (outer && outer.getBounds().back() > 1)
+  if (outer && loopExtents(outer).back().max > 1)
     outerInner = teamBlock->getArgument(outer.getBounds().size() - 1);
   for (Operation *loop : loops) {
     if (isa<tk::ForOp>(loop))
       continue;
     Block &block = loop->getRegion(0).front();
-    SmallVector<int64_t> bounds = loopBounds(loop);
-    groups = std::max(groups, planLoop(loop, block, bounds, facts, true).groups);
+    SmallVector<Extent> bounds = loopExtents(loop);
+    groups = std::max(groups, planLoop(loop, block, bounds, facts, true).groups.max);
     if (bounds.empty())
       continue;
     llvm::DenseSet<Value> dims;
@@ -538,7 +732,7 @@ void CudaKernelEmitter::chooseLayout() {
     team = 1;
     // Without an outer loop: a whole-tensor reduction too short to share, run by one thread.
     if (outer)
-      outerPlan = planLoop(outer, *teamBlock, outer.getBounds(), facts, false);
+      outerPlan = planLoop(outer, *teamBlock, loopExtents(outer), facts, false);
     return;
   }
   if (outer && (colish > rowish || (rowish == 0 && colish == 0))) {
@@ -750,12 +944,12 @@ void CudaKernelEmitter::emitOp(Operation *op, bool teamLevel) {
 
 void CudaKernelEmitter::emitSequentialParallel(tk::ParallelOp op) {
   Block &block = op.getBody().front();
-  ArrayRef<int64_t> bounds = op.getBounds();
+  SmallVector<Extent> bounds = loopExtents(op);
   std::vector<std::string> idx = bindIndices(block, bounds.size());
   line("// tk.parallel " + boundsString(bounds));
   open("");
   for (size_t d = 0; d < bounds.size(); ++d)
-    open("for (int64_t " + idx[d] + " = 0; " + idx[d] + " < " + str(bounds[d]) + "; ++" +
+    open("for (int64_t " + idx[d] + " = 0; " + idx[d] + " < " + count(bounds[d]) + "; ++" +
          idx[d] + ")");
   emitBlock(block, false);
   for (size_t d = 0; d < bounds.size(); ++d)
@@ -765,7 +959,7 @@ void CudaKernelEmitter::emitSequentialParallel(tk::ParallelOp op) {
 
 void CudaKernelEmitter::emitSequentialReduce(tk::ReduceOp op) {
   Block &block = op.getBody().front();
-  ArrayRef<int64_t> bounds = op.getBounds();
+  SmallVector<Extent> bounds = loopExtents(op);
   ReduceKind kind = op.getKind();
   Type type = op.getType();
   std::string acc = scalars.fresh("acc");
@@ -776,7 +970,7 @@ void CudaKernelEmitter::emitSequentialReduce(tk::ReduceOp op) {
        scalars.reduceIdentity(kind, type) + ";");
   open("");
   for (size_t d = 0; d < bounds.size(); ++d)
-    open("for (int64_t " + idx[d] + " = 0; " + idx[d] + " < " + str(bounds[d]) + "; ++" +
+    open("for (int64_t " + idx[d] + " = 0; " + idx[d] + " < " + count(bounds[d]) + "; ++" +
          idx[d] + ")");
   emitBlock(block, false);
   Value yielded = cast<tk::YieldOp>(block.getTerminator()).getValues()[0];
@@ -798,11 +992,12 @@ void CudaKernelEmitter::emitSequentialArgReduce(tk::ArgReduceOp op) {
   bool largest = op.getKind() == ReduceKind::Max;
   std::string result = scalars.fresh("v");
   std::string best = result + "_best";
-  line("// tk.arg_reduce " + stringifyReduceKind(op.getKind()).str() + " [" +
-       str(op.getBound()) + "]" + (op.getSelectLastIndex() ? " (last index)" : ""));
+  Extent bound = loopExtents(op)[0];
+  line("// tk.arg_reduce " + stringifyReduceKind(op.getKind()).str() + " " +
+       boundsString(bound) + (op.getSelectLastIndex() ? " (last index)" : ""));
   line("int64_t " + result + " = 0;");
   line(scalars.computeType(type) + " " + best + " = (" + scalars.computeType(type) + ")0;");
-  open("for (int64_t " + index + " = 0; " + index + " < " + str(op.getBound()) + "; ++" + index +
+  open("for (int64_t " + index + " = 0; " + index + " < " + count(bound) + "; ++" + index +
        ")");
   emitBlock(block, false);
   std::string y = scalars.name(yielded);
@@ -856,14 +1051,14 @@ static std::string vecNote(const LoopPlan &plan) {
 
 void CudaKernelEmitter::emitSplitParallel(tk::ParallelOp op) {
   Block &block = op.getBody().front();
-  LoopPlan plan = planLoop(op, block, op.getBounds(), facts, true);
-  line("// tk.parallel " + boundsString(op.getBounds()) + " (split across the team" +
-       vecNote(plan) + ")");
+  SmallVector<Extent> bounds = loopExtents(op);
+  LoopPlan plan = planLoop(op, block, bounds, facts, true);
+  line("// tk.parallel " + boundsString(bounds) + " (split across the team" + vecNote(plan) +
+       ")");
   // Repeated teams compute but must not store twice (no team syncs inside: they may skip).
   if (clamped)
     open("if (tcc_active)");
-  emitGroupLoop(block, op.getBounds(), plan, "tcc_lane", str(team),
-                [&] { emitBlock(block, false); });
+  emitGroupLoop(block, bounds, plan, "tcc_lane", str(team), [&] { emitBlock(block, false); });
   if (clamped)
     close();
 }
@@ -872,14 +1067,15 @@ void CudaKernelEmitter::emitSplitReduce(tk::ReduceOp op) {
   Block &block = op.getBody().front();
   ReduceKind kind = op.getKind();
   Type type = op.getType();
-  LoopPlan plan = planLoop(op, block, op.getBounds(), facts, true);
+  SmallVector<Extent> bounds = loopExtents(op);
+  LoopPlan plan = planLoop(op, block, bounds, facts, true);
   std::string acc = scalars.fresh("acc");
   std::string accType = scalars.accumulatorType(kind, type);
-  line("// tk.reduce " + stringifyReduceKind(kind).str() + " " + boundsString(op.getBounds()) +
+  line("// tk.reduce " + stringifyReduceKind(kind).str() + " " + boundsString(bounds) +
        " : " + typeString(type) + " (split across the team" + vecNote(plan) + ")");
   line(accType + " " + acc + " = " + scalars.reduceIdentity(kind, type) + ";");
   Value yielded = cast<tk::YieldOp>(block.getTerminator()).getValues()[0];
-  emitGroupLoop(block, op.getBounds(), plan, "tcc_lane", str(team), [&] {
+  emitGroupLoop(block, bounds, plan, "tcc_lane", str(team), [&] {
     emitBlock(block, false);
     line(acc + " = " + combine(kind, type, acc, scalars.name(yielded)) + ";");
   });
@@ -897,11 +1093,11 @@ void CudaKernelEmitter::emitSplitArgReduce(tk::ArgReduceOp op) {
   Value yielded = cast<tk::YieldOp>(block.getTerminator()).getValues()[0];
   Type type = yielded.getType();
   bool largest = op.getKind() == ReduceKind::Max, last = op.getSelectLastIndex();
-  int64_t bound = op.getBound();
+  SmallVector<Extent> bound = loopExtents(op);
   LoopPlan plan = planLoop(op, block, bound, facts, true);
   std::string result = scalars.fresh("v");
   std::string best = result + "_best", at = result + "_at", t = scalars.computeType(type);
-  line("// tk.arg_reduce " + stringifyReduceKind(op.getKind()).str() + " [" + str(bound) + "]" +
+  line("// tk.arg_reduce " + stringifyReduceKind(op.getKind()).str() + " " + boundsString(bound) +
        (last ? " (last index)" : "") + " (split across the team" + vecNote(plan) + ")");
   // Each thread sees its positions in increasing order, so the sequential tie rule holds per
   // thread; across threads, ties go to the lower (or, last index, the higher) position.
@@ -929,34 +1125,43 @@ void CudaKernelEmitter::emitSplitArgReduce(tk::ArgReduceOp op) {
   scalars.bind(op.getResult(), result);
 }
 
-void CudaKernelEmitter::emitGroupLoop(Block &block, ArrayRef<int64_t> bounds,
+/// The index type of a loop over `plan`'s groups: 32-bit where the iteration count allows
+/// (64-bit division is slow).
+static std::string loopIndexType(const LoopPlan &plan) {
+  int64_t total = 0;
+  if (__builtin_mul_overflow(plan.groups.max, (int64_t)plan.vec, &total))
+    total = INT64_MAX;
+  return total < (1ll << 31) - (1ll << 24) ? "uint32_t" : "uint64_t";
+}
+
+void CudaKernelEmitter::emitGroupLoop(Block &block, ArrayRef<Extent> bounds,
                                       const LoopPlan &plan, const std::string &start,
                                       const std::string &stride,
                                       const std::function<void()> &perLane) {
   size_t n = bounds.size();
-  // 32-bit index arithmetic where the iteration count allows (64-bit division is slow).
-  uint64_t total = (uint64_t)plan.groups * plan.vec;
-  std::string uint = total < (1ull << 31) - (1ull << 24) ? "uint32_t" : "uint64_t";
+  std::string uint = loopIndexType(plan);
   std::string g = scalars.fresh("tcc_g");
   std::vector<std::string> idx = bindIndices(block, n);
-  open("for (" + uint + " " + g + " = " + start + "; " + g + " < " + str(plan.groups) + "; " +
-       g + " += " + stride + ")");
+  open("for (" + uint + " " + g + " = " + start + "; " + g + " < " + count(plan.groups, uint) +
+       "; " + g + " += " + stride + ")");
   if (n == 0) {
     perLane();
     close();
     return;
   }
   size_t outerDims = n - plan.merged;
-  int64_t groupsPerRow = llvm::divideCeil(plan.inner, plan.vec);
+  Extent groupsPerRow =
+      plan.vec == 1 ? plan.inner : Extent::of(llvm::divideCeil(plan.inner.factor, plan.vec));
+  bool splitRows = !groupsPerRow.isStatic() || groupsPerRow.factor > 1;
   if (outerDims > 0) {
     std::string rest = g;
-    if (groupsPerRow > 1) {
+    if (splitRows) {
       rest = scalars.fresh("tcc_r");
-      line("const " + uint + " " + rest + " = " + g + " / " + str(groupsPerRow) + ";");
+      line("const " + uint + " " + rest + " = " + g + " / " + count(groupsPerRow, uint) + ";");
     }
     for (size_t j = 0; j < outerDims; ++j) {
       size_t d = outerDims - 1 - j;
-      if (bounds[d] == 1) {
+      if (bounds[d].isOne()) {
         scalars.bind(block.getArgument(d), "0");
         continue;
       }
@@ -964,20 +1169,22 @@ void CudaKernelEmitter::emitGroupLoop(Block &block, ArrayRef<int64_t> bounds,
         line("const int64_t " + idx[d] + " = (int64_t)" + rest + ";");
         break;
       }
-      line("const int64_t " + idx[d] + " = (int64_t)(" + rest + " % " + str(bounds[d]) + ");");
+      line("const int64_t " + idx[d] + " = (int64_t)(" + rest + " % " + count(bounds[d], uint) +
+           ");");
       std::string next = scalars.fresh("tcc_r");
-      line("const " + uint + " " + next + " = " + rest + " / " + str(bounds[d]) + ";");
+      line("const " + uint + " " + next + " = " + rest + " / " + count(bounds[d], uint) + ";");
       rest = next;
     }
   }
   std::string first = scalars.fresh("tcc_f");
-  std::string inGroup = outerDims > 0 && groupsPerRow > 1 ? "(" + g + " % " + str(groupsPerRow) + ")"
-                        : outerDims > 0                   ? "0"
-                                                          : g;
+  std::string inGroup = outerDims > 0 && splitRows
+                            ? "(" + g + " % " + count(groupsPerRow, uint) + ")"
+                        : outerDims > 0 ? "0"
+                                        : g;
   line("const " + uint + " " + first + " = " + inGroup +
        (plan.vec > 1 ? " * " + str(plan.vec) : "") + ";");
   if (plan.tail) {
-    open("if (" + first + " + " + str(plan.vec) + " <= " + str(plan.inner) + ")");
+    open("if (" + first + " + " + str(plan.vec) + " <= " + count(plan.inner) + ")");
     emitLanes(block, bounds, plan, uint, first, true, perLane);
     --depth;
     line("} else {");
@@ -990,7 +1197,7 @@ void CudaKernelEmitter::emitGroupLoop(Block &block, ArrayRef<int64_t> bounds,
   close();
 }
 
-void CudaKernelEmitter::emitLanes(Block &block, ArrayRef<int64_t> bounds, const LoopPlan &plan,
+void CudaKernelEmitter::emitLanes(Block &block, ArrayRef<Extent> bounds, const LoopPlan &plan,
                                   const std::string &uint, const std::string &first, bool vectors,
                                   const std::function<void()> &perLane) {
   size_t n = bounds.size();
@@ -1005,9 +1212,10 @@ void CudaKernelEmitter::emitLanes(Block &block, ArrayRef<int64_t> bounds, const 
         line("const int64_t " + name + " = (int64_t)" + rest + ";");
         break;
       }
-      line("const int64_t " + name + " = (int64_t)(" + rest + " % " + str(bounds[d]) + ");");
+      line("const int64_t " + name + " = (int64_t)(" + rest + " % " + count(bounds[d], uint) +
+           ");");
       std::string next = scalars.fresh("tcc_r");
-      line("const " + uint + " " + next + " = " + rest + " / " + str(bounds[d]) + ";");
+      line("const " + uint + " " + next + " = " + rest + " / " + count(bounds[d], uint) + ";");
       rest = next;
     }
   };
@@ -1040,7 +1248,7 @@ void CudaKernelEmitter::emitLanes(Block &block, ArrayRef<int64_t> bounds, const 
   std::string flat = scalars.fresh("tcc_f");
   line("const " + uint + " " + flat + " = " + first + " + " + l + ";");
   if (!vectors)
-    open("if (" + flat + " < " + str(plan.inner) + ")");
+    open("if (" + flat + " < " + count(plan.inner) + ")");
   bindMerged(flat);
   std::string savedLane = lane;
   lane = vectors && !slots.empty() ? l : "";
@@ -1073,7 +1281,7 @@ CudaKernel CudaKernelEmitter::emit() {
       facts.stored.insert(store.getMemref());
   });
   std::vector<std::string> params;
-  std::string argNotes;
+  std::string argNotes, symbolLocals;
   for (auto [i, arg] : llvm::enumerate(fn.getArguments())) {
     auto type = dyn_cast<MemRefType>(arg.getType());
     if (!type)
@@ -1090,6 +1298,8 @@ CudaKernel CudaKernelEmitter::emit() {
     argNotes += "// arg " + str(i) + ": " + typeString(type) + (written ? " (written)" : " (read)") +
                 ", " + str(align) + "-byte aligned\n";
     pointers[arg] = ptr;
+    if (fn.getArgAttr(i, tk::kSymbolsArgAttr))
+      symbolLocals += ScalarEmitter::symbolLocals(fn, ptr);
   }
 
   chooseLayout();
@@ -1112,15 +1322,19 @@ CudaKernel CudaKernelEmitter::emit() {
     for (Operation &op : fnBody.without_terminator())
       if (&op != outer.getOperation())
         emitOp(&op, false);
-    threads = (uint32_t)std::min<int64_t>(kBlockThreads, std::max<int64_t>(32, pow2Ceil(outerPlan.groups)));
-    gridX = std::min<uint64_t>(kMaxGridBlocks, llvm::divideCeil(outerPlan.groups, threads));
-    line("// tk.parallel " + boundsString(outer.getBounds()) + " (" +
+    int64_t groups = outerPlan.groups.max;
+    threads = (uint32_t)std::min<int64_t>(kBlockThreads, std::max<int64_t>(32, pow2Ceil(groups)));
+    gridX = std::min<uint64_t>(kMaxGridBlocks, llvm::divideCeil((uint64_t)groups, threads));
+    if (!outerPlan.groups.isStatic() && outerPlan.groups.sym) {
+      gridWork = outerPlan.groups.sym->str();
+      workPerBlock = threads;
+    }
+    SmallVector<Extent> bounds = loopExtents(outer);
+    line("// tk.parallel " + boundsString(bounds) + " (" +
          (strategy == Strategy::Pointwise ? "one thread per group" : "one thread per iteration") +
          vecNote(outerPlan) + ")");
-    std::string uint = (uint64_t)outerPlan.groups * outerPlan.vec < (1ull << 31) - (1ull << 24)
-                           ? "uint32_t"
-                           : "uint64_t";
-    emitGroupLoop(*teamBlock, outer.getBounds(), outerPlan,
+    std::string uint = loopIndexType(outerPlan);
+    emitGroupLoop(*teamBlock, bounds, outerPlan,
                   "(" + uint + ")blockIdx.x * blockDim.x + threadIdx.x",
                   "(" + uint + ")gridDim.x * blockDim.x", [&] { emitBlock(*teamBlock, false); });
     blockX = threads;
@@ -1132,8 +1346,16 @@ CudaKernel CudaKernelEmitter::emit() {
     uint32_t teamsPerBlock = row ? blockX / team : blockX;
     threads = blockX * blockY;
     gridX = std::min<uint64_t>(kMaxGridBlocks, llvm::divideCeil(teams, teamsPerBlock));
-    clamped = teams % teamsPerBlock != 0;
-    std::string uint = teams * threads < (1ull << 31) ? "uint32_t" : "uint64_t";
+    clamped = teamsExtent.isStatic() ? teams % teamsPerBlock != 0 : teamsPerBlock > 1;
+    if (outer && !teamsExtent.isStatic() && teamsExtent.sym) {
+      gridWork = teamsExtent.sym->str();
+      workPerBlock = teamsPerBlock;
+    }
+    uint64_t threadSlots = 0;
+    std::string uint = !__builtin_mul_overflow(teams, (uint64_t)threads, &threadSlots) &&
+                               threadSlots < (1ull << 31)
+                           ? "uint32_t"
+                           : "uint64_t";
     line("const uint32_t tcc_lane = " +
          std::string(row ? (team == blockX ? "threadIdx.x" : "threadIdx.x % " + str(team))
                          : "threadIdx.y") +
@@ -1143,39 +1365,42 @@ CudaKernel CudaKernelEmitter::emit() {
         emitOp(&op, false);
     if (outer) {
       std::string slot = teamsPerBlock == 1 ? "" : row ? " + threadIdx.x / " + str(team) : " + threadIdx.x";
-      line("// tk.parallel " + boundsString(outer.getBounds()) + " (" + str(teams) + " teams of " +
+      SmallVector<Extent> bounds = loopExtents(outer);
+      std::string teamCount = count(teamsExtent, uint);
+      line("// tk.parallel " + boundsString(bounds) + " (" +
+           (teamsExtent.isStatic() ? str(teams) : "up to " + str(teams)) + " teams of " +
            str(team) + (row ? " consecutive threads" : " threads of a column") + ", " +
            str(teamsPerBlock) + " per block)");
       open("for (" + uint + " tcc_base = (" + uint + ")blockIdx.x * " + str(teamsPerBlock) +
-           "; tcc_base < " + str(teams) + "; tcc_base += (" + uint + ")gridDim.x * " +
+           "; tcc_base < " + teamCount + "; tcc_base += (" + uint + ")gridDim.x * " +
            str(teamsPerBlock) + ")");
       if (clamped) {
         // Teams past the end repeat the last iteration (every thread must reach the team's
         // shuffles and barriers) and store nothing.
-        line("const bool tcc_active = tcc_base" + slot + " < " + str(teams) + ";");
+        line("const bool tcc_active = tcc_base" + slot + " < " + teamCount + ";");
         line("const " + uint + " tcc_team = tcc_active ? tcc_base" + slot + " : " +
-             str(teams - 1) + ";");
-      } else if (teams > 1) {
+             (teamsExtent.isStatic() ? str(teams - 1) : teamCount + " - 1") + ";");
+      } else if (!teamsExtent.isOne()) {
         line("const " + uint + " tcc_team = tcc_base" + slot + ";");
       }
-      ArrayRef<int64_t> bounds = outer.getBounds();
       std::vector<std::string> idx = bindIndices(*teamBlock, bounds.size());
       std::string rest = "tcc_team";
       for (size_t j = 0; j < bounds.size(); ++j) {
         size_t d = bounds.size() - 1 - j;
-        if (bounds[d] == 1) {
+        if (bounds[d].isOne()) {
           scalars.bind(teamBlock->getArgument(d), "0");
           continue;
         }
-        if (d == 0 || product(bounds.take_front(d)) == 1) {
+        if (d == 0 || productOf(ArrayRef<Extent>(bounds).take_front(d)).isOne()) {
           line("const int64_t " + idx[d] + " = (int64_t)" + rest + ";");
           for (size_t e = 0; e < d; ++e)
             scalars.bind(teamBlock->getArgument(e), "0");
           break;
         }
-        line("const int64_t " + idx[d] + " = (int64_t)(" + rest + " % " + str(bounds[d]) + ");");
+        line("const int64_t " + idx[d] + " = (int64_t)(" + rest + " % " + count(bounds[d], uint) +
+             ");");
         std::string next = scalars.fresh("tcc_r");
-        line("const " + uint + " " + next + " = " + rest + " / " + str(bounds[d]) + ";");
+        line("const " + uint + " " + next + " = " + rest + " / " + count(bounds[d], uint) + ";");
         rest = next;
       }
     }
@@ -1197,6 +1422,8 @@ CudaKernel CudaKernelEmitter::emit() {
   out.launch.grid = {(uint32_t)std::max<uint64_t>(gridX, 1), 1, 1};
   out.launch.block = {std::max(blockX, 1u), std::max(blockY, 1u), 1};
   out.launch.sharedBytes = sharedBytes;
+  out.launch.gridWork = gridWork;
+  out.launch.workPerBlock = workPerBlock;
   threads = out.launch.block[0] * out.launch.block[1];
   switch (strategy) {
   case Strategy::Pointwise: out.strategy = "pointwise"; break;
@@ -1219,6 +1446,9 @@ CudaKernel CudaKernelEmitter::emit() {
   src += ") {\n";
   if (sharedBytes)
     src += "  extern __shared__ __align__(16) unsigned char tcc_smem[];\n";
+  src += symbolLocals;
+  for (const std::string &declaration : scalars.sizeDeclarations())
+    src += "  " + declaration + "\n";
   src += body;
   src += "}\n";
   out.source = std::move(src);

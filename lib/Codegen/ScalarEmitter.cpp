@@ -568,6 +568,22 @@ std::string ScalarEmitter::expression(Operation *op) const {
   }
 }
 
+std::string ScalarEmitter::symbolLocals(func::FuncOp kernel, const std::string &symbolsPointer) {
+  std::string out;
+  auto module = kernel->getParentOfType<ModuleOp>();
+  auto symbols = module ? module->getAttrOfType<DictionaryAttr>(TccDialect::kSymbolsAttrName)
+                        : DictionaryAttr{};
+  if (!symbols)
+    throw Error("tk codegen: kernel '" + kernel.getSymName().str() +
+                "' takes size symbols but the module declares none");
+  for (auto [i, entry] : llvm::enumerate(symbols.getValue())) {
+    std::string local = symbolLocal(entry.getName().getValue());
+    out += "  const int64_t " + local + " = " + symbolsPointer + "[" + std::to_string(i) +
+           "];\n  (void)" + local + ";\n";
+  }
+  return out;
+}
+
 std::string ScalarEmitter::sizeLocal(const SymExpr &e) const {
   if (e.isConstant())
     return sizeExpr(e);

@@ -235,7 +235,8 @@ flatbuffers::Offset<fb::Launch> Writer::kernelLaunch(uint32_t kernel, ArrayRef<V
     argIndices.push_back(bufferFor(v));
   auto argsVec = fbb_.CreateVector(argIndices);
   flatbuffers::Offset<flatbuffers::Vector<uint32_t>> grid, block;
-  uint32_t shared = 0;
+  uint32_t shared = 0, workPerBlock = 0;
+  flatbuffers::Offset<flatbuffers::String> gridWork;
   if (cuda()) {
     auto it = cudaLaunch_.find(name);
     if (it == cudaLaunch_.end())
@@ -244,8 +245,13 @@ flatbuffers::Offset<fb::Launch> Writer::kernelLaunch(uint32_t kernel, ArrayRef<V
     grid = fbb_.CreateVector(c.grid.data(), c.grid.size());
     block = fbb_.CreateVector(c.block.data(), c.block.size());
     shared = c.sharedBytes;
+    if (!c.gridWork.empty()) {
+      gridWork = fbb_.CreateString(c.gridWork);
+      workPerBlock = c.workPerBlock;
+    }
   }
-  auto step = fb::CreateKernelLaunch(fbb_, kernel, argsVec, grid, block, shared);
+  auto step =
+      fb::CreateKernelLaunch(fbb_, kernel, argsVec, grid, block, shared, gridWork, workPerBlock);
   return fb::CreateLaunch(fbb_, fb::Step_KernelLaunch, step.Union(), nodes);
 }
 

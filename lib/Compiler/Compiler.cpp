@@ -561,10 +561,6 @@ void checkTrainingSpec(const TrainingSpec &spec) {
 
 CompiledModel compileModule(ModuleOp module, const CompileOptions &options) {
   auto start = std::chrono::steady_clock::now();
-  if (options.device == "cuda" && !symbolRanges(module).empty()) // (before NVRTC is needed)
-    throw Error("symbolic sizes (" + describeSymbolRanges(symbolRanges(module)) +
-                ") compile for the CPU only for now: fix them for CUDA with --input-shape "
-                "NAME=D0xD1x...");
   checkCompileOptions(options);
   CompiledModel out;
   out.report.device = options.device;

@@ -9,6 +9,7 @@
 // the ranges. Binding the bound shapes again is a comparison (it is on the per-request path);
 // a failed binding leaves the program unbound.
 #include "Program.h"
+#include "CudaExecutor.h"
 #include "HostMemory.h"
 #include "tcc/Support/ArenaPlacement.h"
 #include "tcc/Support/Tensor.h" // tcc::Error, thrown by the binder
@@ -129,6 +130,8 @@ void Program::applyBinding() {
   decodeLaunchList(/*shapesKnown=*/true);
   reserveWorkspace();
   bound_ = true;
+  if (cuda_)
+    cuda_->bind(); // device memory, the symbol values and the launch list at these sizes
 }
 
 /// The alignment of the compiler's arena plan (tk::kBufferAlignment), which a binding keeps.
@@ -141,7 +144,7 @@ void Program::placeArenaSlots() {
   for (const ArenaSlotDesc &s : arenaSlots_)
     intervals.push_back({std::max<int64_t>((int64_t)buffers_[s.buffer].bytes, 1), s.first, s.last});
   uint64_t bytes = (uint64_t)placeInArena(intervals, kArenaAlignment);
-  if (bytes > arenaCapacity_) {
+  if (bytes > arenaCapacity_ && device_ == TCCRT_DEVICE_CPU) { // (CUDA: the executor's)
     void *grown = hostAllocate(bytes); // throws on failure, leaving the old arena
     hostFree(arena_);
     arena_ = grown;

@@ -25,26 +25,38 @@ CUdeviceptr CudaExecutor::allocate(size_t bytes) {
   return reinterpret_cast<CUdeviceptr>(p);
 }
 
+CUdeviceptr CudaExecutor::ensure(Growable &g, size_t bytes) {
+  if (bytes > g.bytes) {
+    if (g.block) {
+      stream_->synchronize(); // nothing may still use the old block
+      device_.allocator().deallocate(g.block);
+      g = Growable{};
+    }
+    g.block = device_.allocator().allocate(bytes, stream_->id());
+    g.bytes = bytes;
+  }
+  return bytes ? reinterpret_cast<CUdeviceptr>(g.block) : 0;
+}
+
 CudaExecutor::CudaExecutor(const Program &program, const LoadOptions &options,
                            CUdeviceptr sharedArena)
     : program_(program),
       device_(CudaDevice::get(program.meshSizes_.empty() ? options.deviceOrdinal
                                                          : rankDeviceOrdinal(options.deviceOrdinal))),
-      useGraph_(options.cudaGraph) {
+      useGraph_(options.cudaGraph), sharedArena_(sharedArena) {
   const CudaDriver &driver = device_.driver();
   device_.makeCurrent();
   stream_ = std::make_unique<CudaStream>(device_);
   pinned_ = std::make_unique<PinnedBuffer>(device_);
   try {
     // ---- Code ------------------------------------------------------------------------------
-    std::vector<CUfunction> functions;
     if (!program.kernelNames_.empty()) {
       module_ = std::make_unique<CudaModule>(device_, program.cubins_, program.ptx_);
       for (const std::string &name : program.kernelNames_)
-        functions.push_back(module_->function(name));
+        functions_.push_back(module_->function(name));
     }
 
-    // ---- Memory ----------------------------------------------------------------------------
+    // ---- Constants, symbols ----------------------------------------------------------------
     if (program.constantDataBytes_ > 0) {
       constants_ = allocate(program.constantDataBytes_);
       driver.check(driver.cuMemcpyHtoDAsync(constants_, program.constantData_,
@@ -52,139 +64,12 @@ CudaExecutor::CudaExecutor(const Program &program, const LoadOptions &options,
                    "uploading the program's constants (" +
                        std::to_string(program.constantDataBytes_) + " bytes)");
     }
-    if (sharedArena)
-      arena_ = sharedArena;
-    else if (program.arenaBytes_ > 0)
-      arena_ = allocate(program.arenaBytes_);
-    for (const TensorDesc &t : program.inputs_) {
-      inputs_.push_back(t.bytes ? allocate(t.bytes) : 0);
-      inputStaging_.push_back(stagingBytes_);
-      stagingBytes_ = alignUp(stagingBytes_ + t.bytes, kStagingAlignment);
-    }
-    for (const TensorDesc &t : program.outputs_) {
-      outputs_.push_back(t.bytes ? allocate(t.bytes) : 0);
-      outputStaging_.push_back(stagingBytes_);
-      stagingBytes_ = alignUp(stagingBytes_ + t.bytes, kStagingAlignment);
-    }
-    std::vector<CUdeviceptr> addresses;
-    for (const BufferDesc &b : program.buffers_) {
-      CUdeviceptr base = 0;
-      switch (b.kind) {
-      case BufferKind::Input:
-        base = inputs_[b.index];
-        break;
-      case BufferKind::Output:
-        base = outputs_[b.index];
-        break;
-      case BufferKind::Constant:
-        base = program.constants_[b.index]
-                   ? constants_ + (CUdeviceptr)(program.constants_[b.index] - program.constantData_)
-                   : 0;
-        break;
-      case BufferKind::Arena:
-        base = arena_;
-        break;
-      case BufferKind::Symbols: // the loader refuses them: CUDA programs have no size symbols
-        throw Error("a CUDA program cannot have a Symbols buffer");
-      }
-      // Empty buffers may sit on an empty base: their address is never dereferenced.
-      addresses.push_back(base ? base + b.offset : 0);
-    }
-
-    // ---- The launch list -------------------------------------------------------------------
-    bool hasGemm = false;
-    for (const Step &step : program.steps_)
-      hasGemm |= std::holds_alternative<GemmStep>(step);
-    if (hasGemm) {
-      blas_ = std::make_unique<CublasLtHandle>(loadCublasLt());
-      workspace_ = allocate(kCublasLtWorkspaceBytes);
-    }
-    std::vector<uint32_t> maxShared(functions.size(), 0);
-    size_t scratchBytes = 0;
-    int sharedOptIn = -1; // the device's opt-in limit, queried when a launch needs it
-    for (size_t i = 0; i < program.steps_.size(); ++i) {
-      const Step &step = program.steps_[i];
-      std::string what = "launch " + std::to_string(i);
-      if (auto *s = std::get_if<KernelStep>(&step)) {
-        what += " (kernel '" + program.kernelNames_[s->kernel] + "')";
-        Launch l;
-        l.function = functions[s->kernel];
-        std::copy(s->grid, s->grid + 3, l.grid);
-        std::copy(s->block, s->block + 3, l.block);
-        l.sharedBytes = s->sharedBytes;
-        for (uint32_t a : s->args)
-          l.values.push_back(addresses[a]);
-        if (l.sharedBytes > kDefaultSharedBytes) {
-          if (sharedOptIn < 0) {
-            CUdevice dev = 0;
-            driver.check(driver.cuDeviceGet(&dev, device_.ordinal()), "cuDeviceGet");
-            driver.check(
-                driver.cuDeviceGetAttribute(
-                    &sharedOptIn, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev),
-                "querying the device's shared memory per block");
-          }
-          if (l.sharedBytes > (uint32_t)sharedOptIn)
-            throw Error(what + ": " + std::to_string(l.sharedBytes) +
-                        " bytes of dynamic shared memory exceed this GPU's " +
-                        std::to_string(sharedOptIn) + " bytes a block");
-          maxShared[s->kernel] = std::max(maxShared[s->kernel], l.sharedBytes);
-        }
-        ops_.emplace_back(std::move(l));
-      } else if (auto *s = std::get_if<GemmStep>(&step)) {
-        what += " (gemm)";
-        const GemmGeometry &g = s->geometry;
-        if (g.m == 0 || g.n == 0 || g.numBatches == 0)
-          continue;     // c is empty
-        if (g.k == 0) { // the loader allows this only with beta = 0 and no bias: c = act(0) = 0
-          ops_.emplace_back(Fill{addresses[s->c], program.buffers_[s->c].bytes});
-          continue;
-        }
-        ops_.emplace_back(std::make_unique<CublasLtGemm>(
-            *blas_, g, s->activation, addresses[s->a], addresses[s->b], addresses[s->c],
-            s->hasBias ? addresses[s->bias] : 0, kCublasLtWorkspaceBytes, what));
-      } else if (auto *s = std::get_if<CopyStep>(&step)) {
-        size_t bytes = program.buffers_[s->source].bytes;
-        CUdeviceptr source = addresses[s->source], target = addresses[s->target];
-        if (bytes == 0 || source == target)
-          continue;
-        bool overlap = source < target + bytes && target < source + bytes;
-        if (overlap)
-          scratchBytes = std::max(scratchBytes, bytes);
-        ops_.emplace_back(Copy{source, target, overlap ? CUdeviceptr(1) : 0, bytes});
-      } else if (std::holds_alternative<CollectiveStep>(step)) {
-        ops_.emplace_back(Collective{i});
-      } else if (auto *s = std::get_if<WaitStep>(&step)) {
-        ops_.emplace_back(WaitFor{s->collective});
-      } else {
-        // The loader refuses conv and top-k steps in CUDA programs.
-        throw Error(what + ": not a step a CUDA program can run");
-      }
-    }
-    if (std::any_of(ops_.begin(), ops_.end(),
-                    [](const Op &op) { return std::holds_alternative<Collective>(op); })) {
-      collectives_ = std::make_unique<DeviceCollectives>(
-          device_, program, *stream_, addresses, [this](size_t bytes) { return allocate(bytes); });
-      useGraph_ = false; // host staging cannot be captured; NCCL capture is not tried yet
-    }
-    for (size_t k = 0; k < functions.size(); ++k)
-      if (maxShared[k] > 0)
-        driver.check(driver.cuFuncSetAttribute(functions[k],
-                                               CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                               (int)maxShared[k]),
-                     "allowing kernel '" + program.kernelNames_[k] + "' " +
-                         std::to_string(maxShared[k]) + " bytes of dynamic shared memory");
-    if (scratchBytes > 0) {
-      scratch_ = allocate(scratchBytes);
-      for (Op &op : ops_)
-        if (auto *c = std::get_if<Copy>(&op); c && c->via)
-          c->via = scratch_;
-    }
-    for (Op &op : ops_) // pointers into each launch's own values (they no longer move)
-      if (auto *l = std::get_if<Launch>(&op))
-        for (CUdeviceptr &v : l->values)
-          l->params.push_back(&v);
-    if (stagingBytes_ > 0)
-      pinned_->reserve(stagingBytes_);
+    if (program.isSymbolic())
+      symbols_ = allocate(program.symbolValues_.size() * sizeof(int64_t));
+    inputBlocks_.resize(program.inputs_.size());
+    outputBlocks_.resize(program.outputs_.size());
+    if (program.bound()) // a static program; a symbolic one waits for its sizes
+      buildLaunchList();
     stream_->synchronize(); // the constants are on the device
   } catch (...) {
     try { // the constants' upload may still be running
@@ -196,8 +81,175 @@ CudaExecutor::CudaExecutor(const Program &program, const LoadOptions &options,
     for (void *p : blocks_)
       device_.allocator().deallocate(p);
     blocks_.clear();
+    for (Growable *g : {&ownArena_, &scratchBlock_})
+      if (g->block)
+        device_.allocator().deallocate(g->block);
+    for (std::vector<Growable> *v : {&inputBlocks_, &outputBlocks_})
+      for (Growable &g : *v)
+        if (g.block)
+          device_.allocator().deallocate(g.block);
     throw;
   }
+}
+
+void CudaExecutor::bind() {
+  device_.makeCurrent();
+  stream_->synchronize(); // the previous binding's runs are done with its buffers
+  graph_.reset();
+  warmedUp_ = false;
+  ops_.clear();
+  collectives_.reset();
+  const CudaDriver &driver = device_.driver();
+  driver.check(driver.cuMemcpyHtoDAsync(symbols_, program_.symbolValues_.data(),
+                                        program_.symbolValues_.size() * sizeof(int64_t),
+                                        stream_->get()),
+               "uploading the size symbols' values");
+  buildLaunchList();
+  stream_->synchronize(); // the values are on the device before the host's copy changes
+}
+
+void CudaExecutor::buildLaunchList() {
+  const Program &program = program_;
+  const CudaDriver &driver = device_.driver();
+  // ---- Memory ------------------------------------------------------------------------------
+  arena_ = sharedArena_ ? sharedArena_ : ensure(ownArena_, program.arenaBytes_);
+  inputs_.clear();
+  outputs_.clear();
+  inputStaging_.clear();
+  outputStaging_.clear();
+  stagingBytes_ = 0;
+  for (size_t i = 0; i < program.inputs_.size(); ++i) {
+    const TensorDesc &t = program.inputs_[i];
+    inputs_.push_back(ensure(inputBlocks_[i], t.bytes));
+    inputStaging_.push_back(stagingBytes_);
+    stagingBytes_ = alignUp(stagingBytes_ + t.bytes, kStagingAlignment);
+  }
+  for (size_t i = 0; i < program.outputs_.size(); ++i) {
+    const TensorDesc &t = program.outputs_[i];
+    outputs_.push_back(ensure(outputBlocks_[i], t.bytes));
+    outputStaging_.push_back(stagingBytes_);
+    stagingBytes_ = alignUp(stagingBytes_ + t.bytes, kStagingAlignment);
+  }
+  std::vector<CUdeviceptr> addresses;
+  for (const BufferDesc &b : program.buffers_) {
+    CUdeviceptr base = 0;
+    switch (b.kind) {
+    case BufferKind::Input:
+      base = inputs_[b.index];
+      break;
+    case BufferKind::Output:
+      base = outputs_[b.index];
+      break;
+    case BufferKind::Constant:
+      base = program.constants_[b.index]
+                 ? constants_ + (CUdeviceptr)(program.constants_[b.index] - program.constantData_)
+                 : 0;
+      break;
+    case BufferKind::Arena:
+      base = arena_;
+      break;
+    case BufferKind::Symbols:
+      base = symbols_;
+      break;
+    }
+    // Empty buffers may sit on an empty base: their address is never dereferenced.
+    addresses.push_back(base ? base + b.offset : 0);
+  }
+
+  // ---- The launch list ---------------------------------------------------------------------
+  bool hasGemm = false;
+  for (const Step &step : program.steps_)
+    hasGemm |= std::holds_alternative<GemmStep>(step);
+  if (hasGemm && !blas_) {
+    blas_ = std::make_unique<CublasLtHandle>(loadCublasLt());
+    workspace_ = allocate(kCublasLtWorkspaceBytes);
+  }
+  std::vector<uint32_t> maxShared(functions_.size(), 0);
+  size_t scratchBytes = 0;
+  int sharedOptIn = -1; // the device's opt-in limit, queried when a launch needs it
+  for (size_t i = 0; i < program.steps_.size(); ++i) {
+    const Step &step = program.steps_[i];
+    std::string what = "launch " + std::to_string(i);
+    if (auto *s = std::get_if<KernelStep>(&step)) {
+      what += " (kernel '" + program.kernelNames_[s->kernel] + "')";
+      Launch l;
+      l.function = functions_[s->kernel];
+      std::copy(s->grid, s->grid + 3, l.grid);
+      std::copy(s->block, s->block + 3, l.block);
+      l.sharedBytes = s->sharedBytes;
+      for (uint32_t a : s->args)
+        l.values.push_back(addresses[a]);
+      if (l.sharedBytes > kDefaultSharedBytes) {
+        if (sharedOptIn < 0) {
+          CUdevice dev = 0;
+          driver.check(driver.cuDeviceGet(&dev, device_.ordinal()), "cuDeviceGet");
+          driver.check(
+              driver.cuDeviceGetAttribute(
+                  &sharedOptIn, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev),
+              "querying the device's shared memory per block");
+        }
+        if (l.sharedBytes > (uint32_t)sharedOptIn)
+          throw Error(what + ": " + std::to_string(l.sharedBytes) +
+                      " bytes of dynamic shared memory exceed this GPU's " +
+                      std::to_string(sharedOptIn) + " bytes a block");
+        maxShared[s->kernel] = std::max(maxShared[s->kernel], l.sharedBytes);
+      }
+      ops_.emplace_back(std::move(l));
+    } else if (auto *s = std::get_if<GemmStep>(&step)) {
+      what += " (gemm)";
+      const GemmGeometry &g = s->geometry;
+      if (g.m == 0 || g.n == 0 || g.numBatches == 0)
+        continue;     // c is empty
+      if (g.k == 0) { // the loader allows this only with beta = 0 and no bias: c = act(0) = 0
+        ops_.emplace_back(Fill{addresses[s->c], program.buffers_[s->c].bytes});
+        continue;
+      }
+      ops_.emplace_back(std::make_unique<CublasLtGemm>(
+          *blas_, g, s->activation, addresses[s->a], addresses[s->b], addresses[s->c],
+          s->hasBias ? addresses[s->bias] : 0, kCublasLtWorkspaceBytes, what));
+    } else if (auto *s = std::get_if<CopyStep>(&step)) {
+      size_t bytes = program.buffers_[s->source].bytes;
+      CUdeviceptr source = addresses[s->source], target = addresses[s->target];
+      if (bytes == 0 || source == target)
+        continue;
+      bool overlap = source < target + bytes && target < source + bytes;
+      if (overlap)
+        scratchBytes = std::max(scratchBytes, bytes);
+      ops_.emplace_back(Copy{source, target, overlap ? CUdeviceptr(1) : 0, bytes});
+    } else if (std::holds_alternative<CollectiveStep>(step)) {
+      ops_.emplace_back(Collective{i});
+    } else if (auto *s = std::get_if<WaitStep>(&step)) {
+      ops_.emplace_back(WaitFor{s->collective});
+    } else {
+      // The loader refuses conv and top-k steps in CUDA programs.
+      throw Error(what + ": not a step a CUDA program can run");
+    }
+  }
+  if (std::any_of(ops_.begin(), ops_.end(),
+                  [](const Op &op) { return std::holds_alternative<Collective>(op); })) {
+    collectives_ = std::make_unique<DeviceCollectives>(
+        device_, program, *stream_, addresses, [this](size_t bytes) { return allocate(bytes); });
+    useGraph_ = false; // host staging cannot be captured; NCCL capture is not tried yet
+  }
+  for (size_t k = 0; k < functions_.size(); ++k)
+    if (maxShared[k] > 0)
+      driver.check(driver.cuFuncSetAttribute(functions_[k],
+                                             CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                             (int)maxShared[k]),
+                   "allowing kernel '" + program.kernelNames_[k] + "' " +
+                       std::to_string(maxShared[k]) + " bytes of dynamic shared memory");
+  if (scratchBytes > 0) {
+    scratch_ = ensure(scratchBlock_, scratchBytes);
+    for (Op &op : ops_)
+      if (auto *c = std::get_if<Copy>(&op); c && c->via)
+        c->via = scratch_;
+  }
+  for (Op &op : ops_) // pointers into each launch's own values (they no longer move)
+    if (auto *l = std::get_if<Launch>(&op))
+      for (CUdeviceptr &v : l->values)
+        l->params.push_back(&v);
+  if (stagingBytes_ > 0)
+    pinned_->reserve(stagingBytes_);
 }
 
 CudaExecutor::~CudaExecutor() {
@@ -209,7 +261,15 @@ CudaExecutor::~CudaExecutor() {
   graph_.reset();
   ops_.clear();
   collectives_.reset();
-  for (void *p : blocks_) {
+  std::vector<void *> owned = blocks_;
+  for (Growable *g : {&ownArena_, &scratchBlock_})
+    owned.push_back(g->block);
+  for (std::vector<Growable> *v : {&inputBlocks_, &outputBlocks_})
+    for (Growable &g : *v)
+      owned.push_back(g.block);
+  for (void *p : owned) {
+    if (!p)
+      continue;
     try {
       device_.allocator().deallocate(p);
     } catch (...) {

@@ -18,6 +18,13 @@
 // tensors (tccrt_run_device) copies them device to device into and out of the same buffers
 // instead, so that the launch list (and a captured graph) keeps its fixed addresses.
 //
+// A symbolic program (compiled with size ranges) has no launch list until its sizes are bound:
+// at load the executor sets up the code, the constants and a device buffer for the size
+// symbols' values; at each new binding (bind(), called by Program::bindInputShapes) it uploads
+// the values, grows the arena and the input and output buffers where the sizes need more,
+// shrinks each kernel's grid to the binding's work (KernelLaunch.grid_work), plans the GEMMs
+// at the bound geometries and drops a captured graph (the next runs warm up and capture again).
+//
 // A distributed program's collective steps run through DeviceCollectives (NCCL, or staged
 // through the host's MPI); the GPU of each rank of a job is rankDeviceOrdinal's.
 //
@@ -53,6 +60,9 @@ public:
   CudaExecutor(const CudaExecutor &) = delete;
   CudaExecutor &operator=(const CudaExecutor &) = delete;
 
+  /// A symbolic program's new binding (Program's shapes, steps and arena plan are the bound
+  /// ones): device memory, the symbol values and the launch list follow them.
+  void bind();
   /// Caller tensors on the host (already checked by Program::run), or with `onDevice` in this
   /// GPU's memory (device addresses: copied device to device on the stream, no staging).
   void run(const void *const *inputs, void *const *outputs, bool onDevice = false);
@@ -91,7 +101,16 @@ private:
   };
   using Op = std::variant<Launch, Copy, Fill, std::unique_ptr<CublasLtGemm>, Collective, WaitFor>;
 
+  /// A device buffer that grows with the bindings (freed at the end).
+  struct Growable {
+    void *block = nullptr;
+    size_t bytes = 0;
+  };
   CUdeviceptr allocate(size_t bytes); // from the caching allocator on stream_, freed at the end
+  /// `g` holding at least `bytes` (its old contents are not kept); 0 for 0 bytes.
+  CUdeviceptr ensure(Growable &g, size_t bytes);
+  /// Device memory at the program's current sizes, then the launch list over it.
+  void buildLaunchList();
   void enqueueLaunchList();
 
   const Program &program_;
@@ -103,7 +122,11 @@ private:
   std::unique_ptr<CudaModule> module_;
   std::unique_ptr<CublasLtHandle> blas_;
   std::vector<void *> blocks_; // device allocations owned here
-  CUdeviceptr constants_ = 0, arena_ = 0, workspace_ = 0, scratch_ = 0;
+  std::vector<CUfunction> functions_;
+  CUdeviceptr constants_ = 0, arena_ = 0, workspace_ = 0, scratch_ = 0, symbols_ = 0;
+  CUdeviceptr sharedArena_ = 0;
+  Growable ownArena_, scratchBlock_;
+  std::vector<Growable> inputBlocks_, outputBlocks_;
   std::vector<CUdeviceptr> inputs_, outputs_;
   std::vector<size_t> inputStaging_, outputStaging_; // offsets into the pinned buffer
   size_t stagingBytes_ = 0;

@@ -158,6 +158,21 @@ uint64_t maxBytes(tccrt_dtype dtype, const std::vector<SymExpr> &dims,
 
 // ---- Tensors and their dims --------------------------------------------------------------------
 
+SymExpr Program::readSizeExpression(const flatbuffers::String *text,
+                                    const std::string &where) const {
+  std::string error;
+  std::optional<SymExpr> e = SymExpr::parse(text->string_view(), &error);
+  if (!e)
+    throw Error(where + ": '" + text->str() + "' is not a size expression (" + error + ")");
+  for (const std::string &name : e->symbols())
+    if (!symbolRanges_.count(name))
+      throw Error(where + " ('" + text->str() + "') reads the size symbol '" + name +
+                  "', which the program does not declare" +
+                  (symbolNames_.empty() ? "" : " (it declares " +
+                                                   describeSymbolRanges(symbolRanges_) + ")"));
+  return *e;
+}
+
 /// The expressions of a TensorSpec's or Buffer's `dims` over its `shape`: "" keeps the static size
 /// in shape, text is a size expression over the declared symbols (shape holds -1 there). A
 /// constant expression becomes a static size in `shape`. Returns the dims when one is symbolic,
@@ -184,16 +199,7 @@ Program::readDims(const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::Str
     if (shape[d] != -1)
       throw Error(where + " has both a size (" + std::to_string(shape[d]) +
                   ") and an expression (shape must hold -1 there)");
-    std::string error;
-    std::optional<SymExpr> e = SymExpr::parse(text->string_view(), &error);
-    if (!e)
-      throw Error(where + ": '" + text->str() + "' is not a size expression (" + error + ")");
-    for (const std::string &name : e->symbols())
-      if (!symbolRanges_.count(name))
-        throw Error(where + " ('" + text->str() + "') reads the size symbol '" + name +
-                    "', which the program does not declare" +
-                    (symbolNames_.empty() ? "" : " (it declares " +
-                                                     describeSymbolRanges(symbolRanges_) + ")"));
+    std::optional<SymExpr> e = readSizeExpression(text, where);
     if (std::optional<int64_t> c = e->constant()) {
       if (*c < 0)
         throw Error(where + " ('" + text->str() + "') is negative");
@@ -415,9 +421,6 @@ void Program::decodeSymbols(const fb::Program *program) {
   const auto *symbols = program->symbols();
   if (!symbols || symbols->size() == 0)
     return;
-  if (device_ == TCCRT_DEVICE_CUDA)
-    throw Error("symbolic shapes are compiled for the CPU only; compile with --input-shape to "
-                "fix the sizes");
   for (unsigned i = 0; i < symbols->size(); ++i) {
     const fb::SymbolRange *r = symbols->Get(i);
     std::string what = "size symbol " + std::to_string(i);
@@ -792,9 +795,30 @@ private:
                     ", which is " + typeString(params[j].dtype, params[j].shape, params[j].dims));
       step.args.push_back(a);
     }
-    if (onCuda_)
+    if (onCuda_) {
       readCudaGeometry(s, step, what);
+      shrinkGrid(s, step, what);
+    }
     return step;
+  }
+
+  /// KernelLaunch.grid_work: at a binding, no more blocks than the bound sizes' work needs.
+  void shrinkGrid(const fb::KernelLaunch *s, KernelStep &step, const std::string &what) {
+    if (!s->grid_work() || s->grid_work()->size() == 0)
+      return;
+    SymExpr work = p_.readSizeExpression(s->grid_work(), what + ": its grid work");
+    if (s->work_per_block() == 0)
+      throw Error(what + ": its grid work has no work per block (must be >= 1)");
+    if (!shapesKnown_)
+      return;
+    int64_t units = 0;
+    try {
+      units = evaluateSym(work, p_.symbolBindings_);
+    } catch (const tcc::Error &e) {
+      throw Error(what + ": its grid work: " + e.what());
+    }
+    uint64_t blocks = units <= 0 ? 1 : ((uint64_t)units + s->work_per_block() - 1) / s->work_per_block();
+    step.grid[0] = (uint32_t)std::clamp<uint64_t>(blocks, 1, step.grid[0]);
   }
 
   GemmStep gemm(const fb::Gemm *s, const std::string &what) {

@@ -276,6 +276,9 @@ private:
   std::vector<SymExpr>
   readDims(const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>> *dims,
            std::vector<int64_t> &shape, const std::string &what) const;
+  /// A size expression of the artifact (`where` names it in errors): it parses and reads
+  /// declared symbols only.
+  SymExpr readSizeExpression(const flatbuffers::String *text, const std::string &where) const;
   /// The bytes the base of buffer `b` holds at the current shapes.
   uint64_t baseBytes(const BufferDesc &b) const;
   /// Buffer `b` (number `i`), `bytes` long, lies inside its base, which holds `limit` bytes.

@@ -57,7 +57,7 @@ void addModelArgs(CLI::App *cmd, ModelArgs &args) {
   cmd->add_option("--input-shape", args.inputShapes,
                   "NAME=D0xD1x...: fixes a graph input's dynamic dimensions (repeatable); a "
                   "range LO..HI keeps a dim symbolic with those bounds: ids=1..64x16..512 (tcc "
-                  "compile: one artifact for every size in them; CPU only). For an artifact "
+                  "compile: one artifact for every size in them, CPU or CUDA). For an artifact "
                   "compiled with ranges, the sizes of its random inputs");
   cmd->add_option("--seed", args.seed, "seed for random inputs")->default_val(0);
 }

@@ -50,6 +50,11 @@ struct CudaLaunchConfig {
   std::array<uint32_t, 3> grid{1, 1, 1};
   std::array<uint32_t, 3> block{1, 1, 1};
   uint32_t sharedBytes = 0; // dynamic shared memory per block
+  /// Symbolic programs: the units of work the grid covers, as a size expression (SymExpr text;
+  /// empty: `grid` is exact), `workPerBlock` of them a block. A runtime launches
+  /// min(grid.x, ceil(work / workPerBlock)) blocks at a binding.
+  std::string gridWork;
+  uint32_t workPerBlock = 0;
 };
 
 struct CudaKernel {

@@ -18,6 +18,7 @@
 #include "tcc/IR/TccDialect.h"
 #include "tcc/Support/SymExpr.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AffineExpr.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Operation.h"
@@ -81,6 +82,10 @@ public:
   static std::string sizeExpr(const SymExpr &e);
   /// The local holding the run's value of the size symbol `name`.
   static std::string symbolLocal(llvm::StringRef name) { return "tcc_sym_" + name.str(); }
+  /// Lines declaring one const local (symbolLocal) per size symbol of `kernel`'s module, read
+  /// from `symbolsPointer` (the kernel's tk.symbols argument), indented by two spaces; throws
+  /// when the module declares no symbols.
+  static std::string symbolLocals(mlir::func::FuncOp kernel, const std::string &symbolsPointer);
   /// A size expression as a name to use in loops: a number, a symbol's local, or a local made
   /// once per kernel (sizeDeclarations: the loop emitter declares them at the kernel's entry, so
   /// that strides are not recomputed per element).
