@@ -40,7 +40,9 @@
 #include "LibraryKernelUtils.h"
 
 #include "tcc/Codegen/ScalarEmitter.h"
+#include "tcc/IR/SymbolicShape.h"
 #include "tcc/IR/TkDialect.h"
+#include "tcc/Support/SymbolBinding.h"
 #include "tcc/Support/Tensor.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -85,17 +87,44 @@ CudaKernel makeKernel(const std::string &name, std::string source, const std::st
 //===--- Convolution ------------------------------------------------------===//
 
 struct ConvShape {
+  // Symbolic programs: batch, in and out (and the sizes derived from them) are the largest
+  // over the symbols' ranges (tiles, index widths); the kernel reads the run's values.
   int64_t batch, inChannels, outChannels, groups, groupIn, groupOut;
   std::vector<int64_t> in, kernel, out, strides, padLow, padHigh, dilations;
   std::vector<int64_t> lhsDilations; // input dilation (transposed convolution), 1 = none
   int64_t inSize, kernelSize, outSize;
+  // The sizes the kernel's code reads: literals, or (symbolic) locals the prologue declares
+  // from the kernel's symbols argument.
+  bool symbolic = false;
+  std::string batchText, inSizeText, outSizeText;
+  std::vector<std::string> inText, outText, inStrideText; // per spatial dim
+  std::string prologue;
+  std::string batchShown;                       // the sizes as described (expressions)
+  std::vector<std::string> inShown, outShown;
+  SymExpr batchSym, outSizeSym; // the run's batch and output pixels (grid work)
 };
+
+/// A buffer's dims (symbolic or static) and their largest values over `ranges`.
+std::vector<int64_t> largestDims(const std::string &op, Value buffer, const char *what,
+                                 const SymbolRanges &ranges, SymShape &dims) {
+  auto type = cast<MemRefType>(buffer.getType());
+  if (type.hasStaticShape())
+    return shapeOf(op, buffer, what);
+  dims = tk::bufferDims(type);
+  std::vector<int64_t> out;
+  for (const SymExpr &d : dims)
+    out.push_back(rangeOf(d, ranges).max);
+  return out;
+}
 
 ConvShape convShape(tk::ConvOp op) {
   const std::string name = "tk.conv";
-  std::vector<int64_t> x = shapeOf(name, op.getInput(), "input"),
+  auto module = op->getParentOfType<ModuleOp>();
+  SymbolRanges ranges = module ? symbolRanges(module) : SymbolRanges{};
+  SymShape xDims, yDims;
+  std::vector<int64_t> x = largestDims(name, op.getInput(), "input", ranges, xDims),
                        w = shapeOf(name, op.getWeight(), "weight"),
-                       y = shapeOf(name, op.getOutput(), "output");
+                       y = largestDims(name, op.getOutput(), "output", ranges, yDims);
   size_t rank = x.size();
   if (rank < 3 || w.size() != rank || y.size() != rank)
     throw Error(name + ": input" + list(x) + ", weight" + list(w) + " and output" + list(y) +
@@ -124,7 +153,13 @@ ConvShape convShape(tk::ConvOp op) {
       y[1] != s.outChannels || y[0] != s.batch)
     throw Error(name + ": channel counts do not agree with groups = " + str(s.groups) +
                 ": input" + list(x) + ", weight" + list(w) + ", output" + list(y));
-  for (size_t d = 0; d < spatial; ++d) {
+  s.symbolic = !xDims.empty() || !yDims.empty();
+  if (s.symbolic && (xDims.empty() || yDims.empty() || xDims[1] != SymExpr(x[1]) ||
+                     yDims[1] != SymExpr(y[1])))
+    throw Error(name + ": symbolic channel counts (input " + shapeString(xDims) + ", output " +
+                shapeString(yDims) + "); the CUDA convolution kernels take symbolic batch and "
+                "spatial sizes only");
+  for (size_t d = 0; d < spatial && !s.symbolic; ++d) {
     int64_t k = w[d + 2], st = s.strides[d], dil = s.dilations[d], ld = s.lhsDilations[d];
     if (k < 1 || st < 1 || dil < 1 || ld < 1)
       throw Error(name + ": kernel dims, strides and dilations must be >= 1; got weight" +
@@ -146,13 +181,69 @@ ConvShape convShape(tk::ConvOp op) {
   s.outSize = product(s.out);
   s.groupIn = s.inChannels / s.groups;
   s.groupOut = s.outChannels / s.groups;
+  for (size_t d = 0; d < spatial; ++d)
+    if (s.kernel[d] < 1 || s.strides[d] < 1 || s.dilations[d] < 1 || s.lhsDilations[d] < 1)
+      throw Error(name + ": kernel dims, strides and dilations must be >= 1; got weight" +
+                  list(w) + ", strides" + list(s.strides) + ", dilations" + list(s.dilations));
+
+  // The sizes as the code reads them.
+  s.batchShown = (xDims.empty() ? SymExpr(s.batch) : xDims[0]).str();
+  for (size_t d = 0; d < spatial; ++d) {
+    s.inShown.push_back((xDims.empty() ? SymExpr(s.in[d]) : xDims[d + 2]).str());
+    s.outShown.push_back((yDims.empty() ? SymExpr(s.out[d]) : yDims[d + 2]).str());
+  }
+  if (!s.symbolic) {
+    s.batchText = str(s.batch);
+    s.inSizeText = str(s.inSize);
+    s.outSizeText = str(s.outSize);
+    s.batchSym = SymExpr(s.batch);
+    s.outSizeSym = SymExpr(s.outSize);
+    int64_t stride = 1;
+    s.inStrideText.assign(spatial, "");
+    for (size_t d = spatial; d-- > 0;) {
+      s.inText.insert(s.inText.begin(), str(s.in[d]));
+      s.outText.insert(s.outText.begin(), str(s.out[d]));
+      s.inStrideText[d] = str(stride);
+      stride *= s.in[d];
+    }
+    return s;
+  }
+  // Locals of the run's sizes, from the symbol values (ScalarEmitter's size expressions).
+  s.prologue = ScalarEmitter::symbolLocals(op->getParentOfType<func::FuncOp>(), "tcc_symbols");
+  auto declare = [&](const std::string &local, const SymExpr &e) {
+    s.prologue += "  const I " + local + " = (I)" + ScalarEmitter::sizeExpr(e) + ";\n";
+    return local;
+  };
+  s.batchSym = xDims[0];
+  s.batchText = declare("tcc_batch", xDims[0]);
+  SymExpr inSize(1), outSize(1);
+  s.inStrideText.assign(spatial, "");
+  for (size_t d = spatial; d-- > 0;) {
+    s.inStrideText[d] = declare("tcc_in_stride" + str(d), inSize);
+    s.inText.insert(s.inText.begin(), declare("tcc_in" + str(d), xDims[d + 2]));
+    s.outText.insert(s.outText.begin(), declare("tcc_out" + str(d), yDims[d + 2]));
+    inSize *= xDims[d + 2];
+    outSize *= yDims[d + 2];
+  }
+  s.inSizeText = declare("tcc_in_size", inSize);
+  s.outSizeText = declare("tcc_out_size", outSize);
+  s.outSizeSym = outSize;
   return s;
 }
 
+/// "[a,b]" of code texts (literals or locals).
+std::string textList(llvm::ArrayRef<std::string> v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i)
+    s += (i ? "," : "") + v[i];
+  return s + "]";
+}
+
 std::string describe(const ConvShape &s) {
-  return "x=[" + str(s.batch) + "," + str(s.inChannels) + "]" + list(s.in) + " w=[" +
+  // Symbolic sizes by their expressions: equal kernels hash equally.
+  return "x=[" + s.batchShown + "," + str(s.inChannels) + "]" + textList(s.inShown) + " w=[" +
          str(s.outChannels) + "," + str(s.groupIn) + "]" + list(s.kernel) + " y=" +
-         list(s.out) + " strides=" + list(s.strides) + " pad_low=" + list(s.padLow) +
+         textList(s.outShown) + " strides=" + list(s.strides) + " pad_low=" + list(s.padLow) +
          " pad_high=" + list(s.padHigh) + " dilations=" + list(s.dilations) +
          " groups=" + str(s.groups) +
          (llvm::all_of(s.lhsDilations, [](int64_t d) { return d == 1; })
@@ -166,11 +257,11 @@ std::string describe(const ConvShape &s) {
 std::pair<std::string, std::string> dilatedInput(const ConvShape &s, size_t d,
                                                  const std::string &q, const std::string &U) {
   int64_t ld = s.lhsDilations[d];
+  std::string bound = s.symbolic ? "(" + U + ")" + s.inText[d] : s.inText[d] + "u";
   if (ld == 1)
-    return {"(" + U + ")" + q + " < " + str(s.in[d]) + "u", q};
+    return {"(" + U + ")" + q + " < " + bound, q};
   std::string index = "(" + q + " / " + str(ld) + ")";
-  return {q + " % " + str(ld) + " == 0 && (" + U + ")" + index + " < " + str(s.in[d]) + "u",
-          index};
+  return {q + " % " + str(ld) + " == 0 && (" + U + ")" + index + " < " + bound, index};
 }
 
 /// Lines that split the output pixel `p` (an expression) into coordinates and set
@@ -181,24 +272,16 @@ std::string originCode(const ConvShape &s, const std::string &p, const std::stri
   size_t spatial = s.out.size();
   std::string rest = p;
   for (size_t d = spatial; d-- > 0;) {
-    std::string coord = d == 0 ? rest : "(" + rest + " % " + str(s.out[d]) + ")";
+    std::string coord = d == 0 ? rest : "(" + rest + " % " + s.outText[d] + ")";
     code += indent + "const " + I + " " + prefix + "o" + str(d) + " = " + coord + " * " +
             str(s.strides[d]) + " - (" + str(s.padLow[d]) + ");\n";
     if (d > 0) {
       std::string next = prefix + "q" + str(d);
-      code += indent + "const " + I + " " + next + " = " + rest + " / " + str(s.out[d]) + ";\n";
+      code += indent + "const " + I + " " + next + " = " + rest + " / " + s.outText[d] + ";\n";
       rest = next;
     }
   }
   return code;
-}
-
-/// Input strides of the spatial dims (elements).
-std::vector<int64_t> inStrides(const ConvShape &s) {
-  std::vector<int64_t> st(s.in.size(), 1);
-  for (size_t d = s.in.size(); d-- > 1;)
-    st[d - 1] = st[d] * s.in[d];
-  return st;
 }
 
 /// "int" when every offset and coordinate the kernels compute fits in 31 bits, else
@@ -227,11 +310,13 @@ std::string unsignedOf(const std::string &I) {
 /// starting with a newline), and the opening of the kernel `name` with `launchBounds` (empty:
 /// none).
 std::string convHead(const std::string &name, const std::string &desc, const std::string &note,
-                     const std::string &launchBounds) {
+                     const std::string &launchBounds, bool symbolic = false) {
   return ScalarEmitter(Target::Cuda).prelude() + "\n// tk.conv " + desc + note +
          "\nTCC_EXPORT void " + (launchBounds.empty() ? "" : launchBounds + " ") + name +
-         "(const float *__restrict__ x, const float *__restrict__ w, float *__restrict__ y) {\n";
+         "(const float *__restrict__ x, const float *__restrict__ w, float *__restrict__ y" +
+         (symbolic ? ", const int64_t *__restrict__ tcc_symbols" : "") + ") {\n";
 }
+
 
 /// A kernel that does nothing (its output has no elements).
 CudaKernel emptyConv(const std::string &name, const std::string &desc) {
@@ -283,7 +368,6 @@ CudaKernel emitGemmConv(const ConvShape &s, const std::string &name, const std::
   int aPer = std::max(1, t.bm * bk / threads), bPer = bk * t.bn / threads;
   bool aGuard = t.bm * bk < threads; // fewer A elements than threads
   int rowStep = threads / t.bn;      // rows of Bs one pass of the block loads
-  std::vector<int64_t> inSt = inStrides(s);
   size_t spatial = s.in.size();
 
   std::string strategy = "implicit-gemm " + str(t.bm) + "x" + str(t.bn) + "x" + str(bk) +
@@ -295,13 +379,21 @@ CudaKernel emitGemmConv(const ConvShape &s, const std::string &name, const std::
       convHead(name, desc,
                "\n// " + strategy + ": GEMM M=" + str(M) + " N=" + str(NC) + " K=" + str(K) +
                    " per group, " + str(tiles) + " tiles",
-               "__launch_bounds__(" + str(threads) + ", " + (t.tm == 8 ? "1" : "2") + ")");
+               "__launch_bounds__(" + str(threads) + ", " + (t.tm == 8 ? "1" : "2") + ")",
+               s.symbolic);
   src += "  typedef " + I + " I;\n";
+  src += s.prologue;
   src += "  constexpr int BM = " + str(t.bm) + ", BN = " + str(t.bn) + ", BK = " + str(bk) +
          ", TM = " + str(t.tm) + ", TN = " + str(t.tn) + ", THREADS = " + str(threads) + ";\n";
-  src += "  constexpr I M = " + str(M) + ", NC = " + str(NC) + ", K = " + str(K) +
-         ", TILES_M = " + str(tilesM) + ", TILES_N = " + str(tilesN) + ";\n";
-  src += "  constexpr long long TILES = " + str(tiles) + "LL;\n";
+  src += "  constexpr I M = " + str(M) + ", K = " + str(K) + ", TILES_M = " + str(tilesM) + ";\n";
+  if (s.symbolic) {
+    src += "  const I NC = " + s.batchText + " * " + s.outSizeText + ";\n";
+    src += "  const I TILES_N = (NC + BN - 1) / BN;\n";
+    src += "  const long long TILES = (long long)" + str(s.groups * tilesM) + " * TILES_N;\n";
+  } else {
+    src += "  constexpr I NC = " + str(NC) + ", TILES_N = " + str(tilesN) + ";\n";
+    src += "  constexpr long long TILES = " + str(tiles) + "LL;\n";
+  }
   src += "  __shared__ __align__(16) float As[2][BK][BM + 4]; // A transposed, rows padded\n";
   src += "  __shared__ __align__(16) float Bs[2][BK][BN];\n";
   src += "  const int tid = threadIdx.x;\n";
@@ -317,10 +409,10 @@ CudaKernel emitGemmConv(const ConvShape &s, const std::string &name, const std::
   src += "    const I bn = n0 + bcol;\n";
   src += "    const bool bnOk = bn < NC;\n";
   src += "    const I bnc = bnOk ? bn : 0;\n";
-  src += "    const I bimg = bnc / " + str(s.outSize) + ", bpix = bnc % " + str(s.outSize) + ";\n";
+  src += "    const I bimg = bnc / " + s.outSizeText + ", bpix = bnc % " + s.outSizeText + ";\n";
   src += originCode(s, "bpix", "b", "    ", I);
   src += "    const float *xg = x + (bimg * " + str(s.inChannels) + " + g * " + str(s.groupIn) +
-         ") * (I)" + str(s.inSize) + ";\n";
+         ") * (I)" + s.inSizeText + ";\n";
   src += "    float ra[" + str(aPer) + "], rb[" + str(bPer) + "];\n";
   src += "    float acc[TM][TN];\n";
   src += "#pragma unroll\n    for (int i = 0; i < TM; ++i)\n#pragma unroll\n"
@@ -341,7 +433,7 @@ CudaKernel emitGemmConv(const ConvShape &s, const std::string &name, const std::
     c += ind + "  const I bk = " + k0 + " + brow + e * " + str(rowStep) + ";\n";
     c += ind + "  const I tap = bk % " + str(s.kernelSize) + ", ch = bk / " +
          str(s.kernelSize) + ";\n";
-    std::string inside = "bnOk && bk < K", offset = "ch * (I)" + str(s.inSize);
+    std::string inside = "bnOk && bk < K", offset = "ch * (I)" + s.inSizeText;
     std::string rest = "tap";
     for (size_t d = spatial; d-- > 0;) {
       std::string kd = d == 0 ? rest : "(" + rest + " % " + str(s.kernel[d]) + ")";
@@ -353,7 +445,7 @@ CudaKernel emitGemmConv(const ConvShape &s, const std::string &name, const std::
       }
       auto [valid, index] = dilatedInput(s, d, "i" + str(d), U);
       inside += " && " + valid;
-      offset += " + " + index + (inSt[d] == 1 ? "" : " * " + str(inSt[d]));
+      offset += " + " + index + (s.inStrideText[d] == "1" ? "" : " * " + s.inStrideText[d]);
     }
     c += ind + "  rb[e] = " + inside + " ? xg[" + offset + "] : 0.0f;\n";
     c += ind + "}\n";
@@ -420,47 +512,60 @@ CudaKernel emitGemmConv(const ConvShape &s, const std::string &name, const std::
          (t.tn == 4 ? std::string("tx * 4 + j")
                     : "(j / 4) * (BN / 2) + tx * 4 + (j % 4)") + ";\n";
   src += "      if (n >= NC)\n        continue;\n";
-  src += "      const I img = n / " + str(s.outSize) + ", pix = n % " + str(s.outSize) + ";\n";
+  src += "      const I img = n / " + s.outSizeText + ", pix = n % " + s.outSizeText + ";\n";
   src += "      float *yc = y + (img * " + str(s.outChannels) + " + g * M) * (I)" +
-         str(s.outSize) + " + pix;\n";
+         s.outSizeText + " + pix;\n";
   src += "#pragma unroll\n";
   src += "      for (int i = 0; i < TM; ++i) {\n";
   src += "        const I m = m0 + " +
          (t.tm == 4 ? std::string("ty * 4 + i")
                     : "(i / 4) * (BM / 2) + ty * 4 + (i % 4)") + ";\n";
   src += "        if (m < M)\n";
-  src += "          yc[m * (I)" + str(s.outSize) + "] = acc[i][j];\n";
+  src += "          yc[m * (I)" + s.outSizeText + "] = acc[i][j];\n";
   src += "      }\n";
   src += "    }\n";
   src += "  }\n";
   src += "}\n";
 
-  return makeKernel(name, std::move(src), strategy, tiles, threads);
+  CudaKernel k = makeKernel(name, std::move(src), strategy, tiles, threads);
+  if (s.symbolic) {
+    k.launch.gridWork =
+        (SymExpr(s.groups * tilesM) * SymExpr::ceilDiv(s.batchSym * s.outSizeSym, SymExpr(t.bn)))
+            .str();
+    k.launch.workPerBlock = 1;
+    k.launch.symbolsArgument = true;
+  }
+  return k;
 }
 
 CudaKernel emitDirectConv(const ConvShape &s, const std::string &name, const std::string &desc) {
   const int threads = 256;
   int64_t total = s.batch * s.outChannels * s.outSize;
   std::string I = indexType(s), U = unsignedOf(I);
-  std::vector<int64_t> inSt = inStrides(s);
   size_t spatial = s.in.size();
 
   std::string strategy = "direct (depthwise)";
   std::string src =
       convHead(name, desc,
                "\n// " + strategy + ": one thread per output element, the taps in registers' reach",
-               "__launch_bounds__(" + str(threads) + ")");
+               "__launch_bounds__(" + str(threads) + ")", s.symbolic);
   src += "  typedef " + I + " I;\n";
-  src += "  constexpr long long TOTAL = " + str(total) + "LL;\n";
+  src += s.prologue;
+  if (s.symbolic)
+    src += "  const long long TOTAL = (long long)" + s.batchText + " * " +
+           str(s.outChannels) + " * " + s.outSizeText + ";\n";
+  else
+    src += "  constexpr long long TOTAL = " + str(total) + "LL;\n";
   src += "  for (long long e = (long long)blockIdx.x * " + str(threads) +
          " + threadIdx.x; e < TOTAL; e += (long long)gridDim.x * " + str(threads) + ") {\n";
-  src += "    const I pix = (I)(e % " + str(s.outSize) + ");\n";
-  src += "    const I oc = (I)((e / " + str(s.outSize) + ") % " + str(s.outChannels) + ");\n";
-  src += "    const I img = (I)(e / " + str(s.outSize * s.outChannels) + "LL);\n";
+  src += "    const I pix = (I)(e % " + s.outSizeText + ");\n";
+  src += "    const I oc = (I)((e / " + s.outSizeText + ") % " + str(s.outChannels) + ");\n";
+  src += "    const I img = (I)(e / ((long long)" + s.outSizeText + " * " + str(s.outChannels) +
+         "));\n";
   src += originCode(s, "pix", "", "    ", I);
   // groupIn == 1: the input channel is the group's.
   src += "    const float *xc = x + (img * " + str(s.inChannels) + " + oc / " +
-         str(s.groupOut) + ") * (I)" + str(s.inSize) + ";\n";
+         str(s.groupOut) + ") * (I)" + s.inSizeText + ";\n";
   src += "    const float *wc = w + oc * " + str(s.kernelSize) + ";\n";
   src += "    float acc = 0.0f;\n";
   std::string ind = "    ", offset, tap;
@@ -479,7 +584,8 @@ CudaKernel emitDirectConv(const ConvShape &s, const std::string &name, const std
            ";\n";
     auto [valid, index] = dilatedInput(s, d, i, U);
     src += ind + "if (!(" + valid + "))\n" + ind + "  continue;\n";
-    offset += (d ? " + " : "") + index + (inSt[d] == 1 ? "" : " * " + str(inSt[d]));
+    offset += (d ? " + " : "") + index +
+              (s.inStrideText[d] == "1" ? "" : " * " + s.inStrideText[d]);
     tap = d == 0 ? k : "(" + tap + ") * " + str(s.kernel[d]) + " + " + k;
   }
   src += ind + "acc = fmaf(__ldg(wc + " + tap + "), __ldg(xc + " + offset + "), acc);\n";
@@ -491,7 +597,13 @@ CudaKernel emitDirectConv(const ConvShape &s, const std::string &name, const std
   src += "  }\n";
   src += "}\n";
 
-  return makeKernel(name, std::move(src), strategy, (total + threads - 1) / threads, threads);
+  CudaKernel k = makeKernel(name, std::move(src), strategy, (total + threads - 1) / threads, threads);
+  if (s.symbolic) {
+    k.launch.gridWork = (s.batchSym * SymExpr(s.outChannels) * s.outSizeSym).str();
+    k.launch.workPerBlock = threads;
+    k.launch.symbolsArgument = true;
+  }
+  return k;
 }
 
 //===--- Top-k ------------------------------------------------------------===//
@@ -548,7 +660,7 @@ CudaKernel tcc::codegen::emitCudaConv(tk::ConvOp op) {
   bool direct = s.groupIn == 1 && s.groups > 1 && s.groupOut <= 8;
   std::string desc = describe(s);
   std::string name = hashName("conv", std::string(direct ? "direct " : "gemm ") + desc);
-  if (s.batch * s.outChannels * s.outSize == 0)
+  if (!s.symbolic && s.batch * s.outChannels * s.outSize == 0)
     return emptyConv(name, desc);
   return direct ? emitDirectConv(s, name, desc) : emitGemmConv(s, name, desc);
 }

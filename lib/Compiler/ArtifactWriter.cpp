@@ -83,6 +83,9 @@ private:
   uint32_t constantFor(memref::GetGlobalOp get);
   uint32_t kernelFor(StringRef name);
   uint32_t kernelFor(StringRef name, ArrayRef<Value> params);
+  /// The program's size symbol values (tk.symbol_values), made at its start when none of its
+  /// kernels has needed them yet.
+  Value symbolValues(func::FuncOp program);
   using Names = flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>>;
   flatbuffers::Offset<fb::Launch> kernelLaunch(uint32_t kernel, ArrayRef<Value> args,
                                                StringRef name, Names nodes);
@@ -228,6 +231,21 @@ uint32_t Writer::kernelFor(StringRef name, ArrayRef<Value> params) {
 }
 
 /// A KernelLaunch step; on CUDA with the launch configuration the kernel was emitted for.
+Value Writer::symbolValues(func::FuncOp program) {
+  Value found;
+  program.walk([&](tk::SymbolValuesOp op) {
+    found = op;
+    return WalkResult::interrupt();
+  });
+  if (found)
+    return found;
+  auto symbols = module_->getAttrOfType<DictionaryAttr>(TccDialect::kSymbolsAttrName);
+  Block &entry = program.getBody().front();
+  OpBuilder b(&entry, entry.begin());
+  return b.create<tk::SymbolValuesOp>(
+      program.getLoc(), MemRefType::get({symbols ? (int64_t)symbols.size() : 0}, b.getI64Type()));
+}
+
 flatbuffers::Offset<fb::Launch> Writer::kernelLaunch(uint32_t kernel, ArrayRef<Value> args,
                                                      StringRef name, Names nodes) {
   std::vector<uint32_t> argIndices;
@@ -287,6 +305,8 @@ void Writer::addStep(Operation *op) {
                   op->getName().getStringRef().str() + "'");
     const std::string &name = contents_.cudaKernels[it->second].name;
     SmallVector<Value> args(op->getOperands());
+    if (contents_.cudaKernels[it->second].launch.symbolsArgument)
+      args.push_back(symbolValues(op->getParentOfType<func::FuncOp>()));
     launch = kernelLaunch(kernelFor(name, args), args, name, nodes);
   } else if (auto g = dyn_cast<tk::GemmOp>(op)) {
     // The epilogue (bias, activation) is computed by the GEMM library (tcc/Passes/GemmEpilogue.h):

@@ -310,18 +310,31 @@ CudaProgramKernels emitCudaProgram(ModuleOp module) {
     if (!tk::isProgram(f))
       continue;
     f.walk([&](Operation *op) {
-      codegen::CudaKernel k;
-      if (auto conv = dyn_cast<tk::ConvOp>(op))
-        k = codegen::emitCudaConv(conv);
-      else if (auto topk = dyn_cast<tk::TopKOp>(op))
-        k = codegen::emitCudaTopK(topk);
-      else if (auto attention = dyn_cast<tk::AttentionOp>(op)) {
-        unsigned alignment = 16;
-        for (Value buffer : op->getOperands())
-          alignment = std::min(alignment, codegen::cudaBufferAlignment(buffer));
-        k = codegen::emitCudaAttention(attention, alignment);
-      } else
+      if (!isa<tk::ConvOp, tk::TopKOp, tk::AttentionOp>(op))
         return;
+      codegen::CudaKernel k;
+      try {
+        if (auto conv = dyn_cast<tk::ConvOp>(op))
+          k = codegen::emitCudaConv(conv);
+        else if (auto topk = dyn_cast<tk::TopKOp>(op))
+          k = codegen::emitCudaTopK(topk);
+        else {
+          unsigned alignment = 16;
+          for (Value buffer : op->getOperands())
+            alignment = std::min(alignment, codegen::cudaBufferAlignment(buffer));
+          k = codegen::emitCudaAttention(cast<tk::AttentionOp>(op), alignment);
+        }
+      } catch (const Error &e) {
+        // Name the model node (the importer names ops after their ONNX nodes).
+        std::string node;
+        op->getLoc()->walk([&](Location l) {
+          if (auto name = dyn_cast<NameLoc>(l); name && node.empty())
+            node = name.getName().str();
+          return WalkResult::advance();
+        });
+        throw Error(node.empty() ? std::string(e.what())
+                                 : "node '" + node + "': " + e.what());
+      }
       auto [it, inserted] = byName.try_emplace(k.name, out.kernels.size());
       if (inserted)
         out.kernels.push_back(std::move(k));

@@ -86,6 +86,8 @@ public:
     // CUDA kernel launches (empty on the CPU).
     std::vector<uint32_t> grid, block;
     uint32_t sharedBytes = 0;
+    std::string gridWork; // symbolic CUDA programs (KernelLaunch.grid_work)
+    uint32_t workPerBlock = 0;
     // Gemm and conv epilogues.
     bool hasBias = false;
     uint32_t bias = 0;
@@ -386,7 +388,9 @@ public:
       case fb::Step_KernelLaunch: {
         std::vector<uint32_t> args(s.ops.begin() + 1, s.ops.end());
         step = fb::CreateKernelLaunchDirect(b, s.ops[0], &args, s.grid.empty() ? nullptr : &s.grid,
-                                            s.block.empty() ? nullptr : &s.block, s.sharedBytes)
+                                            s.block.empty() ? nullptr : &s.block, s.sharedBytes,
+                                            s.gridWork.empty() ? nullptr : s.gridWork.c_str(),
+                                            s.workPerBlock)
                    .Union();
         break;
       }

@@ -388,12 +388,27 @@ TEST(SymbolicLoad, ChecksGeometriesAtEachBinding) {
                                                       "not agree");
 }
 
-TEST(SymbolicLoad, CudaArtifactsHaveStaticShapes) {
-  ArtifactBuilder a = ArtifactBuilder::cuda();
-  a.symbols = {{"m", 1, 4}};
-  a.symbolicInput(fb::DType_F32, {"m"}, "x");
-  EXPECT_CONTAINS(loadError(a.finish()), "symbolic shapes are compiled for the CPU only; "
-                                         "compile with --input-shape to fix the sizes");
+TEST(SymbolicLoad, CudaGridWorkIsASizeExpressionOfDeclaredSymbols) {
+  // KernelLaunch.grid_work (symbolic CUDA programs): verified before the driver is touched.
+  auto program = [](const std::string &work, uint32_t perBlock) {
+    ArtifactBuilder a = ArtifactBuilder::cuda();
+    a.symbols = {{"m", 1, 4}};
+    uint32_t x = a.symbolicInput(fb::DType_F32, {"m"}, "x");
+    uint32_t y = a.symbolicOutput(fb::DType_F32, {"m"}, "y");
+    uint32_t k = a.kernel("copy_m", {ArtifactBuilder::param(fb::DType_F32, {"m"}),
+                                      ArtifactBuilder::param(fb::DType_F32, {"m"})});
+    a.launch(k, {x, y}, {4, 1, 1}, {32, 1, 1});
+    a.steps.back().gridWork = work;
+    a.steps.back().workPerBlock = perBlock;
+    a.cudaPtx.push_back({"compute_80", ".version 8.0\n.target sm_80\n.address_size 64\n"
+                                       ".visible .entry copy_m(.param .u64 a, .param .u64 b) { ret; }\n"});
+    return a.finish();
+  };
+  EXPECT_CONTAINS(loadError(program("n + 1", 32)),
+                  "launch 0 (kernel 'copy_m'): its grid work ('n + 1') reads the size symbol 'n', "
+                  "which the program does not declare");
+  EXPECT_CONTAINS(loadError(program("m +", 32)), "its grid work: 'm +' is not a size expression");
+  EXPECT_CONTAINS(loadError(program("m", 0)), "its grid work has no work per block");
 }
 
 TEST(SymbolicLoad, StaticProgramsAcceptTheirOwnShapesOnly) {

@@ -55,6 +55,9 @@ struct CudaLaunchConfig {
   /// min(grid.x, ceil(work / workPerBlock)) blocks at a binding.
   std::string gridWork;
   uint32_t workPerBlock = 0;
+  /// Library kernels (CudaLibraryKernels.h) of symbolic programs: the kernel takes the
+  /// program's size symbol values (tk.symbol_values) after the op's buffers.
+  bool symbolsArgument = false;
 };
 
 struct CudaKernel {
