@@ -667,9 +667,21 @@ CudaKernel tcc::codegen::emitCudaConv(tk::ConvOp op) {
 
 CudaKernel tcc::codegen::emitCudaTopK(tk::TopKOp op) {
   const std::string opName = "tk.topk";
-  std::vector<int64_t> x = shapeOf(opName, op.getInput(), "input"),
-                       v = shapeOf(opName, op.getValues(), "values"),
-                       ix = shapeOf(opName, op.getIndices(), "indices");
+  auto module = op->getParentOfType<ModuleOp>();
+  SymbolRanges ranges = module ? symbolRanges(module) : SymbolRanges{};
+  // Symbolic programs: the sizes below are the largest over the ranges (chunk, plan, index
+  // width); the kernel reads the run's values.
+  SymShape xDims, vDims, iDims;
+  std::vector<int64_t> x = largestDims(opName, op.getInput(), "input", ranges, xDims),
+                       v = largestDims(opName, op.getValues(), "values", ranges, vDims),
+                       ix = largestDims(opName, op.getIndices(), "indices", ranges, iDims);
+  bool symbolic = !xDims.empty() || !vDims.empty() || !iDims.empty();
+  if (symbolic) {
+    for (auto [dims, shape] : {std::pair<SymShape *, std::vector<int64_t> *>{&xDims, &x},
+                               {&vDims, &v}, {&iDims, &ix}})
+      if (dims->empty())
+        *dims = toSymShape(*shape);
+  }
   Type e = cast<MemRefType>(op.getInput().getType()).getElementType();
   int64_t dim = (int64_t)op.getDim(), rank = (int64_t)x.size();
   if (dim < 0 || dim >= rank)
@@ -679,6 +691,11 @@ CudaKernel tcc::codegen::emitCudaTopK(tk::TopKOp op) {
                  cast<MemRefType>(op.getIndices().getType()).getElementType().isInteger(64);
   for (int64_t d = 0; shapeOk && d < rank; ++d)
     shapeOk = d == dim || v[d] == x[d];
+  if (symbolic && shapeOk) {
+    shapeOk = vDims == iDims;
+    for (int64_t d = 0; shapeOk && d < rank; ++d)
+      shapeOk = d == dim || vDims[d] == xDims[d];
+  }
   if (!shapeOk)
     throw Error(opName + ": values" + list(v) + " and i64 indices" + list(ix) +
                 " must be the input's type and shape" + list(x) + " with k <= " +
@@ -704,11 +721,15 @@ CudaKernel tcc::codegen::emitCudaTopK(tk::TopKOp op) {
   enum class Plan { OneChunk, Filter, Merge };
   Plan plan = size <= chunk ? Plan::OneChunk : k <= chunk / 4 ? Plan::Filter : Plan::Merge;
 
-  std::string desc = "input " + typeString(e) + list(x) + " dim=" + str(dim) + " k=" + str(k) +
+  std::vector<std::string> xTexts;
+  for (const SymExpr &d : xDims)
+    xTexts.push_back(d.str());
+  std::string desc = "input " + typeString(e) + (symbolic ? textList(xTexts) : list(x)) +
+                     " dim=" + str(dim) + " k=" + (symbolic ? vDims[dim].str() : str(k)) +
                      (largest ? " largest" : " smallest");
   std::string name = hashName("topk", desc);
   std::string strategy =
-      rows == 0 || k == 0    ? "empty"
+      !symbolic && (rows == 0 || k == 0) ? "empty"
       : plan == Plan::OneChunk ? "block per line, one bitonic sort of " + str(chunk)
       : plan == Plan::Filter ? "block per line, threshold filter into bitonic sorts of " +
                                    str(chunk)
@@ -719,7 +740,8 @@ CudaKernel tcc::codegen::emitCudaTopK(tk::TopKOp op) {
   src += "\n// tk.topk " + desc + "\n// " + strategy + "\n";
   src += "TCC_FN " + keyType + " " + keyFn + "(" + T + " v) {\n" + keyCode + "}\n";
   src += "TCC_EXPORT void __launch_bounds__(" + str(threads) + ") " + name + "(const " + T +
-         " *__restrict__ x, " + T + " *__restrict__ values, int64_t *__restrict__ indices) {\n";
+         " *__restrict__ x, " + T + " *__restrict__ values, int64_t *__restrict__ indices" +
+         (symbolic ? ", const int64_t *__restrict__ tcc_symbols" : "") + ") {\n";
 
   // Bitonic sort of keys/ids[0, S), best first: (key descending, index ascending). Ends with
   // a barrier.
@@ -760,13 +782,26 @@ CudaKernel tcc::codegen::emitCudaTopK(tk::TopKOp op) {
            "  ir[j * INNER] = (int64_t)ids[j];\n" + ind + "}\n";
   };
 
-  if (rows == 0 || k == 0) {
+  SymExpr rowsSym;
+  if (!symbolic && (rows == 0 || k == 0)) {
     src += "  // nothing to compute: no lines, or k = 0\n}\n";
   } else {
     src += "  typedef " + keyType + " Key;\n";
     src += "  typedef " + idxType + " Idx;\n";
-    src += "  constexpr long long ROWS = " + str(rows) + "LL, SIZE = " + str(size) +
-           "LL, INNER = " + str(inner) + "LL, K = " + str(k) + "LL;\n";
+    if (symbolic) {
+      SymShape xs(xDims);
+      SymExpr outerSym = productOf(SymShape(xs.begin(), xs.begin() + dim)),
+              innerSym = productOf(SymShape(xs.begin() + dim + 1, xs.end()));
+      rowsSym = outerSym * innerSym;
+      src += ScalarEmitter::symbolLocals(op->getParentOfType<func::FuncOp>(), "tcc_symbols");
+      src += "  const long long ROWS = " + ScalarEmitter::sizeExpr(rowsSym) +
+             ", SIZE = " + ScalarEmitter::sizeExpr(xDims[dim]) +
+             ", INNER = " + ScalarEmitter::sizeExpr(innerSym) +
+             ", K = " + ScalarEmitter::sizeExpr(vDims[dim]) + ";\n";
+    } else {
+      src += "  constexpr long long ROWS = " + str(rows) + "LL, SIZE = " + str(size) +
+             "LL, INNER = " + str(inner) + "LL, K = " + str(k) + "LL;\n";
+    }
     src += "  constexpr unsigned S = " + str(chunk) + ", THREADS = " + str(threads) + ";\n";
     src += "  __shared__ Key keys[S];\n";
     src += "  __shared__ Idx ids[S];\n";
@@ -877,5 +912,11 @@ CudaKernel tcc::codegen::emitCudaTopK(tk::TopKOp op) {
     src += "}\n";
   }
 
-  return makeKernel(name, std::move(src), strategy, rows, threads);
+  CudaKernel kernel = makeKernel(name, std::move(src), strategy, rows, threads);
+  if (symbolic) {
+    kernel.launch.gridWork = rowsSym.str();
+    kernel.launch.workPerBlock = 1;
+    kernel.launch.symbolsArgument = true;
+  }
+  return kernel;
 }
