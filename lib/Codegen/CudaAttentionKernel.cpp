@@ -53,9 +53,8 @@ constexpr int64_t kRowsPerBlock = 64; // 4 warps x 16 rows (the kernel's BR)
 constexpr int64_t kKeysPerTile = 64;  // keys of k and v per shared-memory stage (BC)
 constexpr uint32_t kMaxGrid = 65535;
 
-std::vector<int64_t> staticShape(Value buffer, const char *what) {
-  return codegen::detail::shapeOf("tk.attention", buffer, what);
-}
+/// The program function an op is in (its module declares the size symbols).
+func::FuncOp attentionProgram(tk::AttentionOp op) { return op->getParentOfType<func::FuncOp>(); }
 
 /// The kernel body; the generator prepends the geometry as constants (see emitCudaAttention).
 const char *const kAttentionBody = R"cpp(
@@ -174,16 +173,15 @@ __device__ __forceinline__ void tcc_attn_store_pair(uint16_t *p, uint32_t w) {
 #endif
 }
 constexpr int KP = D + 8, VP = DV + 8; // padded rows: 16-byte aligned, no bank conflicts
-constexpr long long ROW_BLOCKS = (LQ + BR - 1) / BR;
-constexpr long long KEY_TILES = (LK + BC - 1) / BC;
-// Copies rows [key0, key0 + BC) of a [LK, W] matrix into a stage buffer with rows of P
-// elements (rows past LK zeroed).
+// Copies rows [key0, key0 + BC) of a [lk, W] matrix into a stage buffer with rows of P
+// elements (rows past lk zeroed).
 template <int W, int P>
-__device__ __forceinline__ void tcc_attn_load_rows(uint16_t *to, const uint16_t *from, long long key0, int tid) {
+__device__ __forceinline__ void tcc_attn_load_rows(uint16_t *to, const uint16_t *from, long long key0,
+                                                   long long lk, int tid) {
 #pragma unroll
   for (int chunk = tid; chunk < BC * W / 8; chunk += 128) {
     const int j = chunk / (W / 8), d0 = chunk % (W / 8) * 8;
-    if (key0 + j < LK)
+    if (key0 + j < lk)
       tcc_attn_copy8(to + j * P + d0, from + (key0 + j) * W + d0);
     else
       *(tcc_vec<uint32_t, 4> *)(to + j * P + d0) = tcc_vec<uint32_t, 4>{{0u, 0u, 0u, 0u}};
@@ -191,9 +189,10 @@ __device__ __forceinline__ void tcc_attn_load_rows(uint16_t *to, const uint16_t 
 }
 // Issues the copies of key/value tile `tile` into stage buffers ks/vs, as one cp.async group.
 __device__ __forceinline__ void tcc_attn_load_tile(uint16_t *ks, uint16_t *vs, const uint16_t *kb,
-                                                   const uint16_t *vb, long long tile, int tid) {
-  tcc_attn_load_rows<D, KP>(ks, kb, tile * BC, tid);
-  tcc_attn_load_rows<DV, VP>(vs, vb, tile * BC, tid);
+                                                   const uint16_t *vb, long long tile, long long lk,
+                                                   int tid) {
+  tcc_attn_load_rows<D, KP>(ks, kb, tile * BC, lk, tid);
+  tcc_attn_load_rows<DV, VP>(vs, vb, tile * BC, lk, tid);
   tcc_attn_commit();
 }
 } // namespace
@@ -207,6 +206,10 @@ extern "C" __global__ void __launch_bounds__(128, MIN_BLOCKS) TCC_ATTN_NAME(TCC_
   uint16_t *const smem = (uint16_t *)tcc_smem;
   constexpr int STAGE = BC * (KP + VP);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  // The sizes: constants, or (symbolic programs) the run's, from the size symbols.
+  TCC_ATTN_SIZES
+  TCC_ATTN_SIZE long long ROW_BLOCKS = (LQ + BR - 1) / BR;
+  TCC_ATTN_SIZE long long KEY_TILES = (LK + BC - 1) / BC;
   for (long long item = blockIdx.x; item < BATCH * ROW_BLOCKS; item += gridDim.x) {
     const long long b = item % BATCH;
     const long long rb = CAUSAL ? ROW_BLOCKS - 1 - item / BATCH : item / BATCH;
@@ -220,7 +223,7 @@ extern "C" __global__ void __launch_bounds__(128, MIN_BLOCKS) TCC_ATTN_NAME(TCC_
                                 ? ((rb + 1) * BR < LK ? (rb + 1) * BR + BC - 1 : LK + BC - 1) / BC
                                 : KEY_TILES;
     if (tiles > 0) // stage 0 is free: the previous item's last tile ended with a barrier
-      tcc_attn_load_tile(smem, smem + BC * KP, kb, vb, 0, tid);
+      tcc_attn_load_tile(smem, smem + BC * KP, kb, vb, 0, LK, tid);
     const KeyIndex row0 = (KeyIndex)(rb * BR) + warp * 16 + g, row1 = row0 + 8; // this thread's two rows
     uint32_t qf[D / 16][4];
 #pragma unroll
@@ -239,7 +242,7 @@ extern "C" __global__ void __launch_bounds__(128, MIN_BLOCKS) TCC_ATTN_NAME(TCC_
     for (long long tile = 0; tile < tiles; ++tile) {
       if (tile + 1 < tiles) {
         uint16_t *next = smem + ((tile + 1) & 1) * STAGE;
-        tcc_attn_load_tile(next, next + BC * KP, kb, vb, tile + 1, tid);
+        tcc_attn_load_tile(next, next + BC * KP, kb, vb, tile + 1, LK, tid);
         tcc_attn_wait<1>(); // this tile's copies are done, the next one's may fly
       } else {
         tcc_attn_wait<0>();
@@ -388,6 +391,8 @@ extern "C" __global__ void __launch_bounds__(128, MIN_BLOCKS) TCC_ATTN_NAME(TCC_
 #undef TCC_ATTN_BIAS
 #undef TCC_ATTN_PARAMS
 #undef TCC_ATTN_BATCH_OFFSETS
+#undef TCC_ATTN_SIZES
+#undef TCC_ATTN_SIZE
 #undef TCC_ATTN_NAME
 #undef SCALE_LOG2E
 #undef MASKED_VALUE_LOG2E
@@ -401,9 +406,12 @@ std::string tcc::codegen::cudaAttentionUnsupported(tk::AttentionOp op) {
     if (!x)
       continue;
     auto type = cast<MemRefType>(x.getType());
-    if (!type.hasStaticShape() || !type.getLayout().isIdentity())
-      return "the CUDA attention kernel needs static, contiguous buffers";
+    if (!type.getLayout().isIdentity())
+      return "the CUDA attention kernel needs contiguous buffers";
   }
+  for (Value x : {op.getQ(), op.getK(), op.getV()})
+    if (ShapedType::isDynamic(cast<MemRefType>(x.getType()).getShape().back()))
+      return "the CUDA attention kernel needs static head dims";
   return cudaAttentionKernelRefusal(typeString(op.getQ().getType().getElementType()),
                                     op.getQ().getType().getShape().back(),
                                     op.getV().getType().getShape().back());
@@ -415,40 +423,80 @@ CudaKernel tcc::codegen::emitCudaAttention(tk::AttentionOp op, unsigned alignmen
     throw Error("tk.attention: " + why);
   if (failed(op.verify()))
     throw Error("tk.attention: the op does not verify");
-  std::vector<int64_t> q = staticShape(op.getQ(), "query"), k = staticShape(op.getK(), "key"),
-                       v = staticShape(op.getV(), "value");
+  // Symbolic programs: the sizes below are the largest over the ranges (index widths, the
+  // grid); the kernel reads the run's batch and sequence lengths from the size symbols.
+  auto module = op->getParentOfType<ModuleOp>();
+  SymbolRanges ranges = module ? symbolRanges(module) : SymbolRanges{};
+  auto dims = [&](Value buffer, const char *what, SymShape &sym) {
+    std::vector<int64_t> largest = codegen::detail::largestDims("tk.attention", buffer, what, ranges, sym);
+    if (sym.empty())
+      sym = toSymShape(largest);
+    return largest;
+  };
+  SymShape qS, kS, vS, maskS, biasS;
+  std::vector<int64_t> q = dims(op.getQ(), "query", qS), k = dims(op.getK(), "key", kS),
+                       v = dims(op.getV(), "value", vS);
+  bool symbolic = false;
+  for (Value x : {op.getQ(), op.getK(), op.getV(), op.getOutput(), op.getMask(), op.getBias()})
+    symbolic = symbolic || (x && !cast<MemRefType>(x.getType()).hasStaticShape());
   size_t rank = q.size();
   int64_t lq = q[rank - 2], lk = k[rank - 2], d = q[rank - 1], dv = v[rank - 1];
   int64_t batch = 1;
-  for (size_t i = 0; i + 2 < rank; ++i)
+  SymExpr batchS(1);
+  for (size_t i = 0; i + 2 < rank; ++i) {
     batch *= q[i];
+    batchS *= qS[i];
+  }
   Type et = cast<MemRefType>(op.getQ().getType()).getElementType();
   ScalarEmitter cuda(Target::Cuda);
   const double log2e = 1.4426950408889634;
   auto f32 = [&](double value) {
     return cuda.literal(FloatAttr::get(Float32Type::get(op->getContext()), value));
   };
+  // A size as the kernel reads it: a literal, or an expression of the symbol locals.
+  auto size = [&](const SymExpr &e) {
+    std::optional<int64_t> c = e.constant();
+    return c ? std::to_string(*c) + "LL" : "(long long)" + ScalarEmitter::sizeExpr(e);
+  };
+  // Row-major strides of a mask or bias over the scores' index space [B..., Lq, Lk]: 0 where
+  // it broadcasts (attentionBroadcastStrides, over size expressions).
+  auto broadcastStrides = [&](const SymShape &shape) {
+    SymShape strides(shape.size(), SymExpr(0));
+    SymExpr stride(1);
+    for (size_t i = shape.size(); i-- > 0;) {
+      strides[i] = shape[i] == SymExpr(1) ? SymExpr(0) : stride;
+      stride *= shape[i];
+    }
+    return strides;
+  };
 
   // Batch offsets: the query batch index decomposed (last dim fastest) into the key/value
   // index (grouped heads share one) and the mask's and bias's broadcast offsets.
-  std::vector<int64_t> maskShape, biasShape, maskStrides(rank, 0), biasStrides(rank, 0);
-  if (op.getMask())
-    maskStrides = attentionBroadcastStrides(maskShape = staticShape(op.getMask(), "mask"));
-  if (op.getBias())
-    biasStrides = attentionBroadcastStrides(biasShape = staticShape(op.getBias(), "bias"));
+  std::vector<int64_t> maskShape, biasShape;
+  SymShape maskStrides(rank, SymExpr(0)), biasStrides(rank, SymExpr(0));
+  if (op.getMask()) {
+    maskShape = dims(op.getMask(), "mask", maskS);
+    maskStrides = broadcastStrides(maskS);
+  }
+  if (op.getBias()) {
+    biasShape = dims(op.getBias(), "bias", biasS);
+    biasStrides = broadcastStrides(biasS);
+  }
   std::string offsets;
-  int64_t kvStride = 1;
+  SymExpr kvStride(1);
   for (size_t i = rank - 2; i-- > 0;) {
-    offsets += "index = rest % " + std::to_string(q[i]) + "; rest /= " + std::to_string(q[i]) +
-               ";";
-    offsets += " kvOffset += index / " + std::to_string(q[i] / k[i]) + " * " +
-               std::to_string(kvStride) + "LL;";
-    if (maskStrides[i])
-      offsets += " maskOffset += index * " + std::to_string(maskStrides[i]) + "LL;";
-    if (biasStrides[i])
-      offsets += " biasOffset += index * " + std::to_string(biasStrides[i]) + "LL;";
+    std::optional<SymExpr> group = SymExpr::divideExactly(qS[i], kS[i]);
+    if (!group)
+      throw Error("tk.attention: query batch dim " + std::to_string(i) + " (" + qS[i].str() +
+                  ") is not a multiple of the key's (" + kS[i].str() + ")");
+    offsets += "index = rest % " + size(qS[i]) + "; rest /= " + size(qS[i]) + ";";
+    offsets += " kvOffset += index / " + size(*group) + " * " + size(kvStride) + ";";
+    if (maskStrides[i] != SymExpr(0))
+      offsets += " maskOffset += index * " + size(maskStrides[i]) + ";";
+    if (biasStrides[i] != SymExpr(0))
+      offsets += " biasOffset += index * " + size(biasStrides[i]) + ";";
     offsets += " \\\n      ";
-    kvStride *= k[i];
+    kvStride *= kS[i];
   }
   offsets += "(void)rest; (void)index;";
 
@@ -461,17 +509,20 @@ CudaKernel tcc::codegen::emitCudaAttention(tk::AttentionOp op, unsigned alignmen
   if (op.getBias())
     params += ", const " + storage + " *__restrict__ bias";
   params += ", " + storage + " *__restrict__ out";
+  if (symbolic)
+    params += ", const int64_t *__restrict__ tcc_symbols";
 
   std::string desc;
   llvm::raw_string_ostream os(desc);
-  os << "q" << codegen::detail::list(q) << " k" << codegen::detail::list(k) << " v" << codegen::detail::list(v) << " "
+  os << "q" << codegen::detail::symList(qS) << " k" << codegen::detail::symList(kS) << " v"
+     << codegen::detail::symList(vS) << " "
      << typeString(et) << " scale " << op.getScale().convertToDouble()
      << (op.getCausal() ? " causal" : "");
   if (op.getMask())
-    os << " mask" << codegen::detail::list(maskShape) << " masked_value "
+    os << " mask" << codegen::detail::symList(maskS) << " masked_value "
        << op.getMaskedValue().convertToDouble();
   if (op.getBias())
-    os << " bias" << codegen::detail::list(biasShape);
+    os << " bias" << codegen::detail::symList(biasS);
   bool aligned = alignment >= 16;
   os << (aligned ? " aligned" : " unaligned");
 
@@ -485,9 +536,20 @@ CudaKernel tcc::codegen::emitCudaAttention(tk::AttentionOp op, unsigned alignmen
   def("TCC_ATTN_BIAS", op.getBias() ? "1" : "0");
   def("TCC_ATTN_PARAMS", params);
   def("TCC_ATTN_BATCH_OFFSETS", offsets);
-  std::string body = "constexpr long long BATCH = " + std::to_string(batch) +
-                     "LL, LQ = " + std::to_string(lq) + "LL, LK = " + std::to_string(lk) + "LL;\n";
-  body += "constexpr int D = " + std::to_string(d) + ", DV = " + std::to_string(dv) +
+  // The sizes, declared at the kernel's entry (TCC_ATTN_SIZES): constants, or the run's.
+  std::string sizes = symbolic ? ScalarEmitter::symbolLocals(attentionProgram(op), "tcc_symbols") : "";
+  sizes += std::string(symbolic ? "const" : "constexpr") + " long long BATCH = " + size(batchS) +
+           ", LQ = " + size(qS[rank - 2]) + ", LK = " + size(kS[rank - 2]) + ";\n";
+  sizes += std::string(symbolic ? "const" : "constexpr") + " long long MASK_ROW = " +
+           size(maskStrides[rank - 2]) + ", MASK_COL = " + size(maskStrides[rank - 1]) +
+           ", BIAS_ROW = " + size(biasStrides[rank - 2]) + ", BIAS_COL = " +
+           size(biasStrides[rank - 1]) + ";\n";
+  std::string sizesMacro;
+  for (char c : sizes)
+    sizesMacro += c == '\n' ? std::string(" \\\n  ") : std::string(1, c);
+  def("TCC_ATTN_SIZES", sizesMacro);
+  def("TCC_ATTN_SIZE", symbolic ? "const" : "constexpr");
+  std::string body = "constexpr int D = " + std::to_string(d) + ", DV = " + std::to_string(dv) +
           ", BR = " + std::to_string(kRowsPerBlock) + ", BC = " + std::to_string(kKeysPerTile) +
           ";\n";
   // Row and key indices in 32 bits where they fit (64-bit compares cost two instructions).
@@ -509,10 +571,6 @@ CudaKernel tcc::codegen::emitCudaAttention(tk::AttentionOp op, unsigned alignmen
           f32(op.getScale().convertToDouble() * log2e) + "\n";
   body += "#define MASKED_VALUE_LOG2E " +
           f32(op.getMaskedValue().convertToDouble() * log2e) + "\n";
-  body += "constexpr long long MASK_ROW = " + std::to_string(maskStrides[rank - 2]) +
-          "LL, MASK_COL = " + std::to_string(maskStrides[rank - 1]) + "LL;\n";
-  body += "constexpr long long BIAS_ROW = " + std::to_string(biasStrides[rank - 2]) +
-          "LL, BIAS_COL = " + std::to_string(biasStrides[rank - 1]) + "LL;\n";
 
   std::string name = codegen::detail::hashName("attention", desc);
   def("TCC_ATTN_NAME", name);
@@ -530,5 +588,11 @@ CudaKernel tcc::codegen::emitCudaAttention(tk::AttentionOp op, unsigned alignmen
   int64_t items = batch * ((lq + kRowsPerBlock - 1) / kRowsPerBlock);
   kernel.launch.grid = {(uint32_t)std::clamp<int64_t>(items, 1, kMaxGrid), 1, 1};
   kernel.launch.block = {128, 1, 1};
+  if (symbolic) {
+    kernel.launch.gridWork =
+        (batchS * SymExpr::ceilDiv(qS[rank - 2], SymExpr(kRowsPerBlock))).str();
+    kernel.launch.workPerBlock = 1;
+    kernel.launch.symbolsArgument = true;
+  }
   return kernel;
 }

@@ -104,19 +104,6 @@ struct ConvShape {
   SymExpr batchSym, outSizeSym; // the run's batch and output pixels (grid work)
 };
 
-/// A buffer's dims (symbolic or static) and their largest values over `ranges`.
-std::vector<int64_t> largestDims(const std::string &op, Value buffer, const char *what,
-                                 const SymbolRanges &ranges, SymShape &dims) {
-  auto type = cast<MemRefType>(buffer.getType());
-  if (type.hasStaticShape())
-    return shapeOf(op, buffer, what);
-  dims = tk::bufferDims(type);
-  std::vector<int64_t> out;
-  for (const SymExpr &d : dims)
-    out.push_back(rangeOf(d, ranges).max);
-  return out;
-}
-
 ConvShape convShape(tk::ConvOp op) {
   const std::string name = "tk.conv";
   auto module = op->getParentOfType<ModuleOp>();
@@ -229,14 +216,6 @@ ConvShape convShape(tk::ConvOp op) {
   s.outSizeText = declare("tcc_out_size", outSize);
   s.outSizeSym = outSize;
   return s;
-}
-
-/// "[a,b]" of code texts (literals or locals).
-std::string textList(llvm::ArrayRef<std::string> v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i)
-    s += (i ? "," : "") + v[i];
-  return s + "]";
 }
 
 std::string describe(const ConvShape &s) {
@@ -721,10 +700,7 @@ CudaKernel tcc::codegen::emitCudaTopK(tk::TopKOp op) {
   enum class Plan { OneChunk, Filter, Merge };
   Plan plan = size <= chunk ? Plan::OneChunk : k <= chunk / 4 ? Plan::Filter : Plan::Merge;
 
-  std::vector<std::string> xTexts;
-  for (const SymExpr &d : xDims)
-    xTexts.push_back(d.str());
-  std::string desc = "input " + typeString(e) + (symbolic ? textList(xTexts) : list(x)) +
+  std::string desc = "input " + typeString(e) + (symbolic ? symList(xDims) : list(x)) +
                      " dim=" + str(dim) + " k=" + (symbolic ? vDims[dim].str() : str(k)) +
                      (largest ? " largest" : " smallest");
   std::string name = hashName("topk", desc);

@@ -7,6 +7,9 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "tcc/IR/SymbolicShape.h"
+#include "tcc/IR/TkDialect.h"
+#include "tcc/Support/SymbolBinding.h"
 #include "tcc/Support/Tensor.h"
 
 #include "mlir/IR/BuiltinTypes.h"
@@ -29,6 +32,22 @@ inline std::string list(llvm::ArrayRef<int64_t> v) {
   return s + "]";
 }
 
+/// "[a,b]" of code texts or size expressions.
+inline std::string textList(llvm::ArrayRef<std::string> v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i)
+    s += (i ? "," : "") + v[i];
+  return s + "]";
+}
+
+/// "[batch,seq,64]": a shape's dims as size expressions.
+inline std::string symList(const SymShape &dims) {
+  std::vector<std::string> texts;
+  for (const SymExpr &d : dims)
+    texts.push_back(d.str());
+  return textList(texts);
+}
+
 /// "<prefix>_<16 hex digits of the description's hash>".
 inline std::string hashName(const char *prefix, const std::string &description) {
   std::string name;
@@ -47,4 +66,18 @@ inline std::vector<int64_t> shapeOf(const std::string &op, mlir::Value buffer, c
   return std::vector<int64_t>(type.getShape().begin(), type.getShape().end());
 }
 
+/// A buffer's dims (symbolic or static) and their largest values over `ranges`.
+/// (`dims` stays empty for a static buffer.)
+inline std::vector<int64_t> largestDims(const std::string &op, mlir::Value buffer,
+                                        const char *what, const SymbolRanges &ranges,
+                                        SymShape &dims) {
+  auto type = mlir::cast<mlir::MemRefType>(buffer.getType());
+  if (type.hasStaticShape())
+    return shapeOf(op, buffer, what);
+  dims = tk::bufferDims(type);
+  std::vector<int64_t> out;
+  for (const SymExpr &d : dims)
+    out.push_back(rangeOf(d, ranges).max);
+  return out;
+}
 } // namespace tcc::codegen::detail

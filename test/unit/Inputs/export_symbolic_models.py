@@ -1,4 +1,5 @@
-"""Writes bert-dynamic.onnx, gpt-dynamic.onnx, decoder-dynamic.onnx, cnn-dynamic.onnx and
+"""Writes bert-dynamic.onnx, gpt-dynamic.onnx, gpt-heads16-dynamic.onnx (two heads of 16: what
+the fused CUDA attention kernel takes in f16/bf16), decoder-dynamic.onnx, cnn-dynamic.onnx and
 ops-dynamic.onnx (pads of every mode, concats along fixed and symbolic axes, a grouped dilated
 convolution, argmax, a KV-cache concat on dynamic axes): small
 BERT- and GPT-style blocks (the decoder slices a causal buffer to the sequence and returns the
@@ -110,6 +111,7 @@ def export_all(out):
     for name, m, args, names, axes in [
         ("bert-dynamic", Bert().eval(), (ids, mask), ["ids", "mask"], {"ids": {0: "batch", 1: "seq"}, "mask": {0: "batch", 1: "seq"}}),
         ("gpt-dynamic", Gpt().eval(), (ids,), ["ids"], {"ids": {0: "batch", 1: "seq"}}),
+        ("gpt-heads16-dynamic", Gpt(D=32, H=2).eval(), (ids,), ["ids"], {"ids": {0: "batch", 1: "seq"}}),
         ("decoder-dynamic", Decoder().eval(), (ids,), ["ids"], {"ids": {0: "batch", 1: "seq"}}),
         ("cnn-dynamic", Cnn().eval(), (torch.randn(2, 3, 32, 32),), ["x"], {"x": {0: "batch", 2: "h", 3: "w"}}),
         ("ops-dynamic", OpsMix().eval(), (torch.randn(2, 4, 9, 7), torch.randn(2, 5, 8), torch.randn(2, 3, 8)),
