@@ -72,7 +72,7 @@ inline std::vector<int64_t> largestDims(const std::string &op, mlir::Value buffe
                                         const char *what, const SymbolRanges &ranges,
                                         SymShape &dims) {
   auto type = mlir::cast<mlir::MemRefType>(buffer.getType());
-  if (type.hasStaticShape())
+  if (type.hasStaticShape() || !tk::isBufferType(type)) // (`?` without #tcc.dims: an error)
     return shapeOf(op, buffer, what);
   dims = tk::bufferDims(type);
   std::vector<int64_t> out;
