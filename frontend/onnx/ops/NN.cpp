@@ -849,44 +849,75 @@ Value resizeAlong(NodeContext &n, Value x, int64_t axis, const AxisTable &t, dou
   return y;
 }
 
-/// Nearest-neighbour resizing of symbolic axis `axis` of x by the integer factor `scale`: the
-/// output has scale * L positions, and position o reads clamp(o / scale + delta[o % scale],
-/// 0, L - 1). The pattern delta is read off the exact tables (resizeAxisTable) of sample
-/// lengths, and must reproduce every one of them; otherwise the mode is reported.
-Value resizeSymbolicNearest(NodeContext &n, Value x, int64_t axis, const ResizeSpec &spec,
-                            int64_t scale) {
+/// Resizing of symbolic axis `axis` of x by the integer factor `scale`. With an integer scale
+/// the coordinate transformations that do not depend on the length (half_pixel,
+/// pytorch_half_pixel, asymmetric, tf_half_pixel_for_nn) repeat with period `scale`: output
+/// position o = q * scale + r reads its taps at clamp(q + delta_k[r], 0, L - 1) with weights
+/// w_k[r] (nearest: one tap of weight 1; linear: two; cubic: four). The pattern is read off the
+/// exact table (resizeAxisTable) of an interior position and must reproduce the tables of every
+/// length from 1 to 16, edges included; otherwise (align_corners, exclude_outside) the mode is
+/// reported.
+Value resizeSymbolicPeriodic(NodeContext &n, Value x, int64_t axis, const ResizeSpec &spec,
+                             int64_t scale) {
   SymExpr length = CoreBuilder::dimsOf(x)[axis];
-  std::vector<int64_t> delta(scale, 0);
-  bool known = false, consistent = true;
+  constexpr int64_t kLearnLength = 8, kLearnAt = 4; // every tap of q = 4 inside [0, 8)
+  AxisTable learned = resizeAxisTable(n, spec, kLearnLength, scale * kLearnLength, (double)scale, 0, 1);
+  size_t taps = learned.idx.size();
+  std::vector<std::vector<int64_t>> delta(taps, std::vector<int64_t>(scale));
+  std::vector<std::vector<double>> weight(taps, std::vector<double>(scale));
+  for (size_t k = 0; k < taps; ++k)
+    for (int64_t r = 0; r < scale; ++r) {
+      delta[k][r] = learned.idx[k][kLearnAt * scale + r] - kLearnAt;
+      weight[k][r] = learned.w[k][kLearnAt * scale + r];
+    }
+  bool consistent = !learned.anyOutside;
   for (int64_t len = 1; len <= 16 && consistent; ++len) {
     AxisTable t = resizeAxisTable(n, spec, len, scale * len, (double)scale, 0, 1);
+    consistent = !t.anyOutside && t.idx.size() == taps;
     for (int64_t o = 0; o < scale * len && consistent; ++o) {
-      int64_t q = o / scale, r = o % scale, at = t.idx[0][o];
-      if (len >= 3 && q > 0 && q + 1 < len && !known) // away from the clamped edges
-        for (int64_t k = 0; k < scale; ++k)
-          delta[k] = t.idx[0][q * scale + k] - q;
-      known = known || (len >= 3 && q > 0 && q + 1 < len);
-      consistent = !known || at == std::clamp(q + delta[r], (int64_t)0, len - 1);
+      int64_t q = o / scale, r = o % scale;
+      for (size_t k = 0; k < taps && consistent; ++k)
+        consistent = t.idx[k][o] == std::clamp(q + delta[k][r], (int64_t)0, len - 1) &&
+                     std::abs(t.w[k][o] - weight[k][r]) <= 1e-12 * (1 + std::abs(weight[k][r]));
     }
   }
   if (!consistent)
-    n.fail("nearest resizing of symbolic dim " + std::to_string(axis) + " (" + length.str() +
-           ") with coordinate_transformation_mode '" + spec.coordMode + "' and nearest_mode '" +
-           spec.nearestMode + "' is not a fixed pattern per output position: fix the sizes "
-           "(tcc compile --input-shape)");
+    n.fail("resizing symbolic dim " + std::to_string(axis) + " (" + length.str() + ") with mode '" +
+           n.attrString("mode", "nearest") + "', coordinate_transformation_mode '" +
+           spec.coordMode + "'" +
+           (spec.mode == InterpMode::Nearest ? ", nearest_mode '" + spec.nearestMode + "'" : "") +
+           (spec.excludeOutside ? " and exclude_outside" : "") +
+           " is not a fixed pattern per output position: fix the sizes (tcc compile "
+           "--input-shape)");
   CoreBuilder &b = n.b();
   Type i64 = b.builder().getI64Type();
   SymExpr outLength = length * scale;
   Value o = b.iotaOfDims({outLength}, i64, 0);
-  Value q = b.div(o, b.broadcastToDims(b.constantI64({scale}, {}), {outLength}));
-  Value index = q;
-  if (llvm::any_of(delta, [](int64_t v) { return v != 0; })) {
-    Value r = b.sub(o, b.mul(q, b.broadcastToDims(b.constantI64({scale}, {}), {outLength})));
-    index = b.add(q, b.create<GatherOp>(b.constantI64(delta, {scale}), r, 0));
-    index = b.max(index, b.broadcastToDims(b.constantI64({0}, {}), {outLength}));
-    index = b.min(index, b.broadcastToDims(b.symInts({length - 1}, {}), {outLength}));
+  Value scales = b.broadcastToDims(b.constantI64({scale}, {}), {outLength});
+  Value q = b.div(o, scales);
+  Value r = b.sub(o, b.mul(q, scales));
+  SymShape weightDims(CoreBuilder::rankOf(x), SymExpr(1));
+  weightDims[axis] = outLength;
+  Value y;
+  for (size_t k = 0; k < taps; ++k) {
+    if (llvm::all_of(weight[k], [](double w) { return w == 0; }))
+      continue;
+    Value index = q;
+    if (llvm::any_of(delta[k], [](int64_t v) { return v != 0; })) {
+      index = b.add(q, b.create<GatherOp>(b.constantI64(delta[k], {scale}), r, 0));
+      index = b.max(index, b.broadcastToDims(b.constantI64({0}, {}), {outLength}));
+      index = b.min(index, b.broadcastToDims(b.symInts({length - 1}, {}), {outLength}));
+    }
+    Value g = b.create<GatherOp>(x, index, axis);
+    if (!llvm::all_of(weight[k], [](double w) { return w == 1; })) {
+      Value w = b.create<GatherOp>(constFloats(n, elemOf(x), {scale}, weight[k]), r, 0);
+      g = b.mul(g, b.reshapeToDims(w, weightDims));
+    }
+    y = y ? b.add(y, g) : g;
   }
-  return b.create<GatherOp>(x, index, axis);
+  if (!y)
+    n.fail("resizing symbolic dim " + std::to_string(axis) + ": every weight is zero");
+  return y;
 }
 
 /// Resizes every axis of x to `outShape`, axis by axis, with per-axis `scales` (and, for
@@ -945,10 +976,15 @@ std::vector<double> floatsInput(NodeContext &n, size_t i, const std::string &wha
 }
 
 /// Resize of a tensor with symbolic dims: by `scales` (sizes would be a fixed output size, a
-/// table per input size), axis by axis; a fixed axis as in resizeAll, a symbolic one
-/// nearest-neighbour by an integer factor (the upsampling of FPN and YOLO heads).
+/// table per input size), axis by axis; a fixed axis as in resizeAll, a symbolic one by an
+/// integer factor (the upsampling of FPN, YOLO and segmentation heads: nearest, linear, cubic).
 Value resizeSymbolic(NodeContext &n, Value x, const ResizeSpec &spec, ArrayRef<int64_t> axes,
                      ArrayRef<double> scales) {
+  // Linear and cubic resizing of integers interpolate in f32 and truncate back (resizeAll).
+  Type et = elemOf(x);
+  if (!isa<FloatType>(et) && spec.mode != InterpMode::Nearest)
+    return n.b().saturatingCast(
+        resizeSymbolic(n, n.b().cast(x, n.b().builder().getF32Type()), spec, axes, scales), et);
   if (spec.coordMode == "tf_crop_and_resize")
     n.fail("tf_crop_and_resize of a tensor with symbolic dims: fix the sizes (tcc compile "
            "--input-shape)");
@@ -971,12 +1007,11 @@ Value resizeSymbolic(NodeContext &n, Value x, const ResizeSpec &spec, ArrayRef<i
     }
     if (s == 1)
       continue;
-    if (spec.mode != InterpMode::Nearest || s != std::floor(s))
+    if (s != std::floor(s))
       n.fail("resizing symbolic dim " + std::to_string(d) + " (" + length.str() +
-             ") takes nearest mode by an integer scale (got " +
-             (spec.mode == InterpMode::Nearest ? "nearest" : "linear or cubic") + " by " +
-             std::to_string(s) + "): fix the sizes (tcc compile --input-shape)");
-    x = resizeSymbolicNearest(n, x, d, spec, (int64_t)s);
+             ") takes an integer scale (got " + std::to_string(s) +
+             "): fix the sizes (tcc compile --input-shape)");
+    x = resizeSymbolicPeriodic(n, x, d, spec, (int64_t)s);
   }
   return x;
 }
