@@ -115,6 +115,15 @@ save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]), sys.
 EOF
   "$tcc" compile "$seeds/cast8.onnx" -o "$seeds/artifact/cast8.tcc" --no-cache >/dev/null 2>&1 ||
     echo "fuzz.sh: the float8 seed did not compile; going on without it" >&2
+  # Symbolic programs (size symbols, dim expressions, arena slots, the binder; on CUDA also the
+  # kernels' grid work), compiled with size ranges; the CUDA one where this tcc has NVRTC.
+  symbolicModel=test/unit/Inputs/bert-dynamic.onnx
+  "$tcc" compile "$symbolicModel" --input-shape ids=1..4x1..16 mask=1..4x1..16 \
+    -o "$seeds/artifact/symbolic.tcc" --no-cache >/dev/null 2>&1 ||
+    echo "fuzz.sh: the symbolic seed did not compile; going on without it" >&2
+  "$tcc" compile "$symbolicModel" --input-shape ids=1..4x1..16 mask=1..4x1..16 --device cuda \
+    -o "$seeds/artifact/symbolic-cuda.tcc" --no-cache >/dev/null 2>&1 ||
+    echo "fuzz.sh: no symbolic CUDA seed (this tcc compiles for the CPU only?); going on without it" >&2
   TCC_FUZZ_TRAINING_ARTIFACT="$seeds/artifact/train.tcc" TCC_FUZZ_SEED_OUT="$seeds/checkpoint/seed.ck" \
     "$out/bin/fuzz-checkpoint" -runs=0 >/dev/null 2>&1
   touch "$seeds/.done"

@@ -187,6 +187,53 @@ class Compiler:
         return ok, "" if ok else first_error(p), time.time() - t0
 
 
+def bundle_symbolic(comp: Compiler, out: Path, manifest: dict, budget: int, device: str) -> None:
+    """bench/symbolic_cpu.py's models (exported with the peers venv's torch), each compiled once
+    with its size ranges and once per size: the device session times both at each size on the
+    same seeded inputs (tccrt-run --random) and compares their outputs. f16 for the transformers
+    (their attention is the fused kernel), f32 for the CNN; CUDA only."""
+    if device != "cuda":
+        manifest["notes"].append("symbolic: CUDA bundles only")
+        return
+    peers = ROOT / ".venv-peers" / "bin" / "python"
+    src = out / "symbolic-onnx"
+    code = ("import sys; sys.path.insert(0, 'bench'); import symbolic_cpu, json, pathlib; "
+            "specs = symbolic_cpu.export_models(pathlib.Path(sys.argv[1])); "
+            "print(json.dumps([{k: str(v) if k == 'onnx' else v for k, v in s.items()} for s in specs]))")
+    src.mkdir()
+    p = run([peers, "-c", code, src], timeout=600) if peers.exists() else None
+    if p is None or p.returncode != 0:
+        why = "no peers venv (scripts/setup.sh)" if p is None else first_error(p)
+        manifest["notes"].append(f"symbolic: the models were not exported: {why}")
+        log(f"symbolic: {why}")
+        shutil.rmtree(src)
+        return
+    # Smallest first (the transformers' f32 constants are ~3 MB an artifact): each model goes in
+    # while the bundle keeps to its budget.
+    specs = sorted(json.loads(p.stdout.strip().splitlines()[-1]), key=lambda sp: sp["name"] != "cnn")
+    for spec in specs:
+        precision = "fp32" if spec["name"] == "cnn" else "fp16"
+        d = out / "symbolic" / spec["name"]
+        d.mkdir(parents=True)
+        shapes = lambda dims: ["--input-shape", *[f"{n}={dims}" for n in spec["inputs"]]]
+        entry = {"name": spec["name"], "precision": precision, "ranges": spec["ranges"], "sizes": []}
+        ok, err, _ = comp.compile(Path(spec["onnx"]), d / "symbolic.tcc", report=d / "symbolic.json",
+                                  extra=["--precision", precision, *shapes(spec["ranges"])])
+        entry.update(ok=ok, error=err)
+        for size in spec["sizes"] if ok else []:
+            dims = "x".join(map(str, size))
+            sok, serr, _ = comp.compile(Path(spec["onnx"]), d / f"static-{dims}.tcc",
+                                        extra=["--precision", precision, *shapes(dims)])
+            entry["sizes"].append({"dims": dims, "input_shape": shapes(dims)[1:], "ok": sok, "error": serr})
+        if dir_size(out) - dir_size(src) > budget:  # (the exported ONNX files are not carried)
+            shutil.rmtree(d)
+            entry.update(ok=False, error="left out: over the bundle budget (bundle --parts symbolic alone)")
+        manifest["symbolic"].append(entry)
+        log(f"symbolic {spec['name']} ({precision}): {'ok' if entry['ok'] else 'FAILED: ' + entry['error']}, "
+            f"{sum(s['ok'] for s in entry['sizes'])} static sizes")
+    shutil.rmtree(src)
+
+
 def conformance_cases(n: int) -> list[Path]:
     """Every k-th node test (name order) that the CPU backend is expected to pass."""
     root = TESTDATA / "node"
@@ -226,11 +273,13 @@ def main() -> int:
                     help="only the bench models (no microbenchmarks, conformance sample or training artifact): "
                          "for a second call with a model that does not fit beside them (resnet18)")
     ap.add_argument("--parts", nargs="+",
-                    default=["micro", "conformance", "training", "models", "distributed", "python"],
-                    choices=["micro", "conformance", "training", "models", "distributed", "python"],
+                    default=["micro", "conformance", "training", "models", "distributed", "python", "symbolic"],
+                    choices=["micro", "conformance", "training", "models", "distributed", "python", "symbolic"],
                     help="what to compile (default: all; distributed: the CPU training artifacts of "
                          "bench/distributed_cpu.py, --distributed-ranks, batches 64 and 512; python: "
-                         "the CUDA artifacts of python/tests/test_cuda.py)")
+                         "the CUDA artifacts of python/tests/test_cuda.py; symbolic: bench/symbolic_cpu.py's "
+                         "models compiled once with size ranges and once per size, for the symbolic/static "
+                         "ratio on the GPU)")
     ap.add_argument("--distributed-ranks", type=int, nargs="+", default=[1, 2, 4, 8])
     ap.add_argument("--models-dir", type=Path, default=None,
                     help="where make_models.py writes the bench models (default bench/models/generated)")
@@ -262,6 +311,7 @@ def main() -> int:
         "host": platform.node(), "git": git + ("+dirty" if dirty else ""), "device": device,
         "arch": args.arch if device == "cuda" else None, "budget_mib": args.budget_mib,
         "skipped_binaries": {}, "models": [], "micro": [], "conformance": [], "training": None,
+        "symbolic": [],
         "notes": [],
     }
     t_start = time.time()
@@ -474,6 +524,9 @@ def main() -> int:
                 entry.update(ok=False, error=why)
             log(f"model {name}: {'ok' if entry['ok'] else entry['error']}"
                 + (f" ({size / 2**20:.1f} MiB)" if entry["ok"] else ""))
+
+    if compiler_ok and "symbolic" in args.parts:
+        bundle_symbolic(comp, out, manifest, budget, device)
 
     manifest["bundle_bytes"] = dir_size(out)
     manifest["bundle_seconds"] = round(time.time() - t_start, 1)

@@ -41,6 +41,7 @@ import re
 import shutil
 import statistics
 import subprocess
+import tempfile
 import sys
 import time
 from pathlib import Path
@@ -797,6 +798,62 @@ class Session:
                      f"device {fmt_ms(r.get('tcc_device_ms'))} ms, {r['check']}")
         self.sections["models"] = {"status": "ok", "results": self.model_results}
 
+    # -- symbolic shapes -------------------------------------------------------------------------
+    def symbolic(self) -> None:
+        """bench/symbolic_cpu.py's models on the GPU: one artifact compiled with size ranges
+        against a static compile per size (bundle part `symbolic`), at each size on the same
+        seeded inputs: outputs compared, host-to-host medians timed (plain and CUDA graph); the
+        ratio symbolic/static is the cost of not knowing the sizes at compile time."""
+        entries = [e for e in self.manifest.get("symbolic", []) if e.get("ok")]
+        if not entries:
+            raise SkipSection("no symbolic artifacts in the bundle (bundle part `symbolic`)")
+        self.need_device()
+        results = []
+        scratch = Path(tempfile.mkdtemp(prefix="tcc-symbolic-"))
+        for e in entries:
+            d = self.bundle / "symbolic" / e["name"]
+            for size in e["sizes"]:
+                if not size["ok"]:
+                    continue
+                r = {"model": e["name"], "precision": e["precision"], "size": size["dims"],
+                     "ranges": e["ranges"]}
+                ref = scratch / f"{e['name']}-{size['dims']}" # (outputs stay off the returned files)
+                static = [d / f"static-{size['dims']}.tcc", "--random", 7]
+                symbolic = [d / "symbolic.tcc", "--input-shape", *size["input_shape"], "--random", 7]
+                tol = ["--rtol", 2e-2 if e["precision"] != "fp32" else 1e-3, "--atol", 1e-3]
+                base, err = self.tcc_json([*static, "--outputs", ref, "--iters", 50, "--warmup", 10])
+                if base is None:
+                    r["status"] = f"static failed: {err}"
+                    results.append(r)
+                    continue
+                sym, err = self.tcc_json([*symbolic, "--compare", ref, *tol, "--iters", 50, "--warmup", 10])
+                if sym is None:
+                    r["status"] = f"symbolic failed: {err}"
+                    results.append(r)
+                    continue
+                r["check"] = ("ok" if sym["exit"] == 0 else "MISMATCH") + \
+                    f" (max abs {sym['compare']['max_abs_error']:.1e})"
+                r["static_ms"], r["symbolic_ms"] = base.get("median_ms"), sym.get("median_ms")
+                graphs = {}
+                for tag, cmd in (("static", static), ("symbolic", symbolic)):
+                    g, _ = self.tcc_json([*cmd, "--iters", 50, "--warmup", 10, "--cuda-graph"])
+                    graphs[tag] = g.get("median_ms") if g else None
+                r["static_graph_ms"], r["symbolic_graph_ms"] = graphs["static"], graphs["symbolic"]
+                r["status"] = "ok"
+                ratio = r["symbolic_ms"] / r["static_ms"] if r["static_ms"] else None
+                r["ratio"] = ratio
+                if graphs["static"] and graphs["symbolic"]:
+                    r["graph_ratio"] = graphs["symbolic"] / graphs["static"]
+                self.rows.append({"kind": "symbolic", "name": f"{e['name']} {size['dims']} ({e['precision']})",
+                                  "timing": "h2h", "tcc": r["symbolic_ms"], "graph": r["symbolic_graph_ms"],
+                                  "metric": f"symbolic/static {ratio:.2f}" if ratio else "",
+                                  "check": r["check"], "note": f"static {fmt_ms(r['static_ms'])} ms, graph "
+                                                               f"{fmt_ms(r['static_graph_ms'])} ms"})
+                self.log(f"   symbolic {e['name']} {size['dims']}: {fmt_ms(r['symbolic_ms'])} vs static "
+                         f"{fmt_ms(r['static_ms'])} ms, {r['check']}")
+                results.append(r)
+        self.sections["symbolic"] = {"status": "ok", "results": results}
+
     def peers(self, plan=(("eager", 120), ("ort", 120), ("default", 240))) -> None:
         res = getattr(self, "model_results", None)
         if not res:
@@ -1277,8 +1334,8 @@ def peer_main(args) -> int:
 
 # The sections main() runs, in this order (after the probe); cpu_vs_ort only with a CPU bundle
 # (bundle --cpu-check) or when named.
-SECTIONS = ("gpu_tests", "python", "conformance", "models", "cpu_vs_ort", "training", "distributed_cpu", "peers",
-            "micro", "autotune")
+SECTIONS = ("gpu_tests", "python", "conformance", "models", "symbolic", "cpu_vs_ort", "training", "distributed_cpu",
+            "peers", "micro", "autotune")
 # cpu_vs_ort: rounds per model and thread count, and each round's timed block (from ORT's latency).
 CPU_ROUNDS, CPU_BLOCK_S, CPU_MIN_ITERS, CPU_MAX_ITERS = 3, 0.3, 10, 400
 
@@ -1497,6 +1554,7 @@ def main() -> int:
     maybe("python", s.python, 20)
     maybe("conformance", s.conformance, 60)
     maybe("models", s.models, 60)
+    maybe("symbolic", s.symbolic, 30)
     if s.device == "cpu" or (want and "cpu_vs_ort" in want):
         maybe("cpu_vs_ort", s.cpu_vs_ort, 30)
     maybe("training", s.training, 40)
