@@ -12,6 +12,11 @@ config.test_exec_root = os.path.join(config.tcc_obj_root, "test", "lit")
 config.substitutions.append(("%testdata", config.onnx_testdata_dir))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
 config.substitutions.append(("%python", "/usr/bin/python3"))
+# `%tcc-python`: Debian's interpreter with the Python package from the source tree on this
+# build's libraries (python/tcc/_capi.py reads TCC_LIBRARY_DIR), without installing it.
+config.substitutions.append(
+    ("%tcc-python", "env PYTHONPATH=%s TCC_LIBRARY_DIR=%s /usr/bin/python3" % (
+        os.path.join(config.tcc_src_root, "python"), os.path.join(config.tcc_obj_root, "lib"))))
 
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
