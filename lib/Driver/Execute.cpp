@@ -172,6 +172,14 @@ uint64_t runtimeHostPeakBytes() {
   return stats.peak_allocated_bytes;
 }
 
+std::optional<uint64_t> RuntimeProgram::devicePeakBytes() const {
+  tccrt_allocator_stats stats;
+  if (tccrt_program_device(program_) != TCCRT_DEVICE_CUDA ||
+      tccrt_device_allocator_stats(program_, &stats) != TCCRT_OK)
+    return std::nullopt;
+  return stats.peak_allocated_bytes;
+}
+
 void RuntimeProgram::setProfiling(bool enabled) {
   if (tccrt_set_profiling(program_, enabled ? 1 : 0) != TCCRT_OK)
     runtimeError("cannot profile");

@@ -26,7 +26,8 @@ std::string clip(const std::string &s, size_t width) {
 } // namespace
 
 ProfileReport profileReport(const std::vector<ProfiledRun> &runs, size_t top,
-                            double medianRunMs, double meanRunMs, uint64_t peakHostBytes) {
+                            double medianRunMs, double meanRunMs, uint64_t peakBytes,
+                            bool onDevice) {
   ProfileReport report;
   const std::vector<LaunchProfile> &totals = runs.back().launches;
   double timedRuns = (double)std::max<uint64_t>(1, totals.empty() ? 1 : totals.front().calls);
@@ -47,7 +48,8 @@ ProfileReport profileReport(const std::vector<ProfiledRun> &runs, size_t top,
        format("%.3f", perRunMs) + " ms (" +
        format("%.0f", meanRunMs > 0 ? 100 * perRunMs / meanRunMs : 0) +
        "% of the mean; the rest is the runtime between launches)\n";
-  t += "host allocator peak: " + format("%.1f", peakHostBytes / 1048576.0) + " MiB\n";
+  t += std::string(onDevice ? "device" : "host") + " allocator peak: " +
+       format("%.1f", peakBytes / 1048576.0) + " MiB\n";
   t += "  #  time%    ms/run  kind    launch (top " + std::to_string(rows) + " of " +
        std::to_string(order.size()) + ")\n";
   for (size_t r = 0; r < rows; ++r) {
@@ -80,7 +82,8 @@ ProfileReport profileReport(const std::vector<ProfiledRun> &runs, size_t top,
     j.attribute("median_run_ms", medianRunMs);
     j.attribute("mean_run_ms", meanRunMs);
     j.attribute("launch_ms_per_run", perRunMs);
-    j.attribute("host_allocator_peak_bytes", (int64_t)peakHostBytes);
+    j.attribute(onDevice ? "device_allocator_peak_bytes" : "host_allocator_peak_bytes",
+                (int64_t)peakBytes);
     j.attributeArray("launches", [&] {
       for (size_t r = 0; r < order.size(); ++r) {
         const LaunchProfile &l = totals[order[r]];

@@ -164,10 +164,17 @@ void CudaExecutor::buildLaunchList() {
     blas_ = std::make_unique<CublasLtHandle>(loadCublasLt());
     workspace_ = allocate(kCublasLtWorkspaceBytes);
   }
+  opSteps_.clear();
+  size_t stepIndex = 0;
+  auto add = [&](Op op) { // ops_[k] runs program step opSteps_[k]
+    ops_.push_back(std::move(op));
+    opSteps_.push_back(stepIndex);
+  };
   std::vector<uint32_t> maxShared(functions_.size(), 0);
   size_t scratchBytes = 0;
   int sharedOptIn = -1; // the device's opt-in limit, queried when a launch needs it
   for (size_t i = 0; i < program.steps_.size(); ++i) {
+    stepIndex = i;
     const Step &step = program.steps_[i];
     std::string what = "launch " + std::to_string(i);
     if (auto *s = std::get_if<KernelStep>(&step)) {
@@ -194,17 +201,17 @@ void CudaExecutor::buildLaunchList() {
                       std::to_string(sharedOptIn) + " bytes a block");
         maxShared[s->kernel] = std::max(maxShared[s->kernel], l.sharedBytes);
       }
-      ops_.emplace_back(std::move(l));
+      add(std::move(l));
     } else if (auto *s = std::get_if<GemmStep>(&step)) {
       what += " (gemm)";
       const GemmGeometry &g = s->geometry;
       if (g.m == 0 || g.n == 0 || g.numBatches == 0)
         continue;     // c is empty
       if (g.k == 0) { // the loader allows this only with beta = 0 and no bias: c = act(0) = 0
-        ops_.emplace_back(Fill{addresses[s->c], program.buffers_[s->c].bytes});
+        add(Fill{addresses[s->c], program.buffers_[s->c].bytes});
         continue;
       }
-      ops_.emplace_back(std::make_unique<CublasLtGemm>(
+      add(std::make_unique<CublasLtGemm>(
           *blas_, g, s->activation, addresses[s->a], addresses[s->b], addresses[s->c],
           s->hasBias ? addresses[s->bias] : 0, kCublasLtWorkspaceBytes, what));
     } else if (auto *s = std::get_if<CopyStep>(&step)) {
@@ -215,11 +222,11 @@ void CudaExecutor::buildLaunchList() {
       bool overlap = source < target + bytes && target < source + bytes;
       if (overlap)
         scratchBytes = std::max(scratchBytes, bytes);
-      ops_.emplace_back(Copy{source, target, overlap ? CUdeviceptr(1) : 0, bytes});
+      add(Copy{source, target, overlap ? CUdeviceptr(1) : 0, bytes});
     } else if (std::holds_alternative<CollectiveStep>(step)) {
-      ops_.emplace_back(Collective{i});
+      add(Collective{i});
     } else if (auto *s = std::get_if<WaitStep>(&step)) {
-      ops_.emplace_back(WaitFor{s->collective});
+      add(WaitFor{s->collective});
     } else {
       // The loader refuses conv and top-k steps in CUDA programs.
       throw Error(what + ": not a step a CUDA program can run");
@@ -250,6 +257,38 @@ void CudaExecutor::buildLaunchList() {
         l->params.push_back(&v);
   if (stagingBytes_ > 0)
     pinned_->reserve(stagingBytes_);
+  if (profiling_)
+    makeProfileEvents();
+}
+
+void CudaExecutor::makeProfileEvents() {
+  profileEvents_.clear();
+  for (size_t k = 0; k < 2 * ops_.size(); ++k)
+    profileEvents_.push_back(std::make_unique<CudaEvent>(device_, /*timing=*/true));
+}
+
+void CudaExecutor::setProfiling(bool enabled) {
+  device_.makeCurrent();
+  profiling_ = enabled;
+  if (enabled)
+    makeProfileEvents();
+  else
+    profileEvents_.clear();
+}
+
+std::vector<CudaExecutor::StepTime> CudaExecutor::stepTimes() const {
+  std::vector<StepTime> times(program_.steps_.size());
+  if (!profiling_ || profileEvents_.size() != 2 * ops_.size() || ops_.empty())
+    return times;
+  const CudaEvent &first = *profileEvents_[0];
+  for (size_t k = 0; k < ops_.size(); ++k) {
+    StepTime &t = times[opSteps_[k]];
+    double start = profileEvents_[2 * k]->elapsedMs(first) * 1e-3;
+    double seconds = profileEvents_[2 * k + 1]->elapsedMs(*profileEvents_[2 * k]) * 1e-3;
+    t.startSeconds = t.seconds == 0 ? start : std::min(t.startSeconds, start);
+    t.seconds += seconds; // (a step of several ops: their sum)
+  }
+  return times;
 }
 
 CudaExecutor::~CudaExecutor() {
@@ -282,6 +321,8 @@ void CudaExecutor::enqueueLaunchList() {
   CUstream stream = stream_->get();
   for (size_t i = 0; i < ops_.size(); ++i) {
     const Op &op = ops_[i];
+    if (profiling_)
+      profileEvents_[2 * i]->record(*stream_);
     if (auto *l = std::get_if<Launch>(&op)) {
       driver.check(driver.cuLaunchKernel(l->function, l->grid[0], l->grid[1], l->grid[2],
                                          l->block[0], l->block[1], l->block[2], l->sharedBytes,
@@ -303,6 +344,8 @@ void CudaExecutor::enqueueLaunchList() {
     } else if (auto *w = std::get_if<WaitFor>(&op)) {
       collectives_->wait(w->collective);
     }
+    if (profiling_)
+      profileEvents_[2 * i + 1]->record(*stream_);
   }
 }
 
@@ -337,7 +380,7 @@ void CudaExecutor::run(const void *const *inputs, void *const *outputs, bool onD
       driver.check(driver.cuMemcpyHtoDAsync(inputs_[i], staging + inputStaging_[i], bytes, stream),
                    what);
     }
-    if (useGraph_ && !ops_.empty() && (graph_ || warmedUp_)) {
+    if (useGraph_ && !profiling_ && !ops_.empty() && (graph_ || warmedUp_)) {
       if (!graph_)
         graph_ = CudaGraph::capture(*stream_, [&] { enqueueLaunchList(); });
       graph_->launch(*stream_);

@@ -77,6 +77,15 @@ public:
   std::string deviceName() const;
   /// Whether runs replay a captured graph (the option was given and the second run captured it).
   bool graphCaptured() const { return graph_ != nullptr; }
+  /// Profiling: each op of the launch list between two timing events (runs launch plainly,
+  /// no graph, while it is on). stepTimes() after a run: per program step, its start from the
+  /// run's first op and its GPU time (a step of several ops: their sum; a step that launches
+  /// nothing, e.g. an empty copy: 0).
+  void setProfiling(bool enabled);
+  struct StepTime {
+    double startSeconds = 0, seconds = 0;
+  };
+  std::vector<StepTime> stepTimes() const;
 
 private:
   struct Launch {
@@ -112,6 +121,7 @@ private:
   /// Device memory at the program's current sizes, then the launch list over it.
   void buildLaunchList();
   void enqueueLaunchList();
+  void makeProfileEvents(); // two per op
 
   const Program &program_;
   CudaDevice &device_;
@@ -132,6 +142,9 @@ private:
   size_t stagingBytes_ = 0;
   std::vector<Op> ops_;
   std::unique_ptr<CudaGraph> graph_;
+  bool profiling_ = false;
+  std::vector<size_t> opSteps_; // ops_[k] runs program step opSteps_[k]
+  std::vector<std::unique_ptr<CudaEvent>> profileEvents_;
   std::unique_ptr<DeviceCollectives> collectives_;
 };
 

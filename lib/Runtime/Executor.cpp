@@ -143,11 +143,22 @@ void Program::describeSteps() {
 }
 
 void Program::setProfiling(bool enabled) {
-  if (enabled && cuda_)
-    throw Error("profiling times a CPU program's launches with the host clock; a CUDA "
-                "program's launches are asynchronous (profile it with Nsight Systems)");
+  if (cuda_)
+    cuda_->setProfiling(enabled); // CUDA events around each launch
   profiling_ = enabled;
   profiles_.assign(enabled ? steps_.size() : 0, StepProfile());
+}
+
+void Program::collectCudaProfile() {
+  std::vector<cuda::CudaExecutor::StepTime> times = cuda_->stepTimes();
+  profiles_.resize(steps_.size());
+  for (size_t i = 0; i < times.size() && i < profiles_.size(); ++i) {
+    StepProfile &p = profiles_[i];
+    p.calls += 1;
+    p.lastStartSeconds = times[i].startSeconds;
+    p.lastSeconds = times[i].seconds;
+    p.totalSeconds += times[i].seconds;
+  }
 }
 
 void Program::checkRunArguments(const void *const *inputs, void *const *outputs,
@@ -192,12 +203,16 @@ void Program::runOnDevice(const void *const *inputs, void *const *outputs) {
     throw Error("this is a CPU program: its tensors are in host memory (run it with tccrt_run)");
   checkRunArguments(inputs, outputs, true);
   cuda_->run(inputs, outputs, true);
+  if (profiling_)
+    collectCudaProfile();
 }
 
 void Program::run(const void *const *inputs, void *const *outputs) {
   checkRunArguments(inputs, outputs, false);
   if (cuda_) {
     cuda_->run(inputs, outputs);
+    if (profiling_)
+      collectCudaProfile();
     return;
   }
 

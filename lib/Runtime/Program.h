@@ -230,9 +230,9 @@ public:
   /// CUDA programs: the CUstream their runs are enqueued on; null for CPU programs.
   void *cudaStream() const;
 
-  /// Profiling (CPU programs): while enabled, run() times each step with the wall clock around
-  /// it. Enabling clears the counts. A CUDA program's launches are asynchronous, so host timing
-  /// would measure enqueueing: it is an error there.
+  /// Profiling: while enabled, run() times each step: on the CPU with the wall clock around
+  /// it, on CUDA with timing events around its launches on the stream (GPU time; the runs
+  /// launch plainly, without a captured graph). Enabling clears the counts.
   struct StepProfile {
     uint64_t calls = 0;
     double totalSeconds = 0;
@@ -263,6 +263,8 @@ private:
   void *bufferAddress(const BufferDesc &b, const void *const *inputs, void *const *outputs) const;
   /// Fills stepKinds_ and stepNames_ from the decoded steps.
   void describeSteps();
+  /// After a profiled CUDA run: the executor's event times into profiles_.
+  void collectCudaProfile();
 
   // Decoding (Loader.cpp).
   void decodeSymbols(const tcc::artifact::Program *program);

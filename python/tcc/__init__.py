@@ -360,7 +360,8 @@ class Model:
             f.write(self.artifact)
 
     def profile(self, *inputs: Any, runs: int = 10) -> list[dict]:
-        """Runs the program ``runs`` times with per-launch timing (CPU programs) and returns one
+        """Runs the program ``runs`` times with per-launch timing (CPU: wall clock; CUDA: the GPU
+        time between timing events around each launch) and returns one
         dict per launch: kind ("kernel", "gemm", "conv", ...), name, nodes (the model nodes it
         computes), calls, total_seconds and mean_seconds, slowest first."""
         _capi.check(self._lib.tccrt_set_profiling(self._program, 1), "profile")

@@ -335,6 +335,45 @@ TEST(CudaRuntime, SymbolicProgramsRebindTheirMemoryGemmsAndGraph) {
   }
 }
 
+TEST(CudaRuntime, ProfilingTimesEachLaunchWithEvents) {
+  // A GEMM, then a copy: while profiling, each launch is timed between CUDA events on the
+  // stream (the runs launch plainly even with a graph), and the results stay right.
+  REQUIRE_CUDA();
+  std::vector<float> w = randomFloats(16 * 8, 5);
+  ArtifactBuilder a = ArtifactBuilder::cuda();
+  uint32_t x = a.input(fb::DType_F32, {6, 16}, "x");
+  uint32_t wb = a.constant(fb::DType_F32, {16, 8}, w.data());
+  uint32_t t = a.arena(0, fb::DType_F32, {6, 8});
+  uint32_t y = a.output(fb::DType_F32, {6, 8}, "y");
+  a.gemm(x, wb, t);
+  a.copy(t, y);
+  tccrt::Program program = load(a.finish(), /*graph=*/true);
+  std::vector<tccrt::Tensor> in;
+  in.emplace_back(TCCRT_F32, std::vector<int64_t>{6, 16});
+  std::vector<float> xs = randomFloats(6 * 16, 6);
+  std::memcpy(in[0].data(), xs.data(), xs.size() * sizeof(float));
+  program.run(in); // warm-up: the graph is captured at the second run
+  std::vector<tccrt::Tensor> plain = program.run(in);
+  std::vector<float> first(plain[0].data<float>(), plain[0].data<float>() + 6 * 8);
+  ASSERT_EQ(tccrt_set_profiling(program.get(), 1), TCCRT_OK) << tccrt_last_error();
+  for (int run = 0; run < 3; ++run) {
+    std::vector<tccrt::Tensor> out = program.run(in);
+    for (size_t i = 0; i < first.size(); ++i)
+      ASSERT_EQ(out[0].data<float>()[i], first[i]) << "run " << run << ", element " << i;
+  }
+  ASSERT_EQ(tccrt_num_launches(program.get()), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    tccrt_launch_profile p;
+    ASSERT_EQ(tccrt_get_launch_profile(program.get(), i, &p), TCCRT_OK);
+    EXPECT_EQ(p.calls, 3u) << p.kind;
+    EXPECT_GE(p.total_seconds, 0.0);
+    EXPECT_GE(p.last_start_seconds, 0.0);
+    EXPECT_STREQ(p.kind, i == 0 ? "gemm" : "copy");
+  }
+  ASSERT_EQ(tccrt_set_profiling(program.get(), 0), TCCRT_OK);
+  EXPECT_EQ(program.run(in)[0].data<float>()[0], first[0]); // and the graph path again
+}
+
 TEST(CudaRuntime, DeviceNameSaysWhichCodeRuns) {
   REQUIRE_KERNELS();
   ViewsProgram p;

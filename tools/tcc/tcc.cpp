@@ -626,25 +626,27 @@ struct ProfileArgs {
   std::string trace;
 };
 
-/// Loads (or compiles) a CPU program and times each launch of its launch list over the timed
-/// runs (libtccrt's profiling), then prints the launches by time with the model nodes each
+/// Loads (or compiles) a CPU or CUDA program and times each launch of its launch list over the
+/// timed runs (libtccrt's profiling: host clock, or CUDA timing events), then prints the launches by time with the model nodes each
 /// covers, and writes a Chrome trace of the runs with --trace.
 int runProfile(const ModelArgs &args, const std::string &requestedDevice,
                const CompileArgs &compile, const RunOptions &run, const ProfileArgs &profile) {
   if (profile.iters < 1 || profile.warmup < 0)
     throw Error("--iters must be at least 1 and --warmup non-negative");
-  if (requestedDevice != "cpu")
-    throw Error("tcc profile times the launches of the compiled CPU backend (--device cpu); "
-                "got --device " + requestedDevice + " (a CUDA program's launches are "
-                "asynchronous: profile it with Nsight Systems)");
+  if (requestedDevice != "cpu" && requestedDevice != "cuda")
+    throw Error("tcc profile times the launches of a compiled program: --device cpu or cuda "
+                "(got --device " + requestedDevice + ")");
   std::optional<RuntimeProgram> program;
   std::vector<Tensor> inputs;
   if (isArtifactFile(args.model)) {
     program.emplace(loadArtifact(args.model, requestedDevice, run, "profile"));
     inputs = artifactInputs(*program, args);
   } else {
-    CompileOptions options = compileOptions(compile, "cpu");
-    options.device = "cpu";
+    if (requestedDevice == "cuda") // before compiling: the program must run here
+      if (std::string why = cudaUnavailableReason(); !why.empty())
+        throw Error("no usable CUDA GPU/driver: " + why + "; use --device cpu");
+    CompileOptions options = compileOptions(compile, requestedDevice);
+    options.device = requestedDevice;
     LoadedModel model = loadModel(args.model, runLoadOptions(args, "profile"));
     CompiledModel compiled = compileLoaded(model, args.inputFiles.size(), options,
                                            /*randomValuesRun=*/true);
@@ -672,8 +674,10 @@ int runProfile(const ModelArgs &args, const std::string &requestedDevice,
   std::sort(times.begin(), times.end());
   double median = medianOfSorted(times);
   double mean = std::accumulate(times.begin(), times.end(), 0.0) / (double)times.size();
-  ProfileReport report =
-      profileReport(runs, profile.top, median, mean, runtimeHostPeakBytes());
+  std::optional<uint64_t> devicePeak = program->devicePeakBytes();
+  ProfileReport report = profileReport(runs, profile.top, median, mean,
+                                       devicePeak.value_or(runtimeHostPeakBytes()),
+                                       devicePeak.has_value());
   if (profile.json) {
     std::cout << report.json;
   } else {
@@ -873,10 +877,12 @@ int main(int argc, char **argv) {
   std::string profileDevice = "cpu";
   int profileThreads = 0;
   auto *profileCmd = app.add_subcommand(
-      "profile", "Compile a model (or load a CPU artifact) and time each of its launches "
+      "profile", "Compile a model (or load an artifact) and time each of its launches "
                  "(generated kernels, library calls, copies), with the model nodes each covers");
   addModelArgs(profileCmd, profileModel);
-  profileCmd->add_option("--device", profileDevice, "cpu (the compiled CPU backend)")
+  profileCmd->add_option("--device", profileDevice,
+                         "cpu (launches timed with the host clock) or cuda (GPU time of each "
+                         "launch from CUDA timing events; the runs launch without a graph)")
       ->default_val("cpu");
   profileCmd->add_option("--threads", profileThreads, "CPU threads (0: all cores)")
       ->default_val(0);

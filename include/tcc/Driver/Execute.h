@@ -66,8 +66,11 @@ public:
   std::vector<Tensor> run(const std::vector<Tensor> &inputs);
   /// Runs on caller-provided buffers (for timing; no checks beyond the runtime's).
   void runRaw(const std::vector<const void *> &inputs, const std::vector<void *> &outputs);
-  /// Per-launch timing of later runs (CPU programs; clears the counts).
+  /// Per-launch timing of later runs (clears the counts): host clock on the CPU, CUDA timing
+  /// events on a GPU.
   void setProfiling(bool enabled);
+  /// CUDA programs: the peak bytes of their GPU's caching allocator (none for a CPU program).
+  std::optional<uint64_t> devicePeakBytes() const;
   std::vector<LaunchProfile> launchProfiles() const;
 
 private:

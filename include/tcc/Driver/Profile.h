@@ -25,8 +25,10 @@ struct ProfileReport {
   std::string table; // the text table with its header and the per-kind totals
   std::string json;  // the same as one JSON object
 };
+/// `peakBytes`: the peak of the host caching allocator, or (`onDevice`) of the GPU's.
 ProfileReport profileReport(const std::vector<ProfiledRun> &runs, size_t top,
-                            double medianRunMs, double meanRunMs, uint64_t peakHostBytes);
+                            double medianRunMs, double meanRunMs, uint64_t peakBytes,
+                            bool onDevice = false);
 
 /// Chrome trace-event JSON: one complete event ("ph": "X") per launch per run, on one track;
 /// args: kind and nodes.

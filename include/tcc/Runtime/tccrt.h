@@ -139,11 +139,13 @@ tccrt_status tccrt_run_device(tccrt_program *program, const void *const *inputs,
 /* The CUstream a CUDA program's runs are enqueued on (NULL for CPU programs). */
 void *tccrt_program_cuda_stream(const tccrt_program *program);
 
-/* ---- Profiling (CPU programs) ----------------------------------------------------------------
+/* ---- Profiling ---------------------------------------------------------------------------------
  *
- * While profiling is on, every tccrt_run times each launch of the program's launch list (the
- * wall clock around it: generated kernels, library calls, copies). Turning it on clears the
- * counts; a CUDA program is an error (its launches are asynchronous). The strings live as
+ * While profiling is on, every tccrt_run times each launch of the program's launch list
+ * (generated kernels, library calls, copies): a CPU program with the wall clock around it, a
+ * CUDA program with timing events recorded around it on the program's stream (its GPU time;
+ * while profiling, a CUDA program launches plainly, without its captured graph). Turning it on
+ * clears the counts. The strings live as
  * long as the program (a symbolic program's: until its next new binding, which names its
  * launches at the new sizes; the counts carry over, launch by launch). */
 tccrt_status tccrt_set_profiling(tccrt_program *program, int enabled);
