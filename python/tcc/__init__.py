@@ -285,12 +285,12 @@ class Model:
             if missing or unknown:
                 raise TccError(f"inputs by name: missing {missing}, unknown {unknown}")
             inputs = tuple(named[s.name] for s in self.inputs)
-        if any(_dlpack.device_of(v)[0] != _dlpack.KDL_CPU for v in inputs):
-            return self._run_on_device(inputs, out)
-        if self.symbols and len(inputs) == len(self.inputs):
+        if self.symbols and len(inputs) == len(self.inputs): # (host or GPU tensors alike)
             shapes = [tuple(v.shape) if hasattr(v, "shape") else np.shape(v) for v in inputs]
             if shapes != [s.shape for s in self.inputs]:
                 self.set_input_shapes(*shapes)
+        if any(_dlpack.device_of(v)[0] != _dlpack.KDL_CPU for v in inputs):
+            return self._run_on_device(inputs, out)
         arrays = _bind(inputs, self.inputs, "input")
         results = _outputs(self.outputs, out)
         _capi.check(self._lib.tccrt_run(self._program,

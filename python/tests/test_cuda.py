@@ -40,6 +40,11 @@ def make(out_dir):
     tcc.compile(mlp, device="cuda", arch="sm_90,sm_80").save(out / "mlp.tcc")
     np.savez(out / "mlp_weights.npz", *weights)
     tcc.compile(make_two_inputs(), device="cuda", arch="sm_90,sm_80").save(out / "two_inputs.tcc")
+    # The MLP with a dynamic batch, compiled once for every batch in 1..64 (symbolic shapes).
+    for t in list(mlp.graph.input) + list(mlp.graph.output):
+        t.type.tensor_type.shape.dim[0].dim_param = "batch"
+    tcc.compile(mlp, device="cuda", arch="sm_90,sm_80",
+                input_shapes={"x": ((1, 64), 8)}).save(out / "mlp_symbolic.tcc")
 
 
 def artifacts():
@@ -53,6 +58,30 @@ def artifacts():
     weights = np.load(d / "mlp_weights.npz")
     return (tcc.load(d / "mlp.tcc", cuda_graph=True), [weights[f"arr_{i}"] for i in range(3)],
             tcc.load(d / "two_inputs.tcc"))
+
+
+def test_cuda_symbolic_batch_on_host_and_device():
+    mlp, weights, _ = artifacts()
+    model = tcc.load(Path(ARTIFACTS) / "mlp_symbolic.tcc", cuda_graph=True)
+    assert model.symbols
+    rng = np.random.default_rng(13)
+    # Each new batch binds the sizes (memory, grids, GEMM plans, a graph captured again).
+    for batch in (1, 7, 64, 7, 7, 2):
+        x = rng.uniform(-1, 1, (batch, 8)).astype(np.float32)
+        (y,) = model(x)
+        assert y.shape == (batch, 3)
+        np.testing.assert_allclose(y, mlp_reference(x, *weights), rtol=2e-3, atol=1e-4)
+    try:
+        import torch
+    except ImportError:
+        return
+    if torch.cuda.is_available():
+        for batch in (5, 33):
+            x = torch.rand((batch, 8), device=torch.device("cuda", 0)) * 2 - 1
+            (y,) = model(x)
+            assert y.is_cuda and tuple(y.shape) == (batch, 3)
+            np.testing.assert_allclose(y.cpu().numpy(), mlp_reference(x.cpu().numpy(), *weights),
+                                       rtol=2e-3, atol=1e-4)
 
 
 def mlp_reference(x, w1, b1, w2):
