@@ -58,7 +58,9 @@ std::string str(int64_t v) { return std::to_string(v); }
 
 unsigned elementBytes(Type t) { return t.isInteger(1) ? 1 : (t.getIntOrFloatBitWidth() + 7) / 8; }
 
-uint32_t pow2Ceil(uint64_t v) { return (uint32_t)llvm::bit_ceil(std::max<uint64_t>(v, 1)); }
+uint32_t pow2Ceil(uint64_t v) {
+  return (uint32_t)llvm::bit_ceil(std::clamp<uint64_t>(v, 1, uint64_t(1) << 31));
+}
 uint32_t pow2Floor(uint64_t v) { return (uint32_t)llvm::bit_floor(std::max<uint64_t>(v, 1)); }
 
 /// The buffer and indices of a tk.load / tk.store.

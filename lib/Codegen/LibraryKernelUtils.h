@@ -76,8 +76,15 @@ inline std::vector<int64_t> largestDims(const std::string &op, mlir::Value buffe
     return shapeOf(op, buffer, what);
   dims = tk::bufferDims(type);
   std::vector<int64_t> out;
-  for (const SymExpr &d : dims)
-    out.push_back(rangeOf(d, ranges).max);
+  for (const SymExpr &d : dims) {
+    // The kernels size tiles and index widths for the largest sizes: they must have one.
+    int64_t most = rangeOf(d, ranges).max;
+    if (most > (int64_t(1) << 40))
+      throw Error(op + ": the " + what + "'s dim " + d.str() +
+                  " has no upper bound the CUDA kernel can size itself for: declare one "
+                  "(--input-shape NAME=LO..HI)");
+    out.push_back(most);
+  }
   return out;
 }
 } // namespace tcc::codegen::detail
