@@ -308,12 +308,17 @@ void lowerQLinearConv(NodeContext &n) {
 void lowerConvTranspose(NodeContext &n) {
   CoreBuilder &b = n.b();
   Value x = n.input(0), w = n.input(1);
-  SmallVector<int64_t> in = spatialDims(n, 0);
-  size_t r = in.size();
-  auto xs = CoreBuilder::shapeOf(x);
+  // Symbolic batch and spatial dims are fine with explicit pads; output_shape and SAME padding
+  // need the spatial sizes.
+  SymShape inDims = spatialSymDims(n, 0);
+  size_t r = inDims.size();
+  std::optional<int64_t> channels = n.inputDims(0)[1].constant();
+  if (!channels)
+    n.fail("input channels " + n.inputDims(0)[1].str() + " are symbolic: fix them");
+  SmallVector<int64_t> xs{0, *channels};
   SmallVector<int64_t> ws = shapeVec(w);
   int64_t group = n.attrInt("group", 1);
-  if (ws.size() != xs.size())
+  if (ws.size() != r + 2)
     n.fail("weight rank does not match input rank");
   if (group < 1 || xs[1] % group || ws[0] != xs[1])
     n.fail("input channels " + std::to_string(xs[1]) + ", weight " +
@@ -338,6 +343,9 @@ void lowerConvTranspose(NodeContext &n) {
     outputShape.erase(outputShape.begin(), outputShape.begin() + 2);
   if (!outputShape.empty() && outputShape.size() != r)
     n.fail("output_shape must have one value per spatial dim");
+  SmallVector<int64_t> in;
+  if (!outputShape.empty() || autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER")
+    in = spatialDims(n, 0); // (a named error for symbolic sides)
   if (outputShape.empty() && (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER"))
     for (size_t d = 0; d < r; ++d)
       outputShape.push_back(in[d] * strides[d]);
@@ -381,9 +389,12 @@ void lowerConvTranspose(NodeContext &n) {
     int64_t reach = dilations[d] * (kernel[d] - 1);
     low[d] = reach - padLow[d];
     high[d] = reach - padHigh[d] + outPad[d];
-    int64_t out = strides[d] * (in[d] - 1) + outPad[d] + reach + 1 - padLow[d] - padHigh[d];
+    // The smallest input side the ranges allow (a symbolic one) must give an output.
+    int64_t smallest = rangeOf(inDims[d], n.symbolRanges()).min;
+    int64_t out = strides[d] * (smallest - 1) + outPad[d] + reach + 1 - padLow[d] - padHigh[d];
     if (out < 1)
-      n.fail("the output would be empty in spatial dim " + std::to_string(d));
+      n.fail("the output would be empty in spatial dim " + std::to_string(d) +
+             (inDims[d].isConstant() ? "" : " at its smallest size " + std::to_string(smallest)));
   }
   Value y = b.create<ConvOp>(x, wt, ones, low, high, strides, dilations, group);
   if (n.hasInput(2))
