@@ -53,9 +53,6 @@ constexpr int64_t kRowsPerBlock = 64; // 4 warps x 16 rows (the kernel's BR)
 constexpr int64_t kKeysPerTile = 64;  // keys of k and v per shared-memory stage (BC)
 constexpr uint32_t kMaxGrid = 65535;
 
-/// The program function an op is in (its module declares the size symbols).
-func::FuncOp attentionProgram(tk::AttentionOp op) { return op->getParentOfType<func::FuncOp>(); }
-
 /// The kernel body; the generator prepends the geometry as constants (see emitCudaAttention).
 const char *const kAttentionBody = R"cpp(
 // Shared-memory address of a generic pointer (for the inline PTX below).
@@ -428,10 +425,7 @@ CudaKernel tcc::codegen::emitCudaAttention(tk::AttentionOp op, unsigned alignmen
   auto module = op->getParentOfType<ModuleOp>();
   SymbolRanges ranges = module ? symbolRanges(module) : SymbolRanges{};
   auto dims = [&](Value buffer, const char *what, SymShape &sym) {
-    std::vector<int64_t> largest = codegen::detail::largestDims("tk.attention", buffer, what, ranges, sym);
-    if (sym.empty())
-      sym = toSymShape(largest);
-    return largest;
+    return codegen::detail::largestDims("tk.attention", buffer, what, ranges, sym);
   };
   SymShape qS, kS, vS, maskS, biasS;
   std::vector<int64_t> q = dims(op.getQ(), "query", qS), k = dims(op.getK(), "key", kS),
@@ -458,29 +452,17 @@ CudaKernel tcc::codegen::emitCudaAttention(tk::AttentionOp op, unsigned alignmen
     std::optional<int64_t> c = e.constant();
     return c ? std::to_string(*c) + "LL" : "(long long)" + ScalarEmitter::sizeExpr(e);
   };
-  // Row-major strides of a mask or bias over the scores' index space [B..., Lq, Lk]: 0 where
-  // it broadcasts (attentionBroadcastStrides, over size expressions).
-  auto broadcastStrides = [&](const SymShape &shape) {
-    SymShape strides(shape.size(), SymExpr(0));
-    SymExpr stride(1);
-    for (size_t i = shape.size(); i-- > 0;) {
-      strides[i] = shape[i] == SymExpr(1) ? SymExpr(0) : stride;
-      stride *= shape[i];
-    }
-    return strides;
-  };
 
   // Batch offsets: the query batch index decomposed (last dim fastest) into the key/value
   // index (grouped heads share one) and the mask's and bias's broadcast offsets.
-  std::vector<int64_t> maskShape, biasShape;
   SymShape maskStrides(rank, SymExpr(0)), biasStrides(rank, SymExpr(0));
   if (op.getMask()) {
-    maskShape = dims(op.getMask(), "mask", maskS);
-    maskStrides = broadcastStrides(maskS);
+    dims(op.getMask(), "mask", maskS);
+    maskStrides = attentionBroadcastStrides(maskS);
   }
   if (op.getBias()) {
-    biasShape = dims(op.getBias(), "bias", biasS);
-    biasStrides = broadcastStrides(biasS);
+    dims(op.getBias(), "bias", biasS);
+    biasStrides = attentionBroadcastStrides(biasS);
   }
   std::string offsets;
   SymExpr kvStride(1);
@@ -537,7 +519,7 @@ CudaKernel tcc::codegen::emitCudaAttention(tk::AttentionOp op, unsigned alignmen
   def("TCC_ATTN_PARAMS", params);
   def("TCC_ATTN_BATCH_OFFSETS", offsets);
   // The sizes, declared at the kernel's entry (TCC_ATTN_SIZES): constants, or the run's.
-  std::string sizes = symbolic ? ScalarEmitter::symbolLocals(attentionProgram(op), "tcc_symbols") : "";
+  std::string sizes = symbolic ? ScalarEmitter::symbolLocals(op->getParentOfType<func::FuncOp>(), "tcc_symbols") : "";
   sizes += std::string(symbolic ? "const" : "constexpr") + " long long BATCH = " + size(batchS) +
            ", LQ = " + size(qS[rank - 2]) + ", LK = " + size(kS[rank - 2]) + ";\n";
   sizes += std::string(symbolic ? "const" : "constexpr") + " long long MASK_ROW = " +

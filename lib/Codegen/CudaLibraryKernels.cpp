@@ -140,17 +140,20 @@ ConvShape convShape(tk::ConvOp op) {
       y[1] != s.outChannels || y[0] != s.batch)
     throw Error(name + ": channel counts do not agree with groups = " + str(s.groups) +
                 ": input" + list(x) + ", weight" + list(w) + ", output" + list(y));
-  s.symbolic = !xDims.empty() || !yDims.empty();
-  if (s.symbolic && (xDims.empty() || yDims.empty() || xDims[1] != SymExpr(x[1]) ||
+  bool xSymbolic = !cast<MemRefType>(op.getInput().getType()).hasStaticShape(),
+       ySymbolic = !cast<MemRefType>(op.getOutput().getType()).hasStaticShape();
+  s.symbolic = xSymbolic || ySymbolic;
+  if (s.symbolic && (!xSymbolic || !ySymbolic || xDims[1] != SymExpr(x[1]) ||
                      yDims[1] != SymExpr(y[1])))
     throw Error(name + ": symbolic channel counts (input " + shapeString(xDims) + ", output " +
                 shapeString(yDims) + "); the CUDA convolution kernels take symbolic batch and "
                 "spatial sizes only");
-  for (size_t d = 0; d < spatial && !s.symbolic; ++d) {
-    int64_t k = w[d + 2], st = s.strides[d], dil = s.dilations[d], ld = s.lhsDilations[d];
-    if (k < 1 || st < 1 || dil < 1 || ld < 1)
+  for (size_t d = 0; d < spatial; ++d)
+    if (w[d + 2] < 1 || s.strides[d] < 1 || s.dilations[d] < 1 || s.lhsDilations[d] < 1)
       throw Error(name + ": kernel dims, strides and dilations must be >= 1; got weight" +
                   list(w) + ", strides" + list(s.strides) + ", dilations" + list(s.dilations));
+  for (size_t d = 0; d < spatial && !s.symbolic; ++d) { // (symbolic: the verifier's rule)
+    int64_t k = w[d + 2], st = s.strides[d], dil = s.dilations[d], ld = s.lhsDilations[d];
     __int128 dilatedIn = x[d + 2] == 0 ? 0 : (__int128)(x[d + 2] - 1) * ld + 1;
     __int128 padded = dilatedIn + s.padLow[d] + s.padHigh[d];
     __int128 span = (__int128)(k - 1) * dil + 1;
@@ -168,16 +171,12 @@ ConvShape convShape(tk::ConvOp op) {
   s.outSize = product(s.out);
   s.groupIn = s.inChannels / s.groups;
   s.groupOut = s.outChannels / s.groups;
-  for (size_t d = 0; d < spatial; ++d)
-    if (s.kernel[d] < 1 || s.strides[d] < 1 || s.dilations[d] < 1 || s.lhsDilations[d] < 1)
-      throw Error(name + ": kernel dims, strides and dilations must be >= 1; got weight" +
-                  list(w) + ", strides" + list(s.strides) + ", dilations" + list(s.dilations));
 
   // The sizes as the code reads them.
-  s.batchShown = (xDims.empty() ? SymExpr(s.batch) : xDims[0]).str();
+  s.batchShown = xDims[0].str();
   for (size_t d = 0; d < spatial; ++d) {
-    s.inShown.push_back((xDims.empty() ? SymExpr(s.in[d]) : xDims[d + 2]).str());
-    s.outShown.push_back((yDims.empty() ? SymExpr(s.out[d]) : yDims[d + 2]).str());
+    s.inShown.push_back(xDims[d + 2].str());
+    s.outShown.push_back(yDims[d + 2].str());
   }
   if (!s.symbolic) {
     s.batchText = str(s.batch);
@@ -295,7 +294,6 @@ std::string convHead(const std::string &name, const std::string &desc, const std
          "(const float *__restrict__ x, const float *__restrict__ w, float *__restrict__ y" +
          (symbolic ? ", const int64_t *__restrict__ tcc_symbols" : "") + ") {\n";
 }
-
 
 /// A kernel that does nothing (its output has no elements).
 CudaKernel emptyConv(const std::string &name, const std::string &desc) {
@@ -654,13 +652,9 @@ CudaKernel tcc::codegen::emitCudaTopK(tk::TopKOp op) {
   std::vector<int64_t> x = largestDims(opName, op.getInput(), "input", ranges, xDims),
                        v = largestDims(opName, op.getValues(), "values", ranges, vDims),
                        ix = largestDims(opName, op.getIndices(), "indices", ranges, iDims);
-  bool symbolic = !xDims.empty() || !vDims.empty() || !iDims.empty();
-  if (symbolic) {
-    for (auto [dims, shape] : {std::pair<SymShape *, std::vector<int64_t> *>{&xDims, &x},
-                               {&vDims, &v}, {&iDims, &ix}})
-      if (dims->empty())
-        *dims = toSymShape(*shape);
-  }
+  bool symbolic = false;
+  for (Value buffer : {op.getInput(), op.getValues(), op.getIndices()})
+    symbolic = symbolic || !cast<MemRefType>(buffer.getType()).hasStaticShape();
   Type e = cast<MemRefType>(op.getInput().getType()).getElementType();
   int64_t dim = (int64_t)op.getDim(), rank = (int64_t)x.size();
   if (dim < 0 || dim >= rank)
@@ -700,8 +694,8 @@ CudaKernel tcc::codegen::emitCudaTopK(tk::TopKOp op) {
   enum class Plan { OneChunk, Filter, Merge };
   Plan plan = size <= chunk ? Plan::OneChunk : k <= chunk / 4 ? Plan::Filter : Plan::Merge;
 
-  std::string desc = "input " + typeString(e) + (symbolic ? symList(xDims) : list(x)) +
-                     " dim=" + str(dim) + " k=" + (symbolic ? vDims[dim].str() : str(k)) +
+  std::string desc = "input " + typeString(e) + symList(xDims) + " dim=" + str(dim) +
+                     " k=" + vDims[dim].str() +
                      (largest ? " largest" : " smallest");
   std::string name = hashName("topk", desc);
   std::string strategy =

@@ -66,14 +66,17 @@ inline std::vector<int64_t> shapeOf(const std::string &op, mlir::Value buffer, c
   return std::vector<int64_t>(type.getShape().begin(), type.getShape().end());
 }
 
-/// A buffer's dims (symbolic or static) and their largest values over `ranges`.
-/// (`dims` stays empty for a static buffer.)
+/// A buffer's dims as size expressions (constants for static ones) in `dims`, and their largest
+/// values over `ranges`.
 inline std::vector<int64_t> largestDims(const std::string &op, mlir::Value buffer,
                                         const char *what, const SymbolRanges &ranges,
                                         SymShape &dims) {
   auto type = mlir::cast<mlir::MemRefType>(buffer.getType());
-  if (type.hasStaticShape() || !tk::isBufferType(type)) // (`?` without #tcc.dims: an error)
-    return shapeOf(op, buffer, what);
+  if (type.hasStaticShape() || !tk::isBufferType(type)) { // (`?` without #tcc.dims: an error)
+    std::vector<int64_t> shape = shapeOf(op, buffer, what);
+    dims = toSymShape(shape);
+    return shape;
+  }
   dims = tk::bufferDims(type);
   std::vector<int64_t> out;
   for (const SymExpr &d : dims) {

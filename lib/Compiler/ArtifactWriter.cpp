@@ -273,9 +273,9 @@ flatbuffers::Offset<fb::Launch> Writer::kernelLaunch(uint32_t kernel, ArrayRef<V
   return fb::CreateLaunch(fbb_, fb::Step_KernelLaunch, step.Union(), nodes);
 }
 
-/// The model nodes named in a step's location (LowerToKernels gives each step the fused
-/// locations of its fusion's ops; the importer names ops after their ONNX nodes), in order.
-static std::vector<std::string> nodeNames(Location loc) {
+} // namespace
+
+std::vector<std::string> nodeNames(Location loc) {
   std::vector<std::string> names;
   loc->walk([&](Location l) {
     if (auto name = dyn_cast<NameLoc>(l)) {
@@ -288,6 +288,8 @@ static std::vector<std::string> nodeNames(Location loc) {
   });
   return names;
 }
+
+namespace {
 
 void Writer::addStep(Operation *op) {
   flatbuffers::Offset<fb::Launch> launch;

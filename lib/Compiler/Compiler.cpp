@@ -325,15 +325,10 @@ CudaProgramKernels emitCudaProgram(ModuleOp module) {
           k = codegen::emitCudaAttention(cast<tk::AttentionOp>(op), alignment);
         }
       } catch (const Error &e) {
-        // Name the model node (the importer names ops after their ONNX nodes).
-        std::string node;
-        op->getLoc()->walk([&](Location l) {
-          if (auto name = dyn_cast<NameLoc>(l); name && node.empty())
-            node = name.getName().str();
-          return WalkResult::advance();
-        });
-        throw Error(node.empty() ? std::string(e.what())
-                                 : "node '" + node + "': " + e.what());
+        // Name the (first) model node it computes.
+        std::vector<std::string> nodes = nodeNames(op->getLoc());
+        throw Error(nodes.empty() ? std::string(e.what())
+                                  : "node '" + nodes.front() + "': " + e.what());
       }
       auto [it, inserted] = byName.try_emplace(k.name, out.kernels.size());
       if (inserted)

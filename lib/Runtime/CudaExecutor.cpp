@@ -78,16 +78,7 @@ CudaExecutor::CudaExecutor(const Program &program, const LoadOptions &options,
     }
     ops_.clear();
     collectives_.reset();
-    for (void *p : blocks_)
-      device_.allocator().deallocate(p);
-    blocks_.clear();
-    for (Growable *g : {&ownArena_, &scratchBlock_})
-      if (g->block)
-        device_.allocator().deallocate(g->block);
-    for (std::vector<Growable> *v : {&inputBlocks_, &outputBlocks_})
-      for (Growable &g : *v)
-        if (g.block)
-          device_.allocator().deallocate(g.block);
+    releaseMemory();
     throw;
   }
 }
@@ -300,6 +291,10 @@ CudaExecutor::~CudaExecutor() {
   graph_.reset();
   ops_.clear();
   collectives_.reset();
+  releaseMemory();
+}
+
+void CudaExecutor::releaseMemory() noexcept {
   std::vector<void *> owned = blocks_;
   for (Growable *g : {&ownArena_, &scratchBlock_})
     owned.push_back(g->block);
@@ -314,6 +309,10 @@ CudaExecutor::~CudaExecutor() {
     } catch (...) {
     }
   }
+  blocks_.clear();
+  ownArena_ = scratchBlock_ = Growable{};
+  for (std::vector<Growable> *v : {&inputBlocks_, &outputBlocks_})
+    std::fill(v->begin(), v->end(), Growable{});
 }
 
 void CudaExecutor::enqueueLaunchList() {

@@ -118,6 +118,8 @@ private:
   CUdeviceptr allocate(size_t bytes); // from the caching allocator on stream_, freed at the end
   /// `g` holding at least `bytes` (its old contents are not kept); 0 for 0 bytes.
   CUdeviceptr ensure(Growable &g, size_t bytes);
+  /// Frees every device block the executor owns (at the end, or after a failed start).
+  void releaseMemory() noexcept;
   /// Device memory at the program's current sizes, then the launch list over it.
   void buildLaunchList();
   void enqueueLaunchList();

@@ -152,13 +152,8 @@ void Program::setProfiling(bool enabled) {
 void Program::collectCudaProfile() {
   std::vector<cuda::CudaExecutor::StepTime> times = cuda_->stepTimes();
   profiles_.resize(steps_.size());
-  for (size_t i = 0; i < times.size() && i < profiles_.size(); ++i) {
-    StepProfile &p = profiles_[i];
-    p.calls += 1;
-    p.lastStartSeconds = times[i].startSeconds;
-    p.lastSeconds = times[i].seconds;
-    p.totalSeconds += times[i].seconds;
-  }
+  for (size_t i = 0; i < times.size() && i < profiles_.size(); ++i)
+    profiles_[i].record(times[i].startSeconds, times[i].seconds);
 }
 
 void Program::checkRunArguments(const void *const *inputs, void *const *outputs,
@@ -308,11 +303,8 @@ void Program::run(const void *const *inputs, void *const *outputs) {
       }
     if (profiling_) {
       Clock::time_point end = Clock::now();
-      StepProfile &p = profiles_[index];
-      p.calls += 1;
-      p.lastStartSeconds = std::chrono::duration<double>(stepStart - runStart).count();
-      p.lastSeconds = std::chrono::duration<double>(end - stepStart).count();
-      p.totalSeconds += p.lastSeconds;
+      profiles_[index].record(std::chrono::duration<double>(stepStart - runStart).count(),
+                              std::chrono::duration<double>(end - stepStart).count());
     }
   }
   for (std::optional<PendingCollective> &p : pending_)

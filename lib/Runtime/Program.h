@@ -238,6 +238,13 @@ public:
     double totalSeconds = 0;
     double lastStartSeconds = 0; // in the last run, from its start
     double lastSeconds = 0;
+    /// One more timed call, started `start` seconds into its run, `seconds` long.
+    void record(double start, double seconds) {
+      calls += 1;
+      lastStartSeconds = start;
+      lastSeconds = seconds;
+      totalSeconds += seconds;
+    }
   };
   void setProfiling(bool enabled);
   const std::vector<StepProfile> &stepProfiles() const { return profiles_; }

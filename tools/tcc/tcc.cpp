@@ -642,11 +642,10 @@ int runProfile(const ModelArgs &args, const std::string &requestedDevice,
     program.emplace(loadArtifact(args.model, requestedDevice, run, "profile"));
     inputs = artifactInputs(*program, args);
   } else {
-    if (requestedDevice == "cuda") // before compiling: the program must run here
-      if (std::string why = cudaUnavailableReason(); !why.empty())
-        throw Error("no usable CUDA GPU/driver: " + why + "; use --device cpu");
-    CompileOptions options = compileOptions(compile, requestedDevice);
-    options.device = requestedDevice;
+    // (cuda: a usable GPU and NVRTC, checked before compiling)
+    std::string device = resolveDevice(requestedDevice);
+    CompileOptions options = compileOptions(compile, device);
+    options.device = device;
     LoadedModel model = loadModel(args.model, runLoadOptions(args, "profile"));
     CompiledModel compiled = compileLoaded(model, args.inputFiles.size(), options,
                                            /*randomValuesRun=*/true);

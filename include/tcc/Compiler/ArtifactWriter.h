@@ -16,6 +16,11 @@
 
 namespace tcc {
 
+/// The model nodes named in a step's location (LowerToKernels gives each step the fused
+/// locations of its fusion's ops; the importer names ops after their ONNX nodes), in order,
+/// each once.
+std::vector<std::string> nodeNames(mlir::Location loc);
+
 /// A CUDA kernel the program launches: a tk.kernel function's, or one generated for a tk.conv /
 /// tk.topk (CudaLibraryKernels.h).
 struct CudaKernelInfo {

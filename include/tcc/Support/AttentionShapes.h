@@ -69,12 +69,13 @@ std::string attentionShapeError(const std::vector<Dim> &q, const std::vector<Dim
 }
 
 /// Row-major element strides of a mask or bias of `shape` over the scores' index space
-/// [B..., Lq, Lk] (the same rank): 0 where it broadcasts (a dim of 1).
-inline std::vector<int64_t> attentionBroadcastStrides(const std::vector<int64_t> &shape) {
-  std::vector<int64_t> strides(shape.size(), 0);
-  int64_t stride = 1;
+/// [B..., Lq, Lk] (the same rank): 0 where it broadcasts (a dim of 1). Dim: int64_t, or
+/// SymExpr (the CUDA kernel of a symbolic program computes them at run time).
+template <class Dim> std::vector<Dim> attentionBroadcastStrides(const std::vector<Dim> &shape) {
+  std::vector<Dim> strides(shape.size(), Dim(0));
+  Dim stride(1);
   for (size_t i = shape.size(); i-- > 0;) {
-    strides[i] = shape[i] == 1 ? 0 : stride;
+    strides[i] = shape[i] == Dim(1) ? Dim(0) : stride;
     stride *= shape[i];
   }
   return strides;
