@@ -180,6 +180,10 @@ uint64_t NodeContext::nextRngStream() { return graph_.nextRngStream(); }
 
 int64_t NodeContext::microBatch() const { return graph_.options().microBatch; }
 
+int64_t NodeContext::microBatches() const { return graph_.options().microBatches; }
+
+int64_t NodeContext::microBatchShards() const { return graph_.options().microBatchShards; }
+
 bool NodeContext::inputIsBuffer(size_t i) {
   return hasInput(i) && graph_.isBuffer(node_.input(i), graph_.lookup(node_.input(i)));
 }

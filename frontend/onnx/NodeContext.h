@@ -136,6 +136,10 @@ public:
   uint64_t nextRngStream();
   /// ImportOptions::microBatch.
   int64_t microBatch() const;
+  /// ImportOptions::microBatches.
+  int64_t microBatches() const;
+  /// ImportOptions::microBatchShards.
+  int64_t microBatchShards() const;
   /// Whether input i is a buffer initializer's @main argument (ImportOptions::bufferInitializers).
   bool inputIsBuffer(size_t i);
   /// Training mode: `next` becomes buffer input i's next value (returned by @main).

@@ -143,23 +143,6 @@ void shardTraining(TrainingSpec &spec, const TrainingArgs &args,
   parallel.schedule = args.pipelineSchedule;
   if (!args.shardingFile.empty())
     parallel.overrides = readShardingFile(args.shardingFile);
-  if (parallel.pp > 1) {
-    std::vector<std::string> notes;
-    PipelineTraffic traffic = pipelineTraining(spec, parallel, &notes);
-    CompileReport::Distributed::Collectives sends;
-    sends.entry = "train_step";
-    sends.kind = "send";
-    sends.axes = "pp";
-    sends.count = traffic.values;
-    sends.bytes = sends.wireBytes = traffic.bytes;
-    collectives.push_back(sends);
-    if (args.explainSharding) {
-      std::cerr << "pipeline: " << parallel.str() << "\n";
-      for (const std::string &n : notes)
-        std::cerr << "  " << n << "\n";
-    }
-    return;
-  }
   if (parallel.zero && parallel.dp < 2)
     throw Error("--zero " + std::to_string(parallel.zero) + " splits state over the data-parallel "
                 "ranks: give --mesh dp=N with N >= 2");
@@ -169,10 +152,26 @@ void shardTraining(TrainingSpec &spec, const TrainingArgs &args,
   parallel.bucketBytes = static_cast<int64_t>(args.bucketMb * (1 << 20));
   partitionTraining(spec, parallel, &reports);
   std::ostream &os = std::cerr;
-  if (args.explainSharding) {
+  if (args.explainSharding && (parallel.dp > 1 || parallel.tp > 1)) {
     os << "sharding: " << parallel.str() << "\n";
     for (const std::string &n : notes)
       os << "  " << n << "\n";
+  }
+  if (parallel.pp > 1) {
+    std::vector<std::string> stageNotes;
+    PipelineTraffic traffic = pipelineTraining(spec, parallel, &stageNotes);
+    CompileReport::Distributed::Collectives sends;
+    sends.entry = "train_step";
+    sends.kind = "send";
+    sends.axes = "pp";
+    sends.count = traffic.values;
+    sends.bytes = sends.wireBytes = traffic.bytes;
+    collectives.push_back(sends);
+    if (args.explainSharding) {
+      os << "pipeline: " << parallel.str() << "\n";
+      for (const std::string &n : stageNotes)
+        os << "  " << n << "\n";
+    }
   }
   for (const auto &[entry, report] : reports) {
     // Per step, by kind and axes: what the report records and the explanation totals.
@@ -246,7 +245,8 @@ CompiledModel compileTrainingModel(const ModelSource &source, const TrainingArgs
   }
   // Pipeline stages: the train step runs the model once per micro-batch, so it is prepared at
   // the micro-batch size too.
-  int64_t stages = args.mesh.empty() ? 1 : parseMesh(args.mesh).pp;
+  ParallelOptions mesh = args.mesh.empty() ? ParallelOptions() : parseMesh(args.mesh);
+  int64_t stages = mesh.pp;
   if (args.microBatches && stages < 2)
     throw Error("--micro-batches applies to pipeline parallelism: give --mesh pp=N");
   if (stages > 1 && compile.device != "cpu")
@@ -254,10 +254,13 @@ CompiledModel compileTrainingModel(const ModelSource &source, const TrainingArgs
                 "through the CPU runtime's MPI communicator; CUDA programs have no send/recv yet "
                 "(compile for --device cpu, or use dp/tp meshes on CUDA)");
   options.microBatches = stages > 1 ? (args.microBatches ? args.microBatches : stages) : 1;
+  // With data parallelism too, each data-parallel rank's rows are cut into the micro-batches.
+  options.microBatchShards = stages > 1 ? mesh.dp : 1;
   std::optional<onnx::ModelProto> microModel;
   if (options.microBatches > 1) {
-    if (args.batchSize % options.microBatches)
+    if (args.batchSize % (options.microBatches * options.microBatchShards))
       throw Error("--batch-size " + std::to_string(args.batchSize) + " does not split into " +
+                  (mesh.dp > 1 ? std::to_string(mesh.dp) + " data-parallel ranks of " : "") +
                   std::to_string(options.microBatches) + " micro-batches");
     microModel = model;
     PrepareOptions micro = prepare;

@@ -224,23 +224,29 @@ FailureOr<PipelinePlan> PipelinePlan::build(func::FuncOp step, int64_t stages, i
       p.group_[op] = 2 * m + 1;
     }
   }
-  // Everything else (gradient sums, the optimizer): the lowest stage among the ops it reads
-  // (none: every stage), and the backward of the latest micro-batch among them (none: the
-  // prologue).
+  // Everything else (gradient sums, the optimizer, collectives the sharding pass inserted):
+  // the lowest stage among the ops it reads (none: every stage), and the latest group among
+  // them: the forward of the latest micro-batch where it reads forward values only (a
+  // batch-norm statistic's all-reduce over dp, a tensor-parallel block's output), else that
+  // micro-batch's backward (none: the prologue). Every schedule runs F(m) after each F(k < m)
+  // and B(m) after every F and B it may read.
   for (Operation *op : p.ops_) {
     if (p.stage_.count(op))
       continue;
-    int64_t stage = -1, group = -1;
+    int64_t stage = -1, latest = -1;
+    bool backward = false;
     for (Value v : op->getOperands()) {
       int64_t s = p.stageOf(v);
       if (s >= 0)
         stage = stage < 0 ? s : std::min(stage, s);
       if (Operation *def = v.getDefiningOp())
-        if (auto it = p.group_.find(def); it != p.group_.end() && it->second >= 0)
-          group = std::max(group, 2 * (it->second / 2) + 1);
+        if (auto it = p.group_.find(def); it != p.group_.end() && it->second >= 0) {
+          latest = std::max(latest, it->second / 2);
+          backward |= it->second % 2 == 1;
+        }
     }
     p.stage_[op] = stage;
-    p.group_[op] = stage < 0 ? -1 : group;
+    p.group_[op] = stage < 0 || latest < 0 ? -1 : 2 * latest + (backward ? 1 : 0);
   }
   // Where each every-stage op is needed: the stages of the ops using it (all, for a result).
   for (Operation *op : llvm::reverse(p.ops_)) {

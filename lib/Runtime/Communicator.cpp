@@ -35,7 +35,10 @@ struct MpiApi {
   int (*Finalized)(int *) = nullptr;
   int (*Comm_rank)(Handle, int *) = nullptr;
   int (*Comm_size)(Handle, int *) = nullptr;
-  int (*Comm_split)(Handle, int, int, Handle *) = nullptr;
+  int (*Comm_group)(Handle, Handle *) = nullptr;
+  int (*Group_incl)(Handle, int, const int *, Handle *) = nullptr;
+  int (*Group_free)(Handle *) = nullptr;
+  int (*Comm_create_group)(Handle, Handle, int, Handle *) = nullptr;
   int (*Iallreduce)(const void *, void *, int, Handle, Handle, Handle, Handle *) = nullptr;
   int (*Iallgather)(const void *, int, Handle, void *, int, Handle, Handle, Handle *) = nullptr;
   int (*Ireduce_scatter_block)(const void *, void *, int, Handle, Handle, Handle, Handle *) = nullptr;
@@ -289,23 +292,34 @@ private:
       throw Error("avg needs a float tensor");
   }
 
-  /// The sub-communicator of `group`, made (collectively, by every rank: SPMD programs reach
-  /// their collectives in the same order) the first time it is used.
+  /// The sub-communicator of `group` (its ranks in group order), made the first time it is
+  /// used, collectively by the group's ranks alone (MPI_Comm_create_group): ranks that run
+  /// different programs (pipeline stages) reach their groups in different orders, and a
+  /// group's ranks meet there just as at the collective that needs it.
   Handle comm(const std::vector<int> &group) {
     if ((int)group.size() == size_)
       return mpi.commWorld;
     auto it = comms.find(group);
     if (it != comms.end())
       return it->second;
-    int position = 0;
-    for (size_t i = 0; i < group.size(); ++i)
-      if (group[i] == rank_)
-        position = (int)i;
-    int color = *std::min_element(group.begin(), group.end());
-    Handle c = nullptr;
-    runWithDeadline(deadlineSeconds_, "rank " + std::to_string(rank_) + ": making the communicator of group " +
-                                       std::to_string(color) + " (MPI_Comm_split)",
-                 [&] { check(mpi.Comm_split(mpi.commWorld, color, position, &c), "MPI_Comm_split"); });
+    std::string ranks;
+    uint32_t tag = 17;
+    for (int r : group) {
+      ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+      tag = tag * 31 + static_cast<uint32_t>(r);
+    }
+    Handle world = nullptr, members = nullptr, c = nullptr;
+    check(mpi.Comm_group(mpi.commWorld, &world), "MPI_Comm_group");
+    check(mpi.Group_incl(world, (int)group.size(), group.data(), &members), "MPI_Group_incl");
+    runWithDeadline(deadlineSeconds_,
+                    "rank " + std::to_string(rank_) + ": making the communicator of ranks " +
+                        ranks + " (MPI_Comm_create_group)",
+                    [&] {
+                      check(mpi.Comm_create_group(mpi.commWorld, members, (int)(tag % 32768), &c),
+                            "MPI_Comm_create_group");
+                    });
+    mpi.Group_free(&members);
+    mpi.Group_free(&world);
     return comms[group] = c;
   }
 
@@ -362,7 +376,10 @@ std::unique_ptr<Communicator> openMpi() {
   api.bind(api.Finalized, "MPI_Finalized");
   api.bind(api.Comm_rank, "MPI_Comm_rank");
   api.bind(api.Comm_size, "MPI_Comm_size");
-  api.bind(api.Comm_split, "MPI_Comm_split");
+  api.bind(api.Comm_group, "MPI_Comm_group");
+  api.bind(api.Group_incl, "MPI_Group_incl");
+  api.bind(api.Group_free, "MPI_Group_free");
+  api.bind(api.Comm_create_group, "MPI_Comm_create_group");
   api.bind(api.Iallreduce, "MPI_Iallreduce");
   api.bind(api.Iallgather, "MPI_Iallgather");
   api.bind(api.Ireduce_scatter_block, "MPI_Ireduce_scatter_block");

@@ -262,8 +262,11 @@ void findTensorParallelPairs(const llvm::DenseSet<Value> &params, Annotator &a,
 
 void annotateParallelism(TrainingSpec &spec, const ParallelOptions &options,
                          std::vector<std::string> *notes) {
-  if (!options.enabled())
-    return;
+  if (options.dp <= 1 && options.tp <= 1) {
+    if (!options.overrides.empty())
+      throw Error("a sharding file splits parameters over the mesh's dp or tp axis: give one");
+    return; // nothing to shard (a pipeline alone cuts the step into stages instead)
+  }
   if (spec.entries.empty())
     throw Error("the training spec has no entries");
   MLIRContext *ctx = spec.entries[0].module->getContext();
@@ -441,7 +444,8 @@ void partitionTraining(TrainingSpec &spec, const ParallelOptions &options,
     auto plan = ShardingPlan::build(main, &rep);
     if (failed(plan))
       throw Error("sharding training entry '" + e.name + "': " + diagnostics);
-    plan->setBucketBytes(options.bucketBytes);
+    // Under a pipeline the buckets form per stage, once the stages are known (pipelineTraining).
+    plan->setBucketBytes(options.pp > 1 ? 0 : options.bucketBytes);
     for (int64_t r = 0; r < mesh.numRanks(); ++r)
       ranked.push_back(rankEntry(
           e, plan->partition(r, "main_rank" + std::to_string(r), r == 0 ? &rep : nullptr), mesh, r));
@@ -457,19 +461,29 @@ void partitionTraining(TrainingSpec &spec, const ParallelOptions &options,
 PipelineTraffic pipelineTraining(TrainingSpec &spec, const ParallelOptions &options,
                                  std::vector<std::string> *notes) {
   PipelineTraffic traffic;
-  if (options.dp > 1 || options.tp > 1 || options.zero || !options.overrides.empty())
-    throw Error("--mesh pp=" + std::to_string(options.pp) +
-                ": pipeline stages combine with no other axis, ZeRO or sharding file yet (a pp "
-                "mesh alone: each stage's program runs whole on one rank)");
   PipelineSchedule schedule;
   if (!parsePipelineSchedule(options.schedule, schedule))
     throw Error("pipeline schedule '" + options.schedule + "': expected gpipe or 1f1b");
   if (spec.entries.empty() || spec.entries[0].name != "train_step")
     throw Error("internal error: pipeline parallelism needs the train step first");
   MLIRContext *ctx = spec.entries[0].module->getContext();
-  MeshAttr mesh = MeshAttr::get(ctx, {StringAttr::get(ctx, "pp")}, {options.pp});
+  // The mesh: the axes the sharding pass partitioned over already (data and tensor
+  // parallelism: each entry is one program per rank of them), then pp. Rank r of that inner
+  // mesh runs stage s as rank r * pp + s; its collectives over dp and tp join the ranks of its
+  // stage, its sends and receives the stages of its inner rank.
+  SmallVector<StringAttr> axes;
+  SmallVector<int64_t> sizes;
+  for (const std::string &a : spec.meshAxes)
+    axes.push_back(StringAttr::get(ctx, a));
+  sizes.append(spec.meshSizes.begin(), spec.meshSizes.end());
+  bool sharded = !axes.empty();
+  axes.push_back(StringAttr::get(ctx, "pp"));
+  sizes.push_back(options.pp);
+  MeshAttr mesh = MeshAttr::get(ctx, axes, sizes);
   std::vector<EntrySpec> ranked;
+  std::optional<std::vector<int64_t>> stageOfResult; // the train step's, the same on every inner rank
   for (EntrySpec &e : spec.entries) {
+    int64_t inner = sharded ? e.rank : 0;
     (*e.module)->setAttr(TccDialect::kMeshAttrName, mesh);
     auto main = e.module->lookupSymbol<func::FuncOp>("main");
     std::string diagnostics;
@@ -491,9 +505,16 @@ PipelineTraffic pipelineTraining(TrainingSpec &spec, const ParallelOptions &opti
       if (failed(built))
         throw Error("pipelining the train step: " + diagnostics);
       plan = std::move(*built);
-      traffic = {plan->crossingValues(), plan->crossingBytes()};
-      if (notes)
-        notes->insert(notes->end(), plan->decisions().begin(), plan->decisions().end());
+      if (inner == 0) {
+        traffic = {plan->crossingValues(), plan->crossingBytes()};
+        if (notes)
+          notes->insert(notes->end(), plan->decisions().begin(), plan->decisions().end());
+      }
+      if (!stageOfResult)
+        stageOfResult = plan->resultStages();
+      else if (*stageOfResult != plan->resultStages())
+        throw Error("internal error: the pipeline cut rank " + std::to_string(inner) +
+                    "'s train step differently from rank 0's");
       // Which argument holds the state each result updates, and which stage updates it.
       std::map<int64_t, int64_t> argOfState;
       for (auto [i, b] : llvm::enumerate(e.inputs))
@@ -505,30 +526,35 @@ PipelineTraffic pipelineTraining(TrainingSpec &spec, const ParallelOptions &opti
           spec.state[b.state].pipelineStage = plan->resultStages()[i];
         }
     }
-    for (int64_t r = 0; r < options.pp; ++r) {
+    for (int64_t stage = 0; stage < options.pp; ++stage) {
       func::FuncOp local;
       if (plan) {
-        local = plan->partition(r, "main_stage" + std::to_string(r), resultArgument);
+        local = plan->partition(stage, "main_stage" + std::to_string(stage), resultArgument);
+        // Gradient buckets form per stage, from the all-reduces each stage runs itself.
+        bucketAllReduces(local, options.bucketBytes);
       } else {
         // The other entries (eval) run whole on every rank, on the parameters as the stage
         // updating each holds them (the others' copies are as loaded).
         local = cast<func::FuncOp>(main->clone());
         OpBuilder b = OpBuilder::atBlockBegin(&local.getBody().front());
         for (auto [i, bind] : llvm::enumerate(e.inputs)) {
-          int64_t stage = bind.role == BindingRole::State ? spec.state[bind.state].pipelineStage : -1;
+          int64_t owner = bind.role == BindingRole::State ? spec.state[bind.state].pipelineStage : -1;
           BlockArgument arg = local.getArgument(i);
-          if (stage < 0 || arg.use_empty())
+          if (owner < 0 || arg.use_empty())
             continue;
-          Value current = b.create<BroadcastOp>(arg.getLoc(), arg, stage, b.getStrArrayAttr({"pp"}));
+          Value current = b.create<BroadcastOp>(arg.getLoc(), arg, owner, b.getStrArrayAttr({"pp"}));
           arg.replaceAllUsesExcept(current, current.getDefiningOp());
         }
       }
-      ranked.push_back(rankEntry(e, local, mesh, r));
+      // (Each entry's programs stay in rank order: inner ranks come in order, stages within.)
+      ranked.push_back(rankEntry(e, local, mesh, inner * options.pp + stage));
     }
   }
   spec.entries = std::move(ranked);
-  spec.meshAxes = {"pp"};
-  spec.meshSizes = {options.pp};
+  spec.meshAxes.clear();
+  for (StringAttr a : axes)
+    spec.meshAxes.push_back(a.str());
+  spec.meshSizes.assign(sizes.begin(), sizes.end());
   return traffic;
 }
 

@@ -190,6 +190,8 @@ void checkOptions(const TrainingOptions &o) {
   require(o.clipGradNorm >= 0 && std::isfinite(o.clipGradNorm), "clip_grad_norm must be >= 0");
   require(o.gradAccumulation >= 1, "grad accumulation must be >= 1");
   require(o.microBatches >= 1, "micro-batches must be >= 1");
+  require(o.microBatchShards >= 1 && (o.microBatchShards == 1 || o.microBatches > 1),
+          "micro-batch shards must be >= 1 and need micro-batches");
   require(o.microBatches == 1 || o.gradAccumulation == 1,
           "pipeline micro-batches and gradient accumulation do not combine (the micro-batches "
           "already accumulate within each step: use more of them)");
@@ -429,6 +431,8 @@ TrainingSpec buildTraining(MLIRContext &ctx, const onnx::ModelProto &model,
   for (int64_t mb = 0; options.microBatches > 1 && mb < options.microBatches; ++mb) {
     ImportOptions microImport = trainImport;
     microImport.microBatch = mb;
+    microImport.microBatches = options.microBatches;
+    microImport.microBatchShards = options.microBatchShards;
     micro.push_back(importOnnxModel(ctx, *microBatchModel, microImport));
     recognizeAttention(mainOf(*micro.back().module));
     foldBatchesIntoRows(mainOf(*micro.back().module));
@@ -562,11 +566,24 @@ TrainingSpec buildTraining(MLIRContext &ctx, const onnx::ModelProto &model,
       outputs = forward(m, train, data, key);
       step.loss = buildLoss(b, options, outputs[options.outputIndex], m.arg(data + numInputs)).mean;
     } else {
-      // Micro-batch mb: rows [mb * rows, (mb + 1) * rows) of the first input and the labels,
-      // the buffers as the previous micro-batch left them.
+      // Micro-batch mb: rows [mb * rows, (mb + 1) * rows) of the first input and the labels
+      // (of each of the microBatchShards blocks of rows), the buffers as the previous
+      // micro-batch left them.
       auto rowsOf = [&](Value x, int64_t mb) {
-        int64_t rows = CoreBuilder::shapeOf(x)[0] / options.microBatches;
-        return b.sliceDim(x, 0, mb * rows, (mb + 1) * rows);
+        ArrayRef<int64_t> shape = CoreBuilder::shapeOf(x);
+        int64_t shards = options.microBatchShards, parts = shards * options.microBatches;
+        if (shape.empty() || shape[0] % parts)
+          throw Error("a batch of " + std::to_string(shape.empty() ? 0 : shape[0]) +
+                      " rows does not split into " +
+                      (shards > 1 ? std::to_string(shards) + " data-parallel blocks of " : "") +
+                      std::to_string(options.microBatches) + " micro-batches");
+        int64_t rows = shape[0] / parts;
+        if (shards == 1)
+          return b.sliceDim(x, 0, mb * rows, (mb + 1) * rows);
+        SmallVector<int64_t> blocks{shards, options.microBatches, rows}, micro{shards * rows};
+        blocks.append(shape.begin() + 1, shape.end());
+        micro.append(shape.begin() + 1, shape.end());
+        return b.reshape(b.sliceDim(b.reshape(x, blocks), 1, mb, mb + 1), micro);
       };
       Block *block = m.builder.getInsertionBlock();
       SmallVector<Value> buffers, losses;

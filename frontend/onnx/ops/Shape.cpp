@@ -1036,7 +1036,8 @@ void lowerUnique(NodeContext &n) {
 //
 // (u_i is the (i+1)-th output of splitmix64 started at `seed`, its top 24 bits, converted exactly).
 // (For micro-batch m of a pipelined step, i counts on from m times the input's elements:
-// ImportOptions::microBatch.)
+// ImportOptions::microBatch. Where its rows are blocks of the data-parallel ranks' rows,
+// ImportOptions::microBatchShards, each row's i is that of its row in the whole batch.)
 // keep_i = u_i >= f32(ratio); y_i = x_i * (keep_i ? 1 / (1 - ratio) : 0) (as PyTorch, a dropped
 // inf or NaN gives NaN); the mask output is keep.
 
@@ -1067,8 +1068,25 @@ Value dropoutKeepMask(NodeContext &n, Value x, double ratio) {
   for (int64_t d : shape)
     elements *= d;
   Value counter = u64(1 + static_cast<uint64_t>(n.microBatch() * elements));
+  int64_t shards = n.microBatchShards();
+  if (shards > 1 && !shape.empty() && shape[0] % shards == 0) {
+    // Row q of this micro-batch is row (q / b) * M * b + m * b + q % b of the whole batch (b
+    // rows a block, M micro-batches): i = that row's first element + the rest's offset.
+    int64_t rows = shape[0] / shards, perRow = elements / shape[0];
+    int64_t microBatches = n.microBatches();
+    counter = u64(1 + static_cast<uint64_t>(n.microBatch() * rows * perRow));
+    std::vector<uint64_t> rowStart(shape[0]);
+    for (int64_t q = 0; q < shape[0]; ++q)
+      rowStart[q] = static_cast<uint64_t>(((q / rows) * microBatches * rows + q % rows) * perRow);
+    SmallVector<int64_t> alongRows(shape.size(), 1);
+    alongRows[0] = shape[0];
+    counter = b.add(counter, n.constant(Tensor::fromVector<uint64_t>(
+                                 Shape(alongRows.begin(), alongRows.end()), rowStart)));
+  }
   int64_t stride = 1;
   for (int64_t d = (int64_t)shape.size() - 1; d >= 0; --d) {
+    if (shards > 1 && d == 0 && shape[0] % shards == 0)
+      break; // counted above
     if (shape[d] != 1) {
       SmallVector<int64_t> alongD(shape.size(), 1);
       alongD[d] = shape[d];

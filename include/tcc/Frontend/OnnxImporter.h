@@ -50,6 +50,12 @@ struct ImportOptions {
   /// micro-batches' stop (element i of this micro-batch's input is element microBatch * size + i
   /// of the whole batch's), so the micro-batches drop what the whole batch would.
   int64_t microBatch = 0;
+  int64_t microBatches = 1; // how many there are
+  /// With data parallelism too (TrainingOptions::microBatchShards): the micro-batch's rows are
+  /// `microBatchShards` equal blocks, block d being rows [m*b, (m+1)*b) of the whole batch's
+  /// d-th block of rows (b = the block's rows), and the counters follow each row to its place
+  /// in the whole batch.
+  int64_t microBatchShards = 1;
   /// Ranges of the size symbols of dynamic input dims (tcc/IR/SymbolicShape.h), by dim_param,
   /// or `<input>_d<dim>` for a dim without one. Each symbol is its dim_param made an identifier
   /// (or `<input>_d<dim>`); symbols not listed range over 1 and up.

@@ -43,7 +43,8 @@ ParallelOptions parseMesh(const std::string &text);
 /// file and the entry.
 std::map<std::string, std::vector<std::vector<std::string>>> readShardingFile(const std::string &path);
 
-/// Sets the mesh on every entry's module and shardings on its @main arguments and results
+/// With dp and tp of 1 (a pipeline alone), does nothing. Else sets the mesh (dp, tp) on every
+/// entry's module and shardings on its @main arguments and results
 /// (state shardings decided once, from train_step, and shared by every entry; eval's outputs
 /// whole). Throws tcc::Error when the strategy does not fit (a batch the dp ranks do not
 /// divide). `notes` receives one line per state tensor left whole that the strategy would split
@@ -51,10 +52,13 @@ std::map<std::string, std::vector<std::vector<std::string>>> readShardingFile(co
 void annotateParallelism(TrainingSpec &spec, const ParallelOptions &options,
                          std::vector<std::string> *notes = nullptr);
 
-/// Pipeline parallelism (options.pp > 1, alone on the mesh): train_step (built with
-/// micro-batches) becomes one program per stage (tcc/Passes/Pipeline.h, options.schedule);
-/// every other entry runs whole on every rank. Each state tensor records the stage that updates
-/// it (StateSpec::pipelineStage). `notes` receives the plan's decisions. Throws tcc::Error.
+/// Pipeline parallelism (options.pp > 1): train_step (built with micro-batches) becomes one
+/// program per stage (tcc/Passes/Pipeline.h, options.schedule); every other entry runs whole on
+/// every rank. On a spec partitionTraining sharded over dp and tp already, each of its per-rank
+/// programs is cut alike: the mesh gains a last axis pp, inner rank r's stage s is rank
+/// r * pp + s, and the gradient all-reduces are bucketed per stage (options.bucketBytes). Each
+/// state tensor records the stage that updates it (StateSpec::pipelineStage). `notes` receives
+/// the plan's decisions. Throws tcc::Error.
 struct PipelineTraffic {
   int64_t values = 0, bytes = 0; // per step, crossing stages (sent once per stage reading them)
 };

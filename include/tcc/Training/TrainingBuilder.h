@@ -48,6 +48,11 @@ struct TrainingOptions {
   /// micro-batch's (its running statistics move once per micro-batch, in order), as in
   /// PyTorch's pipelines. buildTraining then needs the model prepared at the micro-batch size.
   int64_t microBatches = 1;
+  /// Pipelines combined with data parallelism over this many ranks: the batch's rows are that
+  /// many equal blocks (one per data-parallel rank, as the sharding pass splits the batch) and
+  /// micro-batch m takes rows [m*b, (m+1)*b) of every block (b = batch / (shards * micro-batches)),
+  /// so each rank's micro-batch is a slice of its own rows and no rows move between ranks.
+  int64_t microBatchShards = 1;
 
   /// Initializers to train; empty: every floating-point initializer. Names that are not
   /// floating-point initializers are an error. BatchNormalization's running statistics are
