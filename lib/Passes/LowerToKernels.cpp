@@ -709,7 +709,8 @@ bool hoistDefinition(Value v, Operation *before, bool move) {
 }
 
 /// An all_gather and the one op that fills its input (a shard's transpose), if the input is a
-/// temporary filled by one op since its alloc; `producer` is null for any other input.
+/// temporary filled by one op since its alloc; `producer` is null for any other input (and for
+/// a collective filling it).
 struct GatherSource {
   tk::CollectiveOp gather;
   Operation *producer = nullptr;
@@ -727,7 +728,10 @@ GatherSource gatherSource(tk::CollectiveOp g) {
         return {g};
       producer = o;
     }
-  if (producer && (producer->getNumRegions() || producer->getNumResults()))
+  // A kernel or library call; never a collective (a pipeline stage's recv must keep its place
+  // among the sends and receives, which keep the stages from waiting on each other).
+  if (producer && (producer->getNumRegions() || producer->getNumResults() ||
+                   isa<tk::CollectiveOp>(producer)))
     producer = nullptr;
   return {g, producer};
 }

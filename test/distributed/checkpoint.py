@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Sharded checkpoints: a dp=2 run checkpointed half-way resumes on dp=1, dp=4, dp=2 with ZeRO-3
-(resharded on load) and 2 pipeline stages, and a pipelined run's checkpoint in one process, with
+(resharded on load), 2 pipeline stages and dp=2 x 2 stages with ZeRO-1; a pipelined run's
+checkpoint and a dp=2 x 2 stages one resume in one process and on 2 stages; all with
 the losses of an uninterrupted single-process run; and the weights of distributed runs (ZeRO-3,
 pipeline stages: their checkpoints resumed in one process and saved as ONNX) equal the
 single-process run's."""
@@ -42,15 +43,22 @@ def main():
     compile_training(a.tcc, a.model, w("pp2.tcc"), 64, "pp=2", 0, pipeline)
     ckp = w("ckp")
     train(a.tcc, w("pp2.tcc"), a.data, half, w("pp-first.json"), nproc=2, extra=["--checkpoint", ckp])
+    # A pipeline on a 2-D mesh, its optimizer state split over dp on each stage (ZeRO-1).
+    compile_training(a.tcc, a.model, w("dp2pp2zero1.tcc"), 64, "dp=2,pp=2", 1, pipeline)
+    ckm = w("ckm")
+    train(a.tcc, w("dp2pp2zero1.tcc"), a.data, half, w("dp2pp2-first.json"), nproc=4,
+          extra=["--checkpoint", ckm])
+    names = {ck: "dp=2", ckp: "pp=2", ckm: "dp=2,pp=2 zero 1"}
     for source, name, mesh, zero, ranks, more in [
             (ck, "dp1", None, 0, 0, []), (ck, "dp4", "dp=4", 0, 4, []),
             (ck, "dp2zero3", "dp=2", 3, 2, []), (ck, "pp2", "pp=2", 0, 2, pipeline),
-            (ckp, "dp1", None, 0, 0, [])]:
+            (ckp, "dp1", None, 0, 0, []), (ck, "dp2pp2zero1", "dp=2,pp=2", 1, 4, pipeline),
+            (ckm, "dp1", None, 0, 0, []), (ckm, "pp2", "pp=2", 0, 2, pipeline)]:
         compile_training(a.tcc, a.model, w(name + ".tcc"), 64, mesh, zero, more)
         losses = train(a.tcc, w(name + ".tcc"), a.data, a.steps, w(name + ".json"), nproc=ranks,
                        extra=["--resume", source])
         worst = max_rel(losses, reference)
-        saved = "dp=2" if source == ck else "pp=2"
+        saved = names[source]
         print(f"{saved} checkpoint at step {half} resumed as {name}: losses differ by {worst:.3g}")
         if len(losses) != len(reference) or worst > a.tolerance:
             failures.append(f"{saved} resumed as {name}: {len(losses)} losses, differ by {worst:.3g}")

@@ -15,6 +15,11 @@ STRATEGIES = [  # (mesh, zero, ranks, more compile options)
     # Pipeline stages: 2 stages, 4 micro-batches, both schedules.
     ("pp=2", 0, 2, ["--micro-batches", "4"]),
     ("pp=2", 0, 2, ["--micro-batches", "4", "--pipeline-schedule", "gpipe"]),
+    # Pipelines on 2-D meshes: each data-parallel rank's rows in micro-batches, ZeRO over dp,
+    # Megatron pairs split over tp within each stage.
+    ("dp=2,pp=2", 0, 4, ["--micro-batches", "4"]),
+    ("dp=2,pp=2", 1, 4, ["--micro-batches", "4"]),
+    ("tp=2,pp=2", 0, 4, ["--micro-batches", "4", "--pipeline-schedule", "gpipe"]),
 ]
 
 

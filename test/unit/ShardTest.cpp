@@ -439,6 +439,7 @@ struct CombinedCase {
   const char *name;
   const char *mesh;
   int zero;
+  const char *model = TCC_SOURCE_DIR "/examples/fashion-mnist/model.onnx";
 };
 
 class PipelineCombinedTest : public ShardTest, public ::testing::WithParamInterface<CombinedCase> {};
@@ -447,19 +448,25 @@ class PipelineCombinedTest : public ShardTest, public ::testing::WithParamInterf
 /// ranks' rows, sharded over dp (and tp, ZeRO), then each rank's program cut into stages. Every
 /// rank's program, run together by the interpreter, gives its block of the whole-batch step's
 /// results (the state a stage does not update comes back unchanged there: skipped), Dropout
-/// masks included. FashionMNIST MLP with dropout and Adam, batch 8, 2 micro-batches.
+/// masks included. FashionMNIST MLP with dropout and Adam, batch 8, 4 micro-batches (of one row
+/// a rank under dp=2).
 TEST_P(PipelineCombinedTest, RanksEqualTheWholeStep) {
   const CombinedCase &c = GetParam();
   ParallelOptions parallel = parseMesh(c.mesh);
   parallel.zero = c.zero;
-  const int64_t batch = 8, microBatches = 2;
-  onnx::ModelProto raw = loadOnnxModel(TCC_SOURCE_DIR "/examples/fashion-mnist/model.onnx");
+  const int64_t batch = 8, microBatches = 4;
+  onnx::ModelProto raw = loadOnnxModel(c.model);
   std::string input = raw.graph().input(0).name();
+  Shape shape;
+  for (const auto &d : raw.graph().input(0).type().tensor_type().shape().dim())
+    shape.push_back(d.has_dim_value() ? d.dim_value() : 1);
   onnx::ModelProto whole = raw, micro = raw;
   PrepareOptions prep;
-  prep.inputShapes[input] = {batch, 1, 28, 28};
+  shape[0] = batch;
+  prep.inputShapes[input] = shape;
   prepareOnnxModel(whole, prep);
-  prep.inputShapes[input] = {batch / microBatches, 1, 28, 28};
+  shape[0] = batch / microBatches;
+  prep.inputShapes[input] = shape;
   prepareOnnxModel(micro, prep);
   TrainingOptions options;
   options.optimizer = OptimizerKind::Adam;

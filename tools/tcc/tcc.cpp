@@ -271,9 +271,9 @@ void addTrainingArgs(CLI::App *cmd, TrainingCli &cli) {
       "--freeze");
   add(cmd->add_option("--mesh", a.mesh,
                       "distributed training: mesh axes dp=N (data parallel: the batch split over "
-                      "N ranks) and tp=M (Megatron tensor parallelism), e.g. dp=2,tp=2, or pp=S "
-                      "alone (pipeline stages); the artifact holds one program per rank and runs "
-                      "under mpirun"),
+                      "N ranks), tp=M (Megatron tensor parallelism) and pp=S (pipeline stages), "
+                      "alone or together, e.g. dp=2,tp=2 or dp=2,pp=2; the artifact holds one "
+                      "program per rank (dp x tp x pp of them) and runs under mpirun"),
       "--mesh");
   add(cmd->add_option("--micro-batches", a.microBatches,
                       "with a pp axis: the batch's micro-batches, pipelined through the stages "
