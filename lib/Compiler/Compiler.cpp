@@ -643,8 +643,29 @@ CompiledModel compileTraining(TrainingSpec &spec, const CompileOptions &options)
                               stats[i].launches, stats[i].arenaBytes, activations[i].first,
                               activations[i].second});
   }
-  for (const StateSpec &st : spec.state)
-    report.stateBytes += numElements(localStateShape(spec, st)) * dtypeSize(st.initial.dtype());
+  // The state each rank holds: what its entries bind (a pipeline stage holds no other stage's
+  // parameters and optimizer state); reported for the rank that holds the most.
+  std::map<int64_t, std::set<int64_t>> heldByRank;
+  for (const EntrySpec &e : spec.entries)
+    for (const auto *bindings : {&e.inputs, &e.outputs})
+      for (const Binding &b : *bindings)
+        if (b.role == BindingRole::State)
+          heldByRank[spec.meshSizes.empty() ? 0 : e.rank].insert(b.state);
+  auto localBytes = [&](const StateSpec &st) -> uint64_t {
+    return numElements(localStateShape(spec, st)) * dtypeSize(st.initial.dtype());
+  };
+  int64_t fullest = -1;
+  uint64_t most = 0;
+  for (const auto &[rank, held] : heldByRank) {
+    uint64_t bytes = 0;
+    for (int64_t s : held)
+      bytes += localBytes(spec.state[s]);
+    if (fullest < 0 || bytes > most) {
+      fullest = rank;
+      most = bytes;
+    }
+  }
+  report.stateBytes = most;
   if (!spec.meshSizes.empty()) {
     CompileReport::Distributed d;
     d.ranks = 1;
@@ -652,9 +673,12 @@ CompiledModel compileTraining(TrainingSpec &spec, const CompileOptions &options)
       d.ranks *= spec.meshSizes[i];
       d.mesh += (i ? "," : "") + spec.meshAxes[i] + "=" + std::to_string(spec.meshSizes[i]);
     }
-    for (const StateSpec &st : spec.state) {
-      uint64_t local = numElements(localStateShape(spec, st)) * dtypeSize(st.initial.dtype());
+    for (size_t s = 0; s < spec.state.size(); ++s) {
+      const StateSpec &st = spec.state[s];
       d.wholeStateBytes += st.initial.byteSize();
+      if (!heldByRank[fullest].count(static_cast<int64_t>(s)))
+        continue;
+      uint64_t local = localBytes(st);
       (st.kind == StateKind::Parameter         ? d.parameterBytes
        : st.kind == StateKind::OptimizerState  ? d.optimizerBytes
        : st.kind == StateKind::GradAccumulator ? d.accumulatorBytes

@@ -75,14 +75,21 @@ Trainer::Trainer(const Program &program, uint64_t seed)
       seed_(seed) {
   const std::vector<StateDesc> &state = training_.state;
   std::vector<bool> written(state.size(), false);
-  for (const EntryDesc &e : training_.entries)
+  held_.assign(state.size(), false);
+  for (const EntryDesc &e : training_.entries) {
     for (const BindingDesc &b : e.outputs)
       if (b.role == BindingRole::State)
-        written[b.state] = true;
+        written[b.state] = held_[b.state] = true;
+    for (const BindingDesc &b : e.inputs)
+      if (b.role == BindingRole::State)
+        held_[b.state] = true;
+  }
   current_.assign(state.size(), nullptr);
   spare_.assign(state.size(), nullptr);
   try {
     for (size_t i = 0; i < state.size(); ++i) {
+      if (!held_[i])
+        continue;
       current_[i] = hostAllocate(state[i].tensor.bytes);
       if (state[i].tensor.bytes)
         std::memcpy(current_[i], state[i].initial, state[i].tensor.bytes);
@@ -199,8 +206,17 @@ const StateDesc &Trainer::state(size_t i, const char *function) const {
   return training_.state[i];
 }
 
+Error Trainer::notHeld(size_t i, const char *function) const {
+  const StateDesc &s = training_.state[i];
+  return Error(std::string(function) + ": state '" + s.tensor.name + "' lives on pipeline stage " +
+               std::to_string(s.pipelineStage) + "; this rank (stage " +
+               std::to_string(training_.pipelineStage) + ") holds none of it");
+}
+
 void Trainer::getState(size_t i, void *out) const {
   const StateDesc &s = state(i, "get_state");
+  if (!held_[i])
+    throw notHeld(i, "get_state");
   if (!out && s.tensor.bytes)
     throw Error("get_state: out is null");
   if (s.tensor.bytes)
@@ -209,6 +225,8 @@ void Trainer::getState(size_t i, void *out) const {
 
 void Trainer::setState(size_t i, const void *data) {
   const StateDesc &s = state(i, "set_state");
+  if (!held_[i])
+    throw notHeld(i, "set_state");
   if (!data && s.tensor.bytes)
     throw Error("set_state: data is null");
   if (s.tensor.bytes)
@@ -278,8 +296,9 @@ void Trainer::save(const std::string &path, const void *userData, size_t userSiz
       const StateDesc &sd = training_.state[i];
       const TensorDesc &t = sd.tensor;
       // A tensor another pipeline stage updates: an empty block (that stage's shard has it).
-      bool notMine = blocks && world > 1 && sd.pipelineStage >= 0 &&
-                     sd.pipelineStage != training_.pipelineStage;
+      bool notMine = blocks && world > 1 &&
+                     (!held_[i] || (sd.pipelineStage >= 0 &&
+                                    sd.pipelineStage != training_.pipelineStage));
       auto name = fbb.CreateString(t.name);
       auto shape = fbb.CreateVector(notMine  ? std::vector<int64_t>(t.shape.size(), 0)
                                     : blocks ? t.shape
@@ -373,11 +392,12 @@ void Trainer::load(const std::string &path) {
   for (size_t i = 0; i < count; ++i) {
     const StateDesc &sd = training_.state[i];
     const TensorDesc &want = sd.tensor;
+    bool held = held_[i];
     std::vector<int64_t> myOffset =
         sd.splits.empty() ? std::vector<int64_t>(sd.globalShape.size(), 0)
                           : blockOffset(sd.globalShape, sd.splits, training_.meshSizes,
                                         training_.rank);
-    blocks[i].resize(want.bytes);
+    blocks[i].resize(held ? want.bytes : 0);
     int64_t elements = 1;
     for (int64_t d : want.shape)
       elements *= d;
@@ -411,18 +431,18 @@ void Trainer::load(const std::string &path) {
       if (got != bytes)
         throw Error(where + " has " + std::to_string(got) + " bytes of data, its block takes " +
                     std::to_string(bytes));
-      if (bytes)
+      if (bytes && held)
         copyOverlap(t->data()->Data(), shape, offset, blocks[i].data(), want.shape, myOffset,
                     dtypeSize(dtype), covered.data());
     }
-    for (int64_t e = 0; e < elements; ++e)
+    for (int64_t e = 0; held && e < elements; ++e)
       if (!covered[e])
         throw Error(what + " does not hold all of state '" + want.name + "' (element " +
                     std::to_string(e) + " of this rank's block is in no shard)");
   }
   // Verified: only now change the trainer.
   for (size_t i = 0; i < count; ++i)
-    if (training_.state[i].tensor.bytes)
+    if (held_[i] && training_.state[i].tensor.bytes)
       std::memcpy(current_[i], blocks[i].data(), training_.state[i].tensor.bytes);
   microSteps_ = c->micro_step();
   steps_ = c->steps();

@@ -62,7 +62,12 @@ private:
   const Program &program_;
   const TrainingDesc &training_;
   std::vector<TensorDesc> evalOutputs_;
-  std::vector<void *> current_, spare_; // per state; spare_ null where no entry writes it
+  /// Per state; spare_ null where no entry writes it, both null where no entry of this rank
+  /// binds it (another pipeline stage's parameters and optimizer state: held_ false).
+  std::vector<void *> current_, spare_;
+  std::vector<bool> held_;
+  /// The error for state `i` that this rank does not hold.
+  Error notHeld(size_t i, const char *function) const;
   uint64_t microSteps_ = 0, steps_ = 0, seed_ = 0;
   std::vector<uint8_t> userData_;
   std::vector<const void *> inputs_; // per run

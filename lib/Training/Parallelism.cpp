@@ -1,11 +1,13 @@
 //===- Parallelism.cpp - Parallel training strategies as sharding annotations ----===//
 #include "tcc/Training/Parallelism.h"
+#include "tcc/IR/CoreBuilder.h"
 #include "tcc/IR/Sharding.h"
 #include "tcc/Passes/Pipeline.h"
 #include "tcc/Passes/Shard.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringExtras.h"
@@ -405,6 +407,41 @@ EntrySpec rankEntry(const EntrySpec &e, func::FuncOp local, MeshAttr mesh, int64
   return copy;
 }
 
+/// Drops from stage `stage`'s program of entry `e` the state tensors another stage updates and
+/// this one never reads (the other stages' parameters and optimizer state, returned unchanged):
+/// the ranks of this stage hold no memory for them.
+void dropForeignState(func::FuncOp local, EntrySpec &e, const TrainingSpec &spec, int64_t stage) {
+  auto foreign = [&](const Binding &b) {
+    int64_t owner = b.role == BindingRole::State ? spec.state[b.state].pipelineStage : -1;
+    return owner >= 0 && owner != stage;
+  };
+  auto ret = cast<func::ReturnOp>(local.getBody().front().getTerminator());
+  llvm::BitVector results(local.getNumResults());
+  for (auto [i, b] : llvm::enumerate(e.outputs)) {
+    auto arg = dyn_cast<BlockArgument>(ret.getOperand(i));
+    if (foreign(b) && arg && e.inputs[arg.getArgNumber()].role == BindingRole::State &&
+        e.inputs[arg.getArgNumber()].state == b.state)
+      results.set(i);
+  }
+  for (int i = (int)results.size() - 1; i >= 0; --i)
+    if (results.test(i)) {
+      ret->eraseOperand(i);
+      e.outputs.erase(e.outputs.begin() + i);
+      e.outputNames.erase(e.outputNames.begin() + i);
+    }
+  (void)local.eraseResults(results);
+  llvm::BitVector args(local.getNumArguments());
+  for (auto [i, b] : llvm::enumerate(e.inputs))
+    if (foreign(b) && local.getArgument(i).use_empty())
+      args.set(i);
+  for (int i = (int)args.size() - 1; i >= 0; --i)
+    if (args.test(i)) {
+      e.inputs.erase(e.inputs.begin() + i);
+      e.inputNames.erase(e.inputNames.begin() + i);
+    }
+  (void)local.eraseArguments(args);
+}
+
 } // namespace
 
 void partitionTraining(TrainingSpec &spec, const ParallelOptions &options,
@@ -533,8 +570,8 @@ PipelineTraffic pipelineTraining(TrainingSpec &spec, const ParallelOptions &opti
         // Gradient buckets form per stage, from the all-reduces each stage runs itself.
         bucketAllReduces(local, options.bucketBytes);
       } else {
-        // The other entries (eval) run whole on every rank, on the parameters as the stage
-        // updating each holds them (the others' copies are as loaded).
+        // The other entries (eval) run whole on every rank, each parameter broadcast from the
+        // stage that updates it (the others hold none of it).
         local = cast<func::FuncOp>(main->clone());
         OpBuilder b = OpBuilder::atBlockBegin(&local.getBody().front());
         for (auto [i, bind] : llvm::enumerate(e.inputs)) {
@@ -542,12 +579,15 @@ PipelineTraffic pipelineTraining(TrainingSpec &spec, const ParallelOptions &opti
           BlockArgument arg = local.getArgument(i);
           if (owner < 0 || arg.use_empty())
             continue;
-          Value current = b.create<BroadcastOp>(arg.getLoc(), arg, owner, b.getStrArrayAttr({"pp"}));
+          Value mine = owner == stage ? Value(arg) : CoreBuilder(b, arg.getLoc()).splatLike(arg, 0);
+          Value current = b.create<BroadcastOp>(arg.getLoc(), mine, owner, b.getStrArrayAttr({"pp"}));
           arg.replaceAllUsesExcept(current, current.getDefiningOp());
         }
       }
       // (Each entry's programs stay in rank order: inner ranks come in order, stages within.)
-      ranked.push_back(rankEntry(e, local, mesh, inner * options.pp + stage));
+      EntrySpec copy = rankEntry(e, local, mesh, inner * options.pp + stage);
+      dropForeignState(local, copy, spec, stage);
+      ranked.push_back(std::move(copy));
     }
   }
   spec.entries = std::move(ranked);

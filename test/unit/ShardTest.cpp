@@ -501,6 +501,13 @@ TEST_P(PipelineCombinedTest, RanksEqualTheWholeStep) {
     argSharding.push_back(shardingOf(main, main.getArgAttrDict(i), main.getArgumentTypes()[i]));
   for (unsigned i = 0; i < main.getNumResults(); ++i)
     resultSharding.push_back(shardingOf(main, main.getResultAttrDict(i), main.getResultTypes()[i]));
+  std::vector<std::string> inputNames = spec.entries[0].inputNames,
+                           outputNames = spec.entries[0].outputNames;
+  auto indexIn = [](const std::vector<std::string> &names, const std::string &name) {
+    auto it = std::find(names.begin(), names.end(), name);
+    EXPECT_NE(it, names.end()) << name;
+    return static_cast<size_t>(it - names.begin());
+  };
   partitionTraining(spec, parallel);
   pipelineTraining(spec, parallel);
   int64_t stages = parallel.pp, ranks = parallel.dp * parallel.tp * stages;
@@ -513,9 +520,21 @@ TEST_P(PipelineCombinedTest, RanksEqualTheWholeStep) {
     ASSERT_EQ(e.rank, r);
     ASSERT_TRUE(mlir::succeeded(mlir::verify(*e.module)));
     programs.push_back(e.module->lookupSymbol<mlir::func::FuncOp>("main"));
+    // Each stage binds only the state it reads or updates: every parameter here lives on one
+    // stage, so a stage holds fewer than all of them.
+    int64_t held = 0;
     args.emplace_back();
-    for (size_t i = 0; i < inputs.size(); ++i)
+    for (size_t k = 0; k < e.inputs.size(); ++k) {
+      size_t i = indexIn(inputNames, e.inputNames[k]);
       args.back().push_back(blockOf(inputs[i], argSharding[i], inner, r / stages));
+      held += e.inputs[k].role == BindingRole::State &&
+              spec.state[e.inputs[k].state].kind == StateKind::Parameter;
+    }
+    int64_t parameters = llvm::count_if(spec.state, [](const StateSpec &s) {
+      return s.kind == StateKind::Parameter;
+    });
+    EXPECT_GT(held, 0);
+    EXPECT_LT(held, parameters) << "rank " << r << " holds every parameter";
   }
   auto out = runSpmd(programs, args);
   std::string kinds;
@@ -527,13 +546,14 @@ TEST_P(PipelineCombinedTest, RanksEqualTheWholeStep) {
     EXPECT_CONTAINS(kinds, c.zero >= 1 ? "reduce_scatter" : "all_reduce");
   EXPECT_CONTAINS(kinds, "send");
   for (int64_t r = 0; r < ranks; ++r)
-    for (size_t i = 0; i < want.size(); ++i) {
-      const Binding &b = spec.entries[r].outputs[i];
+    for (size_t k = 0; k < out[r].size(); ++k) {
+      const Binding &b = spec.entries[r].outputs[k];
       if (b.role == BindingRole::State && spec.state[b.state].pipelineStage >= 0 &&
           spec.state[b.state].pipelineStage != r % stages)
         continue;
-      expectNear(out[r][i], blockOf(want[i], resultSharding[i], inner, r / stages), 2e-5,
-                 "result " + std::to_string(i) + " on rank " + std::to_string(r));
+      size_t i = indexIn(outputNames, spec.entries[r].outputNames[k]);
+      expectNear(out[r][k], blockOf(want[i], resultSharding[i], inner, r / stages), 2e-5,
+                 spec.entries[r].outputNames[k] + " on rank " + std::to_string(r));
     }
 }
 

@@ -62,7 +62,7 @@ struct CompileReport {
   uint64_t arenaBytes = 0;     // temporaries, after memory planning
   uint64_t unplannedBytes = 0; // what the temporaries would take without sharing
   uint64_t constantBytes = 0;
-  uint64_t stateBytes = 0;     // training artifacts: the state one rank holds (all of it in one process)
+  uint64_t stateBytes = 0;     // training artifacts: the most state one rank holds (all of it in one process)
   uint64_t artifactBytes = 0;
   size_t cacheHits = 0;        // kernels whose object came from the disk cache
   /// The layout changes the layout pass left (transposes between channels-first and
@@ -106,7 +106,8 @@ struct CompileReport {
   struct Distributed {
     std::string mesh;        // "dp=2,tp=2"
     int64_t ranks = 0;
-    /// Rank 0's state bytes by kind (ZeRO and tensor parallelism divide them).
+    /// The state bytes by kind of the rank holding the most (ZeRO and tensor parallelism divide
+    /// them, pipeline stages hold their own layers').
     uint64_t parameterBytes = 0, optimizerBytes = 0, accumulatorBytes = 0, bufferBytes = 0;
     /// And what the whole model's state takes in one process, for comparison.
     uint64_t wholeStateBytes = 0;
