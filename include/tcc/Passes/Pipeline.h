@@ -6,10 +6,13 @@
 //   - Stages. The forward of micro-batch 0 is cut into `stages` consecutive pieces of about
 //     equal cost (2*M*N*K per matrix product, 2*output*kernel per convolution, one per output
 //     element for the rest), each cut placed where the fewest bytes cross it within a tenth of
-//     a stage's cost of the balanced point; every micro-batch's forward is cut alike. Every
-//     other op (backward, optimizer) runs on the lowest stage among the ops it reads, so
-//     gradients flow back stage by stage and each parameter is updated where its gradient
-//     arrives; ops that read only arguments and constants run on every stage.
+//     a stage's cost of the balanced point; every micro-batch's forward is cut alike. Autodiff's
+//     ops for a forward op's product run on its stage. Every other op (gradient sums, the
+//     optimizer, collectives the sharding pass inserted) runs on the lowest stage among the
+//     ops it reads, so gradients flow back stage by stage and each parameter is updated where
+//     its gradient arrives, in the forward of the latest micro-batch it reads when it reads
+//     forward values only (a tensor-parallel block's all-reduce), else in that micro-batch's
+//     backward; ops that read only arguments and constants run on every stage.
 //   - Schedules. Each stage runs its ops in groups: the argument-only prologue, then the forward
 //     F(m) and backward B(m) of each micro-batch in GPipe order (all F, then all B) or 1F1B
 //     order (stage s runs min(M, S-1-s) forwards ahead, then alternates B and F, as
