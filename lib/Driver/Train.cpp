@@ -249,10 +249,6 @@ CompiledModel compileTrainingModel(const ModelSource &source, const TrainingArgs
   int64_t stages = mesh.pp;
   if (args.microBatches && stages < 2)
     throw Error("--micro-batches applies to pipeline parallelism: give --mesh pp=N");
-  if (stages > 1 && compile.device != "cpu")
-    throw Error("--mesh pp=" + std::to_string(stages) + ": pipeline stages send and receive "
-                "through the CPU runtime's MPI communicator; CUDA programs have no send/recv yet "
-                "(compile for --device cpu, or use dp/tp meshes on CUDA)");
   options.microBatches = stages > 1 ? (args.microBatches ? args.microBatches : stages) : 1;
   // With data parallelism too, each data-parallel rank's rows are cut into the micro-batches.
   options.microBatchShards = stages > 1 ? mesh.dp : 1;

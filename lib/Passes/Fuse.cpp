@@ -205,6 +205,12 @@ bool mayJoin(Operation *op, Operation *root) {
   });
 }
 
+/// Pipeline stages: whether two groups' roots have the same place in the stage's schedule (a
+/// group merged with another micro-batch's would wait for that one's data from the next stage).
+bool samePlace(Operation *a, Operation *b) {
+  return a->getAttr(TccDialect::kMicroBatchAttrName) == b->getAttr(TccDialect::kMicroBatchAttrName);
+}
+
 struct Group {
   int id = 0;
   bool alive = true;
@@ -769,7 +775,9 @@ void FusionPolicy::fuseEpilogues() {
       if (!c.alive || find(ci) == find(lib.id))
         continue;
       Operation *croot = c.roots.front();
-      std::string why = orCycle(epilogueIllegality(lib, c), lib.id, ci);
+      std::string why = !samePlace(croot, libOp)
+                            ? "a pipeline stage runs it in another micro-batch's place"
+                            : orCycle(epilogueIllegality(lib, c), lib.id, ci);
       if (!why.empty()) {
         remark(croot, "not fused into the epilogue of " + describe(libOp) + ": " + why);
         continue;
@@ -804,7 +812,9 @@ void FusionPolicy::fuseRows() {
           continue;
         Group &c = group(ci);
         Operation *croot = c.roots.front();
-        std::string why = orCycle(rowIllegality(p, c), p.id, ci);
+        std::string why = !samePlace(croot, p.roots.front())
+                              ? "a pipeline stage runs it in another micro-batch's place"
+                              : orCycle(rowIllegality(p, c), p.id, ci);
         if (!why.empty()) {
           remark(reduction, "not fused with its consumer " + describe(croot) + ": " + why);
           continue;
@@ -857,10 +867,7 @@ void FusionPolicy::fuseHorizontal() {
         if (ga.roots.front()->hasAttr(TccDialect::kRecomputedAttrName) !=
             gb.roots.front()->hasAttr(TccDialect::kRecomputedAttrName))
           continue;
-        // Pipeline stages: each micro-batch's work stays in its place in the schedule (merged
-        // with another micro-batch's, it would wait for that one's data from the next stage).
-        if (ga.roots.front()->getAttr(TccDialect::kMicroBatchAttrName) !=
-            gb.roots.front()->getAttr(TccDialect::kMicroBatchAttrName))
+        if (!samePlace(ga.roots.front(), gb.roots.front()))
           continue;
         bool sameShapes = true;
         if (!ga.hasReduction)

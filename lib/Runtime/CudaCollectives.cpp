@@ -210,9 +210,8 @@ DeviceCollectives::DeviceCollectives(CudaDevice &device, const Program &program,
     p->step = *s;
     p->what = "launch " + std::to_string(i) + " (" + program.stepNames_[i] +
               (program.stepNodes_[i].empty() ? "" : ", nodes " + program.stepNodes_[i]) + ")";
-    if (s->kind == CollectiveKind::Send || s->kind == CollectiveKind::Recv)
-      throw Error(p->what + ": pipeline stages' send/recv run in CPU programs only (compile "
-                  "pipeline-parallel training with --device cpu)");
+    bool pointToPoint = s->kind == CollectiveKind::Send || s->kind == CollectiveKind::Recv;
+    hasPointToPoint_ |= pointToPoint;
     p->in = addresses[s->input];
     p->out = addresses[s->output];
     p->elem = dtypeSize(s->dtype);
@@ -266,14 +265,15 @@ DeviceCollectives::DeviceCollectives(CudaDevice &device, const Program &program,
       p->staging = allocate(p->inBytes);
   }
 
-  if (backend_ == CollectiveBackend::HostStaged) {
+  if (backend_ == CollectiveBackend::HostStaged || hasPointToPoint_) {
     staging_ = std::make_unique<PinnedBuffer>(device_);
     size_t most = 0;
     for (auto &p : planned_)
       if (p)
         most = std::max(most, p->inBytes + p->outBytes);
     staging_->reserve(most);
-    return;
+    if (backend_ == CollectiveBackend::HostStaged)
+      return;
   }
 
   // NCCL: one communicator per group, made in step order on every rank.
@@ -288,7 +288,7 @@ DeviceCollectives::DeviceCollectives(CudaDevice &device, const Program &program,
       continue;
     p->ready = std::make_unique<CudaEvent>(device_);
     p->done = std::make_unique<CudaEvent>(device_);
-    if (p->step.groupSize == 1 && !forceNccl)
+    if ((p->step.groupSize == 1 && !forceNccl) || isPointToPoint(p->step))
       continue;
     auto it = byGroup.find(p->group);
     if (it != byGroup.end()) {
@@ -341,6 +341,8 @@ std::string DeviceCollectives::describe() const {
 void DeviceCollectives::launch(size_t index) {
   Planned &p = *planned_.at(index);
   const CudaDriver &d = device_.driver();
+  if (isPointToPoint(p.step))
+    return launchPointToPoint(p);
   if (!p.comm && (p.step.groupSize == 1 || backend_ == CollectiveBackend::None)) {
     // A group of one rank: the output is the input.
     if (p.in != p.out && p.outBytes)
@@ -372,6 +374,37 @@ void DeviceCollectives::launchStaged(Planned &p) {
   if (p.outBytes)
     d.check(d.cuMemcpyHtoDAsync(p.out, out, p.outBytes, s), p.what + ": copying its output back");
   compute_.synchronize(); // the pinned buffer is reused by the next step
+}
+
+void DeviceCollectives::launchPointToPoint(Planned &p) {
+  const CudaDriver &d = device_.driver();
+  Communicator *host = processCommunicator();
+  if (!host)
+    throw Error(p.what + ": a pipeline stage's send/recv needs the other stages' ranks (mpirun)");
+  int peer = (int)p.step.dim, tag = (int)p.step.dim2;
+  CUstream s = compute_.get();
+  lastLaunched_ = p.what;
+  if (p.step.kind == CollectiveKind::Send) {
+    uint8_t *in = staging_->reserve(p.inBytes);
+    if (p.inBytes)
+      d.check(d.cuMemcpyDtoHAsync(in, p.in, p.inBytes, s), p.what + ": copying it to the host");
+    compute_.synchronize();
+    // The communicator copies the bytes: the pinned buffer is free again at once.
+    pendingSends_.push_back(host->startSend(p.group, peer, tag, in, p.inBytes, p.what));
+    return;
+  }
+  uint8_t *out = staging_->reserve(p.outBytes);
+  host->recv(p.group, peer, tag, out, p.outBytes, p.what);
+  if (p.outBytes)
+    d.check(d.cuMemcpyHtoDAsync(p.out, out, p.outBytes, s), p.what + ": copying it to the device");
+  compute_.synchronize(); // the pinned buffer is reused by the next step
+}
+
+void DeviceCollectives::finishSends() {
+  Communicator *host = processCommunicator();
+  for (PendingCollective &p : pendingSends_)
+    host->finish(p);
+  pendingSends_.clear();
 }
 
 void DeviceCollectives::launchNccl(Planned &p) {
@@ -440,6 +473,7 @@ void DeviceCollectives::launchNccl(Planned &p) {
 }
 
 void DeviceCollectives::synchronize() {
+  finishSends();
   if (backend_ != CollectiveBackend::Nccl) {
     compute_.synchronize();
     return;

@@ -16,6 +16,10 @@
 //    collectives (Collectives.h, MPI) and copied back. For ranks that share a GPU (NCCL refuses
 //    two ranks on one device) and for tests on the fake driver. Asynchronous steps run at once.
 //
+// Pipeline stages' send/recv always go through the host's MPI, staged in pinned memory: sends
+// start at once and complete by the end of the run, receives match their sends by tag, so the
+// stages may receive in another order than they send (NCCL's point-to-point has no tags).
+//
 // $TCC_CUDA_COLLECTIVES chooses: "nccl", "host", or unset/"auto": NCCL when it loads and every
 // rank on this machine has a GPU of its own (OMPI_COMM_WORLD_LOCAL_SIZE <= the device count),
 // else host staging. With "nccl", steps over a group of one rank also go through NCCL (a
@@ -30,6 +34,7 @@
 #pragma once
 
 #include "Collectives.h"
+#include "Communicator.h"
 #include "CudaDevice.h"
 
 #include <functional>
@@ -88,6 +93,14 @@ private:
   struct Planned;
   void launchNccl(Planned &p);
   void launchStaged(Planned &p);
+  /// A pipeline stage's send or recv: through the host's MPI (its tags let the stages receive
+  /// in another order than they send), staged through pinned memory, whatever the backend.
+  void launchPointToPoint(Planned &p);
+  /// Waits for this run's sends (each a copy the communicator holds).
+  void finishSends();
+  static bool isPointToPoint(const CollectiveStep &s) {
+    return s.kind == CollectiveKind::Send || s.kind == CollectiveKind::Recv;
+  }
   [[noreturn]] void deadlineMissed(const std::string &what);
 
   CudaDevice &device_;
@@ -98,6 +111,8 @@ private:
   std::vector<void *> comms_;                     // NCCL communicators, one per group
   std::unique_ptr<CudaStream> commStream_;
   std::unique_ptr<PinnedBuffer> staging_;
+  bool hasPointToPoint_ = false;
+  std::vector<PendingCollective> pendingSends_;
   std::vector<uint8_t> hostScratch_;
   CUdeviceptr scratch_ = 0; // packing space of synchronous steps
   std::string lastLaunched_;

@@ -84,6 +84,10 @@ Trainer::Trainer(const Program &program, uint64_t seed)
       if (b.role == BindingRole::State)
         held_[b.state] = true;
   }
+  // Unbound state is held all the same, but for another pipeline stage's.
+  for (size_t i = 0; i < state.size(); ++i)
+    held_[i] = held_[i] || state[i].pipelineStage < 0 ||
+               state[i].pipelineStage == training_.pipelineStage;
   current_.assign(state.size(), nullptr);
   spare_.assign(state.size(), nullptr);
   try {

@@ -62,8 +62,8 @@ private:
   const Program &program_;
   const TrainingDesc &training_;
   std::vector<TensorDesc> evalOutputs_;
-  /// Per state; spare_ null where no entry writes it, both null where no entry of this rank
-  /// binds it (another pipeline stage's parameters and optimizer state: held_ false).
+  /// Per state; spare_ null where no entry writes it, both null where the state is another
+  /// pipeline stage's and no entry of this rank binds it (held_ false).
   std::vector<void *> current_, spare_;
   std::vector<bool> held_;
   /// The error for state `i` that this rank does not hold.

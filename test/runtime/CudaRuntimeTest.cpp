@@ -1115,7 +1115,8 @@ int jobRank() {
 }
 
 /// Every collective kind over a mesh of the job's size (W), along the first dim and along inner
-/// dims (packed blocks), synchronous and asynchronous (all_reduce, reduce_scatter, all_gather):
+/// dims (packed blocks), synchronous and asynchronous (all_reduce, reduce_scatter, all_gather),
+/// and with more than one rank a ring of sends and receives (pipeline stages):
 /// a[3,5] and b[2W,3] f32, c[3,2W] f32,
 /// d[7] f64, e[2,2W,3] f32, g[4] i64.
 ArtifactBuilder collectivesProgram(ArtifactBuilder a, int64_t w) {
@@ -1140,13 +1141,25 @@ ArtifactBuilder collectivesProgram(ArtifactBuilder a, int64_t w) {
   a.collective(K::CollectiveKind_AllGather, c, a.output(fb::DType_F32, {3, 2 * w * w}, "agather1"), {0}, 1,
                0, fb::CollectiveReduction_Sum, /*async=*/true);
   uint32_t innerGatherStep = (uint32_t)a.steps.size() - 1;
-  a.collective(K::CollectiveKind_ReduceScatter, b, a.output(fb::DType_F32, {2, 3}, "scatter0"), {0}, 0);
+  uint32_t scatter0 = a.output(fb::DType_F32, {2, 3}, "scatter0");
+  a.collective(K::CollectiveKind_ReduceScatter, b, scatter0, {0}, 0);
   a.collective(K::CollectiveKind_ReduceScatter, c, a.output(fb::DType_F32, {3, 2}, "scatter1"), {0}, 1,
                0, fb::CollectiveReduction_Sum, /*async=*/true);
   uint32_t scatterStep = (uint32_t)a.steps.size() - 1;
-  a.collective(K::CollectiveKind_AllToAll, e, a.output(fb::DType_F32, {2 * w, 2, 3}, "alltoall"), {0},
-               1, 0);
+  uint32_t alltoall = a.output(fb::DType_F32, {2 * w, 2, 3}, "alltoall");
+  a.collective(K::CollectiveKind_AllToAll, e, alltoall, {0}, 1, 0);
   a.collective(K::CollectiveKind_Broadcast, x, a.output(fb::DType_F32, {3, 5}, "bcast"), {0}, 0, w - 1);
+  if (w > 1) {
+    // Pipeline stages: two sends of this rank's own values to the next rank, which receives
+    // them in the other order (the tags pair them), from the previous one.
+    int64_t next = (jobRank() + 1) % w, previous = (jobRank() + w - 1) % w;
+    a.collective(K::CollectiveKind_Send, scatter0, scatter0, {0}, next, 5);
+    a.collective(K::CollectiveKind_Send, alltoall, alltoall, {0}, next, 6);
+    uint32_t from6 = a.output(fb::DType_F32, {2 * w, 2, 3}, "recv6"),
+             from5 = a.output(fb::DType_F32, {2, 3}, "recv5");
+    a.collective(K::CollectiveKind_Recv, from6, from6, {0}, previous, 6);
+    a.collective(K::CollectiveKind_Recv, from5, from5, {0}, previous, 5);
+  }
   a.wait(avgStep);
   a.wait(scatterStep);
   a.wait(innerGatherStep);
