@@ -37,17 +37,22 @@ def main():
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--link-bandwidth", default="5")
     p.add_argument("--link-latency", default="2")
-    p.add_argument("--strategies", default=",dp=2,tp=2,dp=2:3")
+    p.add_argument("--strategies", default=";dp=2;tp=2;dp=2:3;pp=2;dp=2,pp=2",
+                   help="MESH[:ZERO] separated by ';' ('' is one rank); pp meshes run "
+                        "--micro-batches of --micro-batches")
+    p.add_argument("--micro-batches", default="4")
     p.add_argument("--out")
     a = p.parse_args()
     rows = []
     work = tempfile.mkdtemp(prefix="tcc-plan-check-")
-    for spec in a.strategies.split(","):
+    for spec in a.strategies.split(";"):
         mesh, _, zero = spec.partition(":")
         ranks = 1
         for part in filter(None, mesh.split(",")):
             ranks *= int(part.split("=")[1])
         extra = (["--mesh", mesh] if mesh else []) + (["--zero", zero] if zero else [])
+        if "pp=" in mesh:
+            extra += ["--micro-batches", a.micro_batches]
         plan = json.loads(subprocess.run(
             [a.tcc, "plan", a.model, "--batch-size", str(a.batch), "--link-bandwidth",
              a.link_bandwidth, "--link-latency", a.link_latency, "--json", *extra],

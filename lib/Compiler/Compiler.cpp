@@ -129,7 +129,11 @@ std::string CompileReport::toJson() const {
        << ", \"state_bytes_per_rank\": {\"parameters\": " << d.parameterBytes
        << ", \"optimizer\": " << d.optimizerBytes << ", \"grad_accumulators\": "
        << d.accumulatorBytes << ", \"buffers\": " << d.bufferBytes
-       << "}, \"whole_state_bytes\": " << d.wholeStateBytes << ", \"collectives_per_step\": [";
+       << "}, \"whole_state_bytes\": " << d.wholeStateBytes;
+    if (d.stages > 1)
+      os << ", \"pipeline\": {\"stages\": " << d.stages << ", \"micro_batches\": " << d.microBatches
+         << ", \"largest_stage_share\": " << d.largestStageShare << "}";
+    os << ", \"collectives_per_step\": [";
     for (size_t i = 0; i < d.collectives.size(); ++i) {
       const auto &c = d.collectives[i];
       os << (i ? ",\n    " : "\n    ") << "{\"entry\": \"" << c.entry << "\", \"kind\": \""

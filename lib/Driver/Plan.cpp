@@ -4,8 +4,12 @@
 // collectives per step with their bytes, each rank's state and temporaries), one rank's
 // compute is measured by running the single-process step at the rank's share of the batch
 // (divided by tp for tensor parallelism; or --compute-ms, measured elsewhere), and the
-// collectives are priced with the alpha-beta model of tcc/Training/CostModel.h. --scale-to
-// predicts weak scaling past the ranks at hand from the same collective records.
+// collectives are priced with the alpha-beta model of tcc/Training/CostModel.h. Pipeline
+// stages (pp = S, M micro-batches) run at the pace of the costliest stage (its share of the
+// forward's arithmetic, from the stage cuts), divide the dp/tp collectives and the stages'
+// sends (each a message of the alpha-beta model) evenly over the stages, and the pipeline's
+// fill and drain stretch a step by (M + S - 1) / M (GPipe and 1F1B alike). --scale-to predicts
+// weak scaling past the ranks at hand from the same collective records.
 //
 //===----------------------------------------------------------------------===//
 #include "tcc/Driver/Train.h"
@@ -43,14 +47,18 @@ struct CollectiveCost {
 struct Candidate {
   std::string mesh;  // "" for one rank
   int zero = 0;
-  int64_t dp = 1, tp = 1;
+  int64_t dp = 1, tp = 1, pp = 1, microBatches = 1;
+  double largestStageShare = 1; // pipelines: the costliest stage's share of the compute
   std::vector<CollectiveCost> costs;
+  /// The pipeline's stretch of a stage's work: S stages fill and drain around M micro-batches.
+  double bubble() const { return double(microBatches + pp - 1) / double(microBatches); }
   // Results.
   bool ok = false;
   std::string error;
   uint64_t stateBytes = 0, arenaBytes = 0, memoryBytes = 0;
   int64_t collectives = 0, wireBytes = 0;
   double computeSeconds = 0, commSeconds = 0;
+  double sendSeconds = 0; // pipeline stages' sends (in commSeconds), whatever the dp axis
   double stepSeconds() const { return computeSeconds + commSeconds; }
   std::string label() const {
     std::string s = mesh.empty() ? "1 rank" : mesh;
@@ -122,11 +130,10 @@ int runPlan(const PlanArgs &plan, const TrainingArgs &trainingIn, const CompileO
     Candidate c{trainingIn.mesh, trainingIn.zero};
     if (!c.mesh.empty()) {
       ParallelOptions p = parseMesh(c.mesh);
-      if (p.pp > 1)
-        throw Error("tcc plan prices dp and tp meshes; pipeline stages (pp) are not in its cost "
-                    "model yet (their bubble and send/recv): measure them with tcc train --nproc");
       c.dp = p.dp;
       c.tp = p.tp;
+      c.pp = p.pp;
+      c.microBatches = p.pp > 1 ? (trainingIn.microBatches ? trainingIn.microBatches : p.pp) : 1;
     }
     candidates.push_back(c);
   }
@@ -148,10 +155,19 @@ int runPlan(const PlanArgs &plan, const TrainingArgs &trainingIn, const CompileO
       c.stateBytes = compiled.report.stateBytes;
       if (compiled.report.distributed) {
         const auto &d = *compiled.report.distributed;
+        c.largestStageShare = d.largestStageShare;
         ParallelOptions mesh = parseMesh(c.mesh);
         for (const auto &col : d.collectives) {
           if (col.entry != "train_step")
             continue;
+          if (col.kind == "send") { // pipeline stages: every crossing value one message
+            c.collectives += col.count;
+            c.wireBytes += col.wireBytes;
+            c.sendSeconds += (col.count * plan.link.latencySeconds +
+                              col.bytes / plan.link.bytesPerSecond) / c.pp * c.bubble();
+            c.commSeconds += c.sendSeconds;
+            continue;
+          }
           CollectiveCost cost{col.kind, col.count, col.bytes};
           if (col.axes.find("dp") != std::string::npos)
             cost.dpRanks = mesh.dp;
@@ -159,7 +175,7 @@ int runPlan(const PlanArgs &plan, const TrainingArgs &trainingIn, const CompileO
             cost.tpRanks = mesh.tp;
           c.collectives += col.count;
           c.wireBytes += col.wireBytes;
-          c.commSeconds += cost.secondsAt(c.dp, c.dp, plan.link);
+          c.commSeconds += cost.secondsAt(c.dp, c.dp, plan.link) / c.pp;
           c.costs.push_back(cost);
         }
       }
@@ -173,11 +189,14 @@ int runPlan(const PlanArgs &plan, const TrainingArgs &trainingIn, const CompileO
         single.mesh.clear();
         single.zero = 0;
         single.shardingFile.clear();
+        single.microBatches = 0;
         single.batchSize = local;
         CompiledModel one = compileTrainingModel(plan.model, single, compile);
         computeByLocalBatch[local] = measureStep(one.artifact, plan.threads, plan.steps);
       }
-      c.computeSeconds = computeByLocalBatch[local] / c.tp;
+      // A pipeline runs at its costliest stage's pace (the micro-batches' smaller products and
+      // extra launches are not priced).
+      c.computeSeconds = computeByLocalBatch[local] / c.tp * c.largestStageShare * c.bubble();
       c.ok = true;
     } catch (const std::exception &e) {
       c.error = e.what();
@@ -200,21 +219,23 @@ int runPlan(const PlanArgs &plan, const TrainingArgs &trainingIn, const CompileO
   std::vector<Scaled> scaled;
   for (const Candidate &c : candidates)
     for (int64_t n : plan.scaleTo)
-      if (c.ok && c.dp > 1 && n % c.tp == 0) {
-        Scaled s{&c, n, n / c.tp, 0};
+      if (c.ok && c.dp > 1 && n % (c.tp * c.pp) == 0) {
+        Scaled s{&c, n, n / (c.tp * c.pp), c.sendSeconds};
         for (const CollectiveCost &cost : c.costs)
-          s.commSeconds += cost.secondsAt(c.dp, s.dp, plan.link);
+          s.commSeconds += cost.secondsAt(c.dp, s.dp, plan.link) / c.pp;
         scaled.push_back(s);
       }
   if (!plan.scaleTo.empty() && scaled.empty())
     throw Error("--scale-to grows a compiled data-parallel axis: give --mesh dp=N (N > 1) or "
-                "--search, and rank counts that tp divides");
+                "--search, and rank counts that tp x pp divides");
   int64_t localBatch = trainingIn.batchSize;
 
   if (plan.json) {
     llvm::json::Array rows;
     for (const Candidate &c : candidates) {
-      llvm::json::Object o{{"mesh", c.mesh}, {"zero", c.zero}, {"ranks", c.dp * c.tp}};
+      llvm::json::Object o{{"mesh", c.mesh}, {"zero", c.zero}, {"ranks", c.dp * c.tp * c.pp}};
+      if (c.pp > 1)
+        o["micro_batches"] = c.microBatches;
       if (!c.ok) {
         o["error"] = c.error;
       } else {
@@ -251,11 +272,12 @@ int runPlan(const PlanArgs &plan, const TrainingArgs &trainingIn, const CompileO
          "step", "");
   for (const Candidate &c : candidates) {
     if (!c.ok) {
-      printf("%-22s %5lld  error: %s\n", c.label().c_str(), (long long)(c.dp * c.tp), c.error.c_str());
+      printf("%-22s %5lld  error: %s\n", c.label().c_str(), (long long)(c.dp * c.tp * c.pp),
+             c.error.c_str());
       continue;
     }
     printf("%-22s %5lld %12s %12s %12s %6lld %12s %8.3f ms %8.3f ms %8.3f ms %s%s\n",
-           c.label().c_str(), (long long)(c.dp * c.tp), mib(c.stateBytes).c_str(),
+           c.label().c_str(), (long long)(c.dp * c.tp * c.pp), mib(c.stateBytes).c_str(),
            mib(c.arenaBytes).c_str(), mib(c.memoryBytes).c_str(), (long long)c.collectives,
            mib(c.wireBytes).c_str(), c.computeSeconds * 1e3, c.commSeconds * 1e3,
            c.stepSeconds() * 1e3, fits(c) ? "" : "does not fit", &c == best && plan.search ? "  <- best" : "");

@@ -137,7 +137,8 @@ namespace {
 /// --mesh/--zero: the strategy's shardings, then one program per rank; --explain-sharding
 /// prints the decisions and the collectives of rank 0 with their bytes per step.
 void shardTraining(TrainingSpec &spec, const TrainingArgs &args,
-                   std::vector<CompileReport::Distributed::Collectives> &collectives) {
+                   std::vector<CompileReport::Distributed::Collectives> &collectives,
+                   PipelineTraffic &pipeline) {
   ParallelOptions parallel = parseMesh(args.mesh);
   parallel.zero = args.zero;
   parallel.schedule = args.pipelineSchedule;
@@ -159,7 +160,7 @@ void shardTraining(TrainingSpec &spec, const TrainingArgs &args,
   }
   if (parallel.pp > 1) {
     std::vector<std::string> stageNotes;
-    PipelineTraffic traffic = pipelineTraining(spec, parallel, &stageNotes);
+    PipelineTraffic traffic = pipeline = pipelineTraining(spec, parallel, &stageNotes);
     CompileReport::Distributed::Collectives sends;
     sends.entry = "train_step";
     sends.kind = "send";
@@ -272,14 +273,19 @@ CompiledModel compileTrainingModel(const ModelSource &source, const TrainingArgs
   if (args.mesh.empty() && (!args.shardingFile.empty() || args.zero))
     throw Error(std::string(args.zero ? "--zero" : "--sharding-file") +
                 " applies to distributed training: give --mesh");
+  PipelineTraffic pipeline;
   if (!args.mesh.empty())
-    shardTraining(spec, args, collectives);
+    shardTraining(spec, args, collectives, pipeline);
   CompileOptions checkpointed = compile;
   checkpointed.remat = args.remat == "auto" || args.memoryBudget >= 0;
   checkpointed.memoryBudget = args.memoryBudget;
   CompiledModel compiled = compileTraining(spec, checkpointed);
-  if (compiled.report.distributed)
+  if (compiled.report.distributed) {
     compiled.report.distributed->collectives = collectives;
+    compiled.report.distributed->stages = mesh.pp;
+    compiled.report.distributed->microBatches = options.microBatches;
+    compiled.report.distributed->largestStageShare = pipeline.largestStageShare;
+  }
   return compiled;
 }
 

@@ -194,6 +194,7 @@ FailureOr<PipelinePlan> PipelinePlan::build(func::FuncOp step, int64_t stages, i
   for (int64_t k = 0; k < stages; ++k) {
     int64_t from = k == 0 ? 0 : cuts[k - 1], to = k + 1 == stages ? n : cuts[k];
     double c = before[to] - before[from];
+    p.stageShares_.push_back(total > 0 ? c / total : 1.0 / stages);
     p.decisions_.push_back("stage " + std::to_string(k) + ": forward ops " + std::to_string(from) +
                            ".." + std::to_string(to - 1) + " of " + std::to_string(n) + " (" +
                            std::to_string(static_cast<int>(100 * c / std::max(total, 1.0) + 0.5)) +

@@ -543,7 +543,8 @@ PipelineTraffic pipelineTraining(TrainingSpec &spec, const ParallelOptions &opti
         throw Error("pipelining the train step: " + diagnostics);
       plan = std::move(*built);
       if (inner == 0) {
-        traffic = {plan->crossingValues(), plan->crossingBytes()};
+        traffic = {plan->crossingValues(), plan->crossingBytes(),
+                   *std::max_element(plan->stageShares().begin(), plan->stageShares().end())};
         if (notes)
           notes->insert(notes->end(), plan->decisions().begin(), plan->decisions().end());
       }

@@ -826,7 +826,7 @@ int main(int argc, char **argv) {
   double planBandwidth = 10, planLatency = 5;
   auto *planCmd = app.add_subcommand(
       "plan", "Predict per-rank memory, communication and step time of distributed training "
-              "(--mesh, --zero) from the sharded program and one rank's measured compute; with "
+              "(--mesh dp/tp/pp, --zero) from the sharded program and one rank's measured compute; with "
               "--search --devices N, the fastest mesh and strategy that fits the memory");
   planCmd->add_option("MODEL", plan.model, "ONNX model (.onnx)")->required();
   planCmd->add_option("--link-bandwidth", planBandwidth,

@@ -111,6 +111,10 @@ struct CompileReport {
     uint64_t parameterBytes = 0, optimizerBytes = 0, accumulatorBytes = 0, bufferBytes = 0;
     /// And what the whole model's state takes in one process, for comparison.
     uint64_t wholeStateBytes = 0;
+    /// Pipeline stages: their count, the micro-batches and the costliest stage's share of the
+    /// forward's arithmetic (tcc/Passes/Pipeline.h).
+    int64_t stages = 1, microBatches = 1;
+    double largestStageShare = 1;
     struct Collectives {
       std::string entry, kind, axes; // "train_step", "all_reduce", "dp"
       int64_t count = 0, bytes = 0;  // per step, one rank's operands

@@ -63,6 +63,8 @@ public:
   /// Per step: the values that cross stages (each sent once per stage that reads it) and
   /// their bytes.
   int64_t crossingValues() const { return static_cast<int64_t>(tag_.size()); }
+  /// Each stage's share of the forward's arithmetic (the cost model above), summing to 1.
+  const std::vector<double> &stageShares() const { return stageShares_; }
   int64_t crossingBytes() const { return crossingBytes_; }
 
 private:
@@ -75,6 +77,7 @@ private:
   llvm::DenseMap<mlir::Value, int64_t> tag_; // values that cross stages
   llvm::DenseMap<mlir::Operation *, uint64_t> needed_; // every-stage ops: stages that use them
   std::vector<int64_t> resultStage_;
+  std::vector<double> stageShares_;
   int64_t crossingBytes_ = 0;
   std::vector<std::string> decisions_;
 

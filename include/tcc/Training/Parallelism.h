@@ -61,6 +61,7 @@ void annotateParallelism(TrainingSpec &spec, const ParallelOptions &options,
 /// the plan's decisions. Throws tcc::Error.
 struct PipelineTraffic {
   int64_t values = 0, bytes = 0; // per step, crossing stages (sent once per stage reading them)
+  double largestStageShare = 1;  // the costliest stage's share of the forward's arithmetic
 };
 PipelineTraffic pipelineTraining(TrainingSpec &spec, const ParallelOptions &options,
                                  std::vector<std::string> *notes = nullptr);
