@@ -15,7 +15,7 @@ pipeline = load("report.json")["distributed"]["pipeline"]
 share = pipeline["largest_stage_share"]
 expected = 10 * share * (row["micro_batches"] + 2 - 1) / row["micro_batches"]
 print(f"{row['mesh']}: ranks {row['ranks']}, micro-batches {row['micro_batches']}, compute = 10 ms "
-      f"x largest stage share x 1.25: {'yes' if abs(row["compute_ms"] - expected) < 1e-4 * expected else 'no'}"
+      f"x largest stage share x 1.25: {'yes' if abs(row['compute_ms'] - expected) < 1e-4 * expected else 'no'}"
       f", communication {row['communication_ms']:.3f} ms")
 print(f"report: {pipeline['stages']} stages, {pipeline['micro_batches']} micro-batches, largest "
       f"stage share in (0.5, 1]: {'yes' if 0.5 < share <= 1 else 'no'}")
