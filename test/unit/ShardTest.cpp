@@ -90,6 +90,25 @@ protected:
     return kernels::cast(Tensor::fromVector<double>(shape, v), dtype);
   }
 
+  /// A train step's inputs, typed as `f`'s arguments: the initial state, learning rate 1e-3, a
+  /// fixed rng key and a random batch.
+  std::vector<Tensor> trainStepInputs(const TrainingSpec &spec, const EntrySpec &e,
+                                      mlir::func::FuncOp f) {
+    std::vector<Tensor> inputs;
+    for (auto [i, b] : llvm::enumerate(e.inputs)) {
+      auto r = mlir::cast<mlir::RankedTensorType>(f.getArgumentTypes()[i]);
+      if (b.role == BindingRole::State)
+        inputs.push_back(spec.state[b.state].initial);
+      else if (b.role == BindingRole::LearningRate)
+        inputs.push_back(kernels::cast(Tensor::scalar<double>(1e-3), dtypeFromType(r.getElementType())));
+      else if (b.role == BindingRole::RngKey)
+        inputs.push_back(Tensor::scalar<uint64_t>(12345));
+      else
+        inputs.push_back(random(shapeOfType(r), dtypeFromType(r.getElementType())));
+    }
+    return inputs;
+  }
+
   /// Runs `func` whole and partitioned over its module's mesh on the same inputs; each rank's
   /// results must be its blocks of the whole results. Returns the collectives of rank 0.
   std::vector<CollectiveRecord> expectShardedEqualsWhole(mlir::func::FuncOp func,
@@ -318,19 +337,7 @@ TEST_P(ShardTrainingTest, TrainStepEqualsTheSingleRankStep) {
   auto main = train.module->lookupSymbol<mlir::func::FuncOp>("main");
   ASSERT_TRUE(mlir::succeeded(mlir::verify(*train.module)));
   // Inputs: the initial state, a random batch, the learning rate and the rng key.
-  std::vector<Tensor> inputs;
-  for (auto [i, b] : llvm::enumerate(train.inputs)) {
-    mlir::Type t = main.getArgumentTypes()[i];
-    auto r = mlir::cast<mlir::RankedTensorType>(t);
-    if (b.role == BindingRole::State)
-      inputs.push_back(spec.state[b.state].initial);
-    else if (b.role == BindingRole::LearningRate)
-      inputs.push_back(kernels::cast(Tensor::scalar<double>(1e-3), dtypeFromType(r.getElementType())));
-    else if (b.role == BindingRole::RngKey)
-      inputs.push_back(Tensor::scalar<uint64_t>(12345));
-    else
-      inputs.push_back(random(shapeOfType(t), dtypeFromType(r.getElementType())));
-  }
+  std::vector<Tensor> inputs = trainStepInputs(spec, train, main);
   auto collectives = expectShardedEqualsWhole(main, inputs, 2e-5);
   std::string got = kinds(collectives);
   if (parallel.dp > 1)
@@ -386,18 +393,7 @@ TEST_P(PipelineTrainingTest, StagesEqualTheWholeStep) {
   EntrySpec &train = spec.entries[0];
   auto main = train.module->lookupSymbol<mlir::func::FuncOp>("main");
   auto wholeMain = reference.entries[0].module->lookupSymbol<mlir::func::FuncOp>("main");
-  std::vector<Tensor> inputs;
-  for (auto [i, b] : llvm::enumerate(train.inputs)) {
-    auto r = mlir::cast<mlir::RankedTensorType>(main.getArgumentTypes()[i]);
-    if (b.role == BindingRole::State)
-      inputs.push_back(spec.state[b.state].initial);
-    else if (b.role == BindingRole::LearningRate)
-      inputs.push_back(Tensor::scalar<float>(1e-3f));
-    else if (b.role == BindingRole::RngKey)
-      inputs.push_back(Tensor::scalar<uint64_t>(12345));
-    else
-      inputs.push_back(random(shapeOfType(r), dtypeFromType(r.getElementType())));
-  }
+  std::vector<Tensor> inputs = trainStepInputs(spec, train, main);
   // Micro-batches change nothing but the order of sums (Dropout included).
   std::vector<Tensor> want = runFunction(wholeMain, inputs), stepped = runFunction(main, inputs);
   ASSERT_EQ(want.size(), stepped.size());
@@ -479,18 +475,7 @@ TEST_P(PipelineCombinedTest, RanksEqualTheWholeStep) {
   options.microBatchShards = parallel.dp;
   TrainingSpec spec = buildTraining(ctx, whole, options, {}, &micro);
   auto wholeMain = reference.entries[0].module->lookupSymbol<mlir::func::FuncOp>("main");
-  std::vector<Tensor> inputs;
-  for (auto [i, b] : llvm::enumerate(spec.entries[0].inputs)) {
-    auto r = mlir::cast<mlir::RankedTensorType>(wholeMain.getArgumentTypes()[i]);
-    if (b.role == BindingRole::State)
-      inputs.push_back(spec.state[b.state].initial);
-    else if (b.role == BindingRole::LearningRate)
-      inputs.push_back(Tensor::scalar<float>(1e-3f));
-    else if (b.role == BindingRole::RngKey)
-      inputs.push_back(Tensor::scalar<uint64_t>(12345));
-    else
-      inputs.push_back(random(shapeOfType(r), dtypeFromType(r.getElementType())));
-  }
+  std::vector<Tensor> inputs = trainStepInputs(spec, spec.entries[0], wholeMain);
   std::vector<Tensor> want = runFunction(wholeMain, inputs);
 
   annotateParallelism(spec, parallel);
