@@ -163,9 +163,10 @@ int runPlan(const PlanArgs &plan, const TrainingArgs &trainingIn, const CompileO
           if (col.kind == "send") { // pipeline stages: every crossing value one message
             c.collectives += col.count;
             c.wireBytes += col.wireBytes;
-            c.sendSeconds += (col.count * plan.link.latencySeconds +
+            double seconds = (col.count * plan.link.latencySeconds +
                               col.bytes / plan.link.bytesPerSecond) / c.pp * c.bubble();
-            c.commSeconds += c.sendSeconds;
+            c.sendSeconds += seconds;
+            c.commSeconds += seconds;
             continue;
           }
           CollectiveCost cost{col.kind, col.count, col.bytes};

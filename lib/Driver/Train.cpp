@@ -160,13 +160,13 @@ void shardTraining(TrainingSpec &spec, const TrainingArgs &args,
   }
   if (parallel.pp > 1) {
     std::vector<std::string> stageNotes;
-    PipelineTraffic traffic = pipeline = pipelineTraining(spec, parallel, &stageNotes);
+    pipeline = pipelineTraining(spec, parallel, &stageNotes);
     CompileReport::Distributed::Collectives sends;
     sends.entry = "train_step";
     sends.kind = "send";
     sends.axes = "pp";
-    sends.count = traffic.values;
-    sends.bytes = sends.wireBytes = traffic.bytes;
+    sends.count = pipeline.values;
+    sends.bytes = sends.wireBytes = pipeline.bytes;
     collectives.push_back(sends);
     if (args.explainSharding) {
       os << "pipeline: " << parallel.str() << "\n";

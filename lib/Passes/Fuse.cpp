@@ -190,25 +190,26 @@ enum class Status { Dead, Constant, Inline, Absorbed, View, Root, LibraryEpilogu
 /// in the root matmul's epilogue.
 bool computedByGroup(Status s) { return s == Status::Root || s == Status::LibraryEpilogue; }
 
+/// Pipeline stages: whether two ops (groups' roots) have the same place in the stage's
+/// schedule (a group merged with another micro-batch's would wait for that one's data from the
+/// next stage).
+bool samePlace(Operation *a, Operation *b) {
+  return a->getAttr(TccDialect::kMicroBatchAttrName) == b->getAttr(TccDialect::kMicroBatchAttrName);
+}
+
 /// Pipeline stages: whether `op` may be computed in a kernel of `root`'s. Each micro-batch's work
 /// keeps its place in the stage's schedule: an op of one micro-batch (or one reading several,
 /// such as a sum of their gradients) joins no kernel of another, where it would hold that
 /// kernel back until its own inputs arrive from the next stage. Unmarked ops of unmarked inputs
 /// (the step's scalar prologue) join anything. Without micro-batches nothing is marked.
 bool mayJoin(Operation *op, Operation *root) {
-  Attribute mine = op->getAttr(TccDialect::kMicroBatchAttrName);
-  if (mine == root->getAttr(TccDialect::kMicroBatchAttrName))
+  if (samePlace(op, root))
     return true;
-  return !mine && llvm::none_of(op->getOperands(), [](Value v) {
-    Operation *d = v.getDefiningOp();
-    return d && d->hasAttr(TccDialect::kMicroBatchAttrName);
-  });
-}
-
-/// Pipeline stages: whether two groups' roots have the same place in the stage's schedule (a
-/// group merged with another micro-batch's would wait for that one's data from the next stage).
-bool samePlace(Operation *a, Operation *b) {
-  return a->getAttr(TccDialect::kMicroBatchAttrName) == b->getAttr(TccDialect::kMicroBatchAttrName);
+  return !op->hasAttr(TccDialect::kMicroBatchAttrName) &&
+         llvm::none_of(op->getOperands(), [](Value v) {
+           Operation *d = v.getDefiningOp();
+           return d && d->hasAttr(TccDialect::kMicroBatchAttrName);
+         });
 }
 
 struct Group {

@@ -210,8 +210,7 @@ DeviceCollectives::DeviceCollectives(CudaDevice &device, const Program &program,
     p->step = *s;
     p->what = "launch " + std::to_string(i) + " (" + program.stepNames_[i] +
               (program.stepNodes_[i].empty() ? "" : ", nodes " + program.stepNodes_[i]) + ")";
-    bool pointToPoint = s->kind == CollectiveKind::Send || s->kind == CollectiveKind::Recv;
-    hasPointToPoint_ |= pointToPoint;
+    hasPointToPoint_ |= isPointToPoint(*s);
     p->in = addresses[s->input];
     p->out = addresses[s->output];
     p->elem = dtypeSize(s->dtype);

@@ -1069,7 +1069,8 @@ Value dropoutKeepMask(NodeContext &n, Value x, double ratio) {
     elements *= d;
   Value counter = u64(1 + static_cast<uint64_t>(n.microBatch() * elements));
   int64_t shards = n.microBatchShards();
-  if (shards > 1 && !shape.empty() && shape[0] % shards == 0) {
+  bool rowsOfShards = shards > 1 && !shape.empty() && shape[0] % shards == 0;
+  if (rowsOfShards) {
     // Row q of this micro-batch is row (q / b) * M * b + m * b + q % b of the whole batch (b
     // rows a block, M micro-batches): i = that row's first element + the rest's offset.
     int64_t rows = shape[0] / shards, perRow = elements / shape[0];
@@ -1085,7 +1086,7 @@ Value dropoutKeepMask(NodeContext &n, Value x, double ratio) {
   }
   int64_t stride = 1;
   for (int64_t d = (int64_t)shape.size() - 1; d >= 0; --d) {
-    if (shards > 1 && d == 0 && shape[0] % shards == 0)
+    if (rowsOfShards && d == 0)
       break; // counted above
     if (shape[d] != 1) {
       SmallVector<int64_t> alongD(shape.size(), 1);
