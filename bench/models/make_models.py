@@ -33,6 +33,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 HERE = Path(__file__).resolve().parent
 GENERATED = HERE / "generated"
+# Real architectures exported from PyTorch by export_torch.py (which needs torch): their names, docs
+# and FLOPs, so that the benches find them by name like the generated ones.
+TORCH_MANIFEST = "torch_models.json"
 DEBIAN_DATA = Path("/usr/share/libonnx-testdata/data")
 OPSET = 17
 
@@ -417,7 +420,7 @@ def make_minilm():
 class Model:
     name: str
     dir: Path
-    kind: str  # "generated" or "debian"
+    kind: str  # "generated", "torch" (export_torch.py) or "debian"
     doc: str = ""
     build: object = None
     flops: int | None = None  # per inference, multiply-add = 2
@@ -464,6 +467,9 @@ def all_models() -> dict[str, Model]:
     out = {}
     for name, fn in GENERATED_MODELS.items():
         out[name] = Model(name, GENERATED / name, "generated", (fn.__doc__ or ""), fn, flops.get(name))
+    manifest = GENERATED / TORCH_MANIFEST
+    for name, entry in (json.loads(manifest.read_text()) if manifest.exists() else {}).items():
+        out[name] = Model(name, GENERATED / name, "torch", entry["doc"], None, entry["flops"], ["real"])
     for name, (rel, doc) in DEBIAN_MODELS.items():
         out[name] = Model(name, DEBIAN_DATA / rel, "debian", doc, None, flops.get(name), ["micro"])
     return out

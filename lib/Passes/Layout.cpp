@@ -177,11 +177,24 @@ private:
     return t;
   }
 
-  /// to_last(v): cancels against a marked to_first.
+  /// A layout copy `perm` of v made already, before b's insertion point (a block's input read
+  /// by two channels-last convolutions, or by one and the block's residual add); null if none.
+  static Value existingCopy(OpBuilder &b, Value v, ArrayRef<int64_t> perm) {
+    Operation *at = b.getInsertionBlock()->empty() ? nullptr : &*b.getInsertionPoint();
+    for (Operation *u : v.getUsers())
+      if (isLayoutTranspose(u, perm) && at && u->getBlock() == at->getBlock() &&
+          u->isBeforeInBlock(at))
+        return u->getResult(0);
+    return {};
+  }
+
+  /// to_last(v): cancels against a marked to_first, or reuses an earlier to_last of v.
   Value toLast(OpBuilder &b, Location loc, Value v) {
     int64_t rank = typeOf(v).getRank();
     if (isLayoutTranspose(v.getDefiningOp(), toFirstPerm(rank)))
       return v.getDefiningOp()->getOperand(0);
+    if (Value copy = existingCopy(b, v, toLastPerm(rank)))
+      return copy;
     return mark(b, loc, v, toLastPerm(rank));
   }
 
@@ -210,13 +223,8 @@ private:
     SmallVector<int64_t> toLast(toFirst.size());
     for (size_t i = 0; i < toFirst.size(); ++i)
       toLast[toFirst[i]] = i;
-    // A channels-last copy of v made for another user already (a block's input read by a
-    // channels-last convolution and by the block's residual add): no second copy.
-    Operation *at = b.getInsertionBlock()->empty() ? nullptr : &*b.getInsertionPoint();
-    for (Operation *u : v.getUsers())
-      if (isLayoutTranspose(u, toLast) && at && u->getBlock() == at->getBlock() &&
-          u->isBeforeInBlock(at))
-        return u->getResult(0);
+    if (Value copy = existingCopy(b, v, toLast)) // made for another user already
+      return copy;
     if (auto c = dyn_cast_or_null<ConstantOp>(d)) {
       auto attr = dyn_cast<DenseElementsAttr>(c.getValue());
       if (attr && attr.isSplat()) // any shape: the splat of the permuted type
@@ -314,20 +322,16 @@ private:
     return true;
   }
 
-  /// Erases a user that moved below `t`. Its other marked operands lost a user: gone if that
-  /// was their last, otherwise tried again (what blocked them may have been this user).
+  /// Erases a user that moved below `t`. Its other marked operands lost a user: they are queued
+  /// again, and run() erases those left without users or tries them again (what blocked them
+  /// may have been this user). Never erased here: one may already wait in the queue.
   void eraseUser(Operation *user, TransposeOp t) {
     SmallVector<Value> operands(user->getOperands());
     user->erase();
-    llvm::SmallPtrSet<Operation *, 4> seen;
     for (Value o : operands) {
       auto other = o.getDefiningOp<TransposeOp>();
-      if (!other || other == t || !other->hasAttr(kLayoutCopyAttrName) ||
-          !seen.insert(other).second)
-        continue;
-      if (other->use_empty())
-        other->erase();
-      else if (!llvm::is_contained(work_, other))
+      if (other && other != t && other->hasAttr(kLayoutCopyAttrName) &&
+          !llvm::is_contained(work_, other))
         work_.push_back(other);
     }
   }

@@ -88,3 +88,27 @@ func.func @large(%x: tensor<1x32x56x56xf32>, %w1: tensor<32x1x3x3xf32>, %w2: ten
   %z = tcc.conv %y, %w2 {groups = 1 : i64, lhs_dilation = array<i64: 1, 1>, pad_high = array<i64: 0, 0>, pad_low = array<i64: 0, 0>, rhs_dilation = array<i64: 1, 1>, strides = array<i64: 1, 1>} : tensor<1x32x56x56xf32>, tensor<32x32x1x1xf32> -> tensor<1x32x56x56xf32>
   return %z : tensor<1x32x56x56xf32>
 }
+
+// -----
+
+// Two channels-last convolutions that meet in one product (a squeeze-excitation's gate times its
+// features, as EfficientNet and MobileNetV3 have): both copies sink below the product together,
+// and the one whose last user moved with the other is dropped, not touched again (a use after
+// free once, which crashed on EfficientNet-B0). The input they share is copied once.
+// CHECK-LABEL: func.func @meet(
+// CHECK:         %[[IN:.*]] = tcc.transpose %arg0 perm = [0, 2, 3, 1] {tcc.layout}
+// CHECK:         %[[A:.*]] = tcc.conv %[[IN]], %{{.*}} {channels_last,
+// CHECK-NOT:     tcc.transpose
+// CHECK:         %[[B:.*]] = tcc.conv %[[IN]], %{{.*}} {channels_last,
+// CHECK:         %[[M:.*]] = tcc.binary mul %[[A]], %[[B]] : tensor<1x4x4x8xf32>
+// CHECK:         %[[OUT:.*]] = tcc.transpose %[[M]] perm = [0, 3, 1, 2] {tcc.layout}
+// CHECK-NEXT:    return %[[OUT]]
+// CHECK-NOT:     tcc.transpose
+func.func @meet(%x: tensor<1x8x4x4xf32>) -> tensor<1x8x4x4xf32> {
+  %w1 = tcc.constant dense<0.5> : tensor<8x8x1x1xf32>
+  %w2 = tcc.constant dense<0.25> : tensor<8x1x3x3xf32>
+  %a = tcc.conv %x, %w1 {groups = 1 : i64, lhs_dilation = array<i64: 1, 1>, pad_high = array<i64: 0, 0>, pad_low = array<i64: 0, 0>, rhs_dilation = array<i64: 1, 1>, strides = array<i64: 1, 1>} : tensor<1x8x4x4xf32>, tensor<8x8x1x1xf32> -> tensor<1x8x4x4xf32>
+  %b = tcc.conv %x, %w2 {groups = 8 : i64, lhs_dilation = array<i64: 1, 1>, pad_high = array<i64: 1, 1>, pad_low = array<i64: 1, 1>, rhs_dilation = array<i64: 1, 1>, strides = array<i64: 1, 1>} : tensor<1x8x4x4xf32>, tensor<8x1x3x3xf32> -> tensor<1x8x4x4xf32>
+  %m = tcc.binary mul %a, %b : tensor<1x8x4x4xf32>
+  return %m : tensor<1x8x4x4xf32>
+}
