@@ -2,8 +2,10 @@
 """tcc against onnxruntime, PyTorch eager and torch.compile on the CPU, side by side in one run.
 
 Interpreter: .venv-peers/bin/python (torch, onnx, onnxruntime; scripts/setup.sh makes it). The
-bench models (bench/models/make_models.py) run in PyTorch through bench/gpu/onnx_torch.py (each
-ONNX node as the torch op a hand-written nn.Module calls, weights from the initializers), eager
+generated bench models (bench/models/make_models.py) run in PyTorch through bench/gpu/onnx_torch.py
+(each ONNX node as the torch op a hand-written nn.Module calls, weights from the initializers); the
+real architectures of bench/models/export_torch.py run as the torchvision / timm / transformers
+modules they were exported from (the same seeded weights). Both run eager
 and under torch.compile (Inductor's C++ backend, default mode), at the same thread count as tcc
 (`tcc bench --threads T`) and onnxruntime (intra-op T). Each peer's outputs are checked against
 onnxruntime's; the timings alternate over rounds so that every peer sees the same load (the best
@@ -43,8 +45,10 @@ def main() -> int:
     import onnx
     import torch
     from onnx import numpy_helper
+    import export_torch
     import make_models
     from onnx_torch import OnnxTorch
+    known = make_models.all_models()
     torch.set_num_threads(args.threads)
     info = run_cpu.machine_info()
     info["torch"] = torch.__version__
@@ -52,21 +56,26 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="tcc-torch-compile-") as tmp:
         tcc = run_cpu.Tcc(args.tcc, 1800, Path(tmp))
         for name in args.models:
-            model = make_models.build(name, with_outputs=True)
+            model = known.get(name)
+            if model is None or model.kind != "torch":
+                model = make_models.build(name, with_outputs=True)
             row = {"model": name}
             rows.append(row)
             ref = run_cpu.ort_outputs(model)
             artifact = tcc.compile(model, "warm")["artifact"]
             row["tcc_check"] = run_cpu.compare(tcc.run_outputs(model, artifact), ref)
-            proto = onnx.load(str(model.onnx_path))
             xs = [torch.from_numpy(numpy_helper.to_array(onnx.load_tensor(str(p))).copy())
                   for p in model.input_paths()]
-            eager = OnnxTorch(proto, device="cpu")
+            if model.kind == "torch":  # the exporter's own module, as its users run it
+                eager = export_torch.build_module(name)[0]
+            else:
+                eager = OnnxTorch(onnx.load(str(model.onnx_path)), device="cpu")
             compiled = torch.compile(eager)
             t0 = time.perf_counter()
             with torch.no_grad():
                 outs = compiled(*xs)
             row["compile_s"] = time.perf_counter() - t0
+            outs = outs.to_tuple() if hasattr(outs, "to_tuple") else outs  # transformers' ModelOutput
             outs = outs if isinstance(outs, (list, tuple)) else [outs]
             row["torch_check"] = run_cpu.compare([o.numpy() for o in outs], ref)
             ort = run_cpu.OrtRunner(model, args.threads)
@@ -85,7 +94,8 @@ def main() -> int:
                   f"{'ok' if row['torch_check']['ok'] else 'MISMATCH'}", flush=True)
     md = gemm_cpu.machine_lines("CPU: tcc vs onnxruntime vs PyTorch eager and torch.compile (Inductor)", info)
     md += [f"Threads: {args.threads}. torch {info['torch']} (`torch.compile`, default mode, Inductor's C++ "
-           f"backend), the models run node by node with torch ops (bench/gpu/onnx_torch.py). Best round median "
+           f"backend); generated models run node by node with torch ops (bench/gpu/onnx_torch.py), real "
+           f"architectures as their torchvision / timm / transformers modules. Best round median "
            f"of {args.rounds} alternating rounds ({args.warmup} warm-up + {args.iters} timed runs each), ms a "
            "run. Ratios below 1: tcc faster. Outputs of tcc and torch.compile checked against onnxruntime.", "",
            "| model | tcc ms | ORT ms | torch.compile ms | eager ms | tcc/ORT | tcc/compile | torch.compile compile s | outputs |",

@@ -245,6 +245,28 @@ constexpr int kOpsRecomputedPerRead = 1;
 /// How many ops an inlined pointwise op costs to recompute at most, and still be "cheap".
 constexpr int kCheapOps = 8;
 
+/// What one op counts for in that budget. Index remaps (layout ops) cost nothing. With
+/// `weighTranscendental`, a transcendental function (an exp, a sigmoid, an erf: a range
+/// reduction, a polynomial and often a division, ~0.5 ns an element on one Zen 4 core) costs
+/// more than storing its value once and reading it back: more than the whole budget.
+int recomputeCost(Operation *op, bool weighTranscendental) {
+  if (isa<ReshapeOp, BroadcastInDimOp, TransposeOp, SliceOp, ReverseOp>(op))
+    return 0;
+  if (auto u = dyn_cast<UnaryOp>(op)) {
+    switch (u.getKind()) {
+    case UnaryKind::Neg: case UnaryKind::Abs: case UnaryKind::Sqrt: case UnaryKind::Rsqrt:
+    case UnaryKind::Reciprocal: case UnaryKind::Floor: case UnaryKind::Ceil:
+    case UnaryKind::Round: case UnaryKind::Sign: case UnaryKind::Not:
+      return 1;
+    default:
+      return weighTranscendental ? kCheapOps + 1 : 1;
+    }
+  }
+  if (auto b = dyn_cast<BinaryOp>(op); b && b.getKind() == BinaryKind::Pow)
+    return weighTranscendental ? kCheapOps + 1 : 1;
+  return 1;
+}
+
 class FusionPolicy {
 public:
   FusionPolicy(func::FuncOp func, bool explain, Target target)
@@ -256,7 +278,8 @@ private:
   // ---- Step 1-2 ----
   void decideLibraryEpilogues();
   void decide();
-  int costOf(Operation *op);
+  int costOf(Operation *op, bool weighTranscendental);
+  bool separatedByLibrary(ArrayRef<Operation *> roots);
   bool needsBuffer(Operation *user, Value operand);
   void buildGroups();
   // ---- Step 3 ----
@@ -302,7 +325,7 @@ private:
   DenseMap<Operation *, int> position_;
   DenseMap<Operation *, Status> status_;
   DenseMap<Operation *, SmallVector<Operation *, 2>> consumerRoots_;
-  DenseMap<Operation *, int> cost_;
+  DenseMap<std::pair<Operation *, unsigned>, int> cost_; // (op, weighTranscendental)
   DenseMap<Operation *, int> rootGroup_;
   DenseMap<Operation *, GemmEpilogue> libraryEpilogues_; // matmul -> its library epilogue
   SmallVector<Group> groups_;
@@ -310,9 +333,9 @@ private:
   std::set<std::pair<Operation *, std::string>> remarked_;
 };
 
-int FusionPolicy::costOf(Operation *op) {
+int FusionPolicy::costOf(Operation *op, bool weighTranscendental) {
   // Distinct computing pointwise ops in the operand cone of `op` (itself included), capped.
-  if (auto it = cost_.find(op); it != cost_.end())
+  if (auto it = cost_.find({op, unsigned(weighTranscendental)}); it != cost_.end())
     return it->second;
   llvm::SmallPtrSet<Operation *, 16> seen;
   SmallVector<Operation *> work{op};
@@ -321,16 +344,42 @@ int FusionPolicy::costOf(Operation *op) {
     Operation *o = work.pop_back_val();
     if (!seen.insert(o).second)
       continue;
-    // Index remaps (layout ops) cost nothing; gathers cost their index computation.
-    if (!isa<ReshapeOp, BroadcastInDimOp, TransposeOp, SliceOp, ReverseOp>(o))
-      ++cost;
+    cost += recomputeCost(o, weighTranscendental); // gathers cost their index computation
     for (Value v : o->getOperands())
       if (Operation *d = v.getDefiningOp())
         if (classify(d, target_) == OpClass::Pointwise && status_.lookup(d) != Status::View &&
             status_.lookup(d) != Status::LibraryEpilogue)
           work.push_back(d);
   }
-  return cost_[op] = cost;
+  return cost_[{op, unsigned(weighTranscendental)}] = cost;
+}
+
+/// Whether one of `roots` (in program order) depends on another through a library call: such
+/// kernels never become one (a squeeze-excitation's mean and its scaling, with the gate's
+/// convolutions between), so a value they share is computed in each of them separately. Kernels
+/// that only depend directly (a softmax's sum and its division) may merge into one row kernel.
+bool FusionPolicy::separatedByLibrary(ArrayRef<Operation *> roots) {
+  int last = 0;
+  for (Operation *r : roots)
+    last = std::max(last, position_.lookup(r));
+  llvm::DenseSet<Operation *> targets(roots.begin(), roots.end());
+  for (Operation *from : roots) {
+    SmallVector<std::pair<Operation *, unsigned>> work; // (op, reached through a library call)
+    llvm::DenseSet<std::pair<Operation *, unsigned>> seen;
+    work.push_back({from, 0});
+    while (!work.empty()) {
+      auto [op, viaLibrary] = work.pop_back_val();
+      if (!seen.insert({op, viaLibrary}).second)
+        continue;
+      if (viaLibrary && targets.contains(op))
+        return true;
+      unsigned next = viaLibrary || (op != from && classify(op, target_) == OpClass::Library);
+      for (Operation *u : op->getUsers())
+        if (position_.count(u) && position_.lookup(u) <= last)
+          work.push_back({u, next});
+    }
+  }
+  return false;
 }
 
 bool FusionPolicy::needsBuffer(Operation *user, Value operand) {
@@ -423,8 +472,12 @@ void FusionPolicy::decide() {
       for (Operation *r : consumerRoots_.lookup(user))
         roots.insert(r);
     }
-    int cost = costOf(op);
+    int cost = costOf(op, false);
     bool cheap = cost <= kCheapOps;
+    if (cheap && roots.size() > 1 && separatedByLibrary(roots.getArrayRef())) {
+      cost = costOf(op, true);
+      cheap = cost <= kCheapOps;
+    }
     std::string why;
     if (needBuffer)
       why = "its value is needed in memory (a graph output, a library call operand, a scatter "

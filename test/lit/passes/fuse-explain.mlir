@@ -104,3 +104,35 @@ func.func @disjoint_pool(%x: tensor<1x2x8x8xf32>, %s: tensor<1x2x8x8xf32>) -> te
   %u = tcc.reduce_window max %r {dilations = array<i64: 1, 1, 1, 1>, pad_high = array<i64: 0, 0, 0, 0>, pad_low = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1, 2, 2>, window = array<i64: 1, 1, 2, 2>} : tensor<1x2x8x8xf32> -> tensor<1x2x4x4xf32>
   return %u : tensor<1x2x4x4xf32>
 }
+
+// -----
+
+// A squeeze-excitation (EfficientNet, MobileNetV3): a SiLU after a convolution read by the mean
+// and by the scaling, whose kernels the gate's convolution keeps apart. Its sigmoid is too costly
+// to recompute in both: the SiLU is computed once, in the convolution's epilogue.
+// CHECK-LABEL: func.func @squeeze_excite
+// CHECK: tcc.fusion "extern"
+// CHECK: tcc.conv
+// CHECK: tcc.unary sigmoid
+// CHECK: tcc.binary mul
+// CHECK: tcc.fusion "loop"
+// CHECK-NOT: tcc.unary sigmoid
+// CHECK: tcc.reduce sum
+func.func @squeeze_excite(%x: tensor<1x8x4x4xf32>, %w: tensor<8x1x3x3xf32>, %g: tensor<8x8x1x1xf32>) -> tensor<1x8x4x4xf32> {
+  %y = tcc.conv %x, %w {groups = 8 : i64, lhs_dilation = array<i64: 1, 1>, pad_high = array<i64: 1, 1>, pad_low = array<i64: 1, 1>, rhs_dilation = array<i64: 1, 1>, strides = array<i64: 1, 1>} : tensor<1x8x4x4xf32>, tensor<8x1x3x3xf32> -> tensor<1x8x4x4xf32>
+  // expected-remark @below {{inlined into its consumer's kernel}}
+  %s = tcc.unary sigmoid %y : tensor<1x8x4x4xf32>
+  // expected-remark @below {{materialised: used by 2 kernels and too costly to recompute (10 ops)}}
+  // expected-remark @below {{fused into the epilogue of 'tcc.conv': reads its result at the same element}}
+  %a = tcc.binary mul %y, %s : tensor<1x8x4x4xf32>
+  %m = tcc.reduce sum %a dims = [2, 3] : tensor<1x8x4x4xf32> -> tensor<1x8xf32>
+  // expected-remark @below {{a free view of its operand}}
+  %m4 = tcc.reshape %m : tensor<1x8xf32> -> tensor<1x8x1x1xf32>
+  %z = tcc.conv %m4, %g {groups = 1 : i64, lhs_dilation = array<i64: 1, 1>, pad_high = array<i64: 0, 0>, pad_low = array<i64: 0, 0>, rhs_dilation = array<i64: 1, 1>, strides = array<i64: 1, 1>} : tensor<1x8x1x1xf32>, tensor<8x8x1x1xf32> -> tensor<1x8x1x1xf32>
+  // expected-remark @below {{inlined into its consumer's kernel}}
+  %zb = tcc.broadcast_in_dim %z dims = [0, 1, 2, 3] : tensor<1x8x1x1xf32> -> tensor<1x8x4x4xf32>
+  // expected-remark @below {{materialised: its value is needed in memory}}
+  // expected-remark @below {{not fused into the epilogue of 'tcc.conv': its iteration space differs}}
+  %o = tcc.binary mul %a, %zb : tensor<1x8x4x4xf32>
+  return %o : tensor<1x8x4x4xf32>
+}
