@@ -244,6 +244,11 @@ void lowerModule(ModuleOp module, const CompileOptions &options, CompileReport *
     FoldConvAffineOptions foldConv;
     foldConv.explain = options.explainFusion;
     pm.addNestedPass<func::FuncOp>(createFoldConvAffine(foldConv));
+    // Then the taps of dilated kernels that only read padding go (their weight slices fold).
+    TrimConvTapsOptions trimTaps;
+    trimTaps.explain = options.explainFusion;
+    pm.addNestedPass<func::FuncOp>(createTrimConvTaps(trimTaps));
+    pm.addPass(createFoldConstants());
     RecognizeAttentionOptions recognize;
     recognize.explain = options.explainFusion;
     pm.addNestedPass<func::FuncOp>(createRecognizeAttention(recognize));

@@ -230,6 +230,26 @@ def family_conv(g, rng):
     return [y]
 
 
+def family_atrous(g, rng):
+    """Dilated convolutions on maps not much larger than their dilation (DeepLab's atrous
+    pyramid): outer taps that read only padding, trimmed by the compiler (-tcc-trim-conv-taps)."""
+    dims = rng.choice([1, 2, 2])
+    cin, cout = rng.randint(1, 5), rng.randint(1, 5)
+    spatial = [rng.randint(2, 9) for _ in range(dims)]
+    kernel = [rng.choice([2, 3, 3, 5]) for _ in range(dims)]
+    strides = [rng.choice([1, 1, 2]) for _ in range(dims)]
+    dil = [rng.randint(2, 12) for _ in range(dims)]
+    pads = [rng.randint(0, d * (k - 1)) for d, k in zip(dil + dil, kernel + kernel)]  # lows, highs
+    for i in range(dims):  # at least one output position
+        need = dil[i] * (kernel[i] - 1) + 1 - spatial[i] - pads[i] - pads[dims + i]
+        if need > 0:
+            pads[dims + i] += need
+    x, _ = g.input([1, cin] + spatial)
+    w = g.const(g.np.uniform(-1, 1, size=[cout, cin] + kernel).astype(np.float32))
+    bias = g.const(g.np.uniform(-1, 1, size=[cout]).astype(np.float32))
+    return [g.node("Conv", [x, w, bias], kernel_shape=kernel, strides=strides, dilations=dil, pads=pads)]
+
+
 def family_attention(g, rng):
     """Scaled dot-product attention as exporters write it (the CPU recognises it and runs its
     fused kernel): heads split from [B, L, H*D] or given, grouped-query keys and values repeated
@@ -283,7 +303,7 @@ def family_attention(g, rng):
 
 
 FAMILIES = [family_elementwise, family_reduce, family_layout, family_matmul, family_gemm,
-            family_conv, family_attention]
+            family_conv, family_atrous, family_attention]
 
 
 def main():
@@ -291,10 +311,13 @@ def main():
     p.add_argument("out_dir")
     p.add_argument("--cases", type=int, default=60)
     p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--families", nargs="+", choices=[f.__name__[len("family_"):] for f in FAMILIES],
+                   help="only these families (default: all, in turn)")
     args = p.parse_args()
+    families = [f for f in FAMILIES if not args.families or f.__name__[len("family_"):] in args.families]
     rng = random.Random(args.seed)
     for i in range(args.cases):
-        family = FAMILIES[i % len(FAMILIES)]
+        family = families[i % len(families)]
         g = Graph(random.Random(rng.random()), np.random.default_rng(rng.randrange(1 << 30)))
         outputs = family(g, g.rng)
         name = f"diff_{i:03d}_{family.__name__[len('family_'):]}"

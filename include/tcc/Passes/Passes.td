@@ -32,6 +32,20 @@ def FoldConvAffine : Pass<"tcc-fold-conv-affine", "mlir::func::FuncOp"> {
   ];
 }
 
+def TrimConvTaps : Pass<"tcc-trim-conv-taps", "mlir::func::FuncOp"> {
+  let summary = "Drops the convolution kernel taps that only ever read padding (dilated "
+                "convolutions on small maps)";
+  let description = [{
+    lib/Passes/TrimConvTaps.cpp: per spatial dim, the leading and trailing taps of a tcc.conv
+    that read inside the input at no output position are sliced off the weight, and the padding
+    shrinks to match; the output is unchanged.
+  }];
+  let options = [
+    Option<"explain", "explain", "bool", /*default=*/"false",
+           "report each trimmed kernel as a remark on its convolution">
+  ];
+}
+
 def Layout : Pass<"tcc-layout", "mlir::func::FuncOp"> {
   let summary = "Channels-last pointwise and depthwise convolutions, with the layout changes "
                 "sunk through layout-agnostic ops and cancelled in pairs";
