@@ -351,12 +351,17 @@ void Writer::addStep(Operation *op) {
     std::optional<double> lo = c.getClampMinValue(), hi = c.getClampMaxValue();
     uint32_t bias = c.getBias() ? bufferFor(c.getBias()) : 0;
     uint32_t residual = c.getResidual() ? bufferFor(c.getResidual()) : 0;
+    fb::ConvActivation activation = fb::ConvActivation_None;
+    if (StringAttr act = c.getActivationAttr())
+      activation = act.getValue() == "silu" ? fb::ConvActivation_Silu : fb::ConvActivation_HardSwish;
+    auto gate = [](FloatAttr v) { return v ? v.getValueAsDouble() : 0.0; };
     auto step = fb::CreateConv(fbb_, in, w, out, strides, low, high, dil, c.getGroups(), lhsDil,
                                static_cast<bool>(c.getBias()), bias,
                                static_cast<bool>(c.getResidual()), residual, lo || hi,
                                lo.value_or(-std::numeric_limits<double>::infinity()),
                                hi.value_or(std::numeric_limits<double>::infinity()),
-                               c.getChannelsLast());
+                               c.getChannelsLast(), activation,
+                               gate(c.getActivationAlphaAttr()), gate(c.getActivationBetaAttr()));
     launch = fb::CreateLaunch(fbb_, fb::Step_Conv, step.Union(), nodes);
     ++externCalls_;
   } else if (auto p = dyn_cast<tk::PoolOp>(op)) {

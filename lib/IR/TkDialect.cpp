@@ -299,7 +299,7 @@ LogicalResult ConvOp::verify() {
       w.getDimSize(0) % groups != 0 || y.getDimSize(1) != w.getDimSize(0))
     return emitOpError("channel counts do not agree with groups");
   if (hasEpilogue() && !e.isF32())
-    return emitOpError("an epilogue (bias, residual, clamp) needs an f32 convolution");
+    return emitOpError("an epilogue (bias, residual, clamp, activation) needs an f32 convolution");
   if (Value bias = getBias()) {
     auto t = cast<MemRefType>(bias.getType());
     if (t.getElementType() != e || t.getShape() != ArrayRef<int64_t>{y.getDimSize(1)})
@@ -315,6 +315,23 @@ LogicalResult ConvOp::verify() {
   std::optional<double> lo = getClampMinValue(), hi = getClampMaxValue();
   if ((lo && std::isnan(*lo)) || (hi && std::isnan(*hi)) || (lo && hi && *lo > *hi))
     return emitOpError("clamp bounds must be numbers with clamp_min <= clamp_max");
+  bool gate = getActivationAlphaAttr() || getActivationBetaAttr();
+  if (StringAttr act = getActivationAttr()) {
+    if (act.getValue() == "silu") {
+      if (gate)
+        return emitOpError("activation 'silu' takes no activation_alpha/activation_beta");
+    } else if (act.getValue() == "hard_swish") {
+      if (!getActivationAlphaAttr() || !getActivationBetaAttr() ||
+          !std::isfinite(getActivationAlphaAttr().getValueAsDouble()) ||
+          !std::isfinite(getActivationBetaAttr().getValueAsDouble()))
+        return emitOpError("activation 'hard_swish' needs finite activation_alpha and "
+                           "activation_beta");
+    } else {
+      return emitOpError("activation '") << act.getValue() << "': expected silu or hard_swish";
+    }
+  } else if (gate) {
+    return emitOpError("activation_alpha/activation_beta without an activation");
+  }
   return success();
 }
 

@@ -70,6 +70,8 @@ std::string ConvEpilogue::describe() const {
     add("relu");
   else if (clampMin || clampMax)
     add("clamp");
+  if (!activation.empty())
+    add(activation.c_str());
   return s;
 }
 
@@ -348,6 +350,71 @@ ConvEpilogue matchConvEpilogue(ConvOp conv, Target target,
       break;
     slot = bound;
     take(op);
+  }
+  // The activation. x's users are exactly the activation's ops; its result may have any.
+  auto single = [&](Value v) -> Operation * {
+    return v.hasOneUse() && inKernel(*v.getUsers().begin()) ? *v.getUsers().begin() : nullptr;
+  };
+  auto splat = [&](Value v) -> std::optional<double> {
+    if (std::optional<double> s = splatFloatValue(v))
+      return s;
+    return outside ? splatFloatValue(outside(v)) : std::nullopt;
+  };
+  auto isProduct = [&](Operation *op, Value a, Value b) {
+    auto mul = dyn_cast_or_null<BinaryOp>(op);
+    return mul && inKernel(mul) && mul.getKind() == BinaryKind::Mul &&
+           ((mul.getLhs() == a && mul.getRhs() == b) || (mul.getLhs() == b && mul.getRhs() == a));
+  };
+  SmallVector<Operation *> users(x.getUsers().begin(), x.getUsers().end());
+  if (users.size() != 2 || !llvm::all_of(users, [&](Operation *u) { return inKernel(u); }))
+    return ep;
+  for (int first = 0; first < 2; ++first) {
+    Operation *gateStart = users[first], *product = users[1 - first];
+    // SiLU: x * sigmoid(x).
+    if (auto s = dyn_cast<UnaryOp>(gateStart); s && s.getKind() == UnaryKind::Sigmoid &&
+                                                single(s.getResult()) == product &&
+                                                isProduct(product, x, s.getResult())) {
+      ep.ops.push_back(s);
+      take(product);
+      ep.activation = "silu";
+      return ep;
+    }
+    // Hard swish: x * min(max(x * a + b, 0), 1), the max and min in either order.
+    auto scale = dyn_cast<BinaryOp>(gateStart);
+    if (!scale || scale.getKind() != BinaryKind::Mul || scale.getLhs() == scale.getRhs())
+      continue;
+    std::optional<double> a = splat(scale.getLhs() == x ? scale.getRhs() : scale.getLhs());
+    auto shift = dyn_cast_or_null<BinaryOp>(single(scale.getResult()));
+    if (!a || !shift || shift.getKind() != BinaryKind::Add)
+      continue;
+    std::optional<double> b =
+        splat(shift.getLhs() == scale.getResult() ? shift.getRhs() : shift.getLhs());
+    if (!b)
+      continue;
+    SmallVector<Operation *> gate{scale, shift};
+    Value g = shift.getResult();
+    bool low = false, high = false;
+    for (int i = 0; i < 2; ++i) {
+      auto op = dyn_cast_or_null<BinaryOp>(single(g));
+      std::optional<double> bound = m.clampBound(op, g);
+      if (!bound)
+        break;
+      bool isMax = op.getKind() == BinaryKind::Max;
+      if (isMax ? (low || *bound != 0.0) : (high || *bound != 1.0))
+        break;
+      (isMax ? low : high) = true;
+      gate.push_back(op);
+      g = op.getResult();
+    }
+    if (!low || !high || single(g) != product || !isProduct(product, x, g) ||
+        !std::isfinite(*a) || !std::isfinite(*b))
+      continue;
+    ep.ops.append(gate.begin(), gate.end());
+    take(product);
+    ep.activation = "hard_swish";
+    ep.activationAlpha = *a;
+    ep.activationBeta = *b;
+    return ep;
   }
   return ep;
 }

@@ -480,7 +480,16 @@ void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
                           bias, residual, target, c.getStrides(), c.getPadLow(), c.getPadHigh(),
                           c.getRhsDilation(), (uint64_t)c.getGroups(), lhsDilation,
                           bound(convEpilogue.clampMin), bound(convEpilogue.clampMax),
-                          c.getChannelsLast());
+                          c.getChannelsLast(),
+                          convEpilogue.activation.empty()
+                              ? StringAttr()
+                              : b_.getStringAttr(convEpilogue.activation),
+                          convEpilogue.activation == "hard_swish"
+                              ? b_.getF64FloatAttr(convEpilogue.activationAlpha)
+                              : FloatAttr(),
+                          convEpilogue.activation == "hard_swish"
+                              ? b_.getF64FloatAttr(convEpilogue.activationBeta)
+                              : FloatAttr());
   }
 
   // The epilogue: every other yield, computed elementwise from the library result.

@@ -37,10 +37,12 @@ void applyEpilogueRows(const ConvEpilogue *e, float *out, int64_t rows, int64_t 
                        int64_t firstRow) {
   if (!e)
     return;
-  for (int64_t r = 0; r < rows; ++r)
+  for (int64_t r = 0; r < rows; ++r) {
     epilogueRow(out + r * channels, channels, e->bias,
                 e->residual ? e->residual + (firstRow + r) * channels : nullptr, e->clamp, e->lo,
                 e->hi);
+    activateRows(e->activation, out + r * channels, 1, channels, channels);
+  }
 }
 
 /// y = x with dims [a, b, c] -> [a, c, b] (b, c of sizes rows, cols), per outer index a.
@@ -75,6 +77,7 @@ void pointwise(const ConvGeometry &g, const float *input, const float *weight, f
     tile.clamp = epilogue->clamp;
     tile.lo = epilogue->lo;
     tile.hi = epilogue->hi;
+    tile.activation = epilogue->activation;
   }
   sgemm(false, true, rows, n, k, 1.0f, input, k, nullptr, k, 0.0f, output, n, numThreads,
         nullptr, &cache->matrices[0], &tile);
@@ -205,6 +208,8 @@ void depthwise(const ConvGeometry &g, const float *input, const float *weight, f
                      C, ih, iw, ow, item % oh, kh, kw, g.strides[0], g.strides[1],
                      g.dilations[0], g.dilations[1], g.padLow[0], g.padLow[1]};
       depthwiseRow(r);
+      if (epilogue)
+        activateRows(epilogue->activation, output + item * ow * C, 1, ow * C, ow * C);
     }
   });
 }

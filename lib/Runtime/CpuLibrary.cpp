@@ -577,6 +577,7 @@ void applyConvEpilogue(const ConvGeometry &g, const ConvEpilogue &e, float *outp
       int64_t c = plane % g.outChannels, at = plane * g.outSize;
       for (int64_t p = 0; p < g.outSize; ++p)
         output[at + p] = e.apply(output[at + p], c, e.residual + at + p);
+      activateRows(e.activation, output + at, 1, g.outSize, g.outSize);
     }
   });
 }
@@ -592,6 +593,7 @@ SgemmEpilogue convTileEpilogue(const ConvEpilogue *e, int64_t c0, int64_t at, in
   t.clamp = e->clamp;
   t.lo = e->lo;
   t.hi = e->hi;
+  t.activation = e->activation;
   return t;
 }
 

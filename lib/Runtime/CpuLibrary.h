@@ -96,15 +96,21 @@ bool sameWeightPacking(const ConvGeometry &a, const ConvGeometry &b);
 /// What a convolution applies to each output element (image n, channel c, position p) as it
 /// writes it, in this order (tk.conv's epilogue): + bias[c], + residual[(n, c, p)] (a tensor of
 /// the output's shape, e.g. a residual connection), then, when clamp, max(x, lo) and
-/// min(x, hi) (ReLU: 0, +inf; ReLU6: 0, 6); NaN stays NaN. f32 convolutions only.
+/// min(x, hi) (ReLU: 0, +inf; ReLU6: 0, 6); NaN stays NaN; then the activation (Activation.h:
+/// SiLU, hard swish), which each path applies to its output tile while it is in cache
+/// (activateRows). f32 convolutions only.
 struct ConvEpilogue {
   const float *bias = nullptr;
   const float *residual = nullptr;
   bool clamp = false;
   float lo = 0.0f, hi = 0.0f;
+  Activation activation;
 
-  bool any() const { return bias || residual || clamp; }
-  /// The epilogue on one element of channel c whose residual is residualAt[0] (when any).
+  bool any() const {
+    return bias || residual || clamp || activation.kind != ActivationKind::None;
+  }
+  /// The epilogue but the activation on one element of channel c whose residual is
+  /// residualAt[0] (when any).
   float apply(float x, int64_t c, const float *residualAt) const {
     if (bias)
       x += bias[c];

@@ -189,10 +189,12 @@ void runDepthwise2dPhased(const ConvGeometry &g, const float *input, const float
         float *out = output + item * g.outSize + r0 * ow;
         if (!epilogue)
           copyRows(out, tmp, rows, ow, v);
-        else
+        else {
           copyRowsEpilogue(out, tmp, rows, ow, v, epilogue->bias ? epilogue->bias + oc : nullptr,
                            epilogue->residual ? epilogue->residual + (out - output) : nullptr,
                            epilogue->clamp, epilogue->lo, epilogue->hi);
+          activateRows(epilogue->activation, out, rows, ow, ow);
+        }
       }
     }
   });

@@ -249,6 +249,7 @@ void Program::run(const void *const *inputs, void *const *outputs) {
         epilogue.clamp = s->clamp;
         epilogue.lo = s->clampMin;
         epilogue.hi = s->clampMax;
+        epilogue.activation = s->activation;
         runConv(s->geometry, static_cast<const float *>(addresses_[s->input]),
                 static_cast<const float *>(addresses_[s->weight]),
                 static_cast<float *>(addresses_[s->output]), static_cast<float *>(workspace_),

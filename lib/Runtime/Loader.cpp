@@ -27,6 +27,7 @@
 #include "tcc/Support/MeshGeometry.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -917,7 +918,25 @@ private:
     step.hasBias = s->has_bias();
     step.hasResidual = s->has_residual();
     step.clamp = s->clamp();
-    if ((step.hasBias || step.hasResidual || step.clamp) && y.dtype != TCCRT_F32)
+    switch (s->activation()) {
+    case fb::ConvActivation_None:
+      break;
+    case fb::ConvActivation_Silu:
+      step.activation.kind = ActivationKind::Silu;
+      break;
+    case fb::ConvActivation_HardSwish:
+      step.activation = {ActivationKind::HardSwish, (float)s->activation_alpha(),
+                         (float)s->activation_beta()};
+      if (!std::isfinite(step.activation.alpha) || !std::isfinite(step.activation.beta))
+        throw Error(what + ": its hard swish gate (" + std::to_string(s->activation_alpha()) +
+                    " x + " + std::to_string(s->activation_beta()) + ") is not finite");
+      break;
+    default:
+      throw Error(what + ": unknown activation " + std::to_string((int)s->activation()));
+    }
+    if ((step.hasBias || step.hasResidual || step.clamp ||
+         step.activation.kind != ActivationKind::None) &&
+        y.dtype != TCCRT_F32)
       throw Error(what + " has an epilogue on " + dtypeName(y.dtype) +
                   ": convolution epilogues are for f32 convolutions");
     const BufferDesc *bias = nullptr, *residual = nullptr;

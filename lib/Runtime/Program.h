@@ -131,6 +131,7 @@ struct ConvStep {
   bool hasBias = false, hasResidual = false, clamp = false;
   uint32_t bias = 0, residual = 0;
   float clampMin = 0.0f, clampMax = 0.0f;
+  Activation activation; // last (Activation.h)
   mutable PackedOperand weightCache; // packed (Winograd: transformed) weights, reused across runs
 };
 struct TopKStep {

@@ -414,7 +414,7 @@ bool doneWithoutKernels(int64_t m, int64_t n, int64_t k, float beta, float *c, i
   if (m <= 0 || n <= 0)
     return true;
   if (epilogue && !epilogue->bias && !epilogue->rowBias && !epilogue->residual &&
-      !epilogue->clamp)
+      !epilogue->clamp && epilogue->activation.kind == ActivationKind::None)
     epilogue = nullptr;
   if (k != 0)
     return false;
@@ -422,6 +422,8 @@ bool doneWithoutKernels(int64_t m, int64_t n, int64_t k, float beta, float *c, i
     for (int64_t j = 0; j < n; ++j)
       c[i * ldc + j] =
           applyEpilogue(beta == 0.0f ? 0.0f : beta * c[i * ldc + j], epilogue, i, j);
+  if (epilogue)
+    activateRows(epilogue->activation, c, m, n, ldc);
   return true;
 }
 
@@ -510,6 +512,8 @@ void runTiles(const SgemmKernelFamily &f, int64_t m, int64_t n, int64_t k, float
             int64_t cols = std::min(4 * NR, j1 - j), panels = (cols + NR - 1) / NR;
             f.rowPanels[panels - 1](kc, aPanel, b.packed->at(k0, j), panelStride,
                                     c + i0 * ldc + j, cols, alpha, blockBeta, tileEpilogue(i0, j));
+            if (last && epilogue)
+              activateRows(epilogue->activation, c + i0 * ldc + j, 1, cols, ldc);
           }
           continue;
         }
@@ -520,6 +524,8 @@ void runTiles(const SgemmKernelFamily &f, int64_t m, int64_t n, int64_t k, float
               cols <= f.narrowCols ? f.narrow[rows - 1] : f.byRows[rows - 1];
           kernel(kc, aPanel, bp, stride, c + i0 * ldc + j, ldc, cols, alpha, blockBeta,
                  tileEpilogue(i0, j));
+          if (last && epilogue) // the activation, while the tile is in cache
+            activateRows(epilogue->activation, c + i0 * ldc + j, rows, cols, ldc);
         }
       }
     }

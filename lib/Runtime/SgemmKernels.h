@@ -5,6 +5,8 @@
 // that no AVX-512 copy of a shared inline function can reach the rest of the library.
 #pragma once
 
+#include "Activation.h"
+
 #include <cstdint>
 
 namespace tcc::rt {
@@ -22,6 +24,9 @@ struct SgemmEpilogue {
   int64_t ldResidual = 0;
   bool clamp = false;
   float lo = 0.0f, hi = 0.0f;
+  // Last (Activation.h): applied by sgemm() to each finished tile while it is in cache, after
+  // the microkernel stored it; the microkernels themselves ignore it.
+  Activation activation;
 };
 
 /// The microkernel interface (one per family and row count 1..MR): C[0:rows, 0:cols] =

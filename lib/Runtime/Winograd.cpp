@@ -284,6 +284,8 @@ void winogradItem(const ConvGeometry &g, const Tiles &t, const float *in, const 
             float y = d[(r * m + s) * nb + k];
             plane[at] = epilogue ? epilogue->apply(y, o, residual + at) : y;
           }
+        if (epilogue)
+          activateRows(epilogue->activation, plane + y0 * ow + x0, rowsHere, colsHere, ow);
       }
     }
   });

@@ -220,9 +220,16 @@ def family_conv(g, rng):
     bias = g.const(g.np.uniform(-1, 1, size=[cout]).astype(np.float32))
     y = g.node("Conv", [x, w, bias], kernel_shape=kernel, strides=strides, dilations=dil,
                pads=pads, group=groups)
-    if rng.random() < 0.6:
+    act = rng.random()
+    if act < 0.4:
         y = g.node("Relu", [y])
-    if rng.random() < 0.4 and dims == 2:
+    elif act < 0.55:  # SiLU as torch exports it
+        y = g.node("Mul", [y, g.node("Sigmoid", [y])])
+    elif act < 0.7:
+        y = g.node("HardSwish", [y])
+    out = [(s + pads[i] + pads[dims + i] - d * (k - 1) - 1) // st + 1
+           for i, (s, k, st, d) in enumerate(zip(spatial, kernel, strides, dil))]
+    if rng.random() < 0.4 and dims == 2 and min(out) >= 2:  # a 2x2 window fits
         pool = rng.choice(["MaxPool", "AveragePool"])
         y = g.node(pool, [y], kernel_shape=[2, 2], strides=[1, 1])
     if rng.random() < 0.3:

@@ -95,6 +95,8 @@ public:
     bool hasResidual = false, clamp = false, channelsLast = false;
     uint32_t residual = 0;
     double clampMin = 0, clampMax = 0;
+    fb::ConvActivation convActivation = fb::ConvActivation_None;
+    double activationAlpha = 0, activationBeta = 0;
     // Collective.
     fb::CollectiveKind collective = fb::CollectiveKind_AllReduce;
     fb::CollectiveReduction reduction = fb::CollectiveReduction_Sum;
@@ -267,6 +269,13 @@ public:
     s.clampMin = lo;
     s.clampMax = hi;
   }
+  /// Gives the last step (a conv) an activation after its epilogue (alpha, beta: hard swish's).
+  void convActivation(fb::ConvActivation kind, double alpha = 0, double beta = 0) {
+    Step &s = steps.back();
+    s.convActivation = kind;
+    s.activationAlpha = alpha;
+    s.activationBeta = beta;
+  }
   /// tk.pool: window, strides, pad_low, pad_high, dilations (4 entries each).
   void pool(uint32_t x, uint32_t y, bool max, std::vector<int64_t> window,
             std::vector<int64_t> strides, std::vector<int64_t> padLow,
@@ -404,7 +413,8 @@ public:
                                     &s.padHigh, &s.dilations, s.groups,
                                     s.lhsDilation.empty() ? nullptr : &s.lhsDilation,
                                     s.hasBias, s.bias, s.hasResidual, s.residual, s.clamp,
-                                    s.clampMin, s.clampMax, s.channelsLast)
+                                    s.clampMin, s.clampMax, s.channelsLast, s.convActivation,
+                                    s.activationAlpha, s.activationBeta)
                    .Union();
         break;
       case fb::Step_Pool:

@@ -299,6 +299,8 @@ bool takesWinograd(const ConvCase &c) {
 struct ConvEpilogueCase {
   bool bias = false, residual = false, clamp = false;
   float lo = 0, hi = 0;
+  fb::ConvActivation activation = fb::ConvActivation_None;
+  float alpha = 0, beta = 0; // hard swish's gate
 };
 
 /// The epilogue on the reference output (ConvEpilogue's order).
@@ -313,6 +315,10 @@ void applyReference(const ConvEpilogueCase &e, const Shape &ys, const std::vecto
       v += residual[i];
     if (e.clamp)
       v = std::min(std::max(v, e.lo), e.hi);
+    if (e.activation == fb::ConvActivation_Silu)
+      v = (float)((double)v / (1.0 + std::exp(-(double)v)));
+    else if (e.activation == fb::ConvActivation_HardSwish)
+      v = v * std::min(std::max(v * e.alpha + e.beta, 0.0f), 1.0f);
     y[i] = v;
   }
 }
@@ -361,6 +367,7 @@ void checkConv(const ConvCase &c, unsigned seed, int threads = 1, bool weightIsI
   art.conv(bx, bw, by, c.strides, c.padLow, c.padHigh, c.dilations, c.groups, c.lhsDilation);
   if (epilogue.bias || epilogue.residual || epilogue.clamp)
     art.convEpilogue(bb, br, epilogue.clamp, epilogue.lo, epilogue.hi);
+  art.convActivation(epilogue.activation, epilogue.alpha, epilogue.beta);
   art.steps.back().channelsLast = channelsLast;
   auto artifact = art.finish();
   auto reference = [&](const std::vector<float> &weights) {
@@ -517,7 +524,8 @@ TEST(RuntimeConv, Winograd) {
 }
 
 TEST(RuntimeConv, EpiloguesOnEveryPath) {
-  // A per-channel bias, a residual and a clamp (ReLU, ReLU6, [-0.5, 0.5]) applied as each path
+  // A per-channel bias, a residual, a clamp (ReLU, ReLU6, [-0.5, 0.5]) and an activation (SiLU,
+  // hard swish with its gate, after a clamp too) applied as each path
   // writes its output: im2col (one thread and column tiles over two), 1x1, Winograd F(4x4) and
   // F(2x2), depthwise, transposed (after col2im), grouped, 1-D and 3-D; weights constant or
   // inputs. Each combination against the reference convolution followed by the epilogue.
@@ -540,13 +548,16 @@ TEST(RuntimeConv, EpiloguesOnEveryPath) {
       {true, true, true, 0.0f, 6.0f},        // bias + residual + ReLU6
       {false, true, false},                  // residual alone
       {true, false, true, -0.5f, 0.5f},      // bias + clamp
+      {true, false, false, 0, 0, fb::ConvActivation_Silu},                      // bias + SiLU
+      {true, true, false, 0, 0, fb::ConvActivation_HardSwish, 1.0f / 6, 0.5f},   // + hard swish
+      {false, false, true, -1.0f, 4.0f, fb::ConvActivation_HardSwish, 0.25f, 0.25f},
   };
   unsigned seed = 500;
   for (const ConvCase &c : cases)
     for (size_t e = 0; e < epilogues.size(); ++e) {
       SCOPED_TRACE("case " + std::to_string(&c - cases.data()) + ", epilogue " +
                    std::to_string(e));
-      checkConv(c, seed, 1 + (int)(e % 2), /*weightIsInput=*/e == 3, epilogues[e]);
+      checkConv(c, seed, 1 + (int)(e % 2), /*weightIsInput=*/e == 3 || e == 6, epilogues[e]);
       seed += 5;
     }
 }
@@ -573,13 +584,19 @@ TEST(RuntimeConv, ChannelsLast) {
       {{1, 8, 5, 6}, {4, 8, 2, 2}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, {2, 2}},  // transposed
   };
   ConvEpilogueCase all{true, true, true, 0.0f, 6.0f};
+  ConvEpilogueCase silu{true, false, false, 0, 0, fb::ConvActivation_Silu};
+  ConvEpilogueCase hardSwish{true, true, false, 0, 0, fb::ConvActivation_HardSwish, 1.0f / 6, 0.5f};
   unsigned seed = 900;
   for (const ConvCase &c : cases)
-    for (int variant = 0; variant < 3; ++variant) {
+    for (int variant = 0; variant < 5; ++variant) {
       SCOPED_TRACE("case " + std::to_string(&c - cases.data()) + ", variant " +
                    std::to_string(variant));
       checkConv(c, seed, 1 + variant % 2, /*weightIsInput=*/variant == 2,
-                variant == 0 ? ConvEpilogueCase{} : all, /*channelsLast=*/true);
+                variant == 0   ? ConvEpilogueCase{}
+                : variant == 3 ? silu
+                : variant == 4 ? hardSwish
+                               : all,
+                /*channelsLast=*/true);
       seed += 5;
     }
 }

@@ -185,6 +185,23 @@ TEST(RuntimeVerify, RunsWhatTheFuzzerFoundWithoutHugeScratch) {
   EXPECT_NO_THROW(program.run(in));
 }
 
+TEST(RuntimeVerify, RejectsConvActivationsItCannotApply) {
+  auto convArtifact = [](fb::DType dtype, fb::ConvActivation kind, double alpha, double beta) {
+    ArtifactBuilder a;
+    uint32_t x = a.input(dtype, {1, 2, 5, 5}), w = a.input(dtype, {3, 2, 3, 3});
+    uint32_t y = a.output(dtype, {1, 3, 3, 3});
+    a.conv(x, w, y, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 1);
+    a.convActivation(kind, alpha, beta);
+    return a.finish();
+  };
+  expectRejected(convArtifact(fb::DType_BF16, fb::ConvActivation_Silu, 0, 0),
+                 "has an epilogue on bf16: convolution epilogues are for f32 convolutions");
+  expectRejected(convArtifact(fb::DType_F32, fb::ConvActivation_HardSwish, NAN, 0.5),
+                 "its hard swish gate");
+  expectRejected(convArtifact(fb::DType_F32, static_cast<fb::ConvActivation>(7), 0, 0),
+                 "unknown activation 7");
+}
+
 TEST(RuntimeVerify, RejectsWhatTheExecutorCannotRun) {
   {
     ArtifactBuilder a = fullProgram();

@@ -241,7 +241,8 @@ struct OpFactory {
     return b.create<tk::ConvOp>(b.getUnknownLoc(), entry->getArgument(0), entry->getArgument(1),
                                 Value(), Value(), entry->getArgument(2), c.strides, c.padLow,
                                 c.padHigh, c.dilations, (uint64_t)c.groups,
-                                ArrayRef<int64_t>{}, FloatAttr(), FloatAttr());
+                                ArrayRef<int64_t>{}, FloatAttr(), FloatAttr(), false,
+                                StringAttr(), FloatAttr(), FloatAttr());
   }
 
   tk::AttentionOp attention(const AttentionCase &c) {
@@ -602,7 +603,8 @@ TEST(CudaLibraryKernelsTest, BadGeometriesAreErrors) {
                                        entry->getArgument(1), Value(), Value(),
                                        entry->getArgument(2), c.strides, c.padLow, c.padHigh,
                                        c.dilations, (uint64_t)1, ArrayRef<int64_t>{},
-                                       FloatAttr(), FloatAttr());
+                                       FloatAttr(), FloatAttr(), false, StringAttr(), FloatAttr(),
+                                       FloatAttr());
     EXPECT_CONTAINS(test::errorOf([&] { cg::emitCudaConv(op); }), "dynamic shape");
   }
   // Channels that do not agree with groups.

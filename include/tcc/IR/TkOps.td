@@ -313,7 +313,9 @@ def Tk_ConvOp : Tk_Op<"conv", [AttrSizedOperandSegments]> {
     The epilogue (f32 only; CPU), applied to each output element as the library writes it, in
     this order: + `bias` (one value per output channel, [C_out]), + `residual` (a buffer of the
     output's type, e.g. a residual connection), then max(x, `clamp_min`) and min(x,
-    `clamp_max`) when they are set (ReLU: clamp_min 0; ReLU6: 0 and 6). NaN stays NaN.
+    `clamp_max`) when they are set (ReLU: clamp_min 0; ReLU6: 0 and 6). NaN stays NaN. Then
+    `activation`, when set: "silu" (x * sigmoid(x)) or "hard_swish" (x * min(max(
+    `activation_alpha` * x + `activation_beta`, 0), 1)).
 
     `channels_last` (f32): input and output are [N, S..., C] (tcc.conv's channels_last).
   }];
@@ -325,13 +327,16 @@ def Tk_ConvOp : Tk_Op<"conv", [AttrSizedOperandSegments]> {
                    DenseI64ArrayAttr:$pad_high, DenseI64ArrayAttr:$dilations, I64Attr:$groups,
                    DefaultValuedOptionalAttr<DenseI64ArrayAttr, "{}">:$lhs_dilation,
                    OptionalAttr<F64Attr>:$clamp_min, OptionalAttr<F64Attr>:$clamp_max,
-                   UnitAttr:$channels_last);
+                   UnitAttr:$channels_last, OptionalAttr<StrAttr>:$activation,
+                   OptionalAttr<F64Attr>:$activation_alpha,
+                   OptionalAttr<F64Attr>:$activation_beta);
   let extraClassDeclaration = [{
     /// lhs_dilation with one entry per spatial dim (ones when the attribute is empty).
     ::llvm::SmallVector<int64_t> getLhsDilationPerDim();
     /// Whether anything is applied after the convolution.
     bool hasEpilogue() {
-      return getBias() || getResidual() || getClampMinAttr() || getClampMaxAttr();
+      return getBias() || getResidual() || getClampMinAttr() || getClampMaxAttr() ||
+             getActivationAttr();
     }
     /// The clamp bounds as doubles (none: not clamped on that side).
     std::optional<double> getClampMinValue() {

@@ -125,13 +125,17 @@ struct GemmEpilogue {
 ///   residual  y + R or R + y, R a tensor of y's type read at the same element from outside
 ///             the kernel (ResNet's and MobileNetV2's skip connections);
 ///   clamp     max(y, lo) and/or min(y, hi) with splat constants, lo <= hi (ONNX Relu, Clip,
-///             ReLU6).
+///             ReLU6);
+///   activation  y * sigmoid(y) (SiLU, Swish) or y * min(max(a * y + b, 0), 1) with splat a and
+///             b (ONNX HardSwish, hard sigmoid times its input: MobileNetV3).
 /// Each value of the chain but its result must be read only by the chain's own ops.
 struct ConvEpilogue {
   mlir::Value bias;                     // null: none (see GemmEpilogue::bias; [C_out])
   mlir::DenseElementsAttr biasConstant; // when bias is a constant: the [C_out] vector
   mlir::Value residual;                 // null: none
   std::optional<double> clampMin, clampMax;
+  std::string activation; // "" (none), "silu" or "hard_swish"
+  double activationAlpha = 0.0, activationBeta = 0.0; // hard_swish's gate a * y + b
   mlir::Value result; // the chain's last value (the convolution's own result if nothing fused)
   llvm::SmallVector<mlir::Operation *> ops;
   std::string stop; // why the chain stops where it does (when an add could not fuse)

@@ -70,7 +70,7 @@ func.func @clamp_nan(%x: memref<1x4x8x8xf32>, %w: memref<4x4x3x3xf32>, %y: memre
 // -----
 
 func.func @epilogue_bf16(%x: memref<1x4x8x8xbf16>, %w: memref<4x4x3x3xbf16>, %y: memref<1x4x6x6xbf16>) {
-  // expected-error @+1 {{'tk.conv' op an epilogue (bias, residual, clamp) needs an f32 convolution}}
+  // expected-error @+1 {{'tk.conv' op an epilogue (bias, residual, clamp, activation) needs an f32 convolution}}
   tk.conv %x, %w, %y {clamp_min = 0.0 : f64, dilations = array<i64: 1, 1>, groups = 1 : i64, pad_high = array<i64: 0, 0>, pad_low = array<i64: 0, 0>, strides = array<i64: 1, 1>} : memref<1x4x8x8xbf16>, memref<4x4x3x3xbf16>, memref<1x4x6x6xbf16>
   return
 }
@@ -80,5 +80,29 @@ func.func @epilogue_bf16(%x: memref<1x4x8x8xbf16>, %w: memref<4x4x3x3xbf16>, %y:
 // Accepted: bias, residual and ReLU6 on f32.
 func.func @epilogue(%x: memref<1x4x8x8xf32>, %w: memref<4x4x3x3xf32>, %b: memref<4xf32>, %r: memref<1x4x6x6xf32>, %y: memref<1x4x6x6xf32>) {
   tk.conv %x, %w, %y bias(%b : memref<4xf32>) residual(%r : memref<1x4x6x6xf32>) {clamp_max = 6.0 : f64, clamp_min = 0.0 : f64, dilations = array<i64: 1, 1>, groups = 1 : i64, pad_high = array<i64: 0, 0>, pad_low = array<i64: 0, 0>, strides = array<i64: 1, 1>} : memref<1x4x8x8xf32>, memref<4x4x3x3xf32>, memref<1x4x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @activation_unknown(%x: memref<1x4x8x8xf32>, %w: memref<4x4x3x3xf32>, %y: memref<1x4x6x6xf32>) {
+  // expected-error @+1 {{'tk.conv' op activation 'gelu': expected silu or hard_swish}}
+  tk.conv %x, %w, %y {activation = "gelu", dilations = array<i64: 1, 1>, groups = 1 : i64, pad_high = array<i64: 0, 0>, pad_low = array<i64: 0, 0>, strides = array<i64: 1, 1>} : memref<1x4x8x8xf32>, memref<4x4x3x3xf32>, memref<1x4x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @hard_swish_no_gate(%x: memref<1x4x8x8xf32>, %w: memref<4x4x3x3xf32>, %y: memref<1x4x6x6xf32>) {
+  // expected-error @+1 {{'tk.conv' op activation 'hard_swish' needs finite activation_alpha and activation_beta}}
+  tk.conv %x, %w, %y {activation = "hard_swish", activation_alpha = 0.5 : f64, dilations = array<i64: 1, 1>, groups = 1 : i64, pad_high = array<i64: 0, 0>, pad_low = array<i64: 0, 0>, strides = array<i64: 1, 1>} : memref<1x4x8x8xf32>, memref<4x4x3x3xf32>, memref<1x4x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @silu_with_gate(%x: memref<1x4x8x8xf32>, %w: memref<4x4x3x3xf32>, %y: memref<1x4x6x6xf32>) {
+  // expected-error @+1 {{'tk.conv' op activation 'silu' takes no activation_alpha/activation_beta}}
+  tk.conv %x, %w, %y {activation = "silu", activation_beta = 0.5 : f64, dilations = array<i64: 1, 1>, groups = 1 : i64, pad_high = array<i64: 0, 0>, pad_low = array<i64: 0, 0>, strides = array<i64: 1, 1>} : memref<1x4x8x8xf32>, memref<4x4x3x3xf32>, memref<1x4x6x6xf32>
   return
 }

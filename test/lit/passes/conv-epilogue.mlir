@@ -93,3 +93,66 @@ func.func @partial(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<
   %o3 = tcc.binary add %y3r, %bb : tensor<1x4x6x6xf32>
   return %o1, %o2, %o3 : tensor<1x4x6x6xf32>, tensor<1x4x6x6xf32>, tensor<1x4x6x6xf32>
 }
+
+// -----
+
+// SiLU after the bias (EfficientNet), read by two consumers (a squeeze-excitation's mean and
+// its scaling): tk.conv's activation, its result what both read; on CUDA a kernel.
+// CHECK-LABEL: func.func @silu(
+// CHECK:         tk.conv %arg0, %arg1, %arg3 bias(%arg2 : memref<4xf32>) {activation = "silu",
+// CHECK-NOT:     sigmoid
+// CHECK:         return
+// CUDA-LABEL: func.func @silu(
+// CUDA:         tk.launch @k{{[0-9]+}}_conv_epilogue
+func.func @silu(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<4xf32>) -> (tensor<1x4x6x6xf32>, tensor<1x4xf32>) {
+  %y = tcc.conv %x, %w {groups = 1 : i64, lhs_dilation = array<i64: 1, 1>, pad_high = array<i64: 0, 0>, pad_low = array<i64: 0, 0>, rhs_dilation = array<i64: 1, 1>, strides = array<i64: 1, 1>} : tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32> -> tensor<1x4x6x6xf32>
+  %bb = tcc.broadcast_in_dim %b dims = [1] : tensor<4xf32> -> tensor<1x4x6x6xf32>
+  %yb = tcc.binary add %y, %bb : tensor<1x4x6x6xf32>
+  %s = tcc.unary sigmoid %yb : tensor<1x4x6x6xf32>
+  %a = tcc.binary mul %yb, %s : tensor<1x4x6x6xf32>
+  %m = tcc.reduce sum %a dims = [2, 3] : tensor<1x4x6x6xf32> -> tensor<1x4xf32>
+  return %a, %m : tensor<1x4x6x6xf32>, tensor<1x4xf32>
+}
+
+// -----
+
+// Hard swish as ONNX's function writes it, x * HardSigmoid(x) with alpha 1/6 and beta 1/2
+// (MobileNetV3), the clamp's max and min in either order: tk.conv's activation with its gate.
+// CHECK-LABEL: func.func @hard_swish(
+// CHECK:         tk.conv %arg0, %arg1, %arg2 {activation = "hard_swish", activation_alpha = 0.1666666716337204 : f64, activation_beta = 5.000000e-01 : f64,
+// CHECK-NOT:     tk.launch
+// CHECK:         return
+func.func @hard_swish(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32> {
+  %y = tcc.conv %x, %w {groups = 1 : i64, lhs_dilation = array<i64: 1, 1>, pad_high = array<i64: 0, 0>, pad_low = array<i64: 0, 0>, rhs_dilation = array<i64: 1, 1>, strides = array<i64: 1, 1>} : tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32> -> tensor<1x4x6x6xf32>
+  %sixth = tcc.constant dense<0.166666672> : tensor<1x4x6x6xf32>
+  %half = tcc.constant dense<0.5> : tensor<1x4x6x6xf32>
+  %zero = tcc.constant dense<0.0> : tensor<1x4x6x6xf32>
+  %one = tcc.constant dense<1.0> : tensor<1x4x6x6xf32>
+  %g0 = tcc.binary mul %y, %sixth : tensor<1x4x6x6xf32>
+  %g1 = tcc.binary add %g0, %half : tensor<1x4x6x6xf32>
+  %g2 = tcc.binary min %g1, %one : tensor<1x4x6x6xf32>
+  %g3 = tcc.binary max %g2, %zero : tensor<1x4x6x6xf32>
+  %o = tcc.binary mul %g3, %y : tensor<1x4x6x6xf32>
+  return %o : tensor<1x4x6x6xf32>
+}
+
+// -----
+
+// Not an activation: a gate clamped to [0, 2] (a hard swish is clamped to [0, 1]); the chain
+// stays an epilogue kernel.
+// CHECK-LABEL: func.func @not_hard_swish(
+// CHECK:         tk.conv %arg0, %arg1, %arg2 {dilations
+// CHECK-NEXT:    tk.launch @k{{[0-9]+}}_conv_epilogue
+func.func @not_hard_swish(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32> {
+  %y = tcc.conv %x, %w {groups = 1 : i64, lhs_dilation = array<i64: 1, 1>, pad_high = array<i64: 0, 0>, pad_low = array<i64: 0, 0>, rhs_dilation = array<i64: 1, 1>, strides = array<i64: 1, 1>} : tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32> -> tensor<1x4x6x6xf32>
+  %sixth = tcc.constant dense<0.166666672> : tensor<1x4x6x6xf32>
+  %half = tcc.constant dense<0.5> : tensor<1x4x6x6xf32>
+  %zero = tcc.constant dense<0.0> : tensor<1x4x6x6xf32>
+  %two = tcc.constant dense<2.0> : tensor<1x4x6x6xf32>
+  %g0 = tcc.binary mul %y, %sixth : tensor<1x4x6x6xf32>
+  %g1 = tcc.binary add %g0, %half : tensor<1x4x6x6xf32>
+  %g2 = tcc.binary max %g1, %zero : tensor<1x4x6x6xf32>
+  %g3 = tcc.binary min %g2, %two : tensor<1x4x6x6xf32>
+  %o = tcc.binary mul %y, %g3 : tensor<1x4x6x6xf32>
+  return %o : tensor<1x4x6x6xf32>
+}
