@@ -512,9 +512,9 @@ void runTiles(const SgemmKernelFamily &f, int64_t m, int64_t n, int64_t k, float
             int64_t cols = std::min(4 * NR, j1 - j), panels = (cols + NR - 1) / NR;
             f.rowPanels[panels - 1](kc, aPanel, b.packed->at(k0, j), panelStride,
                                     c + i0 * ldc + j, cols, alpha, blockBeta, tileEpilogue(i0, j));
-            if (last && epilogue)
-              activateRows(epilogue->activation, c + i0 * ldc + j, 1, cols, ldc);
           }
+          if (last && epilogue)
+            activateRows(epilogue->activation, c + i0 * ldc + j0, 1, j1 - j0, ldc);
           continue;
         }
         for (int64_t j = j0; j < j1; j += NR) {
@@ -524,9 +524,9 @@ void runTiles(const SgemmKernelFamily &f, int64_t m, int64_t n, int64_t k, float
               cols <= f.narrowCols ? f.narrow[rows - 1] : f.byRows[rows - 1];
           kernel(kc, aPanel, bp, stride, c + i0 * ldc + j, ldc, cols, alpha, blockBeta,
                  tileEpilogue(i0, j));
-          if (last && epilogue) // the activation, while the tile is in cache
-            activateRows(epilogue->activation, c + i0 * ldc + j, rows, cols, ldc);
         }
+        if (last && epilogue) // the activation on this row panel's block, while it is in cache
+          activateRows(epilogue->activation, c + i0 * ldc + j0, rows, j1 - j0, ldc);
       }
     }
   };
