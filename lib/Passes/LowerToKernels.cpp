@@ -476,6 +476,8 @@ void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
     auto bound = [&](std::optional<double> v) {
       return v ? b_.getF64FloatAttr(*v) : FloatAttr();
     };
+    const bool gated = convEpilogue.activation == "hard_swish"; // the gate a * y + b
+    auto gate = [&](double v) { return gated ? b_.getF64FloatAttr(v) : FloatAttr(); };
     b_.create<tk::ConvOp>(c.getLoc(), fusionArgBuffers_.lookup(in), fusionArgBuffers_.lookup(w),
                           bias, residual, target, c.getStrides(), c.getPadLow(), c.getPadHigh(),
                           c.getRhsDilation(), (uint64_t)c.getGroups(), lhsDilation,
@@ -484,12 +486,8 @@ void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
                           convEpilogue.activation.empty()
                               ? StringAttr()
                               : b_.getStringAttr(convEpilogue.activation),
-                          convEpilogue.activation == "hard_swish"
-                              ? b_.getF64FloatAttr(convEpilogue.activationAlpha)
-                              : FloatAttr(),
-                          convEpilogue.activation == "hard_swish"
-                              ? b_.getF64FloatAttr(convEpilogue.activationBeta)
-                              : FloatAttr());
+                          gate(convEpilogue.activationAlpha),
+                          gate(convEpilogue.activationBeta));
   }
 
   // The epilogue: every other yield, computed elementwise from the library result.

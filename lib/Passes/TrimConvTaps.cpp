@@ -78,17 +78,15 @@ struct TrimConvTapsPass : impl::TrimConvTapsBase<TrimConvTapsPass> {
         return;
       const int64_t newLow = padLow[i] - lo * dilation[i];
       const int64_t newHigh = padHigh[i] - (kernel - 1 - hi) * dilation[i];
-      if (newLow < 0 || newHigh < 0) {
-        lo = 0;
-        hi = kernel - 1;
-      }
+      first[i] = 0;
+      last[i] = kernel - 1;
+      if ((lo == 0 && hi == kernel - 1) || newLow < 0 || newHigh < 0)
+        continue; // nothing to trim, or only with a negative padding
       first[i] = lo;
       last[i] = hi;
-      if (lo == 0 && hi == kernel - 1)
-        continue;
       trimmed = true;
-      padLow[i] -= lo * dilation[i];
-      padHigh[i] -= (kernel - 1 - hi) * dilation[i];
+      padLow[i] = newLow;
+      padHigh[i] = newHigh;
       if (lo == hi)
         dilation[i] = 1;
     }
