@@ -9,7 +9,9 @@
 //  1. Choice. A candidate is an f32 2-D convolution without input dilation that is pointwise
 //     (1x1, stride 1, unpadded, one group) or depthwise (one input and one output channel per
 //     group). `mode=nhwc` takes every candidate, `mode=nchw` none, `mode=auto` the candidates
-//     of each region whose estimated gain beats the layout copies at its edges (step 4).
+//     of each region whose estimated gain beats the layout copies at its edges (step 4);
+//     a candidate expected to lose joins a region when it loses less than the two copies
+//     that keeping it channels-first would need.
 //  2. Rewrite. A chosen conv(x) becomes to_first(conv_cl(to_last(x))): tcc.conv with
 //     `channels_last` between two transposes marked `tcc.layout`.
 //  3. Sinking. A marked to_first transpose moves below each user that does not care about
@@ -110,26 +112,45 @@ bool isCandidate(ConvOp c) {
   return pointwise || depthwise;
 }
 
-/// Estimated time (ns) a candidate saves channels-last (negative: it loses), fitted to
-/// MobileNetV2's layers on an AMD EPYC (Zen 4), 1 thread, each layout timed alone:
-///  - depthwise: the channels-first path copies every plane into padded phase planes first,
-///    which costs most for strided and small maps: ~0.4 ns an output saved when strided,
-///    ~0.3 on maps of at most 16x16 (~1 at 8x8), ~0.1 lost on larger maps;
-///  - pointwise: on maps of at most 8x8, whole 32-column panels save ~12% of the GEMM; on
-///    larger maps the input is packed once more (the channels-first GEMM reads it in place):
-///    ~30% lost.
+/// Estimated time (ns) a candidate saves channels-last (negative: it loses), fitted to 295
+/// convolutions of MobileNetV2/V3, EfficientNet-B0, ResNet-50, CenterNet and DeepLabV3 on an
+/// AMD EPYC (Zen 4), 1 thread, each timed in both layouts (`tcc profile --layout nchw|nhwc`):
+///  - depthwise, per multiply-add: the channels-first path copies every plane into padded
+///    phase planes first, which costs most for strided and small maps: ~0.1 ns saved when
+///    strided; ~0.2 on maps of at most 64 positions, ~0.06 up to 256, ~0.03 up to 1024, about
+///    nothing on larger ones;
+///  - pointwise, as a share of the channels-first GEMM (~40 multiply-adds a ns): on one
+///    position (a squeeze-excitation's FC) channels-first runs a 16-column tile for one
+///    column: ~0.3 ns a multiply-add saved; up to 28 output channels channels-first reads the
+///    input in place and channels-last fills a fraction of its 32-column tiles: ~60% lost; with
+///    weights of at most 160k values, whole 14-row tiles save ~20% on maps of at most 64
+///    positions, ~10% up to 200; larger weights on at most 64 positions ~5%; otherwise ~10%
+///    lost (large maps, large weights: the rows-as-positions GEMM packs the input and blocks
+///    worse).
 double estimatedGainNs(ConvOp c) {
   auto y = typeOf(c.getResult()), w = typeOf(c.getWeight());
   double outputs = (double)y.getNumElements();
   double positions = outputs / (double)std::max<int64_t>(1, y.getDimSize(0) * y.getDimSize(1));
+  double macs = outputs * (double)(w.getNumElements() / std::max<int64_t>(1, w.getDimSize(0)));
   if (c.getGroups() > 1) { // depthwise
     if (llvm::any_of(c.getStrides(), [](int64_t s) { return s > 1; }))
-      return 0.4 * outputs;
-    return positions <= 64 ? 1.0 * outputs : positions <= 256 ? 0.3 * outputs : -0.1 * outputs;
+      return 0.1 * macs;
+    return (positions <= 64 ? 0.2 : positions <= 256 ? 0.06 : positions <= 1024 ? 0.03 : 0.005) *
+           macs;
   }
-  constexpr double kMacsPerNs = 50.0; // ~100 GFLOP/s
-  double macs = outputs * (double)w.getDimSize(1);
-  return (positions <= 64 ? 0.12 : -0.3) * macs / kMacsPerNs;
+  constexpr double kMacsPerNs = 40.0;
+  double gemmNs = macs / kMacsPerNs;
+  int64_t cin = w.getDimSize(1), cout = w.getDimSize(0);
+  if (positions == 1)
+    return 0.3 * macs;
+  if (cout <= 28)
+    return -0.6 * gemmNs;
+  bool smallWeights = cin * cout <= 160 * 1024;
+  if (positions <= 64)
+    return (smallWeights ? 0.2 : 0.05) * gemmNs;
+  if (positions <= 200 && smallWeights)
+    return 0.1 * gemmNs;
+  return -0.1 * gemmNs;
 }
 
 /// "12.3" for 12345 ns.
@@ -141,6 +162,16 @@ std::string microseconds(double ns) {
 
 /// Estimated time (ns) of a layout copy of `bytes`: read and written at ~8 GB/s.
 double copyNs(int64_t bytes) { return 2.0 * (double)bytes / 8.0; }
+
+/// What leaving c channels-first between channels-last neighbours would cost: copies of its
+/// input and its result. A candidate that loses less than that joins its neighbours' region
+/// (whose gain it lowers) rather than cut it in two.
+double copiesAroundNs(ConvOp c) {
+  auto bytes = [](Value v) {
+    return typeOf(v).getNumElements() * (typeOf(v).getElementTypeBitWidth() / 8);
+  };
+  return copyNs(bytes(c.getInput())) + copyNs(bytes(c.getResult()));
+}
 
 class LayoutRewriter {
 public:
@@ -389,11 +420,13 @@ struct LayoutPass : impl::LayoutBase<LayoutPass> {
       SmallVector<ConvOp> gaining;
       for (ConvOp c : candidates) {
         double gain = estimatedGainNs(c);
-        if (gain > 0)
+        if (gain > -copiesAroundNs(c))
           gaining.push_back(c);
         else if (explain)
           emitRemark(c.getLoc()) << "stays channels-first: channels-last would cost ~"
-                                 << microseconds(-gain) << " us more";
+                                 << microseconds(-gain) << " us more, more than copies of its "
+                                 << "input and result (~" << microseconds(copiesAroundNs(c))
+                                 << " us)";
       }
       if (!gaining.empty())
         chooseAndRewrite(f, gaining);

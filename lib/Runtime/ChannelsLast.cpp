@@ -84,8 +84,8 @@ void pointwise(const ConvGeometry &g, const float *input, const float *weight, f
 }
 
 /// One output row (image n, row y) of a channels-last depthwise convolution: every position
-/// and channel, 16 channels at a time in one vector accumulator over the taps (one load of the
-/// input and one of the weights per multiply-add), then the epilogue, stored once.
+/// and channel, a vector of channels at a time in one accumulator over the taps (one load of
+/// the input and one of the weights per multiply-add), then the epilogue, stored once.
 struct DepthwiseRow {
   const float *in;   // the image [ih][iw][C]
   const float *w;    // [tap][C]
@@ -97,69 +97,87 @@ struct DepthwiseRow {
   int64_t C, ih, iw, ow, y, kh, kw, sh, sw, dh, dw, ph, pw;
 };
 
-typedef float DwVec __attribute__((vector_size(64)));
+typedef float DwVec16 __attribute__((vector_size(64)));
+typedef float DwVec8 __attribute__((vector_size(32)));
+typedef float DwVec4 __attribute__((vector_size(16)));
 
-/// Channels [c, c + 16 NV) of output column x: NV independent accumulators (a chain of one
-/// vector's taps alone would wait on the multiply-add latency).
-template <int NV>
-TCC_ISA_BODY void depthwiseBlock(const DepthwiseRow &r, int64_t x, int64_t x0, int64_t kxLo,
-                                 int64_t kxHi, int64_t c) {
-  const int64_t C = r.C;
-  DwVec acc[NV] = {};
+/// Channels [c, c + NV lanes(V)) of the NX output columns x, x + 1, ... (all with the taps
+/// [kxLo, kxHi) inside the row): NX * NV independent accumulators, so that few channels (a
+/// chain of one vector's taps alone would wait on the multiply-add latency) still keep
+/// several in flight; the channels past the last whole 16 in vectors of 8 and 4.
+template <class V, int NX, int NV>
+TCC_ISA_BODY void depthwiseBlock(const DepthwiseRow &r, int64_t x, int64_t kxLo, int64_t kxHi,
+                                 int64_t c) {
+  constexpr int L = sizeof(V) / sizeof(float);
+  const int64_t C = r.C, step = r.sw * C; // from one output column's input to the next's
+  const int64_t x0 = x * r.sw - r.pw;
+  V acc[NX][NV] = {};
   for (int64_t ky = 0; ky < r.kh; ++ky) {
     const int64_t iy = r.y * r.sh - r.ph + ky * r.dh;
     if (iy < 0 || iy >= r.ih)
       continue;
     const float *row = r.in + (iy * r.iw + x0) * C + c;
     const float *wrow = r.w + ky * r.kw * C + c;
-    for (int64_t kx = kxLo; kx < kxHi; ++kx)
+    for (int64_t kx = kxLo; kx < kxHi; ++kx) {
+      V b[NV];
 #pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) {
-        DwVec a, b;
-        __builtin_memcpy(&a, row + kx * r.dw * C + 16 * v, sizeof(DwVec));
-        __builtin_memcpy(&b, wrow + kx * C + 16 * v, sizeof(DwVec));
-        acc[v] += a * b;
-      }
+      for (int v = 0; v < NV; ++v)
+        __builtin_memcpy(&b[v], wrow + kx * C + L * v, sizeof(V));
+#pragma GCC unroll 4
+      for (int p = 0; p < NX; ++p)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) {
+          V a;
+          __builtin_memcpy(&a, row + kx * r.dw * C + p * step + L * v, sizeof(V));
+          acc[p][v] += a * b[v];
+        }
+    }
   }
-  float *o = r.out + x * C + c;
-  const float *res = r.residual ? r.residual + x * C + c : nullptr;
 #pragma GCC unroll 4
-  for (int v = 0; v < NV; ++v) {
-    DwVec y = acc[v], b;
-    if (r.bias) {
-      __builtin_memcpy(&b, r.bias + c + 16 * v, sizeof(DwVec));
-      y += b;
+  for (int p = 0; p < NX; ++p) {
+    float *o = r.out + (x + p) * C + c;
+    const float *res = r.residual ? r.residual + (x + p) * C + c : nullptr;
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      V y = acc[p][v], b;
+      if (r.bias) {
+        __builtin_memcpy(&b, r.bias + c + L * v, sizeof(V));
+        y += b;
+      }
+      if (res) {
+        __builtin_memcpy(&b, res + L * v, sizeof(V));
+        y += b;
+      }
+      if (r.clamp) { // as ConvEpilogue::apply: NaN stays NaN
+        V lo = y - y + r.lo, hi = y - y + r.hi;
+        y = lo > y ? lo : y;
+        y = hi < y ? hi : y;
+      }
+      __builtin_memcpy(o + L * v, &y, sizeof(V));
     }
-    if (res) {
-      __builtin_memcpy(&b, res + 16 * v, sizeof(DwVec));
-      y += b;
-    }
-    if (r.clamp) { // as ConvEpilogue::apply: NaN stays NaN
-      DwVec lo = y - y + r.lo, hi = y - y + r.hi;
-      y = lo > y ? lo : y;
-      y = hi < y ? hi : y;
-    }
-    __builtin_memcpy(o + 16 * v, &y, sizeof(DwVec));
   }
 }
 
-TCC_ISA_BODY void depthwiseRowBody(const DepthwiseRow &r) {
+/// Every channel of the NX output columns from x (taps [kxLo, kxHi) inside the row for each).
+template <int NX>
+TCC_ISA_BODY void depthwiseColumns(const DepthwiseRow &r, int64_t x, int64_t kxLo,
+                                   int64_t kxHi) {
   const int64_t C = r.C;
-  for (int64_t x = 0; x < r.ow; ++x) {
-    const int64_t x0 = x * r.sw - r.pw;
-    int64_t kxLo = 0, kxHi = r.kw; // kx with 0 <= x0 + kx * dw < iw
-    while (kxLo < kxHi && x0 + kxLo * r.dw < 0)
-      ++kxLo;
-    while (kxHi > kxLo && x0 + (kxHi - 1) * r.dw >= r.iw)
-      --kxHi;
-    int64_t c = 0;
+  int64_t c = 0;
+  if (NX == 1)
     for (; c + 64 <= C; c += 64)
-      depthwiseBlock<4>(r, x, x0, kxLo, kxHi, c);
-    for (; c + 32 <= C; c += 32)
-      depthwiseBlock<2>(r, x, x0, kxLo, kxHi, c);
-    for (; c + 16 <= C; c += 16)
-      depthwiseBlock<1>(r, x, x0, kxLo, kxHi, c);
-    for (; c < C; ++c) { // the last channels, one at a time
+      depthwiseBlock<DwVec16, 1, 4>(r, x, kxLo, kxHi, c);
+  for (; c + 32 <= C; c += 32)
+    depthwiseBlock<DwVec16, NX, 2>(r, x, kxLo, kxHi, c);
+  for (; c + 16 <= C; c += 16)
+    depthwiseBlock<DwVec16, NX, 1>(r, x, kxLo, kxHi, c);
+  for (; c + 8 <= C; c += 8)
+    depthwiseBlock<DwVec8, NX, 1>(r, x, kxLo, kxHi, c);
+  for (; c + 4 <= C; c += 4)
+    depthwiseBlock<DwVec4, NX, 1>(r, x, kxLo, kxHi, c);
+  for (; c < C; ++c) // the last channels, one at a time
+    for (int p = 0; p < NX; ++p) {
+      const int64_t x0 = (x + p) * r.sw - r.pw;
       float acc = 0.0f;
       for (int64_t ky = 0; ky < r.kh; ++ky) {
         const int64_t iy = r.y * r.sh - r.ph + ky * r.dh;
@@ -168,9 +186,34 @@ TCC_ISA_BODY void depthwiseRowBody(const DepthwiseRow &r) {
         for (int64_t kx = kxLo; kx < kxHi; ++kx)
           acc += r.in[(iy * r.iw + x0 + kx * r.dw) * C + c] * r.w[(ky * r.kw + kx) * C + c];
       }
-      const float *res = r.residual ? r.residual + x * C : nullptr;
+      const float *res = r.residual ? r.residual + (x + p) * C : nullptr;
       ConvEpilogue e{r.bias, res, r.clamp, r.lo, r.hi};
-      r.out[x * C + c] = e.apply(acc, c, res ? res + c : nullptr);
+      r.out[(x + p) * C + c] = e.apply(acc, c, res ? res + c : nullptr);
+    }
+}
+
+TCC_ISA_BODY void depthwiseRowBody(const DepthwiseRow &r) {
+  // Columns whose taps are all inside the row go in groups of 4 (under 32 channels) or 2
+  // (under 64): more accumulators than the channels alone give.
+  const int64_t group = r.C < 32 ? 4 : r.C < 64 ? 2 : 1;
+  for (int64_t x = 0; x < r.ow;) {
+    const int64_t x0 = x * r.sw - r.pw;
+    int64_t kxLo = 0, kxHi = r.kw; // kx with 0 <= x0 + kx * dw < iw
+    while (kxLo < kxHi && x0 + kxLo * r.dw < 0)
+      ++kxLo;
+    while (kxHi > kxLo && x0 + (kxHi - 1) * r.dw >= r.iw)
+      --kxHi;
+    // The last column of a group of columns starting at x reads up to this input column.
+    const int64_t lastRead = (x + group - 1) * r.sw - r.pw + (r.kw - 1) * r.dw;
+    if (group > 1 && kxLo == 0 && kxHi == r.kw && x + group <= r.ow && lastRead < r.iw) {
+      if (group == 4)
+        depthwiseColumns<4>(r, x, 0, r.kw);
+      else
+        depthwiseColumns<2>(r, x, 0, r.kw);
+      x += group;
+    } else {
+      depthwiseColumns<1>(r, x, kxLo, kxHi);
+      ++x;
     }
   }
 }

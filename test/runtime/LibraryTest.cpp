@@ -565,7 +565,7 @@ TEST(RuntimeConv, EpiloguesOnEveryPath) {
 TEST(RuntimeConv, ChannelsLast) {
   // [N, S..., C] input and output: 1x1 (one GEMM with the positions as rows; batch 2, 7x7
   // maps with more channels than a panel), depthwise (strides 1 and 2, pads, dilation, 5x5,
-  // batch 2) and the rest through channels-first copies (im2col, Winograd, groups, 1-D,
+  // batch 2; channels in vectors of 16, 8 and 4 and alone; 1, 2 and 4 columns at once) and the rest through channels-first copies (im2col, Winograd, groups, 1-D,
   // transposed); each with and without an epilogue, one and two threads, weights constant
   // or inputs.
   std::vector<ConvCase> cases = {
@@ -576,6 +576,11 @@ TEST(RuntimeConv, ChannelsLast) {
       {{1, 24, 14, 14}, {24, 1, 3, 3}, {2, 2}, {0, 1}, {0, 1}, {1, 1}, 24},    // s2 "same"
       {{1, 17, 13, 15}, {17, 1, 3, 3}, {1, 1}, {2, 2}, {2, 2}, {2, 2}, 17},    // dilation 2
       {{2, 20, 9, 10}, {20, 1, 5, 5}, {2, 1}, {2, 2}, {2, 1}, {1, 1}, 20},     // 5x5
+      {{1, 72, 6, 7}, {72, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 72},      // 64 + 8
+      {{1, 16, 5, 19}, {16, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 16},     // 4 columns
+      {{1, 40, 6, 13}, {40, 1, 5, 5}, {1, 2}, {2, 2}, {2, 1}, {1, 1}, 40},     // 2 columns
+      {{1, 7, 5, 14}, {7, 1, 3, 3}, {1, 1}, {0, 2}, {1, 0}, {1, 2}, 7},        // 4 + 3
+      {{1, 33, 6, 11}, {33, 1, 3, 3}, {1, 2}, {1, 1}, {1, 1}, {2, 1}, 33},     // 32 + 1
       {{1, 3, 11, 10}, {5, 3, 3, 2}, {2, 3}, {1, 0}, {2, 1}, {2, 1}, 1},       // im2col
       {{1, 16, 15, 17}, {24, 16, 3, 3}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 1},    // Winograd
       {{1, 6, 7, 7}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 2},         // groups
