@@ -12,7 +12,9 @@
 //     FusionUtils.h) is inlined into the groups of its consumers when it feeds one group, or
 //     several when it is cheap to recompute; otherwise it is materialised as a group of its own.
 //     A materialised reshape is a free view instead. Transposes of the last two dims and batch
-//     broadcasts of a GEMM operand are absorbed by the GEMM.
+//     broadcasts of a GEMM operand are absorbed by the GEMM. A value whose operand cone holds
+//     a transcendental function (an exp, a sigmoid) and that a consumer kernel reads broadcast
+//     over at least kBroadcastRecompute times its elements is materialised: computed once.
 //  2. Every other op roots a group: reductions (loop), f32/f64 matmul and f32 conv (extern),
 //     topk (extern), loop forms of matmul/conv/reduce_window, and sequential ops (loop). The
 //     part of a matmul's epilogue that the target's GEMM library computes (a scale, a bias
@@ -267,6 +269,37 @@ int recomputeCost(Operation *op, bool weighTranscendental) {
   return 1;
 }
 
+/// A pointwise value read by kernels that iterate over this many times its elements or more
+/// (a squeeze-excitation's sigmoid gate, [N, C, 1, 1], scaling [N, C, H, W]) is materialised
+/// when its cone holds a transcendental function: once per element, not once per read.
+constexpr int64_t kBroadcastRecompute = 16;
+
+/// Elements of the largest static tensor `op` reads or writes: its iteration space, roughly.
+int64_t iterationElements(Operation *op) {
+  int64_t most = 0;
+  auto consider = [&](Type t) {
+    if (auto r = dyn_cast<RankedTensorType>(t); r && r.hasStaticShape())
+      most = std::max(most, r.getNumElements());
+  };
+  for (Type t : op->getOperandTypes())
+    consider(t);
+  for (Type t : op->getResultTypes())
+    consider(t);
+  return most;
+}
+
+/// How many times more elements the kernels rooted at `roots` iterate over than `op` has (1
+/// when unknown or not larger).
+int64_t broadcastExpansion(Operation *op, ArrayRef<Operation *> roots) {
+  auto t = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+  if (!t || !t.hasStaticShape() || t.getNumElements() == 0)
+    return 1;
+  int64_t most = 0;
+  for (Operation *r : roots)
+    most = std::max(most, iterationElements(r));
+  return std::max<int64_t>(1, most / t.getNumElements());
+}
+
 class FusionPolicy {
 public:
   FusionPolicy(func::FuncOp func, bool explain, Target target)
@@ -485,6 +518,10 @@ void FusionPolicy::decide() {
     else if (roots.size() > 1 && !cheap)
       why = "used by " + std::to_string(roots.size()) + " kernels and too costly to recompute (" +
             std::to_string(cost) + " ops)";
+    else if (int64_t expansion = broadcastExpansion(op, roots.getArrayRef());
+             expansion >= kBroadcastRecompute && costOf(op, true) > kCheapOps)
+      why = "a transcendental broadcast to " + std::to_string(expansion) +
+            "x its elements in its consumer kernel (computed once, not per element)";
     else if (repeated && cost > kOpsRecomputedPerRead)
       why = "read many times per element by a windowed consumer and too costly to recompute";
     else if (llvm::any_of(roots, [&](Operation *r) { return !mayJoin(op, r); }))

@@ -136,3 +136,30 @@ func.func @squeeze_excite(%x: tensor<1x8x4x4xf32>, %w: tensor<8x1x3x3xf32>, %g: 
   %o = tcc.binary mul %a, %zb : tensor<1x8x4x4xf32>
   return %o : tensor<1x8x4x4xf32>
 }
+
+// -----
+
+// A squeeze-excitation's gate: the sigmoid of a [1, 8, 1, 1] value scales a [1, 8, 8, 8] one.
+// Inlined, the consumer would compute the sigmoid 64 times per gate value; it is materialised
+// (computed once), while the cheap bias add broadcast the same way stays inlined.
+// CHECK-LABEL: func.func @gate
+// CHECK: tcc.fusion "loop"
+// CHECK: tcc.unary sigmoid
+// CHECK: tcc.fusion "loop"
+// CHECK-NOT: tcc.unary sigmoid
+// CHECK: tcc.binary mul
+func.func @gate(%x: tensor<1x8x8x8xf32>, %g: tensor<1x8x1x1xf32>, %b: tensor<1x8x1x1xf32>) -> tensor<1x8x8x8xf32> {
+  // expected-remark @below {{inlined into its consumer's kernel}}
+  %a = tcc.binary add %g, %b : tensor<1x8x1x1xf32>
+  // expected-remark @below {{materialised: a transcendental broadcast to 64x its elements in its consumer kernel (computed once, not per element)}}
+  %s = tcc.unary sigmoid %a : tensor<1x8x1x1xf32>
+  // expected-remark @below {{inlined into its consumer's kernel}}
+  %sb = tcc.broadcast_in_dim %s dims = [0, 1, 2, 3] : tensor<1x8x1x1xf32> -> tensor<1x8x8x8xf32>
+  // expected-remark @below {{inlined into its consumer's kernel}}
+  %bb = tcc.broadcast_in_dim %b dims = [0, 1, 2, 3] : tensor<1x8x1x1xf32> -> tensor<1x8x8x8xf32>
+  // expected-remark @below {{inlined into its consumer's kernel}}
+  %t = tcc.binary add %x, %bb : tensor<1x8x8x8xf32>
+  // expected-remark @below {{materialised: its value is needed in memory}}
+  %o = tcc.binary mul %t, %sb : tensor<1x8x8x8xf32>
+  return %o : tensor<1x8x8x8xf32>
+}
