@@ -12,9 +12,9 @@
 //     FusionUtils.h) is inlined into the groups of its consumers when it feeds one group, or
 //     several when it is cheap to recompute; otherwise it is materialised as a group of its own.
 //     A materialised reshape is a free view instead. Transposes of the last two dims and batch
-//     broadcasts of a GEMM operand are absorbed by the GEMM. A value whose operand cone holds
-//     a transcendental function (an exp, a sigmoid) and that a consumer kernel reads broadcast
-//     over at least kBroadcastRecompute times its elements is materialised: computed once.
+//     broadcasts of a GEMM operand are absorbed by the GEMM. On CPUs, a transcendental
+//     function (an exp, a sigmoid) that a consumer kernel reads broadcast over at least
+//     kBroadcastRecompute times its elements is materialised: computed once.
 //  2. Every other op roots a group: reductions (loop), f32/f64 matmul and f32 conv (extern),
 //     topk (extern), loop forms of matmul/conv/reduce_window, and sequential ops (loop). The
 //     part of a matmul's epilogue that the target's GEMM library computes (a scale, a bias
@@ -269,9 +269,9 @@ int recomputeCost(Operation *op, bool weighTranscendental) {
   return 1;
 }
 
-/// A pointwise value read by kernels that iterate over this many times its elements or more
-/// (a squeeze-excitation's sigmoid gate, [N, C, 1, 1], scaling [N, C, H, W]) is materialised
-/// when its cone holds a transcendental function: once per element, not once per read.
+/// On CPUs, a transcendental function (an exp, a sigmoid) whose value kernels read broadcast
+/// over this many times its elements or more (a squeeze-excitation's sigmoid gate, [N, C, 1, 1],
+/// scaling [N, C, H, W]) is materialised: computed once per element, not once per read.
 constexpr int64_t kBroadcastRecompute = 16;
 
 /// Elements of the largest static tensor `op` reads or writes: its iteration space, roughly.
@@ -519,7 +519,8 @@ void FusionPolicy::decide() {
       why = "used by " + std::to_string(roots.size()) + " kernels and too costly to recompute (" +
             std::to_string(cost) + " ops)";
     else if (int64_t expansion = broadcastExpansion(op, roots.getArrayRef());
-             expansion >= kBroadcastRecompute && costOf(op, true) > kCheapOps)
+             target_ == Target::Cpu && expansion >= kBroadcastRecompute &&
+             recomputeCost(op, true) > kCheapOps)
       why = "a transcendental broadcast to " + std::to_string(expansion) +
             "x its elements in its consumer kernel (computed once, not per element)";
     else if (repeated && cost > kOpsRecomputedPerRead)
