@@ -102,9 +102,9 @@ typedef float DwVec8 __attribute__((vector_size(32)));
 typedef float DwVec4 __attribute__((vector_size(16)));
 
 /// Channels [c, c + NV lanes(V)) of the NX output columns x, x + 1, ... (all with the taps
-/// [kxLo, kxHi) inside the row): NX * NV independent accumulators, so that few channels (a
-/// chain of one vector's taps alone would wait on the multiply-add latency) still keep
-/// several in flight; the channels past the last whole 16 in vectors of 8 and 4.
+/// [kxLo, kxHi) inside the row): NX * NV independent accumulators (a chain of one vector's
+/// taps alone would wait on the multiply-add latency), each weight vector loaded once for the
+/// NX columns; the channels past the last whole 16 in vectors of 8 and 4.
 template <class V, int NX, int NV>
 TCC_ISA_BODY void depthwiseBlock(const DepthwiseRow &r, int64_t x, int64_t kxLo, int64_t kxHi,
                                  int64_t c) {
@@ -193,25 +193,26 @@ TCC_ISA_BODY void depthwiseColumns(const DepthwiseRow &r, int64_t x, int64_t kxL
 }
 
 TCC_ISA_BODY void depthwiseRowBody(const DepthwiseRow &r) {
-  // Columns whose taps are all inside the row go in groups of 4 (under 32 channels) or 2
-  // (under 64): more accumulators than the channels alone give.
-  const int64_t group = r.C < 32 ? 4 : r.C < 64 ? 2 : 1;
+  // Columns whose taps are all inside the row go 4 (else 2) at a time: each weight vector
+  // loaded serves several columns, and there are more accumulators in flight.
+  auto inside = [&](int64_t x, int64_t n) { // columns [x, x + n) read only inside the row
+    return x + n <= r.ow && x * r.sw - r.pw >= 0 &&
+           (x + n - 1) * r.sw - r.pw + (r.kw - 1) * r.dw < r.iw;
+  };
   for (int64_t x = 0; x < r.ow;) {
-    const int64_t x0 = x * r.sw - r.pw;
-    int64_t kxLo = 0, kxHi = r.kw; // kx with 0 <= x0 + kx * dw < iw
-    while (kxLo < kxHi && x0 + kxLo * r.dw < 0)
-      ++kxLo;
-    while (kxHi > kxLo && x0 + (kxHi - 1) * r.dw >= r.iw)
-      --kxHi;
-    // The last column of a group of columns starting at x reads up to this input column.
-    const int64_t lastRead = (x + group - 1) * r.sw - r.pw + (r.kw - 1) * r.dw;
-    if (group > 1 && kxLo == 0 && kxHi == r.kw && x + group <= r.ow && lastRead < r.iw) {
-      if (group == 4)
-        depthwiseColumns<4>(r, x, 0, r.kw);
-      else
-        depthwiseColumns<2>(r, x, 0, r.kw);
-      x += group;
+    if (inside(x, 4)) {
+      depthwiseColumns<4>(r, x, 0, r.kw);
+      x += 4;
+    } else if (inside(x, 2)) {
+      depthwiseColumns<2>(r, x, 0, r.kw);
+      x += 2;
     } else {
+      const int64_t x0 = x * r.sw - r.pw;
+      int64_t kxLo = 0, kxHi = r.kw; // kx with 0 <= x0 + kx * dw < iw
+      while (kxLo < kxHi && x0 + kxLo * r.dw < 0)
+        ++kxLo;
+      while (kxHi > kxLo && x0 + (kxHi - 1) * r.dw >= r.iw)
+        --kxHi;
       depthwiseColumns<1>(r, x, kxLo, kxHi);
       ++x;
     }
