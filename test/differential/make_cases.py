@@ -239,14 +239,23 @@ def family_conv(g, rng):
 
 def family_atrous(g, rng):
     """Dilated convolutions on maps not much larger than their dilation (DeepLab's atrous
-    pyramid): outer taps that read only padding, trimmed by the compiler (-tcc-trim-conv-taps)."""
-    dims = rng.choice([1, 2, 2])
-    cin, cout = rng.randint(1, 5), rng.randint(1, 5)
-    spatial = [rng.randint(2, 9) for _ in range(dims)]
-    kernel = [rng.choice([2, 3, 3, 5]) for _ in range(dims)]
-    strides = [rng.choice([1, 1, 2]) for _ in range(dims)]
-    dil = [rng.randint(2, 12) for _ in range(dims)]
-    pads = [rng.randint(0, d * (k - 1)) for d, k in zip(dil + dil, kernel + kernel)]  # lows, highs
+    pyramid): outer taps that read only padding, trimmed by the compiler (-tcc-trim-conv-taps),
+    and (the large ones) taps that read padding at many positions, split into regions."""
+    if rng.random() < 0.3:  # large enough to be split into regions by live taps
+        dims, cin, cout = 2, rng.randint(48, 96), rng.randint(48, 96)
+        spatial = [rng.randint(10, 16) for _ in range(dims)]
+        kernel = [3, 3]
+        strides = [rng.choice([1, 1, 2]) for _ in range(dims)]
+        dil = [rng.randint(4, 12) for _ in range(dims)]
+        pads = dil + dil
+    else:
+        dims = rng.choice([1, 2, 2])
+        cin, cout = rng.randint(1, 5), rng.randint(1, 5)
+        spatial = [rng.randint(2, 9) for _ in range(dims)]
+        kernel = [rng.choice([2, 3, 3, 5]) for _ in range(dims)]
+        strides = [rng.choice([1, 1, 2]) for _ in range(dims)]
+        dil = [rng.randint(2, 12) for _ in range(dims)]
+        pads = [rng.randint(0, d * (k - 1)) for d, k in zip(dil + dil, kernel + kernel)]  # lows, highs
     for i in range(dims):  # at least one output position
         need = dil[i] * (kernel[i] - 1) + 1 - spatial[i] - pads[i] - pads[dims + i]
         if need > 0:

@@ -34,11 +34,13 @@ def FoldConvAffine : Pass<"tcc-fold-conv-affine", "mlir::func::FuncOp"> {
 
 def TrimConvTaps : Pass<"tcc-trim-conv-taps", "mlir::func::FuncOp"> {
   let summary = "Drops the convolution kernel taps that only ever read padding (dilated "
-                "convolutions on small maps)";
+                "convolutions on small maps), and splits the output into regions by live taps";
   let description = [{
     lib/Passes/TrimConvTaps.cpp: per spatial dim, the leading and trailing taps of a tcc.conv
     that read inside the input at no output position are sliced off the weight, and the padding
-    shrinks to match; the output is unchanged.
+    shrinks to match; a convolution whose taps still read padding for most of its
+    multiply-adds becomes one convolution per output region with the same live taps (input
+    and weight slices, no padding), concatenated. The output is unchanged.
   }];
   let options = [
     Option<"explain", "explain", "bool", /*default=*/"false",
