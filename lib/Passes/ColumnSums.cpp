@@ -62,13 +62,9 @@ struct ColumnSumsPass : impl::ColumnSumsBase<ColumnSumsPass> {
     if (r1 - r0 != (int64_t)dims.size() || r1 >= rank)
       return; // not one run, or no kept dim after it: a row sum
     ArrayRef<int64_t> shape = x.getShape();
-    auto product = [&](int64_t from, int64_t to) {
-      int64_t p = 1;
-      for (int64_t d = from; d < to; ++d)
-        p *= shape[d];
-      return p;
-    };
-    int64_t batch = product(0, r0), rows = product(r0, r1), columns = product(r1, rank);
+    int64_t batch = ShapedType::getNumElements(shape.take_front(r0)),
+            rows = ShapedType::getNumElements(shape.slice(r0, r1 - r0)),
+            columns = ShapedType::getNumElements(shape.drop_front(r1));
     if (rows < 2 || columns < kMinColumns || batch * 8 > rows)
       return;
     OpBuilder b(r);
@@ -77,11 +73,13 @@ struct ColumnSumsPass : impl::ColumnSumsBase<ColumnSumsPass> {
     Value matrix = batch == 1 ? cb.reshape(r.getX(), {rows, columns})
                               : cb.reshape(r.getX(), {batch, rows, columns});
     Value sum = cb.reshape(cb.matmul(ones, matrix), y.getShape());
-    if (explain)
-      r.emitRemark() << "a sum of " << rows << " rows of " << columns
-                     << " contiguous values" << (batch > 1 ? " (batch " : "")
-                     << (batch > 1 ? std::to_string(batch) + ")" : "")
-                     << ": a GEMM row with a ones vector";
+    if (explain) {
+      InFlightDiagnostic remark = r.emitRemark();
+      remark << "a sum of " << rows << " rows of " << columns << " contiguous values";
+      if (batch > 1)
+        remark << " (batch " << batch << ")";
+      remark << ": a GEMM row with a ones vector";
+    }
     r.getResult().replaceAllUsesWith(sum);
     r->erase();
   }

@@ -512,15 +512,15 @@ void FusionPolicy::decide() {
       cheap = cost <= kCheapOps;
     }
     std::string why;
+    int64_t expansion = 1; // read broadcast over this many times its elements
     if (needBuffer)
       why = "its value is needed in memory (a graph output, a library call operand, a scatter "
             "base or a view)";
     else if (roots.size() > 1 && !cheap)
       why = "used by " + std::to_string(roots.size()) + " kernels and too costly to recompute (" +
             std::to_string(cost) + " ops)";
-    else if (int64_t expansion = broadcastExpansion(op, roots.getArrayRef());
-             target_ == Target::Cpu && expansion >= kBroadcastRecompute &&
-             recomputeCost(op, true) > kCheapOps)
+    else if (target_ == Target::Cpu && recomputeCost(op, true) > kCheapOps &&
+             (expansion = broadcastExpansion(op, roots.getArrayRef())) >= kBroadcastRecompute)
       why = "a transcendental broadcast to " + std::to_string(expansion) +
             "x its elements in its consumer kernel (computed once, not per element)";
     else if (repeated && cost > kOpsRecomputedPerRead)

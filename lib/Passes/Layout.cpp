@@ -167,10 +167,7 @@ double copyNs(int64_t bytes) { return 2.0 * (double)bytes / 8.0; }
 /// input and its result. A candidate that loses less than that joins its neighbours' region
 /// (whose gain it lowers) rather than cut it in two.
 double copiesAroundNs(ConvOp c) {
-  auto bytes = [](Value v) {
-    return typeOf(v).getNumElements() * (typeOf(v).getElementTypeBitWidth() / 8);
-  };
-  return copyNs(bytes(c.getInput())) + copyNs(bytes(c.getResult()));
+  return copyNs(CoreBuilder::bytesOf(c.getInput())) + copyNs(CoreBuilder::bytesOf(c.getResult()));
 }
 
 class LayoutRewriter {
@@ -419,14 +416,13 @@ struct LayoutPass : impl::LayoutBase<LayoutPass> {
       // auto: the candidates expected to gain, then their regions' copies (step 4).
       SmallVector<ConvOp> gaining;
       for (ConvOp c : candidates) {
-        double gain = estimatedGainNs(c);
-        if (gain > -copiesAroundNs(c))
+        double gain = estimatedGainNs(c), copies = copiesAroundNs(c);
+        if (gain > -copies)
           gaining.push_back(c);
         else if (explain)
           emitRemark(c.getLoc()) << "stays channels-first: channels-last would cost ~"
                                  << microseconds(-gain) << " us more, more than copies of its "
-                                 << "input and result (~" << microseconds(copiesAroundNs(c))
-                                 << " us)";
+                                 << "input and result (~" << microseconds(copies) << " us)";
       }
       if (!gaining.empty())
         chooseAndRewrite(f, gaining);
@@ -491,8 +487,7 @@ struct LayoutPass : impl::LayoutBase<LayoutPass> {
     for (auto [op, original] : llvm::zip(convs, candidates))
       gain[regions.getLeaderValue(op)] += estimatedGainNs(ConvOp(original));
     for (TransposeOp t : trialRewriter.copies()) {
-      int64_t bytes = typeOf(t.getResult()).getNumElements() *
-                      (typeOf(t.getResult()).getElementTypeBitWidth() / 8);
+      int64_t bytes = CoreBuilder::bytesOf(t.getResult());
       // The channels-last side: the producer of a to_first's input, the user of a to_last.
       Operation *side = last.contains(t.getX()) ? t.getX().getDefiningOp()
                         : t->use_empty()        ? nullptr

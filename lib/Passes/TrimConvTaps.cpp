@@ -24,10 +24,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tcc/Passes/Passes.h"
+#include "tcc/IR/CoreBuilder.h"
 #include "tcc/IR/TccDialect.h"
 
 #include "mlir/IR/Builders.h"
-#include "mlir/IR/BuiltinAttributes.h"
 
 #include <cmath>
 
@@ -60,6 +60,17 @@ bool tapLive(int64_t k, int64_t input, int64_t output, int64_t stride, int64_t p
   return first < output && first * stride + offset < input;
 }
 
+/// Whether the pass looks at `conv`: static shapes, channels-first, no input dilation.
+bool handled(ConvOp conv) {
+  auto isStatic = [](Value v) {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    return t && t.hasStaticShape();
+  };
+  return isStatic(conv.getInput()) && isStatic(conv.getWeight()) && isStatic(conv.getResult()) &&
+         !conv.getChannelsLast() &&
+         llvm::all_of(conv.getLhsDilation(), [](int64_t d) { return d == 1; });
+}
+
 struct TrimConvTapsPass : impl::TrimConvTapsBase<TrimConvTapsPass> {
   using TrimConvTapsBase::TrimConvTapsBase;
 
@@ -72,13 +83,11 @@ struct TrimConvTapsPass : impl::TrimConvTapsBase<TrimConvTapsPass> {
 
   /// The trimmed convolution (or `conv` itself when nothing was trimmed).
   ConvOp trim(ConvOp conv) {
-    auto in = dyn_cast<RankedTensorType>(conv.getInput().getType());
-    auto w = dyn_cast<RankedTensorType>(conv.getWeight().getType());
-    auto out = dyn_cast<RankedTensorType>(conv.getType());
-    if (!in || !w || !out || !in.hasStaticShape() || !w.hasStaticShape() ||
-        !out.hasStaticShape() || conv.getChannelsLast() ||
-        llvm::any_of(conv.getLhsDilation(), [](int64_t d) { return d != 1; }))
+    if (!handled(conv))
       return conv;
+    auto in = cast<RankedTensorType>(conv.getInput().getType());
+    auto w = cast<RankedTensorType>(conv.getWeight().getType());
+    auto out = cast<RankedTensorType>(conv.getType());
     const size_t spatial = conv.getStrides().size();
     SmallVector<int64_t> padLow(conv.getPadLow()), padHigh(conv.getPadHigh()),
         dilation(conv.getRhsDilation());
@@ -148,12 +157,12 @@ struct TrimConvTapsPass : impl::TrimConvTapsBase<TrimConvTapsPass> {
   /// one convolution per region of the output with the same live taps, concatenated: each
   /// reads a slice of the input with the live slice of the weight and no padding.
   void split(ConvOp conv) {
-    auto in = dyn_cast<RankedTensorType>(conv.getInput().getType());
-    auto w = dyn_cast<RankedTensorType>(conv.getWeight().getType());
-    auto out = dyn_cast<RankedTensorType>(conv.getType());
-    if (!in || !w || !out || !in.hasStaticShape() || !w.hasStaticShape() ||
-        !out.hasStaticShape() || conv.getChannelsLast() || out.getNumElements() == 0 ||
-        llvm::any_of(conv.getLhsDilation(), [](int64_t d) { return d != 1; }))
+    if (!handled(conv))
+      return;
+    auto in = cast<RankedTensorType>(conv.getInput().getType());
+    auto w = cast<RankedTensorType>(conv.getWeight().getType());
+    auto out = cast<RankedTensorType>(conv.getType());
+    if (out.getNumElements() == 0)
       return;
     const size_t spatial = conv.getStrides().size();
     SmallVector<SmallVector<Band>> bands(spatial);
@@ -230,7 +239,7 @@ struct TrimConvTapsPass : impl::TrimConvTapsBase<TrimConvTapsPass> {
     }
     auto type = RankedTensorType::get(outShape, out.getElementType());
     if (empty) // no tap reads inside the input here
-      return b.create<ConstantOp>(loc, SplatElementsAttr::get(type, b.getZeroAttr(out.getElementType())));
+      return CoreBuilder(b, loc).splat(type, 0.0);
     auto slice = [&](Value v, ArrayRef<int64_t> start, ArrayRef<int64_t> limit) -> Value {
       auto t = cast<RankedTensorType>(v.getType());
       if (llvm::all_of(start, [](int64_t s) { return s == 0; }) && limit == t.getShape())
