@@ -565,7 +565,8 @@ TEST(RuntimeConv, EpiloguesOnEveryPath) {
 TEST(RuntimeConv, ChannelsLast) {
   // [N, S..., C] input and output: 1x1 (one GEMM with the positions as rows; batch 2, 7x7
   // maps with more channels than a panel), depthwise (strides 1 and 2, pads, dilation, 5x5,
-  // batch 2; channels in vectors of 16, 8 and 4 and alone; 1, 2 and 4 columns at once) and the rest through channels-first copies (im2col, Winograd, groups, 1-D,
+  // batch 2; channels in vectors of 16, 8 and 4 and alone; 1, 2 and 4 columns at once; long
+  // interior runs, 5x5 and stride 2 among them) and the rest through channels-first copies (im2col, Winograd, groups, 1-D,
   // transposed); each with and without an epilogue, one and two threads, weights constant
   // or inputs.
   std::vector<ConvCase> cases = {
@@ -582,6 +583,10 @@ TEST(RuntimeConv, ChannelsLast) {
       {{1, 7, 5, 14}, {7, 1, 3, 3}, {1, 1}, {0, 2}, {1, 0}, {1, 2}, 7},        // 4 + 3
       {{1, 33, 6, 11}, {33, 1, 3, 3}, {1, 2}, {1, 1}, {1, 1}, {2, 1}, 33},     // 32 + 1
       {{1, 48, 4, 9}, {48, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 48},      // 4 + 2 + 1 cols
+      // Long interior runs (kernels 3 and 5 wide, strides 1 and 2).
+      {{1, 20, 4, 30}, {20, 1, 3, 3}, {1, 2}, {1, 1}, {1, 1}, {1, 1}, 20},     // s2, 16 + 4 ch
+      {{1, 13, 3, 26}, {13, 1, 5, 5}, {1, 1}, {2, 2}, {2, 2}, {1, 1}, 13},     // 8 + 4 + 1 ch
+      {{2, 64, 5, 21}, {64, 1, 5, 5}, {2, 2}, {2, 2}, {2, 2}, {1, 1}, 64},     // 5x5 s2
       {{1, 3, 11, 10}, {5, 3, 3, 2}, {2, 3}, {1, 0}, {2, 1}, {2, 1}, 1},       // im2col
       {{1, 16, 15, 17}, {24, 16, 3, 3}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 1},    // Winograd
       {{1, 6, 7, 7}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 2},         // groups
