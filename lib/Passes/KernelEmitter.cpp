@@ -835,10 +835,51 @@ void buildDynamicUpdateSlice(KernelEmitter &e, DynamicUpdateSliceOp d, Value out
   });
 }
 
+/// Whether the concat `c` computed in a kernel is worth a loop per input (each output element
+/// then computes its own input's element only, instead of every input's and a chain of
+/// selects): along an outer dim always; along the innermost dim when every input is at least
+/// 16 elements long there (shorter inner loops would cost more than the selects save).
+bool worthLoopPerInput(ConcatOp c) {
+  int64_t axis = c.getAxis();
+  if (c.getInputs().size() < 2)
+    return false;
+  if (axis + 1 < tensorType(c.getResult()).getRank())
+    return true;
+  return llvm::all_of(c.getInputs(), [&](Value in) {
+    SymExpr n = symShapeOf(in)[axis];
+    return n.constant().value_or(0) >= 16;
+  });
+}
+
+/// Stores `v` (`shape`) into `out` at `offsets` from its origin: a concat computed in the
+/// kernel as one loop per input (recursively: regions of regions), anything else as one loop.
+void storeConcatPieces(KernelEmitter &e, const llvm::DenseMap<Value, Value> &buffers, Value v,
+                       Value out, const SymShape &shape, const SymShape &offsets) {
+  auto concat = dyn_cast_or_null<ConcatOp>(v.getDefiningOp());
+  if (concat && !buffers.count(v) && worthLoopPerInput(concat)) {
+    int64_t axis = concat.getAxis();
+    SymShape pieceShape = shape, pieceOffsets = offsets;
+    for (Value in : concat.getInputs()) {
+      pieceShape[axis] = symShapeOf(in)[axis];
+      if (pieceShape[axis] != SymExpr(0))
+        storeConcatPieces(e, buffers, in, out, pieceShape, pieceOffsets);
+      pieceOffsets[axis] = pieceOffsets[axis] + pieceShape[axis];
+    }
+    return;
+  }
+  e.parallel(shape, [&](const Index &idx) {
+    Index at(idx.begin(), idx.end());
+    for (size_t d = 0; d < at.size(); ++d)
+      at[d] = at[d] + e.size(offsets[d]);
+    e.store(e.element(v, idx), out, at);
+  });
+}
+
 } // namespace
 
 void buildKernelBody(OpBuilder &b, Location loc, Block &body,
-                     const llvm::DenseMap<Value, Value> &buffers, ArrayRef<Value> outputs) {
+                     const llvm::DenseMap<Value, Value> &buffers, ArrayRef<Value> outputs,
+                     bool splitConcats) {
   KernelEmitter e(b, loc);
   for (auto &[tensor, memref] : buffers)
     e.bindBuffer(tensor, memref);
@@ -877,6 +918,11 @@ void buildKernelBody(OpBuilder &b, Location loc, Block &body,
     for (size_t i : stored)
       if (symShapeOf(yields[i]) != shape)
         fail(body.getParentOp(), "pointwise fusion results must all have one shape");
+    if (splitConcats && stored.size() == 1) {
+      storeConcatPieces(e, buffers, yields[stored[0]], outputs[stored[0]], shape,
+                        SymShape(shape.size(), SymExpr(0)));
+      return;
+    }
     e.parallel(shape, [&](const Index &idx) {
       for (size_t i : stored)
         e.store(e.element(yields[i], idx), outputs[i], idx);

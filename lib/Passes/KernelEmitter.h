@@ -145,9 +145,11 @@ private:
 /// Fills the body of a kernel for a loop fusion `body` (the fusion's block) whose values in
 /// `buffers` (block arguments, possibly a library result) are held in kernel buffers and whose
 /// yielded values go to `outputs` (one kernel buffer per yield). Builds at `b`'s insertion point.
+/// splitConcats (CPU kernels): a pointwise group whose one result is a concat stores it with
+/// one loop per input (CUDA kernels want one outer loop, and keep the selects).
 void buildKernelBody(mlir::OpBuilder &b, mlir::Location loc, mlir::Block &body,
                      const llvm::DenseMap<mlir::Value, mlir::Value> &buffers,
-                     llvm::ArrayRef<mlir::Value> outputs);
+                     llvm::ArrayRef<mlir::Value> outputs, bool splitConcats);
 
 /// Moves loop-invariant scalar ops (and loads of buffers the loop does not write, when it runs
 /// at least once) out of the tk loops of `kernel`, innermost first.

@@ -254,7 +254,7 @@ void ProgramBuilder::lowerLoop(FusionOp f, ArrayRef<Value> outputs) {
     SmallVector<Value> outs;
     for (Value o : outputs)
       outs.push_back(kernelBuffer(o));
-    kernel::buildKernelBody(kb, f.getLoc(), body, bound, outs);
+    kernel::buildKernelBody(kb, f.getLoc(), body, bound, outs, target_ == Target::Cpu);
   });
 }
 
@@ -527,7 +527,7 @@ void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
     SmallVector<Value> outs;
     for (Value o : epilogueOutputs)
       outs.push_back(o ? kernelBuffer(o) : Value());
-    kernel::buildKernelBody(kb, f.getLoc(), body, bound, outs);
+    kernel::buildKernelBody(kb, f.getLoc(), body, bound, outs, target_ == Target::Cpu);
   });
 }
 

@@ -942,7 +942,19 @@ Value resizeAll(NodeContext &n, Value x, const ResizeSpec &spec, ArrayRef<int64_
   if (integer && spec.mode != InterpMode::Nearest)
     x = b.cast(x, b.builder().getF32Type());
   Value y = x;
-  for (int64_t d = 0; d < rank; ++d) {
+  // Axes that shrink first (the later passes then run on less), then the ones that grow from
+  // the innermost outward: the innermost axis's taps are gathers across a row, cheapest on the
+  // smallest tensor; an outer axis's taps read whole rows contiguously, cheap even at the
+  // full output size (and the fusion pass writes each axis's result once when the next axis
+  // reads it through several taps).
+  SmallVector<int64_t> order;
+  for (int64_t d = 0; d < rank; ++d)
+    if (outShape[d] < CoreBuilder::shapeOf(x)[d])
+      order.push_back(d);
+  for (int64_t d = rank; d-- > 0;)
+    if (outShape[d] >= CoreBuilder::shapeOf(x)[d])
+      order.push_back(d);
+  for (int64_t d : order) {
     int64_t inLen = CoreBuilder::shapeOf(x)[d];
     if (outShape[d] < 1)
       n.fail("the output would be empty along axis " + std::to_string(d));

@@ -51,7 +51,8 @@ func.func @pool_project(%x: tensor<?x?x8xf32, #tcc.dims<["batch", "seq"]>>, %w: 
 // -----
 
 // Pads of symbolic dims compare and clamp against the run's size (tk.size); a concat along a
-// symbolic axis selects its inputs at offsets that are sizes (past, then past + seq).
+// symbolic axis is one loop per input, each as long as its input (past, seq), the second
+// storing from offset past.
 // CHECK-LABEL: func.func @k0_pad(
 // CHECK:         %[[S:.*]] = tk.size "seq"
 // CHECK:         tk.compare lt %{{.*}}, %[[S]] : index
@@ -59,8 +60,14 @@ func.func @pool_project(%x: tensor<?x?x8xf32, #tcc.dims<["batch", "seq"]>>, %w: 
 // CHECK:         %[[S:.*]] = tk.size "seq"
 // CHECK:         tk.binary min
 // CHECK-LABEL: func.func @k2_concat(
+// CHECK:         %[[Q:.*]] = tk.size "seq"
 // CHECK:         %[[P:.*]] = tk.size "past"
-// CHECK:         tk.compare lt %{{.*}}, %[[P]] : index
+// CHECK:         tk.parallel [%[[P]], 8]
+// CHECK-NOT:     tk.select
+// CHECK:         tk.store
+// CHECK:         tk.parallel [%[[Q]], 8]
+// CHECK:           %[[AT:.*]] = tk.apply #{{.*}}(%{{.*}}, %[[P]])
+// CHECK:           tk.store %{{.*}}, %{{.*}}[%[[AT]], %{{.*}}]
 module attributes {tcc.symbols = {past = array<i64: 1, 64>, seq = array<i64: 3, 512>}} {
 func.func @padded(%x: tensor<?xf32, #tcc.dims<["seq"]>>, %p: tensor<?x8xf32, #tcc.dims<["past"]>>, %t: tensor<?x8xf32, #tcc.dims<["seq"]>>) -> (tensor<?xf32, #tcc.dims<["seq + 2"]>>, tensor<?xf32, #tcc.dims<["seq + 4"]>>, tensor<?x8xf32, #tcc.dims<["past + seq"]>>) {
   %z = tcc.constant dense<0.0> : tensor<f32>
