@@ -163,3 +163,45 @@ func.func @gate(%x: tensor<1x8x8x8xf32>, %g: tensor<1x8x1x1xf32>, %b: tensor<1x8
   %o = tcc.binary mul %t, %sb : tensor<1x8x8x8xf32>
   return %o : tensor<1x8x8x8xf32>
 }
+
+// -----
+
+// A separable resize: the first axis's result is read by the second axis's two taps. Inlined,
+// each output element would gather the input four times; it is written once instead.
+// CHECK-LABEL: func.func @resize_taps
+// CHECK: tcc.fusion "loop"
+// CHECK: tcc.gather %{{.*}} axis = 3
+// CHECK: tcc.fusion "loop"
+// CHECK-NOT: axis = 3
+// CHECK: tcc.gather %{{.*}} axis = 2
+func.func @resize_taps(%x: tensor<1x2x4x4xf32>, %i0: tensor<8xi64>, %i1: tensor<8xi64>, %w0: tensor<1x1x1x8xf32>, %w1: tensor<1x1x1x8xf32>, %h0: tensor<1x1x8x1xf32>, %h1: tensor<1x1x8x1xf32>) -> tensor<1x2x8x8xf32> {
+  // expected-remark @below {{inlined into its consumer's kernel}}
+  %a = tcc.gather %x[%i0] axis = 3 : tensor<1x2x4x4xf32>, tensor<8xi64> -> tensor<1x2x4x8xf32>
+  // expected-remark @below {{inlined into its consumer's kernel}}
+  %wa = tcc.broadcast_in_dim %w0 dims = [0, 1, 2, 3] : tensor<1x1x1x8xf32> -> tensor<1x2x4x8xf32>
+  // expected-remark @below {{inlined into its consumer's kernel}}
+  %am = tcc.binary mul %a, %wa : tensor<1x2x4x8xf32>
+  // expected-remark @below {{inlined into its consumer's kernel}}
+  %b = tcc.gather %x[%i1] axis = 3 : tensor<1x2x4x4xf32>, tensor<8xi64> -> tensor<1x2x4x8xf32>
+  // expected-remark @below {{inlined into its consumer's kernel}}
+  %wb = tcc.broadcast_in_dim %w1 dims = [0, 1, 2, 3] : tensor<1x1x1x8xf32> -> tensor<1x2x4x8xf32>
+  // expected-remark @below {{inlined into its consumer's kernel}}
+  %bm = tcc.binary mul %b, %wb : tensor<1x2x4x8xf32>
+  // expected-remark @below {{materialised: read by 2 gathers (taps) for each element they make, and not free to recompute}}
+  %w = tcc.binary add %am, %bm : tensor<1x2x4x8xf32>
+  // expected-remark @below {{inlined into its consumer's kernel}}
+  %c = tcc.gather %w[%i0] axis = 2 : tensor<1x2x4x8xf32>, tensor<8xi64> -> tensor<1x2x8x8xf32>
+  // expected-remark @below {{inlined into its consumer's kernel}}
+  %hc = tcc.broadcast_in_dim %h0 dims = [0, 1, 2, 3] : tensor<1x1x8x1xf32> -> tensor<1x2x8x8xf32>
+  // expected-remark @below {{inlined into its consumer's kernel}}
+  %cm = tcc.binary mul %c, %hc : tensor<1x2x8x8xf32>
+  // expected-remark @below {{inlined into its consumer's kernel}}
+  %d = tcc.gather %w[%i1] axis = 2 : tensor<1x2x4x8xf32>, tensor<8xi64> -> tensor<1x2x8x8xf32>
+  // expected-remark @below {{inlined into its consumer's kernel}}
+  %hd = tcc.broadcast_in_dim %h1 dims = [0, 1, 2, 3] : tensor<1x1x8x1xf32> -> tensor<1x2x8x8xf32>
+  // expected-remark @below {{inlined into its consumer's kernel}}
+  %dm = tcc.binary mul %d, %hd : tensor<1x2x8x8xf32>
+  // expected-remark @below {{materialised: its value is needed in memory}}
+  %y = tcc.binary add %cm, %dm : tensor<1x2x8x8xf32>
+  return %y : tensor<1x2x8x8xf32>
+}

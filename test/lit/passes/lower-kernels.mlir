@@ -85,3 +85,30 @@ func.func @pad(%x: tensor<4xf32>) -> tensor<6xf32> {
   %p = tcc.pad constant %x, %z low = [1] high = [1] : tensor<4xf32>, tensor<f32> -> tensor<6xf32>
   return %p : tensor<6xf32>
 }
+
+// -----
+
+// A concat computed in a kernel is one loop per input, each storing at its offset along the
+// axis (here the outer one), with no select: each element computes its own input only. Along
+// the innermost axis, inputs shorter than 16 keep the select chain (short inner loops would
+// cost more).
+// CHECK-LABEL: func.func @k0_concat(
+// CHECK-NOT:     tk.select
+// CHECK:         tk.parallel [2, 8]
+// CHECK:           tk.unary exp
+// CHECK:           tk.store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}]
+// CHECK:         tk.parallel [3, 8]
+// CHECK:           tk.unary tanh
+// CHECK:           %[[AT:.*]] = tk.apply #{{.*}}(%{{.*}})
+// CHECK:           tk.store %{{.*}}, %{{.*}}[%[[AT]], %{{.*}}]
+// CHECK-LABEL: func.func @k1_concat(
+// CHECK:         tk.parallel [4, 8]
+// CHECK:           tk.select
+func.func @concats(%a: tensor<2x8xf32>, %b: tensor<3x8xf32>, %c: tensor<4x3xf32>, %d: tensor<4x5xf32>) -> (tensor<5x8xf32>, tensor<4x8xf32>) {
+  %ea = tcc.unary exp %a : tensor<2x8xf32>
+  %tb = tcc.unary tanh %b : tensor<3x8xf32>
+  %r = tcc.concat %ea, %tb axis = 0 : tensor<2x8xf32>, tensor<3x8xf32> -> tensor<5x8xf32>
+  %ec = tcc.unary exp %c : tensor<4x3xf32>
+  %s = tcc.concat %ec, %d axis = 1 : tensor<4x3xf32>, tensor<4x5xf32> -> tensor<4x8xf32>
+  return %r, %s : tensor<5x8xf32>, tensor<4x8xf32>
+}
