@@ -303,6 +303,7 @@ void lowerModule(ModuleOp module, const CompileOptions &options, CompileReport *
     pm.addPass(createLowerToKernels(lower));
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
+    pm.addPass(createDedupKernels());
     pm.addPass(createPlanMemory());
   });
   dumpModule(options, module, "2-kernels.mlir");

@@ -104,8 +104,17 @@ void unrollLoop(LoopOp loop, int64_t count) {
     map.map(body.getArgument(1), cond);
     for (size_t c = 0; c < numCarried; ++c)
       map.map(body.getArgument(2 + c), carried[c]);
-    for (Operation &op : body.without_terminator())
-      b.clone(op, map);
+    for (Operation &op : body.without_terminator()) {
+      Operation *copy = b.clone(op, map);
+      // Scalar arithmetic on the iteration number folds here (a reverse pass's step is
+      // length - 1 - i): the copies then differ only in constants, which the kernel lowering
+      // turns into buffer offsets where it can.
+      foldConstantOp(copy, /*maxElements=*/1, [&](Value result, Value folded) {
+        for (unsigned r = 0; r < copy->getNumResults(); ++r)
+          if (copy->getResult(r) == result)
+            map.map(op.getResult(r), folded);
+      });
+    }
     auto yielded = body.getTerminator()->getOperands();
     cond = map.lookupOrDefault(yielded[0]);
     for (size_t c = 0; c < numCarried; ++c)

@@ -26,6 +26,7 @@
 #include "tcc/Passes/Passes.h"
 
 #include "mlir/IR/Dominance.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Transforms/CSE.h"
@@ -48,13 +49,14 @@ namespace {
 MemRefType memrefOf(Value tensor) { return tk::bufferType(tensorType(tensor)); }
 
 /// Block arguments of `body` that the computation of `roots` reads, not looking past `stop`.
-SmallVector<BlockArgument> readArguments(Block &body, ValueRange roots, Value stop = {}) {
+SmallVector<BlockArgument> readArguments(Block &body, ValueRange roots, Value stop = {},
+                                         const llvm::DenseSet<Value> &leaves = {}) {
   llvm::SetVector<BlockArgument> args;
   llvm::DenseSet<Value> seen;
   SmallVector<Value> work(roots.begin(), roots.end());
   while (!work.empty()) {
     Value v = work.pop_back_val();
-    if (v == stop || !seen.insert(v).second)
+    if (v == stop || leaves.count(v) || !seen.insert(v).second)
       continue;
     if (auto a = dyn_cast<BlockArgument>(v)) {
       if (a.getOwner() == &body)
@@ -93,6 +95,7 @@ private:
 
   void lowerFusion(FusionOp f);
   void lowerLoop(FusionOp f, ArrayRef<Value> outputs);
+  llvm::MapVector<Value, Value> viewSlicedInputs(Block &body);
   void lowerExtern(FusionOp f, ArrayRef<Value> outputs);
   /// Creates a kernel reading/writing `buffers` (program values) and launches it; `build` fills
   /// the body given the kernel arguments (in the order of `buffers`).
@@ -201,6 +204,44 @@ Value ProgramBuilder::symbolValues() {
   return symbolValues_;
 }
 
+/// Where `op`, a slice of static shape at compile-time starts (tcc.slice with unit strides, or
+/// tcc.dynamic_slice with constant starts, clamped as it clamps them), begins in its operand,
+/// in elements, when it is one contiguous run of the operand's elements (unit dims, then one
+/// partial dim, then whole dims); nullopt otherwise.
+static std::optional<int64_t> contiguousSliceOffset(Operation *op) {
+  SmallVector<int64_t> starts;
+  if (auto s = dyn_cast<SliceOp>(op)) {
+    if (llvm::any_of(s.getStride(), [](int64_t st) { return st != 1; }))
+      return std::nullopt;
+    llvm::append_range(starts, s.getStart());
+  } else if (auto d = dyn_cast<DynamicSliceOp>(op)) {
+    for (Value start : d.getStarts()) {
+      DenseElementsAttr c;
+      if (!matchPattern(start, m_Constant(&c)))
+        return std::nullopt;
+      starts.push_back(c.getSplatValue<APInt>().getSExtValue());
+    }
+  } else {
+    return std::nullopt;
+  }
+  auto in = tensorType(op->getOperand(0)), out = tensorType(op->getResult(0));
+  if (!in.hasStaticShape() || !out.hasStaticShape())
+    return std::nullopt;
+  ArrayRef<int64_t> S = in.getShape(), R = out.getShape();
+  size_t d = 0;
+  while (d < S.size() && R[d] == 1 && S[d] != 1)
+    ++d;
+  for (size_t e = d + 1; e < S.size(); ++e)
+    if (R[e] != S[e])
+      return std::nullopt;
+  int64_t offset = 0, stride = 1;
+  for (size_t e = S.size(); e-- > 0;) {
+    offset += std::clamp<int64_t>(starts[e], 0, S[e] - R[e]) * stride;
+    stride *= S[e];
+  }
+  return offset;
+}
+
 /// A short name for the kernel of a fusion: its main op.
 static std::string kernelName(FusionOp f) {
   Operation *main = nullptr;
@@ -225,6 +266,33 @@ static std::string kernelName(FusionOp f) {
   return name;
 }
 
+/// Contiguous slices of an input of `body` at compile-time offsets (contiguousSliceOffset), as
+/// views of the input's buffer at those offsets, made before the kernel's launch: the kernel
+/// then does not depend on the offsets, so the steps of an unrolled recurrence (each reading
+/// its own time step) share one kernel (-tcc-dedup-kernels). Maps each slice to its view.
+llvm::MapVector<Value, Value> ProgramBuilder::viewSlicedInputs(Block &body) {
+  llvm::MapVector<Value, Value> sliceViews;
+  for (Operation &op : body) {
+    std::optional<int64_t> offset = contiguousSliceOffset(&op);
+    if (!offset)
+      continue;
+    Value from = op.getOperand(0); // an input, or a reshape of one (the same bytes)
+    while (auto r = from.getDefiningOp<ReshapeOp>())
+      from = r.getX();
+    auto arg = dyn_cast<BlockArgument>(from);
+    if (!arg || arg.getOwner() != &body)
+      continue;
+    Value source = fusionArgBuffers_.lookup(arg);
+    auto sourceType = cast<MemRefType>(source.getType());
+    if (!sourceType.hasStaticShape() || sourceType.getNumElements() == 0)
+      continue;
+    int64_t elementBytes = tk::bufferBytes(sourceType) / sourceType.getNumElements();
+    sliceViews[op.getResult(0)] = b_.create<tk::ViewOp>(
+        op.getLoc(), memrefOf(op.getResult(0)), source, b_.getI64IntegerAttr(*offset * elementBytes));
+  }
+  return sliceViews;
+}
+
 void ProgramBuilder::lowerLoop(FusionOp f, ArrayRef<Value> outputs) {
   Block &body = f.getBody().front();
   auto yields = body.getTerminator()->getOperands();
@@ -237,10 +305,16 @@ void ProgramBuilder::lowerLoop(FusionOp f, ArrayRef<Value> outputs) {
       throw LoweringError{&op, "its base tensor must be an input of its fusion"};
     b_.create<tk::CopyOp>(op.getLoc(), fusionArgBuffers_.lookup(base), outputs[0]);
   }
-  SmallVector<BlockArgument> args = readArguments(body, yields);
+  llvm::MapVector<Value, Value> sliceViews = viewSlicedInputs(body);
+  llvm::DenseSet<Value> sliced;
+  for (auto &[slice, view] : sliceViews)
+    sliced.insert(slice);
+  SmallVector<BlockArgument> args = readArguments(body, yields, Value(), sliced);
   llvm::SetVector<Value> buffers;
   for (BlockArgument a : args)
     buffers.insert(fusionArgBuffers_.lookup(a));
+  for (auto &[slice, view] : sliceViews)
+    buffers.insert(view);
   for (Value o : outputs)
     buffers.insert(o);
   SmallVector<Value> list(buffers.begin(), buffers.end());
@@ -251,6 +325,8 @@ void ProgramBuilder::lowerLoop(FusionOp f, ArrayRef<Value> outputs) {
     DenseMap<Value, Value> bound;
     for (BlockArgument a : args)
       bound[a] = kernelBuffer(fusionArgBuffers_.lookup(a));
+    for (auto &[slice, view] : sliceViews)
+      bound[slice] = kernelBuffer(view);
     SmallVector<Value> outs;
     for (Value o : outputs)
       outs.push_back(kernelBuffer(o));
@@ -504,11 +580,21 @@ void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
   }
   if (!any)
     return;
-  SmallVector<BlockArgument> args = readArguments(body, epilogueYields, result);
+  // Slices read only by the library call are its operands, not the epilogue's.
+  llvm::MapVector<Value, Value> sliceViews = viewSlicedInputs(body);
+  sliceViews.remove_if([&](const std::pair<Value, Value> &sv) {
+    return llvm::all_of(sv.first.getUsers(), [&](Operation *user) { return user == lib; });
+  });
+  llvm::DenseSet<Value> sliced;
+  for (auto &[slice, view] : sliceViews)
+    sliced.insert(slice);
+  SmallVector<BlockArgument> args = readArguments(body, epilogueYields, result, sliced);
   llvm::SetVector<Value> buffers;
   buffers.insert(target);
   for (BlockArgument a : args)
     buffers.insert(fusionArgBuffers_.lookup(a));
+  for (auto &[slice, view] : sliceViews)
+    buffers.insert(view);
   for (Value o : epilogueOutputs)
     if (o)
       buffers.insert(o);
@@ -524,6 +610,8 @@ void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
     bound[result] = kernelBuffer(target);
     for (BlockArgument a : args)
       bound[a] = kernelBuffer(fusionArgBuffers_.lookup(a));
+    for (auto &[slice, view] : sliceViews)
+      bound[slice] = kernelBuffer(view);
     SmallVector<Value> outs;
     for (Value o : epilogueOutputs)
       outs.push_back(o ? kernelBuffer(o) : Value());
