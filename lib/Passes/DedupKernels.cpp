@@ -1,9 +1,10 @@
 //===- DedupKernels.cpp - One tk kernel for each distinct body -------------------===//
 //
-// -tcc-dedup-kernels: kernels (func.func with tk.kernel) whose generic printed form is the same
-// once the symbol name is left out are one kernel. The first in module order stays; launches
-// of the others call it and the others are erased. Locations are not printed, so kernels built
-// for different model nodes still merge; the launches keep theirs.
+// -tcc-dedup-kernels: kernels (func.func with tk.kernel) with the same attributes (the symbol
+// name aside) and equivalent bodies (OperationEquivalence, locations ignored) are one kernel.
+// Candidates are found by a structural hash; the first in module order stays, launches of the
+// others call it and the others are erased. Kernels built for different model nodes still
+// merge; the launches keep their locations.
 //
 //===----------------------------------------------------------------------===//
 #include "tcc/IR/TkDialect.h"
@@ -11,8 +12,8 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/SymbolTable.h"
-#include "llvm/ADT/StringMap.h"
-#include "llvm/Support/raw_ostream.h"
+#include "mlir/IR/OperationSupport.h"
+#include "llvm/ADT/DenseMap.h"
 
 namespace tcc {
 #define GEN_PASS_DEF_DEDUPKERNELS
@@ -24,35 +25,55 @@ using namespace mlir;
 namespace tcc {
 namespace {
 
-/// The kernel in generic form (its type, attributes and body; no locations) with its symbol
-/// name left out.
-std::string kernelKey(func::FuncOp kernel) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  kernel->print(os, OpPrintingFlags().printGenericOpForm().useLocalScope());
-  std::string name = "\"" + kernel.getSymName().str() + "\"";
-  if (size_t at = text.find(name); at != std::string::npos)
-    text.replace(at, name.size(), "\"\"");
-  return text;
+/// The kernel's attributes but its symbol name (its type, tk.kernel, argument attributes).
+DictionaryAttr attributesButName(func::FuncOp kernel) {
+  NamedAttrList attrs(kernel->getAttrDictionary());
+  attrs.erase(SymbolTable::getSymbolAttrName());
+  return attrs.getDictionary(kernel.getContext());
+}
+
+/// A hash of what makes two kernels the same: attributes and the ops of the body (names,
+/// attributes, types; not which values they use, which isRegionEquivalentTo checks).
+llvm::hash_code kernelHash(func::FuncOp kernel) {
+  llvm::hash_code h = hash_value(attributesButName(kernel));
+  kernel.getBody().walk([&](Operation *op) {
+    h = llvm::hash_combine(h, OperationEquivalence::computeHash(
+                                  op, OperationEquivalence::ignoreHashValue,
+                                  OperationEquivalence::ignoreHashValue,
+                                  OperationEquivalence::IgnoreLocations));
+  });
+  return h;
+}
+
+bool sameKernel(func::FuncOp a, func::FuncOp b) {
+  return attributesButName(a) == attributesButName(b) &&
+         OperationEquivalence::isRegionEquivalentTo(&a.getBody(), &b.getBody(),
+                                                    OperationEquivalence::IgnoreLocations);
 }
 
 struct DedupKernelsPass : impl::DedupKernelsBase<DedupKernelsPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    llvm::StringMap<func::FuncOp> first;
+    llvm::DenseMap<llvm::hash_code, SmallVector<func::FuncOp, 1>> kept;
+    llvm::DenseMap<StringAttr, FlatSymbolRefAttr> replacement; // duplicate -> kept kernel
     SmallVector<func::FuncOp> duplicates;
     for (auto kernel : module.getOps<func::FuncOp>()) {
       if (!tk::isKernel(kernel))
         continue;
-      auto [it, inserted] = first.try_emplace(kernelKey(kernel), kernel);
-      if (inserted)
+      SmallVector<func::FuncOp, 1> &candidates = kept[kernelHash(kernel)];
+      auto same = llvm::find_if(candidates, [&](func::FuncOp k) { return sameKernel(k, kernel); });
+      if (same == candidates.end()) {
+        candidates.push_back(kernel);
         continue;
-      if (failed(SymbolTable::replaceAllSymbolUses(kernel, it->second.getSymNameAttr(), module))) {
-        kernel.emitError("cannot redirect the launches of a duplicate kernel");
-        return signalPassFailure();
       }
+      replacement[kernel.getSymNameAttr()] = FlatSymbolRefAttr::get(same->getSymNameAttr());
       duplicates.push_back(kernel);
     }
+    // One walk redirects every launch (a walk per duplicate would be quadratic).
+    module.walk([&](tk::LaunchOp launch) {
+      if (auto to = replacement.lookup(launch.getCalleeAttr().getAttr()))
+        launch.setCalleeAttr(to);
+    });
     for (func::FuncOp kernel : duplicates)
       kernel.erase();
   }
