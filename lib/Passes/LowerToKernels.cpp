@@ -27,6 +27,7 @@
 
 #include "mlir/IR/Dominance.h"
 #include "mlir/IR/Matchers.h"
+#include "llvm/ADT/MapVector.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Transforms/CSE.h"
@@ -48,15 +49,16 @@ namespace {
 
 MemRefType memrefOf(Value tensor) { return tk::bufferType(tensorType(tensor)); }
 
-/// Block arguments of `body` that the computation of `roots` reads, not looking past `stop`.
+/// Block arguments of `body` that the computation of `roots` reads, not looking past `stop` or
+/// the slices in `viewed` (read through views of their own).
 SmallVector<BlockArgument> readArguments(Block &body, ValueRange roots, Value stop = {},
-                                         const llvm::DenseSet<Value> &leaves = {}) {
+                                         const llvm::MapVector<Value, Value> &viewed = {}) {
   llvm::SetVector<BlockArgument> args;
   llvm::DenseSet<Value> seen;
   SmallVector<Value> work(roots.begin(), roots.end());
   while (!work.empty()) {
     Value v = work.pop_back_val();
-    if (v == stop || leaves.count(v) || !seen.insert(v).second)
+    if (v == stop || viewed.count(v) || !seen.insert(v).second)
       continue;
     if (auto a = dyn_cast<BlockArgument>(v)) {
       if (a.getOwner() == &body)
@@ -95,7 +97,7 @@ private:
 
   void lowerFusion(FusionOp f);
   void lowerLoop(FusionOp f, ArrayRef<Value> outputs);
-  llvm::MapVector<Value, Value> viewSlicedInputs(Block &body);
+  llvm::MapVector<Value, Value> viewSlicedInputs(Block &body, Operation *library = nullptr);
   void lowerExtern(FusionOp f, ArrayRef<Value> outputs);
   /// Creates a kernel reading/writing `buffers` (program values) and launches it; `build` fills
   /// the body given the kernel arguments (in the order of `buffers`).
@@ -269,12 +271,13 @@ static std::string kernelName(FusionOp f) {
 /// Contiguous slices of an input of `body` at compile-time offsets (contiguousSliceOffset), as
 /// views of the input's buffer at those offsets, made before the kernel's launch: the kernel
 /// then does not depend on the offsets, so the steps of an unrolled recurrence (each reading
-/// its own time step) share one kernel (-tcc-dedup-kernels). Maps each slice to its view.
-llvm::MapVector<Value, Value> ProgramBuilder::viewSlicedInputs(Block &body) {
+/// its own time step) share one kernel (-tcc-dedup-kernels). Slices only `library` reads are
+/// its operands, not the kernel's. Maps each slice to its view.
+llvm::MapVector<Value, Value> ProgramBuilder::viewSlicedInputs(Block &body, Operation *library) {
   llvm::MapVector<Value, Value> sliceViews;
   for (Operation &op : body) {
     std::optional<int64_t> offset = contiguousSliceOffset(&op);
-    if (!offset)
+    if (!offset || llvm::all_of(op.getUsers(), [&](Operation *user) { return user == library; }))
       continue;
     Value from = op.getOperand(0); // an input, or a reshape of one (the same bytes)
     while (auto r = from.getDefiningOp<ReshapeOp>())
@@ -284,11 +287,11 @@ llvm::MapVector<Value, Value> ProgramBuilder::viewSlicedInputs(Block &body) {
       continue;
     Value source = fusionArgBuffers_.lookup(arg);
     auto sourceType = cast<MemRefType>(source.getType());
-    if (!sourceType.hasStaticShape() || sourceType.getNumElements() == 0)
+    if (!sourceType.hasStaticShape())
       continue;
-    int64_t elementBytes = tk::bufferBytes(sourceType) / sourceType.getNumElements();
+    int64_t byteOffset = *offset * tk::elementBytes(sourceType.getElementType());
     sliceViews[op.getResult(0)] = b_.create<tk::ViewOp>(
-        op.getLoc(), memrefOf(op.getResult(0)), source, b_.getI64IntegerAttr(*offset * elementBytes));
+        op.getLoc(), memrefOf(op.getResult(0)), source, b_.getI64IntegerAttr(byteOffset));
   }
   return sliceViews;
 }
@@ -306,10 +309,7 @@ void ProgramBuilder::lowerLoop(FusionOp f, ArrayRef<Value> outputs) {
     b_.create<tk::CopyOp>(op.getLoc(), fusionArgBuffers_.lookup(base), outputs[0]);
   }
   llvm::MapVector<Value, Value> sliceViews = viewSlicedInputs(body);
-  llvm::DenseSet<Value> sliced;
-  for (auto &[slice, view] : sliceViews)
-    sliced.insert(slice);
-  SmallVector<BlockArgument> args = readArguments(body, yields, Value(), sliced);
+  SmallVector<BlockArgument> args = readArguments(body, yields, Value(), sliceViews);
   llvm::SetVector<Value> buffers;
   for (BlockArgument a : args)
     buffers.insert(fusionArgBuffers_.lookup(a));
@@ -580,15 +580,8 @@ void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
   }
   if (!any)
     return;
-  // Slices read only by the library call are its operands, not the epilogue's.
-  llvm::MapVector<Value, Value> sliceViews = viewSlicedInputs(body);
-  sliceViews.remove_if([&](const std::pair<Value, Value> &sv) {
-    return llvm::all_of(sv.first.getUsers(), [&](Operation *user) { return user == lib; });
-  });
-  llvm::DenseSet<Value> sliced;
-  for (auto &[slice, view] : sliceViews)
-    sliced.insert(slice);
-  SmallVector<BlockArgument> args = readArguments(body, epilogueYields, result, sliced);
+  llvm::MapVector<Value, Value> sliceViews = viewSlicedInputs(body, lib);
+  SmallVector<BlockArgument> args = readArguments(body, epilogueYields, result, sliceViews);
   llvm::SetVector<Value> buffers;
   buffers.insert(target);
   for (BlockArgument a : args)

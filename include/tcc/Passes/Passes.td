@@ -235,9 +235,9 @@ def PlanMemory : Pass<"tcc-plan-memory", "mlir::ModuleOp"> {
 def DedupKernels : Pass<"tcc-dedup-kernels", "mlir::ModuleOp"> {
   let summary = "Merges tk kernels that are the same function under different names";
   let description = [{
-    Kernels with the same argument types and the same body (printed alike, names and
-    locations aside) become one: every tk.launch of a duplicate calls the first, and the
-    duplicates are erased. The layers of a transformer, and the steps of an unrolled recurrence
+    Kernels with the same attributes (argument types among them; the name aside) and
+    equivalent bodies (mlir::OperationEquivalence, locations ignored) become one: every
+    tk.launch of a duplicate calls the first, and the duplicates are erased. The layers of a transformer, and the steps of an unrolled recurrence
     (whose time-step slices are views at their offsets), then compile each distinct kernel
     once. Launches keep their own locations, so the profiler still names each one's nodes.
   }];
