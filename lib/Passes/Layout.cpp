@@ -7,8 +7,9 @@
 // layout changes that it needs to where they cost least:
 //
 //  1. Choice. A candidate is an f32 2-D convolution without input dilation that is pointwise
-//     (1x1, stride 1, unpadded, one group) or depthwise (one input and one output channel per
-//     group). `mode=nhwc` takes every candidate, `mode=nchw` none, `mode=auto` the candidates
+//     (1x1, stride 1, unpadded, one group), depthwise (one input and one output channel per
+//     group) or dense with small filters (one group, at most kDenseDirectMaxReduction input
+//     values per output: a stem on an image's channels). `mode=nhwc` takes every candidate, `mode=nchw` none, `mode=auto` the candidates
 //     of each region whose estimated gain beats the layout copies at its edges (step 4);
 //     a candidate expected to lose joins a region when it loses less than the two copies
 //     that keeping it channels-first would need.
@@ -34,6 +35,7 @@
 #include "tcc/Passes/Passes.h"
 #include "tcc/IR/CoreBuilder.h"
 #include "tcc/IR/TccDialect.h"
+#include "tcc/Runtime/ConvPaths.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -97,6 +99,16 @@ SmallVector<int64_t> permuteAttr(ArrayRef<int64_t> first, ArrayRef<int64_t> toFi
   return last;
 }
 
+/// Whether conv is a dense one with small filters, which the runtime runs channels-last as a
+/// direct loop (kDenseDirectMaxReduction): a stem on the image's few channels.
+bool isDenseDirect(ConvOp c) {
+  auto w = typeOf(c.getWeight());
+  return c.getGroups() == 1 && w.getRank() == 4 &&
+         (w.getDimSize(2) > 1 || w.getDimSize(3) > 1) &&
+         w.getNumElements() / std::max<int64_t>(1, w.getDimSize(0)) <=
+             rt::kDenseDirectMaxReduction;
+}
+
 /// Whether conv is one the runtime runs faster channels-last.
 bool isCandidate(ConvOp c) {
   auto x = typeOf(c.getInput()), w = typeOf(c.getWeight());
@@ -109,7 +121,7 @@ bool isCandidate(ConvOp c) {
                    llvm::all_of(c.getPadLow(), [](int64_t p) { return p == 0; }) &&
                    llvm::all_of(c.getPadHigh(), [](int64_t p) { return p == 0; });
   bool depthwise = groups == cin && groups == cout && w.getDimSize(1) == 1;
-  return pointwise || depthwise;
+  return pointwise || depthwise || isDenseDirect(c);
 }
 
 /// Estimated time (ns) a candidate saves channels-last (negative: it loses), fitted to 295
@@ -126,12 +138,21 @@ bool isCandidate(ConvOp c) {
 ///    weights of at most 160k values, whole 14-row tiles save ~20% on maps of at most 64
 ///    positions, ~10% up to 200; larger weights on at most 64 positions ~5%; otherwise ~10%
 ///    lost (large maps, large weights: the rows-as-positions GEMM packs the input and blocks
-///    worse).
+///    worse);
+///  - dense with small filters (a stem; 10 shapes from 3 to 16 input channels, 1x1 to 7x7):
+///    channels-first, an im2col GEMM of short k at ~35 multiply-adds a ns; channels-last, the
+///    direct loop at ~45 on the output channels rounded up to vectors of 16.
 double estimatedGainNs(ConvOp c) {
   auto y = typeOf(c.getResult()), w = typeOf(c.getWeight());
   double outputs = (double)y.getNumElements();
   double positions = outputs / (double)std::max<int64_t>(1, y.getDimSize(0) * y.getDimSize(1));
   double macs = outputs * (double)(w.getNumElements() / std::max<int64_t>(1, w.getDimSize(0)));
+  if (isDenseDirect(c)) {
+    // Channels-first, the im2col GEMM of a short k runs at ~35 multiply-adds a ns; the direct
+    // loop at ~45 on the output channels rounded up to whole vectors of 16.
+    int64_t cout = w.getDimSize(0);
+    return macs / 35.0 - macs * (double)((cout + 15) / 16 * 16) / (double)cout / 45.0;
+  }
   if (c.getGroups() > 1) { // depthwise
     if (llvm::any_of(c.getStrides(), [](int64_t s) { return s > 1; }))
       return 0.1 * macs;
@@ -439,8 +460,15 @@ struct LayoutPass : impl::LayoutBase<LayoutPass> {
         op->erase();
   }
 
-  /// Step 4: rewrite a copy, keep the regions that pay, rewrite those on the function.
-  void chooseAndRewrite(func::FuncOp f, ArrayRef<ConvOp> candidates) {
+  /// What step 4 finds for one candidate: its region's estimated gain and copy cost.
+  struct RegionEstimate {
+    double gain = 0, cost = 0;
+    bool pays() const { return gain > cost; }
+  };
+
+  /// Step 4 on a copy of f with `candidates` channels-last: each one's region estimate.
+  static SmallVector<RegionEstimate> estimateRegions(func::FuncOp f,
+                                                     ArrayRef<ConvOp> candidates) {
     // The same convolutions in a detached copy (erased below): walk order matches.
     llvm::DenseSet<Operation *> given;
     for (ConvOp c : candidates)
@@ -483,9 +511,9 @@ struct LayoutPass : impl::LayoutBase<LayoutPass> {
         for (Value r : op->getResults())
           last.insert(r);
     });
-    llvm::DenseMap<Operation *, double> gain, cost; // per region leader
+    llvm::DenseMap<Operation *, RegionEstimate> byLeader;
     for (auto [op, original] : llvm::zip(convs, candidates))
-      gain[regions.getLeaderValue(op)] += estimatedGainNs(ConvOp(original));
+      byLeader[regions.getLeaderValue(op)].gain += estimatedGainNs(ConvOp(original));
     for (TransposeOp t : trialRewriter.copies()) {
       int64_t bytes = CoreBuilder::bytesOf(t.getResult());
       // The channels-last side: the producer of a to_first's input, the user of a to_last.
@@ -493,22 +521,53 @@ struct LayoutPass : impl::LayoutBase<LayoutPass> {
                         : t->use_empty()        ? nullptr
                                                 : *t->getUsers().begin();
       if (side)
-        cost[regions.getLeaderValue(side)] += copyNs(bytes);
+        byLeader[regions.getLeaderValue(side)].cost += copyNs(bytes);
+    }
+    SmallVector<RegionEstimate> out;
+    for (Operation *op : convs)
+      out.push_back(byLeader[regions.getLeaderValue(op)]);
+    trial->erase();
+    return out;
+  }
+
+  /// Step 4: keep the regions that pay, rewrite those on the function. A region that does not
+  /// pay is tried again without its members expected to lose (a stem that gains, joined
+  /// through pooling to large pointwise convolutions that lose), until every region left
+  /// pays or has no such member.
+  void chooseAndRewrite(func::FuncOp f, ArrayRef<ConvOp> candidates) {
+    SmallVector<ConvOp> trying(candidates);
+    SmallVector<RegionEstimate> estimates;
+    llvm::DenseMap<Operation *, RegionEstimate> dropped; // with the estimate that dropped it
+    while (true) {
+      estimates = estimateRegions(f, trying);
+      SmallVector<ConvOp> next;
+      for (auto [conv, e] : llvm::zip(trying, estimates)) {
+        if (!e.pays() && estimatedGainNs(conv) <= 0)
+          dropped[conv] = e;
+        else
+          next.push_back(conv);
+      }
+      if (next.size() == trying.size() || next.empty())
+        break;
+      trying = std::move(next);
     }
     SmallVector<ConvOp> chosen;
-    for (auto [op, original] : llvm::zip(convs, candidates)) {
-      Operation *leader = regions.getLeaderValue(op);
-      bool keep = gain[leader] > cost[leader];
-      ConvOp conv = original;
-      if (explain)
-        emitRemark(conv.getLoc()) << (keep ? "channels-last" : "stays channels-first")
-                              << ": its region saves ~" << microseconds(gain[leader])
-                              << " us of convolution, its layout copies cost ~"
-                              << microseconds(cost[leader]) << " us";
+    for (ConvOp conv : candidates) {
+      auto it = llvm::find(trying, conv);
+      RegionEstimate e = it != trying.end() ? estimates[it - trying.begin()] : dropped[conv];
+      bool keep = it != trying.end() && e.pays();
+      if (explain) {
+        InFlightDiagnostic d = emitRemark(conv.getLoc());
+        d << (keep ? "channels-last" : "stays channels-first") << ": its region saves ~"
+          << microseconds(e.gain) << " us of convolution, its layout copies cost ~"
+          << microseconds(e.cost) << " us";
+        if (dropped.count(conv))
+          d << "; it loses ~" << microseconds(-estimatedGainNs(conv))
+            << " us itself, and the region was tried again without it";
+      }
       if (keep)
         chosen.push_back(conv);
     }
-    trial->erase();
     LayoutRewriter(f, /*explain=*/false).run(chosen);
   }
 };

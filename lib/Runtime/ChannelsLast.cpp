@@ -8,7 +8,9 @@
 #include "IsaClones.h"
 #include "Parallel.h"
 
+#include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 namespace tcc::rt {
 namespace {
@@ -258,6 +260,216 @@ void depthwise(const ConvGeometry &g, const float *input, const float *weight, f
   });
 }
 
+/// One output row (image n, row y) of a channels-last dense 2-D convolution with few input
+/// values per output (DenseDirect): the output channels in vectors, the reduction over (tap,
+/// input channel) read in place, one broadcast input value per pixel and step.
+struct DenseRow {
+  const float *in;       // the image [ih][iw][C]
+  const float *w;        // [ky][kx][c][Kp]: output channels padded to whole vectors with zeros
+  float *out;            // the row [ow][K]
+  const float *residual; // the row's residual [ow][K], or null
+  const float *bias;     // [Kp] (zeros past K) or null
+  bool clamp;
+  float lo, hi;
+  int64_t C, K, Kp, ih, iw, ow, y, kh, kw, sh, sw, dh, dw, ph, pw;
+};
+
+/// to[0, n) = from[0, n) for n < 16, by fixed-size copies of 8, 4, 2 and 1 floats.
+TCC_ISA_BODY void copyPart(float *to, const float *from, int64_t n) {
+  int64_t i = 0;
+  if (n & 8) {
+    __builtin_memcpy(to, from, 8 * sizeof(float));
+    i += 8;
+  }
+  if (n & 4) {
+    __builtin_memcpy(to + i, from + i, 4 * sizeof(float));
+    i += 4;
+  }
+  if (n & 2) {
+    __builtin_memcpy(to + i, from + i, 2 * sizeof(float));
+    i += 2;
+  }
+  if (n & 1)
+    to[i] = from[i];
+}
+
+/// Output channels [k, k + 16 NV) of the NX output columns from x, whose taps [kxLo, kxHi) are
+/// inside the row: NX x NV accumulators over every (ky, kx, c); each step loads NV weight
+/// vectors and broadcasts one input value per column. Without dilation along the row, a row of
+/// taps is one run of (kxHi - kxLo) x C values, contiguous in the input and in the weights.
+/// The epilogue follows in registers; a block past the last output channel stores only the
+/// channels that exist. Each (NX, NV) is its own function (TCC_ISA_CLONES): inlined into one
+/// row loop, GCC's register allocation spilled accumulators.
+template <int NX, int NV>
+TCC_ISA_BODY void denseBlockBody(const DenseRow *rp, int64_t x, int64_t kxLo, int64_t kxHi,
+                                 int64_t k, std::integral_constant<int, NX>,
+                                 std::integral_constant<int, NV>) {
+  constexpr int L = 16;
+  const DenseRow &r = *rp;
+  const int64_t C = r.C, Kp = r.Kp, step = r.sw * C;
+  const int64_t x0 = x * r.sw - r.pw;
+  const bool oneRun = r.dw == 1;
+  const int64_t run = oneRun ? (kxHi - kxLo) * C : C, runs = oneRun ? 1 : kxHi - kxLo;
+  DwVec16 acc[NX][NV] = {};
+  for (int64_t ky = 0; ky < r.kh; ++ky) {
+    const int64_t iy = r.y * r.sh - r.ph + ky * r.dh;
+    if (iy < 0 || iy >= r.ih)
+      continue;
+    for (int64_t i = 0; i < runs; ++i) {
+      const int64_t kx = kxLo + i;
+      const float *in = r.in + (iy * r.iw + x0 + kx * r.dw) * C;
+      const float *w = r.w + (ky * r.kw + kx) * C * Kp + k;
+      for (int64_t j = 0; j < run; ++j, w += Kp) {
+        DwVec16 b[NV];
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v)
+          __builtin_memcpy(&b[v], w + L * v, sizeof(DwVec16));
+#pragma GCC unroll 24
+        for (int p = 0; p < NX; ++p) {
+          const float a = in[p * step + j];
+#pragma GCC unroll 4
+          for (int v = 0; v < NV; ++v)
+            acc[p][v] += a * b[v];
+        }
+      }
+    }
+  }
+  const int64_t K = r.K;
+#pragma GCC unroll 24
+  for (int p = 0; p < NX; ++p) {
+    float *o = r.out + (x + p) * K + k;
+    const float *res = r.residual ? r.residual + (x + p) * K + k : nullptr;
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      const int64_t n = std::min<int64_t>(L, K - k - L * v); // channels of this vector
+      if (n <= 0)
+        continue;
+      // Whole vectors by fixed-size copies (one instruction each), the last part by a loop.
+      DwVec16 y = acc[p][v], b = {};
+      if (r.bias) {
+        __builtin_memcpy(&b, r.bias + k + L * v, sizeof(DwVec16));
+        y += b;
+      }
+      if (res) {
+        if (n == L)
+          __builtin_memcpy(&b, res + L * v, sizeof(DwVec16));
+        else
+          copyPart(reinterpret_cast<float *>(&b), res + L * v, n);
+        y += b;
+      }
+      if (r.clamp) { // as ConvEpilogue::apply: NaN stays NaN
+        DwVec16 lo = y - y + r.lo, hi = y - y + r.hi;
+        y = lo > y ? lo : y;
+        y = hi < y ? hi : y;
+      }
+      // A vector past the last channel is stored whole when what it writes past the pixel's
+      // channels is the next column's, stored later by this block (which holds all of its
+      // channels; and no residual there is still to be read, which may be the output
+      // itself); else only its channels.
+      if (n == L || (p + 1 < NX && !res && k == 0 && L * NV >= r.Kp))
+        __builtin_memcpy(o + L * v, &y, sizeof(DwVec16));
+      else
+        copyPart(o + L * v, reinterpret_cast<const float *>(&y), n);
+    }
+  }
+}
+TCC_ISA_CLONES(denseBlockAt, denseBlockBody)
+
+template <int NX, int NV>
+void denseBlock(const DenseRow &r, int64_t x, int64_t kxLo, int64_t kxHi, int64_t k) {
+  denseBlockAt(&r, x, kxLo, kxHi, k, std::integral_constant<int, NX>(),
+               std::integral_constant<int, NV>());
+}
+
+/// Every output channel of the columns [x, x + NXW): blocks of 64, 32 and 16 channels, with
+/// as many columns per block as keep about 24 accumulators (NXW columns of a 16-channel block).
+template <int NXW>
+void denseColumns(const DenseRow &r, int64_t x, int64_t kxLo, int64_t kxHi) {
+  int64_t k = 0;
+  if (NXW == 24) {
+    for (; k + 64 <= r.Kp; k += 64)
+      for (int64_t p = 0; p < 24; p += 6)
+        denseBlock<6, 4>(r, x + p, kxLo, kxHi, k);
+    for (; k + 32 <= r.Kp; k += 32)
+      for (int64_t p = 0; p < 24; p += 12)
+        denseBlock<12, 2>(r, x + p, kxLo, kxHi, k);
+  }
+  for (; k < r.Kp; k += 16)
+    denseBlock<NXW, 1>(r, x, kxLo, kxHi, k);
+}
+
+void denseRow(const DenseRow &r) {
+  auto inside = [&](int64_t x, int64_t n) { // columns [x, x + n) read only inside the row
+    return x + n <= r.ow && x * r.sw - r.pw >= 0 &&
+           (x + n - 1) * r.sw - r.pw + (r.kw - 1) * r.dw < r.iw;
+  };
+  for (int64_t x = 0; x < r.ow;) {
+    if (inside(x, 24)) {
+      denseColumns<24>(r, x, 0, r.kw);
+      x += 24;
+    } else if (inside(x, 4)) {
+      denseColumns<4>(r, x, 0, r.kw);
+      x += 4;
+    } else {
+      const int64_t x0 = x * r.sw - r.pw;
+      int64_t kxLo = 0, kxHi = r.kw; // kx with 0 <= x0 + kx * dw < iw
+      while (kxLo < kxHi && x0 + kxLo * r.dw < 0)
+        ++kxLo;
+      while (kxHi > kxLo && x0 + (kxHi - 1) * r.dw >= r.iw)
+        --kxHi;
+      denseColumns<1>(r, x, kxLo, kxHi);
+      ++x;
+    }
+  }
+}
+
+/// A dense (one group) 2-D convolution whose filters are small (kDenseDirectMaxReduction
+/// values or fewer per output: a network's stem on 3 input channels): the output channels-last
+/// by a direct register-tiled loop over the input in place, weights rearranged once to
+/// [ky][kx][c][K rounded up to 16]. The channels-first im2col GEMM of such a filter has a short
+/// k and spends its time in im2col and the C tile stores.
+void denseDirect(const ConvGeometry &g, const float *input, const float *weight, float *output,
+                 int numThreads, PackedOperand *cache, bool weightIsConstant,
+                 const ConvEpilogue *epilogue) {
+  const int64_t C = g.inChannels, K = g.outChannels, Kp = (K + 15) / 16 * 16;
+  const int64_t ih = g.inSpatial[0], iw = g.inSpatial[1], kh = g.kernel[0], kw = g.kernel[1];
+  const int64_t oh = g.outSpatial[0], ow = g.outSpatial[1], taps = kh * kw;
+  PackedOperand local;
+  if (!cache)
+    cache = &local;
+  std::vector<float> &w = cache->reordered; // [tap][c][Kp]
+  if (resetIfStale(*cache, weight, weightIsConstant, sgemmIsa()) || w.empty()) {
+    w.assign((size_t)(taps * C * Kp), 0.0f);
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t t = 0; t < taps; ++t)
+          w[(t * C + c) * Kp + k] = weight[(k * C + c) * taps + t];
+  }
+  std::vector<float> bias; // padded with zeros to Kp: read in whole vectors
+  if (epilogue && epilogue->bias) {
+    bias.assign((size_t)Kp, 0.0f);
+    std::copy(epilogue->bias, epilogue->bias + K, bias.begin());
+  }
+  parallelFor(numThreads, g.batch * oh, ow * taps * C * Kp, [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t n = item / oh;
+      DenseRow r{input + n * ih * iw * C,
+                 w.data(),
+                 output + item * ow * K,
+                 epilogue && epilogue->residual ? epilogue->residual + item * ow * K : nullptr,
+                 bias.empty() ? nullptr : bias.data(),
+                 epilogue && epilogue->clamp,
+                 epilogue ? epilogue->lo : 0.0f,
+                 epilogue ? epilogue->hi : 0.0f,
+                 C, K, Kp, ih, iw, ow, item % oh, kh, kw, g.strides[0], g.strides[1],
+                 g.dilations[0], g.dilations[1], g.padLow[0], g.padLow[1]};
+      denseRow(r);
+      if (epilogue)
+        activateRows(epilogue->activation, output + item * ow * K, 1, ow * K, ow * K);
+    }
+  });
+}
+
 /// Any other convolution: through channels-first copies and runConv.
 void throughChannelsFirst(const ConvGeometry &g, const float *input, const float *weight,
                           float *output, float *workspace, int numThreads, PackedOperand *cache,
@@ -281,12 +493,42 @@ void runConvChannelsLast(const ConvGeometry &g, const float *input, const float 
     return;
   if (epilogue && !epilogue->any())
     epilogue = nullptr;
-  if (g.pointwise && g.groups == 1 && g.inChannels > 0)
+  switch (channelsLastPath(g)) {
+  case ChannelsLastPath::Pointwise:
     return pointwise(g, input, weight, output, numThreads, cache, weightIsConstant, epilogue);
-  if (g.kernel.size() == 2 && g.groupIn == 1 && g.groupOut == 1 && !g.transposed)
+  case ChannelsLastPath::Depthwise:
     return depthwise(g, input, weight, output, numThreads, cache, weightIsConstant, epilogue);
-  throughChannelsFirst(g, input, weight, output, workspace, numThreads, cache, weightIsConstant,
-                       epilogue);
+  case ChannelsLastPath::DenseDirect:
+    return denseDirect(g, input, weight, output, numThreads, cache, weightIsConstant, epilogue);
+  case ChannelsLastPath::ThroughChannelsFirst:
+    return throughChannelsFirst(g, input, weight, output, workspace, numThreads, cache,
+                                weightIsConstant, epilogue);
+  }
+}
+
+ChannelsLastPath channelsLastPath(const ConvGeometry &g) {
+  if (g.pointwise && g.groups == 1 && g.inChannels > 0)
+    return ChannelsLastPath::Pointwise;
+  if (g.kernel.size() == 2 && g.groupIn == 1 && g.groupOut == 1 && !g.transposed)
+    return ChannelsLastPath::Depthwise;
+  if (g.kernel.size() == 2 && g.groups == 1 && !g.transposed &&
+      g.rows <= kDenseDirectMaxReduction)
+    return ChannelsLastPath::DenseDirect;
+  return ChannelsLastPath::ThroughChannelsFirst;
+}
+
+const char *channelsLastPathName(ChannelsLastPath path) {
+  switch (path) {
+  case ChannelsLastPath::Pointwise:
+    return "1x1 gemm";
+  case ChannelsLastPath::Depthwise:
+    return "depthwise";
+  case ChannelsLastPath::DenseDirect:
+    return "direct";
+  case ChannelsLastPath::ThroughChannelsFirst:
+    return "via channels-first";
+  }
+  return "?";
 }
 
 } // namespace tcc::rt

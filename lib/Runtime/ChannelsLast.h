@@ -10,13 +10,24 @@
 //  - 2-D depthwise (one input and one output channel per group): per output position, the sum
 //    over taps of the input's channel vector times the tap's weights ([tap][C], rearranged
 //    once), vectorised over channels, no padded copies; the epilogue follows in the same pass.
+//  - Dense (one group) 2-D with at most kDenseDirectMaxReduction input values per output (a
+//    stem on an image's 3 channels): a direct loop over the input in place, the output
+//    channels in vectors, weights rearranged once to [ky][kx][c][K]; no im2col copy, and the
+//    epilogue in registers.
 //  - Anything else: transposed to channels-first, run by runConv, transposed back (correct,
 //    not faster; the pass does not choose these).
 #pragma once
 
 #include "CpuLibrary.h"
+#include "tcc/Runtime/ConvPaths.h"
 
 namespace tcc::rt {
+
+/// How runConvChannelsLast runs a convolution (the cases above).
+enum class ChannelsLastPath { Pointwise, Depthwise, DenseDirect, ThroughChannelsFirst };
+ChannelsLastPath channelsLastPath(const ConvGeometry &g);
+/// "1x1 gemm", "depthwise", "direct" or "via channels-first" (profiles name the path).
+const char *channelsLastPathName(ChannelsLastPath path);
 
 /// runConv for g.channelsLast (g itself describes the channels-first convolution): input
 /// [N, S..., C], output [N, S'..., K], weight [K, C/groups, kernel...]; the epilogue's bias is

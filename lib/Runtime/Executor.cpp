@@ -1,6 +1,7 @@
 //===- Executor.cpp - Running a loaded program's launch list on the CPU ---===//
 //
 // CUDA programs are checked here like CPU ones and then run by their CudaExecutor.
+#include "ChannelsLast.h"
 #include "CudaExecutor.h"
 #include "DType.h"
 #include "HostMemory.h"
@@ -96,7 +97,8 @@ void Program::describeSteps() {
     } else if (auto *s = std::get_if<ConvStep>(&step)) {
       const ConvGeometry &g = s->geometry;
       kind = "conv";
-      const char *path = g.transposed                                ? "col2im gemm"
+      const char *path = g.channelsLast ? channelsLastPathName(channelsLastPath(g))
+                         : g.transposed                                ? "col2im gemm"
                          : g.winogradTile                              ? "winograd"
                          : g.groupIn == 1 && g.kernel.size() == 2   ? "depthwise"
                          : g.pointwise                              ? "1x1 gemm"

@@ -566,9 +566,10 @@ TEST(RuntimeConv, ChannelsLast) {
   // [N, S..., C] input and output: 1x1 (one GEMM with the positions as rows; batch 2, 7x7
   // maps with more channels than a panel), depthwise (strides 1 and 2, pads, dilation, 5x5,
   // batch 2; channels in vectors of 16, 8 and 4 and alone; 1, 2 and 4 columns at once; long
-  // interior runs, 5x5 and stride 2 among them) and the rest through channels-first copies (im2col, Winograd, groups, 1-D,
-  // transposed); each with and without an epilogue, one and two threads, weights constant
-  // or inputs.
+  // interior runs, 5x5 and stride 2 among them), dense with at most kDenseDirectMaxReduction
+  // values per output (direct) and the rest through channels-first copies (Winograd, groups,
+  // 1-D, transposed); each with and without an epilogue, one and two threads, weights
+  // constant or inputs.
   std::vector<ConvCase> cases = {
       {{2, 8, 7, 7}, {16, 8, 1, 1}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 1},        // 1x1
       {{1, 96, 7, 7}, {70, 96, 1, 1}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 1},      // 1x1 7x7
@@ -587,8 +588,15 @@ TEST(RuntimeConv, ChannelsLast) {
       {{1, 20, 4, 30}, {20, 1, 3, 3}, {1, 2}, {1, 1}, {1, 1}, {1, 1}, 20},     // s2, 16 + 4 ch
       {{1, 13, 3, 26}, {13, 1, 5, 5}, {1, 1}, {2, 2}, {2, 2}, {1, 1}, 13},     // 8 + 4 + 1 ch
       {{2, 64, 5, 21}, {64, 1, 5, 5}, {2, 2}, {2, 2}, {2, 2}, {1, 1}, 64},     // 5x5 s2
-      {{1, 3, 11, 10}, {5, 3, 3, 2}, {2, 3}, {1, 0}, {2, 1}, {2, 1}, 1},       // im2col
-      {{1, 16, 15, 17}, {24, 16, 3, 3}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 1},    // Winograd
+      // Dense with small filters, direct: output channels in blocks of 64, 32 and 16 (and a
+      // tail), 24, 4 and 1 columns at once, strides, dilation, negative pads, batch 2.
+      {{1, 3, 11, 10}, {5, 3, 3, 2}, {2, 3}, {1, 0}, {2, 1}, {2, 1}, 1},       // 5 channels
+      {{1, 3, 32, 60}, {32, 3, 3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 1},      // MobileNet stem
+      {{2, 3, 23, 61}, {64, 3, 7, 7}, {2, 2}, {3, 3}, {3, 3}, {1, 1}, 1},      // ResNet stem
+      {{1, 5, 9, 55}, {40, 5, 3, 3}, {1, 1}, {1, 1}, {0, 2}, {2, 1}, 1},       // 32 + 8
+      {{1, 2, 6, 50}, {16, 2, 5, 5}, {1, 1}, {-1, 2}, {1, 2}, {1, 1}, 1},      // 16, neg. pad
+      {{1, 16, 15, 17}, {24, 16, 3, 3}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 1},    // 144 values
+      {{1, 24, 15, 17}, {24, 24, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1},    // 216: Winograd
       {{1, 6, 7, 7}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 2},         // groups
       {{1, 4, 6, 6}, {8, 1, 3, 3}, {1, 1}, {0, 2}, {1, 0}, {2, 2}, 4},         // multiplier 2
       {{1, 3, 17}, {5, 3, 4}, {3}, {2}, {1}, {1}, 1},                           // 1-D
