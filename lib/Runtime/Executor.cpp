@@ -109,7 +109,10 @@ void Program::describeSteps() {
              (g.groups > 1 ? ", groups " + std::to_string(g.groups) : "") + " (" + path +
              (g.channelsLast ? ", channels last" : "") + ")" +
              (s->hasBias ? " +bias" : "") + (s->hasResidual ? " +residual" : "") +
-             (s->clamp ? " +clamp" : "");
+             (s->clamp ? " +clamp" : "") +
+             (s->activation.kind == ActivationKind::Silu        ? " +silu"
+              : s->activation.kind == ActivationKind::HardSwish ? " +hardswish"
+                                                                : "");
     } else if (auto *s = std::get_if<PoolStep>(&step)) {
       const PoolGeometry &g = s->geometry;
       kind = "pool";
