@@ -7,6 +7,11 @@
 // carrying H (and C) whose body reads step t's projections with tcc.dynamic_slice and stacks
 // the step outputs as the loop's scan output, keeping the IR size independent of the length.
 //
+// The two directions of a bidirectional node whose directions apply the same functions run
+// together, stacked along a leading dim: each step is one batched product [2, B, H]·[2, H, G*H]
+// and one set of gates for both, the forward direction at time k and the reverse one at
+// T - 1 - k. (Half the steps; the runtime runs the two products of a step on two threads.)
+//
 // sequence_lens masks with tcc.select: at steps t >= len[b], batch row b keeps its state and
 // outputs zeros; a reverse pass thus starts at its row's last valid step.
 //
@@ -102,24 +107,34 @@ std::vector<std::vector<Activation>> parseActivations(NodeContext &n, int64_t nu
   return out;
 }
 
-/// What every step of one direction needs, computed once outside the steps.
-struct Direction {
+bool operator==(const Activation &a, const Activation &b) {
+  return a.name == b.name && a.alpha == b.alpha && a.beta == b.beta;
+}
+
+/// What every step of the directions run together (D of them: 1, or 2 stacked) needs,
+/// computed once outside the steps. Per-step values are [D, B, ...].
+struct Directions {
   Cell cell;
   int64_t hidden;
   std::optional<double> clip;
   bool linearBeforeReset = false, inputForget = false;
-  std::vector<Activation> act; // f (, g (, h))
-  // The recurrence H·Rᵀ + Rb: Rᵀ [H, G*H] and Rb broadcast to [B, G*H] (or null), split in
-  // [0, split) and [split, G*H) columns for GRU, whose last gate multiplies in r first.
+  std::vector<Activation> act; // f (, g (, h)): the same for each direction
+  std::vector<bool> reverse;   // per direction: runs from the last step
+  // The recurrence H·Rᵀ + Rb: Rᵀ [D, H, G*H] and Rb broadcast to [D, B, G*H] (or null), split
+  // in [0, split) and [split, G*H) columns for GRU, whose last gate multiplies in r first.
   Value rT[2], rb[2];
-  Value peephole[3]; // LSTM: Pi, Po, Pf broadcast to [B, H], or null
+  Value peephole[3]; // LSTM: Pi, Po, Pf broadcast to [D, B, H], or null
+
+  int64_t count() const { return (int64_t)reverse.size(); }
+  /// Direction i's time at step k of T.
+  int64_t timeAt(size_t i, int64_t k, int64_t T) const { return reverse[i] ? T - 1 - k : k; }
 };
 
 struct State {
-  Value h, c; // [B, H]; c only for LSTM
+  Value h, c; // [D, B, H]; c only for LSTM
 };
 
-/// Gate k (of width H) of a [B, G*H] value.
+/// Gate k (of width H) of a [..., G*H] value.
 Value gate(CoreBuilder &b, Value v, int64_t k, int64_t hidden) {
   return b.sliceDim(v, CoreBuilder::rankOf(v) - 1, k * hidden, (k + 1) * hidden);
 }
@@ -130,8 +145,9 @@ bool isZero(Value v) {
   return splat && splat.getSplatValue<APFloat>().isZero();
 }
 
-/// One time step: the new state from the step's input projections xw [B, G*H] (bias included).
-State step(CoreBuilder &b, const Direction &d, Value xw, State prev) {
+/// One time step: the new state from the step's input projections xw [D, B, G*H] (bias
+/// included).
+State step(CoreBuilder &b, const Directions &d, Value xw, State prev) {
   int64_t hs = d.hidden;
   auto clip = [&](Value v) {
     if (!d.clip)
@@ -158,7 +174,7 @@ State step(CoreBuilder &b, const Direction &d, Value xw, State prev) {
   case Cell::Gru: {
     // Gates z, r, h: z = f(xz + H·Rzᵀ + Rbz), r = f(...), h~ = g(xh + (r·H)·Rhᵀ + Rbh) or, with
     // linear_before_reset, g(xh + r·(H·Rhᵀ + Rbh)); H' = (1 - z)·h~ + z·H.
-    Value zr = recur(b.sliceDim(xw, 1, 0, 2 * hs), prev.h, 0);
+    Value zr = recur(b.sliceDim(xw, CoreBuilder::rankOf(xw) - 1, 0, 2 * hs), prev.h, 0);
     Value z = act(0, gate(b, zr, 0, hs));
     Value r = act(0, gate(b, zr, 1, hs));
     Value xh = gate(b, xw, 2, hs);
@@ -190,13 +206,16 @@ State step(CoreBuilder &b, const Direction &d, Value xw, State prev) {
   return prev;
 }
 
-/// Step t's state after masking with sequence_lens (i64 [B, 1], or null), and its output row.
-std::pair<State, Value> maskedStep(CoreBuilder &b, const Direction &d, Value xw, State prev,
+/// The step's state after masking with sequence_lens (i64 [B, 1], or null; t: i64 [D, 1, 1],
+/// each direction's time), and its output [D, B, H].
+std::pair<State, Value> maskedStep(CoreBuilder &b, const Directions &d, Value xw, State prev,
                                    Value t, Value lens) {
   State next = step(b, d, xw, prev);
   if (!lens)
     return {next, next.h};
-  Value valid = b.compare(CompareKind::Lt, b.broadcastTo(t, CoreBuilder::shapeOf(lens)), lens);
+  int64_t D = d.count(), B = CoreBuilder::shapeOf(lens)[0];
+  Value valid = b.compare(CompareKind::Lt, b.broadcastTo(t, {D, B, 1}),
+                          b.broadcastTo(b.reshape(lens, {1, B, 1}), {D, B, 1}));
   Value y = b.select(valid, next.h, b.splatLike(next.h, 0));
   next.h = b.select(valid, next.h, prev.h);
   if (next.c)
@@ -204,29 +223,54 @@ std::pair<State, Value> maskedStep(CoreBuilder &b, const Direction &d, Value xw,
   return {next, y};
 }
 
-/// Runs one direction over the sequence. xw: [T*B, G*H], step t in rows [t*B, (t+1)*B).
-/// Returns Y [T, B, H] (in time order, or null when not needed) and the final state.
-std::pair<Value, State> runDirection(NodeContext &n, const Direction &d, Value xw, State init,
-                                     Value lens, bool reverse, bool needY) {
+/// Runs the directions over the sequence. xws[i]: direction i's [T*B, G*H], step t in rows
+/// [t*B, (t+1)*B). Returns each direction's Y as [T, 1, B, H] (in time order; none when not
+/// needed) and the final state [D, B, H].
+std::pair<std::vector<Value>, State> runDirections(NodeContext &n, const Directions &d,
+                                                   ArrayRef<Value> xws, State init, Value lens,
+                                                   bool needY) {
   CoreBuilder &b = n.b();
-  int64_t B = CoreBuilder::shapeOf(init.h)[0], GH = CoreBuilder::shapeOf(xw)[1];
-  int64_t T = CoreBuilder::shapeOf(xw)[0] / B;
+  int64_t D = d.count(), B = CoreBuilder::shapeOf(init.h)[1], H = d.hidden;
+  int64_t GH = CoreBuilder::shapeOf(xws[0])[1], T = CoreBuilder::shapeOf(xws[0])[0] / B;
+  // [D, ...] from one [1, ...] value per direction.
+  auto stack = [&](ArrayRef<Value> parts) {
+    return parts.size() == 1 ? parts[0] : b.concat(parts, 0);
+  };
+  // Direction i's [1, ...] part of a [D, ...] value.
+  auto part = [&](Value v, int64_t i) { return D == 1 ? v : b.sliceDim(v, 0, i, i + 1); };
+  std::vector<Value> ys(D);
   if (T <= kMaxUnrolledSteps) {
-    std::vector<Value> ys(T);
+    std::vector<std::vector<Value>> steps(D, std::vector<Value>(T));
     State s = init;
     for (int64_t k = 0; k < T; ++k) {
-      int64_t t = reverse ? T - 1 - k : k;
-      Value x = b.sliceDim(xw, 0, t * B, (t + 1) * B);
-      auto [next, y] = maskedStep(b, d, x, s, lens ? b.constantI64({t}, {}) : Value(), lens);
+      SmallVector<Value> xs;
+      SmallVector<int64_t> times;
+      for (int64_t i = 0; i < D; ++i) {
+        int64_t t = d.timeAt(i, k, T);
+        times.push_back(t);
+        xs.push_back(b.reshape(b.sliceDim(xws[i], 0, t * B, (t + 1) * B), {1, B, GH}));
+      }
+      auto [next, y] =
+          maskedStep(b, d, stack(xs), s, lens ? b.constantI64(times, {D, 1, 1}) : Value(), lens);
       s = next;
-      if (needY)
-        ys[t] = b.reshape(y, {1, B, d.hidden});
+      for (int64_t i = 0; needY && i < D; ++i)
+        steps[i][times[i]] = part(y, i);
     }
-    return {needY ? b.concat(ys, 0) : Value(), s};
+    for (int64_t i = 0; needY && i < D; ++i)
+      ys[i] = b.reshape(b.concat(steps[i], 0), {T, 1, B, H});
+    return {ys, s};
   }
 
-  // tcc.loop carrying (h[, c]), with the step outputs as its scan output.
-  Value xw3d = b.reshape(xw, {T, B, GH});
+  // tcc.loop carrying (h[, c]), with the step outputs as its scan output. Iteration k reads
+  // row k of the projections stacked [T, D, B, G*H], each direction's in its step order.
+  SmallVector<Value> perStep;
+  for (int64_t i = 0; i < D; ++i) {
+    Value x = b.reshape(xws[i], {T, B, GH});
+    if (d.reverse[i])
+      x = b.createTyped<ReverseOp>(x.getType(), x, ArrayRef<int64_t>{0});
+    perStep.push_back(b.reshape(x, {T, 1, B, GH}));
+  }
+  Value xw4d = D == 1 ? perStep[0] : b.concat(perStep, 1);
   OpBuilder &ob = b.builder();
   Type i64 = ob.getI64Type(), i1 = ob.getI1Type();
   SmallVector<Value> inits{init.h};
@@ -234,7 +278,7 @@ std::pair<Value, State> runDirection(NodeContext &n, const Direction &d, Value x
     inits.push_back(init.c);
   SmallVector<Type> resultTypes(ValueRange(inits).getTypes());
   if (needY)
-    resultTypes.push_back(b.tensorType({T, B, d.hidden}, CoreBuilder::elementTypeOf(init.h)));
+    resultTypes.push_back(b.tensorType({T, D, B, H}, CoreBuilder::elementTypeOf(init.h)));
   Value alwaysTrue = b.splat(b.tensorType({}, i1), 1);
   auto loop =
       ob.create<LoopOp>(b.location(), resultTypes, b.constantI64({T}, {}), alwaysTrue, inits);
@@ -247,14 +291,20 @@ std::pair<Value, State> runDirection(NodeContext &n, const Direction &d, Value x
   {
     OpBuilder::InsertionGuard guard(ob);
     ob.setInsertionPointToEnd(body);
-    Value t = body->getArgument(0);
-    if (reverse)
-      t = b.sub(b.constantI64({T - 1}, {}), t);
+    Value k = body->getArgument(0);
     Value zero = b.constantI64({0}, {});
-    Value x =
-        b.create<DynamicSliceOp>(xw3d, ValueRange{t, zero, zero}, ArrayRef<int64_t>{1, B, GH});
+    Value x = b.create<DynamicSliceOp>(xw4d, ValueRange{k, zero, zero, zero},
+                                       ArrayRef<int64_t>{1, D, B, GH});
+    Value times;
+    if (lens) {
+      SmallVector<Value> ts;
+      for (int64_t i = 0; i < D; ++i)
+        ts.push_back(b.reshape(d.reverse[i] ? b.sub(b.constantI64({T - 1}, {}), k) : k,
+                               {1, 1, 1}));
+      times = stack(ts);
+    }
     State prev{body->getArgument(2), init.c ? body->getArgument(3) : Value()};
-    auto [next, y] = maskedStep(b, d, b.reshape(x, {B, GH}), prev, t, lens);
+    auto [next, y] = maskedStep(b, d, b.reshape(x, {D, B, GH}), prev, times, lens);
     SmallVector<Value> yields{alwaysTrue, next.h};
     if (next.c)
       yields.push_back(next.c);
@@ -264,14 +314,15 @@ std::pair<Value, State> runDirection(NodeContext &n, const Direction &d, Value x
   }
   b.verifyOrThrow(loop);
   State final{loop.getResult(0), init.c ? loop.getResult(1) : Value()};
-  Value y;
-  if (needY) {
-    y = loop.getResults().back();
-    // The loop stacks in iteration order; a reverse pass ran from the last step.
-    if (reverse)
+  for (int64_t i = 0; needY && i < D; ++i) {
+    // The loop stacks in iteration order; a reverse direction ran from the last step.
+    Value y = loop.getResults().back();
+    y = b.reshape(D == 1 ? y : b.sliceDim(y, 1, i, i + 1), {T, B, H});
+    if (d.reverse[i])
       y = b.createTyped<ReverseOp>(y.getType(), y, ArrayRef<int64_t>{0});
+    ys[i] = b.reshape(y, {T, 1, B, H});
   }
-  return {y, final};
+  return {ys, final};
 }
 
 /// RNN, GRU and LSTM: inputs X, W, R, B, sequence_lens, initial_h (, initial_c, P).
@@ -344,9 +395,6 @@ void lowerRecurrent(NodeContext &n, Cell cell) {
   };
   Value h0 = initial(5, "initial_h");
   Value c0 = cell == Cell::Lstm ? initial(6, "initial_c") : Value();
-  auto initialRow = [&](Value v, int64_t d) {
-    return v ? row(v, d) : b.splat(b.tensorType({batch, H}, element), 0);
-  };
   Value peepholes;
   if (cell == Cell::Lstm && n.hasInput(7)) {
     expectShape(7, "P", {D, 3 * H});
@@ -367,39 +415,60 @@ void lowerRecurrent(NodeContext &n, Cell cell) {
 
   bool needY = n.hasOutput(0);
   Value x2d = b.reshape(x, {T * batch, I});
+  // Directions [first, first + count) of a [D, ...] value.
+  auto rows = [&](Value v, int64_t first, int64_t count) {
+    return count == D ? v : b.sliceDim(v, 0, first, first + count);
+  };
+  // The directions run together: both of a bidirectional node when they apply the same
+  // functions, else each alone.
+  std::vector<std::pair<int64_t, int64_t>> groups; // (first, count)
+  if (D == 2 && activations[0] == activations[1])
+    groups.push_back({0, 2});
+  else
+    for (int64_t d = 0; d < D; ++d)
+      groups.push_back({d, 1});
   std::vector<Value> ys, hs, cs;
-  for (int64_t d = 0; d < D; ++d) {
-    Direction dir{cell, H, clip};
+  for (auto [first, count] : groups) {
+    Directions dir{cell, H, clip};
     dir.linearBeforeReset = n.attrInt("linear_before_reset", 0) != 0;
     dir.inputForget = n.attrInt("input_forget", 0) != 0;
-    dir.act = activations[d];
-    Value w = row(operand(1), d);                     // [G*H, I]
-    Value xw = b.matmul(x2d, b.transpose(w, {1, 0})); // [T*B, G*H]
-    Value rT = b.transpose(row(operand(2), d), {1, 0});
-    Value rb;
-    if (bias) {
-      Value bd = row(bias, d);
-      xw = b.add(xw, b.sliceDim(bd, 0, 0, GH));
-      rb = b.broadcastTo(b.sliceDim(bd, 0, GH, 2 * GH), {batch, GH});
+    dir.act = activations[first];
+    std::vector<Value> xws;
+    for (int64_t d = first; d < first + count; ++d) {
+      dir.reverse.push_back(direction == "reverse" || d == 1);
+      Value w = row(operand(1), d);                     // [G*H, I]
+      Value xw = b.matmul(x2d, b.transpose(w, {1, 0})); // [T*B, G*H]
+      if (bias)
+        xw = b.add(xw, b.sliceDim(row(bias, d), 0, 0, GH));
+      xws.push_back(xw);
     }
+    Value rT = b.transpose(rows(operand(2), first, count), {0, 2, 1}); // [count, H, G*H]
+    Value rb;
+    if (bias)
+      rb = b.broadcastTo(b.reshape(b.sliceDim(rows(bias, first, count), 1, GH, 2 * GH),
+                                   {count, 1, GH}),
+                         {count, batch, GH});
     int64_t split = cell == Cell::Gru ? 2 * H : GH;
-    dir.rT[0] = b.sliceDim(rT, 1, 0, split);
-    dir.rb[0] = rb ? b.sliceDim(rb, 1, 0, split) : Value();
+    dir.rT[0] = b.sliceDim(rT, 2, 0, split);
+    dir.rb[0] = rb ? b.sliceDim(rb, 2, 0, split) : Value();
     if (split < GH) {
-      dir.rT[1] = b.sliceDim(rT, 1, split, GH);
-      dir.rb[1] = rb ? b.sliceDim(rb, 1, split, GH) : Value();
+      dir.rT[1] = b.sliceDim(rT, 2, split, GH);
+      dir.rb[1] = rb ? b.sliceDim(rb, 2, split, GH) : Value();
     }
     for (int k = 0; peepholes && k < 3; ++k)
-      dir.peephole[k] =
-          b.broadcastTo(b.sliceDim(row(peepholes, d), 0, k * H, (k + 1) * H), {batch, H});
-    bool reverse = direction == "reverse" || d == 1;
-    State init{initialRow(h0, d), cell == Cell::Lstm ? initialRow(c0, d) : Value()};
-    auto [y, final] = runDirection(n, dir, xw, init, lens, reverse, needY);
-    if (needY)
-      ys.push_back(b.reshape(y, {T, 1, batch, H}));
-    hs.push_back(b.reshape(final.h, {1, batch, H}));
+      dir.peephole[k] = b.broadcastTo(
+          b.reshape(b.sliceDim(rows(peepholes, first, count), 1, k * H, (k + 1) * H),
+                    {count, 1, H}),
+          {count, batch, H});
+    auto initial = [&](Value v) {
+      return v ? rows(v, first, count) : b.splat(b.tensorType({count, batch, H}, element), 0);
+    };
+    State init{initial(h0), cell == Cell::Lstm ? initial(c0) : Value()};
+    auto [y, final] = runDirections(n, dir, xws, init, lens, needY);
+    ys.insert(ys.end(), y.begin(), y.end());
+    hs.push_back(final.h);
     if (n.hasOutput(2))
-      cs.push_back(b.reshape(final.c, {1, batch, H}));
+      cs.push_back(final.c);
   }
   auto join = [&](const std::vector<Value> &parts, int64_t axis) {
     return parts.size() == 1 ? parts[0] : b.concat(parts, axis);
