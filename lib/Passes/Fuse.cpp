@@ -309,6 +309,20 @@ int64_t broadcastExpansion(Operation *op, ArrayRef<Operation *> roots) {
   return std::max<int64_t>(1, most / t.getNumElements());
 }
 
+/// A value that this many kernels or more each read through their own slice of it
+/// (an unrolled recurrence's steps, each reading its step's row of the stacked input
+/// projections) is materialised: each kernel then reads its slice in place, and the steps'
+/// kernels, which differ only by where their slice starts, are compiled once (DedupKernels).
+/// Inlined, each kernel would recompute the value's producers with its own offsets.
+constexpr size_t kSlicedReaders = 8;
+
+/// Whether every user of op's result is a slice of it (static, or a dynamic one).
+bool readOnlyThroughSlices(Operation *op) {
+  return op->getNumResults() == 1 && !op->getResult(0).use_empty() &&
+         llvm::all_of(op->getResult(0).getUsers(),
+                      [](Operation *u) { return isa<SliceOp, DynamicSliceOp>(u); });
+}
+
 /// Gathers needing at least this many taps of one value to materialise it (see tapReads).
 constexpr int kMaterializedTapReads = 2;
 
@@ -557,6 +571,9 @@ void FusionPolicy::decide() {
     else if (roots.size() > 1 && !cheap)
       why = "used by " + std::to_string(roots.size()) + " kernels and too costly to recompute (" +
             std::to_string(cost) + " ops)";
+    else if (roots.size() >= kSlicedReaders && readOnlyThroughSlices(op))
+      why = "read through slices by " + std::to_string(roots.size()) +
+            " kernels (each reads its slice in place)";
     else if (target_ == Target::Cpu && recomputeCost(op, true) > kCheapOps &&
              (expansion = broadcastExpansion(op, roots.getArrayRef())) >= kBroadcastRecompute)
       why = "a transcendental broadcast to " + std::to_string(expansion) +

@@ -166,6 +166,32 @@ void convertElements(const From *from, To *to, int64_t n, int numThreads, Conver
   });
 }
 
+/// The next batch index (odometer), updating a's and b's matrix offsets.
+void nextBatch(const GemmGeometry &g, std::vector<int64_t> &index, int64_t &aOffset,
+               int64_t &bOffset) {
+  for (size_t d = g.batch.size(); d-- > 0;) {
+    ++index[d];
+    aOffset += g.aBatchStrides[d];
+    bOffset += g.bBatchStrides[d];
+    if (index[d] < g.batch[d])
+      break;
+    aOffset -= g.aBatchStrides[d] * index[d];
+    bOffset -= g.bBatchStrides[d] * index[d];
+    index[d] = 0;
+  }
+}
+
+/// Batched products at most this large (multiply-adds) run one batch per thread when there
+/// are batches for every thread: each alone is too small to split across threads (a fork and
+/// join per product), and the stacked directions of a recurrence ([2, 1, H]·[2, H, 4H] per
+/// step) then run side by side, each thread's weights in its own core's cache.
+constexpr double kBatchPerThreadMaxProduct = 1 << 22;
+
+bool batchPerThread(const GemmGeometry &g, int numThreads) {
+  return numThreads > 1 && g.numBatches >= numThreads && g.numBatches <= 4096 && g.k > 0 &&
+         (double)g.m * (double)g.n * (double)g.k <= kBatchPerThreadMaxProduct;
+}
+
 template <class T>
 void gemmTyped(const GemmGeometry &g, const T *a, const T *b, T *c, int numThreads,
                PackedOperand *packedA, bool aIsConstant, PackedOperand *packedB,
@@ -180,6 +206,37 @@ void gemmTyped(const GemmGeometry &g, const T *a, const T *b, T *c, int numThrea
   for (size_t d = 0; d < rank; ++d) {
     aCount *= g.aBatchStrides[d] ? (size_t)g.batch[d] : 1;
     bCount *= g.bBatchStrides[d] ? (size_t)g.batch[d] : 1;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (batchPerThread(g, numThreads)) {
+      // Each batch's operands (packed once when constant, before the threads start), then
+      // one batch per thread.
+      std::vector<const SgemmPacked *> pas(g.numBatches), pbs(g.numBatches);
+      std::vector<int64_t> aOffsets(g.numBatches), bOffsets(g.numBatches);
+      const int lda = g.transA ? m : k, ldb = g.transB ? k : n;
+      for (int64_t batch = 0; batch < g.numBatches; ++batch) {
+        aOffsets[batch] = aOffset;
+        bOffsets[batch] = bOffset;
+        pas[batch] = packedMatrix(packedA, aIsConstant, a, aCount, (size_t)aOffset, sgemmIsa(),
+                                  [&] {
+                                    return packSgemmA(sgemmIsa(), g.transA, m, k,
+                                                      a + aOffset * aMatrix, lda, numThreads);
+                                  });
+        pbs[batch] = packedMatrix(packedB, bIsConstant, b, bCount, (size_t)bOffset, sgemmIsa(),
+                                  [&] {
+                                    return packSgemmB(sgemmIsa(), g.transB, k, n,
+                                                      b + bOffset * bMatrix, ldb, numThreads);
+                                  });
+        nextBatch(g, index, aOffset, bOffset);
+      }
+      parallelFor(numThreads, g.numBatches, g.m * g.n * g.k, [&](int64_t begin, int64_t end) {
+        for (int64_t batch = begin; batch < end; ++batch)
+          sgemm(g.transA, g.transB, m, n, k, (float)g.alpha, a + aOffsets[batch] * aMatrix, lda,
+                b + bOffsets[batch] * bMatrix, ldb, (float)g.beta, c + batch * cMatrix, n, 1,
+                pas[batch], pbs[batch], epilogue);
+      });
+      return;
+    }
   }
   for (int64_t batch = 0; batch < g.numBatches; ++batch) {
     const T *aBase = a + aOffset * aMatrix;
@@ -238,17 +295,7 @@ void gemmTyped(const GemmGeometry &g, const T *a, const T *b, T *c, int numThrea
         }
       }
     }
-    // Next batch index (odometer), updating a's and b's matrix offsets.
-    for (size_t d = rank; d-- > 0;) {
-      ++index[d];
-      aOffset += g.aBatchStrides[d];
-      bOffset += g.bBatchStrides[d];
-      if (index[d] < g.batch[d])
-        break;
-      aOffset -= g.aBatchStrides[d] * index[d];
-      bOffset -= g.bBatchStrides[d] * index[d];
-      index[d] = 0;
-    }
+    nextBatch(g, index, aOffset, bOffset);
   }
 }
 

@@ -53,7 +53,7 @@ struct GemmCase {
   double alpha, beta;
 };
 
-template <class T> void checkGemm(const GemmCase &g, unsigned seed) {
+template <class T> void checkGemm(const GemmCase &g, unsigned seed, int threads = 1) {
   auto dtype = std::is_same_v<T, float> ? fb::DType_F32 : fb::DType_F64;
   auto fa = randomFloats(numElements(g.a), seed), fbv = randomFloats(numElements(g.b), seed + 1),
        fc = randomFloats(numElements(g.c), seed + 2);
@@ -64,7 +64,7 @@ template <class T> void checkGemm(const GemmCase &g, unsigned seed) {
   if (g.beta != 0)
     art.copy(bc0, out); // c's initial value for beta
   art.gemm(ba, bb, out, g.ta, g.tb, g.alpha, g.beta);
-  auto outputs = runArtifact(art.finish(), {a.data(), b.data(), c0.data()});
+  auto outputs = runArtifact(art.finish(), {a.data(), b.data(), c0.data()}, threads);
   auto want = naiveGemm(a, g.a, b, g.b, g.beta != 0 ? c0 : std::vector<T>(c0.size()), g.c, g.ta,
                         g.tb, g.alpha, g.beta);
   expectClose(outputs[0].template data<T>(), want, 1e-4, 1e-5, "gemm");
@@ -86,6 +86,10 @@ TEST(RuntimeGemm, PlainTransposedBatchedBroadcast) {
     SCOPED_TRACE("a rank " + std::to_string(g.a.size()) + " seed " + std::to_string(seed));
     checkGemm<float>(g, seed);
     checkGemm<double>(g, seed);
+    // Small batched products on several threads: one batch per thread (f32), 2 or 3 threads
+    // for 2 to 6 batches.
+    for (int threads : {2, 3})
+      checkGemm<float>(g, seed + 5, threads);
     seed += 10;
   }
 }

@@ -1,8 +1,9 @@
 //===- Recurrent.cpp - ONNX RNN, GRU and LSTM -> tcc ----------------------------===//
 //
-// Each direction applies its cell once per time step. The input projections X·Wᵀ + Wb of all
-// steps are one tcc.matmul up front; per step there remain the recurrent product H·Rᵀ (+ Rb) and
-// the elementwise gates. Sequences of up to kMaxUnrolledSteps steps are unrolled: straight-line
+// Each direction applies its cell once per time step. The input projections X·Wᵀ + Wb + Rb of
+// all steps are one tcc.matmul up front (Rb too, but for GRU's last gate with
+// linear_before_reset); per step there remain the recurrent product H·Rᵀ and the elementwise
+// gates. Sequences of up to kMaxUnrolledSteps steps are unrolled: straight-line
 // IR that fuses well and folds when the inputs are constant. Longer ones become a tcc.loop
 // carrying H (and C) whose body reads step t's projections with tcc.dynamic_slice and stacks
 // the step outputs as the loop's scan output, keeping the IR size independent of the length.
@@ -120,8 +121,10 @@ struct Directions {
   bool linearBeforeReset = false, inputForget = false;
   std::vector<Activation> act; // f (, g (, h)): the same for each direction
   std::vector<bool> reverse;   // per direction: runs from the last step
-  // The recurrence H·Rᵀ + Rb: Rᵀ [D, H, G*H] and Rb broadcast to [D, B, G*H] (or null), split
-  // in [0, split) and [split, G*H) columns for GRU, whose last gate multiplies in r first.
+  // The recurrence H·Rᵀ: Rᵀ [D, H, G*H], split in [0, split) and [split, G*H) columns for GRU,
+  // whose last gate multiplies in r first. rb: the bias added to a part's product (GRU's last
+  // gate with linear_before_reset: Rbh broadcast to [D, B, H]; otherwise null, Rb being in the
+  // projections).
   Value rT[2], rb[2];
   Value peephole[3]; // LSTM: Pi, Po, Pf broadcast to [D, B, H], or null
 
@@ -236,33 +239,8 @@ std::pair<std::vector<Value>, State> runDirections(NodeContext &n, const Directi
   auto stack = [&](ArrayRef<Value> parts) {
     return parts.size() == 1 ? parts[0] : b.concat(parts, 0);
   };
-  // Direction i's [1, ...] part of a [D, ...] value.
-  auto part = [&](Value v, int64_t i) { return D == 1 ? v : b.sliceDim(v, 0, i, i + 1); };
-  std::vector<Value> ys(D);
-  if (T <= kMaxUnrolledSteps) {
-    std::vector<std::vector<Value>> steps(D, std::vector<Value>(T));
-    State s = init;
-    for (int64_t k = 0; k < T; ++k) {
-      SmallVector<Value> xs;
-      SmallVector<int64_t> times;
-      for (int64_t i = 0; i < D; ++i) {
-        int64_t t = d.timeAt(i, k, T);
-        times.push_back(t);
-        xs.push_back(b.reshape(b.sliceDim(xws[i], 0, t * B, (t + 1) * B), {1, B, GH}));
-      }
-      auto [next, y] =
-          maskedStep(b, d, stack(xs), s, lens ? b.constantI64(times, {D, 1, 1}) : Value(), lens);
-      s = next;
-      for (int64_t i = 0; needY && i < D; ++i)
-        steps[i][times[i]] = part(y, i);
-    }
-    for (int64_t i = 0; needY && i < D; ++i)
-      ys[i] = b.reshape(b.concat(steps[i], 0), {T, 1, B, H});
-    return {ys, s};
-  }
-
-  // tcc.loop carrying (h[, c]), with the step outputs as its scan output. Iteration k reads
-  // row k of the projections stacked [T, D, B, G*H], each direction's in its step order.
+  // The projections stacked [T, D, B, G*H], each direction's in its step order: step k reads
+  // row k, one contiguous slice (which the kernels read in place).
   SmallVector<Value> perStep;
   for (int64_t i = 0; i < D; ++i) {
     Value x = b.reshape(xws[i], {T, B, GH});
@@ -271,6 +249,28 @@ std::pair<std::vector<Value>, State> runDirections(NodeContext &n, const Directi
     perStep.push_back(b.reshape(x, {T, 1, B, GH}));
   }
   Value xw4d = D == 1 ? perStep[0] : b.concat(perStep, 1);
+  std::vector<Value> ys(D);
+  if (T <= kMaxUnrolledSteps) {
+    std::vector<std::vector<Value>> steps(D, std::vector<Value>(T));
+    State s = init;
+    for (int64_t k = 0; k < T; ++k) {
+      SmallVector<int64_t> times;
+      for (int64_t i = 0; i < D; ++i)
+        times.push_back(d.timeAt(i, k, T));
+      Value x = b.reshape(b.sliceDim(xw4d, 0, k, k + 1), {D, B, GH});
+      auto [next, y] =
+          maskedStep(b, d, x, s, lens ? b.constantI64(times, {D, 1, 1}) : Value(), lens);
+      s = next;
+      for (int64_t i = 0; needY && i < D; ++i)
+        steps[i][times[i]] = D == 1 ? y : b.sliceDim(y, 0, i, i + 1);
+    }
+    for (int64_t i = 0; needY && i < D; ++i)
+      ys[i] = b.reshape(b.concat(steps[i], 0), {T, 1, B, H});
+    return {ys, s};
+  }
+
+  // tcc.loop carrying (h[, c]), with the step outputs as its scan output; iteration k reads
+  // row k of the stacked projections.
   OpBuilder &ob = b.builder();
   Type i64 = ob.getI64Type(), i1 = ob.getI1Type();
   SmallVector<Value> inits{init.h};
@@ -433,28 +433,31 @@ void lowerRecurrent(NodeContext &n, Cell cell) {
     dir.linearBeforeReset = n.attrInt("linear_before_reset", 0) != 0;
     dir.inputForget = n.attrInt("input_forget", 0) != 0;
     dir.act = activations[first];
+    // The recurrence's bias Rb is added to the projections with Wb, once, but for GRU's last
+    // gate with linear_before_reset, where r multiplies it.
+    const bool rbhInside = cell == Cell::Gru && dir.linearBeforeReset;
     std::vector<Value> xws;
     for (int64_t d = first; d < first + count; ++d) {
       dir.reverse.push_back(direction == "reverse" || d == 1);
       Value w = row(operand(1), d);                     // [G*H, I]
       Value xw = b.matmul(x2d, b.transpose(w, {1, 0})); // [T*B, G*H]
-      if (bias)
-        xw = b.add(xw, b.sliceDim(row(bias, d), 0, 0, GH));
+      if (bias) {
+        Value wb = b.sliceDim(row(bias, d), 0, 0, GH), rb = b.sliceDim(row(bias, d), 0, GH, 2 * GH);
+        if (rbhInside)
+          rb = b.concat({b.sliceDim(rb, 0, 0, 2 * H), b.splat(b.tensorType({H}, element), 0)}, 0);
+        xw = b.add(xw, b.add(wb, rb));
+      }
       xws.push_back(xw);
     }
     Value rT = b.transpose(rows(operand(2), first, count), {0, 2, 1}); // [count, H, G*H]
-    Value rb;
-    if (bias)
-      rb = b.broadcastTo(b.reshape(b.sliceDim(rows(bias, first, count), 1, GH, 2 * GH),
-                                   {count, 1, GH}),
-                         {count, batch, GH});
     int64_t split = cell == Cell::Gru ? 2 * H : GH;
     dir.rT[0] = b.sliceDim(rT, 2, 0, split);
-    dir.rb[0] = rb ? b.sliceDim(rb, 2, 0, split) : Value();
-    if (split < GH) {
+    if (split < GH)
       dir.rT[1] = b.sliceDim(rT, 2, split, GH);
-      dir.rb[1] = rb ? b.sliceDim(rb, 2, split, GH) : Value();
-    }
+    if (bias && rbhInside)
+      dir.rb[1] = b.broadcastTo(
+          b.reshape(b.sliceDim(rows(bias, first, count), 1, GH + split, 2 * GH), {count, 1, H}),
+          {count, batch, H});
     for (int k = 0; peepholes && k < 3; ++k)
       dir.peephole[k] = b.broadcastTo(
           b.reshape(b.sliceDim(rows(peepholes, first, count), 1, k * H, (k + 1) * H),
