@@ -19,8 +19,9 @@ namespace {
 
 constexpr int64_t kBlockRows = 56;  // query rows per block (rounded up to the sgemm's tile rows)
 constexpr int64_t kBlockCols = 512; // keys per score block (56 x 512 floats: 112 KiB, in L2)
-constexpr int kLanes = 16;          // one AVX-512 register of floats
-typedef float Lanes __attribute__((vector_size(kLanes * sizeof(float))));
+// The row sums run in kLanes partial sums (every kLanes-th score), whatever the ISA: the same
+// order, so the same result, on every variant.
+constexpr int kLanes = 16;
 
 
 /// One block of score rows (row stride ld): applies the causal triangle (keys from keyEnd[r]
@@ -39,7 +40,8 @@ struct ScoreBlock {
   float *m, *l, *corr;
 };
 
-TCC_ISA_BODY void softmaxBlockBody(const ScoreBlock *bp) {
+template <class V> TCC_ISA_BODY void softmaxBlockBody(const ScoreBlock *bp) {
+  constexpr int L = sizeof(V) / sizeof(float); // the ISA's register (TCC_ISA_CLONES_VECTOR)
   using cpumath::tcc_expf;
   const ScoreBlock &b = *bp;
   const float inf = std::numeric_limits<float>::infinity();
@@ -65,20 +67,20 @@ TCC_ISA_BODY void softmaxBlockBody(const ScoreBlock *bp) {
         for (int64_t j = 0; j < b.cols; ++j)
           s[j] += brow[0];
     }
-    // Row maximum in kLanes independent lanes (a vector of them: GCC's vectoriser leaves a max
+    // Row maximum in L independent lanes (a vector of them: GCC's vectoriser leaves a max
     // reduction over floats scalar without -ffast-math; this needs no reassociation).
-    Lanes most = {};
+    V most = {};
     most -= inf;
     int64_t j = 0;
-    for (; j + kLanes <= b.cols; j += kLanes) {
-      Lanes x;
+    for (; j + L <= b.cols; j += L) {
+      V x;
       __builtin_memcpy(&x, s + j, sizeof x);
       most = x > most ? x : most;
     }
     float mx = b.m[r];
     for (; j < b.cols; ++j)
       mx = s[j] > mx ? s[j] : mx;
-    for (int t = 0; t < kLanes; ++t)
+    for (int t = 0; t < L; ++t)
       mx = most[t] > mx ? most[t] : mx;
     // The reference softmax shifts by the maximum only when it is finite.
     float shift = std::isfinite(mx) ? mx : 0.0f;
@@ -86,11 +88,12 @@ TCC_ISA_BODY void softmaxBlockBody(const ScoreBlock *bp) {
     float lanes[kLanes] = {};
     j = 0;
     for (; j + kLanes <= b.cols; j += kLanes)
-      for (int t = 0; t < kLanes; ++t) {
-        float e = tcc_expf(s[j + t] - shift);
-        s[j + t] = e;
-        lanes[t] += e;
-      }
+      for (int h = 0; h < kLanes; h += L) // one register of lanes at a time: vectorised
+        for (int t = h; t < h + L; ++t) {
+          float e = tcc_expf(s[j + t] - shift);
+          s[j + t] = e;
+          lanes[t] += e;
+        }
     float sum = 0;
     for (; j < b.cols; ++j) {
       float e = tcc_expf(s[j] - shift);
@@ -105,7 +108,7 @@ TCC_ISA_BODY void softmaxBlockBody(const ScoreBlock *bp) {
     b.m[r] = mx;
   }
 }
-TCC_ISA_CLONES(softmaxBlock, softmaxBlockBody)
+TCC_ISA_CLONES_VECTOR(softmaxBlock, softmaxBlockBody)
 
 } // namespace
 

@@ -99,14 +99,11 @@ struct DepthwiseRow {
   int64_t C, ih, iw, ow, y, kh, kw, sh, sw, dh, dw, ph, pw;
 };
 
-typedef float DwVec16 __attribute__((vector_size(64)));
-typedef float DwVec8 __attribute__((vector_size(32)));
-typedef float DwVec4 __attribute__((vector_size(16)));
-
 /// Channels [c, c + NV lanes(V)) of the NX output columns x, x + 1, ... (all with the taps
 /// [kxLo, kxHi) inside the row): NX * NV independent accumulators (a chain of one vector's
 /// taps alone would wait on the multiply-add latency), each weight vector loaded once for the
-/// NX columns; the channels past the last whole 16 in vectors of 8 and 4.
+/// NX columns; V is the ISA's register (TCC_ISA_CLONES_VECTOR), the channels past the last
+/// whole register in narrower vectors.
 template <class V, int NX, int NV>
 TCC_ISA_BODY void depthwiseBlock(const DepthwiseRow &r, int64_t x, int64_t kxLo, int64_t kxHi,
                                  int64_t c) {
@@ -161,22 +158,25 @@ TCC_ISA_BODY void depthwiseBlock(const DepthwiseRow &r, int64_t x, int64_t kxLo,
 }
 
 /// Every channel of the NX output columns from x (taps [kxLo, kxHi) inside the row for each).
-template <int NX>
+template <class V, int NX>
 TCC_ISA_BODY void depthwiseColumns(const DepthwiseRow &r, int64_t x, int64_t kxLo,
                                    int64_t kxHi) {
+  constexpr int L = sizeof(V) / sizeof(float);
   const int64_t C = r.C;
   int64_t c = 0;
   if (NX == 1)
-    for (; c + 64 <= C; c += 64)
-      depthwiseBlock<DwVec16, 1, 4>(r, x, kxLo, kxHi, c);
-  for (; c + 32 <= C; c += 32)
-    depthwiseBlock<DwVec16, NX, 2>(r, x, kxLo, kxHi, c);
-  for (; c + 16 <= C; c += 16)
-    depthwiseBlock<DwVec16, NX, 1>(r, x, kxLo, kxHi, c);
-  for (; c + 8 <= C; c += 8)
-    depthwiseBlock<DwVec8, NX, 1>(r, x, kxLo, kxHi, c);
-  for (; c + 4 <= C; c += 4)
-    depthwiseBlock<DwVec4, NX, 1>(r, x, kxLo, kxHi, c);
+    for (; c + 4 * L <= C; c += 4 * L)
+      depthwiseBlock<V, 1, 4>(r, x, kxLo, kxHi, c);
+  for (; c + 2 * L <= C; c += 2 * L)
+    depthwiseBlock<V, NX, 2>(r, x, kxLo, kxHi, c);
+  for (; c + L <= C; c += L)
+    depthwiseBlock<V, NX, 1>(r, x, kxLo, kxHi, c);
+  if constexpr (L > 8)
+    for (; c + 8 <= C; c += 8)
+      depthwiseBlock<IsaVec8, NX, 1>(r, x, kxLo, kxHi, c);
+  if constexpr (L > 4)
+    for (; c + 4 <= C; c += 4)
+      depthwiseBlock<IsaVec4, NX, 1>(r, x, kxLo, kxHi, c);
   for (; c < C; ++c) // the last channels, one at a time
     for (int p = 0; p < NX; ++p) {
       const int64_t x0 = (x + p) * r.sw - r.pw;
@@ -194,7 +194,7 @@ TCC_ISA_BODY void depthwiseColumns(const DepthwiseRow &r, int64_t x, int64_t kxL
     }
 }
 
-TCC_ISA_BODY void depthwiseRowBody(const DepthwiseRow &r) {
+template <class V> TCC_ISA_BODY void depthwiseRowBody(const DepthwiseRow &r) {
   // Columns whose taps are all inside the row go 4 (else 2) at a time: each weight vector
   // loaded serves several columns, and there are more accumulators in flight.
   auto inside = [&](int64_t x, int64_t n) { // columns [x, x + n) read only inside the row
@@ -203,10 +203,10 @@ TCC_ISA_BODY void depthwiseRowBody(const DepthwiseRow &r) {
   };
   for (int64_t x = 0; x < r.ow;) {
     if (inside(x, 4)) {
-      depthwiseColumns<4>(r, x, 0, r.kw);
+      depthwiseColumns<V, 4>(r, x, 0, r.kw);
       x += 4;
     } else if (inside(x, 2)) {
-      depthwiseColumns<2>(r, x, 0, r.kw);
+      depthwiseColumns<V, 2>(r, x, 0, r.kw);
       x += 2;
     } else {
       const int64_t x0 = x * r.sw - r.pw;
@@ -215,12 +215,12 @@ TCC_ISA_BODY void depthwiseRowBody(const DepthwiseRow &r) {
         ++kxLo;
       while (kxHi > kxLo && x0 + (kxHi - 1) * r.dw >= r.iw)
         --kxHi;
-      depthwiseColumns<1>(r, x, kxLo, kxHi);
+      depthwiseColumns<V, 1>(r, x, kxLo, kxHi);
       ++x;
     }
   }
 }
-TCC_ISA_CLONES(depthwiseRow, depthwiseRowBody)
+TCC_ISA_CLONES_VECTOR(depthwiseRow, depthwiseRowBody)
 
 void depthwise(const ConvGeometry &g, const float *input, const float *weight, float *output,
                int numThreads, PackedOperand *cache, bool weightIsConstant,
@@ -300,17 +300,17 @@ TCC_ISA_BODY void copyPart(float *to, const float *from, int64_t n) {
 /// The epilogue follows in registers; a block past the last output channel stores only the
 /// channels that exist. Each (NX, NV) is its own function (TCC_ISA_CLONES): inlined into one
 /// row loop, GCC's register allocation spilled accumulators.
-template <int NX, int NV>
+template <class V, int NX, int NV>
 TCC_ISA_BODY void denseBlockBody(const DenseRow *rp, int64_t x, int64_t kxLo, int64_t kxHi,
                                  int64_t k, std::integral_constant<int, NX>,
                                  std::integral_constant<int, NV>) {
-  constexpr int L = 16;
+  constexpr int L = sizeof(V) / sizeof(float);
   const DenseRow &r = *rp;
   const int64_t C = r.C, Kp = r.Kp, step = r.sw * C;
   const int64_t x0 = x * r.sw - r.pw;
   const bool oneRun = r.dw == 1;
   const int64_t run = oneRun ? (kxHi - kxLo) * C : C, runs = oneRun ? 1 : kxHi - kxLo;
-  DwVec16 acc[NX][NV] = {};
+  V acc[NX][NV] = {};
   for (int64_t ky = 0; ky < r.kh; ++ky) {
     const int64_t iy = r.y * r.sh - r.ph + ky * r.dh;
     if (iy < 0 || iy >= r.ih)
@@ -320,10 +320,10 @@ TCC_ISA_BODY void denseBlockBody(const DenseRow *rp, int64_t x, int64_t kxLo, in
       const float *in = r.in + (iy * r.iw + x0 + kx * r.dw) * C;
       const float *w = r.w + (ky * r.kw + kx) * C * Kp + k;
       for (int64_t j = 0; j < run; ++j, w += Kp) {
-        DwVec16 b[NV];
+        V b[NV];
 #pragma GCC unroll 4
         for (int v = 0; v < NV; ++v)
-          __builtin_memcpy(&b[v], w + L * v, sizeof(DwVec16));
+          __builtin_memcpy(&b[v], w + L * v, sizeof(V));
 #pragma GCC unroll 24
         for (int p = 0; p < NX; ++p) {
           const float a = in[p * step + j];
@@ -345,20 +345,20 @@ TCC_ISA_BODY void denseBlockBody(const DenseRow *rp, int64_t x, int64_t kxLo, in
       if (n <= 0)
         continue;
       // Whole vectors by fixed-size copies (one instruction each), the last part by a loop.
-      DwVec16 y = acc[p][v], b = {};
+      V y = acc[p][v], b = {};
       if (r.bias) {
-        __builtin_memcpy(&b, r.bias + k + L * v, sizeof(DwVec16));
+        __builtin_memcpy(&b, r.bias + k + L * v, sizeof(V));
         y += b;
       }
       if (res) {
         if (n == L)
-          __builtin_memcpy(&b, res + L * v, sizeof(DwVec16));
+          __builtin_memcpy(&b, res + L * v, sizeof(V));
         else
           copyPart(reinterpret_cast<float *>(&b), res + L * v, n);
         y += b;
       }
       if (r.clamp) { // as ConvEpilogue::apply: NaN stays NaN
-        DwVec16 lo = y - y + r.lo, hi = y - y + r.hi;
+        V lo = y - y + r.lo, hi = y - y + r.hi;
         y = lo > y ? lo : y;
         y = hi < y ? hi : y;
       }
@@ -367,13 +367,13 @@ TCC_ISA_BODY void denseBlockBody(const DenseRow *rp, int64_t x, int64_t kxLo, in
       // channels; and no residual there is still to be read, which may be the output
       // itself); else only its channels.
       if (n == L || (p + 1 < NX && !res && k == 0 && L * NV >= r.Kp))
-        __builtin_memcpy(o + L * v, &y, sizeof(DwVec16));
+        __builtin_memcpy(o + L * v, &y, sizeof(V));
       else
         copyPart(o + L * v, reinterpret_cast<const float *>(&y), n);
     }
   }
 }
-TCC_ISA_CLONES(denseBlockAt, denseBlockBody)
+TCC_ISA_CLONES_VECTOR(denseBlockAt, denseBlockBody)
 
 template <int NX, int NV>
 void denseBlock(const DenseRow &r, int64_t x, int64_t kxLo, int64_t kxHi, int64_t k) {
@@ -381,34 +381,45 @@ void denseBlock(const DenseRow &r, int64_t x, int64_t kxLo, int64_t kxHi, int64_
                std::integral_constant<int, NV>());
 }
 
-/// Every output channel of the columns [x, x + NXW): blocks of 64, 32 and 16 channels, with
-/// as many columns per block as keep about 24 accumulators (NXW columns of a 16-channel block).
-template <int NXW>
-void denseColumns(const DenseRow &r, int64_t x, int64_t kxLo, int64_t kxHi) {
+/// Every output channel of the columns [x, x + W) in blocks of 4, 2 and 1 registers of L
+/// lanes (the ISA's), with as many columns per block as keep about 24 accumulators (32
+/// registers: AVX-512; W = 24) or 12 (16 registers: AVX2, SSE2; W = 12); edge columns (W = 4,
+/// 1) in blocks of one register.
+template <int W>
+void denseColumns(const DenseRow &r, int64_t x, int64_t kxLo, int64_t kxHi, int64_t L) {
   int64_t k = 0;
-  if (NXW == 24) {
-    for (; k + 64 <= r.Kp; k += 64)
-      for (int64_t p = 0; p < 24; p += 6)
+  if (W == 24) {
+    for (; k + 4 * L <= r.Kp; k += 4 * L)
+      for (int64_t p = 0; p < W; p += 6)
         denseBlock<6, 4>(r, x + p, kxLo, kxHi, k);
-    for (; k + 32 <= r.Kp; k += 32)
-      for (int64_t p = 0; p < 24; p += 12)
+    for (; k + 2 * L <= r.Kp; k += 2 * L)
+      for (int64_t p = 0; p < W; p += 12)
         denseBlock<12, 2>(r, x + p, kxLo, kxHi, k);
+  } else if (W == 12) {
+    for (; k + 4 * L <= r.Kp; k += 4 * L)
+      for (int64_t p = 0; p < W; p += 3)
+        denseBlock<3, 4>(r, x + p, kxLo, kxHi, k);
+    for (; k + 2 * L <= r.Kp; k += 2 * L)
+      for (int64_t p = 0; p < W; p += 6)
+        denseBlock<6, 2>(r, x + p, kxLo, kxHi, k);
   }
-  for (; k < r.Kp; k += 16)
-    denseBlock<NXW, 1>(r, x, kxLo, kxHi, k);
+  for (; k < r.Kp; k += L)
+    denseBlock<W, 1>(r, x, kxLo, kxHi, k);
 }
 
-void denseRow(const DenseRow &r) {
+/// The columns of one output row: W at a time where every tap is inside the row, else 4, else
+/// one (with its taps clipped).
+template <int W> void denseRowColumns(const DenseRow &r, int64_t L) {
   auto inside = [&](int64_t x, int64_t n) { // columns [x, x + n) read only inside the row
     return x + n <= r.ow && x * r.sw - r.pw >= 0 &&
            (x + n - 1) * r.sw - r.pw + (r.kw - 1) * r.dw < r.iw;
   };
   for (int64_t x = 0; x < r.ow;) {
-    if (inside(x, 24)) {
-      denseColumns<24>(r, x, 0, r.kw);
-      x += 24;
+    if (inside(x, W)) {
+      denseColumns<W>(r, x, 0, r.kw, L);
+      x += W;
     } else if (inside(x, 4)) {
-      denseColumns<4>(r, x, 0, r.kw);
+      denseColumns<4>(r, x, 0, r.kw, L);
       x += 4;
     } else {
       const int64_t x0 = x * r.sw - r.pw;
@@ -417,10 +428,18 @@ void denseRow(const DenseRow &r) {
         ++kxLo;
       while (kxHi > kxLo && x0 + (kxHi - 1) * r.dw >= r.iw)
         --kxHi;
-      denseColumns<1>(r, x, kxLo, kxHi);
+      denseColumns<1>(r, x, kxLo, kxHi, L);
       ++x;
     }
   }
+}
+
+void denseRow(const DenseRow &r) {
+  const int64_t L = isaVectorLanes();
+  if (L == 16)
+    denseRowColumns<24>(r, L);
+  else
+    denseRowColumns<12>(r, L);
 }
 
 /// A dense (one group) 2-D convolution whose filters are small (kDenseDirectMaxReduction

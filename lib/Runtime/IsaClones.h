@@ -33,3 +33,44 @@
     }();                                                                                           \
     variant(a...);                                                                                 \
   }
+
+namespace tcc::rt {
+/// Float vectors of one AVX-512, AVX2 or SSE2 register.
+typedef float IsaVec16 __attribute__((vector_size(64)));
+typedef float IsaVec8 __attribute__((vector_size(32)));
+typedef float IsaVec4 __attribute__((vector_size(16)));
+
+/// Lanes of the vectors TCC_ISA_CLONES_VECTOR's variant for sgemmIsa() uses.
+inline int isaVectorLanes() {
+  switch (sgemmIsa()) {
+  case SgemmIsa::Avx512: return 16;
+  case SgemmIsa::Avx2: return 8;
+  default: return 4;
+  }
+}
+} // namespace tcc::rt
+
+// TCC_ISA_CLONES_VECTOR(name, body): TCC_ISA_CLONES for a body templated on its float vector
+// type, `body<V>(args...)`, V being each variant's register: IsaVec16 (AVX-512), IsaVec8 (AVX2
+// with FMA, which the AVX2 family requires) or IsaVec4 (the baseline's SSE2). A generic vector
+// wider than the ISA's registers is split by GCC into narrow pieces through memory: the AVX2
+// variant of a 16-lane depthwise loop ran 8x slower than the AVX-512 one.
+#define TCC_ISA_CLONES_VECTOR(name, body)                                                          \
+  template <class... A> __attribute__((target("avx512f"))) void name##Avx512(A... a) {            \
+    body<IsaVec16>(a...);                                                                          \
+  }                                                                                                \
+  template <class... A> __attribute__((target("avx2,fma"))) void name##Avx2(A... a) {             \
+    body<IsaVec8>(a...);                                                                           \
+  }                                                                                                \
+  template <class... A> void name##Baseline(A... a) { body<IsaVec4>(a...); }                       \
+  template <class... A> void name(A... a) {                                                        \
+    static void (*const variant)(A...) = [] {                                                      \
+      switch (sgemmIsa()) {                                                                        \
+      case SgemmIsa::Avx512: return &name##Avx512<A...>;                                           \
+      case SgemmIsa::Avx2: return &name##Avx2<A...>;                                               \
+      default: return &name##Baseline<A...>;                                                       \
+      }                                                                                            \
+    }();                                                                                           \
+    variant(a...);                                                                                 \
+  }
+
