@@ -465,10 +465,18 @@ struct BPanels {
   }
 };
 
-/// The blocked product over packed A and B (k in panel elements), cut into (column block,
-/// row range) tasks on `threads` threads; see Sgemm.h.
+/// Where the microkernels read A: its packed panels, or (f32 families, A not transposed) A
+/// itself in place, row stride lda.
+struct APanels {
+  const SgemmPacked *packed = nullptr;
+  const float *direct = nullptr;
+  int64_t lda = 0;
+};
+
+/// The blocked product over A and B (k in panel elements), cut into (column block, row range)
+/// tasks on `threads` threads; see Sgemm.h.
 void runTiles(const SgemmKernelFamily &f, int64_t m, int64_t n, int64_t k, float alpha,
-              const SgemmPacked &packedA, const BPanels &b, float beta, float *c, int64_t ldc,
+              const APanels &a, const BPanels &b, float beta, float *c, int64_t ldc,
               int threads, const SgemmEpilogue *epilogue) {
   const int64_t MR = f.mr, NR = f.nr;
   const int64_t mPanels = (m + MR - 1) / MR;
@@ -505,7 +513,21 @@ void runTiles(const SgemmKernelFamily &f, int64_t m, int64_t n, int64_t k, float
       };
       for (int64_t ip = ip0; ip < ip1; ++ip) {
         int64_t i0 = ip * MR, rows = std::min(MR, m - i0);
-        const float *aPanel = packedA.at(k0, i0);
+        if (a.direct) { // A in place
+          const float *aRows = a.direct + i0 * a.lda + k0;
+          for (int64_t j = j0; j < j1; j += NR) {
+            int64_t stride, cols = std::min(NR, j1 - j);
+            const float *bp = b.at(k0, j, NR, stride);
+            SgemmInPlaceAKernel kernel =
+                cols <= f.narrowCols ? f.inPlaceANarrow[rows - 1] : f.inPlaceA[rows - 1];
+            kernel(kc, aRows, a.lda, bp, stride, c + i0 * ldc + j, ldc, cols, alpha, blockBeta,
+                   tileEpilogue(i0, j));
+          }
+          if (last && epilogue)
+            activateRows(epilogue->activation, c + i0 * ldc + j0, rows, j1 - j0, ldc);
+          continue;
+        }
+        const float *aPanel = a.packed->at(k0, i0);
         if (rows == 1 && !b.direct && f.rowPanels[0]) { // a batch-1 row: 4 panels of B at once
           int64_t panelStride = kc * NR; // consecutive panels of one k block
           for (int64_t j = j0; j < j1; j += 4 * NR) {
@@ -553,9 +575,18 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alph
   const int64_t MR = f.mr, NR = f.nr;
   const int threads = threadsFor(m, n, k, numThreads);
   SgemmPacked ownA, ownB;
-  if (!packedFor(packedA, isa, true, m, k)) {
+  // With one or two panels of columns, each A micro-panel would be read once or twice: packing
+  // A costs more than it saves (a fifth of a 3136 x 24 x 144 product), so the kernels read a
+  // non-transposed A in place.
+  APanels aPanels;
+  if (packedFor(packedA, isa, true, m, k)) {
+    aPanels.packed = packedA;
+  } else if (!transA && n <= 2 * NR && f.inPlaceA[0]) {
+    aPanels.direct = a;
+    aPanels.lda = lda;
+  } else {
     ownA = pack(isa, true, transA, m, k, a, lda, threads, scratchA.get(packedFloats(m, k, MR)));
-    packedA = &ownA;
+    aPanels.packed = &ownA;
   }
   // With few rows of A, a non-transposed B is read in place (only its last, partial panel is
   // packed: the kernel reads NR columns): each panel of B is read once or twice, and a packing
@@ -579,7 +610,7 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alph
     }
     panels.packed = packedB;
   }
-  runTiles(f, m, n, k, alpha, *packedA, panels, beta, c, ldc, threads, epilogue);
+  runTiles(f, m, n, k, alpha, aPanels, panels, beta, c, ldc, threads, epilogue);
   scratchA.trim();
   scratchB.trim();
 }
@@ -759,7 +790,9 @@ void gemm16(Half16 type, bool transA, bool transB, int64_t m, int64_t n, int64_t
   }
   BPanels panels;
   panels.packed = packedB;
-  runTiles(family(isa), m, n, units, alpha, *packedA, panels, beta, c, ldc, threads, epilogue);
+  APanels aPanels;
+  aPanels.packed = packedA;
+  runTiles(family(isa), m, n, units, alpha, aPanels, panels, beta, c, ldc, threads, epilogue);
   scratchA.trim();
   scratchB.trim();
 }

@@ -29,7 +29,14 @@ struct Vec : Avx512Vec {
 
 namespace tcc::rt {
 namespace {
-constexpr SgemmKernelFamily kFamily = makeFamily<14, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14>();
+/// The pair family without the in-place A kernels: its A is packed in pairs along k.
+constexpr SgemmKernelFamily pairsOnly(SgemmKernelFamily f) {
+  for (int r = 0; r < 32; ++r)
+    f.inPlaceA[r] = f.inPlaceANarrow[r] = nullptr;
+  return f;
+}
+constexpr SgemmKernelFamily kFamily =
+    pairsOnly(makeFamily<14, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14>());
 } // namespace
 
 const SgemmKernelFamily *sgemmAvx512Bf16Kernels() { return &kFamily; }

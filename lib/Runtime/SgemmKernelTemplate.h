@@ -55,9 +55,12 @@ template <int M, int W, class Acc>
   }
 }
 
-template <int M, int W, int MR>
-void kernel(int64_t k, const float *a, const float *b, int64_t ldb, float *c, int64_t ldc,
-            int64_t cols, float alpha, float beta, const SgemmEpilogue *epilogue) {
+/// The tile over A packed (row i of k step p at a[p * MR + i]) or, InPlaceA, A itself (at
+/// a[i * lda + p]).
+template <int M, int W, int MR, bool InPlaceA>
+[[gnu::always_inline]] inline void tile(int64_t k, const float *a, int64_t lda, const float *b,
+                                        int64_t ldb, float *c, int64_t ldc, int64_t cols,
+                                        float alpha, float beta, const SgemmEpilogue *epilogue) {
   using V = typename Vec::type;
   constexpr int L = Vec::lanes;
   // One row: two sums, in rowKernel's order, so that a row gives the same bits on every path.
@@ -77,24 +80,25 @@ void kernel(int64_t k, const float *a, const float *b, int64_t ldb, float *c, in
       bv[w] = Vec::load(bp + w * L);
 #pragma GCC unroll 16
     for (int i = 0; i < M; ++i) {
-      V ai = Vec::broadcast(ap + i);
+      V ai = Vec::broadcast(InPlaceA ? ap + i * lda : ap + i);
 #pragma GCC unroll 2
       for (int w = 0; w < W; ++w)
         acc[s][i][w] = Vec::dot(ai, bv[w], acc[s][i][w]);
     }
   };
+  constexpr int64_t aStep = InPlaceA ? 1 : MR; // from one k step's A to the next
   int64_t p = 0;
   for (; p + S <= k; p += S) {
     Vec::prefetch(b + 8 * ldb);
 #pragma GCC unroll 4
     for (int s = 0; s < S; ++s)
-      step(s, a + s * MR, b + s * ldb);
-    a += S * MR;
+      step(s, a + s * aStep, b + s * ldb);
+    a += S * aStep;
     b += S * ldb;
   }
   for (; p < k; ++p) {
     step(0, a, b);
-    a += MR;
+    a += aStep;
     b += ldb;
   }
 #pragma GCC unroll 4
@@ -106,6 +110,19 @@ void kernel(int64_t k, const float *a, const float *b, int64_t ldb, float *c, in
         acc[0][i][w] = Vec::add(acc[0][i][w], acc[s][i][w]);
   storeTile<M, W>([&](int i, int w) { return acc[0][i][w]; }, c, ldc, cols, alpha, beta,
                   epilogue);
+}
+
+template <int M, int W, int MR>
+void kernel(int64_t k, const float *a, const float *b, int64_t ldb, float *c, int64_t ldc,
+            int64_t cols, float alpha, float beta, const SgemmEpilogue *epilogue) {
+  tile<M, W, MR, false>(k, a, 0, b, ldb, c, ldc, cols, alpha, beta, epilogue);
+}
+
+template <int M, int W>
+void kernelInPlaceA(int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
+                    float *c, int64_t ldc, int64_t cols, float alpha, float beta,
+                    const SgemmEpilogue *epilogue) {
+  tile<M, W, 1, true>(k, a, lda, b, ldb, c, ldc, cols, alpha, beta, epilogue);
 }
 
 /// One row of A (packed: a[p * MR]) times P panels of B (2 vectors each), two sums over k a
@@ -166,7 +183,8 @@ void rowKernel(int64_t k, const float *a, const float *b, int64_t panelStride, f
     }
 }
 
-/// The family: byRows[r - 1] = kernel<r, 2, MR>, narrow[r - 1] = kernel<r, 1, MR>. constexpr,
+/// The family: byRows[r - 1] = kernel<r, 2, MR>, narrow[r - 1] = kernel<r, 1, MR> (inPlaceA,
+/// inPlaceANarrow: the same over A in place). constexpr,
 /// and the families are constexpr variables: they must be constant-initialized. A dynamic
 /// initializer in these files would be compiled with their -m flags and run when the library
 /// loads, on any CPU (GCC zeroes such a struct with zmm stores: SIGILL without AVX-512).
@@ -174,6 +192,8 @@ template <int MR, int... R> constexpr SgemmKernelFamily makeFamily() {
   SgemmKernelFamily f{MR, 2 * Vec::lanes, Vec::lanes, {}, {}, {}};
   ((f.byRows[R - 1] = kernel<R, 2, MR>), ...);
   ((f.narrow[R - 1] = kernel<R, 1, MR>), ...);
+  ((f.inPlaceA[R - 1] = kernelInPlaceA<R, 2>), ...);
+  ((f.inPlaceANarrow[R - 1] = kernelInPlaceA<R, 1>), ...);
   f.rowPanels[0] = rowKernel<1, MR>;
   f.rowPanels[1] = rowKernel<2, MR>;
   f.rowPanels[2] = rowKernel<3, MR>;

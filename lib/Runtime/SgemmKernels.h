@@ -42,12 +42,19 @@ using SgemmMicroKernel = void (*)(int64_t k, const float *a, const float *b, int
 using SgemmRowKernel = void (*)(int64_t k, const float *a, const float *b, int64_t panelStride,
                                 float *c, int64_t cols, float alpha, float beta,
                                 const SgemmEpilogue *epilogue);
+/// The microkernel over A in place (not packed, not transposed): row i of the tile at
+/// a + i * lda, k contiguous; otherwise SgemmMicroKernel's contract.
+using SgemmInPlaceAKernel = void (*)(int64_t k, const float *a, int64_t lda, const float *b,
+                                     int64_t ldb, float *c, int64_t ldc, int64_t cols,
+                                     float alpha, float beta, const SgemmEpilogue *epilogue);
 struct SgemmKernelFamily {
   int mr, nr;
   int narrowCols;              // columns of the narrow kernels (0: none)
   SgemmMicroKernel byRows[32]; // byRows[r - 1] computes r rows, up to nr columns
   SgemmMicroKernel narrow[32]; // the same for up to narrowCols columns (a panel's last ones)
   SgemmRowKernel rowPanels[4]; // rowPanels[p - 1]: one row over p panels (null: none)
+  SgemmInPlaceAKernel inPlaceA[32];       // byRows over A in place (null: none)
+  SgemmInPlaceAKernel inPlaceANarrow[32]; // narrow over A in place (null: none)
 };
 /// The families compiled into the library (with their own instruction-set flags).
 const SgemmKernelFamily *sgemmAvx2Kernels();   // null where not built (non-x86)
