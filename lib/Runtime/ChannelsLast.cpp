@@ -99,6 +99,51 @@ struct DepthwiseRow {
   int64_t C, ih, iw, ow, y, kh, kw, sh, sw, dh, dw, ph, pw;
 };
 
+/// to[0, n) = from[0, n) for n < 16, by fixed-size copies of 8, 4, 2 and 1 floats.
+TCC_ISA_BODY void copyPart(float *to, const float *from, int64_t n) {
+  int64_t i = 0;
+  if (n & 8) {
+    __builtin_memcpy(to, from, 8 * sizeof(float));
+    i += 8;
+  }
+  if (n & 4) {
+    __builtin_memcpy(to + i, from + i, 4 * sizeof(float));
+    i += 4;
+  }
+  if (n & 2) {
+    __builtin_memcpy(to + i, from + i, 2 * sizeof(float));
+    i += 2;
+  }
+  if (n & 1)
+    to[i] = from[i];
+}
+
+/// An accumulator vector with the epilogue applied: + bias (a whole vector), + residual (its
+/// first n lanes), then clamped as ConvEpilogue::apply (NaN stays NaN). Null: none.
+template <class V>
+TCC_ISA_BODY V epilogueVector(V y, const float *bias, const float *residual, int64_t n,
+                              bool clamp, float lo, float hi) {
+  constexpr int L = sizeof(V) / sizeof(float);
+  V b = {};
+  if (bias) {
+    __builtin_memcpy(&b, bias, sizeof(V));
+    y += b;
+  }
+  if (residual) {
+    if (n == L)
+      __builtin_memcpy(&b, residual, sizeof(V));
+    else
+      copyPart(reinterpret_cast<float *>(&b), residual, n);
+    y += b;
+  }
+  if (clamp) {
+    V vlo = y - y + lo, vhi = y - y + hi;
+    y = vlo > y ? vlo : y;
+    y = vhi < y ? vhi : y;
+  }
+  return y;
+}
+
 /// Channels [c, c + NV lanes(V)) of the NX output columns x, x + 1, ... (all with the taps
 /// [kxLo, kxHi) inside the row): NX * NV independent accumulators (a chain of one vector's
 /// taps alone would wait on the multiply-add latency), each weight vector loaded once for the
@@ -138,20 +183,8 @@ TCC_ISA_BODY void depthwiseBlock(const DepthwiseRow &r, int64_t x, int64_t kxLo,
     const float *res = r.residual ? r.residual + (x + p) * C + c : nullptr;
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
-      V y = acc[p][v], b;
-      if (r.bias) {
-        __builtin_memcpy(&b, r.bias + c + L * v, sizeof(V));
-        y += b;
-      }
-      if (res) {
-        __builtin_memcpy(&b, res + L * v, sizeof(V));
-        y += b;
-      }
-      if (r.clamp) { // as ConvEpilogue::apply: NaN stays NaN
-        V lo = y - y + r.lo, hi = y - y + r.hi;
-        y = lo > y ? lo : y;
-        y = hi < y ? hi : y;
-      }
+      V y = epilogueVector(acc[p][v], r.bias ? r.bias + c + L * v : nullptr,
+                           res ? res + L * v : nullptr, L, r.clamp, r.lo, r.hi);
       __builtin_memcpy(o + L * v, &y, sizeof(V));
     }
   }
@@ -194,20 +227,23 @@ TCC_ISA_BODY void depthwiseColumns(const DepthwiseRow &r, int64_t x, int64_t kxL
     }
 }
 
-template <class V> TCC_ISA_BODY void depthwiseRowBody(const DepthwiseRow &r) {
-  // Columns whose taps are all inside the row go 4 (else 2) at a time: each weight vector
-  // loaded serves several columns, and there are more accumulators in flight.
+/// One output row's columns of a channels-last convolution row `r` (DepthwiseRow, DenseRow):
+/// runs of `wide` columns whose taps are all inside the input row, else of `narrow`, else one
+/// column with its taps clipped to [kxLo, kxHi): run(x, n, kxLo, kxHi) with n = wide, narrow
+/// or 1.
+template <class Row, class Run>
+TCC_ISA_BODY void forEachColumnRun(const Row &r, int64_t wide, int64_t narrow, const Run &run) {
   auto inside = [&](int64_t x, int64_t n) { // columns [x, x + n) read only inside the row
     return x + n <= r.ow && x * r.sw - r.pw >= 0 &&
            (x + n - 1) * r.sw - r.pw + (r.kw - 1) * r.dw < r.iw;
   };
   for (int64_t x = 0; x < r.ow;) {
-    if (inside(x, 4)) {
-      depthwiseColumns<V, 4>(r, x, 0, r.kw);
-      x += 4;
-    } else if (inside(x, 2)) {
-      depthwiseColumns<V, 2>(r, x, 0, r.kw);
-      x += 2;
+    if (inside(x, wide)) {
+      run(x, wide, 0, r.kw);
+      x += wide;
+    } else if (inside(x, narrow)) {
+      run(x, narrow, 0, r.kw);
+      x += narrow;
     } else {
       const int64_t x0 = x * r.sw - r.pw;
       int64_t kxLo = 0, kxHi = r.kw; // kx with 0 <= x0 + kx * dw < iw
@@ -215,10 +251,23 @@ template <class V> TCC_ISA_BODY void depthwiseRowBody(const DepthwiseRow &r) {
         ++kxLo;
       while (kxHi > kxLo && x0 + (kxHi - 1) * r.dw >= r.iw)
         --kxHi;
-      depthwiseColumns<V, 1>(r, x, kxLo, kxHi);
+      run(x, 1, kxLo, kxHi);
       ++x;
     }
   }
+}
+
+template <class V> TCC_ISA_BODY void depthwiseRowBody(const DepthwiseRow &r) {
+  // Columns whose taps are all inside the row go 4 (else 2) at a time: each weight vector
+  // loaded serves several columns, and there are more accumulators in flight.
+  forEachColumnRun(r, 4, 2, [&](int64_t x, int64_t n, int64_t kxLo, int64_t kxHi) TCC_ISA_LAMBDA {
+    if (n == 4)
+      depthwiseColumns<V, 4>(r, x, kxLo, kxHi);
+    else if (n == 2)
+      depthwiseColumns<V, 2>(r, x, kxLo, kxHi);
+    else
+      depthwiseColumns<V, 1>(r, x, kxLo, kxHi);
+  });
 }
 TCC_ISA_CLONES_VECTOR(depthwiseRow, depthwiseRowBody)
 
@@ -274,25 +323,6 @@ struct DenseRow {
   int64_t C, K, Kp, ih, iw, ow, y, kh, kw, sh, sw, dh, dw, ph, pw;
 };
 
-/// to[0, n) = from[0, n) for n < 16, by fixed-size copies of 8, 4, 2 and 1 floats.
-TCC_ISA_BODY void copyPart(float *to, const float *from, int64_t n) {
-  int64_t i = 0;
-  if (n & 8) {
-    __builtin_memcpy(to, from, 8 * sizeof(float));
-    i += 8;
-  }
-  if (n & 4) {
-    __builtin_memcpy(to + i, from + i, 4 * sizeof(float));
-    i += 4;
-  }
-  if (n & 2) {
-    __builtin_memcpy(to + i, from + i, 2 * sizeof(float));
-    i += 2;
-  }
-  if (n & 1)
-    to[i] = from[i];
-}
-
 /// Output channels [k, k + 16 NV) of the NX output columns from x, whose taps [kxLo, kxHi) are
 /// inside the row: NX x NV accumulators over every (ky, kx, c); each step loads NV weight
 /// vectors and broadcasts one input value per column. Without dilation along the row, a row of
@@ -344,7 +374,6 @@ TCC_ISA_BODY void denseBlockBody(const DenseRow *rp, int64_t x, int64_t kxLo, in
       const int64_t n = std::min<int64_t>(L, K - k - L * v); // channels of this vector
       if (n <= 0)
         continue;
-      // Whole vectors by fixed-size copies (one instruction each), the last part by a loop.
       V y = acc[p][v], b = {};
       if (r.bias) {
         __builtin_memcpy(&b, r.bias + k + L * v, sizeof(V));
@@ -410,28 +439,14 @@ void denseColumns(const DenseRow &r, int64_t x, int64_t kxLo, int64_t kxHi, int6
 /// The columns of one output row: W at a time where every tap is inside the row, else 4, else
 /// one (with its taps clipped).
 template <int W> void denseRowColumns(const DenseRow &r, int64_t L) {
-  auto inside = [&](int64_t x, int64_t n) { // columns [x, x + n) read only inside the row
-    return x + n <= r.ow && x * r.sw - r.pw >= 0 &&
-           (x + n - 1) * r.sw - r.pw + (r.kw - 1) * r.dw < r.iw;
-  };
-  for (int64_t x = 0; x < r.ow;) {
-    if (inside(x, W)) {
-      denseColumns<W>(r, x, 0, r.kw, L);
-      x += W;
-    } else if (inside(x, 4)) {
-      denseColumns<4>(r, x, 0, r.kw, L);
-      x += 4;
-    } else {
-      const int64_t x0 = x * r.sw - r.pw;
-      int64_t kxLo = 0, kxHi = r.kw; // kx with 0 <= x0 + kx * dw < iw
-      while (kxLo < kxHi && x0 + kxLo * r.dw < 0)
-        ++kxLo;
-      while (kxHi > kxLo && x0 + (kxHi - 1) * r.dw >= r.iw)
-        --kxHi;
+  forEachColumnRun(r, W, 4, [&](int64_t x, int64_t n, int64_t kxLo, int64_t kxHi) {
+    if (n == W)
+      denseColumns<W>(r, x, kxLo, kxHi, L);
+    else if (n == 4)
+      denseColumns<4>(r, x, kxLo, kxHi, L);
+    else
       denseColumns<1>(r, x, kxLo, kxHi, L);
-      ++x;
-    }
-  }
+  });
 }
 
 void denseRow(const DenseRow &r) {

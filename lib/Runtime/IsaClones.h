@@ -16,13 +16,13 @@
 #include "Sgemm.h"
 
 #define TCC_ISA_BODY static inline __attribute__((always_inline))
+// After a lambda's parameters in a TCC_ISA_BODY: always inlined too (a lambda does not take its
+// enclosing variant's target; called out of line, its loops compiled for the baseline).
+#define TCC_ISA_LAMBDA __attribute__((always_inline))
 
-#define TCC_ISA_CLONES(name, body)                                                                 \
-  template <class... A> __attribute__((target("avx512f"))) void name##Avx512(A... a) {            \
-    body(a...);                                                                                    \
-  }                                                                                                \
-  template <class... A> __attribute__((target("avx2"))) void name##Avx2(A... a) { body(a...); }   \
-  template <class... A> void name##Baseline(A... a) { body(a...); }                                \
+// `name(args...)`: calls name##Avx512, name##Avx2 or name##Baseline, the one for sgemmIsa(),
+// chosen once per argument-type list.
+#define TCC_ISA_DISPATCH(name)                                                                     \
   template <class... A> void name(A... a) {                                                        \
     static void (*const variant)(A...) = [] {                                                      \
       switch (sgemmIsa()) {                                                                        \
@@ -33,6 +33,14 @@
     }();                                                                                           \
     variant(a...);                                                                                 \
   }
+
+#define TCC_ISA_CLONES(name, body)                                                                 \
+  template <class... A> __attribute__((target("avx512f"))) void name##Avx512(A... a) {            \
+    body(a...);                                                                                    \
+  }                                                                                                \
+  template <class... A> __attribute__((target("avx2"))) void name##Avx2(A... a) { body(a...); }   \
+  template <class... A> void name##Baseline(A... a) { body(a...); }                                \
+  TCC_ISA_DISPATCH(name)
 
 namespace tcc::rt {
 /// Float vectors of one AVX-512, AVX2 or SSE2 register.
@@ -63,14 +71,5 @@ inline int isaVectorLanes() {
     body<IsaVec8>(a...);                                                                           \
   }                                                                                                \
   template <class... A> void name##Baseline(A... a) { body<IsaVec4>(a...); }                       \
-  template <class... A> void name(A... a) {                                                        \
-    static void (*const variant)(A...) = [] {                                                      \
-      switch (sgemmIsa()) {                                                                        \
-      case SgemmIsa::Avx512: return &name##Avx512<A...>;                                           \
-      case SgemmIsa::Avx2: return &name##Avx2<A...>;                                               \
-      default: return &name##Baseline<A...>;                                                       \
-      }                                                                                            \
-    }();                                                                                           \
-    variant(a...);                                                                                 \
-  }
+  TCC_ISA_DISPATCH(name)
 
