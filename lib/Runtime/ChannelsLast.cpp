@@ -374,6 +374,8 @@ TCC_ISA_BODY void denseBlockBody(const DenseRow *rp, int64_t x, int64_t kxLo, in
       const int64_t n = std::min<int64_t>(L, K - k - L * v); // channels of this vector
       if (n <= 0)
         continue;
+      // (Written out, not epilogueVector: with the helper GCC allocated the main loop's
+      // registers worse, the 7x7 stem 2.46 -> 3.0 ms.)
       V y = acc[p][v], b = {};
       if (r.bias) {
         __builtin_memcpy(&b, r.bias + k + L * v, sizeof(V));
