@@ -428,7 +428,9 @@ void lowerRecurrent(NodeContext &n, Cell cell) {
     for (int64_t d = 0; d < D; ++d)
       groups.push_back({d, 1});
   std::vector<Value> ys, hs, cs;
-  for (auto [first, count] : groups) {
+  for (const auto &group : groups) {
+    // (Plain variables: C++17 lambdas cannot capture structured bindings; clang rejects it.)
+    const int64_t first = group.first, count = group.second;
     Directions dir{cell, H, clip};
     dir.linearBeforeReset = n.attrInt("linear_before_reset", 0) != 0;
     dir.inputForget = n.attrInt("input_forget", 0) != 0;
