@@ -207,6 +207,19 @@ void gemmTyped(const GemmGeometry &g, const T *a, const T *b, T *c, int numThrea
     aCount *= g.aBatchStrides[d] ? (size_t)g.batch[d] : 1;
     bCount *= g.bBatchStrides[d] ? (size_t)g.batch[d] : 1;
   }
+  // f32: the packed form of a's (b's) matrix at `offset` when it is constant, else null.
+  auto packedF32A = [&](int64_t offset, int lda) {
+    return packedMatrix(packedA, aIsConstant, a, aCount, (size_t)offset, sgemmIsa(), [&] {
+      return packSgemmA(sgemmIsa(), g.transA, m, k, (const float *)a + offset * aMatrix, lda,
+                        numThreads);
+    });
+  };
+  auto packedF32B = [&](int64_t offset, int ldb) {
+    return packedMatrix(packedB, bIsConstant, b, bCount, (size_t)offset, sgemmIsa(), [&] {
+      return packSgemmB(sgemmIsa(), g.transB, k, n, (const float *)b + offset * bMatrix, ldb,
+                        numThreads);
+    });
+  };
   if constexpr (std::is_same_v<T, float>) {
     if (batchPerThread(g, numThreads)) {
       // Each batch's operands (packed once when constant, before the threads start), then
@@ -217,16 +230,8 @@ void gemmTyped(const GemmGeometry &g, const T *a, const T *b, T *c, int numThrea
       for (int64_t batch = 0; batch < g.numBatches; ++batch) {
         aOffsets[batch] = aOffset;
         bOffsets[batch] = bOffset;
-        pas[batch] = packedMatrix(packedA, aIsConstant, a, aCount, (size_t)aOffset, sgemmIsa(),
-                                  [&] {
-                                    return packSgemmA(sgemmIsa(), g.transA, m, k,
-                                                      a + aOffset * aMatrix, lda, numThreads);
-                                  });
-        pbs[batch] = packedMatrix(packedB, bIsConstant, b, bCount, (size_t)bOffset, sgemmIsa(),
-                                  [&] {
-                                    return packSgemmB(sgemmIsa(), g.transB, k, n,
-                                                      b + bOffset * bMatrix, ldb, numThreads);
-                                  });
+        pas[batch] = packedF32A(aOffset, lda);
+        pbs[batch] = packedF32B(bOffset, ldb);
         nextBatch(g, index, aOffset, bOffset);
       }
       parallelFor(numThreads, g.numBatches, g.m * g.n * g.k, [&](int64_t begin, int64_t end) {
@@ -250,14 +255,8 @@ void gemmTyped(const GemmGeometry &g, const T *a, const T *b, T *c, int numThrea
       } else {
         int lda = g.transA ? m : k, ldb = g.transB ? k : n;
         if constexpr (std::is_same_v<T, float>) {
-          const SgemmPacked *pa =
-              packedMatrix(packedA, aIsConstant, a, aCount, (size_t)aOffset, sgemmIsa(), [&] {
-                return packSgemmA(sgemmIsa(), g.transA, m, k, aBase, lda, numThreads);
-              });
-          const SgemmPacked *pb =
-              packedMatrix(packedB, bIsConstant, b, bCount, (size_t)bOffset, sgemmIsa(), [&] {
-                return packSgemmB(sgemmIsa(), g.transB, k, n, bBase, ldb, numThreads);
-              });
+          const SgemmPacked *pa = packedF32A(aOffset, lda);
+          const SgemmPacked *pb = packedF32B(bOffset, ldb);
           sgemm(g.transA, g.transB, m, n, k, (float)g.alpha, aBase, lda, bBase, ldb,
                 (float)g.beta, cBase, n, numThreads, pa, pb, epilogue);
         } else if constexpr (std::is_same_v<T, uint16_t>) {

@@ -513,22 +513,9 @@ void runTiles(const SgemmKernelFamily &f, int64_t m, int64_t n, int64_t k, float
       };
       for (int64_t ip = ip0; ip < ip1; ++ip) {
         int64_t i0 = ip * MR, rows = std::min(MR, m - i0);
-        if (a.direct) { // A in place
-          const float *aRows = a.direct + i0 * a.lda + k0;
-          for (int64_t j = j0; j < j1; j += NR) {
-            int64_t stride, cols = std::min(NR, j1 - j);
-            const float *bp = b.at(k0, j, NR, stride);
-            SgemmInPlaceAKernel kernel =
-                cols <= f.narrowCols ? f.inPlaceANarrow[rows - 1] : f.inPlaceA[rows - 1];
-            kernel(kc, aRows, a.lda, bp, stride, c + i0 * ldc + j, ldc, cols, alpha, blockBeta,
-                   tileEpilogue(i0, j));
-          }
-          if (last && epilogue)
-            activateRows(epilogue->activation, c + i0 * ldc + j0, rows, j1 - j0, ldc);
-          continue;
-        }
-        const float *aPanel = a.packed->at(k0, i0);
-        if (rows == 1 && !b.direct && f.rowPanels[0]) { // a batch-1 row: 4 panels of B at once
+        // A's rows here: a packed panel, or (A in place) its rows from column k0.
+        const float *aPanel = a.direct ? a.direct + i0 * a.lda + k0 : a.packed->at(k0, i0);
+        if (rows == 1 && !a.direct && !b.direct && f.rowPanels[0]) { // a batch-1 row: 4 panels of B at once
           int64_t panelStride = kc * NR; // consecutive panels of one k block
           for (int64_t j = j0; j < j1; j += 4 * NR) {
             int64_t cols = std::min(4 * NR, j1 - j), panels = (cols + NR - 1) / NR;
@@ -542,10 +529,15 @@ void runTiles(const SgemmKernelFamily &f, int64_t m, int64_t n, int64_t k, float
         for (int64_t j = j0; j < j1; j += NR) {
           int64_t stride, cols = std::min(NR, j1 - j);
           const float *bp = b.at(k0, j, NR, stride);
-          SgemmMicroKernel kernel =
-              cols <= f.narrowCols ? f.narrow[rows - 1] : f.byRows[rows - 1];
-          kernel(kc, aPanel, bp, stride, c + i0 * ldc + j, ldc, cols, alpha, blockBeta,
-                 tileEpilogue(i0, j));
+          const bool narrow = cols <= f.narrowCols;
+          if (a.direct)
+            (narrow ? f.inPlaceANarrow : f.inPlaceA)[rows - 1](
+                kc, aPanel, a.lda, bp, stride, c + i0 * ldc + j, ldc, cols, alpha, blockBeta,
+                tileEpilogue(i0, j));
+          else
+            (narrow ? f.narrow : f.byRows)[rows - 1](kc, aPanel, bp, stride, c + i0 * ldc + j,
+                                                     ldc, cols, alpha, blockBeta,
+                                                     tileEpilogue(i0, j));
         }
         if (last && epilogue) // the activation on this row panel's block, while it is in cache
           activateRows(epilogue->activation, c + i0 * ldc + j0, rows, j1 - j0, ldc);
