@@ -40,6 +40,31 @@ struct ScoreBlock {
   float *m, *l, *corr;
 };
 
+/// Row r of the block: the causal triangle, the mask and the bias applied to its scores.
+TCC_ISA_BODY void maskScoreRow(const ScoreBlock &b, int64_t r, float *s) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int64_t j = b.keyEnd[r]; j < b.cols; ++j)
+    s[j] = -inf;
+  if (b.mask) {
+    const bool *mrow = b.mask + r * b.maskRow;
+    if (b.maskCol)
+      for (int64_t j = 0; j < b.cols; ++j)
+        s[j] = mrow[j] ? s[j] : b.maskedValue;
+    else if (!mrow[0])
+      for (int64_t j = 0; j < b.cols; ++j)
+        s[j] = b.maskedValue;
+  }
+  if (b.bias) {
+    const float *brow = b.bias + r * b.biasRow;
+    if (b.biasCol)
+      for (int64_t j = 0; j < b.cols; ++j)
+        s[j] += brow[j];
+    else
+      for (int64_t j = 0; j < b.cols; ++j)
+        s[j] += brow[0];
+  }
+}
+
 template <class V> TCC_ISA_BODY void softmaxBlockBody(const ScoreBlock *bp) {
   constexpr int L = sizeof(V) / sizeof(float); // the ISA's register (TCC_ISA_CLONES_VECTOR)
   using cpumath::tcc_expf;
@@ -47,26 +72,7 @@ template <class V> TCC_ISA_BODY void softmaxBlockBody(const ScoreBlock *bp) {
   const float inf = std::numeric_limits<float>::infinity();
   for (int64_t r = 0; r < b.rows; ++r) {
     float *s = b.s + r * b.ld;
-    for (int64_t j = b.keyEnd[r]; j < b.cols; ++j)
-      s[j] = -inf;
-    if (b.mask) {
-      const bool *mrow = b.mask + r * b.maskRow;
-      if (b.maskCol)
-        for (int64_t j = 0; j < b.cols; ++j)
-          s[j] = mrow[j] ? s[j] : b.maskedValue;
-      else if (!mrow[0])
-        for (int64_t j = 0; j < b.cols; ++j)
-          s[j] = b.maskedValue;
-    }
-    if (b.bias) {
-      const float *brow = b.bias + r * b.biasRow;
-      if (b.biasCol)
-        for (int64_t j = 0; j < b.cols; ++j)
-          s[j] += brow[j];
-      else
-        for (int64_t j = 0; j < b.cols; ++j)
-          s[j] += brow[0];
-    }
+    maskScoreRow(b, r, s);
     // Row maximum in L independent lanes (a vector of them: GCC's vectoriser leaves a max
     // reduction over floats scalar without -ffast-math; this needs no reassociation).
     V most = {};
@@ -109,6 +115,86 @@ template <class V> TCC_ISA_BODY void softmaxBlockBody(const ScoreBlock *bp) {
   }
 }
 TCC_ISA_CLONES_VECTOR(softmaxBlock, softmaxBlockBody)
+
+/// One block of the backward pass (rows x cols, row stride scores.ld). On entry scores.s holds
+/// scale q k^T and dp holds dO v^T; on return s holds the probabilities, recomputed from the
+/// forward's row statistics (exp(s - shift) / sum, the forward's own softmax), and dp holds
+/// scale * dS = scale * p (dp - rowDot), 0 where the triangle or the mask replaced the score.
+struct GradBlock {
+  ScoreBlock scores;
+  float *dp;
+  const float *shift, *sum, *rowDot; // per row of the block
+  float scale;
+};
+
+template <class V> TCC_ISA_BODY void gradBlockBody(const GradBlock *gp) {
+  using cpumath::tcc_expf;
+  const GradBlock &g = *gp;
+  const ScoreBlock &b = g.scores;
+  for (int64_t r = 0; r < b.rows; ++r) {
+    float *s = b.s + r * b.ld, *dp = g.dp + r * b.ld;
+    maskScoreRow(b, r, s);
+    const float shift = g.shift[r], sum = g.sum[r], dot = g.rowDot[r];
+    for (int64_t j = 0; j < b.cols; ++j) {
+      float p = tcc_expf(s[j] - shift) / sum;
+      s[j] = p;
+      dp[j] = g.scale * (p * (dp[j] - dot));
+    }
+    // The replaced scores do not depend on q or k.
+    for (int64_t j = b.keyEnd[r]; j < b.cols; ++j)
+      dp[j] = 0;
+    if (b.mask) {
+      const bool *mrow = b.mask + r * b.maskRow;
+      if (b.maskCol)
+        for (int64_t j = 0; j < b.keyEnd[r]; ++j)
+          dp[j] = mrow[j] ? dp[j] : 0.0f;
+      else if (!mrow[0])
+        std::fill(dp, dp + b.cols, 0.0f);
+    }
+  }
+}
+TCC_ISA_CLONES_VECTOR(gradBlock, gradBlockBody)
+
+/// Where query batch `batch` reads its keys and values, and its mask and bias offsets.
+struct BatchOffsets {
+  int64_t kvBatch = 0, mask = 0, bias = 0;
+};
+BatchOffsets batchOffsets(const AttentionGeometry &g, int64_t batch) {
+  BatchOffsets o;
+  int64_t rest = batch, stride = 1;
+  for (size_t dim = g.qBatch.size(); dim-- > 0;) {
+    int64_t index = rest % g.qBatch[dim];
+    rest /= g.qBatch[dim];
+    o.kvBatch += index / (g.qBatch[dim] / g.kvBatch[dim]) * stride;
+    stride *= g.kvBatch[dim];
+    o.mask += index * g.maskStrides[dim];
+    o.bias += index * g.biasStrides[dim];
+  }
+  return o;
+}
+
+/// The score block of rows [i0, i0 + rows) and keys [j0, j0 + cols) of query batch offsets `o`:
+/// its causal key ends (in keyEnd), mask and bias.
+ScoreBlock scoreBlock(const AttentionGeometry &g, const BatchOffsets &o, const bool *mask,
+                      const float *bias, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
+                      float *s, int64_t *keyEnd, float *m, float *l, float *corr) {
+  for (int64_t r = 0; r < rows; ++r)
+    keyEnd[r] = g.causal ? std::clamp<int64_t>(i0 + r + 1 - j0, 0, cols) : cols;
+  ScoreBlock sb{s, rows, cols, cols, keyEnd, nullptr, 0, 0, nullptr, 0, 0,
+                (float)g.maskedValue, m, l, corr};
+  size_t rd = g.qBatch.size(), cd = rd + 1; // the scores' row and column dims
+  if (g.hasMask) {
+    sb.mask = mask + o.mask + i0 * g.maskStrides[rd] + j0 * g.maskStrides[cd];
+    sb.maskRow = g.maskStrides[rd];
+    sb.maskCol = g.maskStrides[cd];
+  }
+  if (g.hasBias) {
+    sb.bias = bias + o.bias + i0 * g.biasStrides[rd] + j0 * g.biasStrides[cd];
+    sb.biasRow = g.biasStrides[rd];
+    sb.biasCol = g.biasStrides[cd];
+  }
+  return sb;
+}
 
 } // namespace
 
@@ -195,23 +281,12 @@ void runAttention(const AttentionGeometry &g, const void *q, const void *k, cons
   int64_t chunks = std::clamp<int64_t>((2 * std::max(numThreads, 1) + g.batches - 1) / g.batches,
                                        1, rowBlocks);
   int64_t items = g.batches * chunks;
-  size_t nb = g.qBatch.size(), rd = nb, cd = nb + 1; // the scores' row and column dims
   const float inf = std::numeric_limits<float>::infinity();
   parallelItems(numThreads, items, [&](int64_t worker, int64_t item) {
     int64_t batch = item / chunks, chunk = item % chunks;
     int64_t firstBlock = rowBlocks * chunk / chunks, endBlock = rowBlocks * (chunk + 1) / chunks;
-    // The key/value batch this query batch reads, and the mask/bias offsets of its scores.
-    int64_t kvBatch = 0, maskBase = 0, biasBase = 0, rest = batch;
-    int64_t stride = 1;
-    for (size_t dim = nb; dim-- > 0;) {
-      int64_t index = rest % g.qBatch[dim];
-      rest /= g.qBatch[dim];
-      kvBatch += index / (g.qBatch[dim] / g.kvBatch[dim]) * stride;
-      stride *= g.kvBatch[dim];
-      maskBase += index * g.maskStrides[dim];
-      biasBase += index * g.biasStrides[dim];
-    }
-    const char *kb = at(k, kvBatch * g.lk * g.d), *vb = at(v, kvBatch * g.lk * g.dv);
+    const BatchOffsets offsets = batchOffsets(g, batch);
+    const char *kb = at(k, offsets.kvBatch * g.lk * g.d), *vb = at(v, offsets.kvBatch * g.lk * g.dv);
     // Causal (without a finite fill): keys after the item's last row are never seen.
     int64_t lastRow = std::min(g.lq, endBlock * g.blockRows);
     int64_t itemKeys = g.skipAboveDiagonal ? std::min(g.lk, lastRow) : g.lk;
@@ -243,20 +318,8 @@ void runAttention(const AttentionGeometry &g, const void *q, const void *k, cons
         int64_t cols = std::min(g.blockCols, keys - j0);
         product(true, rows, cols, g.d, (float)g.scale, qb, g.d, at(kb, j0 * g.d), g.d, 0.0f, s,
                 cols, &queries, keyBlocks[kbi].outer == cols ? &keyBlocks[kbi] : nullptr);
-        for (int64_t r = 0; r < rows; ++r)
-          keyEnd[r] = g.causal ? std::clamp<int64_t>(i0 + r + 1 - j0, 0, cols) : cols;
-        ScoreBlock sb{s, rows, cols, cols, keyEnd, nullptr, 0, 0, nullptr, 0, 0,
-                      (float)g.maskedValue, m, l, corr};
-        if (g.hasMask) {
-          sb.mask = mask + maskBase + i0 * g.maskStrides[rd] + j0 * g.maskStrides[cd];
-          sb.maskRow = g.maskStrides[rd];
-          sb.maskCol = g.maskStrides[cd];
-        }
-        if (g.hasBias) {
-          sb.bias = bias + biasBase + i0 * g.biasStrides[rd] + j0 * g.biasStrides[cd];
-          sb.biasRow = g.biasStrides[rd];
-          sb.biasCol = g.biasStrides[cd];
-        }
+        ScoreBlock sb =
+            scoreBlock(g, offsets, mask, bias, i0, rows, j0, cols, s, keyEnd, m, l, corr);
         softmaxBlock(&sb);
         for (int64_t r = 0; r < rows; ++r)
           if (corr[r] != 1.0f)
@@ -282,6 +345,174 @@ void runAttention(const AttentionGeometry &g, const void *q, const void *k, cons
         }
     }
   });
+}
+
+} // namespace tcc::rt
+
+namespace tcc::rt {
+
+namespace {
+constexpr int64_t kGradBlockCols = 256; // keys per block of the backward pass
+} // namespace
+
+AttentionGeometry makeAttentionGradGeometry(const Shape &q, const Shape &k, const Shape &v,
+                                            const Shape *mask, const Shape *bias,
+                                            const Shape &output, double scale, bool causal,
+                                            double maskedValue) {
+  AttentionGeometry g =
+      makeAttentionGeometry(q, k, v, mask, bias, output, scale, causal, maskedValue);
+  g.blockCols = std::min(kGradBlockCols, std::max<int64_t>(g.lk, 1));
+  // Scores and their gradient, m, l and corr (the statistics pass), then each row's key end.
+  size_t floats = (size_t)(2 * g.blockRows * g.blockCols + 3 * g.blockRows);
+  g.workspaceBytes = (floats * sizeof(float) + 63) / 64 * 64 +
+                     ((size_t)g.blockRows * sizeof(int64_t) + 63) / 64 * 64;
+  return g;
+}
+
+void runAttentionBackward(const AttentionGeometry &g, const float *q, const float *k,
+                          const float *v, const float *output, const float *gradOutput,
+                          const bool *mask, const float *bias, float *gradQ, float *gradK,
+                          float *gradV, void *workspace, int numThreads) {
+  int64_t kvBatches = 1;
+  for (int64_t b : g.kvBatch)
+    kvBatches *= b;
+  std::fill_n(gradK, kvBatches * g.lk * g.d, 0.0f);
+  std::fill_n(gradV, kvBatches * g.lk * g.dv, 0.0f);
+  std::fill_n(gradQ, g.batches * g.lq * g.d, 0.0f);
+  if (g.batches == 0 || g.lq == 0 || g.lk == 0)
+    return; // no scores: every gradient is the empty sum
+  const SgemmIsa isa = sgemmIsa();
+  const int64_t rowBlocks = (g.lq + g.blockRows - 1) / g.blockRows;
+  const int64_t keyBlocks = (g.lk + g.blockCols - 1) / g.blockCols;
+  struct Workspace {
+    float *s, *dp, *m, *l, *corr;
+    int64_t *keyEnd;
+  };
+  auto own = [&](int64_t worker) {
+    char *base = static_cast<char *>(workspace) + worker * g.workspaceBytes;
+    Workspace w;
+    w.s = reinterpret_cast<float *>(base);
+    w.dp = w.s + g.blockRows * g.blockCols;
+    w.m = w.dp + g.blockRows * g.blockCols;
+    w.l = w.m + g.blockRows;
+    w.corr = w.l + g.blockRows;
+    w.keyEnd = reinterpret_cast<int64_t *>(
+        base + ((size_t)(w.corr + g.blockRows - w.s) * sizeof(float) + 63) / 64 * 64);
+    return w;
+  };
+  // Keys a row block sees: causal (without a finite fill) stops at its last row.
+  auto keysOf = [&](int64_t i0, int64_t rows) {
+    return g.skipAboveDiagonal ? std::min(g.lk, i0 + rows) : g.lk;
+  };
+
+  // 1. Each row's softmax statistics (the maximum it was shifted by and the sum of its
+  //    exponentials) and rowDot = dO . O, which is the row's sum of p dP.
+  std::vector<float> shift((size_t)(g.batches * g.lq)), sum(shift.size()), rowDot(shift.size());
+  const float inf = std::numeric_limits<float>::infinity();
+  parallelItems(numThreads, g.batches * rowBlocks, [&](int64_t worker, int64_t item) {
+    const int64_t batch = item / rowBlocks, i0 = item % rowBlocks * g.blockRows;
+    const int64_t rows = std::min(g.blockRows, g.lq - i0), first = batch * g.lq + i0;
+    const BatchOffsets offsets = batchOffsets(g, batch);
+    const float *kb = k + offsets.kvBatch * g.lk * g.d, *qb = q + first * g.d;
+    Workspace w = own(worker);
+    std::fill(w.m, w.m + rows, -inf);
+    std::fill(w.l, w.l + rows, 0.0f);
+    SgemmPacked queries = packSgemmA(isa, false, rows, g.d, qb, g.d);
+    for (int64_t j0 = 0, keys = keysOf(i0, rows); j0 < keys; j0 += g.blockCols) {
+      int64_t cols = std::min(g.blockCols, keys - j0);
+      sgemm(false, true, rows, cols, g.d, (float)g.scale, qb, g.d, kb + j0 * g.d, g.d, 0.0f, w.s,
+            cols, 1, &queries, nullptr);
+      ScoreBlock sb = scoreBlock(g, offsets, mask, bias, i0, rows, j0, cols, w.s, w.keyEnd, w.m,
+                                 w.l, w.corr);
+      softmaxBlock(&sb);
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      shift[first + r] = std::isfinite(w.m[r]) ? w.m[r] : 0.0f;
+      sum[first + r] = w.l[r];
+      float dot = 0;
+      for (int64_t c = 0; c < g.dv; ++c)
+        dot += gradOutput[(first + r) * g.dv + c] * output[(first + r) * g.dv + c];
+      rowDot[first + r] = dot;
+    }
+  });
+
+  // 2. Work items: a key/value batch with every query batch that reads it (grouped-query heads
+  //    summed in one place), its keys in chunks when there are fewer such batches than threads.
+  //    An item owns its keys' rows of dK and dV; dQ is written directly when an item has all
+  //    the keys, else summed from one partial dQ per chunk, in chunk order.
+  std::vector<std::vector<int64_t>> readers((size_t)kvBatches);
+  for (int64_t batch = 0; batch < g.batches; ++batch)
+    readers[batchOffsets(g, batch).kvBatch].push_back(batch);
+  const int64_t chunks =
+      kvBatches >= numThreads
+          ? 1
+          : std::clamp<int64_t>((2 * std::max(numThreads, 1) + kvBatches - 1) / kvBatches, 1,
+                                keyBlocks);
+  std::vector<float> partialQ(chunks > 1 ? (size_t)(chunks * g.batches * g.lq * g.d) : 0);
+  parallelItems(numThreads, kvBatches * chunks, [&](int64_t worker, int64_t item) {
+    const int64_t kvBatch = item / chunks, chunk = item % chunks;
+    const int64_t firstKeyBlock = keyBlocks * chunk / chunks,
+                  endKeyBlock = keyBlocks * (chunk + 1) / chunks;
+    const float *kb = k + kvBatch * g.lk * g.d, *vb = v + kvBatch * g.lk * g.dv;
+    float *dkb = gradK + kvBatch * g.lk * g.d, *dvb = gradV + kvBatch * g.lk * g.dv;
+    float *dqBase = chunks > 1 ? partialQ.data() + chunk * g.batches * g.lq * g.d : gradQ;
+    // Each key block packed once for the item: k^T for the scores, v^T for dP, k for dQ.
+    std::vector<SgemmPacked> keysT, valuesT, keysN;
+    for (int64_t kbi = firstKeyBlock; kbi < endKeyBlock; ++kbi) {
+      int64_t j0 = kbi * g.blockCols, cols = std::min(g.blockCols, g.lk - j0);
+      keysT.push_back(packSgemmB(isa, true, g.d, cols, kb + j0 * g.d, g.d));
+      valuesT.push_back(packSgemmB(isa, true, g.dv, cols, vb + j0 * g.dv, g.dv));
+      keysN.push_back(packSgemmB(isa, false, cols, g.d, kb + j0 * g.d, g.d));
+    }
+    Workspace w = own(worker);
+    const int64_t firstKey = firstKeyBlock * g.blockCols;
+    for (int64_t batch : readers[kvBatch]) {
+      const BatchOffsets offsets = batchOffsets(g, batch);
+      float *dq = dqBase + batch * g.lq * g.d;
+      if (chunks > 1)
+        std::fill_n(dq, g.lq * g.d, 0.0f);
+      // Causal: rows before the chunk's first key see none of its keys.
+      int64_t firstRowBlock = g.skipAboveDiagonal ? firstKey / g.blockRows : 0;
+      for (int64_t rb = firstRowBlock; rb < rowBlocks; ++rb) {
+        const int64_t i0 = rb * g.blockRows, rows = std::min(g.blockRows, g.lq - i0);
+        const int64_t first = batch * g.lq + i0;
+        const float *qb = q + first * g.d, *gob = gradOutput + first * g.dv;
+        SgemmPacked queries = packSgemmA(isa, false, rows, g.d, qb, g.d);
+        SgemmPacked grads = packSgemmA(isa, false, rows, g.dv, gob, g.dv);
+        const int64_t keys = keysOf(i0, rows);
+        for (int64_t kbi = firstKeyBlock; kbi < endKeyBlock; ++kbi) {
+          const int64_t j0 = kbi * g.blockCols;
+          if (j0 >= keys)
+            break;
+          const int64_t cols = std::min(g.blockCols, g.lk - j0), at = kbi - firstKeyBlock;
+          sgemm(false, true, rows, cols, g.d, (float)g.scale, qb, g.d, kb + j0 * g.d, g.d, 0.0f,
+                w.s, cols, 1, &queries, &keysT[at]);
+          sgemm(false, true, rows, cols, g.dv, 1.0f, gob, g.dv, vb + j0 * g.dv, g.dv, 0.0f, w.dp,
+                cols, 1, &grads, &valuesT[at]);
+          GradBlock gb{scoreBlock(g, offsets, mask, bias, i0, rows, j0, cols, w.s, w.keyEnd,
+                                  nullptr, nullptr, nullptr),
+                       w.dp, shift.data() + first, sum.data() + first, rowDot.data() + first,
+                       (float)g.scale};
+          gradBlock(&gb);
+          // dV += p^T dO, dK += (scale dS)^T q, dQ += (scale dS) k.
+          sgemm(true, false, cols, g.dv, rows, 1.0f, w.s, cols, gob, g.dv, 1.0f, dvb + j0 * g.dv,
+                g.dv, 1);
+          sgemm(true, false, cols, g.d, rows, 1.0f, w.dp, cols, qb, g.d, 1.0f, dkb + j0 * g.d, g.d,
+                1);
+          sgemm(false, false, rows, g.d, cols, 1.0f, w.dp, cols, kb + j0 * g.d, g.d, 1.0f,
+                dq + i0 * g.d, g.d, 1, nullptr, &keysN[at]);
+        }
+      }
+    }
+  });
+  if (chunks > 1) {
+    const int64_t n = g.batches * g.lq * g.d;
+    parallelFor(numThreads, n, 8 * chunks, [&](int64_t begin, int64_t end) {
+      for (int64_t c = 0; c < chunks; ++c)
+        for (int64_t i = begin; i < end; ++i)
+          gradQ[i] += partialQ[c * n + i];
+    });
+  }
 }
 
 } // namespace tcc::rt

@@ -132,6 +132,13 @@ void Program::describeSteps() {
              std::to_string(g.lk) + ", head " + std::to_string(g.d) +
              (g.causal ? ", causal" : "") + (g.hasMask ? ", mask" : "") +
              (g.hasBias ? ", bias" : "");
+    } else if (auto *s = std::get_if<AttentionGradStep>(&step)) {
+      const AttentionGeometry &g = s->geometry;
+      kind = "attention";
+      name = "attention gradient " + std::to_string(g.batches) + " x " + std::to_string(g.lq) +
+             "x" + std::to_string(g.lk) + ", head " + std::to_string(g.d) +
+             (g.causal ? ", causal" : "") + (g.hasMask ? ", mask" : "") +
+             (g.hasBias ? ", bias" : "");
     } else if (auto *s = std::get_if<CollectiveStep>(&step)) {
       kind = "collective";
       name = collectiveName(*s) + (s->async ? " (async)" : "");
@@ -276,6 +283,13 @@ void Program::run(const void *const *inputs, void *const *outputs) {
                    g.hasMask ? static_cast<const bool *>(addresses_[s->mask]) : nullptr,
                    g.hasBias ? static_cast<const float *>(addresses_[s->bias]) : nullptr,
                    addresses_[s->output], workspace_, threads);
+    } else if (auto *s = std::get_if<AttentionGradStep>(&step)) {
+      const AttentionGeometry &g = s->geometry;
+      auto f32 = [&](uint32_t buffer) { return static_cast<float *>(addresses_[buffer]); };
+      runAttentionBackward(g, f32(s->q), f32(s->k), f32(s->v), f32(s->output), f32(s->gradOutput),
+                           g.hasMask ? static_cast<const bool *>(addresses_[s->mask]) : nullptr,
+                           g.hasBias ? f32(s->bias) : nullptr, f32(s->gradQ), f32(s->gradK),
+                           f32(s->gradV), workspace_, threads);
     } else if (auto *s = std::get_if<CollectiveStep>(&step)) {
       Communicator *comm = s->groupSize > 1 ? processCommunicator() : nullptr;
       std::string what = "launch " + std::to_string(index) + " (" + stepNames_[index] +

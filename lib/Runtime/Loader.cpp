@@ -725,6 +725,8 @@ private:
       return pool(launch->step_as_Pool(), what += " (pool)");
     case fb::Step_Attention:
       return attention(launch->step_as_Attention(), what += " (attention)");
+    case fb::Step_AttentionGrad:
+      return attentionGrad(launch->step_as_AttentionGrad(), what += " (attention gradient)");
     case fb::Step_Copy:
       return copy(launch->step_as_Copy(), what += " (copy)");
     case fb::Step_Collective:
@@ -1061,6 +1063,46 @@ private:
       return makeAttentionGeometry(q.shape, k.shape, v.shape, mask ? &mask->shape : nullptr,
                                    bias ? &bias->shape : nullptr, out.shape, s->scale(),
                                    s->causal(), s->masked_value(), bf16);
+    });
+    workspaceBytes_ = std::max(workspaceBytes_, step.geometry.workspaceBytes);
+    return step;
+  }
+
+  AttentionGradStep attentionGrad(const fb::AttentionGrad *s, const std::string &what) {
+    if (onCuda_)
+      throw Error(what + ": a CUDA program cannot have library attention gradients (the "
+                  "compiler decomposes them for CUDA)");
+    const BufferDesc &q = buffer(s->q(), what), &k = buffer(s->k(), what),
+                     &v = buffer(s->v(), what), &out = buffer(s->output(), what),
+                     &gradOut = buffer(s->grad_output(), what), &gq = writable(s->grad_q(), what),
+                     &gk = writable(s->grad_k(), what), &gv = writable(s->grad_v(), what);
+    const BufferDesc *mask = s->has_mask() ? &buffer(s->mask(), what + "'s mask") : nullptr;
+    const BufferDesc *bias = s->has_bias() ? &buffer(s->bias(), what + "'s bias") : nullptr;
+    for (const BufferDesc *b : {&q, &k, &v, &out, &gradOut, &gq, &gk, &gv})
+      if (b->dtype != TCCRT_F32)
+        throw Error(what + ": q, k, v, the output and every gradient must be f32, got " +
+                    typeString(b->dtype, b->shape, b->dims));
+    if (bias && bias->dtype != TCCRT_F32)
+      throw Error(what + ": the bias must be f32, got " +
+                  typeString(bias->dtype, bias->shape, bias->dims));
+    if (mask && mask->dtype != TCCRT_BOOL)
+      throw Error(what + ": the mask must be bool, got " +
+                  typeString(mask->dtype, mask->shape, mask->dims));
+    AttentionGradStep step{s->q(),      s->k(),      s->v(),      s->output(), s->grad_output(),
+                           s->grad_q(), s->grad_k(), s->grad_v(), s->mask(),   s->bias(),
+                           {}};
+    if (!shapesKnown_)
+      return step;
+    step.geometry = named(what, [&] {
+      for (auto [grad, of, name] : {std::tuple{&gq, &q, "q"}, {&gk, &k, "k"}, {&gv, &v, "v"},
+                                    {&gradOut, &out, "the output"}})
+        if (grad->shape != of->shape)
+          throw Error(std::string("the gradient of ") + name + " " +
+                      shapeString(TCCRT_F32, grad->shape) + " must have its shape " +
+                      shapeString(TCCRT_F32, of->shape));
+      return makeAttentionGradGeometry(q.shape, k.shape, v.shape, mask ? &mask->shape : nullptr,
+                                       bias ? &bias->shape : nullptr, out.shape, s->scale(),
+                                       s->causal(), s->masked_value());
     });
     workspaceBytes_ = std::max(workspaceBytes_, step.geometry.workspaceBytes);
     return step;

@@ -142,6 +142,10 @@ struct AttentionStep {
   uint32_t q, k, v, mask, bias, output; // mask/bias: only when the geometry has them
   AttentionGeometry geometry;
 };
+struct AttentionGradStep {
+  uint32_t q, k, v, output, gradOutput, gradQ, gradK, gradV, mask, bias;
+  AttentionGeometry geometry;
+};
 struct PoolStep {
   uint32_t input, output;
   PoolGeometry geometry;
@@ -150,7 +154,7 @@ struct CopyStep {
   uint32_t source, target;
 };
 using Step = std::variant<KernelStep, GemmStep, ConvStep, TopKStep, CopyStep, CollectiveStep,
-                          WaitStep, AttentionStep, PoolStep>;
+                          WaitStep, AttentionStep, PoolStep, AttentionGradStep>;
 
 /// An aligned, owned byte array (the artifact copy).
 struct AlignedBytes {

@@ -306,6 +306,16 @@ public:
     s.flagA = causal;
     steps.push_back(s);
   }
+  /// tk.attention_grad; mask/bias kNone when absent.
+  void attentionGrad(uint32_t q, uint32_t k, uint32_t v, uint32_t out, uint32_t gradOut,
+                     uint32_t gradQ, uint32_t gradK, uint32_t gradV, uint32_t mask, uint32_t bias,
+                     double scale, bool causal, double maskedValue) {
+    Step s{fb::Step_AttentionGrad, {q, k, v, out, gradOut, gradQ, gradK, gradV, mask, bias}};
+    s.alpha = scale;
+    s.beta = maskedValue;
+    s.flagA = causal;
+    steps.push_back(s);
+  }
   /// A collective over `axes` of meshSizes (async: all_reduce / reduce_scatter, finished by a
   /// later wait(step index)).
   void collective(fb::CollectiveKind kind, uint32_t in, uint32_t out, std::vector<uint8_t> axes,
@@ -434,6 +444,13 @@ public:
         step = fb::CreateAttention(b, s.ops[0], s.ops[1], s.ops[2], s.ops[3], s.ops[4] != kNone,
                                    s.ops[4] != kNone ? s.ops[4] : 0, s.ops[5] != kNone,
                                    s.ops[5] != kNone ? s.ops[5] : 0, s.alpha, s.flagA, s.beta)
+                   .Union();
+        break;
+      case fb::Step_AttentionGrad:
+        step = fb::CreateAttentionGrad(b, s.ops[0], s.ops[1], s.ops[2], s.ops[3], s.ops[4],
+                                       s.ops[5], s.ops[6], s.ops[7], s.ops[8] != kNone,
+                                       s.ops[8] != kNone ? s.ops[8] : 0, s.ops[9] != kNone,
+                                       s.ops[9] != kNone ? s.ops[9] : 0, s.alpha, s.flagA, s.beta)
                    .Union();
         break;
       case fb::Step_Collective:

@@ -932,14 +932,15 @@ struct AttentionCase {
   double maskedValue = -std::numeric_limits<double>::infinity();
 };
 
-/// softmax(scale q k^T, causal, mask, bias) v in double, one row at a time (tcc.attention).
-std::vector<float> naiveAttention(const AttentionCase &c, const std::vector<float> &q,
-                                  const std::vector<float> &k, const std::vector<float> &v,
-                                  const std::vector<uint8_t> &mask, const std::vector<float> &bias) {
+/// Calls row(batch, kvBatch, i, p, keep) for every query row of tcc.attention: p the row's
+/// probabilities softmax(scale q k^T, causal, mask, bias) in double, keep[j] false where the
+/// causal triangle or the mask replaced score j.
+template <class Row>
+void forEachAttentionRow(const AttentionCase &c, const std::vector<float> &q,
+                         const std::vector<float> &k, const std::vector<uint8_t> &mask,
+                         const std::vector<float> &bias, const Row &row) {
   size_t r = c.q.size();
-  int64_t lq = c.q[r - 2], d = c.q[r - 1], lk = c.k[r - 2], dv = c.v[r - 1];
-  Shape scores(c.q.begin(), c.q.end() - 1);
-  scores.push_back(lk);
+  int64_t lq = c.q[r - 2], d = c.q[r - 1], lk = c.k[r - 2];
   // Element of a broadcasting operand at a scores index.
   auto at = [&](const Shape &shape, const Shape &index) {
     int64_t off = 0;
@@ -948,7 +949,6 @@ std::vector<float> naiveAttention(const AttentionCase &c, const std::vector<floa
     return off;
   };
   int64_t batches = numElements(Shape(c.q.begin(), c.q.end() - 2));
-  std::vector<float> out((size_t)(batches * lq * dv));
   for (int64_t batch = 0; batch < batches; ++batch) {
     Shape index(r, 0);
     int64_t rest = batch, kvBatch = 0, mul = 1;
@@ -960,6 +960,7 @@ std::vector<float> naiveAttention(const AttentionCase &c, const std::vector<floa
     }
     for (int64_t i = 0; i < lq; ++i) {
       std::vector<double> s((size_t)lk);
+      std::vector<bool> keep((size_t)lk, true);
       double mx = -INFINITY;
       for (int64_t j = 0; j < lk; ++j) {
         double dot = 0;
@@ -968,10 +969,14 @@ std::vector<float> naiveAttention(const AttentionCase &c, const std::vector<floa
         s[j] = c.scale * dot;
         index[r - 2] = i;
         index[r - 1] = j;
-        if (c.causal && j > i)
+        if (c.causal && j > i) {
           s[j] = -INFINITY;
-        if (!c.mask.empty() && !mask[at(c.mask, index)])
+          keep[j] = false;
+        }
+        if (!c.mask.empty() && !mask[at(c.mask, index)]) {
           s[j] = c.maskedValue;
+          keep[j] = false;
+        }
         if (!c.bias.empty())
           s[j] += bias[at(c.bias, index)];
         mx = std::max(mx, s[j]);
@@ -979,14 +984,30 @@ std::vector<float> naiveAttention(const AttentionCase &c, const std::vector<floa
       double shift = std::isfinite(mx) ? mx : 0, sum = 0;
       for (double &e : s)
         sum += (e = std::exp(e - shift));
-      for (int64_t x = 0; x < dv; ++x) {
-        double acc = 0;
-        for (int64_t j = 0; j < lk; ++j)
-          acc += s[j] / sum * v[(kvBatch * lk + j) * dv + x];
-        out[(batch * lq + i) * dv + x] = (float)acc;
-      }
+      for (double &e : s)
+        e /= sum;
+      row(batch, kvBatch, i, s, keep);
     }
   }
+}
+
+/// tcc.attention in double, one row at a time.
+std::vector<float> naiveAttention(const AttentionCase &c, const std::vector<float> &q,
+                                  const std::vector<float> &k, const std::vector<float> &v,
+                                  const std::vector<uint8_t> &mask, const std::vector<float> &bias) {
+  size_t r = c.q.size();
+  int64_t lq = c.q[r - 2], lk = c.k[r - 2], dv = c.v[r - 1];
+  std::vector<float> out((size_t)(numElements(Shape(c.q.begin(), c.q.end() - 2)) * lq * dv));
+  forEachAttentionRow(c, q, k, mask, bias,
+                      [&](int64_t batch, int64_t kvBatch, int64_t i, const std::vector<double> &p,
+                          const std::vector<bool> &) {
+                        for (int64_t x = 0; x < dv; ++x) {
+                          double acc = 0;
+                          for (int64_t j = 0; j < lk; ++j)
+                            acc += p[j] * v[(kvBatch * lk + j) * dv + x];
+                          out[(batch * lq + i) * dv + x] = (float)acc;
+                        }
+                      });
   return out;
 }
 
@@ -1048,6 +1069,116 @@ void checkAttention(const AttentionCase &c, unsigned seed, int threads, bool bf1
 }
 
 } // namespace
+
+namespace {
+
+/// tk.attention_grad against the gradient of the definition, in double: dV = p^T dO,
+/// dS = p (dP - rowsum(p dP)) where the score is kept, dQ = scale dS k, dK = scale dS^T q, the
+/// key/value gradients summed over their query heads. The step reads the forward's output as
+/// the reference computed it.
+void checkAttentionGrad(const AttentionCase &c, unsigned seed, int threads) {
+  auto q = randomFloats(numElements(c.q), seed), k = randomFloats(numElements(c.k), seed + 1),
+       v = randomFloats(numElements(c.v), seed + 2),
+       bias = randomFloats(c.bias.empty() ? 0 : numElements(c.bias), seed + 3);
+  std::vector<uint8_t> mask(c.mask.empty() ? 0 : numElements(c.mask));
+  std::mt19937 rng(seed);
+  for (uint8_t &m : mask)
+    m = rng() % 4 != 0; // a quarter masked
+  Shape outShape(c.q.begin(), c.q.end() - 1);
+  outShape.push_back(c.v.back());
+  auto out = naiveAttention(c, q, k, v, mask, bias);
+  auto gradOut = randomFloats(out.size(), seed + 4);
+  size_t r = c.q.size();
+  int64_t lq = c.q[r - 2], d = c.q[r - 1], lk = c.k[r - 2], dv = c.v[r - 1];
+  std::vector<double> dq(q.size()), dk(k.size()), dvv(v.size());
+  forEachAttentionRow(c, q, k, mask, bias,
+                      [&](int64_t batch, int64_t kvBatch, int64_t i, const std::vector<double> &p,
+                          const std::vector<bool> &keep) {
+                        const float *g = gradOut.data() + (batch * lq + i) * dv;
+                        std::vector<double> dp((size_t)lk);
+                        double dot = 0;
+                        for (int64_t j = 0; j < lk; ++j) {
+                          for (int64_t x = 0; x < dv; ++x) {
+                            dp[j] += (double)g[x] * v[(kvBatch * lk + j) * dv + x];
+                            dvv[(kvBatch * lk + j) * dv + x] += p[j] * g[x];
+                          }
+                          dot += p[j] * dp[j];
+                        }
+                        for (int64_t j = 0; j < lk; ++j) {
+                          double ds = keep[j] ? c.scale * p[j] * (dp[j] - dot) : 0;
+                          for (int64_t x = 0; x < d; ++x) {
+                            dq[(batch * lq + i) * d + x] += ds * k[(kvBatch * lk + j) * d + x];
+                            dk[(kvBatch * lk + j) * d + x] += ds * q[(batch * lq + i) * d + x];
+                          }
+                        }
+                      });
+  ArtifactBuilder art;
+  uint32_t bq = art.input(fb::DType_F32, c.q), bk = art.input(fb::DType_F32, c.k),
+           bv = art.input(fb::DType_F32, c.v), bo = art.input(fb::DType_F32, outShape),
+           bg = art.input(fb::DType_F32, outShape);
+  std::vector<const void *> inputs = {q.data(), k.data(), v.data(), out.data(), gradOut.data()};
+  uint32_t bm = ArtifactBuilder::kNone, bb = ArtifactBuilder::kNone;
+  if (!c.mask.empty()) {
+    bm = art.input(fb::DType_Bool, c.mask);
+    inputs.push_back(mask.data());
+  }
+  if (!c.bias.empty()) {
+    bb = art.input(fb::DType_F32, c.bias);
+    inputs.push_back(bias.data());
+  }
+  uint32_t gq = art.output(fb::DType_F32, c.q), gk = art.output(fb::DType_F32, c.k),
+           gv = art.output(fb::DType_F32, c.v);
+  art.attentionGrad(bq, bk, bv, bo, bg, gq, gk, gv, bm, bb, c.scale, c.causal, c.maskedValue);
+  auto outputs = runArtifact(art.finish(), inputs, threads);
+  const char *names[] = {"dq", "dk", "dv"};
+  const std::vector<double> *wants[] = {&dq, &dk, &dvv};
+  for (int o = 0; o < 3; ++o) {
+    std::vector<float> want(wants[o]->begin(), wants[o]->end());
+    std::vector<float> got(outputs[o].data<float>(), outputs[o].data<float>() + want.size());
+    // Rows whose every score is masked to -inf are NaN in both.
+    for (size_t i = 0; i < want.size(); ++i)
+      if (std::isnan(want[i]) && std::isnan(got[i]))
+        want[i] = got[i] = 0;
+    expectClose(got.data(), want, 1e-4, 1e-5, names[o]);
+  }
+}
+
+} // namespace
+
+TEST(RuntimeAttention, GradientMatchesTheDefinitionAcrossBlocksMasksAndGroups) {
+  std::vector<AttentionCase> cases = {
+      // One block, then several row and key blocks (the backward's 256 keys) with ragged ends.
+      {{2, 3, 7, 16}, {2, 3, 9, 16}, {2, 3, 9, 8}, {}, {}, 0.25, false},
+      {{1, 2, 130, 64}, {1, 2, 600, 64}, {1, 2, 600, 64}, {}, {}, 0.125, false},
+      // Causal, with as many, fewer and more keys than queries.
+      {{1, 2, 300, 32}, {1, 2, 300, 32}, {1, 2, 300, 32}, {}, {}, 0.2, true},
+      {{1, 1, 70, 8}, {1, 1, 40, 8}, {1, 1, 40, 8}, {}, {}, 0.3, true},
+      {{1, 1, 40, 8}, {1, 1, 333, 8}, {1, 1, 333, 24}, {}, {}, 0.3, true},
+      // A padding mask, a full mask with a finite fill, a bias (not differentiated here).
+      {{2, 4, 33, 16}, {2, 4, 700, 16}, {2, 4, 700, 16}, {2, 1, 1, 700}, {}, 0.25, false},
+      {{2, 2, 65, 16}, {2, 2, 65, 16}, {2, 2, 65, 16}, {2, 2, 65, 65}, {}, 0.25, false, -1e9},
+      {{2, 3, 20, 8}, {2, 3, 600, 8}, {2, 3, 600, 8}, {}, {1, 3, 20, 600}, 1.0, false},
+      {{2, 3, 20, 8}, {2, 3, 30, 8}, {2, 3, 30, 8}, {1, 1, 20, 30}, {2, 1, 1, 30}, 0.5, true},
+      // Causal with a finite fill: keys past the diagonal count where the mask is false.
+      {{1, 2, 70, 8}, {1, 2, 600, 8}, {1, 2, 600, 8}, {1, 2, 70, 600}, {}, 0.5, true, -30.0},
+      // Grouped-query and multi-query: key/value gradients summed over their query heads.
+      {{2, 8, 50, 16}, {2, 2, 270, 16}, {2, 2, 270, 16}, {}, {}, 0.25, true},
+      {{3, 4, 1, 32}, {3, 1, 77, 32}, {3, 1, 77, 32}, {3, 1, 1, 77}, {}, 0.17, false},
+      // One key/value batch, many keys: key chunks with partial dQ on more than one thread.
+      {{1, 1, 90, 16}, {1, 1, 1100, 16}, {1, 1, 1100, 16}, {}, {}, 0.25, false},
+      // No keys, a head size of 0, rank 3 with whole rows masked (NaN rows).
+      {{2, 3, 4, 8}, {2, 3, 0, 8}, {2, 3, 0, 5}, {}, {}, 0.5, false},
+      {{1, 2, 9, 0}, {1, 2, 7, 0}, {1, 2, 7, 3}, {}, {}, 0.5, true},
+      {{6, 17, 8}, {6, 19, 8}, {6, 19, 8}, {6, 17, 1}, {}, 0.5, false},
+  };
+  unsigned seed = 200;
+  for (const AttentionCase &c : cases)
+    for (int threads : {1, 3}) {
+      SCOPED_TRACE("gradient case " + std::to_string(seed) + " threads " + std::to_string(threads));
+      checkAttentionGrad(c, seed, threads);
+      ++seed;
+    }
+}
 
 TEST(RuntimeAttention, Bf16MatchesTheDefinitionWithinRounding) {
   // Blocks with ragged ends, causal, a padding mask, grouped queries; the 16-bit products run
