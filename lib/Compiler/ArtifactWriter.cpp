@@ -294,7 +294,8 @@ namespace {
 void Writer::addStep(Operation *op) {
   flatbuffers::Offset<fb::Launch> launch;
   Names nodes;
-  if (isa<tk::LaunchOp, tk::GemmOp, tk::ConvOp, tk::TopKOp, tk::AttentionOp, tk::CollectiveOp>(op))
+  if (isa<tk::LaunchOp, tk::GemmOp, tk::ConvOp, tk::TopKOp, tk::AttentionOp, tk::AttentionGradOp,
+          tk::CollectiveOp>(op))
     nodes = fbb_.CreateVectorOfStrings(nodeNames(op->getLoc()));
   if (auto l = dyn_cast<tk::LaunchOp>(op)) {
     SmallVector<Value> args(l.getArgs());
@@ -392,6 +393,19 @@ void Writer::addStep(Operation *op) {
         (bool)a.getBias(), a.getBias() ? bufferFor(a.getBias()) : 0,
         a.getScale().convertToDouble(), a.getCausal(), a.getMaskedValue().convertToDouble());
     launch = fb::CreateLaunch(fbb_, fb::Step_Attention, step.Union(), nodes);
+    ++externCalls_;
+  } else if (auto a = dyn_cast<tk::AttentionGradOp>(op)) {
+    if (cuda())
+      throw Error("artifact: a tk.attention_grad in a CUDA program (the compiler decomposes "
+                  "attention gradients for CUDA)");
+    auto step = fb::CreateAttentionGrad(
+        fbb_, bufferFor(a.getQ()), bufferFor(a.getK()), bufferFor(a.getV()),
+        bufferFor(a.getOutput()), bufferFor(a.getGrad()), bufferFor(a.getGradQ()),
+        bufferFor(a.getGradK()), bufferFor(a.getGradV()), (bool)a.getMask(),
+        a.getMask() ? bufferFor(a.getMask()) : 0, (bool)a.getBias(),
+        a.getBias() ? bufferFor(a.getBias()) : 0, a.getScale().convertToDouble(), a.getCausal(),
+        a.getMaskedValue().convertToDouble());
+    launch = fb::CreateLaunch(fbb_, fb::Step_AttentionGrad, step.Union(), nodes);
     ++externCalls_;
   } else if (auto c = dyn_cast<tk::CollectiveOp>(op)) {
     MeshAttr mesh = meshOf(op);

@@ -47,32 +47,67 @@ Value sumToKeyBatch(CoreBuilder &b, Value grad, ArrayRef<SymExpr> kvShape) {
   return b.reduce(ReduceKind::Sum, b.reshapeToDims(grad, grouped), dims, /*keepDims=*/false);
 }
 
-AttentionCore buildAttentionCore(CoreBuilder &b, AttentionOp op) {
-  Value q = op.getQ();
+AttentionOperands attentionOperands(AttentionOp op) {
+  return {op.getQ(),
+          op.getK(),
+          op.getV(),
+          op.getMask(),
+          op.getBias(),
+          op.getScale().convertToDouble(),
+          op.getMaskedValue().convertToDouble(),
+          op.getCausal()};
+}
+
+AttentionOperands attentionOperands(AttentionGradOp op) {
+  return {op.getQ(),
+          op.getK(),
+          op.getV(),
+          op.getMask(),
+          op.getBias(),
+          op.getScale().convertToDouble(),
+          op.getMaskedValue().convertToDouble(),
+          op.getCausal()};
+}
+
+/// x [..., A, B] as [..., B, A]: a reshape when A or B is 1 (no data moves), else a transpose.
+static Value swapLastTwo(CoreBuilder &b, Value x) {
+  SmallVector<int64_t> shape(CoreBuilder::shapeOf(x));
+  int64_t r = shape.size();
+  if (shape[r - 1] == 1 || shape[r - 2] == 1) {
+    std::swap(shape[r - 1], shape[r - 2]);
+    return b.reshape(x, shape);
+  }
+  SmallVector<int64_t> swap = llvm::to_vector(llvm::seq<int64_t>(0, r));
+  std::swap(swap[r - 1], swap[r - 2]);
+  return b.transpose(x, swap);
+}
+
+AttentionCore buildAttentionCore(CoreBuilder &b, const AttentionOperands &a) {
+  Value q = a.q;
   SymShape qShape = CoreBuilder::dimsOf(q);
   int64_t r = qShape.size();
   ArrayRef<SymExpr> qBatch = ArrayRef<SymExpr>(qShape).drop_back(2);
   AttentionCore c;
-  c.k = expandToQueryBatch(b, op.getK(), qBatch);
-  c.v = expandToQueryBatch(b, op.getV(), qBatch);
+  c.k = expandToQueryBatch(b, a.k, qBatch);
+  c.v = expandToQueryBatch(b, a.v, qBatch);
   SmallVector<int64_t> swap = llvm::to_vector(llvm::seq<int64_t>(0, r));
   std::swap(swap[r - 1], swap[r - 2]);
   Value s = b.create<MatmulOp>(q, b.transpose(c.k, swap));
   SymShape scores = CoreBuilder::dimsOf(s);
-  s = b.mul(s, b.splatLike(s, op.getScale().convertToDouble()));
+  s = b.mul(s, b.splatLike(s, a.scale));
   double inf = std::numeric_limits<double>::infinity();
-  if (op.getCausal()) {
+  if (a.causal) {
     Type i64 = b.builder().getI64Type();
     c.keep = b.compare(CompareKind::Le, b.iotaOfDims(scores, i64, r - 1),
                        b.iotaOfDims(scores, i64, r - 2));
     s = b.select(c.keep, s, b.splatLike(s, -inf));
   }
-  if (Value mask = op.getMask()) {
+  if (Value mask = a.mask) {
     Value m = b.broadcastToDims(mask, scores);
-    s = b.select(m, s, b.splatLike(s, op.getMaskedValue().convertToDouble()));
+    s = b.select(m, s, b.splatLike(s, a.maskedValue));
     c.keep = c.keep ? b.binary(BinaryKind::And, c.keep, m) : m;
   }
-  if (Value bias = op.getBias())
+  if (Value bias = a.bias)
     s = b.add(s, b.broadcastToDims(bias, scores));
   // The frontend's softmax (frontend/onnx/ops/Reduction.cpp): shifted by the row maximum when
   // it is finite (x - x == 0), not shifted otherwise.
@@ -82,6 +117,37 @@ AttentionCore buildAttentionCore(CoreBuilder &b, AttentionOp op) {
   c.probs = b.div(e, b.reduce(ReduceKind::Sum, e, {r - 1}, /*keepDims=*/true));
   c.result = b.create<MatmulOp>(c.probs, c.v);
   return c;
+}
+
+// dv = p^T g, ds = p (g v^T - rowsum), zeroed where causal or the mask replaced the score,
+// dq = scale ds k, dk = scale ds^T q; key/value gradients summed over the query heads of
+// their group.
+AttentionGrads buildAttentionGradCore(CoreBuilder &b, const AttentionOperands &a, Value g,
+                                      bool wantQ, bool wantK, bool wantV, bool wantScores) {
+  AttentionGrads out;
+  if (!wantQ && !wantK && !wantV && !wantScores)
+    return out;
+  AttentionCore c = buildAttentionCore(b, a);
+  int64_t r = CoreBuilder::rankOf(a.q);
+  if (wantV)
+    out.v = sumToKeyBatch(b, b.create<MatmulOp>(swapLastTwo(b, c.probs), g),
+                          CoreBuilder::dimsOf(a.v));
+  if (!wantQ && !wantK && !wantScores)
+    return out;
+  Value dp = b.create<MatmulOp>(g, swapLastTwo(b, c.v));
+  Value rowDot = b.reduce(ReduceKind::Sum, b.mul(dp, c.probs), {r - 1}, /*keepDims=*/true);
+  Value ds = b.mul(c.probs, b.sub(dp, rowDot));
+  if (wantScores)
+    out.scores = ds;
+  if (c.keep)
+    ds = b.select(c.keep, ds, b.splatLike(ds, 0.0));
+  Value scale = b.scalarLike(ds, a.scale);
+  if (wantQ)
+    out.q = b.mul(b.create<MatmulOp>(ds, c.k), scale);
+  if (wantK)
+    out.k = sumToKeyBatch(b, b.mul(b.create<MatmulOp>(swapLastTwo(b, ds), a.q), scale),
+                          CoreBuilder::dimsOf(a.k));
+  return out;
 }
 
 } // namespace tcc

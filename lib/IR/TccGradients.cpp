@@ -758,10 +758,9 @@ LogicalResult MatmulOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultAdjoi
   return success();
 }
 
-/// Recomputes the probabilities p from q, k and v (as FlashAttention's backward does, from
-/// core ops here) and differentiates the decomposition: dv = p^T g, ds = p (g v^T - rowsum),
-/// zeroed where causal or the mask replaced the score, dq = scale ds k, dk = scale ds^T q,
-/// key/value gradients summed over the query heads of their group; the bias gets ds.
+/// The gradients of q, k and v are one tcc.attention_grad (fused where the target has a
+/// kernel, else decomposed by -tcc-decompose-attention). A differentiated bias needs the
+/// scores' gradient itself: then the rule is written in core ops (buildAttentionGradCore).
 LogicalResult AttentionOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultAdjoints,
                                     ArrayRef<bool> wanted, SmallVectorImpl<Value> &operandAdjoints) {
   Vjp v(builder, *this, resultAdjoints, wanted, operandAdjoints);
@@ -770,31 +769,26 @@ LogicalResult AttentionOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultAd
   if (!v.want(0) && !v.want(1) && !v.want(2) && !wantBias)
     return success();
   CoreBuilder &b = v.b;
-  AttentionCore c = buildAttentionCore(b, *this);
-  int64_t r = CoreBuilder::rankOf(getQ());
-  SmallVector<int64_t> swap = llvm::to_vector(llvm::seq<int64_t>(0, r));
-  std::swap(swap[r - 1], swap[r - 2]);
-  Value g = v.g();
-  if (v.want(2))
-    v.set(2, sumToKeyBatch(b, b.create<MatmulOp>(v.permute(c.probs, swap), g),
-                           CoreBuilder::dimsOf(getV())));
-  if (!v.want(0) && !v.want(1) && !wantBias)
+  if (!wantBias) {
+    Type placeholder = NoneType::get(getContext());
+    Operation *grad = b.inferResultTypes(builder.create<AttentionGradOp>(
+        b.location(), TypeRange{placeholder, placeholder, placeholder}, getQ(), getK(), getV(),
+        getResult(), v.g(), getMask(), getBias(), getScaleAttr(), getCausalAttr(),
+        getMaskedValueAttr()));
+    for (unsigned i = 0; i < 3; ++i)
+      if (v.want(i))
+        v.set(i, grad->getResult(i));
     return success();
-  Value dp = b.create<MatmulOp>(g, v.permute(c.v, swap));
-  Value rowDot = b.reduce(ReduceKind::Sum, b.mul(dp, c.probs), {r - 1}, /*keepDims=*/true);
-  Value ds = b.mul(c.probs, b.sub(dp, rowDot));
-  if (wantBias) {
-    auto biasType = cast<RankedTensorType>(getBias().getType());
-    v.set(biasIndex, v.unbroadcast(ds, biasType, llvm::to_vector(llvm::seq<int64_t>(0, r))));
   }
-  if (c.keep)
-    ds = b.select(c.keep, ds, v.zerosLike(ds));
-  Value scale = v.scalar(ds, getScale().convertToDouble());
-  if (v.want(0))
-    v.set(0, b.mul(b.create<MatmulOp>(ds, c.k), scale));
-  if (v.want(1))
-    v.set(1, sumToKeyBatch(b, b.mul(b.create<MatmulOp>(v.permute(ds, swap), getQ()), scale),
-                           CoreBuilder::dimsOf(getK())));
+  AttentionGrads grads = buildAttentionGradCore(b, attentionOperands(*this), v.g(), v.want(0),
+                                                v.want(1), v.want(2), /*wantScores=*/true);
+  v.set(0, grads.q);
+  v.set(1, grads.k);
+  v.set(2, grads.v);
+  auto biasType = cast<RankedTensorType>(getBias().getType());
+  int64_t r = CoreBuilder::rankOf(getQ());
+  v.set(biasIndex,
+        v.unbroadcast(grads.scores, biasType, llvm::to_vector(llvm::seq<int64_t>(0, r))));
   return success();
 }
 

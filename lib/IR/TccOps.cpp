@@ -676,24 +676,47 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   }
 }
 
-LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  auto q = tensorTypeOf(adaptor.getQ()), k = tensorTypeOf(adaptor.getK()),
-       v = tensorTypeOf(adaptor.getV());
+/// tcc.attention's result type (q's batch and rows, v's head dim), or a failure.
+static LogicalResult inferAttentionResult(std::optional<Location> loc, Value qv, Value kv,
+                                          Value vv, Value maskv, Value biasv,
+                                          SmallVectorImpl<Type> &types) {
+  auto q = tensorTypeOf(qv), k = tensorTypeOf(kv), v = tensorTypeOf(vv);
   Type et = q.getElementType();
   if (!isa<FloatType>(et) || k.getElementType() != et || v.getElementType() != et)
     return emitOptionalError(loc, "attention needs q, k and v of one float type, got ", q, ", ",
                              k, ", ", v);
-  if (adaptor.getBias() && tensorTypeOf(adaptor.getBias()).getElementType() != et)
+  if (biasv && tensorTypeOf(biasv).getElementType() != et)
     return emitOptionalError(loc, "attention bias must be of q's type ", et);
-  SymShape mask = adaptor.getMask() ? symbolicShape(adaptor.getMask()) : SymShape(),
-           bias = adaptor.getBias() ? symbolicShape(adaptor.getBias()) : SymShape(), out;
+  SymShape mask = maskv ? symbolicShape(maskv) : SymShape(),
+           bias = biasv ? symbolicShape(biasv) : SymShape(), out;
   std::string error = attentionShapeError(symbolicShape(q), symbolicShape(k), symbolicShape(v),
-                                          adaptor.getMask() ? &mask : nullptr,
-                                          adaptor.getBias() ? &bias : nullptr, out);
+                                          maskv ? &mask : nullptr, biasv ? &bias : nullptr, out);
   if (!error.empty())
     return emitOptionalError(loc, "attention: ", error);
   types.push_back(withDims(q, out));
+  return success();
+}
+
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return inferAttentionResult(loc, adaptor.getQ(), adaptor.getK(), adaptor.getV(),
+                              adaptor.getMask(), adaptor.getBias(), types);
+}
+
+LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  SmallVector<Type, 1> forward;
+  if (failed(inferAttentionResult(loc, adaptor.getQ(), adaptor.getK(), adaptor.getV(),
+                                  adaptor.getMask(), adaptor.getBias(), forward)))
+    return failure();
+  auto want = cast<RankedTensorType>(forward[0]);
+  for (Value x : {adaptor.getOutput(), adaptor.getGrad()})
+    if (tensorTypeOf(x).getShape() != want.getShape() ||
+        tensorTypeOf(x).getElementType() != want.getElementType())
+      return emitOptionalError(loc, "attention_grad's output and grad must be the attention's ",
+                               "result type ", forward[0], ", got ", x.getType());
+  for (Value x : {adaptor.getQ(), adaptor.getK(), adaptor.getV()})
+    types.push_back(x.getType());
   return success();
 }
 

@@ -378,6 +378,27 @@ LogicalResult TopKOp::verify() {
   return success();
 }
 
+LogicalResult AttentionGradOp::verify() {
+  auto shape = [](Value x) { return x ? bufferDims(cast<MemRefType>(x.getType())) : SymShape(); };
+  SymShape mask = shape(getMask()), bias = shape(getBias()), out;
+  std::string error = attentionShapeError(shape(getQ()), shape(getK()), shape(getV()),
+                                          getMask() ? &mask : nullptr,
+                                          getBias() ? &bias : nullptr, out);
+  if (!error.empty())
+    return emitOpError(error);
+  if (shape(getOutput()) != out || shape(getGrad()) != out)
+    return emitOpError("output and grad must be [B..., Lq, Dv]");
+  if (shape(getGradQ()) != shape(getQ()) || shape(getGradK()) != shape(getK()) ||
+      shape(getGradV()) != shape(getV()))
+    return emitOpError("grad_q, grad_k and grad_v must have the shapes of q, k and v");
+  for (Value x : getOperands())
+    if (x != getMask() && !cast<MemRefType>(x.getType()).getElementType().isF32())
+      return emitOpError("every operand but the mask must be f32");
+  if (getMask() && !getMask().getType().getElementType().isInteger(1))
+    return emitOpError("mask must be i1");
+  return success();
+}
+
 LogicalResult AttentionOp::verify() {
   auto shape = [](Value x) { return x ? bufferDims(cast<MemRefType>(x.getType())) : SymShape(); };
   SymShape mask = shape(getMask()), bias = shape(getBias()), out;

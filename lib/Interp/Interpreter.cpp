@@ -238,6 +238,13 @@ std::vector<Tensor> evaluate(Operation *op, const std::vector<Tensor> &in,
         return one(k::attention(in[0], in[1], in[2], mask, bias, o.getScale().convertToDouble(),
                                 o.getCausal(), o.getMaskedValue().convertToDouble()));
       })
+      .Case([&](AttentionGradOp o) {
+        size_t next = 5;
+        Tensor mask = o.getMask() ? in[next++] : Tensor(), bias = o.getBias() ? in[next] : Tensor();
+        return k::attentionGrad(in[0], in[1], in[2], in[3], in[4], mask, bias,
+                                o.getScale().convertToDouble(), o.getCausal(),
+                                o.getMaskedValue().convertToDouble());
+      })
       .Case([&](ConvOp o) {
         // channels_last: the same convolution between [N, S..., C] <-> [N, C, S...] transposes.
         int64_t rank = in[0].rank();

@@ -206,9 +206,15 @@ Tensor matmul(const Tensor &lhs, const Tensor &rhs) {
   return result;
 }
 
-Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor &mask,
-                 const Tensor &bias, double scale, bool causal, double maskedValue) {
-  const char *op = "attention";
+namespace {
+
+/// Checks tcc.attention's operands and calls row(T{}, batch, kvBatch, i, p, keep) for each
+/// query row, in q's element type T: p the row's probabilities (accumulator type), keep[j]
+/// false where the causal triangle or the mask replaced score j. Returns the result's shape.
+template <class Row>
+Shape visitAttentionRows(const char *op, const Tensor &q, const Tensor &k, const Tensor &v,
+                         const Tensor &mask, const Tensor &bias, double scale, bool causal,
+                         double maskedValue, const Row &row) {
   checkDefined(op, q);
   checkDefined(op, k);
   checkDefined(op, v);
@@ -222,7 +228,7 @@ Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor
   if (!error.empty())
     fail(op, error);
   int64_t r = q.rank();
-  int64_t lq = q.dim(r - 2), d = q.dim(r - 1), lk = k.dim(r - 2), dv = v.dim(r - 1);
+  int64_t lq = q.dim(r - 2), d = q.dim(r - 1), lk = k.dim(r - 2);
   // Strides over the scores' index space (0 where broadcast; all 0 where there is none).
   auto broadcastStrides = [&](const Tensor &t) {
     return t.defined() ? attentionBroadcastStrides(t.shape()) : std::vector<int64_t>(r, 0);
@@ -232,7 +238,6 @@ Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor
     fail(op, "mask must be bool");
   if (bias.defined())
     checkSameDType(op, q, bias);
-  Tensor result(q.dtype(), resultShape);
   int64_t batches = product(q.shape(), 0, r - 2);
   visitDType(q.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -240,11 +245,11 @@ Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor
       unsupportedDType(op, q.dtype());
     } else {
       using A = AccType<T>;
-      const T *qd = q.data<T>(), *kd = k.data<T>(), *vd = v.data<T>();
+      const T *qd = q.data<T>(), *kd = k.data<T>();
       const T *bd = bias.defined() ? bias.data<T>() : nullptr;
       const bool *md = mask.defined() ? mask.data<bool>() : nullptr;
-      T *out = result.data<T>();
-      std::vector<A> s((size_t)lk), acc((size_t)dv);
+      std::vector<A> s((size_t)lk);
+      std::vector<bool> keep((size_t)lk);
       for (int64_t batch = 0; batch < batches; ++batch) {
         // The key/value batch of this query batch (grouped: i / (B_d / B'_d) per dim).
         int64_t kvBatch = 0, rest = batch;
@@ -255,7 +260,7 @@ Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor
         }
         for (int64_t dim = 0; dim < r - 2; ++dim)
           kvBatch = kvBatch * k.dim(dim) + bi[dim] / (q.dim(dim) / k.dim(dim));
-        const T *kb = kd + kvBatch * lk * d, *vb = vd + kvBatch * lk * dv;
+        const T *kb = kd + kvBatch * lk * d;
         int64_t maskBase = 0, biasBase = 0;
         for (int64_t dim = 0; dim < r - 2; ++dim) {
           maskBase += bi[dim] * maskStrides[dim];
@@ -269,10 +274,15 @@ Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor
             for (int64_t c = 0; c < d; ++c)
               dot += A(qi[c]) * A(kb[j * d + c]);
             A x = A(scale) * dot;
-            if (causal && j > i)
+            keep[j] = true;
+            if (causal && j > i) {
               x = -std::numeric_limits<A>::infinity();
-            if (md && !md[maskBase + i * maskStrides[r - 2] + j * maskStrides[r - 1]])
+              keep[j] = false;
+            }
+            if (md && !md[maskBase + i * maskStrides[r - 2] + j * maskStrides[r - 1]]) {
               x = A(maskedValue);
+              keep[j] = false;
+            }
             if (bd)
               x += A(bd[biasBase + i * biasStrides[r - 2] + j * biasStrides[r - 1]]);
             s[j] = x;
@@ -281,17 +291,97 @@ Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor
           A shift = std::isfinite(mx) ? mx : A(0), sum = 0;
           for (int64_t j = 0; j < lk; ++j)
             sum += (s[j] = std::exp(s[j] - shift));
-          std::fill(acc.begin(), acc.end(), A(0));
           for (int64_t j = 0; j < lk; ++j)
-            for (int64_t c = 0; c < dv; ++c)
-              acc[c] += s[j] / sum * A(vb[j * dv + c]);
-          for (int64_t c = 0; c < dv; ++c)
-            out[(batch * lq + i) * dv + c] = T(acc[c]);
+            s[j] /= sum;
+          row(T{}, batch, kvBatch, i, s, keep);
         }
       }
     }
   });
-  return result;
+  return resultShape;
+}
+
+} // namespace
+
+Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor &mask,
+                 const Tensor &bias, double scale, bool causal, double maskedValue) {
+  int64_t r = q.rank();
+  int64_t lq = q.dim(r - 2), dv = v.dim(r - 1), lk = k.dim(r - 2);
+  Tensor result;
+  Shape shape = visitAttentionRows(
+      "attention", q, k, v, mask, bias, scale, causal, maskedValue,
+      [&](auto tag, int64_t batch, int64_t kvBatch, int64_t i, const auto &p,
+          const std::vector<bool> &) {
+        using T = decltype(tag);
+        using A = AccType<T>;
+        if (!result.defined()) {
+          Shape out(q.shape().begin(), q.shape().end() - 1);
+          out.push_back(dv);
+          result = Tensor(q.dtype(), out);
+        }
+        const T *vb = v.data<T>() + kvBatch * lk * dv;
+        for (int64_t c = 0; c < dv; ++c) {
+          A acc = 0;
+          for (int64_t j = 0; j < lk; ++j)
+            acc += p[j] * A(vb[j * dv + c]);
+          result.data<T>()[(batch * lq + i) * dv + c] = T(acc);
+        }
+      });
+  return result.defined() ? result : Tensor(q.dtype(), shape);
+}
+
+std::vector<Tensor> attentionGrad(const Tensor &q, const Tensor &k, const Tensor &v,
+                                  const Tensor &output, const Tensor &grad, const Tensor &mask,
+                                  const Tensor &bias, double scale, bool causal,
+                                  double maskedValue) {
+  const char *op = "attention_grad";
+  checkDefined(op, output);
+  checkDefined(op, grad);
+  checkSameDType(op, q, output);
+  checkSameDType(op, q, grad);
+  int64_t r = q.rank();
+  int64_t lq = q.dim(r - 2), d = q.dim(r - 1), lk = k.dim(r - 2), dv = v.dim(r - 1);
+  std::vector<Tensor> grads = {Tensor(q.dtype(), q.shape()), Tensor(k.dtype(), k.shape()),
+                               Tensor(v.dtype(), v.shape())};
+  std::vector<std::vector<double>> sums = {std::vector<double>((size_t)q.numElements()),
+                                           std::vector<double>((size_t)k.numElements()),
+                                           std::vector<double>((size_t)v.numElements())};
+  Shape shape = visitAttentionRows(
+      op, q, k, v, mask, bias, scale, causal, maskedValue,
+      [&](auto tag, int64_t batch, int64_t kvBatch, int64_t i, const auto &p,
+          const std::vector<bool> &keep) {
+        using T = decltype(tag);
+        const T *g = grad.data<T>() + (batch * lq + i) * dv;
+        const T *o = output.data<T>() + (batch * lq + i) * dv;
+        const T *qi = q.data<T>() + (batch * lq + i) * d;
+        const T *kb = k.data<T>() + kvBatch * lk * d, *vb = v.data<T>() + kvBatch * lk * dv;
+        // rowsum(grad * output): the row's sum of p dP.
+        double dot = 0;
+        for (int64_t c = 0; c < dv; ++c)
+          dot += double(g[c]) * double(o[c]);
+        for (int64_t j = 0; j < lk; ++j) {
+          double dp = 0;
+          for (int64_t c = 0; c < dv; ++c) {
+            dp += double(g[c]) * double(vb[j * dv + c]);
+            sums[2][(kvBatch * lk + j) * dv + c] += double(p[j]) * double(g[c]);
+          }
+          double ds = keep[j] ? scale * double(p[j]) * (dp - dot) : 0.0;
+          for (int64_t c = 0; c < d; ++c) {
+            sums[0][(batch * lq + i) * d + c] += ds * double(kb[j * d + c]);
+            sums[1][(kvBatch * lk + j) * d + c] += ds * double(qi[c]);
+          }
+        }
+      });
+  if (output.shape() != shape || grad.shape() != shape)
+    fail(op, "output and grad must have the attention's result shape");
+  for (int o = 0; o < 3; ++o)
+    visitDType(q.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (isFloatType<T>)
+        for (size_t i = 0; i < sums[o].size(); ++i)
+          grads[o].data<T>()[i] = T(sums[o][i]);
+    });
+  return grads;
 }
 
 Tensor conv(const Tensor &input, const Tensor &weight, const std::vector<int64_t> &strides,

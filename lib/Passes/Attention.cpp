@@ -848,12 +848,33 @@ struct DecomposeAttentionPass : impl::DecomposeAttentionBase<DecomposeAttentionP
       op.getResult().replaceAllUsesWith(buildAttentionCore(b, op).result);
       op.erase();
     }
+    SmallVector<AttentionGradOp> grads;
+    getOperation().walk([&](AttentionGradOp op) {
+      if (!hasFusedAttentionGradKernel(op, target))
+        grads.push_back(op);
+    });
+    for (AttentionGradOp op : grads) {
+      OpBuilder builder(op);
+      CoreBuilder b(builder, op.getLoc());
+      AttentionGrads g = buildAttentionGradCore(
+          b, attentionOperands(op), op.getGrad(), !op.getGradQ().use_empty(),
+          !op.getGradK().use_empty(), !op.getGradV().use_empty(), /*wantScores=*/false);
+      for (auto [result, value] : llvm::zip(op->getResults(), std::initializer_list<Value>{
+                                                                   g.q, g.k, g.v}))
+        if (value)
+          result.replaceAllUsesWith(value);
+      op.erase();
+    }
   }
 };
 
 } // namespace
 
 void recognizeAttention(func::FuncOp f, bool explain) { Recognizer(f, explain).run(); }
+
+bool hasFusedAttentionGradKernel(AttentionGradOp op, llvm::StringRef target) {
+  return target == "cpu" && CoreBuilder::elementTypeOf(op.getQ()).isF32();
+}
 
 bool hasFusedAttentionKernel(AttentionOp op, Type elementType, llvm::StringRef target) {
   if (target == "cpu") // the runtime's kernel: f32, or bf16 without a bias

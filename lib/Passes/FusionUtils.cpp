@@ -190,7 +190,7 @@ OpClass classify(Operation *op, Target target) {
       })
       .Case<CumsumOp, ScatterElementsOp, ScatterNDOp, DynamicUpdateSliceOp>(
           [](auto) { return OpClass::Sequential; })
-      .Case<TopKOp, AttentionOp, AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp, BroadcastOp,
+      .Case<TopKOp, AttentionOp, AttentionGradOp, AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp, BroadcastOp,
             SendOp, RecvOp>(
           [](auto) { return OpClass::WholeBuffer; })
       .Default([](Operation *) { return OpClass::Control; });

@@ -249,7 +249,7 @@ static std::string kernelName(FusionOp f) {
   Operation *main = nullptr;
   for (Operation &op : f.getBody().front()) {
     if (isa<ReduceOp, ArgReduceOp, MatmulOp, ConvOp, ReduceWindowOp, CumsumOp, ScatterElementsOp,
-            ScatterNDOp, DynamicUpdateSliceOp, TopKOp, AttentionOp>(op))
+            ScatterNDOp, DynamicUpdateSliceOp, TopKOp, AttentionOp, AttentionGradOp>(op))
       main = &op;
   }
   if (!main) {
@@ -366,12 +366,13 @@ void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
   auto yields = body.getTerminator()->getOperands();
   Operation *lib = nullptr;
   for (Operation &op : body)
-    if (isa<MatmulOp, ConvOp, TopKOp, AttentionOp, ConcatOp>(op) || isCollective(&op) ||
+    if (isa<MatmulOp, ConvOp, TopKOp, AttentionOp, AttentionGradOp, ConcatOp>(op) ||
+        isCollective(&op) ||
         (isa<ReduceWindowOp>(op) && isLibraryPool(cast<ReduceWindowOp>(op), target_)))
       lib = &op;
   if (!lib)
-    throw LoweringError{f, "extern fusion without a matmul, conv, pool, topk, attention, concat "
-                           "or collective"};
+    throw LoweringError{f, "extern fusion without a matmul, conv, pool, topk, attention, "
+                           "attention gradient, concat or collective"};
 
   if (auto concat = dyn_cast<ConcatOp>(lib)) {
     // Each input is copied into its slab of the result (isCopyConcat: contiguous).
@@ -462,6 +463,27 @@ void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
     Value mask = a.getMask() ? ins[next++] : Value(), bias = a.getBias() ? ins[next] : Value();
     b_.create<tk::AttentionOp>(a.getLoc(), ins[0], ins[1], ins[2], mask, bias, out,
                                a.getScaleAttr(), a.getCausalAttr(), a.getMaskedValueAttr());
+    return;
+  }
+
+  if (auto a = dyn_cast<AttentionGradOp>(lib)) {
+    SmallVector<Value, 7> ins;
+    for (Value operand : a->getOperands()) {
+      auto in = dyn_cast<BlockArgument>(operand);
+      if (!in || in.getOwner() != &body)
+        throw LoweringError{a, "its operands must be inputs of its fusion"};
+      ins.push_back(fusionArgBuffers_.lookup(in));
+    }
+    Value outs[3];
+    for (unsigned r = 0; r < 3; ++r) {
+      auto it = llvm::find(yields, a->getResult(r));
+      outs[r] = it != yields.end() ? outputs[it - yields.begin()] : alloc(a->getResult(r));
+    }
+    size_t next = 5;
+    Value mask = a.getMask() ? ins[next++] : Value(), bias = a.getBias() ? ins[next] : Value();
+    b_.create<tk::AttentionGradOp>(a.getLoc(), ins[0], ins[1], ins[2], ins[3], ins[4], mask, bias,
+                                   outs[0], outs[1], outs[2], a.getScaleAttr(),
+                                   a.getCausalAttr(), a.getMaskedValueAttr());
     return;
   }
 
@@ -630,7 +652,7 @@ void ProgramBuilder::lowerFusion(FusionOp f) {
     for (Operation &op : llvm::make_range(before ? std::next(before->getIterator()) : block->begin(),
                                           block->end()))
       if (isa<tk::LaunchOp, tk::GemmOp, tk::ConvOp, tk::PoolOp, tk::TopKOp, tk::AttentionOp,
-              tk::CollectiveOp, tk::WaitOp>(op))
+              tk::AttentionGradOp, tk::CollectiveOp, tk::WaitOp>(op))
         op.setLoc(nodes);
   });
   Block &body = f.getBody().front();

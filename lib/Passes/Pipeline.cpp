@@ -49,6 +49,11 @@ double costOf(Operation *op) {
     auto k = cast<RankedTensorType>(a.getK().getType());
     return 4 * out * static_cast<double>(k.getShape()[k.getRank() - 2]);
   }
+  if (auto a = dyn_cast<AttentionGradOp>(op)) { // five products of the forward's two sizes
+    auto k = cast<RankedTensorType>(a.getK().getType());
+    return 10 * static_cast<double>(elementsOf(a.getOutput().getType())) *
+           static_cast<double>(k.getShape()[k.getRank() - 2]);
+  }
   return out;
 }
 

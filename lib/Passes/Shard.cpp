@@ -232,6 +232,12 @@ public:
                 "the batch dims); key length and head dims are whole";
           return true;
         })
+        .Case([&](AttentionGradOp o) {
+          attentionGrad(o, in, plan);
+          why = "attention_grad: batch dims keep q's split (keys, values and their gradients "
+                "follow); rows, key length and head dims are whole";
+          return true;
+        })
         .Case([&](ConvOp o) {
           conv(o, in, plan);
           why = "conv: batch and output channels keep their split; split input channels leave "
@@ -421,6 +427,31 @@ private:
       plan.operands.push_back(need);
     }
     plan.results = {r};
+  }
+
+  /// The gradient splits only the batch dims that attention could keep split, and only those:
+  /// the key/value gradients sum over query rows, so split rows would leave them pending.
+  void attentionGrad(AttentionGradOp o, ArrayRef<DimSharding> in, ShardingPlan::OpPlan &plan) {
+    ArrayRef<int64_t> q = shapeOf(o.getQ()), k = shapeOf(o.getK());
+    int64_t rank = q.size();
+    DimSharding batch = DimSharding::replicated(rank);
+    for (int64_t d = 0; d < rank - 2; ++d) {
+      const Axes &axes = in[0].dims[d];
+      if (!axes.empty() && k[d] % product(mesh, axes) == 0)
+        adopt(mesh, batch, d, axes, q[d]);
+    }
+    plan.operands.assign(5, batch); // q, k, v, output, grad
+    for (Value extra : {o.getMask(), o.getBias()}) {
+      if (!extra)
+        continue;
+      ArrayRef<int64_t> shape = shapeOf(extra);
+      DimSharding need = DimSharding::replicated(rank);
+      for (int64_t d = 0; d < rank - 2; ++d)
+        if (shape[d] != 1)
+          need.dims[d] = batch.dims[d];
+      plan.operands.push_back(need);
+    }
+    plan.results.assign(3, batch);
   }
 
   void matmul(MatmulOp o, ArrayRef<DimSharding> in, ShardingPlan::OpPlan &plan) {

@@ -21,9 +21,31 @@ struct AttentionCore {
   mlir::Value result;    // probs v
 };
 
-/// Builds `op` from core ops at b's insertion point: matmul, scale, causal and mask selects,
-/// bias add, the max-shifted softmax of the frontend's Softmax, matmul.
-AttentionCore buildAttentionCore(CoreBuilder &b, AttentionOp op);
+/// What tcc.attention and tcc.attention_grad share: the forward's operands and attributes.
+struct AttentionOperands {
+  mlir::Value q, k, v, mask, bias; // mask/bias null when absent
+  double scale = 1, maskedValue = 0;
+  bool causal = false;
+};
+AttentionOperands attentionOperands(AttentionOp op);
+AttentionOperands attentionOperands(AttentionGradOp op);
+
+/// Builds the attention from core ops at b's insertion point: matmul, scale, causal and mask
+/// selects, bias add, the max-shifted softmax of the frontend's Softmax, matmul.
+AttentionCore buildAttentionCore(CoreBuilder &b, const AttentionOperands &a);
+inline AttentionCore buildAttentionCore(CoreBuilder &b, AttentionOp op) {
+  return buildAttentionCore(b, attentionOperands(op));
+}
+
+/// The gradients of the attention given its result's adjoint `grad`, from core ops (the
+/// probabilities recomputed): those of q, k, v where wanted (else null), and `scores`, the
+/// adjoint of the scores before the causal and mask replacements zero it (for a bias's
+/// gradient; null unless wanted).
+struct AttentionGrads {
+  mlir::Value q, k, v, scores;
+};
+AttentionGrads buildAttentionGradCore(CoreBuilder &b, const AttentionOperands &a, mlir::Value grad,
+                                      bool wantQ, bool wantK, bool wantV, bool wantScores);
 
 /// k or v [B'..., L, X] repeated to q's batch dims `qBatch` (each B'_d divides B_d; query batch
 /// index i reads i / (B_d / B'_d)).

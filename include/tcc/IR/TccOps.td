@@ -314,6 +314,34 @@ def Tcc_AttentionOp : Tcc_Op<"attention", [Tcc_Differentiable, Pure, AttrSizedOp
   }];
 }
 
+def Tcc_AttentionGradOp : Tcc_Op<"attention_grad", [Pure, AttrSizedOperandSegments,
+                                                    InferTypeOpAdaptor]> {
+  let summary = "the gradient of tcc.attention with respect to q, k and v";
+  let description = [{
+    Operands and attributes as tcc.attention's, plus `output`, that attention's result, and
+    `grad`, the result's adjoint; results: the adjoints of q, k and v (their types). With
+    p = softmax(scores) as tcc.attention defines it:
+      dv = p^T grad (summed over the query heads of each key/value head);
+      ds = p (grad v^T - rowsum(grad * output)), 0 where `causal` or `mask` replaced the score;
+      dq = scale ds k;  dk = scale ds^T q (summed likewise).
+    tcc.attention's gradient rule makes it where the bias is not differentiated. The CPU
+    runtime runs it without materialising the scores (FlashAttention-2's backward pass);
+    elsewhere -tcc-decompose-attention writes it in core ops (tcc/IR/Attention.h).
+  }];
+  let arguments = (ins Tcc_ComputeTensor:$q, Tcc_ComputeTensor:$k, Tcc_ComputeTensor:$v,
+                   Tcc_ComputeTensor:$output, Tcc_ComputeTensor:$grad,
+                   Optional<Tcc_BoolTensor>:$mask, Optional<Tcc_ComputeTensor>:$bias,
+                   F64Attr:$scale, UnitAttr:$causal,
+                   DefaultValuedAttr<F64Attr, "-INFINITY">:$masked_value);
+  let results = (outs Tcc_ComputeTensor:$grad_q, Tcc_ComputeTensor:$grad_k,
+                 Tcc_ComputeTensor:$grad_v);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v `,` $output `,` $grad (`mask` `(` $mask^ `:` type($mask) `)`)?
+    (`bias` `(` $bias^ `:` type($bias) `)`)? attr-dict `:` type($q) `,` type($k) `,` type($v)
+    `,` type($output) `,` type($grad) `->` type($grad_q) `,` type($grad_k) `,` type($grad_v)
+  }];
+}
+
 def Tcc_ConvOp : Tcc_Op<"conv", [Tcc_Differentiable, Pure, InferTypeOpAdaptor]> {
   let summary = "N-d convolution [N, C, S...] * [O, C/groups, K...] -> [N, O, S'...]";
   let description = [{

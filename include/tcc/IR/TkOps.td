@@ -403,6 +403,30 @@ def Tk_AttentionOp : Tk_Op<"attention", [AttrSizedOperandSegments]> {
   let hasVerifier = 1;
 }
 
+def Tk_AttentionGradOp : Tk_Op<"attention_grad", [AttrSizedOperandSegments]> {
+  let summary = "library attention gradient (tcc.attention_grad semantics): the CPU runtime's, f32";
+  let description = [{
+    Reads q, k, v, the forward's output, its adjoint grad and the optional mask (i1) and bias;
+    writes grad_q, grad_k and grad_v. It never materialises the scores: the runtime recomputes
+    them a block at a time (FlashAttention-2's backward pass).
+  }];
+  let arguments = (ins Arg<Tk_Buffer, "", [MemRead]>:$q, Arg<Tk_Buffer, "", [MemRead]>:$k,
+                   Arg<Tk_Buffer, "", [MemRead]>:$v, Arg<Tk_Buffer, "", [MemRead]>:$output,
+                   Arg<Tk_Buffer, "", [MemRead]>:$grad,
+                   Arg<Optional<Tk_Buffer>, "", [MemRead]>:$mask,
+                   Arg<Optional<Tk_Buffer>, "", [MemRead]>:$bias,
+                   Arg<Tk_Buffer, "", [MemWrite]>:$grad_q, Arg<Tk_Buffer, "", [MemWrite]>:$grad_k,
+                   Arg<Tk_Buffer, "", [MemWrite]>:$grad_v,
+                   F64Attr:$scale, UnitAttr:$causal, F64Attr:$masked_value);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v `,` $output `,` $grad (`mask` `(` $mask^ `:` type($mask) `)`)?
+    (`bias` `(` $bias^ `:` type($bias) `)`)? `->` $grad_q `,` $grad_k `,` $grad_v attr-dict `:`
+    type($q) `,` type($k) `,` type($v) `,` type($output) `,` type($grad) `,` type($grad_q) `,`
+    type($grad_k) `,` type($grad_v)
+  }];
+  let hasVerifier = 1;
+}
+
 def Tk_CollectiveOp : Tk_Op<"collective"> {
   let summary = "a collective over this rank's group on the module's mesh (tcc collective semantics)";
   let description = [{

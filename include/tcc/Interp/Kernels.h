@@ -128,6 +128,14 @@ Tensor matmul(const Tensor &lhs, const Tensor &rhs);
 /// dims of size 1. Row softmax (max-shifted when the max is finite) in the accumulator type.
 Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor &mask,
                  const Tensor &bias, double scale, bool causal, double maskedValue);
+/// tcc.attention_grad: {dq, dk, dv} of attention(q, k, v, ...) given its `output` and the
+/// output's adjoint `grad` (dv = p^T grad, ds = p (grad v^T - rowsum(grad * output)) where the
+/// score is kept, dq = scale ds k, dk = scale ds^T q; key/value gradients summed over their
+/// query heads), accumulated in double.
+std::vector<Tensor> attentionGrad(const Tensor &q, const Tensor &k, const Tensor &v,
+                                  const Tensor &output, const Tensor &grad, const Tensor &mask,
+                                  const Tensor &bias, double scale, bool causal,
+                                  double maskedValue);
 /// N-d convolution (cross-correlation), input [N, C, S...], weight [O, C/groups, K...] ->
 /// [N, O, S'...]. Per spatial dim d: the input is dilated by lhsDilation[d] (lhsDilation-1
 /// zeros between elements; used for transposed convolution), padded by padLow[d]/padHigh[d]

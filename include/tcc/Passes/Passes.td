@@ -178,12 +178,13 @@ def Remat : Pass<"tcc-remat", "mlir::func::FuncOp"> {
 }
 
 def DecomposeAttention : Pass<"tcc-decompose-attention", "mlir::func::FuncOp"> {
-  let summary = "Writes tcc.attention as core ops where no fused kernel runs it";
+  let summary = "Writes tcc.attention and tcc.attention_grad as core ops where no fused kernel runs them";
   let options = [
     Option<"target", "target", "std::string", /*default=*/"\"\"",
            "leave the attention ops this target runs with a fused kernel: cpu (f32, the "
-           "runtime's), cuda (f16/bf16 with head dims multiples of 16 up to 128, a generated "
-           "kernel); empty: decompose every one">
+           "runtime's, forward and gradient; bf16 forward without a bias), cuda (forward in "
+           "f16/bf16 with head dims multiples of 16 up to 128, a generated kernel); empty: "
+           "decompose every one">
   ];
 }
 

@@ -3,7 +3,7 @@
   check_attention_grad.py MODEL X.pb DIR
 
 Compares DIR/grad_<i>.pb (one per float initializer: Wq, Wk, Wv, B, Wo) with central finite
-differences (float64, numpy) of sum(y).
+differences (float64, numpy) of sum(y). A model without B is the layer without the bias.
 """
 import os
 import sys
@@ -22,7 +22,7 @@ def forward(p):
     heads = lambda t: (x @ p["W" + t]).reshape(2, 6, 2, 4).transpose(0, 2, 1, 3)  # noqa: E731
     q, k, v = heads("q"), heads("k"), heads("v")
     s = q @ k.transpose(0, 1, 3, 2) / 2.0
-    s = np.where(np.tril(np.ones((6, 6), bool)), s, -np.inf) + p["B"]
+    s = np.where(np.tril(np.ones((6, 6), bool)), s, -np.inf) + p.get("B", 0.0)
     e = np.exp(s - s.max(-1, keepdims=True))
     o = (e / e.sum(-1, keepdims=True)) @ v
     return (o.transpose(0, 2, 1, 3).reshape(2, 6, 8) @ p["Wo"]).sum()
