@@ -859,8 +859,8 @@ struct DecomposeAttentionPass : impl::DecomposeAttentionBase<DecomposeAttentionP
       AttentionGrads g = buildAttentionGradCore(
           b, attentionOperands(op), op.getGrad(), !op.getGradQ().use_empty(),
           !op.getGradK().use_empty(), !op.getGradV().use_empty(), /*wantScores=*/false);
-      for (auto [result, value] : llvm::zip(op->getResults(), std::initializer_list<Value>{
-                                                                   g.q, g.k, g.v}))
+      Value values[] = {g.q, g.k, g.v};
+      for (auto [result, value] : llvm::zip(op->getResults(), values))
         if (value)
           result.replaceAllUsesWith(value);
       op.erase();

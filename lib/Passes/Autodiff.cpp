@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tcc/Passes/Autodiff.h"
+#include "tcc/IR/Attention.h"
 #include "tcc/IR/CoreBuilder.h"
 #include "tcc/IR/Sharding.h"
 #include "tcc/IR/TccDialect.h"
@@ -99,6 +100,26 @@ FailureOr<SmallVector<Value>> buildGradients(OpBuilder &b, Value loss, ArrayRef<
                               [&](Value r) { return useful.contains(r) && varied.contains(r); }))
         active.push_back(op);
     }
+
+  // A gradient differentiated again (second order) through tcc.attention_grad: that op is
+  // differentiated as its decomposition (tcc/IR/Attention.h), written in its place first.
+  SmallVector<AttentionGradOp> activeGrads;
+  for (Operation *op : active)
+    if (auto g = dyn_cast<AttentionGradOp>(op))
+      activeGrads.push_back(g);
+  if (!activeGrads.empty()) {
+    for (AttentionGradOp g : activeGrads) {
+      OpBuilder here(g);
+      CoreBuilder cb(here, g.getLoc());
+      AttentionGrads core = buildAttentionGradCore(cb, attentionOperands(g), g.getGrad(), true,
+                                                   true, true, /*wantScores=*/false);
+      g.getGradQ().replaceAllUsesWith(core.q);
+      g.getGradK().replaceAllUsesWith(core.k);
+      g.getGradV().replaceAllUsesWith(core.v);
+      g.erase();
+    }
+    return buildGradients(b, loss, wrt);
+  }
 
   // Every backward op is inserted at b's insertion point, so they form one run of ops ending
   // there: on failure that run is erased again.

@@ -326,7 +326,8 @@ def Tcc_AttentionGradOp : Tcc_Op<"attention_grad", [Pure, AttrSizedOperandSegmen
       dq = scale ds k;  dk = scale ds^T q (summed likewise).
     tcc.attention's gradient rule makes it where the bias is not differentiated. The CPU
     runtime runs it without materialising the scores (FlashAttention-2's backward pass);
-    elsewhere -tcc-decompose-attention writes it in core ops (tcc/IR/Attention.h).
+    elsewhere -tcc-decompose-attention writes it in core ops (tcc/IR/Attention.h). Autodiff
+    differentiates it (second order) as that decomposition.
   }];
   let arguments = (ins Tcc_ComputeTensor:$q, Tcc_ComputeTensor:$k, Tcc_ComputeTensor:$v,
                    Tcc_ComputeTensor:$output, Tcc_ComputeTensor:$grad,

@@ -135,3 +135,12 @@ func.func @tk_symbolic_output(%q: memref<?x4x?x8xf32, #tcc.dims<["b", "s"]>>, %o
   tk.attention %q, %q, %q -> %o {masked_value = 0xFFF0000000000000 : f64, scale = 1.0 : f64} : memref<?x4x?x8xf32, #tcc.dims<["b", "s"]>>, memref<?x4x?x8xf32, #tcc.dims<["b", "s"]>>, memref<?x4x?x8xf32, #tcc.dims<["b", "s"]>>, memref<?x4x?x8xf32, #tcc.dims<["b", "t"]>>
   return
 }
+
+// -----
+
+func.func @grad_wrong_output(%q: tensor<2x4x8xf32>, %o: tensor<2x4x7xf32>) {
+  // expected-error@+2 {{attention_grad's output and grad must be the attention's result type}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0:3 = tcc.attention_grad %q, %q, %q, %o, %o {scale = 1.0 : f64} : tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x7xf32>, tensor<2x4x7xf32> -> tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>
+  return
+}
