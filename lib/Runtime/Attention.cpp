@@ -477,8 +477,12 @@ void runAttentionBackward(const AttentionGeometry &g, const float *q, const floa
         const int64_t i0 = rb * g.blockRows, rows = std::min(g.blockRows, g.lq - i0);
         const int64_t first = batch * g.lq + i0;
         const float *qb = q + first * g.d, *gob = gradOutput + first * g.dv;
+        // q and dO as the left operands of the scores and dP, and as the right operands of
+        // dK and dV: packed once for all the item's key blocks.
         SgemmPacked queries = packSgemmA(isa, false, rows, g.d, qb, g.d);
         SgemmPacked grads = packSgemmA(isa, false, rows, g.dv, gob, g.dv);
+        SgemmPacked queriesB = packSgemmB(isa, false, rows, g.d, qb, g.d);
+        SgemmPacked gradsB = packSgemmB(isa, false, rows, g.dv, gob, g.dv);
         const int64_t keys = keysOf(i0, rows);
         for (int64_t kbi = firstKeyBlock; kbi < endKeyBlock; ++kbi) {
           const int64_t j0 = kbi * g.blockCols;
@@ -496,9 +500,9 @@ void runAttentionBackward(const AttentionGeometry &g, const float *q, const floa
           gradBlock(&gb);
           // dV += p^T dO, dK += (scale dS)^T q, dQ += (scale dS) k.
           sgemm(true, false, cols, g.dv, rows, 1.0f, w.s, cols, gob, g.dv, 1.0f, dvb + j0 * g.dv,
-                g.dv, 1);
+                g.dv, 1, nullptr, &gradsB);
           sgemm(true, false, cols, g.d, rows, 1.0f, w.dp, cols, qb, g.d, 1.0f, dkb + j0 * g.d, g.d,
-                1);
+                1, nullptr, &queriesB);
           sgemm(false, false, rows, g.d, cols, 1.0f, w.dp, cols, kb + j0 * g.d, g.d, 1.0f,
                 dq + i0 * g.d, g.d, 1, nullptr, &keysN[at]);
         }

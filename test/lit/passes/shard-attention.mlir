@@ -21,6 +21,16 @@
 // CHECK-NEXT: %[[K:.*]] = tcc.all_gather %arg1 dim = 1 over ["tp"]
 // CHECK-NEXT: tcc.attention %arg0, %[[K]], %[[K]]
 
+// The gradient keeps the batch and head splits: each rank differentiates its own heads.
+// CHECK-LABEL: func.func @grad_heads(%arg0: tensor<2x2x8x16xf32>, %arg1: tensor<2x1x8x16xf32>, %arg2: tensor<2x2x8x16xf32>, %arg3: tensor<2x2x8x16xf32>) -> (tensor<2x2x8x16xf32>, tensor<2x1x8x16xf32>)
+// CHECK-NEXT: %{{.*}}, %{{.*}}, %{{.*}} = tcc.attention_grad %arg0, %arg1, %arg1, %arg2, %arg3 {causal, scale = 2.500000e-01 : f64} : tensor<2x2x8x16xf32>, tensor<2x1x8x16xf32>, tensor<2x1x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32> -> tensor<2x2x8x16xf32>, tensor<2x1x8x16xf32>, tensor<2x1x8x16xf32>
+// CHECK-NEXT: return
+
+// Split query rows are gathered for the gradient: dK sums over every row.
+// CHECK-LABEL: func.func @grad_rows(
+// CHECK:      tcc.all_gather %arg0 dim = 1 over ["tp"]
+// CHECK:      tcc.attention_grad {{.*}} -> tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x8x16xf32>
+
 // EXPLAIN: remark: sharding: tcc.attention at loc("attn"): {{\[\[}}dp], [tp], [], []], {{\[\[}}dp], [tp], [], []], {{\[\[}}dp], [tp], [], []], {{\[\[}}dp], [], [], []] -> {{\[\[}}dp], [tp], [], []] (attention: batch dims and query rows keep q's split
 
 module attributes {tcc.mesh = #tcc.mesh<dp = 2, tp = 2>} {
@@ -44,5 +54,22 @@ func.func @keys(%q: tensor<4x8x16xf32>, %k: tensor<4x8x16xf32> {tcc.sharding = #
     -> tensor<4x8x16xf32> {
   %o = tcc.attention %q, %k, %k {scale = 1.0 : f64} : tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x8x16xf32> -> tensor<4x8x16xf32>
   return %o : tensor<4x8x16xf32>
+}
+
+func.func @grad_heads(%q: tensor<4x4x8x16xf32> {tcc.sharding = #tcc.sharding<[[dp], [tp], [], []]>},
+                      %k: tensor<4x2x8x16xf32> {tcc.sharding = #tcc.sharding<[[dp], [tp], [], []]>},
+                      %o: tensor<4x4x8x16xf32> {tcc.sharding = #tcc.sharding<[[dp], [tp], [], []]>},
+                      %g: tensor<4x4x8x16xf32> {tcc.sharding = #tcc.sharding<[[dp], [tp], [], []]>})
+    -> (tensor<4x4x8x16xf32> {tcc.sharding = #tcc.sharding<[[dp], [tp], [], []]>},
+        tensor<4x2x8x16xf32> {tcc.sharding = #tcc.sharding<[[dp], [tp], [], []]>}) {
+  %dq, %dk, %dv = tcc.attention_grad %q, %k, %k, %o, %g {causal, scale = 0.25 : f64} : tensor<4x4x8x16xf32>, tensor<4x2x8x16xf32>, tensor<4x2x8x16xf32>, tensor<4x4x8x16xf32>, tensor<4x4x8x16xf32> -> tensor<4x4x8x16xf32>, tensor<4x2x8x16xf32>, tensor<4x2x8x16xf32>
+  return %dq, %dk : tensor<4x4x8x16xf32>, tensor<4x2x8x16xf32>
+}
+
+func.func @grad_rows(%q: tensor<4x8x16xf32> {tcc.sharding = #tcc.sharding<[[], [tp], []]>},
+                     %k: tensor<4x8x16xf32>, %o: tensor<4x8x16xf32>, %g: tensor<4x8x16xf32>)
+    -> tensor<4x8x16xf32> {
+  %dq, %dk, %dv = tcc.attention_grad %q, %k, %k, %o, %g {scale = 1.0 : f64} : tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x8x16xf32> -> tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x8x16xf32>
+  return %dk : tensor<4x8x16xf32>
 }
 }

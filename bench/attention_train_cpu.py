@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""Training through attention at long sequence lengths, CPU: tcc against PyTorch eager (SDPA).
+
+Interpreter: the `python3` on PATH with numpy and onnx (bench/requirements.txt) and PyPI torch
+(bench/requirements-torch.txt) for the peer. The model is one causal self-attention layer with
+GPT-2-small heads (width 768, 12 heads of 64) as exporters write it (q, k, v and output
+projections; MatMul(q, Transpose(k)), scale, Where(causal), Softmax, MatMul(v)), trained with
+Adam (lr 1e-4) on an mse loss, batch 1, the same initial weights and data on both sides.
+
+For each sequence length:
+  - tcc: `tcc compile --train --report`: the train step's planned temporaries (arena) and saved
+    activations; then `tcc train --metrics --step-log` for --epochs epochs of --samples steps:
+    the median step time over epochs 2.., and the process's peak resident memory;
+  - PyTorch eager in a fresh process: the same layer with F.scaled_dot_product_attention
+    (is_causal=True: its CPU flash-attention kernel, forward and backward), the same steps: the
+    median step time after the first epoch, and the peak resident memory;
+  - the step losses of both, compared (largest relative difference).
+tcc's attention gradient is tcc.attention_grad, the runtime's fused backward pass: no score
+matrix is held (the decomposed gradient held 2-3 of them, 12 x L x L floats each). Ratios are
+tcc / torch (< 1: tcc faster or smaller). Writes bench/results/<date>-attention-train-cpu.md
+and .json.
+
+  python3 bench/attention_train_cpu.py                     # 512 .. 4096 tokens, 1 thread
+  python3 bench/attention_train_cpu.py --lengths 1024 --threads 2 --epochs 2
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path.insert(0, str(BENCH))
+from run_cpu import machine_info  # noqa: E402
+
+HEADS, HEAD_DIM = 12, 64
+WIDTH = HEADS * HEAD_DIM
+LR = 1e-4
+
+
+def write_model(path: Path, length: int, seed: int) -> dict[str, np.ndarray]:
+    """The layer as an ONNX model; returns its weights (x @ W layout, [in, out])."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(seed)
+    weights = {n: (rng.uniform(-1, 1, (WIDTH, WIDTH)) / np.sqrt(WIDTH)).astype(np.float32)
+               for n in ("Wq", "Wk", "Wv", "Wo")}
+    nodes = []
+    for t in "qkv":
+        nodes += [helper.make_node("MatMul", ["x", "W" + t], [t + "p"]),
+                  helper.make_node("Reshape", [t + "p", "split"], [t + "r"]),
+                  helper.make_node("Transpose", [t + "r"], [t], perm=[0, 2, 1, 3])]
+    nodes += [helper.make_node("Constant", [], ["root"],
+                               value=numpy_helper.from_array(np.float32(np.sqrt(HEAD_DIM)), "root")),
+              helper.make_node("Constant", [], ["ninf"],
+                               value=numpy_helper.from_array(np.float32(-np.inf), "ninf")),
+              helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+              helper.make_node("MatMul", ["q", "kt"], ["s0"]),
+              helper.make_node("Div", ["s0", "root"], ["s1"]),
+              helper.make_node("Where", ["tri", "s1", "ninf"], ["s2"]),
+              helper.make_node("Softmax", ["s2"], ["p"], axis=-1),
+              helper.make_node("MatMul", ["p", "v"], ["o"]),
+              helper.make_node("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3]),
+              helper.make_node("Reshape", ["ot", "merge"], ["om"]),
+              helper.make_node("MatMul", ["om", "Wo"], ["y"])]
+    inits = [numpy_helper.from_array(w, n) for n, w in weights.items()]
+    inits += [numpy_helper.from_array(np.array([1, length, HEADS, HEAD_DIM], np.int64), "split"),
+              numpy_helper.from_array(np.array([1, length, WIDTH], np.int64), "merge"),
+              numpy_helper.from_array(np.tril(np.ones((length, length), bool))[None, None], "tri")]
+    graph = helper.make_graph(
+        nodes, "attention_layer",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, length, WIDTH])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, length, WIDTH])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return weights
+
+
+def write_data(folder: Path, length: int, samples: int, seed: int) -> None:
+    rng = np.random.default_rng(seed + 1)
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, n in (("train", samples), ("test", 1)):
+        np.save(folder / f"{split}_images.npy", rng.standard_normal((n, length, WIDTH), np.float32))
+        np.save(folder / f"{split}_labels.npy", rng.standard_normal((n, length, WIDTH), np.float32))
+
+
+def run(cmd: list[str], env: dict | None = None) -> tuple[str, int]:
+    """Runs cmd; returns its output and its peak resident memory in bytes."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed: {(r.stderr or r.stdout)[-3000:]}")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    # ru_maxrss of the children is the largest of any finished child: only a new maximum is
+    # this child's own; otherwise the child stayed below it (reported as that bound).
+    return r.stdout + r.stderr, max(after, before) * 1024
+
+
+def torch_worker(args) -> None:
+    """In a fresh process: the PyTorch side of one length; prints a JSON line."""
+    import torch
+    import torch.nn.functional as F
+    torch.set_num_threads(args.threads)
+    w = Path(args.work)
+    weights = {n: torch.from_numpy(np.load(w / f"{n}.npy")) for n in ("Wq", "Wk", "Wv", "Wo")}
+    params = [torch.nn.Parameter(weights[n].clone()) for n in ("Wq", "Wk", "Wv", "Wo")]
+    opt = torch.optim.Adam(params, lr=LR)
+    xs = torch.from_numpy(np.load(w / "data" / "train_images.npy"))
+    ys = torch.from_numpy(np.load(w / "data" / "train_labels.npy"))
+    L = xs.shape[1]
+
+    def heads(t):
+        return t.view(1, L, HEADS, HEAD_DIM).transpose(1, 2)
+
+    times, losses = [], []
+    for epoch in range(args.epochs):
+        for i in range(xs.shape[0]):
+            start = time.perf_counter()
+            x = xs[i:i + 1]
+            q, k, v = heads(x @ params[0]), heads(x @ params[1]), heads(x @ params[2])
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            y = o.transpose(1, 2).reshape(1, L, WIDTH) @ params[3]
+            loss = F.mse_loss(y, ys[i:i + 1])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            times.append(time.perf_counter() - start)
+            losses.append(float(loss))
+    steady = times[xs.shape[0]:] or times
+    print(json.dumps({"step_seconds": statistics.median(steady), "losses": losses,
+                      "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                      "torch": torch.__version__}))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tcc", default=str(ROOT / "build" / "bin" / "tcc"))
+    ap.add_argument("--lengths", type=int, nargs="+", default=[512, 1024, 2048, 4096])
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--samples", type=int, default=3, help="training steps per epoch")
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=5)
+    ap.add_argument("--no-torch", action="store_true", help="tcc only")
+    ap.add_argument("--out-dir", default=str(BENCH / "results"))
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--work", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        torch_worker(args)
+        return 0
+    info = machine_info()
+    rows = []
+    for length in args.lengths:
+        with tempfile.TemporaryDirectory(prefix="tcc-attn-train-") as work:
+            w = Path(work)
+            weights = write_model(w / "layer.onnx", length, args.seed)
+            for n, a in weights.items():
+                np.save(w / f"{n}.npy", a)
+            write_data(w / "data", length, args.samples, args.seed)
+            print(f"== {length} tokens: tcc", flush=True)
+            report = w / "report.json"
+            run([args.tcc, "compile", "--train", str(w / "layer.onnx"), "--loss", "mse",
+                 "--batch-size", "1", "-o", str(w / "layer.tcc"), "--report", str(report),
+                 "--no-cache"])
+            entry = {e["name"]: e for e in json.loads(report.read_text())["entries"]}["train_step"]
+            metrics, steps = w / "metrics.json", w / "steps.json"
+            _, tcc_rss = run([args.tcc, "train", str(w / "layer.tcc"), "--data", str(w / "data"),
+                              "--lr", str(LR), "--epochs", str(args.epochs),
+                              "--no-shuffle", "--threads", str(args.threads), "--metrics",
+                              str(metrics), "--step-log", str(steps)])
+            m = json.loads(metrics.read_text())
+            steady = [e["seconds"] / e["steps"] for e in m[1:]] or [m[0]["seconds"] / m[0]["steps"]]
+            row = {"length": length, "arena_bytes": entry["arena_bytes"],
+                   "activation_bytes": entry["activation_bytes"],
+                   "score_matrix_bytes": HEADS * length * length * 4,
+                   "tcc_step_seconds": statistics.median(steady), "tcc_peak_rss_bytes": tcc_rss,
+                   "tcc_host_peak_bytes": m[-1]["host_peak_bytes"]}
+            tcc_losses = json.loads(steps.read_text())
+            if not args.no_torch:
+                print(f"== {length} tokens: torch", flush=True)
+                env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+                out, _ = run([sys.executable, __file__, "--worker", "1", "--work", str(w),
+                              "--threads", str(args.threads), "--epochs", str(args.epochs)], env)
+                t = json.loads(out.strip().splitlines()[-1])
+                row.update({"torch_step_seconds": t["step_seconds"],
+                            "torch_peak_rss_bytes": t["peak_rss_bytes"], "torch": t["torch"],
+                            "max_rel_loss_difference": max(
+                                abs(a - b) / max(abs(b), 1e-30)
+                                for a, b in zip(tcc_losses, t["losses"]))})
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    head = ("| tokens | score matrix MB (one) | tcc arena MB | tcc saved activations MB | tcc step ms "
+            "| torch step ms | tcc/torch | tcc peak RSS MB | torch peak RSS MB | max rel. loss diff |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    fmt = lambda v, s=".1f": "—" if v is None else format(v, s)  # noqa: E731
+    for r in rows:
+        ts = r.get("torch_step_seconds")
+        lines.append(
+            f"| {r['length']} | {r['score_matrix_bytes'] / 1e6:.1f} | {r['arena_bytes'] / 1e6:.1f} | "
+            f"{r['activation_bytes'] / 1e6:.1f} | {r['tcc_step_seconds'] * 1e3:.1f} | "
+            f"{fmt(ts and ts * 1e3)} | {fmt(ts and r['tcc_step_seconds'] / ts, '.2f')} | "
+            f"{r['tcc_peak_rss_bytes'] / 1e6:.0f} | {fmt(r.get('torch_peak_rss_bytes') and r['torch_peak_rss_bytes'] / 1e6, '.0f')} | "
+            f"{fmt(r.get('max_rel_loss_difference'), '.1e')} |")
+    day = info["date"][:10]
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = out / f"{day}-attention-train-cpu"
+    md = [f"# Training through causal attention, CPU, {args.threads} thread(s)", "",
+          f"- date: {info['date']}; CPU: {info['cpu']} ({info['cores']} cores; {info['cpu_flags']}); "
+          f"{info['os']}; tcc at git {info['git_commit']}{' (dirty)' if info['git_dirty'] else ''}"
+          + (f"; torch {rows[0]['torch']}" if rows and "torch" in rows[0] else ""),
+          f"- model: one causal self-attention layer, width {WIDTH}, {HEADS} heads of {HEAD_DIM}, "
+          f"batch 1, mse, Adam lr {LR}; {args.epochs} epochs of {args.samples} steps, same weights "
+          "and data on both sides; step time: median over epochs 2..", "",
+          *lines, "",
+          "Score matrix: one [12, L, L] f32 tensor, what a materialised attention holds per "
+          "softmax (its gradient held two or three). tcc arena: the train step's planned "
+          "temporaries (compile report). Peak RSS: the whole process (torch's includes its "
+          "libraries, about 300-400 MB). Loss difference: every step's loss, tcc vs torch.", ""]
+    stem.with_suffix(".md").write_text("\n".join(md))
+    stem.with_suffix(".json").write_text(json.dumps({"machine": info, "args": vars(args), "runs": rows},
+                                                    indent=1) + "\n")
+    print("\n".join(lines) + f"\n-> {stem}.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
