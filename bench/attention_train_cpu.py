@@ -96,15 +96,15 @@ def write_data(folder: Path, length: int, samples: int, seed: int) -> None:
 
 
 def run(cmd: list[str], env: dict | None = None) -> tuple[str, int]:
-    """Runs cmd; returns its output and its peak resident memory in bytes."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if r.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed: {(r.stderr or r.stdout)[-3000:]}")
-    after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    # ru_maxrss of the children is the largest of any finished child: only a new maximum is
-    # this child's own; otherwise the child stayed below it (reported as that bound).
-    return r.stdout + r.stderr, max(after, before) * 1024
+    """Runs cmd; returns its output and its own peak resident memory in bytes (wait4's)."""
+    with tempfile.TemporaryFile() as out:
+        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+        _, status, usage = os.wait4(p.pid, 0)
+        out.seek(0)
+        text = out.read().decode(errors="replace")
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed: {text[-3000:]}")
+    return text, usage.ru_maxrss * 1024
 
 
 def torch_worker(args) -> None:

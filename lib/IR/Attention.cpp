@@ -107,8 +107,12 @@ AttentionCore buildAttentionCore(CoreBuilder &b, const AttentionOperands &a) {
     s = b.select(m, s, b.splatLike(s, a.maskedValue));
     c.keep = c.keep ? b.binary(BinaryKind::And, c.keep, m) : m;
   }
-  if (Value bias = a.bias)
+  if (Value bias = a.bias) {
+    Type et = CoreBuilder::elementTypeOf(s);
+    if (CoreBuilder::elementTypeOf(bias) != et) // an f32 bias of a 16-bit attention
+      bias = b.cast(bias, et);
     s = b.add(s, b.broadcastToDims(bias, scores));
+  }
   // The frontend's softmax (frontend/onnx/ops/Reduction.cpp): shifted by the row maximum when
   // it is finite (x - x == 0), not shifted otherwise.
   Value m = b.reduce(ReduceKind::Max, s, {r - 1}, /*keepDims=*/true);

@@ -787,8 +787,10 @@ LogicalResult AttentionOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultAd
   v.set(2, grads.v);
   auto biasType = cast<RankedTensorType>(getBias().getType());
   int64_t r = CoreBuilder::rankOf(getQ());
-  v.set(biasIndex,
-        v.unbroadcast(grads.scores, biasType, llvm::to_vector(llvm::seq<int64_t>(0, r))));
+  Value scores = grads.scores; // in q's type; an f32 bias of a 16-bit attention gets f32
+  if (CoreBuilder::elementTypeOf(scores) != biasType.getElementType())
+    scores = b.cast(scores, biasType.getElementType());
+  v.set(biasIndex, v.unbroadcast(scores, biasType, llvm::to_vector(llvm::seq<int64_t>(0, r))));
   return success();
 }
 

@@ -685,8 +685,12 @@ static LogicalResult inferAttentionResult(std::optional<Location> loc, Value qv,
   if (!isa<FloatType>(et) || k.getElementType() != et || v.getElementType() != et)
     return emitOptionalError(loc, "attention needs q, k and v of one float type, got ", q, ", ",
                              k, ", ", v);
-  if (biasv && tensorTypeOf(biasv).getElementType() != et)
-    return emitOptionalError(loc, "attention bias must be of q's type ", et);
+  if (biasv) {
+    Type bt = tensorTypeOf(biasv).getElementType();
+    if (bt != et && !(bt.isF32() && et.getIntOrFloatBitWidth() == 16))
+      return emitOptionalError(loc, "attention bias must be of q's type ", et,
+                               " (or f32 when q is 16-bit), got ", bt);
+  }
   SymShape mask = maskv ? symbolicShape(maskv) : SymShape(),
            bias = biasv ? symbolicShape(biasv) : SymShape(), out;
   std::string error = attentionShapeError(symbolicShape(q), symbolicShape(k), symbolicShape(v),

@@ -411,9 +411,12 @@ LogicalResult AttentionOp::verify() {
     return emitOpError("output must be [B..., Lq, Dv]");
   Type et = getQ().getType().getElementType();
   if (getK().getType().getElementType() != et || getV().getType().getElementType() != et ||
-      getOutput().getType().getElementType() != et ||
-      (getBias() && getBias().getType().getElementType() != et))
-    return emitOpError("q, k, v, bias and output must have one element type");
+      getOutput().getType().getElementType() != et)
+    return emitOpError("q, k, v and output must have one element type");
+  if (getBias() && getBias().getType().getElementType() != et &&
+      !getBias().getType().getElementType().isF32())
+    return emitOpError("the bias must have q's element type, or be f32 (the CPU kernel's "
+                       "scores are f32)");
   if (getMask() && !getMask().getType().getElementType().isInteger(1))
     return emitOpError("mask must be i1");
   return success();

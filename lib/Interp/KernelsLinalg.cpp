@@ -236,7 +236,10 @@ Shape visitAttentionRows(const char *op, const Tensor &q, const Tensor &k, const
   std::vector<int64_t> maskStrides = broadcastStrides(mask), biasStrides = broadcastStrides(bias);
   if (mask.defined() && mask.dtype() != DType::Bool)
     fail(op, "mask must be bool");
-  if (bias.defined())
+  // The bias has q's type, or is f32 for 16-bit q (tcc.attention).
+  const bool f32Bias = bias.defined() && bias.dtype() == DType::F32 && q.dtype() != DType::F32 &&
+                       dtypeSize(q.dtype()) == 2;
+  if (bias.defined() && !f32Bias)
     checkSameDType(op, q, bias);
   int64_t batches = product(q.shape(), 0, r - 2);
   visitDType(q.dtype(), [&](auto tag) {
@@ -246,7 +249,8 @@ Shape visitAttentionRows(const char *op, const Tensor &q, const Tensor &k, const
     } else {
       using A = AccType<T>;
       const T *qd = q.data<T>(), *kd = k.data<T>();
-      const T *bd = bias.defined() ? bias.data<T>() : nullptr;
+      const T *bd = bias.defined() && !f32Bias ? bias.data<T>() : nullptr;
+      const float *bf = f32Bias ? bias.data<float>() : nullptr;
       const bool *md = mask.defined() ? mask.data<bool>() : nullptr;
       std::vector<A> s((size_t)lk);
       std::vector<bool> keep((size_t)lk);
@@ -285,6 +289,8 @@ Shape visitAttentionRows(const char *op, const Tensor &q, const Tensor &k, const
             }
             if (bd)
               x += A(bd[biasBase + i * biasStrides[r - 2] + j * biasStrides[r - 1]]);
+            if (bf)
+              x += A(bf[biasBase + i * biasStrides[r - 2] + j * biasStrides[r - 1]]);
             s[j] = x;
             mx = std::max(mx, x);
           }

@@ -877,9 +877,15 @@ bool hasFusedAttentionGradKernel(AttentionGradOp op, llvm::StringRef target) {
 }
 
 bool hasFusedAttentionKernel(AttentionOp op, Type elementType, llvm::StringRef target) {
-  if (target == "cpu") // the runtime's kernel: f32, or bf16 without a bias
-    return elementType.isF32() || (elementType.isBF16() && !op.getBias());
+  if (target == "cpu") // the runtime's kernel: f32, or bf16 with an f32 bias (scores are f32)
+    return elementType.isF32() ||
+           (elementType.isBF16() &&
+            (!op.getBias() || CoreBuilder::elementTypeOf(op.getBias()).isF32()));
   if (target != "cuda")
+    return false;
+  // The generated kernel reads the bias in q's type (an f32 attention's bias converts with it).
+  if (op.getBias() &&
+      CoreBuilder::elementTypeOf(op.getBias()) != CoreBuilder::elementTypeOf(op.getQ()))
     return false;
   // Symbolic batch and sequence lengths are read at run time; head dims are compiled in.
   for (Value x : {op.getQ(), op.getK(), op.getV()})

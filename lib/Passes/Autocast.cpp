@@ -125,8 +125,13 @@ struct AutocastPass : impl::AutocastBase<AutocastPass> {
     });
     HalfValues halves(half);
     for (Operation *op : ops) {
+      // The CPU's attention kernel adds an f32 bias to its f32 scores: the bias stays f32.
+      auto attention = dyn_cast<AttentionOp>(op);
+      OpOperand *keep = attention && target == "cpu" && attention.getBias()
+                            ? &attention.getBiasMutable()[0]
+                            : nullptr;
       for (OpOperand &operand : op->getOpOperands())
-        if (isF32Tensor(operand.get()))
+        if (isF32Tensor(operand.get()) && &operand != keep)
           operand.set(halves.get(operand.get()));
       OpBuilder b(op);
       Value result = op->getResult(0);

@@ -225,8 +225,6 @@ AttentionGeometry makeAttentionGeometry(const Shape &q, const Shape &k, const Sh
   g.hasMask = mask != nullptr;
   g.hasBias = bias != nullptr;
   g.bf16 = bf16;
-  if (bf16 && g.hasBias)
-    throw Error("attention: a bf16 attention takes no bias (its scores are f32)");
   g.skipAboveDiagonal = causal && !(g.hasMask && maskedValue > -HUGE_VAL);
   g.maskStrides = mask ? attentionBroadcastStrides(*mask) : Shape(r, 0);
   g.biasStrides = bias ? attentionBroadcastStrides(*bias) : Shape(r, 0);

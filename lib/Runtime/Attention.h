@@ -6,10 +6,10 @@
 // with the sgemm, applies the causal triangle, mask and bias, rescales its running output by
 // the change of the row maxima, and adds the block's probabilities times its values with a
 // second sgemm. Memory: one score block and one output block per thread, whatever the sequence
-// length. Causal blocks above the diagonal are skipped. In bf16 (q, k, v and the output; no
-// bias) both products are libtccrt's 16-bit GEMMs (AVX512-BF16 or AMX where the CPU has them)
-// with f32 sums; scores and softmax stay f32, the probabilities are rounded to bf16 for the
-// second product, as FlashAttention does.
+// length. Causal blocks above the diagonal are skipped. In bf16 (q, k, v and the output; the
+// bias stays f32) both products are libtccrt's 16-bit GEMMs (AVX512-BF16 or AMX where the CPU
+// has them) with f32 sums; scores, bias and softmax stay f32, the probabilities are rounded to
+// bf16 for the second product, as FlashAttention does.
 //
 //===----------------------------------------------------------------------===//
 #pragma once

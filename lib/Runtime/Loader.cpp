@@ -1050,8 +1050,8 @@ private:
       if (b->dtype != (bf16 ? TCCRT_BF16 : TCCRT_F32))
         throw Error(what + ": q, k, v and output must be all f32 or all bf16, got " +
                     typeString(b->dtype, b->shape, b->dims));
-    if (bias && (bf16 || bias->dtype != TCCRT_F32))
-      throw Error(what + ": the bias must be f32, with f32 q, k and v, got " +
+    if (bias && bias->dtype != TCCRT_F32)
+      throw Error(what + ": the bias must be f32 (the scores are f32), got " +
                   typeString(bias->dtype, bias->shape, bias->dims));
     if (mask && mask->dtype != TCCRT_BOOL)
       throw Error(what + ": the mask must be bool, got " +

@@ -1012,7 +1012,7 @@ std::vector<float> naiveAttention(const AttentionCase &c, const std::vector<floa
 }
 
 /// The kernel against the definition in double. In bf16 (`bf16`: q, k, v and the output bf16,
-/// no bias) on the bf16-rounded operands: the probabilities are rounded to bf16 before the
+/// the bias f32) on the bf16-rounded operands: the probabilities are rounded to bf16 before the
 /// second product, so about 2^-8 relative.
 void checkAttention(const AttentionCase &c, unsigned seed, int threads, bool bf16 = false) {
   auto q = randomFloats(numElements(c.q), seed), k = randomFloats(numElements(c.k), seed + 1),
@@ -1190,6 +1190,9 @@ TEST(RuntimeAttention, Bf16MatchesTheDefinitionWithinRounding) {
       {{2, 4, 33, 16}, {2, 4, 700, 16}, {2, 4, 700, 16}, {2, 1, 1, 700}, {}, 0.25, false},
       {{2, 8, 50, 16}, {2, 2, 270, 16}, {2, 2, 270, 16}, {}, {}, 0.25, true},
       {{2, 3, 4, 8}, {2, 3, 0, 8}, {2, 3, 0, 5}, {}, {}, 0.5, false},
+      // An f32 bias (BERT's additive padding mask, a relative-position bias) on the f32 scores.
+      {{2, 3, 20, 8}, {2, 3, 600, 8}, {2, 3, 600, 8}, {}, {1, 3, 20, 600}, 1.0, false},
+      {{2, 3, 20, 8}, {2, 3, 30, 8}, {2, 3, 30, 8}, {1, 1, 20, 30}, {2, 1, 1, 30}, 0.5, true},
   };
   unsigned seed = 90;
   for (const AttentionCase &c : cases)

@@ -293,7 +293,8 @@ def Tcc_AttentionOp : Tcc_Op<"attention", [Tcc_Differentiable, Pure, AttrSizedOp
       - `causal`: s[.., i, j] = -inf where j > i (the upper-left-aligned triangle of ONNX
         Attention and PyTorch's is_causal);
       - `mask` (i1): s = mask ? s : masked_value;
-      - `bias` (q's type): s = s + bias;
+      - `bias` (q's type, or f32 when q is 16-bit: the fused kernels' scores are f32):
+        s = s + bias;
     then p = softmax(s) along the last dim (max-shifted; a row whose maximum is not finite is
     not shifted, so a fully masked row of -inf gives NaN, as a decomposed softmax does), and the
     result p v. `mask` and `bias` have the scores' rank; each dim is 1 (broadcast) or the

@@ -43,3 +43,15 @@ func.func @block(%x: tensor<2x8x64xf32>, %w: tensor<64x64xf32>, %k: tensor<2x4x8
   %b = tcc.attention %q72, %q72, %q72 {scale = 0.1 : f64} : tensor<1x1x8x72xf32>, tensor<1x1x8x72xf32>, tensor<1x1x8x72xf32> -> tensor<1x1x8x72xf32>
   return %y, %a, %b : tensor<2x8x64xf32>, tensor<2x4x8x16xf32>, tensor<1x1x8x72xf32>
 }
+
+// An additive bias: the CPU kernel adds it to its f32 scores, so it stays f32 there; CUDA's
+// kernel reads it in q's type, so it converts with q.
+// CHECK-LABEL: func.func @bias(
+// CHECK: %[[B16:.*]] = tcc.cast %arg1 : tensor<1x2x8x8xf32> -> tensor<1x2x8x8xbf16>
+// CHECK: tcc.attention {{.*}} bias(%[[B16]] : tensor<1x2x8x8xbf16>) {{.*}} -> tensor<1x2x8x16xbf16>
+// CPUBF16-LABEL: func.func @bias(
+// CPUBF16: tcc.attention {{.*}} bias(%arg1 : tensor<1x2x8x8xf32>) {{.*}} -> tensor<1x2x8x16xbf16>
+func.func @bias(%q: tensor<1x2x8x16xf32>, %b: tensor<1x2x8x8xf32>) -> tensor<1x2x8x16xf32> {
+  %a = tcc.attention %q, %q, %q bias(%b : tensor<1x2x8x8xf32>) {scale = 0.25 : f64} : tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32> -> tensor<1x2x8x16xf32>
+  return %a : tensor<1x2x8x16xf32>
+}

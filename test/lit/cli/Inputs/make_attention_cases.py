@@ -6,6 +6,7 @@ python3-numpy): opset 17, expected outputs computed in float64 from the 16-bit i
   gpt2_f16:  f16 inputs [1, 2, 80, 64], causal as GPT-2 writes it (Where over a constant
              lower triangle, filled with f16's lowest value), scores scaled by 1/8.
   bert_f16:  f16 inputs [2, 2, 40, 32], an additive padding bias [2, 1, 1, 40] (an input).
+  bert_f32:  the same in f32 (cpu-precision.test: --precision bf16 keeps the bias f32).
   gqa_bf16:  f32 inputs cast to bf16 in the graph: q [1, 4, 70, 64], k/v [1, 2, 70, 64]
              repeated to 4 heads (Unsqueeze, Expand, Reshape), a boolean padding mask [1, 1, 1,
              70] (masked_fill with -inf); the result cast back to f32.
@@ -108,6 +109,22 @@ save("bert_f16", [
     [q, k, v, bias],
     reference(q, k, v, float(np.float16(1 / np.sqrt(32))), bias=bias).astype(np.float16),
     [numpy_helper.from_array(np.array(1 / np.sqrt(32), np.float16), "scale")])
+
+# The same in f32 (for --precision bf16 on the CPU: the bias stays f32 there).
+q32, k32, v32, bias32 = (a.astype(np.float32) for a in (q, k, v, bias))
+save("bert_f32", [
+    node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+    node("MatMul", ["q", "kt"], ["s0"]),
+    node("Mul", ["s0", "scale"], ["s1"]),
+    node("Add", ["s1", "bias"], ["s2"]),
+    node("Softmax", ["s2"], ["p"], axis=-1),
+    node("MatMul", ["p", "v"], ["y"])],
+    [helper.make_tensor_value_info(n, F, shape) for n in "qkv"] +
+    [helper.make_tensor_value_info("bias", F, bshape)],
+    [helper.make_tensor_value_info("y", F, shape)],
+    [q32, k32, v32, bias32],
+    reference(q32, k32, v32, float(np.float32(1 / np.sqrt(32))), bias=bias32).astype(np.float32),
+    [numpy_helper.from_array(np.array(1 / np.sqrt(32), np.float32), "scale")])
 
 # Grouped-query attention with a boolean padding mask, bf16 inside an f32 graph.
 qs, kvs, ms = [1, 4, 70, 64], [1, 2, 70, 64], [1, 1, 1, 70]
