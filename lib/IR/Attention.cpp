@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 
 using namespace mlir;
 
@@ -82,7 +83,26 @@ static Value swapLastTwo(CoreBuilder &b, Value x) {
   return b.transpose(x, swap);
 }
 
+/// A 16-bit attention's operands in f32: its decomposition computes in f32 (scores, softmax and
+/// sums, as the fused kernels do), only its results are 16-bit. Null when `a` is not 16-bit.
+static std::optional<AttentionOperands> inF32(CoreBuilder &b, const AttentionOperands &a) {
+  Type et = CoreBuilder::elementTypeOf(a.q);
+  if (!isa<FloatType>(et) || et.getIntOrFloatBitWidth() != 16)
+    return std::nullopt;
+  Type f32 = b.builder().getF32Type();
+  AttentionOperands wide = a;
+  for (Value *x : {&wide.q, &wide.k, &wide.v, &wide.bias})
+    if (*x && CoreBuilder::elementTypeOf(*x) != f32)
+      *x = b.cast(*x, f32);
+  return wide;
+}
+
 AttentionCore buildAttentionCore(CoreBuilder &b, const AttentionOperands &a) {
+  if (std::optional<AttentionOperands> wide = inF32(b, a)) {
+    AttentionCore c = buildAttentionCore(b, *wide);
+    c.result = b.cast(c.result, CoreBuilder::elementTypeOf(a.q));
+    return c;
+  }
   Value q = a.q;
   SymShape qShape = CoreBuilder::dimsOf(q);
   int64_t r = qShape.size();
@@ -107,12 +127,8 @@ AttentionCore buildAttentionCore(CoreBuilder &b, const AttentionOperands &a) {
     s = b.select(m, s, b.splatLike(s, a.maskedValue));
     c.keep = c.keep ? b.binary(BinaryKind::And, c.keep, m) : m;
   }
-  if (Value bias = a.bias) {
-    Type et = CoreBuilder::elementTypeOf(s);
-    if (CoreBuilder::elementTypeOf(bias) != et) // an f32 bias of a 16-bit attention
-      bias = b.cast(bias, et);
+  if (Value bias = a.bias)
     s = b.add(s, b.broadcastToDims(bias, scores));
-  }
   // The frontend's softmax (frontend/onnx/ops/Reduction.cpp): shifted by the row maximum when
   // it is finite (x - x == 0), not shifted otherwise.
   Value m = b.reduce(ReduceKind::Max, s, {r - 1}, /*keepDims=*/true);
@@ -131,6 +147,15 @@ AttentionGrads buildAttentionGradCore(CoreBuilder &b, const AttentionOperands &a
   AttentionGrads out;
   if (!wantQ && !wantK && !wantV && !wantScores)
     return out;
+  if (std::optional<AttentionOperands> wide = inF32(b, a)) {
+    out = buildAttentionGradCore(b, *wide, b.cast(g, b.builder().getF32Type()), wantQ, wantK,
+                                 wantV, wantScores);
+    Type et = CoreBuilder::elementTypeOf(a.q);
+    for (Value *x : {&out.q, &out.k, &out.v}) // the scores' gradient stays f32 (a bias's)
+      if (*x)
+        *x = b.cast(*x, et);
+    return out;
+  }
   AttentionCore c = buildAttentionCore(b, a);
   int64_t r = CoreBuilder::rankOf(a.q);
   if (wantV)

@@ -391,9 +391,14 @@ LogicalResult AttentionGradOp::verify() {
   if (shape(getGradQ()) != shape(getQ()) || shape(getGradK()) != shape(getK()) ||
       shape(getGradV()) != shape(getV()))
     return emitOpError("grad_q, grad_k and grad_v must have the shapes of q, k and v");
+  Type et = getQ().getType().getElementType();
+  if (!et.isF32() && !et.isBF16())
+    return emitOpError("q must be f32 or bf16");
   for (Value x : getOperands())
-    if (x != getMask() && !cast<MemRefType>(x.getType()).getElementType().isF32())
-      return emitOpError("every operand but the mask must be f32");
+    if (x != getMask() && x != getBias() && cast<MemRefType>(x.getType()).getElementType() != et)
+      return emitOpError("q, k, v, the output and every gradient must have one element type");
+  if (getBias() && !getBias().getType().getElementType().isF32())
+    return emitOpError("the bias must be f32");
   if (getMask() && !getMask().getType().getElementType().isInteger(1))
     return emitOpError("mask must be i1");
   return success();

@@ -873,7 +873,10 @@ struct DecomposeAttentionPass : impl::DecomposeAttentionBase<DecomposeAttentionP
 void recognizeAttention(func::FuncOp f, bool explain) { Recognizer(f, explain).run(); }
 
 bool hasFusedAttentionGradKernel(AttentionGradOp op, llvm::StringRef target) {
-  return target == "cpu" && CoreBuilder::elementTypeOf(op.getQ()).isF32();
+  Type et = CoreBuilder::elementTypeOf(op.getQ());
+  return target == "cpu" &&
+         (et.isF32() || (et.isBF16() && (!op.getBias() ||
+                                         CoreBuilder::elementTypeOf(op.getBias()).isF32())));
 }
 
 bool hasFusedAttentionKernel(AttentionOp op, Type elementType, llvm::StringRef target) {

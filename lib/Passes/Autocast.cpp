@@ -116,7 +116,8 @@ struct AutocastPass : impl::AutocastBase<AutocastPass> {
         if (isF32Tensor(m.getResult()))
           ops.push_back(op);
       } else if (auto a = dyn_cast<AttentionOp>(op)) {
-        if (isF32Tensor(a.getResult()) && hasFusedAttentionKernel(a, half, target))
+        if (isF32Tensor(a.getResult()) &&
+            (allAttention || hasFusedAttentionKernel(a, half, target)))
           ops.push_back(op);
       } else if (auto c = dyn_cast<ConvOp>(op)) {
         if (isF32Tensor(c.getResult()) && hasHalfConvKernel(c, target))
@@ -125,9 +126,10 @@ struct AutocastPass : impl::AutocastBase<AutocastPass> {
     });
     HalfValues halves(half);
     for (Operation *op : ops) {
-      // The CPU's attention kernel adds an f32 bias to its f32 scores: the bias stays f32.
+      // The CPU's attention kernel adds an f32 bias to its f32 scores (and decompositions of
+      // 16-bit attention compute in f32): the bias stays f32 there and in training.
       auto attention = dyn_cast<AttentionOp>(op);
-      OpOperand *keep = attention && target == "cpu" && attention.getBias()
+      OpOperand *keep = attention && (target == "cpu" || allAttention) && attention.getBias()
                             ? &attention.getBiasMutable()[0]
                             : nullptr;
       for (OpOperand &operand : op->getOpOperands())

@@ -356,37 +356,78 @@ constexpr int64_t kGradBlockCols = 256; // keys per block of the backward pass
 AttentionGeometry makeAttentionGradGeometry(const Shape &q, const Shape &k, const Shape &v,
                                             const Shape *mask, const Shape *bias,
                                             const Shape &output, double scale, bool causal,
-                                            double maskedValue) {
+                                            double maskedValue, bool bf16) {
   AttentionGeometry g =
-      makeAttentionGeometry(q, k, v, mask, bias, output, scale, causal, maskedValue);
+      makeAttentionGeometry(q, k, v, mask, bias, output, scale, causal, maskedValue, bf16);
   g.blockCols = std::min(kGradBlockCols, std::max<int64_t>(g.lk, 1));
-  // Scores and their gradient, m, l and corr (the statistics pass), then each row's key end.
+  // Scores and their gradient, m, l and corr (the statistics pass), then each row's key end;
+  // bf16: the probabilities and dS rounded for the products, and the row block's f32 dQ.
   size_t floats = (size_t)(2 * g.blockRows * g.blockCols + 3 * g.blockRows);
   g.workspaceBytes = (floats * sizeof(float) + 63) / 64 * 64 +
                      ((size_t)g.blockRows * sizeof(int64_t) + 63) / 64 * 64;
+  if (bf16)
+    g.workspaceBytes +=
+        ((size_t)(2 * g.blockRows * g.blockCols) * sizeof(uint16_t) + 63) / 64 * 64 +
+        ((size_t)(g.blockRows * g.d) * sizeof(float) + 63) / 64 * 64;
   return g;
 }
 
-void runAttentionBackward(const AttentionGeometry &g, const float *q, const float *k,
-                          const float *v, const float *output, const float *gradOutput,
-                          const bool *mask, const float *bias, float *gradQ, float *gradK,
-                          float *gradV, void *workspace, int numThreads) {
+void runAttentionBackward(const AttentionGeometry &g, const void *q, const void *k,
+                          const void *v, const void *output, const void *gradOutput,
+                          const bool *mask, const float *bias, void *gradQ, void *gradK,
+                          void *gradV, void *workspace, int numThreads) {
   int64_t kvBatches = 1;
   for (int64_t b : g.kvBatch)
     kvBatches *= b;
-  std::fill_n(gradK, kvBatches * g.lk * g.d, 0.0f);
-  std::fill_n(gradV, kvBatches * g.lk * g.dv, 0.0f);
-  std::fill_n(gradQ, g.batches * g.lq * g.d, 0.0f);
+  const size_t elem = g.bf16 ? sizeof(uint16_t) : sizeof(float);
+  auto zero = [&](void *p, int64_t n) { std::fill_n(static_cast<char *>(p), n * elem, 0); };
+  zero(gradK, kvBatches * g.lk * g.d);
+  zero(gradV, kvBatches * g.lk * g.dv);
+  zero(gradQ, g.batches * g.lq * g.d);
   if (g.batches == 0 || g.lq == 0 || g.lk == 0)
     return; // no scores: every gradient is the empty sum
-  const SgemmIsa isa = sgemmIsa();
+  // The element type's packing and products: f32 sgemm, or bf16 gemm16 with f32 sums.
+  const SgemmIsa isa = g.bf16 ? gemm16Isa(Half16::BF16) : sgemmIsa();
+  auto at = [&](const void *base, int64_t offset) {
+    return static_cast<const char *>(base) + offset * elem;
+  };
+  auto value = [&](const void *base, int64_t i) {
+    return g.bf16 ? bfloat16ToFloat(static_cast<const uint16_t *>(base)[i])
+                  : static_cast<const float *>(base)[i];
+  };
+  auto store = [&](void *base, int64_t i, float x) {
+    if (g.bf16)
+      static_cast<uint16_t *>(base)[i] = floatToBfloat16(x);
+    else
+      static_cast<float *>(base)[i] = x;
+  };
+  auto packA = [&](int64_t m, int64_t kk, const void *a) {
+    return g.bf16 ? packGemm16A(Half16::BF16, false, m, kk, static_cast<const uint16_t *>(a), kk)
+                  : packSgemmA(isa, false, m, kk, static_cast<const float *>(a), kk);
+  };
+  auto packB = [&](bool transB, int64_t kk, int64_t n, const void *b, int64_t ldb) {
+    return g.bf16 ? packGemm16B(Half16::BF16, transB, kk, n, static_cast<const uint16_t *>(b), ldb)
+                  : packSgemmB(isa, transB, kk, n, static_cast<const float *>(b), ldb);
+  };
+  auto product = [&](bool transA, bool transB, int64_t m, int64_t n, int64_t kk, float alpha,
+                     const void *a, int64_t lda, const void *b, int64_t ldb, float beta, float *c,
+                     int64_t ldc, const SgemmPacked *pa, const SgemmPacked *pb) {
+    if (g.bf16)
+      gemm16(Half16::BF16, transA, transB, m, n, kk, alpha, static_cast<const uint16_t *>(a), lda,
+             static_cast<const uint16_t *>(b), ldb, beta, c, ldc, 1, pa, pb);
+    else
+      sgemm(transA, transB, m, n, kk, alpha, static_cast<const float *>(a), lda,
+            static_cast<const float *>(b), ldb, beta, c, ldc, 1, pa, pb);
+  };
   const int64_t rowBlocks = (g.lq + g.blockRows - 1) / g.blockRows;
   const int64_t keyBlocks = (g.lk + g.blockCols - 1) / g.blockCols;
   struct Workspace {
-    float *s, *dp, *m, *l, *corr;
+    float *s, *dp, *m, *l, *corr, *dq;
     int64_t *keyEnd;
+    uint16_t *p16, *ds16;
   };
   auto own = [&](int64_t worker) {
+    auto align = [](size_t bytes) { return (bytes + 63) / 64 * 64; };
     char *base = static_cast<char *>(workspace) + worker * g.workspaceBytes;
     Workspace w;
     w.s = reinterpret_cast<float *>(base);
@@ -394,8 +435,13 @@ void runAttentionBackward(const AttentionGeometry &g, const float *q, const floa
     w.m = w.dp + g.blockRows * g.blockCols;
     w.l = w.m + g.blockRows;
     w.corr = w.l + g.blockRows;
-    w.keyEnd = reinterpret_cast<int64_t *>(
-        base + ((size_t)(w.corr + g.blockRows - w.s) * sizeof(float) + 63) / 64 * 64);
+    char *next = base + align((size_t)(w.corr + g.blockRows - w.s) * sizeof(float));
+    w.keyEnd = reinterpret_cast<int64_t *>(next);
+    next += align((size_t)g.blockRows * sizeof(int64_t));
+    w.p16 = reinterpret_cast<uint16_t *>(next);
+    w.ds16 = w.p16 + g.blockRows * g.blockCols;
+    next += align((size_t)(2 * g.blockRows * g.blockCols) * sizeof(uint16_t));
+    w.dq = reinterpret_cast<float *>(next);
     return w;
   };
   // Keys a row block sees: causal (without a finite fill) stops at its last row.
@@ -411,15 +457,15 @@ void runAttentionBackward(const AttentionGeometry &g, const float *q, const floa
     const int64_t batch = item / rowBlocks, i0 = item % rowBlocks * g.blockRows;
     const int64_t rows = std::min(g.blockRows, g.lq - i0), first = batch * g.lq + i0;
     const BatchOffsets offsets = batchOffsets(g, batch);
-    const float *kb = k + offsets.kvBatch * g.lk * g.d, *qb = q + first * g.d;
+    const char *kb = at(k, offsets.kvBatch * g.lk * g.d), *qb = at(q, first * g.d);
     Workspace w = own(worker);
     std::fill(w.m, w.m + rows, -inf);
     std::fill(w.l, w.l + rows, 0.0f);
-    SgemmPacked queries = packSgemmA(isa, false, rows, g.d, qb, g.d);
+    SgemmPacked queries = packA(rows, g.d, qb);
     for (int64_t j0 = 0, keys = keysOf(i0, rows); j0 < keys; j0 += g.blockCols) {
       int64_t cols = std::min(g.blockCols, keys - j0);
-      sgemm(false, true, rows, cols, g.d, (float)g.scale, qb, g.d, kb + j0 * g.d, g.d, 0.0f, w.s,
-            cols, 1, &queries, nullptr);
+      product(false, true, rows, cols, g.d, (float)g.scale, qb, g.d, at(kb, j0 * g.d), g.d, 0.0f,
+              w.s, cols, &queries, nullptr);
       ScoreBlock sb = scoreBlock(g, offsets, mask, bias, i0, rows, j0, cols, w.s, w.keyEnd, w.m,
                                  w.l, w.corr);
       softmaxBlock(&sb);
@@ -429,7 +475,7 @@ void runAttentionBackward(const AttentionGeometry &g, const float *q, const floa
       sum[first + r] = w.l[r];
       float dot = 0;
       for (int64_t c = 0; c < g.dv; ++c)
-        dot += gradOutput[(first + r) * g.dv + c] * output[(first + r) * g.dv + c];
+        dot += value(gradOutput, (first + r) * g.dv + c) * value(output, (first + r) * g.dv + c);
       rowDot[first + r] = dot;
     }
   });
@@ -437,7 +483,8 @@ void runAttentionBackward(const AttentionGeometry &g, const float *q, const floa
   // 2. Work items: a key/value batch with every query batch that reads it (grouped-query heads
   //    summed in one place), its keys in chunks when there are fewer such batches than threads.
   //    An item owns its keys' rows of dK and dV; dQ is written directly when an item has all
-  //    the keys, else summed from one partial dQ per chunk, in chunk order.
+  //    the keys, else summed from one partial dQ per chunk, in chunk order. Sums are f32: in
+  //    bf16 dK and dV are kept in f32 for the item and dQ for the row block, then rounded.
   std::vector<std::vector<int64_t>> readers((size_t)kvBatches);
   for (int64_t batch = 0; batch < g.batches; ++batch)
     readers[batchOffsets(g, batch).kvBatch].push_back(batch);
@@ -451,68 +498,100 @@ void runAttentionBackward(const AttentionGeometry &g, const float *q, const floa
     const int64_t kvBatch = item / chunks, chunk = item % chunks;
     const int64_t firstKeyBlock = keyBlocks * chunk / chunks,
                   endKeyBlock = keyBlocks * (chunk + 1) / chunks;
-    const float *kb = k + kvBatch * g.lk * g.d, *vb = v + kvBatch * g.lk * g.dv;
-    float *dkb = gradK + kvBatch * g.lk * g.d, *dvb = gradV + kvBatch * g.lk * g.dv;
-    float *dqBase = chunks > 1 ? partialQ.data() + chunk * g.batches * g.lq * g.d : gradQ;
+    const int64_t firstKey = firstKeyBlock * g.blockCols,
+                  endKey = std::min(g.lk, endKeyBlock * g.blockCols);
+    const char *kb = at(k, kvBatch * g.lk * g.d), *vb = at(v, kvBatch * g.lk * g.dv);
+    // The item's dK and dV rows (from firstKey), in f32: the outputs' own rows in f32.
+    std::vector<float> sums16(g.bf16 ? (size_t)((endKey - firstKey) * (g.d + g.dv)) : 0);
+    float *dk = g.bf16 ? sums16.data()
+                       : static_cast<float *>(gradK) + (kvBatch * g.lk + firstKey) * g.d;
+    float *dv = g.bf16 ? sums16.data() + (endKey - firstKey) * g.d
+                       : static_cast<float *>(gradV) + (kvBatch * g.lk + firstKey) * g.dv;
     // Each key block packed once for the item: k^T for the scores, v^T for dP, k for dQ.
     std::vector<SgemmPacked> keysT, valuesT, keysN;
     for (int64_t kbi = firstKeyBlock; kbi < endKeyBlock; ++kbi) {
       int64_t j0 = kbi * g.blockCols, cols = std::min(g.blockCols, g.lk - j0);
-      keysT.push_back(packSgemmB(isa, true, g.d, cols, kb + j0 * g.d, g.d));
-      valuesT.push_back(packSgemmB(isa, true, g.dv, cols, vb + j0 * g.dv, g.dv));
-      keysN.push_back(packSgemmB(isa, false, cols, g.d, kb + j0 * g.d, g.d));
+      keysT.push_back(packB(true, g.d, cols, at(kb, j0 * g.d), g.d));
+      valuesT.push_back(packB(true, g.dv, cols, at(vb, j0 * g.dv), g.dv));
+      keysN.push_back(packB(false, cols, g.d, at(kb, j0 * g.d), g.d));
     }
     Workspace w = own(worker);
-    const int64_t firstKey = firstKeyBlock * g.blockCols;
     for (int64_t batch : readers[kvBatch]) {
       const BatchOffsets offsets = batchOffsets(g, batch);
-      float *dq = dqBase + batch * g.lq * g.d;
-      if (chunks > 1)
-        std::fill_n(dq, g.lq * g.d, 0.0f);
+      float *partial = chunks > 1 ? partialQ.data() + (chunk * g.batches + batch) * g.lq * g.d
+                                  : nullptr;
+      if (partial)
+        std::fill_n(partial, g.lq * g.d, 0.0f);
       // Causal: rows before the chunk's first key see none of its keys.
       int64_t firstRowBlock = g.skipAboveDiagonal ? firstKey / g.blockRows : 0;
       for (int64_t rb = firstRowBlock; rb < rowBlocks; ++rb) {
         const int64_t i0 = rb * g.blockRows, rows = std::min(g.blockRows, g.lq - i0);
         const int64_t first = batch * g.lq + i0;
-        const float *qb = q + first * g.d, *gob = gradOutput + first * g.dv;
+        const char *qb = at(q, first * g.d), *gob = at(gradOutput, first * g.dv);
+        // dQ's rows: the partial sum, the output's rows (f32), or the block's f32 sums (bf16).
+        float *dq = partial ? partial + i0 * g.d
+                            : g.bf16 ? w.dq : static_cast<float *>(gradQ) + first * g.d;
+        if (!partial && g.bf16)
+          std::fill_n(dq, rows * g.d, 0.0f);
         // q and dO as the left operands of the scores and dP, and as the right operands of
         // dK and dV: packed once for all the item's key blocks.
-        SgemmPacked queries = packSgemmA(isa, false, rows, g.d, qb, g.d);
-        SgemmPacked grads = packSgemmA(isa, false, rows, g.dv, gob, g.dv);
-        SgemmPacked queriesB = packSgemmB(isa, false, rows, g.d, qb, g.d);
-        SgemmPacked gradsB = packSgemmB(isa, false, rows, g.dv, gob, g.dv);
+        SgemmPacked queries = packA(rows, g.d, qb), grads = packA(rows, g.dv, gob);
+        SgemmPacked queriesB = packB(false, rows, g.d, qb, g.d);
+        SgemmPacked gradsB = packB(false, rows, g.dv, gob, g.dv);
         const int64_t keys = keysOf(i0, rows);
         for (int64_t kbi = firstKeyBlock; kbi < endKeyBlock; ++kbi) {
           const int64_t j0 = kbi * g.blockCols;
           if (j0 >= keys)
             break;
-          const int64_t cols = std::min(g.blockCols, g.lk - j0), at = kbi - firstKeyBlock;
-          sgemm(false, true, rows, cols, g.d, (float)g.scale, qb, g.d, kb + j0 * g.d, g.d, 0.0f,
-                w.s, cols, 1, &queries, &keysT[at]);
-          sgemm(false, true, rows, cols, g.dv, 1.0f, gob, g.dv, vb + j0 * g.dv, g.dv, 0.0f, w.dp,
-                cols, 1, &grads, &valuesT[at]);
+          const int64_t cols = std::min(g.blockCols, g.lk - j0), idx = kbi - firstKeyBlock;
+          product(false, true, rows, cols, g.d, (float)g.scale, qb, g.d, at(kb, j0 * g.d), g.d,
+                  0.0f, w.s, cols, &queries, &keysT[idx]);
+          product(false, true, rows, cols, g.dv, 1.0f, gob, g.dv, at(vb, j0 * g.dv), g.dv, 0.0f,
+                  w.dp, cols, &grads, &valuesT[idx]);
           GradBlock gb{scoreBlock(g, offsets, mask, bias, i0, rows, j0, cols, w.s, w.keyEnd,
                                   nullptr, nullptr, nullptr),
                        w.dp, shift.data() + first, sum.data() + first, rowDot.data() + first,
                        (float)g.scale};
           gradBlock(&gb);
+          const void *p = w.s, *ds = w.dp;
+          if (g.bf16) { // rounded for the 16-bit products, as FlashAttention does
+            for (int64_t i = 0; i < rows * cols; ++i) {
+              w.p16[i] = floatToBfloat16(w.s[i]);
+              w.ds16[i] = floatToBfloat16(w.dp[i]);
+            }
+            p = w.p16;
+            ds = w.ds16;
+          }
           // dV += p^T dO, dK += (scale dS)^T q, dQ += (scale dS) k.
-          sgemm(true, false, cols, g.dv, rows, 1.0f, w.s, cols, gob, g.dv, 1.0f, dvb + j0 * g.dv,
-                g.dv, 1, nullptr, &gradsB);
-          sgemm(true, false, cols, g.d, rows, 1.0f, w.dp, cols, qb, g.d, 1.0f, dkb + j0 * g.d, g.d,
-                1, nullptr, &queriesB);
-          sgemm(false, false, rows, g.d, cols, 1.0f, w.dp, cols, kb + j0 * g.d, g.d, 1.0f,
-                dq + i0 * g.d, g.d, 1, nullptr, &keysN[at]);
+          const int64_t key = j0 - firstKey;
+          product(true, false, cols, g.dv, rows, 1.0f, p, cols, gob, g.dv, 1.0f, dv + key * g.dv,
+                  g.dv, nullptr, &gradsB);
+          product(true, false, cols, g.d, rows, 1.0f, ds, cols, qb, g.d, 1.0f, dk + key * g.d,
+                  g.d, nullptr, &queriesB);
+          product(false, false, rows, g.d, cols, 1.0f, ds, cols, at(kb, j0 * g.d), g.d, 1.0f, dq,
+                  g.d, nullptr, &keysN[idx]);
         }
+        if (!partial && g.bf16)
+          for (int64_t i = 0; i < rows * g.d; ++i)
+            store(gradQ, first * g.d + i, dq[i]);
       }
+    }
+    if (g.bf16) {
+      for (int64_t i = 0; i < (endKey - firstKey) * g.d; ++i)
+        store(gradK, (kvBatch * g.lk + firstKey) * g.d + i, dk[i]);
+      for (int64_t i = 0; i < (endKey - firstKey) * g.dv; ++i)
+        store(gradV, (kvBatch * g.lk + firstKey) * g.dv + i, dv[i]);
     }
   });
   if (chunks > 1) {
     const int64_t n = g.batches * g.lq * g.d;
     parallelFor(numThreads, n, 8 * chunks, [&](int64_t begin, int64_t end) {
-      for (int64_t c = 0; c < chunks; ++c)
-        for (int64_t i = begin; i < end; ++i)
-          gradQ[i] += partialQ[c * n + i];
+      for (int64_t i = begin; i < end; ++i) {
+        float total = 0;
+        for (int64_t c = 0; c < chunks; ++c)
+          total += partialQ[c * n + i];
+        store(gradQ, i, total);
+      }
     });
   }
 }

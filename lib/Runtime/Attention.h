@@ -57,25 +57,27 @@ void runAttention(const AttentionGeometry &g, const void *q, const void *k, cons
                   const bool *mask, const float *bias, void *output, void *workspace,
                   int numThreads);
 
-/// The geometry of tk.attention_grad (f32): the forward's, with the backward's blocks and
-/// workspace.
+/// The geometry of tk.attention_grad (f32, or bf16 with an f32 bias): the forward's, with the
+/// backward's blocks and workspace.
 AttentionGeometry makeAttentionGradGeometry(const Shape &q, const Shape &k, const Shape &v,
                                             const Shape *mask, const Shape *bias,
                                             const Shape &output, double scale, bool causal,
-                                            double maskedValue);
+                                            double maskedValue, bool bf16 = false);
 
 /// tk.attention_grad: the gradients of attention's result with respect to q, k and v, given
 /// the forward's `output` and the result's adjoint `gradOutput` (FlashAttention-2's backward
-/// pass, on f32 buffers): never more of the scores than one block per thread. A first pass
-/// recomputes each row's softmax statistics and dO . O; the second walks, per key/value batch
-/// (grouped-query heads summed there), its key blocks against every query block, recomputes
-/// the probabilities and adds p^T dO to dV, dS^T q to dK and dS k to dQ. With fewer key/value
+/// pass): never more of the scores than one block per thread. A first pass recomputes each
+/// row's softmax statistics and dO . O; the second walks, per key/value batch (grouped-query
+/// heads summed there), its key blocks against every query block, recomputes the
+/// probabilities and adds p^T dO to dV, dS^T q to dK and dS k to dQ. With fewer key/value
 /// batches than threads the keys are split into chunks with one partial dQ each, summed in
 /// chunk order (the rounding of dQ then depends on the thread count; dK and dV never do).
+/// Buffers hold f32, or bf16 bits when g.bf16 (the bias f32 in both): then the products run on
+/// the 16-bit GEMMs with p and dS rounded to bf16, and every sum is f32 until it is stored.
 /// `workspace`: numThreads x g.workspaceBytes, as for runAttention.
-void runAttentionBackward(const AttentionGeometry &g, const float *q, const float *k,
-                          const float *v, const float *output, const float *gradOutput,
-                          const bool *mask, const float *bias, float *gradQ, float *gradK,
-                          float *gradV, void *workspace, int numThreads);
+void runAttentionBackward(const AttentionGeometry &g, const void *q, const void *k,
+                          const void *v, const void *output, const void *gradOutput,
+                          const bool *mask, const float *bias, void *gradQ, void *gradK,
+                          void *gradV, void *workspace, int numThreads);
 
 } // namespace tcc::rt

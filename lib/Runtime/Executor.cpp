@@ -285,11 +285,12 @@ void Program::run(const void *const *inputs, void *const *outputs) {
                    addresses_[s->output], workspace_, threads);
     } else if (auto *s = std::get_if<AttentionGradStep>(&step)) {
       const AttentionGeometry &g = s->geometry;
-      auto f32 = [&](uint32_t buffer) { return static_cast<float *>(addresses_[buffer]); };
-      runAttentionBackward(g, f32(s->q), f32(s->k), f32(s->v), f32(s->output), f32(s->gradOutput),
+      runAttentionBackward(g, addresses_[s->q], addresses_[s->k], addresses_[s->v],
+                           addresses_[s->output], addresses_[s->gradOutput],
                            g.hasMask ? static_cast<const bool *>(addresses_[s->mask]) : nullptr,
-                           g.hasBias ? f32(s->bias) : nullptr, f32(s->gradQ), f32(s->gradK),
-                           f32(s->gradV), workspace_, threads);
+                           g.hasBias ? static_cast<const float *>(addresses_[s->bias]) : nullptr,
+                           addresses_[s->gradQ], addresses_[s->gradK], addresses_[s->gradV],
+                           workspace_, threads);
     } else if (auto *s = std::get_if<CollectiveStep>(&step)) {
       Communicator *comm = s->groupSize > 1 ? processCommunicator() : nullptr;
       std::string what = "launch " + std::to_string(index) + " (" + stepNames_[index] +

@@ -1078,10 +1078,11 @@ private:
                      &gk = writable(s->grad_k(), what), &gv = writable(s->grad_v(), what);
     const BufferDesc *mask = s->has_mask() ? &buffer(s->mask(), what + "'s mask") : nullptr;
     const BufferDesc *bias = s->has_bias() ? &buffer(s->bias(), what + "'s bias") : nullptr;
+    const bool bf16 = q.dtype == TCCRT_BF16;
     for (const BufferDesc *b : {&q, &k, &v, &out, &gradOut, &gq, &gk, &gv})
-      if (b->dtype != TCCRT_F32)
-        throw Error(what + ": q, k, v, the output and every gradient must be f32, got " +
-                    typeString(b->dtype, b->shape, b->dims));
+      if (b->dtype != (bf16 ? TCCRT_BF16 : TCCRT_F32))
+        throw Error(what + ": q, k, v, the output and every gradient must be all f32 or all "
+                    "bf16, got " + typeString(b->dtype, b->shape, b->dims));
     if (bias && bias->dtype != TCCRT_F32)
       throw Error(what + ": the bias must be f32, got " +
                   typeString(bias->dtype, bias->shape, bias->dims));
@@ -1102,7 +1103,7 @@ private:
                       shapeString(TCCRT_F32, of->shape));
       return makeAttentionGradGeometry(q.shape, k.shape, v.shape, mask ? &mask->shape : nullptr,
                                        bias ? &bias->shape : nullptr, out.shape, s->scale(),
-                                       s->causal(), s->masked_value());
+                                       s->causal(), s->masked_value(), bf16);
     });
     workspaceBytes_ = std::max(workspaceBytes_, step.geometry.workspaceBytes);
     return step;

@@ -202,9 +202,9 @@ void checkOptions(const TrainingOptions &o) {
   require(o.lossScaleGrowthInterval >= 1, "the loss scale's growth interval must be >= 1");
 }
 
-/// torch.autocast's rule on a forward model (the Autocast pass): matrix products in 16 bits.
-/// Attention stays f32 (no fused kernel is named: its gradient is core ops, and a 16-bit
-/// softmax backward would lose what autocast keeps f32).
+/// torch.autocast's rule on a forward model (the Autocast pass): matrix products and attention
+/// in 16 bits. Attention's gradient is then a 16-bit tcc.attention_grad: the CPU runs bf16 ones
+/// fused (f32 scores, softmax and sums); elsewhere both decompose, computing in f32.
 void autocastForward(ModuleOp module, const std::string &precision) {
   if (precision == "fp32")
     return;
@@ -212,6 +212,7 @@ void autocastForward(ModuleOp module, const std::string &precision) {
   AutocastOptions autocast;
   autocast.precision = precision;
   autocast.target = "none";
+  autocast.allAttention = true;
   pm.addNestedPass<func::FuncOp>(createAutocast(autocast));
   ErrorCollector errors(*module.getContext());
   if (failed(pm.run(module)))

@@ -1075,11 +1075,23 @@ namespace {
 /// tk.attention_grad against the gradient of the definition, in double: dV = p^T dO,
 /// dS = p (dP - rowsum(p dP)) where the score is kept, dQ = scale dS k, dK = scale dS^T q, the
 /// key/value gradients summed over their query heads. The step reads the forward's output as
-/// the reference computed it.
-void checkAttentionGrad(const AttentionCase &c, unsigned seed, int threads) {
+/// the reference computed it. In bf16 (`bf16`: q, k, v, the output, dO and the gradients; the
+/// bias f32) on the rounded operands, p and dS rounded to bf16 for the products: about 2^-8.
+void checkAttentionGrad(const AttentionCase &c, unsigned seed, int threads, bool bf16 = false) {
   auto q = randomFloats(numElements(c.q), seed), k = randomFloats(numElements(c.k), seed + 1),
        v = randomFloats(numElements(c.v), seed + 2),
        bias = randomFloats(c.bias.empty() ? 0 : numElements(c.bias), seed + 3);
+  auto round = [&](std::vector<float> &x) {
+    std::vector<uint16_t> bits(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      bits[i] = tcc::rt::floatToBfloat16(x[i]);
+      x[i] = tcc::rt::bfloat16ToFloat(bits[i]); // the reference sees the rounded values
+    }
+    return bits;
+  };
+  std::vector<uint16_t> q16, k16, v16;
+  if (bf16)
+    q16 = round(q), k16 = round(k), v16 = round(v);
   std::vector<uint8_t> mask(c.mask.empty() ? 0 : numElements(c.mask));
   std::mt19937 rng(seed);
   for (uint8_t &m : mask)
@@ -1088,6 +1100,9 @@ void checkAttentionGrad(const AttentionCase &c, unsigned seed, int threads) {
   outShape.push_back(c.v.back());
   auto out = naiveAttention(c, q, k, v, mask, bias);
   auto gradOut = randomFloats(out.size(), seed + 4);
+  std::vector<uint16_t> out16, gradOut16;
+  if (bf16)
+    out16 = round(out), gradOut16 = round(gradOut);
   size_t r = c.q.size();
   int64_t lq = c.q[r - 2], d = c.q[r - 1], lk = c.k[r - 2], dv = c.v[r - 1];
   std::vector<double> dq(q.size()), dk(k.size()), dvv(v.size());
@@ -1113,10 +1128,12 @@ void checkAttentionGrad(const AttentionCase &c, unsigned seed, int threads) {
                         }
                       });
   ArtifactBuilder art;
-  uint32_t bq = art.input(fb::DType_F32, c.q), bk = art.input(fb::DType_F32, c.k),
-           bv = art.input(fb::DType_F32, c.v), bo = art.input(fb::DType_F32, outShape),
-           bg = art.input(fb::DType_F32, outShape);
+  const fb::DType type = bf16 ? fb::DType_BF16 : fb::DType_F32;
+  uint32_t bq = art.input(type, c.q), bk = art.input(type, c.k), bv = art.input(type, c.v),
+           bo = art.input(type, outShape), bg = art.input(type, outShape);
   std::vector<const void *> inputs = {q.data(), k.data(), v.data(), out.data(), gradOut.data()};
+  if (bf16)
+    inputs = {q16.data(), k16.data(), v16.data(), out16.data(), gradOut16.data()};
   uint32_t bm = ArtifactBuilder::kNone, bb = ArtifactBuilder::kNone;
   if (!c.mask.empty()) {
     bm = art.input(fb::DType_Bool, c.mask);
@@ -1126,20 +1143,24 @@ void checkAttentionGrad(const AttentionCase &c, unsigned seed, int threads) {
     bb = art.input(fb::DType_F32, c.bias);
     inputs.push_back(bias.data());
   }
-  uint32_t gq = art.output(fb::DType_F32, c.q), gk = art.output(fb::DType_F32, c.k),
-           gv = art.output(fb::DType_F32, c.v);
+  uint32_t gq = art.output(type, c.q), gk = art.output(type, c.k), gv = art.output(type, c.v);
   art.attentionGrad(bq, bk, bv, bo, bg, gq, gk, gv, bm, bb, c.scale, c.causal, c.maskedValue);
   auto outputs = runArtifact(art.finish(), inputs, threads);
   const char *names[] = {"dq", "dk", "dv"};
   const std::vector<double> *wants[] = {&dq, &dk, &dvv};
   for (int o = 0; o < 3; ++o) {
-    std::vector<float> want(wants[o]->begin(), wants[o]->end());
-    std::vector<float> got(outputs[o].data<float>(), outputs[o].data<float>() + want.size());
+    std::vector<float> want(wants[o]->begin(), wants[o]->end()), got(want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      got[i] = bf16 ? tcc::rt::bfloat16ToFloat(outputs[o].data<uint16_t>()[i])
+                    : outputs[o].data<float>()[i];
     // Rows whose every score is masked to -inf are NaN in both.
     for (size_t i = 0; i < want.size(); ++i)
       if (std::isnan(want[i]) && std::isnan(got[i]))
         want[i] = got[i] = 0;
-    expectClose(got.data(), want, 1e-4, 1e-5, names[o]);
+    if (bf16)
+      expectClose(got.data(), want, 3e-2, 1e-2, names[o]);
+    else
+      expectClose(got.data(), want, 1e-4, 1e-5, names[o]);
   }
 }
 
@@ -1176,6 +1197,25 @@ TEST(RuntimeAttention, GradientMatchesTheDefinitionAcrossBlocksMasksAndGroups) {
     for (int threads : {1, 3}) {
       SCOPED_TRACE("gradient case " + std::to_string(seed) + " threads " + std::to_string(threads));
       checkAttentionGrad(c, seed, threads);
+      ++seed;
+    }
+}
+
+TEST(RuntimeAttention, Bf16GradientMatchesTheDefinitionWithinRounding) {
+  std::vector<AttentionCase> cases = {
+      {{1, 2, 130, 64}, {1, 2, 600, 64}, {1, 2, 600, 64}, {}, {}, 0.125, false},
+      {{1, 2, 300, 32}, {1, 2, 300, 32}, {1, 2, 300, 32}, {}, {}, 0.2, true},
+      {{2, 4, 33, 16}, {2, 4, 700, 16}, {2, 4, 700, 16}, {2, 1, 1, 700}, {}, 0.25, false},
+      {{2, 3, 20, 8}, {2, 3, 30, 8}, {2, 3, 30, 8}, {1, 1, 20, 30}, {2, 1, 1, 30}, 0.5, true},
+      {{2, 8, 50, 16}, {2, 2, 270, 16}, {2, 2, 270, 16}, {}, {}, 0.25, true},
+      {{1, 1, 90, 16}, {1, 1, 1100, 16}, {1, 1, 1100, 16}, {}, {}, 0.25, false},
+  };
+  unsigned seed = 300;
+  for (const AttentionCase &c : cases)
+    for (int threads : {1, 3}) {
+      SCOPED_TRACE("bf16 gradient case " + std::to_string(seed) + " threads " +
+                   std::to_string(threads));
+      checkAttentionGrad(c, seed, threads, /*bf16=*/true);
       ++seed;
     }
 }

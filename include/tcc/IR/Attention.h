@@ -31,16 +31,19 @@ AttentionOperands attentionOperands(AttentionOp op);
 AttentionOperands attentionOperands(AttentionGradOp op);
 
 /// Builds the attention from core ops at b's insertion point: matmul, scale, causal and mask
-/// selects, bias add, the max-shifted softmax of the frontend's Softmax, matmul.
+/// selects, bias add, the max-shifted softmax of the frontend's Softmax, matmul. A 16-bit
+/// attention is computed in f32 (its operands widened, its result narrowed): scores, softmax
+/// and sums in f32, as the fused kernels keep them; the core's other values are then f32.
 AttentionCore buildAttentionCore(CoreBuilder &b, const AttentionOperands &a);
 inline AttentionCore buildAttentionCore(CoreBuilder &b, AttentionOp op) {
   return buildAttentionCore(b, attentionOperands(op));
 }
 
 /// The gradients of the attention given its result's adjoint `grad`, from core ops (the
-/// probabilities recomputed): those of q, k, v where wanted (else null), and `scores`, the
-/// adjoint of the scores before the causal and mask replacements zero it (for a bias's
-/// gradient; null unless wanted).
+/// probabilities recomputed; in f32 for a 16-bit attention, the gradients narrowed): those of
+/// q, k, v where wanted (else null), and `scores`, the adjoint of the scores before the causal
+/// and mask replacements zero it (for a bias's gradient, f32 for a 16-bit attention; null
+/// unless wanted).
 struct AttentionGrads {
   mlir::Value q, k, v, scores;
 };

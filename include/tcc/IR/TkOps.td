@@ -404,7 +404,8 @@ def Tk_AttentionOp : Tk_Op<"attention", [AttrSizedOperandSegments]> {
 }
 
 def Tk_AttentionGradOp : Tk_Op<"attention_grad", [AttrSizedOperandSegments]> {
-  let summary = "library attention gradient (tcc.attention_grad semantics): the CPU runtime's, f32";
+  let summary = "library attention gradient (tcc.attention_grad semantics): the CPU runtime's, "
+                "f32 or bf16 (an f32 bias)";
   let description = [{
     Reads q, k, v, the forward's output, its adjoint grad and the optional mask (i1) and bias;
     writes grad_q, grad_k and grad_v. It never materialises the scores: the runtime recomputes

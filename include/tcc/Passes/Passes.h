@@ -37,7 +37,8 @@ void recognizeAttention(mlir::func::FuncOp f, bool explain = false);
 /// CPU runtime's takes f32, CUDA's generated one f16/bf16 with head dims multiples of 16 up to
 /// 128 and static shapes. -tcc-decompose-attention and -tcc-autocast decide with it.
 bool hasFusedAttentionKernel(AttentionOp op, mlir::Type elementType, llvm::StringRef target);
-/// Whether `target` has a fused kernel for tcc.attention_grad: the CPU runtime's, in f32.
+/// Whether `target` has a fused kernel for tcc.attention_grad: the CPU runtime's, in f32, or
+/// in bf16 with an f32 bias.
 bool hasFusedAttentionGradKernel(AttentionGradOp op, llvm::StringRef target);
 
 /// A training step's activation memory (lib/Passes/Remat.cpp): the bytes of the values that the

@@ -150,7 +150,10 @@ def Autocast : Pass<"tcc-autocast", "mlir::func::FuncOp"> {
     Option<"precision", "precision", "std::string", /*default=*/"\"fp32\"",
            "fp32, bf16 or fp16">,
     Option<"target", "target", "std::string", /*default=*/"\"cuda\"",
-           "cpu or cuda: whose fused attention kernel decides which attention ops run in 16 bits">
+           "cpu or cuda: whose fused attention kernel decides which attention ops run in 16 bits">,
+    Option<"allAttention", "all-attention", "bool", /*default=*/"false",
+           "every f32 attention runs in 16 bits, whatever the target's kernels (training's "
+           "rule: where no fused kernel runs one, its decomposition computes in f32 anyway)">
   ];
 }
 
