@@ -15,6 +15,9 @@ For each sequence length:
     (is_causal=True: its CPU flash-attention kernel, forward and backward), the same steps: the
     median step time after the first epoch, and the peak resident memory;
   - the step losses of both, compared (largest relative difference).
+With --precisions fp32 bf16, each precision is a row: tcc `--precision bf16` (products and
+attention, forward and backward, in bf16 with f32 sums; parameters and Adam state f32) against
+torch.autocast("cpu", bfloat16) around the same step.
 tcc's attention gradient is tcc.attention_grad, the runtime's fused backward pass: no score
 matrix is held (the decomposed gradient held 2-3 of them, 12 x L x L floats each). Ratios are
 tcc / torch (< 1: tcc faster or smaller). Writes bench/results/<date>-attention-train-cpu.md
@@ -22,6 +25,7 @@ and .json.
 
   python3 bench/attention_train_cpu.py                     # 512 .. 4096 tokens, 1 thread
   python3 bench/attention_train_cpu.py --lengths 1024 --threads 2 --epochs 2
+  python3 bench/attention_train_cpu.py --precisions fp32 bf16
 """
 from __future__ import annotations
 
@@ -124,14 +128,16 @@ def torch_worker(args) -> None:
         return t.view(1, L, HEADS, HEAD_DIM).transpose(1, 2)
 
     times, losses = [], []
+    bf16 = args.precision == "bf16"
     for epoch in range(args.epochs):
         for i in range(xs.shape[0]):
             start = time.perf_counter()
             x = xs[i:i + 1]
-            q, k, v = heads(x @ params[0]), heads(x @ params[1]), heads(x @ params[2])
-            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            y = o.transpose(1, 2).reshape(1, L, WIDTH) @ params[3]
-            loss = F.mse_loss(y, ys[i:i + 1])
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                q, k, v = heads(x @ params[0]), heads(x @ params[1]), heads(x @ params[2])
+                o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                y = o.transpose(1, 2).reshape(1, L, WIDTH) @ params[3]
+            loss = F.mse_loss(y.float(), ys[i:i + 1])
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -143,6 +149,47 @@ def torch_worker(args) -> None:
                       "torch": torch.__version__}))
 
 
+def measure(args, length: int, precision: str) -> dict:
+    """One row: tcc and (unless --no-torch) torch at `length` tokens in `precision`."""
+    with tempfile.TemporaryDirectory(prefix="tcc-attn-train-") as work:
+        w = Path(work)
+        weights = write_model(w / "layer.onnx", length, args.seed)
+        for n, a in weights.items():
+            np.save(w / f"{n}.npy", a)
+        write_data(w / "data", length, args.samples, args.seed)
+        print(f"== {length} tokens, {precision}: tcc", flush=True)
+        report = w / "report.json"
+        run([args.tcc, "compile", "--train", str(w / "layer.onnx"), "--loss", "mse",
+             "--batch-size", "1", "--precision", precision, "-o", str(w / "layer.tcc"),
+             "--report", str(report), "--no-cache"])
+        entry = {e["name"]: e for e in json.loads(report.read_text())["entries"]}["train_step"]
+        metrics, steps = w / "metrics.json", w / "steps.json"
+        _, tcc_rss = run([args.tcc, "train", str(w / "layer.tcc"), "--data", str(w / "data"),
+                          "--lr", str(LR), "--epochs", str(args.epochs), "--no-shuffle",
+                          "--threads", str(args.threads), "--metrics", str(metrics),
+                          "--step-log", str(steps)])
+        m = json.loads(metrics.read_text())
+        steady = [e["seconds"] / e["steps"] for e in m[1:]] or [m[0]["seconds"] / m[0]["steps"]]
+        row = {"length": length, "precision": precision, "arena_bytes": entry["arena_bytes"],
+               "activation_bytes": entry["activation_bytes"],
+               "score_matrix_bytes": HEADS * length * length * 4,
+               "tcc_step_seconds": statistics.median(steady), "tcc_peak_rss_bytes": tcc_rss,
+               "tcc_host_peak_bytes": m[-1]["host_peak_bytes"]}
+        tcc_losses = json.loads(steps.read_text())
+        if not args.no_torch:
+            print(f"== {length} tokens, {precision}: torch", flush=True)
+            env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+            out, _ = run([sys.executable, __file__, "--worker", "1", "--work", str(w),
+                          "--threads", str(args.threads), "--epochs", str(args.epochs),
+                          "--precision", precision], env)
+            t = json.loads(out.strip().splitlines()[-1])
+            row.update({"torch_step_seconds": t["step_seconds"],
+                        "torch_peak_rss_bytes": t["peak_rss_bytes"], "torch": t["torch"],
+                        "max_rel_loss_difference": max(
+                            abs(a - b) / max(abs(b), 1e-30) for a, b in zip(tcc_losses, t["losses"]))})
+        return row
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tcc", default=str(ROOT / "build" / "bin" / "tcc"))
@@ -151,7 +198,9 @@ def main() -> int:
     ap.add_argument("--samples", type=int, default=3, help="training steps per epoch")
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--seed", type=int, default=5)
+    ap.add_argument("--precisions", nargs="+", default=["fp32"], choices=["fp32", "bf16"])
     ap.add_argument("--no-torch", action="store_true", help="tcc only")
+    ap.add_argument("--precision", default="fp32", help=argparse.SUPPRESS)  # the worker's
     ap.add_argument("--out-dir", default=str(BENCH / "results"))
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--work", help=argparse.SUPPRESS)
@@ -162,52 +211,17 @@ def main() -> int:
     info = machine_info()
     rows = []
     for length in args.lengths:
-        with tempfile.TemporaryDirectory(prefix="tcc-attn-train-") as work:
-            w = Path(work)
-            weights = write_model(w / "layer.onnx", length, args.seed)
-            for n, a in weights.items():
-                np.save(w / f"{n}.npy", a)
-            write_data(w / "data", length, args.samples, args.seed)
-            print(f"== {length} tokens: tcc", flush=True)
-            report = w / "report.json"
-            run([args.tcc, "compile", "--train", str(w / "layer.onnx"), "--loss", "mse",
-                 "--batch-size", "1", "-o", str(w / "layer.tcc"), "--report", str(report),
-                 "--no-cache"])
-            entry = {e["name"]: e for e in json.loads(report.read_text())["entries"]}["train_step"]
-            metrics, steps = w / "metrics.json", w / "steps.json"
-            _, tcc_rss = run([args.tcc, "train", str(w / "layer.tcc"), "--data", str(w / "data"),
-                              "--lr", str(LR), "--epochs", str(args.epochs),
-                              "--no-shuffle", "--threads", str(args.threads), "--metrics",
-                              str(metrics), "--step-log", str(steps)])
-            m = json.loads(metrics.read_text())
-            steady = [e["seconds"] / e["steps"] for e in m[1:]] or [m[0]["seconds"] / m[0]["steps"]]
-            row = {"length": length, "arena_bytes": entry["arena_bytes"],
-                   "activation_bytes": entry["activation_bytes"],
-                   "score_matrix_bytes": HEADS * length * length * 4,
-                   "tcc_step_seconds": statistics.median(steady), "tcc_peak_rss_bytes": tcc_rss,
-                   "tcc_host_peak_bytes": m[-1]["host_peak_bytes"]}
-            tcc_losses = json.loads(steps.read_text())
-            if not args.no_torch:
-                print(f"== {length} tokens: torch", flush=True)
-                env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
-                out, _ = run([sys.executable, __file__, "--worker", "1", "--work", str(w),
-                              "--threads", str(args.threads), "--epochs", str(args.epochs)], env)
-                t = json.loads(out.strip().splitlines()[-1])
-                row.update({"torch_step_seconds": t["step_seconds"],
-                            "torch_peak_rss_bytes": t["peak_rss_bytes"], "torch": t["torch"],
-                            "max_rel_loss_difference": max(
-                                abs(a - b) / max(abs(b), 1e-30)
-                                for a, b in zip(tcc_losses, t["losses"]))})
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-    head = ("| tokens | score matrix MB (one) | tcc arena MB | tcc saved activations MB | tcc step ms "
+        for precision in args.precisions:
+            rows.append(measure(args, length, precision))
+            print(json.dumps(rows[-1]), flush=True)
+    head = ("| tokens | precision | score matrix MB (one) | tcc arena MB | tcc saved activations MB | tcc step ms "
             "| torch step ms | tcc/torch | tcc peak RSS MB | torch peak RSS MB | max rel. loss diff |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     fmt = lambda v, s=".1f": "—" if v is None else format(v, s)  # noqa: E731
     for r in rows:
         ts = r.get("torch_step_seconds")
         lines.append(
-            f"| {r['length']} | {r['score_matrix_bytes'] / 1e6:.1f} | {r['arena_bytes'] / 1e6:.1f} | "
+            f"| {r['length']} | {r['precision']} | {r['score_matrix_bytes'] / 1e6:.1f} | {r['arena_bytes'] / 1e6:.1f} | "
             f"{r['activation_bytes'] / 1e6:.1f} | {r['tcc_step_seconds'] * 1e3:.1f} | "
             f"{fmt(ts and ts * 1e3)} | {fmt(ts and r['tcc_step_seconds'] / ts, '.2f')} | "
             f"{r['tcc_peak_rss_bytes'] / 1e6:.0f} | {fmt(r.get('torch_peak_rss_bytes') and r['torch_peak_rss_bytes'] / 1e6, '.0f')} | "

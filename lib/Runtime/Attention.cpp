@@ -155,6 +155,38 @@ template <class V> TCC_ISA_BODY void gradBlockBody(const GradBlock *gp) {
 }
 TCC_ISA_CLONES_VECTOR(gradBlock, gradBlockBody)
 
+/// Packing and products of attention's element type: f32 on the sgemm, bf16 on libtccrt's
+/// 16-bit GEMM (AMX, AVX512-BF16 or converted panels) with f32 sums. Operands are row-major with
+/// the row stride of their width (A: k; B: ldb), as attention's blocks are.
+struct ElementProducts {
+  bool bf16;
+  SgemmIsa isa;
+  explicit ElementProducts(bool bf16)
+      : bf16(bf16), isa(bf16 ? gemm16Isa(Half16::BF16) : sgemmIsa()) {}
+  const char *at(const void *base, int64_t offset) const {
+    return static_cast<const char *>(base) + offset * (bf16 ? sizeof(uint16_t) : sizeof(float));
+  }
+  SgemmPacked packA(int64_t m, int64_t k, const void *a) const {
+    return bf16 ? packGemm16A(Half16::BF16, false, m, k, static_cast<const uint16_t *>(a), k)
+                : packSgemmA(isa, false, m, k, static_cast<const float *>(a), k);
+  }
+  SgemmPacked packB(bool transB, int64_t k, int64_t n, const void *b, int64_t ldb) const {
+    return bf16 ? packGemm16B(Half16::BF16, transB, k, n, static_cast<const uint16_t *>(b), ldb)
+                : packSgemmB(isa, transB, k, n, static_cast<const float *>(b), ldb);
+  }
+  /// C (f32) = alpha op(A) op(B) + beta C, on one thread.
+  void product(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha,
+               const void *a, int64_t lda, const void *b, int64_t ldb, float beta, float *c,
+               int64_t ldc, const SgemmPacked *pa, const SgemmPacked *pb) const {
+    if (bf16)
+      gemm16(Half16::BF16, transA, transB, m, n, k, alpha, static_cast<const uint16_t *>(a), lda,
+             static_cast<const uint16_t *>(b), ldb, beta, c, ldc, 1, pa, pb);
+    else
+      sgemm(transA, transB, m, n, k, alpha, static_cast<const float *>(a), lda,
+            static_cast<const float *>(b), ldb, beta, c, ldc, 1, pa, pb);
+  }
+};
+
 /// Where query batch `batch` reads its keys and values, and its mask and bias offsets.
 struct BatchOffsets {
   int64_t kvBatch = 0, mask = 0, bias = 0;
@@ -250,29 +282,7 @@ void runAttention(const AttentionGeometry &g, const void *q, const void *k, cons
     std::fill_n(static_cast<char *>(output), g.batches * g.lq * g.dv * elem, 0); // +0 in both
     return;
   }
-  // The element type's packing and products: f32 sgemm, or bf16 gemm16 with f32 sums.
-  const SgemmIsa isa = g.bf16 ? gemm16Isa(Half16::BF16) : sgemmIsa();
-  auto at = [&](const void *base, int64_t offset) {
-    return static_cast<const char *>(base) + offset * elem;
-  };
-  auto packA = [&](int64_t m, int64_t kk, const void *a) {
-    return g.bf16 ? packGemm16A(Half16::BF16, false, m, kk, static_cast<const uint16_t *>(a), kk)
-                  : packSgemmA(isa, false, m, kk, static_cast<const float *>(a), kk);
-  };
-  auto packB = [&](bool transB, int64_t kk, int64_t n, const void *b, int64_t ldb) {
-    return g.bf16 ? packGemm16B(Half16::BF16, transB, kk, n, static_cast<const uint16_t *>(b), ldb)
-                  : packSgemmB(isa, transB, kk, n, static_cast<const float *>(b), ldb);
-  };
-  auto product = [&](bool transB, int64_t m, int64_t n, int64_t kk, float alpha, const void *a,
-                     int64_t lda, const void *b, int64_t ldb, float beta, float *c, int64_t ldc,
-                     const SgemmPacked *pa, const SgemmPacked *pb) {
-    if (g.bf16)
-      gemm16(Half16::BF16, false, transB, m, n, kk, alpha, static_cast<const uint16_t *>(a), lda,
-             static_cast<const uint16_t *>(b), ldb, beta, c, ldc, 1, pa, pb);
-    else
-      sgemm(false, transB, m, n, kk, alpha, static_cast<const float *>(a), lda,
-            static_cast<const float *>(b), ldb, beta, c, ldc, 1, pa, pb);
-  };
+  const ElementProducts e(g.bf16);
   // Work items: a batch's row blocks, in as many contiguous chunks as keep every thread busy.
   // An item packs the key and value blocks it reads once for all its row blocks.
   int64_t rowBlocks = (g.lq + g.blockRows - 1) / g.blockRows;
@@ -284,15 +294,16 @@ void runAttention(const AttentionGeometry &g, const void *q, const void *k, cons
     int64_t batch = item / chunks, chunk = item % chunks;
     int64_t firstBlock = rowBlocks * chunk / chunks, endBlock = rowBlocks * (chunk + 1) / chunks;
     const BatchOffsets offsets = batchOffsets(g, batch);
-    const char *kb = at(k, offsets.kvBatch * g.lk * g.d), *vb = at(v, offsets.kvBatch * g.lk * g.dv);
+    const char *kb = e.at(k, offsets.kvBatch * g.lk * g.d),
+               *vb = e.at(v, offsets.kvBatch * g.lk * g.dv);
     // Causal (without a finite fill): keys after the item's last row are never seen.
     int64_t lastRow = std::min(g.lq, endBlock * g.blockRows);
     int64_t itemKeys = g.skipAboveDiagonal ? std::min(g.lk, lastRow) : g.lk;
     std::vector<SgemmPacked> keyBlocks, valueBlocks;
     for (int64_t j0 = 0; j0 < itemKeys; j0 += g.blockCols) {
       int64_t cols = std::min(g.blockCols, itemKeys - j0);
-      keyBlocks.push_back(packB(/*transB=*/true, g.d, cols, at(kb, j0 * g.d), g.d));
-      valueBlocks.push_back(packB(false, cols, g.dv, at(vb, j0 * g.dv), g.dv));
+      keyBlocks.push_back(e.packB(/*transB=*/true, g.d, cols, e.at(kb, j0 * g.d), g.d));
+      valueBlocks.push_back(e.packB(false, cols, g.dv, e.at(vb, j0 * g.dv), g.dv));
     }
     char *own = static_cast<char *>(workspace) + worker * g.workspaceBytes;
     float *s = reinterpret_cast<float *>(own);
@@ -307,15 +318,16 @@ void runAttention(const AttentionGeometry &g, const void *q, const void *k, cons
       std::fill(o, o + rows * g.dv, 0.0f);
       std::fill(m, m + rows, -inf);
       std::fill(l, l + rows, 0.0f);
-      const char *qb = at(q, (batch * g.lq + i0) * g.d);
-      SgemmPacked queries = packA(rows, g.d, qb);
+      const char *qb = e.at(q, (batch * g.lq + i0) * g.d);
+      SgemmPacked queries = e.packA(rows, g.d, qb);
       int64_t keys = g.skipAboveDiagonal ? std::min(g.lk, i0 + rows) : g.lk;
       for (int64_t j0 = 0, kbi = 0; j0 < keys; j0 += g.blockCols, ++kbi) {
         // A causal row block may stop inside the item's last key block: the sgemm then packs
         // that shorter block itself.
         int64_t cols = std::min(g.blockCols, keys - j0);
-        product(true, rows, cols, g.d, (float)g.scale, qb, g.d, at(kb, j0 * g.d), g.d, 0.0f, s,
-                cols, &queries, keyBlocks[kbi].outer == cols ? &keyBlocks[kbi] : nullptr);
+        e.product(false, true, rows, cols, g.d, (float)g.scale, qb, g.d, e.at(kb, j0 * g.d), g.d,
+                  0.0f, s, cols, &queries,
+                  keyBlocks[kbi].outer == cols ? &keyBlocks[kbi] : nullptr);
         ScoreBlock sb =
             scoreBlock(g, offsets, mask, bias, i0, rows, j0, cols, s, keyEnd, m, l, corr);
         softmaxBlock(&sb);
@@ -329,8 +341,9 @@ void runAttention(const AttentionGeometry &g, const void *q, const void *k, cons
             p16[i] = floatToBfloat16(s[i]);
           probs = p16;
         }
-        product(false, rows, g.dv, cols, 1.0f, probs, cols, at(vb, j0 * g.dv), g.dv, 1.0f, o,
-                g.dv, nullptr, valueBlocks[kbi].k == cols ? &valueBlocks[kbi] : nullptr);
+        e.product(false, false, rows, g.dv, cols, 1.0f, probs, cols, e.at(vb, j0 * g.dv), g.dv,
+                  1.0f, o, g.dv, nullptr,
+                  valueBlocks[kbi].k == cols ? &valueBlocks[kbi] : nullptr);
       }
       const int64_t first = (batch * g.lq + i0) * g.dv;
       for (int64_t r = 0; r < rows; ++r)
@@ -386,11 +399,7 @@ void runAttentionBackward(const AttentionGeometry &g, const void *q, const void 
   zero(gradQ, g.batches * g.lq * g.d);
   if (g.batches == 0 || g.lq == 0 || g.lk == 0)
     return; // no scores: every gradient is the empty sum
-  // The element type's packing and products: f32 sgemm, or bf16 gemm16 with f32 sums.
-  const SgemmIsa isa = g.bf16 ? gemm16Isa(Half16::BF16) : sgemmIsa();
-  auto at = [&](const void *base, int64_t offset) {
-    return static_cast<const char *>(base) + offset * elem;
-  };
+  const ElementProducts e(g.bf16);
   auto value = [&](const void *base, int64_t i) {
     return g.bf16 ? bfloat16ToFloat(static_cast<const uint16_t *>(base)[i])
                   : static_cast<const float *>(base)[i];
@@ -400,24 +409,6 @@ void runAttentionBackward(const AttentionGeometry &g, const void *q, const void 
       static_cast<uint16_t *>(base)[i] = floatToBfloat16(x);
     else
       static_cast<float *>(base)[i] = x;
-  };
-  auto packA = [&](int64_t m, int64_t kk, const void *a) {
-    return g.bf16 ? packGemm16A(Half16::BF16, false, m, kk, static_cast<const uint16_t *>(a), kk)
-                  : packSgemmA(isa, false, m, kk, static_cast<const float *>(a), kk);
-  };
-  auto packB = [&](bool transB, int64_t kk, int64_t n, const void *b, int64_t ldb) {
-    return g.bf16 ? packGemm16B(Half16::BF16, transB, kk, n, static_cast<const uint16_t *>(b), ldb)
-                  : packSgemmB(isa, transB, kk, n, static_cast<const float *>(b), ldb);
-  };
-  auto product = [&](bool transA, bool transB, int64_t m, int64_t n, int64_t kk, float alpha,
-                     const void *a, int64_t lda, const void *b, int64_t ldb, float beta, float *c,
-                     int64_t ldc, const SgemmPacked *pa, const SgemmPacked *pb) {
-    if (g.bf16)
-      gemm16(Half16::BF16, transA, transB, m, n, kk, alpha, static_cast<const uint16_t *>(a), lda,
-             static_cast<const uint16_t *>(b), ldb, beta, c, ldc, 1, pa, pb);
-    else
-      sgemm(transA, transB, m, n, kk, alpha, static_cast<const float *>(a), lda,
-            static_cast<const float *>(b), ldb, beta, c, ldc, 1, pa, pb);
   };
   const int64_t rowBlocks = (g.lq + g.blockRows - 1) / g.blockRows;
   const int64_t keyBlocks = (g.lk + g.blockCols - 1) / g.blockCols;
@@ -457,15 +448,15 @@ void runAttentionBackward(const AttentionGeometry &g, const void *q, const void 
     const int64_t batch = item / rowBlocks, i0 = item % rowBlocks * g.blockRows;
     const int64_t rows = std::min(g.blockRows, g.lq - i0), first = batch * g.lq + i0;
     const BatchOffsets offsets = batchOffsets(g, batch);
-    const char *kb = at(k, offsets.kvBatch * g.lk * g.d), *qb = at(q, first * g.d);
+    const char *kb = e.at(k, offsets.kvBatch * g.lk * g.d), *qb = e.at(q, first * g.d);
     Workspace w = own(worker);
     std::fill(w.m, w.m + rows, -inf);
     std::fill(w.l, w.l + rows, 0.0f);
-    SgemmPacked queries = packA(rows, g.d, qb);
+    SgemmPacked queries = e.packA(rows, g.d, qb);
     for (int64_t j0 = 0, keys = keysOf(i0, rows); j0 < keys; j0 += g.blockCols) {
       int64_t cols = std::min(g.blockCols, keys - j0);
-      product(false, true, rows, cols, g.d, (float)g.scale, qb, g.d, at(kb, j0 * g.d), g.d, 0.0f,
-              w.s, cols, &queries, nullptr);
+      e.product(false, true, rows, cols, g.d, (float)g.scale, qb, g.d, e.at(kb, j0 * g.d), g.d,
+                0.0f, w.s, cols, &queries, nullptr);
       ScoreBlock sb = scoreBlock(g, offsets, mask, bias, i0, rows, j0, cols, w.s, w.keyEnd, w.m,
                                  w.l, w.corr);
       softmaxBlock(&sb);
@@ -500,7 +491,7 @@ void runAttentionBackward(const AttentionGeometry &g, const void *q, const void 
                   endKeyBlock = keyBlocks * (chunk + 1) / chunks;
     const int64_t firstKey = firstKeyBlock * g.blockCols,
                   endKey = std::min(g.lk, endKeyBlock * g.blockCols);
-    const char *kb = at(k, kvBatch * g.lk * g.d), *vb = at(v, kvBatch * g.lk * g.dv);
+    const char *kb = e.at(k, kvBatch * g.lk * g.d), *vb = e.at(v, kvBatch * g.lk * g.dv);
     // The item's dK and dV rows (from firstKey), in f32: the outputs' own rows in f32.
     std::vector<float> sums16(g.bf16 ? (size_t)((endKey - firstKey) * (g.d + g.dv)) : 0);
     float *dk = g.bf16 ? sums16.data()
@@ -511,9 +502,9 @@ void runAttentionBackward(const AttentionGeometry &g, const void *q, const void 
     std::vector<SgemmPacked> keysT, valuesT, keysN;
     for (int64_t kbi = firstKeyBlock; kbi < endKeyBlock; ++kbi) {
       int64_t j0 = kbi * g.blockCols, cols = std::min(g.blockCols, g.lk - j0);
-      keysT.push_back(packB(true, g.d, cols, at(kb, j0 * g.d), g.d));
-      valuesT.push_back(packB(true, g.dv, cols, at(vb, j0 * g.dv), g.dv));
-      keysN.push_back(packB(false, cols, g.d, at(kb, j0 * g.d), g.d));
+      keysT.push_back(e.packB(true, g.d, cols, e.at(kb, j0 * g.d), g.d));
+      valuesT.push_back(e.packB(true, g.dv, cols, e.at(vb, j0 * g.dv), g.dv));
+      keysN.push_back(e.packB(false, cols, g.d, e.at(kb, j0 * g.d), g.d));
     }
     Workspace w = own(worker);
     for (int64_t batch : readers[kvBatch]) {
@@ -527,7 +518,7 @@ void runAttentionBackward(const AttentionGeometry &g, const void *q, const void 
       for (int64_t rb = firstRowBlock; rb < rowBlocks; ++rb) {
         const int64_t i0 = rb * g.blockRows, rows = std::min(g.blockRows, g.lq - i0);
         const int64_t first = batch * g.lq + i0;
-        const char *qb = at(q, first * g.d), *gob = at(gradOutput, first * g.dv);
+        const char *qb = e.at(q, first * g.d), *gob = e.at(gradOutput, first * g.dv);
         // dQ's rows: the partial sum, the output's rows (f32), or the block's f32 sums (bf16).
         float *dq = partial ? partial + i0 * g.d
                             : g.bf16 ? w.dq : static_cast<float *>(gradQ) + first * g.d;
@@ -535,19 +526,19 @@ void runAttentionBackward(const AttentionGeometry &g, const void *q, const void 
           std::fill_n(dq, rows * g.d, 0.0f);
         // q and dO as the left operands of the scores and dP, and as the right operands of
         // dK and dV: packed once for all the item's key blocks.
-        SgemmPacked queries = packA(rows, g.d, qb), grads = packA(rows, g.dv, gob);
-        SgemmPacked queriesB = packB(false, rows, g.d, qb, g.d);
-        SgemmPacked gradsB = packB(false, rows, g.dv, gob, g.dv);
+        SgemmPacked queries = e.packA(rows, g.d, qb), grads = e.packA(rows, g.dv, gob);
+        SgemmPacked queriesB = e.packB(false, rows, g.d, qb, g.d);
+        SgemmPacked gradsB = e.packB(false, rows, g.dv, gob, g.dv);
         const int64_t keys = keysOf(i0, rows);
         for (int64_t kbi = firstKeyBlock; kbi < endKeyBlock; ++kbi) {
           const int64_t j0 = kbi * g.blockCols;
           if (j0 >= keys)
             break;
           const int64_t cols = std::min(g.blockCols, g.lk - j0), idx = kbi - firstKeyBlock;
-          product(false, true, rows, cols, g.d, (float)g.scale, qb, g.d, at(kb, j0 * g.d), g.d,
-                  0.0f, w.s, cols, &queries, &keysT[idx]);
-          product(false, true, rows, cols, g.dv, 1.0f, gob, g.dv, at(vb, j0 * g.dv), g.dv, 0.0f,
-                  w.dp, cols, &grads, &valuesT[idx]);
+          e.product(false, true, rows, cols, g.d, (float)g.scale, qb, g.d, e.at(kb, j0 * g.d), g.d,
+                    0.0f, w.s, cols, &queries, &keysT[idx]);
+          e.product(false, true, rows, cols, g.dv, 1.0f, gob, g.dv, e.at(vb, j0 * g.dv), g.dv, 0.0f,
+                    w.dp, cols, &grads, &valuesT[idx]);
           GradBlock gb{scoreBlock(g, offsets, mask, bias, i0, rows, j0, cols, w.s, w.keyEnd,
                                   nullptr, nullptr, nullptr),
                        w.dp, shift.data() + first, sum.data() + first, rowDot.data() + first,
@@ -564,12 +555,12 @@ void runAttentionBackward(const AttentionGeometry &g, const void *q, const void 
           }
           // dV += p^T dO, dK += (scale dS)^T q, dQ += (scale dS) k.
           const int64_t key = j0 - firstKey;
-          product(true, false, cols, g.dv, rows, 1.0f, p, cols, gob, g.dv, 1.0f, dv + key * g.dv,
-                  g.dv, nullptr, &gradsB);
-          product(true, false, cols, g.d, rows, 1.0f, ds, cols, qb, g.d, 1.0f, dk + key * g.d,
-                  g.d, nullptr, &queriesB);
-          product(false, false, rows, g.d, cols, 1.0f, ds, cols, at(kb, j0 * g.d), g.d, 1.0f, dq,
-                  g.d, nullptr, &keysN[idx]);
+          e.product(true, false, cols, g.dv, rows, 1.0f, p, cols, gob, g.dv, 1.0f, dv + key * g.dv,
+                    g.dv, nullptr, &gradsB);
+          e.product(true, false, cols, g.d, rows, 1.0f, ds, cols, qb, g.d, 1.0f, dk + key * g.d,
+                    g.d, nullptr, &queriesB);
+          e.product(false, false, rows, g.d, cols, 1.0f, ds, cols, e.at(kb, j0 * g.d), g.d, 1.0f,
+                    dq, g.d, nullptr, &keysN[idx]);
         }
         if (!partial && g.bf16)
           for (int64_t i = 0; i < rows * g.d; ++i)

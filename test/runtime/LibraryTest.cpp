@@ -932,6 +932,42 @@ struct AttentionCase {
   double maskedValue = -std::numeric_limits<double>::infinity();
 };
 
+/// The f32 cases of the forward and backward tests.
+std::vector<AttentionCase> attentionCases() {
+  return {
+      // One block, then several row and key blocks (forward 56 x 512, backward 56 x 256)
+      // with ragged ends.
+      {{2, 3, 7, 16}, {2, 3, 9, 16}, {2, 3, 9, 8}, {}, {}, 0.25, false},
+      {{1, 2, 130, 64}, {1, 2, 600, 64}, {1, 2, 600, 64}, {}, {}, 0.125, false},
+      // Causal, with as many, fewer and more keys than queries.
+      {{1, 2, 300, 32}, {1, 2, 300, 32}, {1, 2, 300, 32}, {}, {}, 0.2, true},
+      {{1, 1, 1100, 8}, {1, 1, 1100, 8}, {1, 1, 1100, 8}, {}, {}, 0.4, true},
+      {{1, 1, 70, 8}, {1, 1, 40, 8}, {1, 1, 40, 8}, {}, {}, 0.3, true},
+      {{1, 1, 40, 8}, {1, 1, 333, 8}, {1, 1, 333, 24}, {}, {}, 0.3, true},
+      // A padding mask [B, 1, 1, Lk], a full boolean mask with a finite fill, a bias (the
+      // gradient test does not differentiate it).
+      {{2, 4, 33, 16}, {2, 4, 700, 16}, {2, 4, 700, 16}, {2, 1, 1, 700}, {}, 0.25, false},
+      {{2, 2, 65, 16}, {2, 2, 65, 16}, {2, 2, 65, 16}, {2, 2, 65, 65}, {}, 0.25, false, -1e9},
+      {{2, 3, 20, 8}, {2, 3, 600, 8}, {2, 3, 600, 8}, {}, {1, 3, 20, 600}, 1.0, false},
+      {{2, 3, 20, 8}, {2, 3, 30, 8}, {2, 3, 30, 8}, {1, 1, 20, 30}, {2, 1, 1, 30}, 0.5, true},
+      // Causal with a finite fill: where the mask is false the fill replaces the triangle's
+      // -inf too, so keys past the diagonal count (no block may be skipped).
+      {{1, 2, 70, 8}, {1, 2, 600, 8}, {1, 2, 600, 8}, {1, 2, 70, 600}, {}, 0.5, true, -30.0},
+      // Grouped-query (8 query heads over 2 key/value heads) and multi-query attention: the
+      // key/value gradients sum over their query heads.
+      {{2, 8, 50, 16}, {2, 2, 270, 16}, {2, 2, 270, 16}, {}, {}, 0.25, true},
+      {{3, 4, 1, 32}, {3, 1, 77, 32}, {3, 1, 77, 32}, {3, 1, 1, 77}, {}, 0.17, false},
+      // One key/value batch, many keys: the backward's key chunks with partial dQ on more than
+      // one thread.
+      {{1, 1, 90, 16}, {1, 1, 1100, 16}, {1, 1, 1100, 16}, {}, {}, 0.25, false},
+      // No keys (the output is zeros), a head size of 0 (uniform probabilities).
+      {{2, 3, 4, 8}, {2, 3, 0, 8}, {2, 3, 0, 5}, {}, {}, 0.5, false},
+      {{1, 2, 9, 0}, {1, 2, 7, 0}, {1, 2, 7, 3}, {}, {}, 0.5, true},
+      // Rank 3 (heads folded into the batch), a mask that removes whole rows (NaN rows).
+      {{6, 17, 8}, {6, 19, 8}, {6, 19, 8}, {6, 17, 1}, {}, 0.5, false},
+  };
+}
+
 /// Calls row(batch, kvBatch, i, p, keep) for every query row of tcc.attention: p the row's
 /// probabilities softmax(scale q k^T, causal, mask, bias) in double, keep[j] false where the
 /// causal triangle or the mask replaced score j.
@@ -1167,31 +1203,7 @@ void checkAttentionGrad(const AttentionCase &c, unsigned seed, int threads, bool
 } // namespace
 
 TEST(RuntimeAttention, GradientMatchesTheDefinitionAcrossBlocksMasksAndGroups) {
-  std::vector<AttentionCase> cases = {
-      // One block, then several row and key blocks (the backward's 256 keys) with ragged ends.
-      {{2, 3, 7, 16}, {2, 3, 9, 16}, {2, 3, 9, 8}, {}, {}, 0.25, false},
-      {{1, 2, 130, 64}, {1, 2, 600, 64}, {1, 2, 600, 64}, {}, {}, 0.125, false},
-      // Causal, with as many, fewer and more keys than queries.
-      {{1, 2, 300, 32}, {1, 2, 300, 32}, {1, 2, 300, 32}, {}, {}, 0.2, true},
-      {{1, 1, 70, 8}, {1, 1, 40, 8}, {1, 1, 40, 8}, {}, {}, 0.3, true},
-      {{1, 1, 40, 8}, {1, 1, 333, 8}, {1, 1, 333, 24}, {}, {}, 0.3, true},
-      // A padding mask, a full mask with a finite fill, a bias (not differentiated here).
-      {{2, 4, 33, 16}, {2, 4, 700, 16}, {2, 4, 700, 16}, {2, 1, 1, 700}, {}, 0.25, false},
-      {{2, 2, 65, 16}, {2, 2, 65, 16}, {2, 2, 65, 16}, {2, 2, 65, 65}, {}, 0.25, false, -1e9},
-      {{2, 3, 20, 8}, {2, 3, 600, 8}, {2, 3, 600, 8}, {}, {1, 3, 20, 600}, 1.0, false},
-      {{2, 3, 20, 8}, {2, 3, 30, 8}, {2, 3, 30, 8}, {1, 1, 20, 30}, {2, 1, 1, 30}, 0.5, true},
-      // Causal with a finite fill: keys past the diagonal count where the mask is false.
-      {{1, 2, 70, 8}, {1, 2, 600, 8}, {1, 2, 600, 8}, {1, 2, 70, 600}, {}, 0.5, true, -30.0},
-      // Grouped-query and multi-query: key/value gradients summed over their query heads.
-      {{2, 8, 50, 16}, {2, 2, 270, 16}, {2, 2, 270, 16}, {}, {}, 0.25, true},
-      {{3, 4, 1, 32}, {3, 1, 77, 32}, {3, 1, 77, 32}, {3, 1, 1, 77}, {}, 0.17, false},
-      // One key/value batch, many keys: key chunks with partial dQ on more than one thread.
-      {{1, 1, 90, 16}, {1, 1, 1100, 16}, {1, 1, 1100, 16}, {}, {}, 0.25, false},
-      // No keys, a head size of 0, rank 3 with whole rows masked (NaN rows).
-      {{2, 3, 4, 8}, {2, 3, 0, 8}, {2, 3, 0, 5}, {}, {}, 0.5, false},
-      {{1, 2, 9, 0}, {1, 2, 7, 0}, {1, 2, 7, 3}, {}, {}, 0.5, true},
-      {{6, 17, 8}, {6, 19, 8}, {6, 19, 8}, {6, 17, 1}, {}, 0.5, false},
-  };
+  std::vector<AttentionCase> cases = attentionCases();
   unsigned seed = 200;
   for (const AttentionCase &c : cases)
     for (int threads : {1, 3}) {
@@ -1244,32 +1256,7 @@ TEST(RuntimeAttention, Bf16MatchesTheDefinitionWithinRounding) {
 }
 
 TEST(RuntimeAttention, MatchesTheDefinitionAcrossBlocksMasksAndGroups) {
-  std::vector<AttentionCase> cases = {
-      // One block, then several row and key blocks with ragged ends.
-      {{2, 3, 7, 16}, {2, 3, 9, 16}, {2, 3, 9, 8}, {}, {}, 0.25, false},
-      {{1, 2, 130, 64}, {1, 2, 600, 64}, {1, 2, 600, 64}, {}, {}, 0.125, false},
-      // Causal, with fewer and with more keys than queries.
-      {{1, 2, 300, 32}, {1, 2, 300, 32}, {1, 2, 300, 32}, {}, {}, 0.2, true},
-      {{1, 1, 1100, 8}, {1, 1, 1100, 8}, {1, 1, 1100, 8}, {}, {}, 0.4, true},
-      {{1, 1, 70, 8}, {1, 1, 40, 8}, {1, 1, 40, 8}, {}, {}, 0.3, true},
-      {{1, 1, 40, 8}, {1, 1, 333, 8}, {1, 1, 333, 24}, {}, {}, 0.3, true},
-      // A padding mask [B, 1, 1, Lk], a full boolean mask with a finite fill, a bias.
-      {{2, 4, 33, 16}, {2, 4, 700, 16}, {2, 4, 700, 16}, {2, 1, 1, 700}, {}, 0.25, false},
-      {{2, 2, 65, 16}, {2, 2, 65, 16}, {2, 2, 65, 16}, {2, 2, 65, 65}, {}, 0.25, false, -1e9},
-      {{2, 3, 20, 8}, {2, 3, 600, 8}, {2, 3, 600, 8}, {}, {1, 3, 20, 600}, 1.0, false},
-      {{2, 3, 20, 8}, {2, 3, 30, 8}, {2, 3, 30, 8}, {1, 1, 20, 30}, {2, 1, 1, 30}, 0.5, true},
-      // Causal with a finite fill: where the mask is false the fill replaces the triangle's
-      // -inf too, so keys past the diagonal count (no block may be skipped).
-      {{1, 2, 70, 8}, {1, 2, 600, 8}, {1, 2, 600, 8}, {1, 2, 70, 600}, {}, 0.5, true, -30.0},
-      // Grouped-query (8 query heads over 2 key/value heads) and multi-query attention.
-      {{2, 8, 50, 16}, {2, 2, 270, 16}, {2, 2, 270, 16}, {}, {}, 0.25, true},
-      {{3, 4, 1, 32}, {3, 1, 77, 32}, {3, 1, 77, 32}, {3, 1, 1, 77}, {}, 0.17, false},
-      // No keys (the output is zeros), a head size of 0 (uniform probabilities).
-      {{2, 3, 4, 8}, {2, 3, 0, 8}, {2, 3, 0, 5}, {}, {}, 0.5, false},
-      {{1, 2, 9, 0}, {1, 2, 7, 0}, {1, 2, 7, 3}, {}, {}, 0.5, true},
-      // Rank 3 (heads folded into the batch), a mask that removes whole rows (NaN rows).
-      {{6, 17, 8}, {6, 19, 8}, {6, 19, 8}, {6, 17, 1}, {}, 0.5, false},
-  };
+  std::vector<AttentionCase> cases = attentionCases();
   unsigned seed = 10;
   for (const AttentionCase &c : cases)
     for (int threads : {1, 3}) {

@@ -164,9 +164,11 @@ void addCompileArgs(CLI::App *cmd, CompileArgs &args) {
   cmd->add_flag("--explain-fusion", args.explainFusion,
                 "print every fusion decision with its reason, and each attention recognised as one op (or why a softmax times v was not)");
   cmd->add_option("--precision", args.precision,
-                  "fp32, or bf16/fp16: matrix products (and, on CUDA inference, attention) in 16 "
-                  "bits with f32 accumulation, the rest (softmax, normalisation, reductions) in "
-                  "f32. Training keeps f32 parameters and optimizer state; fp16 adds dynamic "
+                  "fp32, or bf16/fp16: matrix products and attention in 16 bits with f32 "
+                  "accumulation (inference: the attention a fused kernel takes, CPU bf16 or CUDA "
+                  "f16/bf16; training: every attention and its gradient, softmax in f32), the "
+                  "rest (softmax, normalisation, reductions) in f32. Training keeps f32 "
+                  "parameters and optimizer state; fp16 adds dynamic "
                   "loss scaling (steps with inf/NaN gradients skipped). CPU: bf16 products on "
                   "AVX512-BF16 where the CPU has it, f16 ones (and bf16 without it) converted to "
                   "f32 as they are packed")

@@ -96,35 +96,26 @@ shape, bshape = [2, 2, 40, 32], [2, 1, 1, 40]
 q, k, v = (rng.uniform(-1, 1, shape).astype(np.float16) for _ in range(3))
 bias = np.zeros(bshape, np.float16)
 bias[1, ..., 25:] = -10000
-save("bert_f16", [
-    node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
-    node("MatMul", ["q", "kt"], ["s0"]),
-    node("Mul", ["s0", "scale"], ["s1"]),
-    node("Add", ["s1", "bias"], ["s2"]),
-    node("Softmax", ["s2"], ["p"], axis=-1),
-    node("MatMul", ["p", "v"], ["y"])],
-    [helper.make_tensor_value_info(n, H16, shape) for n in "qkv"] +
-    [helper.make_tensor_value_info("bias", H16, bshape)],
-    [helper.make_tensor_value_info("y", H16, shape)],
-    [q, k, v, bias],
-    reference(q, k, v, float(np.float16(1 / np.sqrt(32))), bias=bias).astype(np.float16),
-    [numpy_helper.from_array(np.array(1 / np.sqrt(32), np.float16), "scale")])
+def bert(name, dtype, elem):
+    """The BERT case with q, k, v and the bias in `dtype` (ONNX type `elem`)."""
+    ins = [a.astype(dtype) for a in (q, k, v, bias)]
+    save(name, [
+        node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+        node("MatMul", ["q", "kt"], ["s0"]),
+        node("Mul", ["s0", "scale"], ["s1"]),
+        node("Add", ["s1", "bias"], ["s2"]),
+        node("Softmax", ["s2"], ["p"], axis=-1),
+        node("MatMul", ["p", "v"], ["y"])],
+        [helper.make_tensor_value_info(n, elem, shape) for n in "qkv"] +
+        [helper.make_tensor_value_info("bias", elem, bshape)],
+        [helper.make_tensor_value_info("y", elem, shape)],
+        ins, reference(*ins[:3], float(dtype(1 / np.sqrt(32))), bias=ins[3]).astype(dtype),
+        [numpy_helper.from_array(np.array(1 / np.sqrt(32), dtype), "scale")])
 
+
+bert("bert_f16", np.float16, H16)
 # The same in f32 (for --precision bf16 on the CPU: the bias stays f32 there).
-q32, k32, v32, bias32 = (a.astype(np.float32) for a in (q, k, v, bias))
-save("bert_f32", [
-    node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
-    node("MatMul", ["q", "kt"], ["s0"]),
-    node("Mul", ["s0", "scale"], ["s1"]),
-    node("Add", ["s1", "bias"], ["s2"]),
-    node("Softmax", ["s2"], ["p"], axis=-1),
-    node("MatMul", ["p", "v"], ["y"])],
-    [helper.make_tensor_value_info(n, F, shape) for n in "qkv"] +
-    [helper.make_tensor_value_info("bias", F, bshape)],
-    [helper.make_tensor_value_info("y", F, shape)],
-    [q32, k32, v32, bias32],
-    reference(q32, k32, v32, float(np.float32(1 / np.sqrt(32))), bias=bias32).astype(np.float32),
-    [numpy_helper.from_array(np.array(1 / np.sqrt(32), np.float32), "scale")])
+bert("bert_f32", np.float32, F)
 
 # Grouped-query attention with a boolean padding mask, bf16 inside an f32 graph.
 qs, kvs, ms = [1, 4, 70, 64], [1, 2, 70, 64], [1, 1, 1, 70]
