@@ -10,10 +10,11 @@ Adam (lr 1e-4) on an mse loss, batch 1, the same initial weights and data on bot
 For each sequence length:
   - tcc: `tcc compile --train --report`: the train step's planned temporaries (arena) and saved
     activations; then `tcc train --metrics --step-log` for --epochs epochs of --samples steps:
-    the median step time over epochs 2.., and the process's peak resident memory;
+    the median over epochs 2.. of the epoch's time per step (an epoch also evaluates the one
+    test sample), and the process's peak resident memory;
   - PyTorch eager in a fresh process: the same layer with F.scaled_dot_product_attention
-    (is_causal=True: its CPU flash-attention kernel, forward and backward), the same steps: the
-    median step time after the first epoch, and the peak resident memory;
+    (is_causal=True: its CPU flash-attention kernel, forward and backward), the same epochs
+    (steps, then the test sample evaluated), timed the same way, and the peak resident memory;
   - the step losses of both, compared (largest relative difference).
 With --precisions fp32 bf16, each precision is a row: tcc `--precision bf16` (products and
 attention, forward and backward, in bf16 with f32 sums; parameters and Adam state f32) against
@@ -122,28 +123,35 @@ def torch_worker(args) -> None:
     opt = torch.optim.Adam(params, lr=LR)
     xs = torch.from_numpy(np.load(w / "data" / "train_images.npy"))
     ys = torch.from_numpy(np.load(w / "data" / "train_labels.npy"))
+    test_x = torch.from_numpy(np.load(w / "data" / "test_images.npy"))
+    test_y = torch.from_numpy(np.load(w / "data" / "test_labels.npy"))
     L = xs.shape[1]
 
     def heads(t):
         return t.view(1, L, HEADS, HEAD_DIM).transpose(1, 2)
 
-    times, losses = [], []
     bf16 = args.precision == "bf16"
+
+    def forward(x):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            q, k, v = heads(x @ params[0]), heads(x @ params[1]), heads(x @ params[2])
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return (o.transpose(1, 2).reshape(1, L, WIDTH) @ params[3]).float()
+
+    # As `tcc train` does: an epoch is its steps, then the test sample evaluated.
+    times, losses = [], []
     for epoch in range(args.epochs):
+        start = time.perf_counter()
         for i in range(xs.shape[0]):
-            start = time.perf_counter()
-            x = xs[i:i + 1]
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-                q, k, v = heads(x @ params[0]), heads(x @ params[1]), heads(x @ params[2])
-                o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-                y = o.transpose(1, 2).reshape(1, L, WIDTH) @ params[3]
-            loss = F.mse_loss(y.float(), ys[i:i + 1])
+            loss = F.mse_loss(forward(xs[i:i + 1]), ys[i:i + 1])
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-            times.append(time.perf_counter() - start)
             losses.append(float(loss))
-    steady = times[xs.shape[0]:] or times
+        with torch.no_grad():
+            float(F.mse_loss(forward(test_x), test_y))
+        times.append((time.perf_counter() - start) / xs.shape[0])
+    steady = times[1:] or times
     print(json.dumps({"step_seconds": statistics.median(steady), "losses": losses,
                       "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
                       "torch": torch.__version__}))
@@ -169,7 +177,11 @@ def measure(args, length: int, precision: str) -> dict:
                           "--threads", str(args.threads), "--metrics", str(metrics),
                           "--step-log", str(steps)])
         m = json.loads(metrics.read_text())
-        steady = [e["seconds"] / e["steps"] for e in m[1:]] or [m[0]["seconds"] / m[0]["steps"]]
+        # An epoch's time per step (`steps` counts from the start of training); the epoch
+        # includes evaluating the one test sample, as the torch side's does.
+        per_step = [e["seconds"] / (e["steps"] - (m[i - 1]["steps"] if i else 0))
+                    for i, e in enumerate(m)]
+        steady = per_step[1:] or per_step
         row = {"length": length, "precision": precision, "arena_bytes": entry["arena_bytes"],
                "activation_bytes": entry["activation_bytes"],
                "score_matrix_bytes": HEADS * length * length * 4,
@@ -236,7 +248,8 @@ def main() -> int:
           + (f"; torch {rows[0]['torch']}" if rows and "torch" in rows[0] else ""),
           f"- model: one causal self-attention layer, width {WIDTH}, {HEADS} heads of {HEAD_DIM}, "
           f"batch 1, mse, Adam lr {LR}; {args.epochs} epochs of {args.samples} steps, same weights "
-          "and data on both sides; step time: median over epochs 2..", "",
+          "and data on both sides; step time: an epoch's time per step (its steps and the evaluation "
+          "of one test sample), median over epochs 2..", "",
           *lines, "",
           "Score matrix: one [12, L, L] f32 tensor, what a materialised attention holds per "
           "softmax (its gradient held two or three). tcc arena: the train step's planned "
