@@ -785,7 +785,8 @@ int main(int argc, char **argv) {
   trainCmd->add_flag("--no-shuffle", noShuffle, "visit the training samples in file order");
   trainCmd->add_option("--metrics", trainRun.metricsPath,
                        "write a JSON list, one object per epoch: epoch, train_loss, test_loss, "
-                       "test_accuracy (0..1, null for mse), seconds, steps, host_peak_bytes (this "
+                       "test_accuracy (0..1, null for mse), seconds (the epoch's), steps "
+                       "(optimizer steps so far), host_peak_bytes (this "
                        "process's host allocator peak; rank 0's in a distributed run); with "
                        "--precision fp16 also loss_scale and skipped_steps (so far)");
   trainCmd->add_option("--step-log", trainRun.stepLogPath,
