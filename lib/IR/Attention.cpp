@@ -48,7 +48,7 @@ Value sumToKeyBatch(CoreBuilder &b, Value grad, ArrayRef<SymExpr> kvShape) {
   return b.reduce(ReduceKind::Sum, b.reshapeToDims(grad, grouped), dims, /*keepDims=*/false);
 }
 
-AttentionOperands attentionOperands(AttentionOp op) {
+template <class Op> static AttentionOperands operandsOf(Op op) {
   return {op.getQ(),
           op.getK(),
           op.getV(),
@@ -59,16 +59,8 @@ AttentionOperands attentionOperands(AttentionOp op) {
           op.getCausal()};
 }
 
-AttentionOperands attentionOperands(AttentionGradOp op) {
-  return {op.getQ(),
-          op.getK(),
-          op.getV(),
-          op.getMask(),
-          op.getBias(),
-          op.getScale().convertToDouble(),
-          op.getMaskedValue().convertToDouble(),
-          op.getCausal()};
-}
+AttentionOperands attentionOperands(AttentionOp op) { return operandsOf(op); }
+AttentionOperands attentionOperands(AttentionGradOp op) { return operandsOf(op); }
 
 /// x [..., A, B] as [..., B, A]: a reshape when A or B is 1 (no data moves), else a transpose.
 static Value swapLastTwo(CoreBuilder &b, Value x) {

@@ -1047,29 +1047,44 @@ std::vector<float> naiveAttention(const AttentionCase &c, const std::vector<floa
   return out;
 }
 
+/// Rounds x to bf16 in place (the reference then sees the rounded values); returns the bits.
+std::vector<uint16_t> roundToBf16(std::vector<float> &x) {
+  std::vector<uint16_t> bits(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    bits[i] = tcc::rt::floatToBfloat16(x[i]);
+    x[i] = tcc::rt::bfloat16ToFloat(bits[i]);
+  }
+  return bits;
+}
+
+/// Random q, k, v and bias for a case, and its mask (a quarter false).
+struct AttentionInputs {
+  std::vector<float> q, k, v, bias;
+  std::vector<uint8_t> mask;
+};
+AttentionInputs randomAttentionInputs(const AttentionCase &c, unsigned seed) {
+  AttentionInputs in{randomFloats(numElements(c.q), seed),
+                     randomFloats(numElements(c.k), seed + 1),
+                     randomFloats(numElements(c.v), seed + 2),
+                     randomFloats(c.bias.empty() ? 0 : numElements(c.bias), seed + 3),
+                     std::vector<uint8_t>(c.mask.empty() ? 0 : numElements(c.mask))};
+  std::mt19937 rng(seed);
+  for (uint8_t &m : in.mask)
+    m = rng() % 4 != 0;
+  return in;
+}
+
 /// The kernel against the definition in double. In bf16 (`bf16`: q, k, v and the output bf16,
 /// the bias f32) on the bf16-rounded operands: the probabilities are rounded to bf16 before the
 /// second product, so about 2^-8 relative.
 void checkAttention(const AttentionCase &c, unsigned seed, int threads, bool bf16 = false) {
-  auto q = randomFloats(numElements(c.q), seed), k = randomFloats(numElements(c.k), seed + 1),
-       v = randomFloats(numElements(c.v), seed + 2),
-       bias = randomFloats(c.bias.empty() ? 0 : numElements(c.bias), seed + 3);
-  std::vector<uint8_t> mask(c.mask.empty() ? 0 : numElements(c.mask));
-  std::mt19937 rng(seed);
-  for (uint8_t &m : mask)
-    m = rng() % 4 != 0; // a quarter masked
-  auto toBits = [](std::vector<float> &x) {
-    std::vector<uint16_t> bits(x.size());
-    for (size_t i = 0; i < x.size(); ++i) {
-      bits[i] = tcc::rt::floatToBfloat16(x[i]);
-      x[i] = tcc::rt::bfloat16ToFloat(bits[i]); // the reference sees the rounded values
-    }
-    return bits;
-  };
+  AttentionInputs in = randomAttentionInputs(c, seed);
+  std::vector<float> &q = in.q, &k = in.k, &v = in.v, &bias = in.bias;
+  std::vector<uint8_t> &mask = in.mask;
   std::vector<uint16_t> qb, kb, vb;
   std::vector<const void *> inputs = {q.data(), k.data(), v.data()};
   if (bf16) {
-    qb = toBits(q), kb = toBits(k), vb = toBits(v);
+    qb = roundToBf16(q), kb = roundToBf16(k), vb = roundToBf16(v);
     inputs = {qb.data(), kb.data(), vb.data()};
   }
   const fb::DType type = bf16 ? fb::DType_BF16 : fb::DType_F32;
@@ -1114,31 +1129,19 @@ namespace {
 /// the reference computed it. In bf16 (`bf16`: q, k, v, the output, dO and the gradients; the
 /// bias f32) on the rounded operands, p and dS rounded to bf16 for the products: about 2^-8.
 void checkAttentionGrad(const AttentionCase &c, unsigned seed, int threads, bool bf16 = false) {
-  auto q = randomFloats(numElements(c.q), seed), k = randomFloats(numElements(c.k), seed + 1),
-       v = randomFloats(numElements(c.v), seed + 2),
-       bias = randomFloats(c.bias.empty() ? 0 : numElements(c.bias), seed + 3);
-  auto round = [&](std::vector<float> &x) {
-    std::vector<uint16_t> bits(x.size());
-    for (size_t i = 0; i < x.size(); ++i) {
-      bits[i] = tcc::rt::floatToBfloat16(x[i]);
-      x[i] = tcc::rt::bfloat16ToFloat(bits[i]); // the reference sees the rounded values
-    }
-    return bits;
-  };
+  AttentionInputs in = randomAttentionInputs(c, seed);
+  std::vector<float> &q = in.q, &k = in.k, &v = in.v, &bias = in.bias;
+  std::vector<uint8_t> &mask = in.mask;
   std::vector<uint16_t> q16, k16, v16;
   if (bf16)
-    q16 = round(q), k16 = round(k), v16 = round(v);
-  std::vector<uint8_t> mask(c.mask.empty() ? 0 : numElements(c.mask));
-  std::mt19937 rng(seed);
-  for (uint8_t &m : mask)
-    m = rng() % 4 != 0; // a quarter masked
+    q16 = roundToBf16(q), k16 = roundToBf16(k), v16 = roundToBf16(v);
   Shape outShape(c.q.begin(), c.q.end() - 1);
   outShape.push_back(c.v.back());
   auto out = naiveAttention(c, q, k, v, mask, bias);
   auto gradOut = randomFloats(out.size(), seed + 4);
   std::vector<uint16_t> out16, gradOut16;
   if (bf16)
-    out16 = round(out), gradOut16 = round(gradOut);
+    out16 = roundToBf16(out), gradOut16 = roundToBf16(gradOut);
   size_t r = c.q.size();
   int64_t lq = c.q[r - 2], d = c.q[r - 1], lk = c.k[r - 2], dv = c.v[r - 1];
   std::vector<double> dq(q.size()), dk(k.size()), dvv(v.size());
