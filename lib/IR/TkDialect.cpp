@@ -378,18 +378,33 @@ LogicalResult TopKOp::verify() {
   return success();
 }
 
-LogicalResult AttentionGradOp::verify() {
-  auto shape = [](Value x) { return x ? bufferDims(cast<MemRefType>(x.getType())) : SymShape(); };
-  SymShape mask = shape(getMask()), bias = shape(getBias()), out;
-  std::string error = attentionShapeError(shape(getQ()), shape(getK()), shape(getV()),
-                                          getMask() ? &mask : nullptr,
-                                          getBias() ? &bias : nullptr, out);
+/// A buffer's dims (none for a null value).
+static tcc::SymShape dimsOf(Value x) {
+  return x ? bufferDims(cast<MemRefType>(x.getType())) : tcc::SymShape();
+}
+
+/// tk.attention's and tk.attention_grad's shape rules and mask type (tcc/Support/
+/// AttentionShapes.h); `out` gets the forward result's dims.
+template <class Op> static LogicalResult verifyAttentionOperands(Op op, tcc::SymShape &out) {
+  tcc::SymShape mask = dimsOf(op.getMask()), bias = dimsOf(op.getBias());
+  std::string error = attentionShapeError(dimsOf(op.getQ()), dimsOf(op.getK()),
+                                          dimsOf(op.getV()), op.getMask() ? &mask : nullptr,
+                                          op.getBias() ? &bias : nullptr, out);
   if (!error.empty())
-    return emitOpError(error);
-  if (shape(getOutput()) != out || shape(getGrad()) != out)
+    return op.emitOpError(error);
+  if (op.getMask() && !op.getMask().getType().getElementType().isInteger(1))
+    return op.emitOpError("mask must be i1");
+  return success();
+}
+
+LogicalResult AttentionGradOp::verify() {
+  SymShape out;
+  if (failed(verifyAttentionOperands(*this, out)))
+    return failure();
+  if (dimsOf(getOutput()) != out || dimsOf(getGrad()) != out)
     return emitOpError("output and grad must be [B..., Lq, Dv]");
-  if (shape(getGradQ()) != shape(getQ()) || shape(getGradK()) != shape(getK()) ||
-      shape(getGradV()) != shape(getV()))
+  if (dimsOf(getGradQ()) != dimsOf(getQ()) || dimsOf(getGradK()) != dimsOf(getK()) ||
+      dimsOf(getGradV()) != dimsOf(getV()))
     return emitOpError("grad_q, grad_k and grad_v must have the shapes of q, k and v");
   Type et = getQ().getType().getElementType();
   if (!et.isF32() && !et.isBF16())
@@ -399,20 +414,14 @@ LogicalResult AttentionGradOp::verify() {
       return emitOpError("q, k, v, the output and every gradient must have one element type");
   if (getBias() && !getBias().getType().getElementType().isF32())
     return emitOpError("the bias must be f32");
-  if (getMask() && !getMask().getType().getElementType().isInteger(1))
-    return emitOpError("mask must be i1");
   return success();
 }
 
 LogicalResult AttentionOp::verify() {
-  auto shape = [](Value x) { return x ? bufferDims(cast<MemRefType>(x.getType())) : SymShape(); };
-  SymShape mask = shape(getMask()), bias = shape(getBias()), out;
-  std::string error = attentionShapeError(shape(getQ()), shape(getK()), shape(getV()),
-                                          getMask() ? &mask : nullptr,
-                                          getBias() ? &bias : nullptr, out);
-  if (!error.empty())
-    return emitOpError(error);
-  if (shape(getOutput()) != out)
+  SymShape out;
+  if (failed(verifyAttentionOperands(*this, out)))
+    return failure();
+  if (dimsOf(getOutput()) != out)
     return emitOpError("output must be [B..., Lq, Dv]");
   Type et = getQ().getType().getElementType();
   if (getK().getType().getElementType() != et || getV().getType().getElementType() != et ||
@@ -422,8 +431,6 @@ LogicalResult AttentionOp::verify() {
       !getBias().getType().getElementType().isF32())
     return emitOpError("the bias must have q's element type, or be f32 (the CPU kernel's "
                        "scores are f32)");
-  if (getMask() && !getMask().getType().getElementType().isInteger(1))
-    return emitOpError("mask must be i1");
   return success();
 }
 

@@ -144,3 +144,19 @@ func.func @grad_wrong_output(%q: tensor<2x4x8xf32>, %o: tensor<2x4x7xf32>) {
   %0:3 = tcc.attention_grad %q, %q, %q, %o, %o {scale = 1.0 : f64} : tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x7xf32>, tensor<2x4x7xf32> -> tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>
   return
 }
+
+// -----
+
+func.func @tk_grad_shapes(%q: memref<2x4x8xf32>, %k: memref<2x6x8xf32>, %o: memref<2x4x8xf32>, %g: memref<2x6x8xf32>) {
+  // expected-error @+1 {{'tk.attention_grad' op grad_q, grad_k and grad_v must have the shapes of q, k and v}}
+  tk.attention_grad %q, %k, %k, %o, %o -> %g, %k, %k {scale = 1.0 : f64, masked_value = 0.0 : f64} : memref<2x4x8xf32>, memref<2x6x8xf32>, memref<2x6x8xf32>, memref<2x4x8xf32>, memref<2x4x8xf32>, memref<2x6x8xf32>, memref<2x6x8xf32>, memref<2x6x8xf32>
+  return
+}
+
+// -----
+
+func.func @tk_grad_mixed(%q: memref<2x4x8xf32>, %q16: memref<2x4x8xbf16>) {
+  // expected-error @+1 {{'tk.attention_grad' op q, k, v, the output and every gradient must have one element type}}
+  tk.attention_grad %q, %q, %q, %q, %q16 -> %q, %q, %q {scale = 1.0 : f64, masked_value = 0.0 : f64} : memref<2x4x8xf32>, memref<2x4x8xf32>, memref<2x4x8xf32>, memref<2x4x8xf32>, memref<2x4x8xbf16>, memref<2x4x8xf32>, memref<2x4x8xf32>, memref<2x4x8xf32>
+  return
+}
