@@ -23,6 +23,9 @@ constexpr int64_t kBlockCols = 512; // keys per score block (56 x 512 floats: 11
 // order, so the same result, on every variant.
 constexpr int kLanes = 16;
 
+/// The rounding of probabilities, dS and sums to bf16 (convertRange's conversion).
+constexpr auto toBfloat16 = [](float x) { return floatToBfloat16(x); };
+
 
 /// One block of score rows (row stride ld): applies the causal triangle (keys from keyEnd[r]
 /// on), mask and bias, then the online softmax step: m (running max), l (running sum)
@@ -337,8 +340,7 @@ void runAttention(const AttentionGeometry &g, const void *q, const void *k, cons
               o[r * g.dv + c] *= corr[r];
         const void *probs = s;
         if (g.bf16) {
-          for (int64_t i = 0; i < rows * cols; ++i)
-            p16[i] = floatToBfloat16(s[i]);
+          convertRange(s, p16, rows * cols, toBfloat16);
           probs = p16;
         }
         e.product(false, false, rows, g.dv, cols, 1.0f, probs, cols, e.at(vb, j0 * g.dv), g.dv,
@@ -546,10 +548,8 @@ void runAttentionBackward(const AttentionGeometry &g, const void *q, const void 
           gradBlock(&gb);
           const void *p = w.s, *ds = w.dp;
           if (g.bf16) { // rounded for the 16-bit products, as FlashAttention does
-            for (int64_t i = 0; i < rows * cols; ++i) {
-              w.p16[i] = floatToBfloat16(w.s[i]);
-              w.ds16[i] = floatToBfloat16(w.dp[i]);
-            }
+            convertRange(w.s, w.p16, rows * cols, toBfloat16);
+            convertRange(w.dp, w.ds16, rows * cols, toBfloat16);
             p = w.p16;
             ds = w.ds16;
           }
@@ -563,15 +563,14 @@ void runAttentionBackward(const AttentionGeometry &g, const void *q, const void 
                     dq, g.d, nullptr, &keysN[idx]);
         }
         if (!partial && g.bf16)
-          for (int64_t i = 0; i < rows * g.d; ++i)
-            store(gradQ, first * g.d + i, dq[i]);
+          convertRange(dq, static_cast<uint16_t *>(gradQ) + first * g.d, rows * g.d, toBfloat16);
       }
     }
     if (g.bf16) {
-      for (int64_t i = 0; i < (endKey - firstKey) * g.d; ++i)
-        store(gradK, (kvBatch * g.lk + firstKey) * g.d + i, dk[i]);
-      for (int64_t i = 0; i < (endKey - firstKey) * g.dv; ++i)
-        store(gradV, (kvBatch * g.lk + firstKey) * g.dv + i, dv[i]);
+      convertRange(dk, static_cast<uint16_t *>(gradK) + (kvBatch * g.lk + firstKey) * g.d,
+                   (endKey - firstKey) * g.d, toBfloat16);
+      convertRange(dv, static_cast<uint16_t *>(gradV) + (kvBatch * g.lk + firstKey) * g.dv,
+                   (endKey - firstKey) * g.dv, toBfloat16);
     }
   });
   if (chunks > 1) {

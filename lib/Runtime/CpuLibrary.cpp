@@ -149,16 +149,7 @@ GemmGeometry makeGemmGeometry(tccrt_dtype dtype, const Shape &a, const Shape &b,
 
 namespace {
 
-template <class From, class To, class Convert>
-TCC_ISA_BODY void convertRangeBody(const From *__restrict from, To *__restrict to, int64_t n,
-                                   Convert convert) {
-  for (int64_t i = 0; i < n; ++i)
-    to[i] = convert(from[i]);
-}
-TCC_ISA_CLONES(convertRange, convertRangeBody)
-
-/// to[i] = convert(from[i]) for i < n, on up to numThreads threads: a loop GCC vectorises for
-/// the CPU's widest ISA (the conversion inlined, not called through a pointer).
+/// to[i] = convert(from[i]) for i < n, on up to numThreads threads (convertRange's loop).
 template <class From, class To, class Convert>
 void convertElements(const From *from, To *to, int64_t n, int numThreads, Convert convert) {
   parallelFor(numThreads, n, (int64_t)(sizeof(From) + sizeof(To)), [&](int64_t begin, int64_t end) {

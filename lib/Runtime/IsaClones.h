@@ -56,6 +56,17 @@ inline int isaVectorLanes() {
   default: return 4;
   }
 }
+
+template <class From, class To, class Convert>
+TCC_ISA_BODY void convertRangeBody(const From *__restrict from, To *__restrict to, int64_t n,
+                                   Convert convert) {
+  for (int64_t i = 0; i < n; ++i)
+    to[i] = convert(from[i]);
+}
+/// convertRange(from, to, n, convert): to[i] = convert(from[i]) for i < n (distinct arrays), a
+/// loop GCC vectorises for the CPU's widest ISA (the conversion inlined, not called through a
+/// pointer).
+TCC_ISA_CLONES(convertRange, convertRangeBody)
 } // namespace tcc::rt
 
 // TCC_ISA_CLONES_VECTOR(name, body): TCC_ISA_CLONES for a body templated on its float vector
