@@ -360,12 +360,36 @@ void runAttention(const AttentionGeometry &g, const void *q, const void *k, cons
   });
 }
 
-} // namespace tcc::rt
-
-namespace tcc::rt {
-
 namespace {
+
 constexpr int64_t kGradBlockCols = 256; // keys per block of the backward pass
+
+/// The backward pass's per-thread workspace: the byte offset of each array, and its size.
+/// Scores and their gradient, m, l and corr (the statistics pass), each row's key end; bf16:
+/// the probabilities and dS rounded for the products, and the row block's f32 dQ.
+struct GradWorkspaceLayout {
+  size_t s, dp, m, l, corr, keyEnd, p16 = 0, ds16 = 0, dq = 0, bytes;
+};
+GradWorkspaceLayout gradWorkspaceLayout(const AttentionGeometry &g) {
+  auto align = [](size_t bytes) { return (bytes + 63) / 64 * 64; };
+  const size_t block = (size_t)(g.blockRows * g.blockCols), rows = (size_t)g.blockRows;
+  GradWorkspaceLayout w;
+  w.s = 0;
+  w.dp = w.s + block * sizeof(float);
+  w.m = w.dp + block * sizeof(float);
+  w.l = w.m + rows * sizeof(float);
+  w.corr = w.l + rows * sizeof(float);
+  w.keyEnd = align(w.corr + rows * sizeof(float));
+  w.bytes = w.keyEnd + align(rows * sizeof(int64_t));
+  if (g.bf16) {
+    w.p16 = w.bytes;
+    w.ds16 = w.p16 + block * sizeof(uint16_t);
+    w.dq = align(w.ds16 + block * sizeof(uint16_t));
+    w.bytes = w.dq + align(rows * (size_t)g.d * sizeof(float));
+  }
+  return w;
+}
+
 } // namespace
 
 AttentionGeometry makeAttentionGradGeometry(const Shape &q, const Shape &k, const Shape &v,
@@ -375,15 +399,7 @@ AttentionGeometry makeAttentionGradGeometry(const Shape &q, const Shape &k, cons
   AttentionGeometry g =
       makeAttentionGeometry(q, k, v, mask, bias, output, scale, causal, maskedValue, bf16);
   g.blockCols = std::min(kGradBlockCols, std::max<int64_t>(g.lk, 1));
-  // Scores and their gradient, m, l and corr (the statistics pass), then each row's key end;
-  // bf16: the probabilities and dS rounded for the products, and the row block's f32 dQ.
-  size_t floats = (size_t)(2 * g.blockRows * g.blockCols + 3 * g.blockRows);
-  g.workspaceBytes = (floats * sizeof(float) + 63) / 64 * 64 +
-                     ((size_t)g.blockRows * sizeof(int64_t) + 63) / 64 * 64;
-  if (bf16)
-    g.workspaceBytes +=
-        ((size_t)(2 * g.blockRows * g.blockCols) * sizeof(uint16_t) + 63) / 64 * 64 +
-        ((size_t)(g.blockRows * g.d) * sizeof(float) + 63) / 64 * 64;
+  g.workspaceBytes = gradWorkspaceLayout(g).bytes;
   return g;
 }
 
@@ -419,23 +435,20 @@ void runAttentionBackward(const AttentionGeometry &g, const void *q, const void 
     int64_t *keyEnd;
     uint16_t *p16, *ds16;
   };
+  const GradWorkspaceLayout layout = gradWorkspaceLayout(g);
   auto own = [&](int64_t worker) {
-    auto align = [](size_t bytes) { return (bytes + 63) / 64 * 64; };
     char *base = static_cast<char *>(workspace) + worker * g.workspaceBytes;
-    Workspace w;
-    w.s = reinterpret_cast<float *>(base);
-    w.dp = w.s + g.blockRows * g.blockCols;
-    w.m = w.dp + g.blockRows * g.blockCols;
-    w.l = w.m + g.blockRows;
-    w.corr = w.l + g.blockRows;
-    char *next = base + align((size_t)(w.corr + g.blockRows - w.s) * sizeof(float));
-    w.keyEnd = reinterpret_cast<int64_t *>(next);
-    next += align((size_t)g.blockRows * sizeof(int64_t));
-    w.p16 = reinterpret_cast<uint16_t *>(next);
-    w.ds16 = w.p16 + g.blockRows * g.blockCols;
-    next += align((size_t)(2 * g.blockRows * g.blockCols) * sizeof(uint16_t));
-    w.dq = reinterpret_cast<float *>(next);
-    return w;
+    auto f32 = [&](size_t offset) { return reinterpret_cast<float *>(base + offset); };
+    auto u16 = [&](size_t offset) { return reinterpret_cast<uint16_t *>(base + offset); };
+    return Workspace{f32(layout.s),
+                     f32(layout.dp),
+                     f32(layout.m),
+                     f32(layout.l),
+                     f32(layout.corr),
+                     f32(layout.dq),
+                     reinterpret_cast<int64_t *>(base + layout.keyEnd),
+                     u16(layout.p16),
+                     u16(layout.ds16)};
   };
   // Keys a row block sees: causal (without a finite fill) stops at its last row.
   auto keysOf = [&](int64_t i0, int64_t rows) {
