@@ -1037,25 +1037,37 @@ private:
     return step;
   }
 
-  AttentionStep attention(const fb::Attention *s, const std::string &what) {
-    if (onCuda_)
-      throw Error(what + ": a CUDA program cannot have library attention steps (the "
-                  "compiler decomposes attention for CUDA)");
-    const BufferDesc &q = buffer(s->q(), what), &k = buffer(s->k(), what),
-                     &v = buffer(s->v(), what), &out = writable(s->output(), what);
-    const BufferDesc *mask = s->has_mask() ? &buffer(s->mask(), what + "'s mask") : nullptr;
-    const BufferDesc *bias = s->has_bias() ? &buffer(s->bias(), what + "'s bias") : nullptr;
-    const bool bf16 = q.dtype == TCCRT_BF16;
-    for (const BufferDesc *b : {&q, &k, &v, &out})
-      if (b->dtype != (bf16 ? TCCRT_BF16 : TCCRT_F32))
-        throw Error(what + ": q, k, v and output must be all f32 or all bf16, got " +
-                    typeString(b->dtype, b->shape, b->dims));
+  /// An attention step's optional mask (bool) and bias (f32: the kernels' scores are f32),
+  /// null when absent.
+  template <class Step>
+  std::pair<const BufferDesc *, const BufferDesc *> attentionMaskAndBias(const Step &s,
+                                                                         const std::string &what) {
+    const BufferDesc *mask = s.has_mask() ? &buffer(s.mask(), what + "'s mask") : nullptr;
+    const BufferDesc *bias = s.has_bias() ? &buffer(s.bias(), what + "'s bias") : nullptr;
     if (bias && bias->dtype != TCCRT_F32)
       throw Error(what + ": the bias must be f32 (the scores are f32), got " +
                   typeString(bias->dtype, bias->shape, bias->dims));
     if (mask && mask->dtype != TCCRT_BOOL)
       throw Error(what + ": the mask must be bool, got " +
                   typeString(mask->dtype, mask->shape, mask->dims));
+    return {mask, bias};
+  }
+
+  AttentionStep attention(const fb::Attention *s, const std::string &what) {
+    if (onCuda_)
+      throw Error(what + ": a CUDA program cannot have library attention steps (the "
+                  "compiler decomposes attention for CUDA)");
+    const BufferDesc &q = buffer(s->q(), what), &k = buffer(s->k(), what),
+                     &v = buffer(s->v(), what), &out = writable(s->output(), what);
+    // Plain variables: the geometry lambda below captures them (clang 14's C++17 cannot
+    // capture structured bindings).
+    const BufferDesc *mask, *bias;
+    std::tie(mask, bias) = attentionMaskAndBias(*s, what);
+    const bool bf16 = q.dtype == TCCRT_BF16;
+    for (const BufferDesc *b : {&q, &k, &v, &out})
+      if (b->dtype != (bf16 ? TCCRT_BF16 : TCCRT_F32))
+        throw Error(what + ": q, k, v and output must be all f32 or all bf16, got " +
+                    typeString(b->dtype, b->shape, b->dims));
     AttentionStep step{s->q(), s->k(), s->v(), s->mask(), s->bias(), s->output(), {}};
     if (!shapesKnown_)
       return step;
@@ -1076,19 +1088,15 @@ private:
                      &v = buffer(s->v(), what), &out = buffer(s->output(), what),
                      &gradOut = buffer(s->grad_output(), what), &gq = writable(s->grad_q(), what),
                      &gk = writable(s->grad_k(), what), &gv = writable(s->grad_v(), what);
-    const BufferDesc *mask = s->has_mask() ? &buffer(s->mask(), what + "'s mask") : nullptr;
-    const BufferDesc *bias = s->has_bias() ? &buffer(s->bias(), what + "'s bias") : nullptr;
+    // Plain variables: the geometry lambda below captures them (clang 14's C++17 cannot
+    // capture structured bindings).
+    const BufferDesc *mask, *bias;
+    std::tie(mask, bias) = attentionMaskAndBias(*s, what);
     const bool bf16 = q.dtype == TCCRT_BF16;
     for (const BufferDesc *b : {&q, &k, &v, &out, &gradOut, &gq, &gk, &gv})
       if (b->dtype != (bf16 ? TCCRT_BF16 : TCCRT_F32))
         throw Error(what + ": q, k, v, the output and every gradient must be all f32 or all "
                     "bf16, got " + typeString(b->dtype, b->shape, b->dims));
-    if (bias && bias->dtype != TCCRT_F32)
-      throw Error(what + ": the bias must be f32, got " +
-                  typeString(bias->dtype, bias->shape, bias->dims));
-    if (mask && mask->dtype != TCCRT_BOOL)
-      throw Error(what + ": the mask must be bool, got " +
-                  typeString(mask->dtype, mask->shape, mask->dims));
     AttentionGradStep step{s->q(),      s->k(),      s->v(),      s->output(), s->grad_output(),
                            s->grad_q(), s->grad_k(), s->grad_v(), s->mask(),   s->bias(),
                            {}};
