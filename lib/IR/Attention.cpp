@@ -171,4 +171,17 @@ AttentionGrads buildAttentionGradCore(CoreBuilder &b, const AttentionOperands &a
   return out;
 }
 
+void decomposeAttentionGrad(AttentionGradOp op) {
+  OpBuilder builder(op);
+  CoreBuilder b(builder, op.getLoc());
+  AttentionGrads g = buildAttentionGradCore(b, attentionOperands(op), op.getGrad(),
+                                            !op.getGradQ().use_empty(), !op.getGradK().use_empty(),
+                                            !op.getGradV().use_empty(), /*wantScores=*/false);
+  Value values[] = {g.q, g.k, g.v};
+  for (auto [result, value] : llvm::zip(op->getResults(), values))
+    if (value)
+      result.replaceAllUsesWith(value);
+  op.erase();
+}
+
 } // namespace tcc

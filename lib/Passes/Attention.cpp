@@ -853,18 +853,8 @@ struct DecomposeAttentionPass : impl::DecomposeAttentionBase<DecomposeAttentionP
       if (!hasFusedAttentionGradKernel(op, target))
         grads.push_back(op);
     });
-    for (AttentionGradOp op : grads) {
-      OpBuilder builder(op);
-      CoreBuilder b(builder, op.getLoc());
-      AttentionGrads g = buildAttentionGradCore(
-          b, attentionOperands(op), op.getGrad(), !op.getGradQ().use_empty(),
-          !op.getGradK().use_empty(), !op.getGradV().use_empty(), /*wantScores=*/false);
-      Value values[] = {g.q, g.k, g.v};
-      for (auto [result, value] : llvm::zip(op->getResults(), values))
-        if (value)
-          result.replaceAllUsesWith(value);
-      op.erase();
-    }
+    for (AttentionGradOp op : grads)
+      decomposeAttentionGrad(op);
   }
 };
 
@@ -872,18 +862,21 @@ struct DecomposeAttentionPass : impl::DecomposeAttentionBase<DecomposeAttentionP
 
 void recognizeAttention(func::FuncOp f, bool explain) { Recognizer(f, explain).run(); }
 
+/// Whether the CPU runtime's attention kernels (forward and backward) take attention in
+/// `elementType` with `bias` (may be null): f32, or bf16 with an f32 bias (their scores are f32).
+static bool cpuAttentionKernelTakes(Type elementType, Value bias) {
+  return elementType.isF32() ||
+         (elementType.isBF16() && (!bias || CoreBuilder::elementTypeOf(bias).isF32()));
+}
+
 bool hasFusedAttentionGradKernel(AttentionGradOp op, llvm::StringRef target) {
-  Type et = CoreBuilder::elementTypeOf(op.getQ());
   return target == "cpu" &&
-         (et.isF32() || (et.isBF16() && (!op.getBias() ||
-                                         CoreBuilder::elementTypeOf(op.getBias()).isF32())));
+         cpuAttentionKernelTakes(CoreBuilder::elementTypeOf(op.getQ()), op.getBias());
 }
 
 bool hasFusedAttentionKernel(AttentionOp op, Type elementType, llvm::StringRef target) {
-  if (target == "cpu") // the runtime's kernel: f32, or bf16 with an f32 bias (scores are f32)
-    return elementType.isF32() ||
-           (elementType.isBF16() &&
-            (!op.getBias() || CoreBuilder::elementTypeOf(op.getBias()).isF32()));
+  if (target == "cpu")
+    return cpuAttentionKernelTakes(elementType, op.getBias());
   if (target != "cuda")
     return false;
   // The generated kernel reads the bias in q's type (an f32 attention's bias converts with it).

@@ -108,16 +108,8 @@ FailureOr<SmallVector<Value>> buildGradients(OpBuilder &b, Value loss, ArrayRef<
     if (auto g = dyn_cast<AttentionGradOp>(op))
       activeGrads.push_back(g);
   if (!activeGrads.empty()) {
-    for (AttentionGradOp g : activeGrads) {
-      OpBuilder here(g);
-      CoreBuilder cb(here, g.getLoc());
-      AttentionGrads core = buildAttentionGradCore(cb, attentionOperands(g), g.getGrad(), true,
-                                                   true, true, /*wantScores=*/false);
-      g.getGradQ().replaceAllUsesWith(core.q);
-      g.getGradK().replaceAllUsesWith(core.k);
-      g.getGradV().replaceAllUsesWith(core.v);
-      g.erase();
-    }
+    for (AttentionGradOp g : activeGrads)
+      decomposeAttentionGrad(g);
     return buildGradients(b, loss, wrt);
   }
 

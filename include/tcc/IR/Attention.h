@@ -50,6 +50,10 @@ struct AttentionGrads {
 AttentionGrads buildAttentionGradCore(CoreBuilder &b, const AttentionOperands &a, mlir::Value grad,
                                       bool wantQ, bool wantK, bool wantV, bool wantScores);
 
+/// Replaces `op` by its core-op gradients (those of its results that are used) and erases it:
+/// -tcc-decompose-attention's rewrite, and autodiff's before differentiating it again.
+void decomposeAttentionGrad(AttentionGradOp op);
+
 /// k or v [B'..., L, X] repeated to q's batch dims `qBatch` (each B'_d divides B_d; query batch
 /// index i reads i / (B_d / B'_d)).
 mlir::Value expandToQueryBatch(CoreBuilder &b, mlir::Value kv, llvm::ArrayRef<SymExpr> qBatch);
