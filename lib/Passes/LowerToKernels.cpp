@@ -373,6 +373,11 @@ void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
   if (!lib)
     throw LoweringError{f, "extern fusion without a matmul, conv, pool, topk, attention, "
                            "attention gradient, concat or collective"};
+  // The buffer a result of `lib` goes to: the fusion's output it yields, else a new one.
+  auto resultBuffer = [&](Value result) {
+    auto it = llvm::find(yields, result);
+    return it != yields.end() ? outputs[it - yields.begin()] : alloc(result);
+  };
 
   if (auto concat = dyn_cast<ConcatOp>(lib)) {
     // Each input is copied into its slab of the result (isCopyConcat: contiguous).
@@ -411,8 +416,7 @@ void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
     return;
   }
   if (auto recv = dyn_cast<RecvOp>(lib)) {
-    auto it = llvm::find(yields, recv.getResult());
-    Value out = it != yields.end() ? outputs[it - yields.begin()] : alloc(recv.getResult());
+    Value out = resultBuffer(recv.getResult());
     b_.create<tk::CollectiveOp>(lib->getLoc(), out, out, "recv", CollectiveReduceKind::Sum,
                                 recv.getPeer(), recv.getTag(), b_.getStrArrayAttr({recv.getAxis()}));
     return;
@@ -422,8 +426,7 @@ void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
     auto in = dyn_cast_or_null<BlockArgument>(lib->getNumOperands() ? lib->getOperand(0) : Value());
     if (!in || in.getOwner() != &body || lib->getNumResults() != 1)
       throw LoweringError{lib, "a collective lowers with one input of its fusion and one result"};
-    auto it = llvm::find(yields, lib->getResult(0));
-    Value out = it != yields.end() ? outputs[it - yields.begin()] : alloc(lib->getResult(0));
+    Value out = resultBuffer(lib->getResult(0));
     auto [kind, reduction, dim, dim2, axes] =
         llvm::TypeSwitch<Operation *, std::tuple<StringRef, CollectiveReduceKind, int64_t, int64_t, ArrayAttr>>(lib)
             .Case([](AllReduceOp o) {
@@ -449,16 +452,20 @@ void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
     return;
   }
 
-  if (auto a = dyn_cast<AttentionOp>(lib)) {
-    SmallVector<Value, 5> ins;
-    for (Value operand : a->getOperands()) {
+  // Attention and its gradient read every operand from an input of the fusion.
+  auto operandBuffers = [&](Operation *op) {
+    SmallVector<Value, 7> ins;
+    for (Value operand : op->getOperands()) {
       auto in = dyn_cast<BlockArgument>(operand);
       if (!in || in.getOwner() != &body)
-        throw LoweringError{a, "its operands must be inputs of its fusion"};
+        throw LoweringError{op, "its operands must be inputs of its fusion"};
       ins.push_back(fusionArgBuffers_.lookup(in));
     }
-    auto it = llvm::find(yields, a.getResult());
-    Value out = it != yields.end() ? outputs[it - yields.begin()] : alloc(a.getResult());
+    return ins;
+  };
+  if (auto a = dyn_cast<AttentionOp>(lib)) {
+    SmallVector<Value, 7> ins = operandBuffers(a);
+    Value out = resultBuffer(a.getResult());
     size_t next = 3;
     Value mask = a.getMask() ? ins[next++] : Value(), bias = a.getBias() ? ins[next] : Value();
     b_.create<tk::AttentionOp>(a.getLoc(), ins[0], ins[1], ins[2], mask, bias, out,
@@ -467,18 +474,9 @@ void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
   }
 
   if (auto a = dyn_cast<AttentionGradOp>(lib)) {
-    SmallVector<Value, 7> ins;
-    for (Value operand : a->getOperands()) {
-      auto in = dyn_cast<BlockArgument>(operand);
-      if (!in || in.getOwner() != &body)
-        throw LoweringError{a, "its operands must be inputs of its fusion"};
-      ins.push_back(fusionArgBuffers_.lookup(in));
-    }
-    Value outs[3];
-    for (unsigned r = 0; r < 3; ++r) {
-      auto it = llvm::find(yields, a->getResult(r));
-      outs[r] = it != yields.end() ? outputs[it - yields.begin()] : alloc(a->getResult(r));
-    }
+    SmallVector<Value, 7> ins = operandBuffers(a);
+    Value outs[3] = {resultBuffer(a.getGradQ()), resultBuffer(a.getGradK()),
+                     resultBuffer(a.getGradV())};
     size_t next = 5;
     Value mask = a.getMask() ? ins[next++] : Value(), bias = a.getBias() ? ins[next] : Value();
     b_.create<tk::AttentionGradOp>(a.getLoc(), ins[0], ins[1], ins[2], ins[3], ins[4], mask, bias,
@@ -491,11 +489,7 @@ void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
     auto in = dyn_cast<BlockArgument>(t.getX());
     if (!in || in.getOwner() != &body)
       throw LoweringError{t, "its input must be an input of its fusion"};
-    Value outs[2];
-    for (unsigned r = 0; r < 2; ++r) {
-      auto it = llvm::find(yields, t->getResult(r));
-      outs[r] = it != yields.end() ? outputs[it - yields.begin()] : alloc(t->getResult(r));
-    }
+    Value outs[2] = {resultBuffer(t->getResult(0)), resultBuffer(t->getResult(1))};
     b_.create<tk::TopKOp>(t.getLoc(), fusionArgBuffers_.lookup(in), outs[0], outs[1],
                           t.getDim(), t.getLargest());
     return;
