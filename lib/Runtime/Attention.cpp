@@ -275,6 +275,12 @@ AttentionGeometry makeAttentionGeometry(const Shape &q, const Shape &k, const Sh
   return g;
 }
 
+std::string attentionShapeText(const AttentionGeometry &g) {
+  return std::to_string(g.batches) + " x " + std::to_string(g.lq) + "x" + std::to_string(g.lk) +
+         ", head " + std::to_string(g.d) + (g.causal ? ", causal" : "") +
+         (g.hasMask ? ", mask" : "") + (g.hasBias ? ", bias" : "");
+}
+
 void runAttention(const AttentionGeometry &g, const void *q, const void *k, const void *v,
                   const bool *mask, const float *bias, void *output, void *workspace,
                   int numThreads) {

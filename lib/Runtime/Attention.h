@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace tcc::rt {
@@ -47,6 +48,10 @@ AttentionGeometry makeAttentionGeometry(const Shape &q, const Shape &k, const Sh
                                         const Shape *mask, const Shape *bias, const Shape &output,
                                         double scale, bool causal, double maskedValue,
                                         bool bf16 = false);
+
+/// "B x LqxLk, head D" and ", causal", ", mask", ", bias" where they apply: the attention and
+/// attention gradient steps' names in profiles.
+std::string attentionShapeText(const AttentionGeometry &g);
 
 /// Runs on up to numThreads threads; each element of the output is computed by one thread in a
 /// fixed order (the result does not depend on the thread count). q, k, v and output hold f32,

@@ -126,19 +126,11 @@ void Program::describeSteps() {
       kind = "topk";
       name = "topk " + std::to_string(s->geometry.k) + " of " + std::to_string(s->geometry.size);
     } else if (auto *s = std::get_if<AttentionStep>(&step)) {
-      const AttentionGeometry &g = s->geometry;
       kind = "attention";
-      name = "attention " + std::to_string(g.batches) + " x " + std::to_string(g.lq) + "x" +
-             std::to_string(g.lk) + ", head " + std::to_string(g.d) +
-             (g.causal ? ", causal" : "") + (g.hasMask ? ", mask" : "") +
-             (g.hasBias ? ", bias" : "");
+      name = "attention " + attentionShapeText(s->geometry);
     } else if (auto *s = std::get_if<AttentionGradStep>(&step)) {
-      const AttentionGeometry &g = s->geometry;
       kind = "attention";
-      name = "attention gradient " + std::to_string(g.batches) + " x " + std::to_string(g.lq) +
-             "x" + std::to_string(g.lk) + ", head " + std::to_string(g.d) +
-             (g.causal ? ", causal" : "") + (g.hasMask ? ", mask" : "") +
-             (g.hasBias ? ", bias" : "");
+      name = "attention gradient " + attentionShapeText(s->geometry);
     } else if (auto *s = std::get_if<CollectiveStep>(&step)) {
       kind = "collective";
       name = collectiveName(*s) + (s->async ? " (async)" : "");
