@@ -1074,6 +1074,36 @@ AttentionInputs randomAttentionInputs(const AttentionCase &c, unsigned seed) {
   return in;
 }
 
+/// Adds the case's mask and bias, where it has them, as the artifact's next inputs (their data
+/// to `inputs`); returns their buffers, kNone when absent.
+std::pair<uint32_t, uint32_t> addMaskAndBias(ArtifactBuilder &art, const AttentionCase &c,
+                                             const AttentionInputs &in,
+                                             std::vector<const void *> &inputs) {
+  uint32_t mask = ArtifactBuilder::kNone, bias = ArtifactBuilder::kNone;
+  if (!c.mask.empty()) {
+    mask = art.input(fb::DType_Bool, c.mask);
+    inputs.push_back(in.mask.data());
+  }
+  if (!c.bias.empty()) {
+    bias = art.input(fb::DType_F32, c.bias);
+    inputs.push_back(in.bias.data());
+  }
+  return {mask, bias};
+}
+
+/// Compares a step's output (f32, or bf16 bits when `bf16`) with the reference `want` within
+/// (rtol, atol); a row whose every score is masked to -inf is NaN in both.
+void expectAttentionOutput(const tccrt::Tensor &out, std::vector<float> want, bool bf16,
+                           double rtol, double atol, const char *what) {
+  std::vector<float> got(want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    got[i] = bf16 ? tcc::rt::bfloat16ToFloat(out.data<uint16_t>()[i]) : out.data<float>()[i];
+  for (size_t i = 0; i < want.size(); ++i)
+    if (std::isnan(want[i]) && std::isnan(got[i]))
+      want[i] = got[i] = 0;
+  expectClose(got.data(), want, rtol, atol, what);
+}
+
 /// The kernel against the definition in double. In bf16 (`bf16`: q, k, v and the output bf16,
 /// the bias f32) on the bf16-rounded operands: the probabilities are rounded to bf16 before the
 /// second product, so about 2^-8 relative.
@@ -1092,31 +1122,15 @@ void checkAttention(const AttentionCase &c, unsigned seed, int threads, bool bf1
   out.push_back(c.v.back());
   ArtifactBuilder art;
   uint32_t bq = art.input(type, c.q), bk = art.input(type, c.k), bv = art.input(type, c.v);
-  uint32_t bm = ArtifactBuilder::kNone, bb = ArtifactBuilder::kNone;
-  if (!c.mask.empty()) {
-    bm = art.input(fb::DType_Bool, c.mask);
-    inputs.push_back(mask.data());
-  }
-  if (!c.bias.empty()) {
-    bb = art.input(fb::DType_F32, c.bias);
-    inputs.push_back(bias.data());
-  }
+  auto [bm, bb] = addMaskAndBias(art, c, in, inputs);
   uint32_t bo = art.output(type, out);
   art.attention(bq, bk, bv, bm, bb, bo, c.scale, c.causal, c.maskedValue);
   auto outputs = runArtifact(art.finish(), inputs, threads);
   auto want = naiveAttention(c, q, k, v, mask, bias);
-  std::vector<float> got(want.size());
-  for (size_t i = 0; i < want.size(); ++i)
-    got[i] = bf16 ? tcc::rt::bfloat16ToFloat(outputs[0].data<uint16_t>()[i])
-                  : outputs[0].data<float>()[i];
-  // A row whose every score is masked to -inf is NaN in both.
-  for (size_t i = 0; i < want.size(); ++i)
-    if (std::isnan(want[i]) && std::isnan(got[i]))
-      want[i] = got[i] = 0;
   if (bf16)
-    expectClose(got.data(), want, 2e-2, 1e-2, "bf16 attention");
+    expectAttentionOutput(outputs[0], want, true, 2e-2, 1e-2, "bf16 attention");
   else
-    expectClose(got.data(), want, 2e-5, 2e-6, "attention");
+    expectAttentionOutput(outputs[0], want, false, 2e-5, 2e-6, "attention");
 }
 
 } // namespace
@@ -1173,33 +1187,18 @@ void checkAttentionGrad(const AttentionCase &c, unsigned seed, int threads, bool
   std::vector<const void *> inputs = {q.data(), k.data(), v.data(), out.data(), gradOut.data()};
   if (bf16)
     inputs = {q16.data(), k16.data(), v16.data(), out16.data(), gradOut16.data()};
-  uint32_t bm = ArtifactBuilder::kNone, bb = ArtifactBuilder::kNone;
-  if (!c.mask.empty()) {
-    bm = art.input(fb::DType_Bool, c.mask);
-    inputs.push_back(mask.data());
-  }
-  if (!c.bias.empty()) {
-    bb = art.input(fb::DType_F32, c.bias);
-    inputs.push_back(bias.data());
-  }
+  auto [bm, bb] = addMaskAndBias(art, c, in, inputs);
   uint32_t gq = art.output(type, c.q), gk = art.output(type, c.k), gv = art.output(type, c.v);
   art.attentionGrad(bq, bk, bv, bo, bg, gq, gk, gv, bm, bb, c.scale, c.causal, c.maskedValue);
   auto outputs = runArtifact(art.finish(), inputs, threads);
   const char *names[] = {"dq", "dk", "dv"};
   const std::vector<double> *wants[] = {&dq, &dk, &dvv};
   for (int o = 0; o < 3; ++o) {
-    std::vector<float> want(wants[o]->begin(), wants[o]->end()), got(want.size());
-    for (size_t i = 0; i < want.size(); ++i)
-      got[i] = bf16 ? tcc::rt::bfloat16ToFloat(outputs[o].data<uint16_t>()[i])
-                    : outputs[o].data<float>()[i];
-    // Rows whose every score is masked to -inf are NaN in both.
-    for (size_t i = 0; i < want.size(); ++i)
-      if (std::isnan(want[i]) && std::isnan(got[i]))
-        want[i] = got[i] = 0;
+    std::vector<float> want(wants[o]->begin(), wants[o]->end());
     if (bf16)
-      expectClose(got.data(), want, 3e-2, 1e-2, names[o]);
+      expectAttentionOutput(outputs[o], want, true, 3e-2, 1e-2, names[o]);
     else
-      expectClose(got.data(), want, 1e-4, 1e-5, names[o]);
+      expectAttentionOutput(outputs[o], want, false, 1e-4, 1e-5, names[o]);
   }
 }
 
