@@ -46,6 +46,7 @@ import numpy as np
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
+import gemm_cpu  # noqa: E402  (results writer)
 from run_cpu import machine_info  # noqa: E402
 
 HEADS, HEAD_DIM = 12, 64
@@ -238,10 +239,6 @@ def main() -> int:
             f"{fmt(ts and ts * 1e3)} | {fmt(ts and r['tcc_step_seconds'] / ts, '.2f')} | "
             f"{r['tcc_peak_rss_bytes'] / 1e6:.0f} | {fmt(r.get('torch_peak_rss_bytes') and r['torch_peak_rss_bytes'] / 1e6, '.0f')} | "
             f"{fmt(r.get('max_rel_loss_difference'), '.1e')} |")
-    day = info["date"][:10]
-    out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    stem = out / f"{day}-attention-train-cpu"
     md = [f"# Training through causal attention, CPU, {args.threads} thread(s)", "",
           f"- date: {info['date']}; CPU: {info['cpu']} ({info['cores']} cores; {info['cpu_flags']}); "
           f"{info['os']}; tcc at git {info['git_commit']}{' (dirty)' if info['git_dirty'] else ''}"
@@ -255,10 +252,8 @@ def main() -> int:
           "softmax (its gradient held two or three). tcc arena: the train step's planned "
           "temporaries (compile report). Peak RSS: the whole process (torch's includes its "
           "libraries, about 300-400 MB). Loss difference: every step's loss, tcc vs torch.", ""]
-    stem.with_suffix(".md").write_text("\n".join(md))
-    stem.with_suffix(".json").write_text(json.dumps({"machine": info, "args": vars(args), "runs": rows},
-                                                    indent=1) + "\n")
-    print("\n".join(lines) + f"\n-> {stem}.md")
+    gemm_cpu.write_results(args.out_dir, "attention-train-cpu",
+                           {"machine": info, "args": vars(args), "runs": rows}, "\n".join(md))
     return 0
 
 
