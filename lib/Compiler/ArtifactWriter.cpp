@@ -300,17 +300,25 @@ void Writer::addStep(Operation *op) {
   if (auto l = dyn_cast<tk::LaunchOp>(op)) {
     SmallVector<Value> args(l.getArgs());
     launch = kernelLaunch(kernelFor(l.getCallee()), args, l.getCallee(), nodes);
-  } else if (cuda() && isa<tk::ConvOp, tk::TopKOp, tk::AttentionOp>(op)) {
-    // Generated kernels take the op's buffers in operand order.
+  } else if (cuda() && isa<tk::ConvOp, tk::TopKOp, tk::AttentionOp, tk::AttentionGradOp>(op)) {
+    // Generated kernels take the op's buffers in operand order; an op launching several
+    // kernels (attention's gradient) is a step per kernel.
     auto it = contents_.cudaLibraryCalls.find(op);
-    if (it == contents_.cudaLibraryCalls.end() || it->second >= contents_.cudaKernels.size())
+    if (it == contents_.cudaLibraryCalls.end() || it->second.empty())
       throw Error("artifact: no CUDA kernel was generated for '" +
                   op->getName().getStringRef().str() + "'");
-    const std::string &name = contents_.cudaKernels[it->second].name;
-    SmallVector<Value> args(op->getOperands());
-    if (contents_.cudaKernels[it->second].launch.symbolsArgument)
-      args.push_back(symbolValues(op->getParentOfType<func::FuncOp>()));
-    launch = kernelLaunch(kernelFor(name, args), args, name, nodes);
+    for (size_t index : it->second) {
+      if (index >= contents_.cudaKernels.size())
+        throw Error("artifact: no CUDA kernel was generated for '" +
+                    op->getName().getStringRef().str() + "'");
+      if (launch.o)
+        launches_.push_back(launch);
+      const std::string &name = contents_.cudaKernels[index].name;
+      SmallVector<Value> args(op->getOperands());
+      if (contents_.cudaKernels[index].launch.symbolsArgument)
+        args.push_back(symbolValues(op->getParentOfType<func::FuncOp>()));
+      launch = kernelLaunch(kernelFor(name, args), args, name, nodes);
+    }
   } else if (auto g = dyn_cast<tk::GemmOp>(op)) {
     // The epilogue (bias, activation) is computed by the GEMM library (tcc/Passes/GemmEpilogue.h):
     // cuBLASLt every one, libtccrt's CPU sgemm a bias and ReLU on f32 (its runtime refuses more).
@@ -395,9 +403,6 @@ void Writer::addStep(Operation *op) {
     launch = fb::CreateLaunch(fbb_, fb::Step_Attention, step.Union(), nodes);
     ++externCalls_;
   } else if (auto a = dyn_cast<tk::AttentionGradOp>(op)) {
-    if (cuda())
-      throw Error("artifact: a tk.attention_grad in a CUDA program (the compiler decomposes "
-                  "attention gradients for CUDA)");
     auto step = fb::CreateAttentionGrad(
         fbb_, bufferFor(a.getQ()), bufferFor(a.getK()), bufferFor(a.getV()),
         bufferFor(a.getOutput()), bufferFor(a.getGrad()), bufferFor(a.getGradQ()),

@@ -325,19 +325,24 @@ CudaProgramKernels emitCudaProgram(ModuleOp module) {
     if (!tk::isProgram(f))
       continue;
     f.walk([&](Operation *op) {
-      if (!isa<tk::ConvOp, tk::TopKOp, tk::AttentionOp>(op))
+      if (!isa<tk::ConvOp, tk::TopKOp, tk::AttentionOp, tk::AttentionGradOp>(op))
         return;
-      codegen::CudaKernel k;
+      std::vector<codegen::CudaKernel> launched;
       try {
-        if (auto conv = dyn_cast<tk::ConvOp>(op))
-          k = codegen::emitCudaConv(conv);
-        else if (auto topk = dyn_cast<tk::TopKOp>(op))
-          k = codegen::emitCudaTopK(topk);
-        else {
+        if (auto conv = dyn_cast<tk::ConvOp>(op)) {
+          launched.push_back(codegen::emitCudaConv(conv));
+        } else if (auto topk = dyn_cast<tk::TopKOp>(op)) {
+          launched.push_back(codegen::emitCudaTopK(topk));
+        } else {
           unsigned alignment = 16;
           for (Value buffer : op->getOperands())
             alignment = std::min(alignment, codegen::cudaBufferAlignment(buffer));
-          k = codegen::emitCudaAttention(cast<tk::AttentionOp>(op), alignment);
+          if (auto a = dyn_cast<tk::AttentionOp>(op)) {
+            launched.push_back(codegen::emitCudaAttention(a, alignment));
+          } else {
+            auto kernels = codegen::emitCudaAttentionGrad(cast<tk::AttentionGradOp>(op), alignment);
+            launched.assign(kernels.begin(), kernels.end());
+          }
         }
       } catch (const Error &e) {
         // Name the (first) model node it computes.
@@ -345,12 +350,14 @@ CudaProgramKernels emitCudaProgram(ModuleOp module) {
         throw Error(nodes.empty() ? std::string(e.what())
                                   : "node '" + nodes.front() + "': " + e.what());
       }
-      auto [it, inserted] = byName.try_emplace(k.name, out.kernels.size());
-      if (inserted)
-        out.kernels.push_back(std::move(k));
-      else if (out.kernels[it->second].source != k.source)
-        throw Error("two different CUDA kernels are named '" + k.name + "'");
-      out.libraryCalls[op] = it->second;
+      for (codegen::CudaKernel &k : launched) {
+        auto [it, inserted] = byName.try_emplace(k.name, out.kernels.size());
+        if (inserted)
+          out.kernels.push_back(std::move(k));
+        else if (out.kernels[it->second].source != k.source)
+          throw Error("two different CUDA kernels are named '" + k.name + "'");
+        out.libraryCalls[op].push_back(it->second);
+      }
     });
   }
   return out;

@@ -407,13 +407,21 @@ LogicalResult AttentionGradOp::verify() {
       dimsOf(getGradV()) != dimsOf(getV()))
     return emitOpError("grad_q, grad_k and grad_v must have the shapes of q, k and v");
   Type et = getQ().getType().getElementType();
-  if (!et.isF32() && !et.isBF16())
-    return emitOpError("q must be f32 or bf16");
+  if (!et.isF32() && !et.isBF16() && !et.isF16())
+    return emitOpError("q must be f32, bf16 or f16");
   for (Value x : getOperands())
-    if (x != getMask() && x != getBias() && cast<MemRefType>(x.getType()).getElementType() != et)
+    if (x != getMask() && x != getBias() && x != getWorkspace() &&
+        cast<MemRefType>(x.getType()).getElementType() != et)
       return emitOpError("q, k, v, the output and every gradient must have one element type");
-  if (getBias() && !getBias().getType().getElementType().isF32())
-    return emitOpError("the bias must be f32");
+  if (getBias() && !getBias().getType().getElementType().isF32() &&
+      getBias().getType().getElementType() != et)
+    return emitOpError("the bias must be f32 or have q's element type");
+  if (getWorkspace()) {
+    SymShape rows = dimsOf(getQ());
+    rows.back() = SymExpr(2);
+    if (dimsOf(getWorkspace()) != rows || !getWorkspace().getType().getElementType().isF32())
+      return emitOpError("the workspace must be f32 [B..., Lq, 2]");
+  }
   return success();
 }
 

@@ -869,29 +869,37 @@ static bool cpuAttentionKernelTakes(Type elementType, Value bias) {
          (elementType.isBF16() && (!bias || CoreBuilder::elementTypeOf(bias).isF32()));
 }
 
+/// Whether CUDA's generated attention kernels (forward and backward) take attention in
+/// `elementType` over q, v and `bias` (may be null): f16 or bf16, static head dims the kernels
+/// are built for, a bias in f32 or in the element type. Symbolic batch and sequence lengths
+/// are read at run time.
+static bool cudaAttentionKernelsTake(Type elementType, Value q, Value v, Value bias) {
+  if (bias && CoreBuilder::elementTypeOf(bias) != elementType &&
+      !CoreBuilder::elementTypeOf(bias).isF32())
+    return false;
+  for (Value x : {q, v})
+    if (ShapedType::isDynamic(cast<RankedTensorType>(x.getType()).getShape().back()))
+      return false;
+  std::string type;
+  llvm::raw_string_ostream(type) << elementType;
+  return cudaAttentionKernelRefusal(type, cast<RankedTensorType>(q.getType()).getShape().back(),
+                                    cast<RankedTensorType>(v.getType()).getShape().back())
+      .empty();
+}
+
 bool hasFusedAttentionGradKernel(AttentionGradOp op, llvm::StringRef target) {
-  return target == "cpu" &&
-         cpuAttentionKernelTakes(CoreBuilder::elementTypeOf(op.getQ()), op.getBias());
+  Type elementType = CoreBuilder::elementTypeOf(op.getQ());
+  if (target == "cpu")
+    return cpuAttentionKernelTakes(elementType, op.getBias());
+  return target == "cuda" &&
+         cudaAttentionKernelsTake(elementType, op.getQ(), op.getV(), op.getBias());
 }
 
 bool hasFusedAttentionKernel(AttentionOp op, Type elementType, llvm::StringRef target) {
   if (target == "cpu")
     return cpuAttentionKernelTakes(elementType, op.getBias());
-  if (target != "cuda")
-    return false;
-  // The generated kernel reads the bias in q's type (an f32 attention's bias converts with it).
-  if (op.getBias() &&
-      CoreBuilder::elementTypeOf(op.getBias()) != CoreBuilder::elementTypeOf(op.getQ()))
-    return false;
-  // Symbolic batch and sequence lengths are read at run time; head dims are compiled in.
-  for (Value x : {op.getQ(), op.getK(), op.getV()})
-    if (ShapedType::isDynamic(cast<RankedTensorType>(x.getType()).getShape().back()))
-      return false;
-  std::string type;
-  llvm::raw_string_ostream(type) << elementType;
-  return cudaAttentionKernelRefusal(type, op.getQ().getType().getShape().back(),
-                                    op.getV().getType().getShape().back())
-      .empty();
+  return target == "cuda" &&
+         cudaAttentionKernelsTake(elementType, op.getQ(), op.getV(), op.getBias());
 }
 
 } // namespace tcc

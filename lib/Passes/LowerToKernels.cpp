@@ -479,8 +479,20 @@ void ProgramBuilder::lowerExtern(FusionOp f, ArrayRef<Value> outputs) {
                      resultBuffer(a.getGradV())};
     size_t next = 5;
     Value mask = a.getMask() ? ins[next++] : Value(), bias = a.getBias() ? ins[next] : Value();
+    // CUDA's kernels pass each query row's log-sum-exp and dO.O from the first to the second
+    // through an f32 [B..., Lq, 2] workspace in the arena.
+    Value workspace;
+    if (target_ == Target::Cuda) {
+      RankedTensorType q = tensorType(a.getQ());
+      SmallVector<int64_t> shape(q.getShape());
+      shape.back() = 2;
+      workspace = b_.create<tk::AllocOp>(
+          a.getLoc(),
+          tk::bufferType(RankedTensorType::get(shape, b_.getF32Type(), q.getEncoding())),
+          nullptr);
+    }
     b_.create<tk::AttentionGradOp>(a.getLoc(), ins[0], ins[1], ins[2], ins[3], ins[4], mask, bias,
-                                   outs[0], outs[1], outs[2], a.getScaleAttr(),
+                                   outs[0], outs[1], outs[2], workspace, a.getScaleAttr(),
                                    a.getCausalAttr(), a.getMaskedValueAttr());
     return;
   }

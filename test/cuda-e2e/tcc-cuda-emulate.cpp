@@ -3,7 +3,8 @@
 //   tcc-cuda-emulate ARTIFACT KERNEL_DIR -o LIB.so [--cache-dir DIR]
 //
 // For end-to-end tests without a GPU: reads a CUDA artifact made by `tcc compile --device cuda
-// --dump-dir DUMP` and the kernels' sources from KERNEL_DIR (DUMP/kernels/<name>.cu), compiles
+// --dump-dir DUMP` and the kernels' sources from KERNEL_DIR (DUMP/kernels/<name>.cu; for a
+// training artifact, KERNEL_DIR is DUMP and each entry's are DUMP/<entry>/kernels), compiles
 // them for the host against the CUDA emulation of test/support (CudaHostEmulation.h) and writes
 // the shared object the fake CUDA driver (test/runtime/fakecuda) runs kernels from
 // ($TCC_FAKE_CUDA_KERNELS): tcc_emu_<name> per kernel and tcc_emu_launch. Kernel parameter
@@ -19,6 +20,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <set>
 #include <sstream>
 
 namespace fb = tcc::artifact;
@@ -70,18 +72,30 @@ int run(const std::string &artifactPath, const std::string &kernelDir, const std
   const fb::Program *program = fb::GetProgram(bytes.data());
   if (program->device() != fb::Device_CUDA)
     throw Error("'" + artifactPath + "' is not a CUDA artifact");
-  if (program->training())
-    throw Error("'" + artifactPath + "' is a training artifact (only inference programs here)");
+  // Inference: the program's kernels, from KERNEL_DIR. Training: every entry's, from
+  // KERNEL_DIR/<entry>/kernels (the dump's layout); a kernel two entries share is built once.
   std::vector<testsupport::EmulatedKernel> kernels;
-  if (program->kernels())
-    for (const fb::Kernel *k : *program->kernels()) {
+  std::set<std::string> seen;
+  auto add = [&](const fb::Program *p, const std::string &dir) {
+    if (!p->kernels())
+      return;
+    for (const fb::Kernel *k : *p->kernels()) {
       testsupport::EmulatedKernel e;
       e.name = k->name()->str();
-      e.source = readFile(kernelDir + "/" + e.name + ".cu");
-      for (const fb::TensorSpec *p : *k->params())
-        e.paramTypes.push_back(storageType(p->dtype()));
+      if (!seen.insert(e.name).second)
+        continue;
+      e.source = readFile(dir + "/" + e.name + ".cu");
+      for (const fb::TensorSpec *param : *k->params())
+        e.paramTypes.push_back(storageType(param->dtype()));
       kernels.push_back(std::move(e));
     }
+  };
+  if (program->training() && program->training()->entries()) {
+    for (const fb::Entry *entry : *program->training()->entries())
+      add(entry->program(), kernelDir + "/" + entry->name()->str() + "/kernels");
+  } else {
+    add(program, kernelDir);
+  }
   codegen::CpuCompileOptions options;
   options.cacheDir = cacheDir;
   codegen::CpuModule module =

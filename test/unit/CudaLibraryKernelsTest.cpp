@@ -73,6 +73,7 @@ struct AttentionCase {
   Shape mask, bias;            // empty: none
   double maskedValue = -INFINITY;
   unsigned alignment = 16;     // < 16: the kernel's unaligned loads
+  bool gradBiasF32 = false;    // the gradient test's bias in f32 (else the input type)
 };
 
 struct TopKCase {
@@ -124,7 +125,7 @@ std::vector<AttentionCase> attentionCases() {
   c.push_back({"bf16_d64_gqa_mask", DType::BF16, {1, 4, 33, 64}, {1, 2, 65, 64},
                {1, 2, 65, 64}, false, {1, 1, 33, 65}});
   c.push_back({"f16_d16_dv48_bias", DType::F16, {2, 3, 20, 16}, {2, 3, 90, 16}, {2, 3, 90, 48},
-               false, {}, {2, 1, 1, 90}});
+               false, {}, {2, 1, 1, 90}, -INFINITY, 16, true});
   c.push_back({"f16_causal_finite_mask_bias", DType::F16, {2, 2, 66, 32}, {2, 2, 66, 32},
                {2, 2, 66, 32}, true, {2, 1, 66, 66}, {1, 2, 66, 66}, -1e4});
   c.push_back({"f16_rank3_unaligned", DType::F16, {3, 50, 64}, {3, 50, 64}, {3, 50, 64}, false,
@@ -266,6 +267,31 @@ struct OpFactory {
                                      b.getF64FloatAttr(c.maskedValue));
   }
 
+  tk::AttentionGradOp attentionGrad(const AttentionCase &c) {
+    Shape out = c.q, workspace = c.q;
+    out.back() = c.v.back();
+    workspace.back() = 2;
+    std::vector<Type> types = {memref(c.q, c.dtype), memref(c.k, c.dtype), memref(c.v, c.dtype),
+                               memref(out, c.dtype), memref(out, c.dtype)};
+    if (!c.mask.empty())
+      types.push_back(memref(c.mask, DType::Bool));
+    if (!c.bias.empty())
+      types.push_back(memref(c.bias, c.gradBiasF32 ? DType::F32 : c.dtype));
+    for (const Shape &grad : {c.q, c.k, c.v})
+      types.push_back(memref(grad, c.dtype));
+    types.push_back(memref(workspace, DType::F32));
+    Block *entry = function(c.name + "_grad", types);
+    unsigned next = 5;
+    Value mask = c.mask.empty() ? Value() : entry->getArgument(next++);
+    Value bias = c.bias.empty() ? Value() : entry->getArgument(next++);
+    double scale = 1.0 / std::sqrt((double)c.q.back());
+    auto arg = [&](unsigned i) { return entry->getArgument(i); };
+    return b.create<tk::AttentionGradOp>(
+        b.getUnknownLoc(), arg(0), arg(1), arg(2), arg(3), arg(4), mask, bias, arg(next),
+        arg(next + 1), arg(next + 2), arg(next + 3), b.getF64FloatAttr(scale),
+        c.causal ? b.getUnitAttr() : UnitAttr(), b.getF64FloatAttr(c.maskedValue));
+  }
+
   tk::TopKOp topk(const TopKCase &c) {
     Shape v = c.x;
     v[c.dim] = c.k;
@@ -293,6 +319,13 @@ struct AttentionRun {
   cg::CudaKernel kernel;
 };
 
+struct AttentionGradRun {
+  AttentionCase c;
+  Tensor q, k, v, out, grad, mask, bias; // the kernels' inputs (16-bit, bool; bias maybe f32)
+  std::vector<Tensor> want;              // f32: dq, dk, dv of the definition (double sums)
+  std::array<cg::CudaKernel, 2> kernels;
+};
+
 struct TopKRun {
   TopKCase c;
   Tensor x, wantValues, wantIndices;
@@ -312,6 +345,7 @@ struct Corpus {
   std::vector<ConvRun> convs;
   std::vector<TopKRun> topks;
   std::vector<AttentionRun> attentions;
+  std::vector<AttentionGradRun> attentionGrads;
   /// Geometries too large to run here, compiled only: 64-bit offsets in the conv (an input of
   /// 2^32 + elements) and 64-bit indices in top-k (a line of 2^32 elements).
   std::vector<std::pair<std::string, cg::CudaKernel>> compileOnly;
@@ -362,7 +396,18 @@ struct Corpus {
       r.magnitude = kernels::attention(q32, k32, absolute(v32), r.mask, biasF32, scale,
                                        c.causal, c.maskedValue);
       r.kernel = cg::emitCudaAttention(ops.attention(c), c.alignment);
+      // The gradient's inputs: the forward's output rounded to the input type, as the
+      // forward kernel stores it, and a random adjoint.
+      AttentionGradRun gr{c, r.q, r.k, r.v, kernels::cast(r.want, c.dtype), input(r.want.shape()),
+                          r.mask, r.bias, {}, {}};
+      if (c.gradBiasF32 && r.bias.defined())
+        gr.bias = biasF32;
+      gr.want = kernels::attentionGrad(q32, k32, v32, kernels::cast(gr.out, DType::F32),
+                                       kernels::cast(gr.grad, DType::F32), r.mask, biasF32,
+                                       scale, c.causal, c.maskedValue);
+      gr.kernels = cg::emitCudaAttentionGrad(ops.attentionGrad(c), c.alignment);
       attentions.push_back(std::move(r));
+      attentionGrads.push_back(std::move(gr));
     }
     for (DType dtype : {DType::F16, DType::BF16}) {
       AttentionCase big{std::string("attention_8k_causal_gqa_mask_") + dtypeName(dtype), dtype, {64, 16, 8192, 128}, {64, 4, 8192, 128},
@@ -375,6 +420,11 @@ struct Corpus {
       AttentionCase gpt2{std::string("attention_gpt2_causal_") + dtypeName(dtype), dtype,
                          {8, 12, 1024, 64}, {8, 12, 1024, 64}, {8, 12, 1024, 64}, true};
       compileOnly.push_back({gpt2.name, cg::emitCudaAttention(ops.attention(gpt2), 16)});
+      // The backward kernels of the same geometries (64-bit-free but large; head dim 128 takes
+      // the 32-row query tiles).
+      for (const AttentionCase &g : {big, d64, gpt2})
+        for (const cg::CudaKernel &k : cg::emitCudaAttentionGrad(ops.attentionGrad(g), 16))
+          compileOnly.push_back({g.name + "_grad", k});
     }
     ConvCase huge{"conv_64bit", {2, 8, 1 << 14, 1 << 14}, {16, 8, 3, 3}, {2, 2}, {1, 1}, {1, 1},
                   {1, 1}, 1, ""};
@@ -408,6 +458,17 @@ struct Corpus {
         types.push_back(t);
       types.push_back(t);
       out.push_back({r.kernel.name, r.kernel.source, types});
+    }
+    for (const AttentionGradRun &r : attentionGrads) {
+      std::string t = storage(&ops.ctx, r.c.dtype);
+      std::vector<std::string> types = {t, t, t, t, t};
+      if (r.mask.defined())
+        types.push_back("uint8_t");
+      if (r.bias.defined())
+        types.push_back(storage(&ops.ctx, r.bias.dtype()));
+      types.insert(types.end(), {t, t, t, "float"});
+      for (const cg::CudaKernel &k : r.kernels)
+        out.push_back({k.name, k.source, types});
     }
     return out;
   }
@@ -551,6 +612,66 @@ TEST(CudaLibraryKernelsTest, EmulatedAttentionMatchesTheReference) {
   }
 }
 
+// The backward kernels (dq with the row statistics, then dk and dv) against the definition's
+// gradient in double. The kernels round P and dS to the input type for their products and round
+// each result, so an element may differ by a few roundings of the tensor's largest terms: the
+// test allows 4 eps times the largest |element| of each gradient (a result computed without
+// the statistics' shift, the scale or dO.O misses by far more). NaN where the definition is
+// NaN (rows masked entirely).
+TEST(CudaLibraryKernelsTest, EmulatedAttentionGradientMatchesTheDefinition) {
+  for (const AttentionGradRun &r : corpus().attentionGrads) {
+    unsigned maxGrid = &r - corpus().attentionGrads.data() == 0 ? 1 : 3;
+    SCOPED_TRACE(r.c.name + " (" + r.kernels[0].name + ", " + r.kernels[1].name + ")");
+    Shape workspaceShape = r.c.q;
+    workspaceShape.back() = 2;
+    Tensor dq(r.c.dtype, r.c.q), dk(r.c.dtype, r.c.k), dv(r.c.dtype, r.c.v),
+        workspace(DType::F32, workspaceShape);
+    for (Tensor *t : {&dq, &dk, &dv, &workspace})
+      std::memset(t->raw(), 0xFF, t->byteSize()); // NaN: every element must be written
+    std::vector<Tensor> inputs = {r.q.clone(), r.k.clone(), r.v.clone(), r.out.clone(),
+                                  r.grad.clone()};
+    if (r.mask.defined())
+      inputs.push_back(r.mask.clone());
+    if (r.bias.defined())
+      inputs.push_back(r.bias.clone());
+    std::vector<void *> args;
+    for (Tensor &t : inputs)
+      args.push_back(t.raw());
+    for (Tensor *t : {&dq, &dk, &dv, &workspace})
+      args.push_back(t->raw());
+    for (const cg::CudaKernel &k : r.kernels)
+      launch(k, args, maxGrid);
+    double eps = r.c.dtype == DType::F16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
+    const char *names[3] = {"dq", "dk", "dv"};
+    Tensor *got[3] = {&dq, &dk, &dv};
+    for (int which = 0; which < 3; ++which) {
+      Tensor got32 = kernels::cast(*got[which], DType::F32);
+      const Tensor &want = r.want[which];
+      double largest = 0;
+      for (int64_t i = 0; i < want.numElements(); ++i)
+        if (std::isfinite(want.data<float>()[i]))
+          largest = std::max(largest, (double)std::fabs(want.data<float>()[i]));
+      double tol = 4 * eps * largest + 1e-6;
+      int64_t bad = 0;
+      std::string report;
+      for (int64_t i = 0; i < got32.numElements(); ++i) {
+        double g = got32.data<float>()[i], w = want.data<float>()[i];
+        bool ok = std::isnan(w) ? std::isnan(g) : std::fabs(g - w) <= tol;
+        if (!ok && bad++ < 5)
+          report += " [" + std::to_string(i) + "] got " + std::to_string(g) + " want " +
+                    std::to_string(w) + ";";
+      }
+      EXPECT_EQ(bad, 0) << names[which] << ": " << bad << " of " << got32.numElements()
+                        << " elements differ by more than " << tol << ":" << report;
+    }
+    for (size_t i = 0; i < 5; ++i) {
+      const Tensor &original = i == 0 ? r.q : i == 1 ? r.k : i == 2 ? r.v : i == 3 ? r.out : r.grad;
+      EXPECT_EQ(std::memcmp(inputs[i].raw(), original.raw(), original.byteSize()), 0)
+          << "input " << i << " was written";
+    }
+  }
+}
+
 TEST(CudaLibraryKernelsTest, AttentionOutsideTheKernelIsRefused) {
   OpFactory ops;
   AttentionCase c = attentionCases()[0];
@@ -645,6 +766,11 @@ TEST(CudaLibraryKernelsTest, AllKernelsCompileWithNvrtcWithoutSpills) {
     sources.push_back({r.kernel.name, r.kernel.source});
     what.push_back("attention " + r.c.name + " [" + r.kernel.strategy + "]");
   }
+  for (const AttentionGradRun &r : c.attentionGrads)
+    for (const cg::CudaKernel &k : r.kernels) {
+      sources.push_back({k.name, k.source});
+      what.push_back("attention gradient " + r.c.name + " [" + k.strategy + "]");
+    }
   for (const auto &[name, kernel] : c.compileOnly) {
     sources.push_back({kernel.name, kernel.source});
     what.push_back(name + " (compiled only) [" + kernel.strategy + "]");

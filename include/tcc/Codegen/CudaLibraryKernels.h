@@ -12,6 +12,10 @@
 //    f16/bf16 with f32 accumulation (CudaAttentionKernel.cpp); cudaAttentionUnsupported says
 //    why an op is out of its reach (empty when it is not). `alignment` is the smallest byte
 //    alignment of the op's buffers (16 or more: vector loads).
+//  * emitCudaAttentionGrad: FlashAttention-2's backward pass for the same attentions, as two
+//    kernels launched in turn: dQ with each query row's log-sum-exp and dO.O (written to the
+//    op's workspace), then dK and dV per block of keys, summed over the group's query heads
+//    (no atomics: deterministic).
 // The returned kernel is an NVRTC translation unit like CudaEmitter's (same prelude), whose
 // __global__ function takes the op's buffers in operand order, (input, weight, output) and
 // (input, values, indices), as typed device pointers; it covers its work with grid-stride loops
@@ -24,10 +28,13 @@
 
 #include "tcc/Codegen/CudaEmitter.h"
 
+#include <array>
+
 namespace tcc::tk {
 class ConvOp;
 class TopKOp;
 class AttentionOp;
+class AttentionGradOp;
 } // namespace tcc::tk
 
 namespace tcc::codegen {
@@ -36,5 +43,7 @@ CudaKernel emitCudaConv(tk::ConvOp op);
 CudaKernel emitCudaTopK(tk::TopKOp op);
 CudaKernel emitCudaAttention(tk::AttentionOp op, unsigned alignment);
 std::string cudaAttentionUnsupported(tk::AttentionOp op);
+std::array<CudaKernel, 2> emitCudaAttentionGrad(tk::AttentionGradOp op, unsigned alignment);
+std::string cudaAttentionGradUnsupported(tk::AttentionGradOp op);
 
 } // namespace tcc::codegen

@@ -8,6 +8,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallVector.h"
 
 #include <cstdint>
 #include <map>
@@ -40,10 +41,11 @@ struct ArtifactContents {
   std::string cpuCompiler;               // compiler identity and flags
   std::vector<std::string> cpuIsa;       // ISA extensions the kernels may use
   /// CUDA: every kernel the images define (launched tk.kernel functions find theirs by name),
-  /// the kernel each tk.conv / tk.topk launches instead of a library call (index into
-  /// cudaKernels), the images and the compiler identity.
+  /// the kernels each tk.conv / tk.topk / tk.attention / tk.attention_grad launches instead
+  /// of a library call (indices into cudaKernels, in launch order), the images and the
+  /// compiler identity.
   std::vector<CudaKernelInfo> cudaKernels;
-  llvm::DenseMap<mlir::Operation *, size_t> cudaLibraryCalls;
+  llvm::DenseMap<mlir::Operation *, llvm::SmallVector<size_t, 2>> cudaLibraryCalls;
   std::vector<CudaCode> cudaCubins, cudaPtx;
   std::string cudaCompiler;
   std::map<std::string, Tensor> specializedInputs;

@@ -14,6 +14,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallVector.h"
 
 #include <array>
 #include <cstdint>
@@ -159,11 +160,12 @@ void lowerModule(mlir::ModuleOp module, const CompileOptions &options,
 
 /// The CUDA kernels of a lowered module: every tk.kernel function emitted for the alignments
 /// its launches guarantee (cudaArgumentAlignments), then one generated kernel per distinct
-/// tk.conv / tk.topk geometry (CudaLibraryKernels.h), in program order. `libraryCalls` maps
-/// each tk.conv / tk.topk op to the index of its kernel.
+/// tk.conv / tk.topk / tk.attention geometry and two per tk.attention_grad geometry
+/// (CudaLibraryKernels.h), in program order. `libraryCalls` maps each of those ops to the
+/// indices of the kernels it launches, in launch order.
 struct CudaProgramKernels {
   std::vector<codegen::CudaKernel> kernels;
-  llvm::DenseMap<mlir::Operation *, size_t> libraryCalls;
+  llvm::DenseMap<mlir::Operation *, llvm::SmallVector<size_t, 2>> libraryCalls;
 };
 CudaProgramKernels emitCudaProgram(mlir::ModuleOp module);
 

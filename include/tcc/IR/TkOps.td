@@ -404,12 +404,14 @@ def Tk_AttentionOp : Tk_Op<"attention", [AttrSizedOperandSegments]> {
 }
 
 def Tk_AttentionGradOp : Tk_Op<"attention_grad", [AttrSizedOperandSegments]> {
-  let summary = "library attention gradient (tcc.attention_grad semantics): the CPU runtime's, "
-                "f32 or bf16 (an f32 bias)";
+  let summary = "library attention gradient (tcc.attention_grad semantics): the CPU runtime's "
+                "(f32, or bf16 with an f32 bias) or CUDA's generated kernels (f16/bf16)";
   let description = [{
     Reads q, k, v, the forward's output, its adjoint grad and the optional mask (i1) and bias;
     writes grad_q, grad_k and grad_v. It never materialises the scores: the runtime recomputes
-    them a block at a time (FlashAttention-2's backward pass).
+    them a block at a time (FlashAttention-2's backward pass). The CUDA kernels also take a
+    `workspace`, f32 [B..., Lq, 2] (each query row's log-sum-exp and dO.O, passed from the
+    first kernel to the second).
   }];
   let arguments = (ins Arg<Tk_Buffer, "", [MemRead]>:$q, Arg<Tk_Buffer, "", [MemRead]>:$k,
                    Arg<Tk_Buffer, "", [MemRead]>:$v, Arg<Tk_Buffer, "", [MemRead]>:$output,
@@ -418,10 +420,12 @@ def Tk_AttentionGradOp : Tk_Op<"attention_grad", [AttrSizedOperandSegments]> {
                    Arg<Optional<Tk_Buffer>, "", [MemRead]>:$bias,
                    Arg<Tk_Buffer, "", [MemWrite]>:$grad_q, Arg<Tk_Buffer, "", [MemWrite]>:$grad_k,
                    Arg<Tk_Buffer, "", [MemWrite]>:$grad_v,
+                   Arg<Optional<Tk_Buffer>, "", [MemRead, MemWrite]>:$workspace,
                    F64Attr:$scale, UnitAttr:$causal, F64Attr:$masked_value);
   let assemblyFormat = [{
     $q `,` $k `,` $v `,` $output `,` $grad (`mask` `(` $mask^ `:` type($mask) `)`)?
-    (`bias` `(` $bias^ `:` type($bias) `)`)? `->` $grad_q `,` $grad_k `,` $grad_v attr-dict `:`
+    (`bias` `(` $bias^ `:` type($bias) `)`)? `->` $grad_q `,` $grad_k `,` $grad_v
+    (`workspace` `(` $workspace^ `:` type($workspace) `)`)? attr-dict `:`
     type($q) `,` type($k) `,` type($v) `,` type($output) `,` type($grad) `,` type($grad_q) `,`
     type($grad_k) `,` type($grad_v)
   }];

@@ -34,11 +34,12 @@ bool foldConstantOp(mlir::Operation *op, int64_t maxElements,
 void recognizeAttention(mlir::func::FuncOp f, bool explain = false);
 
 /// Whether `target` ("cpu", "cuda") has a fused kernel for `op` computed in `elementType`: the
-/// CPU runtime's takes f32, CUDA's generated one f16/bf16 with head dims multiples of 16 up to
-/// 128 and static shapes. -tcc-decompose-attention and -tcc-autocast decide with it.
+/// CPU runtime's takes f32, or bf16 with an f32 bias; CUDA's generated one f16/bf16 with head
+/// dims multiples of 16 up to 128 (static), and a bias in f32 or the element type.
+/// -tcc-decompose-attention and -tcc-autocast decide with it.
 bool hasFusedAttentionKernel(AttentionOp op, mlir::Type elementType, llvm::StringRef target);
-/// Whether `target` has a fused kernel for tcc.attention_grad: the CPU runtime's, in f32, or
-/// in bf16 with an f32 bias.
+/// Whether `target` has a fused kernel for tcc.attention_grad: the same conditions, on q's
+/// element type.
 bool hasFusedAttentionGradKernel(AttentionGradOp op, llvm::StringRef target);
 
 /// A training step's activation memory (lib/Passes/Remat.cpp): the bytes of the values that the
