@@ -160,3 +160,11 @@ func.func @tk_grad_mixed(%q: memref<2x4x8xf32>, %q16: memref<2x4x8xbf16>) {
   tk.attention_grad %q, %q, %q, %q, %q16 -> %q, %q, %q {scale = 1.0 : f64, masked_value = 0.0 : f64} : memref<2x4x8xf32>, memref<2x4x8xf32>, memref<2x4x8xf32>, memref<2x4x8xf32>, memref<2x4x8xbf16>, memref<2x4x8xf32>, memref<2x4x8xf32>, memref<2x4x8xf32>
   return
 }
+
+// -----
+
+func.func @tk_grad_workspace(%q: memref<2x4x8xbf16>, %w: memref<2x4x3xf32>) {
+  // expected-error @+1 {{'tk.attention_grad' op the workspace must be f32 [B..., Lq, 2]}}
+  tk.attention_grad %q, %q, %q, %q, %q -> %q, %q, %q workspace(%w : memref<2x4x3xf32>) {scale = 1.0 : f64, masked_value = 0.0 : f64} : memref<2x4x8xbf16>, memref<2x4x8xbf16>, memref<2x4x8xbf16>, memref<2x4x8xbf16>, memref<2x4x8xbf16>, memref<2x4x8xbf16>, memref<2x4x8xbf16>, memref<2x4x8xbf16>
+  return
+}

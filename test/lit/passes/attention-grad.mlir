@@ -4,8 +4,10 @@
 // RUN: tcc-opt %s -tcc-autodiff -tcc-decompose-attention=target=cuda | FileCheck %s --check-prefix=CORE
 
 // Attention's gradient with respect to q, k and v is one tcc.attention_grad reading the
-// forward's result; the CPU keeps the f32 one (its runtime has a fused backward pass), other
-// targets get core ops (the training artifact's tk.attention_grad: cli/grad-attention.test).
+// forward's result; the CPU keeps the f32 one (its runtime has a fused backward pass), CUDA
+// decomposes it into core ops in f32 and keeps 16-bit ones with head dims its generated
+// kernels take (@bf16_d16; the training artifacts' tk.attention_grad:
+// cli/grad-attention.test, cli/cuda-train-emulated.test).
 // AD-LABEL: func.func @grouped_causal(
 // AD:       %[[OUT:.*]] = tcc.attention %arg0, %arg1, %arg2 {causal
 // AD:       %{{.*}}, %{{.*}}, %{{.*}} = tcc.attention_grad %arg0, %arg1, %arg2, %[[OUT]], %{{.*}} {causal, scale = 3.500000e-01 : f64} : tensor<2x4x16x8xf32>, tensor<2x2x32x8xf32>, tensor<2x2x32x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32> -> tensor<2x4x16x8xf32>, tensor<2x2x32x8xf32>, tensor<2x2x32x8xf32>
@@ -38,4 +40,28 @@ func.func @masked(%q: tensor<1x2x8x4xf32>, %m: tensor<1x1x1x8xi1>) -> tensor<f32
   %0 = tcc.attention %q, %q, %q mask(%m : tensor<1x1x1x8xi1>) {masked_value = -1.0e9 : f64, scale = 0.5 : f64} : tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32> -> tensor<1x2x8x4xf32>
   %1 = tcc.reduce sum %0 dims = [0, 1, 2, 3] : tensor<1x2x8x4xf32> -> tensor<f32>
   return %1 : tensor<f32>
+}
+
+// CUDA's generated backward kernels take 16-bit attention with head dims multiples of 16 (and an
+// f32 or 16-bit bias); head dims of 8 decompose. The CPU's takes both.
+// CPU-LABEL: func.func @bf16_d16(
+// CPU:       tcc.attention_grad {{.*}} : tensor<1x2x32x16xbf16>
+// CORE-LABEL: func.func @bf16_d16(
+// CORE:       tcc.attention_grad {{.*}} : tensor<1x2x32x16xbf16>
+// CORE:       return
+func.func @bf16_d16(%q: tensor<1x2x32x16xbf16>) -> tensor<bf16> {
+  %0 = tcc.attention %q, %q, %q {causal, scale = 0.25 : f64} : tensor<1x2x32x16xbf16>, tensor<1x2x32x16xbf16>, tensor<1x2x32x16xbf16> -> tensor<1x2x32x16xbf16>
+  %1 = tcc.reduce sum %0 dims = [0, 1, 2, 3] : tensor<1x2x32x16xbf16> -> tensor<bf16>
+  return %1 : tensor<bf16>
+}
+// CPU-LABEL: func.func @bf16_d8(
+// CPU:       tcc.attention_grad {{.*}} : tensor<1x2x32x8xbf16>
+// CORE-LABEL: func.func @bf16_d8(
+// CORE-NOT:   tcc.attention_grad
+// CORE:       tcc.matmul
+// CORE:       return
+func.func @bf16_d8(%q: tensor<1x2x32x8xbf16>) -> tensor<bf16> {
+  %0 = tcc.attention %q, %q, %q {scale = 0.25 : f64} : tensor<1x2x32x8xbf16>, tensor<1x2x32x8xbf16>, tensor<1x2x32x8xbf16> -> tensor<1x2x32x8xbf16>
+  %1 = tcc.reduce sum %0 dims = [0, 1, 2, 3] : tensor<1x2x32x8xbf16> -> tensor<bf16>
+  return %1 : tensor<bf16>
 }
