@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CudaHostEmulation.h"
+#include "FakeCudaModuleKey.h"
 
 #include "tcc/Codegen/KernelCompiler.h"
 #include "tcc/Runtime/artifact_generated.h"
@@ -20,6 +21,8 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -72,34 +75,68 @@ int run(const std::string &artifactPath, const std::string &kernelDir, const std
   const fb::Program *program = fb::GetProgram(bytes.data());
   if (program->device() != fb::Device_CUDA)
     throw Error("'" + artifactPath + "' is not a CUDA artifact");
-  // Inference: the program's kernels, from KERNEL_DIR. Training: every entry's, from
-  // KERNEL_DIR/<entry>/kernels (the dump's layout); a kernel two entries share is built once.
+  // Inference: the program's kernels, from KERNEL_DIR, as tcc_emu_<name>. Training: every
+  // entry's, from KERNEL_DIR/<entry>/kernels; two entries may each have a kernel of one name
+  // with its own body, so each distinct kernel is renamed e<entry>_<name> and found by the fake
+  // driver as tcc_emu_m<key>_<name> for each module image of its entry (FakeCudaModuleKey.h).
   std::vector<testsupport::EmulatedKernel> kernels;
-  std::set<std::string> seen;
-  auto add = [&](const fb::Program *p, const std::string &dir) {
-    if (!p->kernels())
-      return;
-    for (const fb::Kernel *k : *p->kernels()) {
-      testsupport::EmulatedKernel e;
-      e.name = k->name()->str();
-      if (!seen.insert(e.name).second)
-        continue;
-      e.source = readFile(dir + "/" + e.name + ".cu");
-      for (const fb::TensorSpec *param : *k->params())
-        e.paramTypes.push_back(storageType(param->dtype()));
-      kernels.push_back(std::move(e));
-    }
+  auto kernelOf = [](const fb::Kernel *k, const std::string &dir) {
+    testsupport::EmulatedKernel e;
+    e.name = k->name()->str();
+    e.source = readFile(dir + "/" + e.name + ".cu");
+    for (const fb::TensorSpec *param : *k->params())
+      e.paramTypes.push_back(storageType(param->dtype()));
+    return e;
   };
+  std::string aliases;
   if (program->training() && program->training()->entries()) {
-    for (const fb::Entry *entry : *program->training()->entries())
-      add(entry->program(), kernelDir + "/" + entry->name()->str() + "/kernels");
-  } else {
-    add(program, kernelDir);
+    std::map<std::string, std::pair<std::string, std::string>> built; // name -> source, symbol
+    std::set<std::string> aliased;
+    const auto *entries = program->training()->entries();
+    for (flatbuffers::uoffset_t i = 0; i < entries->size(); ++i) {
+      const fb::Entry *entry = entries->Get(i);
+      const fb::Program *p = entry->program();
+      if (!p->kernels())
+        continue;
+      std::vector<std::string> keys;
+      if (const fb::CudaModule *cuda = p->cuda_module()) {
+        if (cuda->images())
+          for (const fb::CudaImage *image : *cuda->images())
+            keys.push_back(fakeCudaModuleKey(image->cubin()->data(), image->cubin()->size()));
+        if (cuda->ptx())
+          for (const fb::CudaPtx *ptx : *cuda->ptx())
+            keys.push_back(fakeCudaModuleKey(ptx->ptx()->data(), ptx->ptx()->size()));
+      }
+      for (const fb::Kernel *k : *p->kernels()) {
+        testsupport::EmulatedKernel e =
+            kernelOf(k, kernelDir + "/" + entry->name()->str() + "/kernels");
+        std::string name = e.name;
+        auto it = built.find(name);
+        std::string symbol;
+        if (it != built.end() && it->second.first == e.source) {
+          symbol = it->second.second; // the same kernel as another entry's
+        } else {
+          symbol = "e" + std::to_string(i) + "_" + name;
+          std::string source = e.source;
+          e.source = std::regex_replace(source, std::regex("\\b" + name + "\\b"), symbol);
+          e.name = symbol;
+          built.try_emplace(name, source, symbol);
+          kernels.push_back(std::move(e));
+        }
+        for (const std::string &key : keys)
+          if (aliased.insert(key + "_" + name).second)
+            aliases += "extern \"C\" void tcc_emu_m" + key + "_" + name +
+                       "(void **args) { tcc_emu_" + symbol + "(args); }\n";
+      }
+    }
+  } else if (program->kernels()) {
+    for (const fb::Kernel *k : *program->kernels())
+      kernels.push_back(kernelOf(k, kernelDir));
   }
   codegen::CpuCompileOptions options;
   options.cacheDir = cacheDir;
   codegen::CpuModule module =
-      codegen::compileCpuModule({{"emulation", testsupport::cudaEmulationSource(kernels)}}, options);
+      codegen::compileCpuModule({{"emulation", testsupport::cudaEmulationSource(kernels) + aliases}}, options);
   std::ofstream f(out, std::ios::binary);
   if (!f.write(reinterpret_cast<const char *>(module.sharedObject.data()),
                module.sharedObject.size()))

@@ -43,7 +43,9 @@
 //    `.nv.info.<name>` section; its parameter count comes from the PTX parameter list (8-byte
 //    .u64/.b64/.s64 parameters only) or the cubin's EIATTR_KPARAM_INFO records (8-byte only;
 //    other sizes give CUDA_ERROR_NOT_SUPPORTED). The code that runs is the host function
-//    `tcc_emu_<name>(void **args)` of the library $TCC_FAKE_CUDA_KERNELS (dlopen'ed once), run
+//    `tcc_emu_m<key>_<name>(void **args)`, else `tcc_emu_<name>(void **args)`, of the library
+//    $TCC_FAKE_CUDA_KERNELS (dlopen'ed once; <key>: fakeCudaModuleKey of the module's image, so
+//    that modules of several programs may each define their own kernel of one name), run
 //    by that library's `int tcc_emu_launch(void (*)(void **), void **args, unsigned grid,
 //    unsigned blockX, unsigned blockY)` (non-zero: CUDA_ERROR_LAUNCH_FAILED). A kernel without
 //    such a function is CUDA_ERROR_NOT_FOUND. cuLaunchKernel copies the argument values when
@@ -79,6 +81,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CudaDriver.h"
+#include "FakeCudaModuleKey.h"
 
 #include <dlfcn.h>
 
@@ -221,6 +224,7 @@ struct Function {
 };
 
 struct Module {
+  std::string key; // fakeCudaModuleKey of the image
   bool ptx = false;
   std::string text;           // PTX
   std::vector<uint8_t> image; // cubin
@@ -1005,6 +1009,8 @@ FAKE_API CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsign
                                               " cannot be compiled for sm_" + std::to_string(cc));
     kind = "ptx " + target;
   }
+  m->key = m->ptx ? fakeCudaModuleKey(m->text.data(), m->text.size())
+                  : fakeCudaModuleKey(m->image.data(), m->image.size());
   setLog("");
   S.lastModuleKind = kind;
   ++S.counters["module_loads"];
@@ -1050,8 +1056,11 @@ FAKE_API CUresult cuModuleGetFunction(CUfunction *function, CUmodule handle, con
   loadKernelLibrary();
   if (!S.kernelsHandle || !S.launch)
     return CUDA_ERROR_NOT_FOUND;
-  auto kernel =
-      reinterpret_cast<EmuKernel>(dlsym(S.kernelsHandle, (std::string("tcc_emu_") + name).c_str()));
+  auto kernel = reinterpret_cast<EmuKernel>(
+      dlsym(S.kernelsHandle, ("tcc_emu_m" + module->key + "_" + name).c_str()));
+  if (!kernel)
+    kernel = reinterpret_cast<EmuKernel>(
+        dlsym(S.kernelsHandle, (std::string("tcc_emu_") + name).c_str()));
   if (!kernel)
     return CUDA_ERROR_NOT_FOUND;
   auto f = std::make_unique<Function>();
