@@ -49,56 +49,8 @@ sys.path.insert(0, str(BENCH))
 import gemm_cpu  # noqa: E402  (results writer)
 from run_cpu import machine_info  # noqa: E402
 
-HEADS, HEAD_DIM = 12, 64
-WIDTH = HEADS * HEAD_DIM
+from attention_layer import HEAD_DIM, HEADS, WIDTH, write_data, write_model  # noqa: E402  (the layer)
 LR = 1e-4
-
-
-def write_model(path: Path, length: int, seed: int) -> dict[str, np.ndarray]:
-    """The layer as an ONNX model; returns its weights (x @ W layout, [in, out])."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-    rng = np.random.default_rng(seed)
-    weights = {n: (rng.uniform(-1, 1, (WIDTH, WIDTH)) / np.sqrt(WIDTH)).astype(np.float32)
-               for n in ("Wq", "Wk", "Wv", "Wo")}
-    nodes = []
-    for t in "qkv":
-        nodes += [helper.make_node("MatMul", ["x", "W" + t], [t + "p"]),
-                  helper.make_node("Reshape", [t + "p", "split"], [t + "r"]),
-                  helper.make_node("Transpose", [t + "r"], [t], perm=[0, 2, 1, 3])]
-    nodes += [helper.make_node("Constant", [], ["root"],
-                               value=numpy_helper.from_array(np.float32(np.sqrt(HEAD_DIM)), "root")),
-              helper.make_node("Constant", [], ["ninf"],
-                               value=numpy_helper.from_array(np.float32(-np.inf), "ninf")),
-              helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
-              helper.make_node("MatMul", ["q", "kt"], ["s0"]),
-              helper.make_node("Div", ["s0", "root"], ["s1"]),
-              helper.make_node("Where", ["tri", "s1", "ninf"], ["s2"]),
-              helper.make_node("Softmax", ["s2"], ["p"], axis=-1),
-              helper.make_node("MatMul", ["p", "v"], ["o"]),
-              helper.make_node("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3]),
-              helper.make_node("Reshape", ["ot", "merge"], ["om"]),
-              helper.make_node("MatMul", ["om", "Wo"], ["y"])]
-    inits = [numpy_helper.from_array(w, n) for n, w in weights.items()]
-    inits += [numpy_helper.from_array(np.array([1, length, HEADS, HEAD_DIM], np.int64), "split"),
-              numpy_helper.from_array(np.array([1, length, WIDTH], np.int64), "merge"),
-              numpy_helper.from_array(np.tril(np.ones((length, length), bool))[None, None], "tri")]
-    graph = helper.make_graph(
-        nodes, "attention_layer",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, length, WIDTH])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, length, WIDTH])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, str(path))
-    return weights
-
-
-def write_data(folder: Path, length: int, samples: int, seed: int) -> None:
-    rng = np.random.default_rng(seed + 1)
-    folder.mkdir(parents=True, exist_ok=True)
-    for split, n in (("train", samples), ("test", 1)):
-        np.save(folder / f"{split}_images.npy", rng.standard_normal((n, length, WIDTH), np.float32))
-        np.save(folder / f"{split}_labels.npy", rng.standard_normal((n, length, WIDTH), np.float32))
 
 
 def run(cmd: list[str], env: dict | None = None) -> tuple[str, int]:

@@ -6,7 +6,8 @@
 #       bench models, the kernel microbenchmarks, a sample of the ONNX conformance node tests
 #       and the FashionMNIST training artifact for CUDA (tcc compile --device cuda --arch
 #       sm_90,sm_80; the training artifact also with --mesh dp=2, and Debian's Open MPI packages to
-#       run it there), and copies them with libtccrt, the libraries it needs, tccrt-run and the
+#       run it there), bf16 training artifacts of a causal attention layer at 1k and 4k tokens,
+#       and copies them with libtccrt, the libraries it needs, tccrt-run and the
 #       runtime's test binaries into .gpu/ (ignored by git; at most 60 MiB).
 #
 #   bash scripts/gpu-session.sh device [device_session.py options]               # there

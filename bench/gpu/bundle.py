@@ -51,6 +51,9 @@ TEST_RUNS = [
     ("tccrt-cuda-tests (real driver)", "tccrt-cuda-tests", {"TCC_CUDA_TEST_DRIVER": "real"}, ["--gtest_filter=OnDevice.*"]),
     ("tccrt-cuda-runtime-tests", "tccrt-cuda-runtime-tests", {}, []),
 ]
+# Attention training artifacts (device_session.py's attention_train section): lengths, heads of
+# 64 and the weights' seed (the device rebuilds the same weights and data for PyTorch).
+ATTENTION_TRAIN_LENGTHS, ATTENTION_TRAIN_HEADS, ATTENTION_TRAIN_SEED = (1024, 4096), 8, 0
 # The bench models in the order they get room in the bundle (resnet18's weights alone are 47 MB).
 MODEL_PRIORITY = ["mlp", "transformer_block", "mobilenet_v2", "resnet18", "minilm_l6"]
 
@@ -464,6 +467,28 @@ def main() -> int:
         else:
             shutil.rmtree(tr)
         log(f"training artifact: {'ok' if ok else 'FAILED: ' + err}")
+
+    if compiler_ok and "training" in args.parts:
+        # Training through long causal attention (bench/attention_train_cpu.py's layer, 8 heads
+        # of 64, SGD so the artifact holds no optimizer state): --precision bf16, whose step runs
+        # attention forward and backward on the generated FlashAttention-2 kernels on CUDA.
+        sys.path.insert(0, str(ROOT / "bench"))
+        import attention_layer as layer
+        at = out / "attention-train"
+        at.mkdir()
+        manifest["attention_train"] = []
+        for length in ATTENTION_TRAIN_LENGTHS:
+            model = at / f"layer-{length}.onnx"
+            layer.write_model(model, length, ATTENTION_TRAIN_SEED, heads=ATTENTION_TRAIN_HEADS)
+            name = f"layer-{length}-bf16.tcc"
+            ok, err, _ = comp.compile(model, at / name, train=True, extra=[
+                "--loss", "mse", "--batch-size", "1", "--optimizer", "sgd", "--precision", "bf16"])
+            model.unlink()
+            manifest["attention_train"].append({
+                "length": length, "heads": ATTENTION_TRAIN_HEADS, "head_dim": layer.HEAD_DIM,
+                "seed": ATTENTION_TRAIN_SEED, "precision": "bf16", "optimizer": "sgd",
+                "artifact": name, "ok": ok, "error": err})
+            log(f"attention training artifact ({length} tokens): {'ok' if ok else 'FAILED: ' + err}")
 
     if compiler_ok and "distributed" in args.parts and "training" in args.parts:
         # CPU training artifacts for bench/distributed_cpu.py (tcc vs torch DDP/FSDP on the host's

@@ -1109,6 +1109,48 @@ class Session:
                               "check": r["tcc"].get("error", ""), "note": f"torch {r['torch'].get('ms_per_step', r['torch'].get('error'))}"})
         self.log(f"   distributed CPU: geomean tcc/torch over multi-rank rows {data.get('geomean_multi_rank')}")
 
+    # -- attention training (bench/attention_layer.py's layer, bf16) ----------------------------------
+    def attention_train(self) -> None:
+        """tcc's bf16 train step of one causal attention layer (attention forward and backward on
+        the generated FlashAttention-2 kernels) against PyTorch eager with SDPA (flash) under
+        autocast(bf16), same weights, data, SGD and mse loss, each in a process of its own."""
+        arts = [a for a in self.manifest.get("attention_train") or [] if a.get("ok")]
+        if not arts:
+            raise SkipSection("no attention training artifact in the bundle")
+        self.need_device()
+        results = []
+        for a in arts:
+            res = {"length": a["length"], "heads": a["heads"], "head_dim": a["head_dim"]}
+            for side, env in (("tcc", self.rt_env), ("torch", None)):
+                if side == "torch" and not self.torch_ok:
+                    res[side] = {"error": self.torch_reason}
+                    continue
+                outf = self.work / f"attn-train-{a['length']}-{side}.json"
+                cmd = [sys.executable, __file__, "--attention-worker", side, "--device", self.device,
+                       "--bundle", str(self.bundle), "--train-artifact", a["artifact"], "--peer-out", str(outf)]
+                try:
+                    p = subprocess.run(cmd, capture_output=True, text=True, env=env,
+                                       timeout=max(10, min(180, self.left() - 20)))
+                    res[side] = json.loads(outf.read_text()) if outf.exists() else {
+                        "error": f"exit {p.returncode}: {(p.stderr.strip().splitlines() or [''])[-1][:300]}"}
+                except subprocess.TimeoutExpired:
+                    res[side] = {"error": "timed out"}
+                self.log(f"   {a['length']} tokens, {side}: { {k: v for k, v in res[side].items() if k != 'losses'} }")
+            t, p = res.get("tcc", {}), res.get("torch", {})
+            if t.get("losses") and p.get("losses"):
+                res["max_rel_loss_difference"] = max(abs(x - y) / max(abs(y), 1e-30)
+                                                     for x, y in zip(t["losses"], p["losses"]))
+            ratio = t["ms_per_step"] / p["ms_per_step"] if t.get("ms_per_step") and p.get("ms_per_step") else None
+            self.rows.append({"kind": "training", "name": f"attention layer train step, {a['length']} tokens, "
+                              f"{a['heads']}x{a['head_dim']} heads, bf16, SGD", "timing": "h2h",
+                              "tcc": t.get("ms_per_step"), "eager": p.get("ms_per_step"),
+                              "metric": f"tcc/eager {ratio:.2f}" if ratio else "",
+                              "check": t.get("error", "") or (f"max rel. loss diff {res['max_rel_loss_difference']:.1e}"
+                                                              if "max_rel_loss_difference" in res else ""),
+                              "note": p.get("error", "")})
+            results.append(res)
+        self.sections["attention_train"] = {"status": "ok", "results": results}
+
     # -- training (FashionMNIST artifact) ------------------------------------------------------------
     def training(self) -> None:
         tr = self.manifest.get("training") or {}
@@ -1334,12 +1376,16 @@ def peer_main(args) -> int:
 
 # The sections main() runs, in this order (after the probe); cpu_vs_ort only with a CPU bundle
 # (bundle --cpu-check) or when named.
-SECTIONS = ("gpu_tests", "python", "conformance", "models", "symbolic", "cpu_vs_ort", "training", "distributed_cpu",
+SECTIONS = ("gpu_tests", "python", "conformance", "models", "symbolic", "cpu_vs_ort", "training", "attention_train",
+            "distributed_cpu",
             "peers", "micro", "autotune")
 # cpu_vs_ort: rounds per model and thread count, and each round's timed block (from ORT's latency).
 CPU_ROUNDS, CPU_BLOCK_S, CPU_MIN_ITERS, CPU_MAX_ITERS = 3, 0.3, 10, 400
 
 TRAIN_STEPS, TRAIN_WARMUP, TRAIN_BATCH = 200, 20, 64
+# attention_train: timed steps after warm-up ones, over ATTN_SAMPLES samples; the losses of the
+# first ATTN_SAMPLES steps are compared.
+ATTN_STEPS, ATTN_WARMUP, ATTN_SAMPLES, ATTN_LR = 20, 3, 4, 1e-2
 SNAPSHOT_STEPS = (1, 2, 4, 8, 12, 15, 16, 17, 24, 40)  # state saved after these steps, to compare runs
 
 
@@ -1414,6 +1460,68 @@ def train_worker_torch(args) -> dict:
         ts.append((time.perf_counter() - t0) * 1e3)
     return {"ms_per_step": statistics.median(ts[TRAIN_WARMUP:]), "first_loss": losses[0], "last_loss": losses[-1],
             "steps": TRAIN_STEPS}
+
+
+def attention_run(args):
+    """The attention_train section's artifact description (from the bundle's manifest)."""
+    manifest = json.loads((Path(args.bundle) / "manifest.json").read_text())
+    return next(a for a in manifest["attention_train"] if a["artifact"] == args.train_artifact)
+
+
+def attention_worker_tcc(args) -> dict:
+    """ATTN_STEPS train steps of the attention layer through libtccrt's trainer API."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from attention_layer import layer_data
+    from tccrt_trainer import Trainer
+    a = attention_run(args)
+    t = Trainer(str(Path(args.bundle) / "attention-train" / a["artifact"]))
+    xs, ys = layer_data(a["length"], ATTN_SAMPLES, a["seed"], a["heads"])["train"]
+    batches = [t.local_batch(xs[i:i + 1], ys[i:i + 1]) for i in range(ATTN_SAMPLES)]
+    losses, ts = [], []
+    for step in range(ATTN_WARMUP + ATTN_STEPS):
+        t0 = time.perf_counter()
+        losses.append(t.step(batches[step % ATTN_SAMPLES], ATTN_LR))
+        ts.append((time.perf_counter() - t0) * 1e3)
+    return {"ms_per_step": statistics.median(ts[ATTN_WARMUP:]), "losses": losses[:ATTN_SAMPLES],
+            "device_name": t.device_name}
+
+
+def attention_worker_torch(args) -> dict:
+    """The same steps in PyTorch eager: SDPA (is_causal, flash on a GPU) under autocast(bf16),
+    f32 parameters, SGD, mse; the batch copied from the host and the loss read back every step."""
+    import torch
+    import torch.nn.functional as F
+    sys.path.insert(0, str(ROOT / "bench"))
+    from attention_layer import HEAD_DIM, layer_data, layer_weights
+    a = attention_run(args)
+    dev, heads, L = args.device, a["heads"], a["length"]
+    width = heads * HEAD_DIM
+    w = layer_weights(a["seed"], heads)
+    params = [torch.nn.Parameter(torch.from_numpy(w[n]).to(dev)) for n in ("Wq", "Wk", "Wv", "Wo")]
+    opt = torch.optim.SGD(params, lr=ATTN_LR)
+    xs, ys = layer_data(L, ATTN_SAMPLES, a["seed"], heads)["train"]
+    batches = [(torch.from_numpy(xs[i:i + 1]), torch.from_numpy(ys[i:i + 1])) for i in range(ATTN_SAMPLES)]
+
+    def split(t):
+        return t.view(1, L, heads, HEAD_DIM).transpose(1, 2)
+
+    losses, ts = [], []
+    for step in range(ATTN_WARMUP + ATTN_STEPS):
+        x, y = batches[step % ATTN_SAMPLES]
+        t0 = time.perf_counter()
+        x, y = x.to(dev), y.to(dev)
+        with torch.autocast(dev, dtype=torch.bfloat16):
+            q, k, v = split(x @ params[0]), split(x @ params[1]), split(x @ params[2])
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            out = (o.transpose(1, 2).reshape(1, L, width) @ params[3]).float()
+        loss = F.mse_loss(out, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+        ts.append((time.perf_counter() - t0) * 1e3)
+    return {"ms_per_step": statistics.median(ts[ATTN_WARMUP:]), "losses": losses[:ATTN_SAMPLES],
+            "torch": torch.__version__}
 
 
 def max_abs_err(outs, refs) -> float:
@@ -1501,7 +1609,8 @@ def main() -> int:
     ap.add_argument("--sections", nargs="*", default=None,
                     metavar="SECTION",
                     help="run only these (in the session's order): gpu_tests python conformance models cpu_vs_ort "
-                         "training distributed_cpu peers micro autotune (the probe always runs; cpu_vs_ort: tcc's CPU "
+                         "training attention_train distributed_cpu peers micro autotune (the probe always runs; "
+                         "attention_train: a bf16 causal attention layer's train step against PyTorch SDPA; cpu_vs_ort: tcc's CPU "
                          "artifacts vs onnxruntime's CPU EP at 1 and N threads, a --cpu-check bundle's default; "
                          "distributed_cpu: bench/distributed_cpu.py, tcc dp/ZeRO-3 vs torch DDP/FSDP on the host CPU)")
     ap.add_argument("--cpu-threads", nargs="+", type=int, default=None, metavar="T",
@@ -1512,6 +1621,7 @@ def main() -> int:
     # Internal: one peer mode / training side in its own process.
     ap.add_argument("--peer", choices=["eager", "ort", "default", "max-autotune"], help=argparse.SUPPRESS)
     ap.add_argument("--train-worker", choices=["tcc", "torch"], help=argparse.SUPPRESS)
+    ap.add_argument("--attention-worker", choices=["tcc", "torch"], help=argparse.SUPPRESS)
     ap.add_argument("--train-artifact", help=argparse.SUPPRESS)
     ap.add_argument("--device", default="cuda", help=argparse.SUPPRESS)
     ap.add_argument("--peer-out", help=argparse.SUPPRESS)
@@ -1529,8 +1639,11 @@ def main() -> int:
     if args.peer:
         args.mode = args.peer
         return peer_main(args)
-    if args.train_worker:
-        fn = train_worker_tcc if args.train_worker == "tcc" else train_worker_torch
+    if args.train_worker or args.attention_worker:
+        if args.attention_worker:
+            fn = attention_worker_tcc if args.attention_worker == "tcc" else attention_worker_torch
+        else:
+            fn = train_worker_tcc if args.train_worker == "tcc" else train_worker_torch
         try:
             res = fn(args)
         except Exception as e:
@@ -1558,6 +1671,7 @@ def main() -> int:
     if s.device == "cpu" or (want and "cpu_vs_ort" in want):
         maybe("cpu_vs_ort", s.cpu_vs_ort, 30)
     maybe("training", s.training, 40)
+    maybe("attention_train", s.attention_train, 40)
     maybe("distributed_cpu", s.distributed_cpu, 60)
     maybe("peers", s.peers, 40)
     maybe("micro", s.micro, 90)
