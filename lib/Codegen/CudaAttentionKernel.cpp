@@ -202,6 +202,49 @@ template <int P>
 __device__ __forceinline__ void tcc_attn_a_fragment(uint32_t a[4], const uint16_t *m, int lane) {
   tcc_ldmatrix_x4<false>(a, m + (lane % 16) * P + (lane / 16) * 8);
 }
+// acc[N / 8][4] += A B^T on tensor cores for one warp: A the 16 rows x K columns of a row-major
+// matrix in shared memory with rows of PA elements, B the N rows x K columns of one with rows of
+// PB elements (S = q k^T and dP = dO v^T of the backward pass, and their transposes).
+template <int K, int N, int PA, int PB>
+__device__ __forceinline__ void tcc_attn_mma_abt(float (*acc)[4], const uint16_t *a, const uint16_t *b,
+                                                 int lane) {
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk) {
+    uint32_t af[4];
+    tcc_attn_a_fragment<PA>(af, a + kk * 16, lane);
+#pragma unroll
+    for (int n = 0; n < N / 8; n += 2) {
+      uint32_t r[4];
+      tcc_ldmatrix_x4<false>(r, b + (n * 8 + (lane / 16) * 8 + lane % 8) * PB + (lane / 8 % 2) * 8 + kk * 16);
+      const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+      tcc_mma16816(acc[n], af, b0);
+      tcc_mma16816(acc[n + 1], af, b1);
+    }
+  }
+}
+// acc[N / 8][4] += P B for one warp: P the 16 x K values p[K / 8][4] in an m16n8 accumulator
+// layout (an earlier product's, rounded to the input type: as neighbouring n-tiles they are the
+// m16k16 A layout), B the K rows x N columns of a row-major matrix in shared memory with rows of
+// PB elements, read by transposing loads.
+template <int K, int N, int PB>
+__device__ __forceinline__ void tcc_attn_mma_pb(float (*acc)[4], const float (*p)[4], const uint16_t *b,
+                                                int lane) {
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk) {
+    const uint32_t pa[4] = {tcc_attn_pack(p[2 * kk][0], p[2 * kk][1]), tcc_attn_pack(p[2 * kk][2], p[2 * kk][3]),
+                            tcc_attn_pack(p[2 * kk + 1][0], p[2 * kk + 1][1]),
+                            tcc_attn_pack(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+    const uint16_t *br = b + (kk * 16 + (lane / 8 % 2) * 8 + lane % 8) * PB + (lane / 16) * 8;
+#pragma unroll
+    for (int n = 0; n < N / 8; n += 2) {
+      uint32_t r[4];
+      tcc_ldmatrix_x4<true>(r, br + n * 8);
+      const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+      tcc_mma16816(acc[n], pa, b0);
+      tcc_mma16816(acc[n + 1], pa, b1);
+    }
+  }
+}
 // Reads one bias element as f32 (an f32 bias, or one in the input type).
 __device__ __forceinline__ float tcc_attn_bias_value(const float *b, long long i) { return b[i]; }
 __device__ __forceinline__ float tcc_attn_bias_value(const uint16_t *b, long long i) {
@@ -523,20 +566,7 @@ extern "C" __global__ void __launch_bounds__(128, MIN_BLOCKS) TCC_ATTN_NAME(TCC_
 #pragma unroll
         for (int n = 0; n < BC / 8; ++n)
           s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
-        // S = q k^T, as in the forward pass.
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-          uint32_t a[4];
-          tcc_attn_a_fragment<KP>(a, qa + kk * 16, lane);
-#pragma unroll
-          for (int n = 0; n < BC / 8; n += 2) {
-            uint32_t r[4];
-            tcc_ldmatrix_x4<false>(r, ks + (n * 8 + (lane / 16) * 8 + lane % 8) * KP + (lane / 8 % 2) * 8 + kk * 16);
-            const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
-            tcc_mma16816(s[n], a, b0);
-            tcc_mma16816(s[n + 1], a, b1);
-          }
-        }
+        tcc_attn_mma_abt<D, BC, KP, KP>(s, qa, ks, lane); // S = q k^T
         if (pass == 0) {
           float x[BC / 8][4], mx0 = NEG_INF, mx1 = NEG_INF;
 #pragma unroll
@@ -572,19 +602,7 @@ extern "C" __global__ void __launch_bounds__(128, MIN_BLOCKS) TCC_ATTN_NAME(TCC_
 #pragma unroll
           for (int n = 0; n < BC / 8; ++n)
             dp[n][0] = dp[n][1] = dp[n][2] = dp[n][3] = 0.f;
-#pragma unroll
-          for (int kk = 0; kk < DV / 16; ++kk) {
-            uint32_t a[4];
-            tcc_attn_a_fragment<VP>(a, da + kk * 16, lane);
-#pragma unroll
-            for (int n = 0; n < BC / 8; n += 2) {
-              uint32_t r[4];
-              tcc_ldmatrix_x4<false>(r, vs + (n * 8 + (lane / 16) * 8 + lane % 8) * VP + (lane / 8 % 2) * 8 + kk * 16);
-              const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
-              tcc_mma16816(dp[n], a, b0);
-              tcc_mma16816(dp[n + 1], a, b1);
-            }
-          }
+          tcc_attn_mma_abt<DV, BC, VP, VP>(dp, da, vs, lane);
 #pragma unroll
           for (int n = 0; n < BC / 8; ++n)
 #pragma unroll
@@ -595,22 +613,7 @@ extern "C" __global__ void __launch_bounds__(128, MIN_BLOCKS) TCC_ATTN_NAME(TCC_
               const float p = tcc_attn_exp2(x - (e < 2 ? lse0 : lse1));
               s[n][e] = live ? p * (dp[n][e] - (e < 2 ? delta0 : delta1)) : 0.f;
             }
-          // dQ += dS k: dS from the accumulators (as P in the forward), k^T fragments by
-          // transposing loads.
-#pragma unroll
-          for (int kk = 0; kk < BC / 16; ++kk) {
-            const uint32_t sa[4] = {tcc_attn_pack(s[2 * kk][0], s[2 * kk][1]), tcc_attn_pack(s[2 * kk][2], s[2 * kk][3]),
-                                    tcc_attn_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]), tcc_attn_pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-            const uint16_t *kr = ks + (kk * 16 + (lane / 8 % 2) * 8 + lane % 8) * KP + (lane / 16) * 8;
-#pragma unroll
-            for (int n = 0; n < D / 8; n += 2) {
-              uint32_t r[4];
-              tcc_ldmatrix_x4<true>(r, kr + n * 8);
-              const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
-              tcc_mma16816(dq[n], sa, b0);
-              tcc_mma16816(dq[n + 1], sa, b1);
-            }
-          }
+          tcc_attn_mma_pb<BC, D, KP>(dq, s, ks, lane); // dQ += dS k (dS from the accumulators)
         }
         __syncthreads(); // every warp is done with this stage before it is refilled
       }
@@ -712,32 +715,8 @@ extern "C" __global__ void __launch_bounds__(128, MIN_BLOCKS) TCC_ATTN_NAME(TCC_
         s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
         dp[n][0] = dp[n][1] = dp[n][2] = dp[n][3] = 0.f;
       }
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        uint32_t a[4];
-        tcc_attn_a_fragment<KP>(a, ka + kk * 16, lane);
-#pragma unroll
-        for (int n = 0; n < QT / 8; n += 2) {
-          uint32_t r[4];
-          tcc_ldmatrix_x4<false>(r, qsT + (n * 8 + (lane / 16) * 8 + lane % 8) * KP + (lane / 8 % 2) * 8 + kk * 16);
-          const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
-          tcc_mma16816(s[n], a, b0);
-          tcc_mma16816(s[n + 1], a, b1);
-        }
-      }
-#pragma unroll
-      for (int kk = 0; kk < DV / 16; ++kk) {
-        uint32_t a[4];
-        tcc_attn_a_fragment<VP>(a, va + kk * 16, lane);
-#pragma unroll
-        for (int n = 0; n < QT / 8; n += 2) {
-          uint32_t r[4];
-          tcc_ldmatrix_x4<false>(r, dosT + (n * 8 + (lane / 16) * 8 + lane % 8) * VP + (lane / 8 % 2) * 8 + kk * 16);
-          const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
-          tcc_mma16816(dp[n], a, b0);
-          tcc_mma16816(dp[n + 1], a, b1);
-        }
-      }
+      tcc_attn_mma_abt<D, QT, KP, KP>(s, ka, qsT, lane);
+      tcc_attn_mma_abt<DV, QT, VP, VP>(dp, va, dosT, lane);
       // P^T and dS^T, element by element (rows past LQ and keys past LK contribute 0).
 #pragma unroll
       for (int n = 0; n < QT / 8; ++n)
@@ -756,31 +735,8 @@ extern "C" __global__ void __launch_bounds__(128, MIN_BLOCKS) TCC_ATTN_NAME(TCC_
           dp[n][e] = ds;
         }
       // dV += P^T dO and dK += dS^T q: A from the accumulators, B by transposing loads.
-#pragma unroll
-      for (int kk = 0; kk < QT / 16; ++kk) {
-        const uint32_t pa[4] = {tcc_attn_pack(s[2 * kk][0], s[2 * kk][1]), tcc_attn_pack(s[2 * kk][2], s[2 * kk][3]),
-                                tcc_attn_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]), tcc_attn_pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-        const uint32_t sa[4] = {tcc_attn_pack(dp[2 * kk][0], dp[2 * kk][1]), tcc_attn_pack(dp[2 * kk][2], dp[2 * kk][3]),
-                                tcc_attn_pack(dp[2 * kk + 1][0], dp[2 * kk + 1][1]), tcc_attn_pack(dp[2 * kk + 1][2], dp[2 * kk + 1][3])};
-        const uint16_t *dr = dosT + (kk * 16 + (lane / 8 % 2) * 8 + lane % 8) * VP + (lane / 16) * 8;
-#pragma unroll
-        for (int n = 0; n < DV / 8; n += 2) {
-          uint32_t r[4];
-          tcc_ldmatrix_x4<true>(r, dr + n * 8);
-          const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
-          tcc_mma16816(dv[n], pa, b0);
-          tcc_mma16816(dv[n + 1], pa, b1);
-        }
-        const uint16_t *qr = qsT + (kk * 16 + (lane / 8 % 2) * 8 + lane % 8) * KP + (lane / 16) * 8;
-#pragma unroll
-        for (int n = 0; n < D / 8; n += 2) {
-          uint32_t r[4];
-          tcc_ldmatrix_x4<true>(r, qr + n * 8);
-          const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
-          tcc_mma16816(dk[n], sa, b0);
-          tcc_mma16816(dk[n + 1], sa, b1);
-        }
-      }
+      tcc_attn_mma_pb<QT, DV, VP>(dv, s, dosT, lane);
+      tcc_attn_mma_pb<QT, D, KP>(dk, dp, qsT, lane);
       __syncthreads(); // every warp is done with this stage before it is refilled
     }
     if (steps == 0)
