@@ -1,7 +1,7 @@
-//===- CudaLibraryKernelsTest.cpp - Generated CUDA conv and top-k, on the host -===//
+//===- CudaLibraryKernelsTest.cpp - Generated CUDA conv, top-k, attention, on the host -===//
 //
-// emitCudaConv, emitCudaTopK and emitCudaAttention (CudaLibraryKernels.h) on many geometries,
-// checked without a GPU two ways, like CudaCodegenTest:
+// emitCudaConv, emitCudaTopK, emitCudaAttention and emitCudaAttentionGrad (CudaLibraryKernels.h)
+// on many geometries, checked without a GPU two ways, like CudaCodegenTest:
 //  * Semantics: every kernel runs through the host emulation of CUDA
 //    (test/support/CudaHostEmulation.h) on seeded random data, with its grid shrunk to at most
 //    3 blocks so the grid-stride loops wrap (1 block for one conv and one top-k), against the
@@ -16,7 +16,9 @@
 //    inputs computed in f32: the kernel rounds the probabilities to the input type before
 //    P v and rounds the result, so each output may differ by (2 eps + 2^-16) times the
 //    reference computed with |v| (eps = 2^-11 for f16, 2^-8 for bf16); NaN rows (masked
-//    entirely) must be NaN.
+//    entirely) must be NaN. One case reads its bias in f32.
+//    Attention's gradient (emitCudaAttentionGrad's two kernels, on the same cases) against the
+//    definition's gradient in double (kernels::attentionGrad): see its test for the tolerance.
 //  * Compilation: every kernel, and a few too large to run here (64-bit offsets and indices),
 //    compiles with NVRTC for sm_80 and sm_90 without spills or a stack frame; registers are
 //    printed. Skipped, visibly, without NVRTC.
@@ -73,7 +75,7 @@ struct AttentionCase {
   Shape mask, bias;            // empty: none
   double maskedValue = -INFINITY;
   unsigned alignment = 16;     // < 16: the kernel's unaligned loads
-  bool gradBiasF32 = false;    // the gradient test's bias in f32 (else the input type)
+  bool biasF32 = false;        // the kernels read the bias in f32 (its 16-bit values widened)
 };
 
 struct TopKCase {
@@ -253,7 +255,7 @@ struct OpFactory {
     if (!c.mask.empty())
       types.push_back(memref(c.mask, DType::Bool));
     if (!c.bias.empty())
-      types.push_back(memref(c.bias, c.dtype));
+      types.push_back(memref(c.bias, c.biasF32 ? DType::F32 : c.dtype));
     types.push_back(memref(out, c.dtype));
     Block *entry = function(c.name, types);
     unsigned next = 3;
@@ -276,7 +278,7 @@ struct OpFactory {
     if (!c.mask.empty())
       types.push_back(memref(c.mask, DType::Bool));
     if (!c.bias.empty())
-      types.push_back(memref(c.bias, c.gradBiasF32 ? DType::F32 : c.dtype));
+      types.push_back(memref(c.bias, c.biasF32 ? DType::F32 : c.dtype));
     for (const Shape &grad : {c.q, c.k, c.v})
       types.push_back(memref(grad, c.dtype));
     types.push_back(memref(workspace, DType::F32));
@@ -388,6 +390,8 @@ struct Corpus {
       if (!c.bias.empty()) {
         r.bias = input(c.bias);
         biasF32 = kernels::cast(r.bias, DType::F32);
+        if (c.biasF32)
+          r.bias = biasF32;
       }
       double scale = 1.0 / std::sqrt((double)c.q.back());
       Tensor q32 = kernels::cast(r.q, DType::F32), k32 = kernels::cast(r.k, DType::F32),
@@ -400,8 +404,6 @@ struct Corpus {
       // forward kernel stores it, and a random adjoint.
       AttentionGradRun gr{c, r.q, r.k, r.v, kernels::cast(r.want, c.dtype), input(r.want.shape()),
                           r.mask, r.bias, {}, {}};
-      if (c.gradBiasF32 && r.bias.defined())
-        gr.bias = biasF32;
       gr.want = kernels::attentionGrad(q32, k32, v32, kernels::cast(gr.out, DType::F32),
                                        kernels::cast(gr.grad, DType::F32), r.mask, biasF32,
                                        scale, c.causal, c.maskedValue);
@@ -455,7 +457,7 @@ struct Corpus {
       if (r.mask.defined())
         types.push_back("uint8_t");
       if (r.bias.defined())
-        types.push_back(t);
+        types.push_back(storage(&ops.ctx, r.bias.dtype()));
       types.push_back(t);
       out.push_back({r.kernel.name, r.kernel.source, types});
     }
