@@ -519,6 +519,8 @@ extern "C" __global__ void __launch_bounds__(128, MIN_BLOCKS) TCC_ATTN_NAME(TCC_
     tcc_attn_load_rows<BR, D, KP>(qs, q + b * LQ * D, rb * BR, LQ, tid);
     tcc_attn_load_rows<BR, DV, VP>(dos, gb, rb * BR, LQ, tid);
     tcc_attn_commit();
+    if (tiles == 0)
+      tcc_attn_wait<0>(); // no keys: nothing reads the rows, but no copy may outlive the item
     const KeyIndex row0 = (KeyIndex)(rb * BR) + warp * 16 + g, row1 = row0 + 8;
     // delta = dO . O of this thread's two rows (the 4 threads of a row split its columns).
     float delta0 = 0.f, delta1 = 0.f;
