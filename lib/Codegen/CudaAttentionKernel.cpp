@@ -975,27 +975,22 @@ AttentionGeometry attentionGeometry(Op op, const std::string &opName, unsigned a
   return g;
 }
 
-/// The kernel named `prefix`_<hash of the geometry and `variant`> with `params`, made of the
-/// shared helpers and `kernelCode` (each kernel's constants and helpers live in a namespace of
-/// its own, its macros are undefined at its end: sources are compiled together by NVRTC and
-/// by the host emulation).
+/// The kernel named `prefix`_<hash of the geometry> with `params`, made of the shared helpers
+/// and `kernelCode` (each kernel's constants and helpers live in a namespace of its own, its
+/// macros are undefined at its end: sources are compiled together by NVRTC and by the host
+/// emulation).
 CudaKernel attentionKernel(const AttentionGeometry &g, const char *prefix,
-                           const std::string &variant, const std::string &params,
-                           const std::string &extraBody, const char *kernelCode,
-                           const std::string &comment) {
-  std::string name = codegen::detail::hashName(prefix, g.desc + variant);
+                           const std::string &params, const std::string &extraBody,
+                           const std::string &kernelCode, const std::string &comment) {
+  std::string name = codegen::detail::hashName(prefix, g.desc);
   std::string defs = g.defs + "#define TCC_ATTN_PARAMS " + params + "\n" +
                      "#define TCC_ATTN_NAME " + name + "\n" + "#define TCC_ATTN_IMPL " +
                      name + "_impl\n";
   CudaKernel kernel;
   kernel.name = name;
-  bool grad = std::string(prefix) != "attention";
   kernel.source = ScalarEmitter(Target::Cuda).prelude() + "\n// " + comment + " " + g.desc +
                   "\n" + defs + "namespace " + name + "_impl {\n" + g.body + extraBody +
-                  kAttentionHelpers + (grad ? std::string(kAttentionGradScore) +
-                                                  kAttentionGradScoreMacro
-                                            : std::string()) +
-                  kernelCode + kAttentionUndefs;
+                  kAttentionHelpers + kernelCode + kAttentionUndefs;
   kernel.launch.block = {128, 1, 1};
   return kernel;
 }
@@ -1031,12 +1026,6 @@ void setGrid(CudaKernel &kernel, int64_t items, const AttentionGeometry &g,
 
 std::string tcc::codegen::cudaAttentionUnsupported(tk::AttentionOp op) { return unsupported(op); }
 
-std::string tcc::codegen::cudaAttentionGradUnsupported(tk::AttentionGradOp op) {
-  if (!op.getWorkspace())
-    return "the CUDA attention gradient needs a workspace operand";
-  return unsupported(op);
-}
-
 CudaKernel tcc::codegen::emitCudaAttention(tk::AttentionOp op, unsigned alignment) {
   AttentionGeometry g = attentionGeometry(op, "tk.attention", alignment);
   ScalarEmitter cuda(Target::Cuda);
@@ -1046,7 +1035,7 @@ CudaKernel tcc::codegen::emitCudaAttention(tk::AttentionOp op, unsigned alignmen
     inputs.push_back({cuda.storageType(op.getMask().getType().getElementType()), "mask"});
   if (op.getBias())
     inputs.push_back({cuda.storageType(op.getBias().getType().getElementType()), "bias"});
-  CudaKernel kernel = attentionKernel(g, "attention", "",
+  CudaKernel kernel = attentionKernel(g, "attention",
                                       parameterList(inputs, {{g.storage, "out"}}, g.symbolic), "",
                                       kAttentionForward, "tk.attention");
   kernel.strategy = "attention flash tile=64x64 stages=2";
@@ -1059,9 +1048,8 @@ CudaKernel tcc::codegen::emitCudaAttention(tk::AttentionOp op, unsigned alignmen
 
 std::array<CudaKernel, 2> tcc::codegen::emitCudaAttentionGrad(tk::AttentionGradOp op,
                                                                unsigned alignment) {
-  std::string why = cudaAttentionGradUnsupported(op);
-  if (!why.empty())
-    throw Error("tk.attention_grad: " + why);
+  if (!op.getWorkspace())
+    throw Error("tk.attention_grad: the CUDA attention gradient needs a workspace operand");
   AttentionGeometry g = attentionGeometry(op, "tk.attention_grad", alignment);
   ScalarEmitter cuda(Target::Cuda);
   // Both kernels take every operand of the op, in operand order.
@@ -1077,7 +1065,9 @@ std::array<CudaKernel, 2> tcc::codegen::emitCudaAttentionGrad(tk::AttentionGradO
       {{g.storage, "grad_q"}, {g.storage, "grad_k"}, {g.storage, "grad_v"}, {"float", "workspace"}},
       g.symbolic);
   // Part 1: 64 query rows per block, as the forward; q and dO rows stay in shared memory.
-  CudaKernel rows = attentionKernel(g, "attention_grad_q", "", params, "", kAttentionGradQuery,
+  // Both parts read scores through the shared score helper.
+  const std::string scores = std::string(kAttentionGradScore) + kAttentionGradScoreMacro;
+  CudaKernel rows = attentionKernel(g, "attention_grad_q", params, "", scores + kAttentionGradQuery,
                                     "tk.attention_grad (dq, row statistics)");
   rows.strategy = "attention flash backward dq tile=64x64 stages=2";
   rows.launch.sharedBytes = (uint32_t)(kRowsPerBlock * ((g.d + 8) + (g.dv + 8)) * 2 +
@@ -1089,8 +1079,8 @@ std::array<CudaKernel, 2> tcc::codegen::emitCudaAttentionGrad(tk::AttentionGradO
   int64_t queryTile = std::max(g.d, g.dv) > 64 ? 32 : 64;
   std::string constants = "constexpr int BK = " + std::to_string(kRowsPerBlock) +
                           ", QT = " + std::to_string(queryTile) + ";\n";
-  CudaKernel keys = attentionKernel(g, "attention_grad_kv", "", params, constants,
-                                    kAttentionGradKeys, "tk.attention_grad (dk, dv)");
+  CudaKernel keys = attentionKernel(g, "attention_grad_kv", params, constants,
+                                    scores + kAttentionGradKeys, "tk.attention_grad (dk, dv)");
   keys.strategy = "attention flash backward dkv keys=64 tile=" + std::to_string(queryTile) +
                   " stages=2";
   keys.launch.sharedBytes = (uint32_t)(kRowsPerBlock * ((g.d + 8) + (g.dv + 8)) * 2 +

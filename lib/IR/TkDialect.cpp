@@ -437,7 +437,7 @@ LogicalResult AttentionOp::verify() {
     return emitOpError("q, k, v and output must have one element type");
   if (getBias() && getBias().getType().getElementType() != et &&
       !getBias().getType().getElementType().isF32())
-    return emitOpError("the bias must have q's element type, or be f32 (the CPU kernel's "
+    return emitOpError("the bias must have q's element type, or be f32 (the fused kernels' "
                        "scores are f32)");
   return success();
 }

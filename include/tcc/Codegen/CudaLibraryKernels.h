@@ -44,6 +44,5 @@ CudaKernel emitCudaTopK(tk::TopKOp op);
 CudaKernel emitCudaAttention(tk::AttentionOp op, unsigned alignment);
 std::string cudaAttentionUnsupported(tk::AttentionOp op);
 std::array<CudaKernel, 2> emitCudaAttentionGrad(tk::AttentionGradOp op, unsigned alignment);
-std::string cudaAttentionGradUnsupported(tk::AttentionGradOp op);
 
 } // namespace tcc::codegen
