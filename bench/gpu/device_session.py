@@ -1109,6 +1109,28 @@ class Session:
                               "check": r["tcc"].get("error", ""), "note": f"torch {r['torch'].get('ms_per_step', r['torch'].get('error'))}"})
         self.log(f"   distributed CPU: geomean tcc/torch over multi-rank rows {data.get('geomean_multi_rank')}")
 
+    def worker_sides(self, mode: list[str], extra: list[str], stem: str, limit_s: float, label: str) -> dict:
+        """{"tcc": ..., "torch": ...}: this script's worker `mode` run once per side in a process
+        of its own (libtccrt's environment for tcc), each within `limit_s` (and the budget left);
+        a side's result is the JSON it wrote to WORK/<stem>-<side>.json, else {"error": ...}."""
+        res = {}
+        for side, env in (("tcc", self.rt_env), ("torch", None)):
+            if side == "torch" and not self.torch_ok:
+                res[side] = {"error": self.torch_reason}
+                continue
+            outf = self.work / f"{stem}-{side}.json"
+            cmd = [sys.executable, __file__, *mode, side, "--device", self.device,
+                   "--bundle", str(self.bundle), *extra, "--peer-out", str(outf)]
+            try:
+                p = subprocess.run(cmd, capture_output=True, text=True, env=env,
+                                   timeout=max(10, min(limit_s, self.left() - 20)))
+                res[side] = json.loads(outf.read_text()) if outf.exists() else {
+                    "error": f"exit {p.returncode}: {(p.stderr.strip().splitlines() or [''])[-1][:300]}"}
+            except subprocess.TimeoutExpired:
+                res[side] = {"error": "timed out"}
+            self.log(f"   {label}{side}: { {k: v for k, v in res[side].items() if k != 'losses'} }")
+        return res
+
     # -- attention training (bench/attention_layer.py's layer, bf16) ----------------------------------
     def attention_train(self) -> None:
         """tcc's bf16 train step of one causal attention layer (attention forward and backward on
@@ -1121,21 +1143,8 @@ class Session:
         results = []
         for a in arts:
             res = {"length": a["length"], "heads": a["heads"], "head_dim": a["head_dim"]}
-            for side, env in (("tcc", self.rt_env), ("torch", None)):
-                if side == "torch" and not self.torch_ok:
-                    res[side] = {"error": self.torch_reason}
-                    continue
-                outf = self.work / f"attn-train-{a['length']}-{side}.json"
-                cmd = [sys.executable, __file__, "--attention-worker", side, "--device", self.device,
-                       "--bundle", str(self.bundle), "--train-artifact", a["artifact"], "--peer-out", str(outf)]
-                try:
-                    p = subprocess.run(cmd, capture_output=True, text=True, env=env,
-                                       timeout=max(10, min(180, self.left() - 20)))
-                    res[side] = json.loads(outf.read_text()) if outf.exists() else {
-                        "error": f"exit {p.returncode}: {(p.stderr.strip().splitlines() or [''])[-1][:300]}"}
-                except subprocess.TimeoutExpired:
-                    res[side] = {"error": "timed out"}
-                self.log(f"   {a['length']} tokens, {side}: { {k: v for k, v in res[side].items() if k != 'losses'} }")
+            res.update(self.worker_sides(["--attention-worker"], ["--train-artifact", a["artifact"]],
+                                         f"attn-train-{a['length']}", 180, f"{a['length']} tokens, "))
             t, p = res.get("tcc", {}), res.get("torch", {})
             if t.get("losses") and p.get("losses"):
                 res["max_rel_loss_difference"] = max(abs(x - y) / max(abs(y), 1e-30)
@@ -1157,22 +1166,7 @@ class Session:
         if not tr.get("ok"):
             raise SkipSection(tr.get("error") or self.manifest.get("compile_error") or "no training artifact in the bundle")
         self.need_device()
-        res = {}
-        for side, env in (("tcc", self.rt_env), ("torch", None)):
-            if side == "torch" and not self.torch_ok:
-                res[side] = {"error": self.torch_reason}
-                continue
-            outf = self.work / f"train-{side}.json"
-            cmd = [sys.executable, __file__, "--train-worker", side, "--device", self.device,
-                   "--bundle", str(self.bundle), "--peer-out", str(outf)]
-            try:
-                p = subprocess.run(cmd, capture_output=True, text=True, env=env,
-                                   timeout=max(10, min(120, self.left() - 20)))
-                res[side] = json.loads(outf.read_text()) if outf.exists() else {
-                    "error": f"exit {p.returncode}: {(p.stderr.strip().splitlines() or [''])[-1][:300]}"}
-            except subprocess.TimeoutExpired:
-                res[side] = {"error": "timed out"}
-            self.log(f"   {side}: { {k: v for k, v in res[side].items() if k != 'losses'} }")
+        res = self.worker_sides(["--train-worker"], [], "train", 120, "")
         t, p = res.get("tcc", {}), res.get("torch", {})
         res["distributed"] = self.distributed_training(t)
         self.sections["training"] = {"status": "ok", "results": res}
