@@ -5,8 +5,9 @@ Interpreter: the `python3` on PATH (pip install -r bench/requirements.txt). Each
 ONNX node with constant weights (and a bias), shaped as in a known architecture: transposed
 convolutions of upsampling heads (text detection, U-Net, FCN's grouped bilinear upsampling,
 a vocoder's 1-D upsampler), dilated (DeepLab's ASPP), 1-D (a Whisper-style audio stem), 3-D
-(video), grouped and depthwise convolutions, max and average pooling, and LSTM/GRU layers
-(taggers, speech models).
+(video), grouped and depthwise convolutions, max and average pooling, LSTM/GRU layers
+(taggers, speech models), and reductions over a dim that is not the innermost (a segmentation
+head's softmax and argmax over classes, a channels-first LayerNorm, a max over the batch).
 `tcc bench` on the compiled artifact vs `InferenceSession.run` with the same inputs and
 threads, alternating rounds; outputs compared. Writes bench/results/<date>-layers-cpu.md and
 .json and prints the table. (GEMM-shaped layers: bench/gemm_cpu.py.)
@@ -88,10 +89,43 @@ POOLS = [
 ]
 
 
-def save_layer(layer, node, inputs, inits, x: np.ndarray) -> None:
-    """Writes layer.dir/model.onnx (one node, output shapes inferred) and its input."""
-    graph = helper.make_graph([node], "layer", inputs,
-                              [helper.make_tensor_value_info(node.output[0], TensorProto.FLOAT, None)], inits)
+def _channel_layer_norm(axis: int) -> list:
+    """LayerNorm over one dim that is not the innermost, written out as exporters write a
+    channels-first LayerNorm2d: mean, centred square, mean, + eps, sqrt, divide."""
+    mean = lambda i, o: helper.make_node("ReduceMean", [i], [o], axes=[axis], keepdims=1)
+    return [mean("x", "mu"), helper.make_node("Sub", ["x", "mu"], ["d"]),
+            helper.make_node("Mul", ["d", "d"], ["d2"]), mean("d2", "var"),
+            helper.make_node("Add", ["var", "eps"], ["ve"]), helper.make_node("Sqrt", ["ve"], ["sd"]),
+            helper.make_node("Div", ["d", "sd"], ["y"])]
+
+
+# name, input shape, nodes (input "x", output "y"; constants "eps" = 1e-6 and "axes0" = [0]),
+# output type
+REDUCTIONS = [
+    ("segmentation head: Softmax over 21 classes (axis 1) @256x256", [1, 21, 256, 256],
+     [helper.make_node("Softmax", ["x"], ["y"], axis=1)], TensorProto.FLOAT),
+    ("segmentation head: ArgMax over 21 classes (axis 1) @256x256", [1, 21, 256, 256],
+     [helper.make_node("ArgMax", ["x"], ["y"], axis=1, keepdims=0)], TensorProto.INT64),
+    ("ConvNeXt: LayerNorm over 96 channels (axis 1) @56x56", [1, 96, 56, 56],
+     _channel_layer_norm(1), TensorProto.FLOAT),
+    ("ReduceMax over the batch (axis 0) of [4096, 512]", [4096, 512],
+     [helper.make_node("ReduceMax", ["x"], ["y"], axes=[0], keepdims=0)], TensorProto.FLOAT),
+    ("ReduceMax over the frames (axis 1) of [8, 1000, 256]", [8, 1000, 256],
+     [helper.make_node("ReduceMax", ["x"], ["y"], axes=[1], keepdims=0)], TensorProto.FLOAT),
+    ("bias gradient: ReduceSum of Relu over the batch (axis 0) of [2048, 1024]", [2048, 1024],
+     [helper.make_node("Relu", ["x"], ["r"]),
+      helper.make_node("ReduceSum", ["r", "axes0"], ["y"], keepdims=0)], TensorProto.FLOAT),
+    ("channels-last global average pool: ReduceMean over 28x28 of [1, 28, 28, 144]", [1, 28, 28, 144],
+     [helper.make_node("ReduceMean", ["x"], ["y"], axes=[1, 2], keepdims=1)], TensorProto.FLOAT),
+]
+
+
+def save_layer(layer, node, inputs, inits, x: np.ndarray, nodes: list | None = None,
+               out_type: int = TensorProto.FLOAT) -> None:
+    """Writes layer.dir/model.onnx (one node, or `nodes`; output shapes inferred) and its input."""
+    nodes = nodes or [node]
+    graph = helper.make_graph(nodes, "layer", inputs,
+                              [helper.make_tensor_value_info(nodes[-1].output[0], out_type, None)], inits)
     model = shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
                                          strict_mode=True)
     layer.y_shape = [d.dim_value for d in model.graph.output[0].type.tensor_type.shape.dim]
@@ -157,6 +191,32 @@ class PoolLayer:
         return 0.0
 
 
+class ReduceLayer:
+    def __init__(self, root: Path, name: str, x_shape: list[int], nodes: list, out_type: int, seed: int):
+        self.name, self.x_shape = name, x_shape
+        self.op = "+".join(dict.fromkeys(n.op_type for n in nodes))
+        self.dir = root / f"layer{seed}"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.onnx_path = self.dir / "model.onnx"
+        x = np.random.default_rng(seed).standard_normal(x_shape, dtype=np.float32)
+        consts = [numpy_helper.from_array(np.array(1e-6, np.float32), "eps"),
+                  numpy_helper.from_array(np.array([0], np.int64), "axes0")]
+        used = [c for c in consts if any(c.name in n.input for n in nodes)]
+        save_layer(self, None, [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)], used, x,
+                   nodes, out_type)
+
+    def input_paths(self) -> list[Path]:
+        return [self.input]
+
+    def fields(self) -> dict:
+        return {"op": self.op, "x": self.x_shape, "y": self.y_shape}
+
+    @property
+    def gflop(self) -> float:
+        """Not compute-bound: reported as 0 (the table's GFLOP/s is then empty)."""
+        return 0.0
+
+
 class RecurrentLayer:
     def __init__(self, root: Path, name: str, op: str, steps: int, batch: int, inputs: int, hidden: int,
                  direction: str, seed: int):
@@ -213,12 +273,14 @@ def main() -> int:
                    if args.only in spec[0]]
         layers += [RecurrentLayer(models, *spec, seed=100 + i)
                    for i, spec in enumerate(RECURRENT) if args.only in spec[0]]
+        layers += [ReduceLayer(models, *spec, seed=150 + i)
+                   for i, spec in enumerate(REDUCTIONS) if args.only in spec[0]]
         tcc = run_cpu.Tcc(args.tcc, 600, work / "tcc")
         for t in args.threads:
             rows += gemm_cpu.layers_vs_ort(layers, tcc, t, args.iters)
     lines = gemm_cpu.machine_lines("Convolution and recurrent layers: tcc vs onnxruntime (CPU)", info)
     lines += gemm_cpu.layers_markdown(rows, "One ONNX Conv, ConvTranspose, pooling, LSTM or GRU node with constant weights "
-                                      "and bias, `tcc bench` on the compiled artifact vs `InferenceSession.run`, "
+                                      "and bias (or a reduction's few nodes), `tcc bench` on the compiled artifact vs `InferenceSession.run`, "
                                       "same input and threads, median of 3 alternating rounds. GFLOP/s count "
                                       "useful multiply-adds only (not the zeros of a dilated input, not the "
                                       "gates' pointwise work).")

@@ -172,6 +172,13 @@ private:
   void emitBlock(Block &block);
   void emitOp(Operation *op);
   void emitParallel(tk::ParallelOp op);
+  void emitColumnBlocks(tk::ParallelOp op, std::vector<std::string> idx,
+                        std::vector<std::string> names, ArrayRef<int64_t> bounds, bool threaded,
+                        const std::string &guard);
+  void openColumnLoop();
+  void emitColumnReduce(tk::ReduceOp op);
+  void emitColumnArgReduce(tk::ArgReduceOp op);
+  void emitColumnNest(tk::ParallelOp op);
   void emitReduce(tk::ReduceOp op);
   void emitArgReduce(tk::ArgReduceOp op);
   void emitFor(tk::ForOp op);
@@ -183,6 +190,10 @@ private:
   int depth = 1;
   bool usesThreads = false;
   bool inSimdLoop = false; // emitting the body of a simd loop: nested loops stay plain
+  // In a column-blocked parallel loop (emitColumnBlocks): the block's column loop index, its
+  // trip count and the block size (the arrays' length).
+  std::string columnIndex, columnCount;
+  int64_t columnBlock = 0;
   const std::string threadsName = "tcc_threads";
   llvm::DenseMap<Value, std::string> pointers;
 };
@@ -315,17 +326,85 @@ static size_t flattenableTrailingDims(Block &block, ArrayRef<int64_t> bounds) {
   return best;
 }
 
+/// Columns (iterations of a parallel loop's innermost dim) that a column-blocked loop runs as
+/// one block, at most: each nested loop's step then reads up to this many contiguous elements
+/// (1 KB) of each buffer, and its arrays of partial results (a few KB) stay in L1.
+constexpr int64_t kColumnBlock = 256;
+
+/// A column-blocked loop has at least this many columns (one 16-float vector).
+constexpr int64_t kMinBlockedColumns = 16;
+
+/// Whether `v`, used in the body `block` of a parallel loop, is the same for every iteration
+/// of its innermost dim: a value from outside, another dim's index, or pure scalar arithmetic
+/// (no load) on such values.
+static bool isColumnInvariant(Value v, Block &block) {
+  if (auto arg = dyn_cast<BlockArgument>(v))
+    return arg.getOwner() != &block || arg.getArgNumber() + 1 < block.getNumArguments();
+  Operation *def = v.getDefiningOp();
+  if (def->getBlock() != &block)
+    return !block.getParentOp()->isProperAncestor(def);
+  return ScalarEmitter::isScalarOp(def) &&
+         llvm::all_of(def->getOperands(), [&](Value x) { return isColumnInvariant(x, block); });
+}
+
+/// Whether the nested loops of a parallel loop read along its innermost dim (its columns)
+/// rather than along their own dims: a reduction over a dim that is not the innermost (a max
+/// over the batch, a softmax or argmax over the classes of [N, C, H, W]). Every loop in the
+/// body is a tk.reduce, tk.arg_reduce or tk.parallel directly in it with a loop-free body;
+/// some load or store in them has the parallel loop's innermost index as its last index, and
+/// none has one of the nested loop's own indices there. Run as written, such a nest gives each
+/// output its own strided walk (a gather per vector, one cache line per element); blocked by
+/// columns (emitColumnBlocks) each step of the nested loop reads a contiguous run instead.
+static bool readsAlongColumns(tk::ParallelOp op) {
+  Block &block = op.getBody().front();
+  if (block.getNumArguments() == 0)
+    return false;
+  Value column = block.getArgument(block.getNumArguments() - 1);
+  bool anyLoop = false, contiguous = false;
+  for (Operation &inner : block.without_terminator()) {
+    if (!isLoop(&inner))
+      continue;
+    // Its bounds are computed once per block, before the column loops.
+    if (isa<tk::ForOp>(inner) || hasLoops(inner.getRegion(0).front()) ||
+        !llvm::all_of(inner.getOperands(),
+                      [&](Value bound) { return isColumnInvariant(bound, block); }))
+      return false;
+    anyLoop = true;
+    Block &body = inner.getRegion(0).front();
+    bool rows = false;
+    body.walk([&](Operation *access) {
+      ValueRange indices;
+      if (auto load = dyn_cast<tk::LoadOp>(access))
+        indices = load.getIndices();
+      else if (auto store = dyn_cast<tk::StoreOp>(access))
+        indices = store.getIndices();
+      if (indices.empty())
+        return;
+      auto own = dyn_cast<BlockArgument>(indices.back());
+      contiguous |= indices.back() == column;
+      rows |= own && own.getOwner() == &body;
+    });
+    if (rows)
+      return false;
+  }
+  return anyLoop && contiguous;
+}
+
 void CpuKernelEmitter::emitParallel(tk::ParallelOp op) {
   Block &block = op.getBody().front();
   SmallVector<int64_t> loopBounds(op.getBounds());
   std::vector<std::string> names = boundNames(loopBounds, op.getDynamicBounds());
   std::vector<std::string> idx = bindIndices(block, loopBounds.size());
   line("// tk.parallel " + boundsString(names));
-  if (!hasLoops(block)) {
+  bool columns = isTopLevel(op) && hasLoops(block) && readsAlongColumns(op);
+  if (!hasLoops(block) || columns) {
     // Run the flattenable trailing dims as one loop: the last of them names the flat index
     // (the loads' and stores' offsets reduce to it), the others contribute 0.
     size_t k = flattenableTrailingDims(block, loopBounds);
-    if (k >= 2) {
+    int64_t width =
+        k >= 2 ? (int64_t)product(ArrayRef<int64_t>(loopBounds).take_back(k)) : loopBounds.back();
+    columns = columns && (ShapedType::isDynamic(width) || width >= kMinBlockedColumns);
+    if (k >= 2 && (!hasLoops(block) || columns)) {
       size_t rank = loopBounds.size();
       for (size_t j = rank - k; j + 1 < rank; ++j)
         scalars.bind(block.getArgument(j), "0");
@@ -344,6 +423,12 @@ void CpuKernelEmitter::emitParallel(tk::ParallelOp op) {
   ArrayRef<int64_t> bounds = loopBounds;
   size_t rank = bounds.size();
   std::string guard = runtimeWorkGuard(names, bounds, work(block));
+  if (columns) {
+    bool threaded = anyDynamic(bounds) ||
+                    (product(bounds) > 1 && product(bounds) * work(block) >= kParallelWorkThreshold);
+    emitColumnBlocks(op, idx, names, bounds, threaded, guard);
+    return;
+  }
 
   // Small window reductions inside count as loop-free: the innermost dim is the simd loop.
   bool windows = onlySmallWindows(block);
@@ -389,6 +474,213 @@ void CpuKernelEmitter::emitParallel(tk::ParallelOp op) {
     --depth;
     line("}");
   }
+}
+
+/// A parallel loop whose nested loops read along its columns (readsAlongColumns), with its
+/// innermost dim strip-mined into blocks of kColumnBlock columns and its body split in
+/// segments run one after the other over the block: each nested loop, and each run of the
+/// scalar ops between them. A nested loop runs its own dims outside and a simd loop over the
+/// block's columns inside, with one accumulator per column in an array (the interchange: each
+/// step reads a contiguous run of the columns); a value that one segment computes and another
+/// uses goes through an array over the block. The parallel loop's iterations are independent,
+/// so running a block's iterations segment by segment keeps every iteration's own order.
+void CpuKernelEmitter::emitColumnBlocks(tk::ParallelOp op, std::vector<std::string> idx,
+                                        std::vector<std::string> names,
+                                        ArrayRef<int64_t> bounds, bool threaded,
+                                        const std::string &guard) {
+  Block &block = op.getBody().front();
+  size_t rank = bounds.size();
+  int64_t columns = bounds.back();
+  // Static: blocks of equal size, rounded up to whole 16-float vectors (960 columns: 4 of
+  // 240; 144: one of 144), so no block is a short remainder.
+  columnBlock = kColumnBlock;
+  if (!ShapedType::isDynamic(columns)) {
+    int64_t blocks = (columns + kColumnBlock - 1) / kColumnBlock;
+    columnBlock = std::min(columns, ((columns + blocks - 1) / blocks + 15) / 16 * 16);
+  }
+  std::string first = scalars.fresh("jb"), blockSize = std::to_string(columnBlock);
+  line("// (nested loops read along the last dim: it runs in blocks of " + blockSize +
+       " columns, each nested loop's dims outside a simd loop over the block)");
+  for (size_t d = 0; d + 1 < rank; ++d) {
+    if (d == 0 && threaded)
+      line("#pragma omp parallel for collapse(" + std::to_string(rank) +
+           ") schedule(static) num_threads(" + threads() + ")" + guard);
+    line(loopHeader(idx[d], names[d]));
+    ++depth;
+  }
+  if (rank == 1 && threaded)
+    line("#pragma omp parallel for schedule(static) num_threads(" + threads() + ")" + guard);
+  line("for (int64_t " + first + " = 0; " + first + " < " + names.back() + "; " + first +
+       " += " + blockSize + ") {");
+  ++depth;
+  if (!ShapedType::isDynamic(columns) && columns % columnBlock == 0) {
+    columnCount = blockSize;
+  } else {
+    columnCount = scalars.fresh("jn");
+    line("const int64_t " + columnCount + " = " + names.back() + " - " + first + " < " + blockSize +
+         " ? " + names.back() + " - " + first + " : " + blockSize + ";");
+  }
+  columnIndex = scalars.fresh("j");
+  scalars.bind(block.getArgument(block.getNumArguments() - 1),
+               "(" + first + " + " + columnIndex + ")");
+
+  // Scalar values the same for the whole block (nested loops' bounds among them) once, first;
+  // then segments: each loop alone, each run of other ops together.
+  llvm::DenseMap<Operation *, int> segmentOf;
+  std::vector<std::vector<Operation *>> segments;
+  for (Operation &inner : block.without_terminator()) {
+    if (ScalarEmitter::isScalarOp(&inner) && isColumnInvariant(inner.getResult(0), block)) {
+      emitOp(&inner);
+      segmentOf[&inner] = -1;
+      continue;
+    }
+    if (isLoop(&inner) || segments.empty() || isLoop(segments.back().back()))
+      segments.emplace_back();
+    segments.back().push_back(&inner);
+    segmentOf[&inner] = (int)segments.size() - 1;
+  }
+  auto usedElsewhere = [&](Value v, int segment) {
+    return llvm::any_of(v.getUsers(), [&](Operation *user) {
+      Operation *top = block.findAncestorOpInBlock(*user);
+      return top && segmentOf.lookup(top) != (int)segment;
+    });
+  };
+  bool outer = inSimdLoop;
+  inSimdLoop = true;
+  for (auto [segment, ops] : llvm::enumerate(segments)) {
+    Operation *head = ops.front();
+    if (auto r = dyn_cast<tk::ReduceOp>(head)) {
+      emitColumnReduce(r);
+      continue;
+    }
+    if (auto a = dyn_cast<tk::ArgReduceOp>(head)) {
+      emitColumnArgReduce(a);
+      continue;
+    }
+    if (auto p = dyn_cast<tk::ParallelOp>(head)) {
+      emitColumnNest(p);
+      continue;
+    }
+    // Scalar ops, loads and stores: one simd loop over the block; the values later segments
+    // use are kept in arrays over it.
+    std::vector<std::pair<Value, std::string>> kept;
+    for (Operation *o : ops)
+      if (!isa<tk::ConstantOp>(o) && !o->use_empty() && usedElsewhere(o->getResult(0), segment)) {
+        kept.emplace_back(o->getResult(0), scalars.fresh("col"));
+        line(scalars.computeType(o->getResult(0).getType()) + " " + kept.back().second + "[" +
+             blockSize + "];");
+      }
+    openColumnLoop();
+    for (Operation *o : ops)
+      emitOp(o);
+    for (auto &[value, array] : kept)
+      line(array + "[" + columnIndex + "] = " + scalars.name(value) + ";");
+    --depth;
+    line("}");
+    for (auto &[value, array] : kept)
+      scalars.bind(value, array + "[" + columnIndex + "]");
+  }
+  inSimdLoop = outer;
+  --depth;
+  line("}");
+  depth -= (int)rank - 1;
+}
+
+/// `#pragma omp simd` and the opening of the loop over a column block's columns.
+void CpuKernelEmitter::openColumnLoop() {
+  line("#pragma omp simd");
+  line(loopHeader(columnIndex, columnCount) + " {");
+  ++depth;
+}
+
+/// A tk.reduce in a column-blocked loop: its dims outside, the block's columns inside, one
+/// accumulator per column; its result reads the column's accumulator. A max or min takes a NaN
+/// into the accumulator, where it stays (every comparison with it is false): no flag on the
+/// side, as the OpenMP reduction clause of emitReduce needs.
+void CpuKernelEmitter::emitColumnReduce(tk::ReduceOp op) {
+  Block &body = op.getBody().front();
+  ReduceKind kind = op.getKind();
+  Type type = op.getType();
+  bool tracksNaN = ScalarEmitter::reductionTracksNaN(kind, type);
+  std::string acc = scalars.fresh("acc"), at = "[" + columnIndex + "]";
+  std::vector<std::string> names = boundNames(op.getBounds(), op.getDynamicBounds());
+  std::vector<std::string> idx = bindIndices(body, names.size());
+  line("// tk.reduce " + stringifyReduceKind(kind).str() + " " + boundsString(names) + " : " +
+       typeString(type) + " (per column)");
+  line(scalars.accumulatorType(kind, type) + " " + acc + "[" + std::to_string(columnBlock) +
+       "];");
+  openColumnLoop();
+  line(acc + at + " = " + scalars.reduceIdentity(kind, type) + ";");
+  --depth;
+  line("}");
+  openLoops(idx, names, std::vector<std::string>(names.size()));
+  openColumnLoop();
+  emitBlock(body);
+  std::string y = scalars.name(cast<tk::YieldOp>(body.getTerminator()).getValues()[0]);
+  std::string combined = scalars.reduceCombine(kind, type, acc + at, y);
+  if (tracksNaN) // `y > acc ? y : acc` with a NaN y taken too
+    combined = scalars.isNaNExpr(y) + " ? " + y + " : " + combined;
+  line(acc + at + " = " + combined + ";");
+  --depth;
+  line("}");
+  closeLoops(names.size());
+  std::string value = scalars.reduceResult(kind, type, acc + at);
+  if (tracksNaN)
+    value = scalars.isNaNExpr(acc + at) + " ? " + scalars.quietNaN(type) + " : " + value;
+  scalars.bind(op.getResult(), "(" + value + ")");
+}
+
+/// A tk.arg_reduce in a column-blocked loop: its positions outside, the block's columns
+/// inside, the best value and its position per column.
+void CpuKernelEmitter::emitColumnArgReduce(tk::ArgReduceOp op) {
+  Block &body = op.getBody().front();
+  std::string index = bindIndices(body, 1)[0];
+  Value yielded = cast<tk::YieldOp>(body.getTerminator()).getValues()[0];
+  Type type = yielded.getType();
+  std::string result = scalars.fresh("v"), best = result + "_best";
+  std::string at = "[" + columnIndex + "]", size = "[" + std::to_string(columnBlock) + "]";
+  std::string bound = countName(op.getBound(), op.getDynamicBound());
+  line("// tk.arg_reduce " + stringifyReduceKind(op.getKind()).str() + " [" + bound + "]" +
+       (op.getSelectLastIndex() ? " (last index)" : "") + " (per column)");
+  line("int64_t " + result + size + ";");
+  line(scalars.computeType(type) + " " + best + size + ";");
+  openColumnLoop();
+  line(result + at + " = 0;");
+  line(best + at + " = 0;");
+  --depth;
+  line("}");
+  line(loopHeader(index, bound) + " {");
+  ++depth;
+  openColumnLoop();
+  emitBlock(body);
+  std::string y = scalars.name(yielded);
+  std::string better = scalars.fresh("better");
+  line("const bool " + better + " = " + index + " == 0 || " +
+       scalars.argReplaces(type, op.getKind() == ReduceKind::Max, op.getSelectLastIndex(), y,
+                           best + at) +
+       ";");
+  line(best + at + " = " + better + " ? " + y + " : " + best + at + ";");
+  line(result + at + " = " + better + " ? " + index + " : " + result + at + ";");
+  --depth;
+  line("}");
+  --depth;
+  line("}");
+  scalars.bind(op.getResult(), result + at);
+}
+
+/// A tk.parallel nested in a column-blocked loop: its dims outside, the block's columns in a
+/// simd loop inside.
+void CpuKernelEmitter::emitColumnNest(tk::ParallelOp op) {
+  Block &body = op.getBody().front();
+  std::vector<std::string> names = boundNames(op.getBounds(), op.getDynamicBounds());
+  std::vector<std::string> idx = bindIndices(body, names.size());
+  line("// tk.parallel " + boundsString(names) + " (per column)");
+  openLoops(idx, names, std::vector<std::string>(names.size()));
+  openColumnLoop();
+  emitBlock(body);
+  --depth;
+  line("}");
+  closeLoops(names.size());
 }
 
 /// The first of the reduce's trailing dims that run as one loop: dims [first, rank) whose

@@ -286,11 +286,6 @@ void lowerModule(ModuleOp module, const CompileOptions &options, CompileReport *
       });
   }
   runPasses(module, "fusion", options.explainFusion, [&](PassManager &pm) {
-    if (options.device == "cpu") { // column sums as GEMM rows (after the layout pass made them)
-      ColumnSumsOptions columnSums;
-      columnSums.explain = options.explainFusion;
-      pm.addNestedPass<func::FuncOp>(createColumnSums(columnSums));
-    }
     FuseOptions fuse;
     fuse.explain = options.explainFusion;
     fuse.target = options.device; // which GEMM epilogues the library computes (GemmEpilogue.h)

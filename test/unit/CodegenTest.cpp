@@ -100,10 +100,15 @@ std::string elementwiseKernel(const std::string &name, const std::vector<DType> 
 }
 
 /// y[i] = reduce_j x[i, j] (rows) and, when `whole`, y[0] = reduce over all of x (top level).
+/// What a reduction kernel of a [rows, cols] input reduces: each row (an output per row), the
+/// whole input (one output), or each column (an output per column: the interchanged column
+/// loops of the CPU emitter).
+enum class ReduceOver { Rows, Whole, Columns };
+
 std::string reduceKernel(const std::string &name, const std::string &kind, DType t, int64_t rows,
-                         int64_t cols, bool whole) {
+                         int64_t cols, ReduceOver over) {
   std::string x = memref({rows, cols}, t), ty = mlirType(t);
-  if (whole)
+  if (over == ReduceOver::Whole)
     return "func.func @" + name + "(%x: " + x + ", %y: " + memref({1}, t) +
            ") attributes {tk.kernel} {\n"
            "  %r = tk.reduce " + kind + " [" + std::to_string(rows) + ", " + std::to_string(cols) +
@@ -111,24 +116,28 @@ std::string reduceKernel(const std::string &name, const std::string &kind, DType
            "    %v = tk.load %x[%i, %j] : " + x + "\n    tk.yield %v : " + ty + "\n  } : " + ty +
            "\n  %c0 = tk.constant 0 : index\n  tk.store %r, %y[%c0] : " + memref({1}, t) +
            "\n  return\n}\n";
-  return "func.func @" + name + "(%x: " + x + ", %y: " + memref({rows}, t) +
-         ") attributes {tk.kernel} {\n  tk.parallel [" + std::to_string(rows) +
-         "] {\n  ^bb0(%i: index):\n    %r = tk.reduce " + kind + " [" + std::to_string(cols) +
-         "] {\n    ^bb0(%j: index):\n      %v = tk.load %x[%i, %j] : " + x +
-         "\n      tk.yield %v : " + ty + "\n    } : " + ty + "\n    tk.store %r, %y[%i] : " +
-         memref({rows}, t) + "\n  }\n  return\n}\n";
+  bool columns = over == ReduceOver::Columns;
+  int64_t outputs = columns ? cols : rows, reduced = columns ? rows : cols;
+  return "func.func @" + name + "(%x: " + x + ", %y: " + memref({outputs}, t) +
+         ") attributes {tk.kernel} {\n  tk.parallel [" + std::to_string(outputs) +
+         "] {\n  ^bb0(%i: index):\n    %r = tk.reduce " + kind + " [" + std::to_string(reduced) +
+         "] {\n    ^bb0(%j: index):\n      %v = tk.load %x" + (columns ? "[%j, %i]" : "[%i, %j]") +
+         " : " + x + "\n      tk.yield %v : " + ty + "\n    } : " + ty +
+         "\n    tk.store %r, %y[%i] : " + memref({outputs}, t) + "\n  }\n  return\n}\n";
 }
 
 std::string argReduceKernel(const std::string &name, bool isMax, bool last, DType t, int64_t rows,
-                            int64_t cols) {
+                            int64_t cols, bool columns) {
   std::string x = memref({rows, cols}, t);
-  return "func.func @" + name + "(%x: " + x + ", %y: " + memref({rows}, DType::I64) +
-         ") attributes {tk.kernel} {\n  tk.parallel [" + std::to_string(rows) +
+  int64_t outputs = columns ? cols : rows, reduced = columns ? rows : cols;
+  return "func.func @" + name + "(%x: " + x + ", %y: " + memref({outputs}, DType::I64) +
+         ") attributes {tk.kernel} {\n  tk.parallel [" + std::to_string(outputs) +
          "] {\n  ^bb0(%i: index):\n    %r = tk.arg_reduce " + (isMax ? "max " : "min ") +
-         std::to_string(cols) + " {\n    ^bb0(%j: index):\n      %v = tk.load %x[%i, %j] : " +
-         x + "\n      tk.yield %v : " + mlirType(t) + "\n    }" +
-         (last ? " {select_last_index}" : "") + "\n    tk.store %r, %y[%i] : " +
-         memref({rows}, DType::I64) + "\n  }\n  return\n}\n";
+         std::to_string(reduced) + " {\n    ^bb0(%j: index):\n      %v = tk.load %x" +
+         (columns ? "[%j, %i]" : "[%i, %j]") + " : " + x + "\n      tk.yield %v : " +
+         mlirType(t) + "\n    }" + (last ? " {select_last_index}" : "") +
+         "\n    tk.store %r, %y[%i] : " + memref({outputs}, DType::I64) +
+         "\n  }\n  return\n}\n";
 }
 
 // ---- Data --------------------------------------------------------------------------------------
@@ -440,9 +449,11 @@ std::string differentialKernels() {
     for (int kind = 0; kind < 4; ++kind)
       if (reduceSupported(kind, t)) {
         s += reduceKernel("reduce_" + reduceName(kind) + "_" + id, reduceName(kind), t, kRows,
-                          kCols, false);
+                          kCols, ReduceOver::Rows);
         s += reduceKernel("reduce_all_" + reduceName(kind) + "_" + id, reduceName(kind), t,
-                          kRows, kCols, true);
+                          kRows, kCols, ReduceOver::Whole);
+        s += reduceKernel("reduce_columns_" + reduceName(kind) + "_" + id, reduceName(kind), t,
+                          kRows, kCols, ReduceOver::Columns);
       }
     if (isFloat(t)) // several ops: 16-bit results are rounded after each, not just at the store
       s += elementwiseKernel("chain_" + id, {t, t, t}, DType::F64, kN,
@@ -451,9 +462,10 @@ std::string differentialKernels() {
                                  "\n    %r = tk.cast %e : " + ty + " to f64");
     for (bool isMax : {true, false})
       for (bool last : {false, true})
-        s += argReduceKernel(std::string("arg") + (isMax ? "max" : "min") + (last ? "_last_" : "_") +
-                                 id,
-                             isMax, last, t, kRows, kCols);
+        for (bool columns : {false, true})
+          s += argReduceKernel(std::string("arg") + (isMax ? "max" : "min") +
+                                   (last ? "_last_" : "_") + (columns ? "columns_" : "") + id,
+                               isMax, last, t, kRows, kCols, columns);
   }
   return s;
 }
@@ -649,6 +661,11 @@ TEST(CodegenTest, ReductionsMatchReference) {
       Tensor all = run(differential().get("reduce_all_" + id), {x}, t, {1});
       EXPECT_TRUE(sameTensor(all, k::reduce((k::ReduceKind)kind, x, {0, 1}).reshaped({1}), tolerance))
           << "all " << id;
+      // Over the rows of each column (interchanged: a block of columns per step): the NaNs of
+      // row 2 reach the max/min of their columns alone.
+      Tensor columns = run(differential().get("reduce_columns_" + id), {x}, t, {kCols});
+      EXPECT_TRUE(sameTensor(columns, k::reduce((k::ReduceKind)kind, x, {0}), tolerance))
+          << "columns " << id;
     }
 }
 
@@ -661,6 +678,10 @@ TEST(CodegenTest, ArgReduceTiesAndNaN) {
         std::string name = std::string("arg") + (isMax ? "max" : "min") + (last ? "_last_" : "_") + dtypeId(t);
         Tensor got = run(differential().get(name), {x}, DType::I64, {kRows});
         EXPECT_TRUE(sameTensor(got, k::argReduce(isMax, x, 1, last))) << name;
+        std::string columnsName = std::string("arg") + (isMax ? "max" : "min") +
+                                  (last ? "_last_" : "_") + "columns_" + dtypeId(t);
+        Tensor columns = run(differential().get(columnsName), {x}, DType::I64, {kCols});
+        EXPECT_TRUE(sameTensor(columns, k::argReduce(isMax, x, 0, last))) << columnsName;
       }
 }
 

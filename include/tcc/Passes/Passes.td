@@ -48,20 +48,6 @@ def TrimConvTaps : Pass<"tcc-trim-conv-taps", "mlir::func::FuncOp"> {
   ];
 }
 
-def ColumnSums : Pass<"tcc-column-sums", "mlir::func::FuncOp"> {
-  let summary = "Sums over outer dims (column sums: a channels-last global pool, a bias "
-                "gradient) as a GEMM row with a ones vector";
-  let description = [{
-    lib/Passes/ColumnSums.cpp: an f32 tcc.reduce sum over one contiguous run of dims followed
-    by kept dims becomes reshape, tcc.matmul of a ones row, reshape; the CPU's sgemm reads the
-    input once along its contiguous rows.
-  }];
-  let options = [
-    Option<"explain", "explain", "bool", /*default=*/"false",
-           "report each rewritten sum as a remark">
-  ];
-}
-
 def Layout : Pass<"tcc-layout", "mlir::func::FuncOp"> {
   let summary = "Channels-last pointwise and depthwise convolutions, with the layout changes "
                 "sunk through layout-agnostic ops and cancelled in pairs";

@@ -51,4 +51,25 @@ func.func @transpose(%x: memref<?x?x16xf32, #tcc.dims<["batch", "seq"]>>,
   }
   return
 }
+// A column reduction (a sum over rows, read along the columns) with symbolic columns: blocks of
+// 256, a run-time count for each; threads by the run-time work (see reduce-columns.mlir).
+// CHECK-LABEL: TCC_EXPORT void sum_over_rows_symbolic(void *const *args, int32_t num_threads) {
+// CHECK: #pragma omp parallel for schedule(static) num_threads(tcc_threads) if(
+// CHECK-NEXT: for (int64_t [[JB:jb[0-9]+]] = 0; [[JB]] < [[S:v[0-9]+]]; [[JB]] += 256) {
+// CHECK-NEXT: const int64_t {{jn[0-9]+}} = [[S]] - [[JB]] < 256 ? [[S]] - [[JB]] : 256;
+func.func @sum_over_rows_symbolic(%x: memref<64x?xf32, #tcc.dims<["seq"]>>,
+                                  %y: memref<?xf32, #tcc.dims<["seq"]>>,
+                                  %syms: memref<2xi64> {tk.symbols}) attributes {tk.kernel} {
+  %n = tk.size "seq"
+  tk.parallel [%n] {
+  ^bb0(%c: index):
+    %s = tk.reduce sum [64] {
+    ^bb0(%r: index):
+      %v = tk.load %x[%r, %c] : memref<64x?xf32, #tcc.dims<["seq"]>>
+      tk.yield %v : f32
+    } : f32
+    tk.store %s, %y[%c] : memref<?xf32, #tcc.dims<["seq"]>>
+  }
+  return
+}
 }
