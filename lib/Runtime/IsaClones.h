@@ -1,7 +1,9 @@
 //===- IsaClones.h - One loop compiled per x86 ISA, chosen by cpuid ----------===//
 //
 // TCC_ISA_CLONES(name, body) defines `name(args...)`, which calls `body(args...)` compiled for
-// AVX-512F, for AVX2 or for the baseline, the variant chosen once per argument-type list from
+// AVX-512F, for AVX2 with FMA (which the AVX2 family requires: the transcendentals' fused
+// multiply-adds are one instruction there) or for the baseline, the variant chosen once per
+// argument-type list from
 // the CPU's features (sgemmIsa(): the widest the CPU and OS support, capped by $TCC_GEMM_ISA,
 // so tests cover every variant on one machine). `body` is a TCC_ISA_BODY function: always
 // inlined, so each variant's loops are vectorised for its ISA.
@@ -38,7 +40,9 @@
   template <class... A> __attribute__((target("avx512f"))) void name##Avx512(A... a) {            \
     body(a...);                                                                                    \
   }                                                                                                \
-  template <class... A> __attribute__((target("avx2"))) void name##Avx2(A... a) { body(a...); }   \
+  template <class... A> __attribute__((target("avx2,fma"))) void name##Avx2(A... a) {             \
+    body(a...);                                                                                    \
+  }                                                                                                \
   template <class... A> void name##Baseline(A... a) { body(a...); }                                \
   TCC_ISA_DISPATCH(name)
 

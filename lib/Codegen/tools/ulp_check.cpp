@@ -1,14 +1,13 @@
 //===- ulp_check.cpp - Exhaustive accuracy of the prelude's f32 transcendentals ----===//
 //
-// One-off check of tcc_expf/logf/tanhf/erff/sigmoidf (ScalarPrelude.cpp, kCpuMathPrelude)
+// One-off check of tcc_expf/logf/tanhf/erff/sigmoidf (include/tcc/Support/CpuMathF32.inc)
 // against glibc's f32 functions (the reference kernels' results) and against the double
 // functions rounded to float, over all 2^32 f32 bit patterns. Prints the max ulp error per
 // function (ulps counted on the ordered bit patterns, so across the normal/subnormal boundary
 // and next to inf too; NaN must match NaN), the argument where it occurs and how many inputs
 // are off by more than 1 ulp. Build and run (from the repository root):
 //
-//   sed -n '/kCpuMathPrelude = R"cpp(/,/^)cpp";/p' lib/Codegen/ScalarPrelude.cpp | sed '1d;$d' \
-//       > /tmp/tcc_math_prelude.inc
+//   cp include/tcc/Support/CpuMathF32.inc /tmp/tcc_math_prelude.inc
 //   g++ -O3 -march=native -fopenmp -ffp-contract=off -fno-math-errno -I/tmp \
 //       lib/Codegen/tools/ulp_check.cpp -o /tmp/ulp_check && /tmp/ulp_check [stride]
 //
