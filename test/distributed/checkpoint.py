@@ -20,6 +20,12 @@ def main():
     p = arguments()
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--tolerance", type=float, default=1e-5)
+    # Adam's weights after 40 steps: its normalised step m / sqrt(v) turns the rounding
+    # differences of ZeRO-3's sharded sums into whole steps for weights whose gradients are
+    # near zero (a nearly dead hidden unit). Measured: 5.4e-6, and 1.1e-5 once exp and log
+    # fused their multiply-adds (one fc2 weight of a nearly dead unit). A shard's gradient
+    # lost or misplaced would turn whole steps (lr 1e-3, weights of ~0.1) the wrong way.
+    p.add_argument("--adam-weights-tolerance", type=float, default=3e-5)
     a = p.parse_args()
     check_prerequisites(a.data)
     try:
@@ -100,8 +106,9 @@ def main():
             worst = max(worst, float(numpy.abs(other[name] - ref).max()) / scale)
         print(f"weights after {a.steps} steps, {label} vs one process: max diff {worst:.3g} "
               "of each tensor's largest magnitude")
-        if worst > a.tolerance:
-            failures.append(f"{label}: weights differ by {worst:.3g}")
+        tolerance = a.adam_weights_tolerance if "Adam" in label else a.tolerance
+        if worst > tolerance:
+            failures.append(f"{label}: weights differ by {worst:.3g} (tolerance {tolerance:.3g})")
     if failures:
         sys.exit("FAILED:\n  " + "\n  ".join(failures))
 
