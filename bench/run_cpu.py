@@ -128,10 +128,16 @@ def count(v) -> int | None:
 def machine_info() -> dict:
     cpu = platform.processor() or "?"
     try:
+        # The model name alone can be vague on VMs ("AMD EPYC" for Zen 4 and Zen 5 alike):
+        # family and model number name the microarchitecture (AMD family 25: Zen 3/4, 26: Zen 5).
+        fields = {}
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
+        if "model name" in fields:
+            cpu = fields["model name"]
+        if "cpu family" in fields and "model" in fields:
+            cpu += f" (cpu family {fields['cpu family']}, model {fields['model']})"
     except OSError:
         pass
     flags = ""
