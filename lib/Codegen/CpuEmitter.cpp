@@ -176,6 +176,7 @@ private:
                         std::vector<std::string> names, ArrayRef<int64_t> bounds, bool threaded,
                         const std::string &guard);
   void openColumnLoop();
+  void closeColumnLoop();
   void emitColumnReduce(tk::ReduceOp op);
   void emitColumnArgReduce(tk::ArgReduceOp op);
   void emitColumnNest(tk::ParallelOp op);
@@ -423,9 +424,10 @@ void CpuKernelEmitter::emitParallel(tk::ParallelOp op) {
   ArrayRef<int64_t> bounds = loopBounds;
   size_t rank = bounds.size();
   std::string guard = runtimeWorkGuard(names, bounds, work(block));
+  bool threaded = isTopLevel(op) && rank > 0 &&
+                  (anyDynamic(bounds) || (product(bounds) > 1 &&
+                                          product(bounds) * work(block) >= kParallelWorkThreshold));
   if (columns) {
-    bool threaded = anyDynamic(bounds) ||
-                    (product(bounds) > 1 && product(bounds) * work(block) >= kParallelWorkThreshold);
     emitColumnBlocks(op, idx, names, bounds, threaded, guard);
     return;
   }
@@ -433,9 +435,6 @@ void CpuKernelEmitter::emitParallel(tk::ParallelOp op) {
   // Small window reductions inside count as loop-free: the innermost dim is the simd loop.
   bool windows = onlySmallWindows(block);
   bool loopFree = !hasLoops(block) || windows;
-  bool threaded = isTopLevel(op) && rank > 0 &&
-                  (anyDynamic(bounds) || (product(bounds) > 1 &&
-                                          product(bounds) * work(block) >= kParallelWorkThreshold));
   auto collapse = [](size_t n) {
     return n > 1 ? " collapse(" + std::to_string(n) + ")" : std::string();
   };
@@ -575,8 +574,7 @@ void CpuKernelEmitter::emitColumnBlocks(tk::ParallelOp op, std::vector<std::stri
       emitOp(o);
     for (auto &[value, array] : kept)
       line(array + "[" + columnIndex + "] = " + scalars.name(value) + ";");
-    --depth;
-    line("}");
+    closeColumnLoop();
     for (auto &[value, array] : kept)
       scalars.bind(value, array + "[" + columnIndex + "]");
   }
@@ -591,6 +589,12 @@ void CpuKernelEmitter::openColumnLoop() {
   line("#pragma omp simd");
   line(loopHeader(columnIndex, columnCount) + " {");
   ++depth;
+}
+
+/// The end of a loop openColumnLoop opened.
+void CpuKernelEmitter::closeColumnLoop() {
+  --depth;
+  line("}");
 }
 
 /// A tk.reduce in a column-blocked loop: its dims outside, the block's columns inside, one
@@ -611,8 +615,7 @@ void CpuKernelEmitter::emitColumnReduce(tk::ReduceOp op) {
        "];");
   openColumnLoop();
   line(acc + at + " = " + scalars.reduceIdentity(kind, type) + ";");
-  --depth;
-  line("}");
+  closeColumnLoop();
   openLoops(idx, names, std::vector<std::string>(names.size()));
   openColumnLoop();
   emitBlock(body);
@@ -621,8 +624,7 @@ void CpuKernelEmitter::emitColumnReduce(tk::ReduceOp op) {
   if (tracksNaN) // `y > acc ? y : acc` with a NaN y taken too
     combined = scalars.isNaNExpr(y) + " ? " + y + " : " + combined;
   line(acc + at + " = " + combined + ";");
-  --depth;
-  line("}");
+  closeColumnLoop();
   closeLoops(names.size());
   std::string value = scalars.reduceResult(kind, type, acc + at);
   if (tracksNaN)
@@ -647,8 +649,7 @@ void CpuKernelEmitter::emitColumnArgReduce(tk::ArgReduceOp op) {
   openColumnLoop();
   line(result + at + " = 0;");
   line(best + at + " = 0;");
-  --depth;
-  line("}");
+  closeColumnLoop();
   line(loopHeader(index, bound) + " {");
   ++depth;
   openColumnLoop();
@@ -661,9 +662,8 @@ void CpuKernelEmitter::emitColumnArgReduce(tk::ArgReduceOp op) {
        ";");
   line(best + at + " = " + better + " ? " + y + " : " + best + at + ";");
   line(result + at + " = " + better + " ? " + index + " : " + result + at + ";");
-  --depth;
-  line("}");
-  --depth;
+  closeColumnLoop();
+  --depth; // the positions' loop
   line("}");
   scalars.bind(op.getResult(), result + at);
 }
@@ -678,8 +678,7 @@ void CpuKernelEmitter::emitColumnNest(tk::ParallelOp op) {
   openLoops(idx, names, std::vector<std::string>(names.size()));
   openColumnLoop();
   emitBlock(body);
-  --depth;
-  line("}");
+  closeColumnLoop();
   closeLoops(names.size());
 }
 

@@ -3,10 +3,9 @@
 // TCC_ISA_CLONES(name, body) defines `name(args...)`, which calls `body(args...)` compiled for
 // AVX-512F, for AVX2 with FMA (which the AVX2 family requires: the transcendentals' fused
 // multiply-adds are one instruction there) or for the baseline, the variant chosen once per
-// argument-type list from
-// the CPU's features (sgemmIsa(): the widest the CPU and OS support, capped by $TCC_GEMM_ISA,
-// so tests cover every variant on one machine). `body` is a TCC_ISA_BODY function: always
-// inlined, so each variant's loops are vectorised for its ISA.
+// argument-type list from the CPU's features (sgemmIsa(): the widest the CPU and OS support,
+// capped by $TCC_GEMM_ISA, so tests cover every variant on one machine). `body` is a
+// TCC_ISA_BODY function: always inlined, so each variant's loops are vectorised for its ISA.
 //
 // This is what GCC's target_clones attribute does, without its IFUNC resolvers: those run while
 // the dynamic loader relocates libtccrt, before ThreadSanitizer's runtime is initialised, and
