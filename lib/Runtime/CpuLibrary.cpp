@@ -13,6 +13,7 @@
 #include "tcc/Support/TopKOrder.h"
 
 #include <cblas.h>
+#include <immintrin.h>
 
 #include <algorithm>
 #include <atomic>
@@ -443,168 +444,280 @@ bool sameWeightPacking(const ConvGeometry &a, const ConvGeometry &b) {
 
 namespace {
 
-/// to[i] = from[i * stride] for i < n, vectorised for the common strides (1 and 2).
-TCC_ISA_BODY void copyStridedBody(float *__restrict to, const float *__restrict from, int64_t n,
-                                  int64_t stride) {
-  if (stride == 1) {
-    std::memcpy(to, from, sizeof(float) * (size_t)n);
-  } else if (stride == 2) {
-#pragma GCC ivdep
-    for (int64_t i = 0; i < n; ++i)
-      to[i] = from[2 * i];
-  } else {
-    for (int64_t i = 0; i < n; ++i)
-      to[i] = from[i * stride];
-  }
-}
-TCC_ISA_CLONES(copyStridedFloats, copyStridedBody)
-
-void copyStrided(float *to, const float *from, int64_t n, int64_t stride) {
-  copyStridedFloats(to, from, n, stride);
-}
-void copyStrided(uint16_t *to, const uint16_t *from, int64_t n, int64_t stride) {
-  if (stride == 1) {
-    std::memcpy(to, from, sizeof(uint16_t) * (size_t)n);
-    return;
-  }
+/// dst[i] = index[i] >= 0 ? src[index[i]] : 0 for i < n: one im2col row (or panel) read from an
+/// input channel's plane, -1 marking padding. AVX-512 and AVX2 gather 16 or 8 lanes an
+/// instruction, masked, so padding never loads.
+template <class T, class Index>
+void gatherScalar(T *__restrict dst, const T *__restrict src, const Index *__restrict index,
+                  int64_t n) {
   for (int64_t i = 0; i < n; ++i)
-    to[i] = from[i * stride];
+    dst[i] = index[i] >= 0 ? src[index[i]] : T(0);
 }
 
-/// Where the im2col rows read, precomputed per spatial dim.
-struct Im2col {
-  const ConvGeometry &g;
-  size_t spatial;
-  Shape inStrides;  // element strides of the input's spatial dims
-  Shape kernelDivs; // to split a kernel position into per-dim indices
-  Shape outDivs;    // to split an outer-line index into the outer output dims
-  // Outer dims (all but the last): source[d][k * out_d + o] = input index or -1.
-  std::vector<std::vector<int64_t>> source;
-  // Last dim: per kernel index, the outputs [lo, hi) whose source is in range.
-  std::vector<int64_t> lastLo, lastHi;
-
-  explicit Im2col(const ConvGeometry &geometry) : g(geometry), spatial(geometry.kernel.size()) {
-    inStrides.assign(spatial, 1);
-    for (size_t d = spatial - 1; d-- > 0;)
-      inStrides[d] = inStrides[d + 1] * g.inSpatial[d + 1];
-    source.resize(spatial - 1);
-    for (size_t d = 0; d + 1 < spatial; ++d) {
-      int64_t out = g.outSpatial[d], in = g.inSpatial[d];
-      source[d].resize((size_t)(g.kernel[d] * out));
-      for (int64_t k = 0; k < g.kernel[d]; ++k)
-        for (int64_t o = 0; o < out; ++o) {
-          int64_t q = o * g.strides[d] + k * g.dilations[d] - g.padLow[d];
-          source[d][k * out + o] = q >= 0 && q < in ? q : -1;
-        }
-    }
-    size_t last = spatial - 1;
-    int64_t out = g.outSpatial[last], in = g.inSpatial[last], s = g.strides[last];
-    for (int64_t k = 0; k < g.kernel[last]; ++k) {
-      // Valid o: 0 <= o*s + k*dil - padLow < in.
-      int64_t first = k * g.dilations[last] - g.padLow[last];
-      int64_t lo = first >= 0 ? 0 : (-first + s - 1) / s;
-      int64_t hi = in - first <= 0 ? 0 : (in - first + s - 1) / s;
-      lo = std::min(lo, out);
-      hi = std::clamp(hi, lo, out);
-      lastLo.push_back(lo);
-      lastHi.push_back(hi);
-    }
+__attribute__((target("avx512f"))) void gatherAvx512(float *dst, const float *src,
+                                                     const int32_t *index, int64_t n) {
+  const __m512i none = _mm512_set1_epi32(-1);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512i at = _mm512_loadu_si512(index + i);
+    __mmask16 valid = _mm512_cmpgt_epi32_mask(at, none);
+    _mm512_storeu_ps(dst + i, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid, at, src, 4));
   }
-
-  /// Fills rows [rowBegin, rowEnd) of the tile of output columns [j0, j1) (row stride j1 - j0)
-  /// from one group's input channels (f32, or 16-bit values as their bits).
-  template <class T>
-  void fill(const T *in, T *col, int64_t rowBegin, int64_t rowEnd, int64_t j0,
-            int64_t j1) const {
-    const int64_t width = j1 - j0;
-    forEachRow(in, rowBegin, rowEnd, j0, j1, [&](int64_t r, int64_t j, int64_t count) {
-      return std::pair<T *, int64_t>(col + (r - rowBegin) * width + (j - j0), count);
-    });
+  if (i < n) {
+    __mmask16 tail = (__mmask16)((1u << (n - i)) - 1);
+    __m512i at = _mm512_mask_loadu_epi32(none, tail, index + i);
+    __mmask16 valid = _mm512_cmpgt_epi32_mask(at, none);
+    _mm512_mask_storeu_ps(dst + i, tail,
+                          _mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid, at, src, 4));
   }
+}
 
-  /// fill() of all rows straight into `packed`, the sgemm's packed-B layout of the tile
-  /// (sgemmPackedView: width j1 - j0, k = rows), so that the sgemm packs nothing. The last
-  /// panel's columns past the tile are zeroed (read, never stored).
-  void fillPacked(const float *in, const SgemmPacked &packed, int64_t j0, int64_t j1) const {
-    const int64_t width = j1 - j0, nr = packed.panel;
-    float *base = packed.data.get();
-    int64_t rowBase = 0, panelStride = 0, forRow = -1;
-    auto at = [&](int64_t r, int64_t j, int64_t count) {
-      if (r != forRow) { // the row's offset and panel stride (constant within a k block)
-        rowBase = packed.offset(0, r);
-        panelStride = width > nr ? packed.offset(nr, r) - rowBase : 0;
-        forRow = r;
+__attribute__((target("avx2"))) void gatherAvx2(float *dst, const float *src, const int32_t *index,
+                                                int64_t n) {
+  const __m256i none = _mm256_set1_epi32(-1);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256i at = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(index + i));
+    __m256 valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(at, none));
+    _mm256_storeu_ps(dst + i, _mm256_mask_i32gather_ps(_mm256_setzero_ps(), src, at, valid, 4));
+  }
+  gatherScalar(dst + i, src, index + i, n - i);
+}
+
+template <class T, class Index>
+void gather(T *dst, const T *src, const Index *index, int64_t n) {
+  if constexpr (std::is_same_v<T, float> && std::is_same_v<Index, int32_t>) {
+    static const SgemmIsa isa = sgemmIsa();
+    if (isa == SgemmIsa::Avx512)
+      return gatherAvx512(dst, src, index, n);
+    if (isa == SgemmIsa::Avx2)
+      return gatherAvx2(dst, src, index, n);
+  }
+  gatherScalar(dst, src, index, n);
+}
+
+/// Part of an im2col row: `count` values at `dst` from `src` in an input channel's plane with
+/// a stride (src -1: padding, zeros).
+struct Im2colRun {
+  int64_t src;
+  int32_t dst, count, stride;
+};
+/// A chunk of an im2col row (a packed panel, or a row-major row): runs [first, first + count)
+/// of its tile's runs, or (count 0) a gather through its table entries.
+struct Im2colChunk {
+  int32_t first, count;
+};
+
+/// `chunks` chunks of one im2col row, chunk q at dst + q * chunkStride, from `plane`.
+template <class T, class Index>
+TCC_ISA_BODY void fillChunksBody(T *dst, int64_t chunkStride, int64_t chunks, int64_t chunkWidth,
+                                 const T *plane, const Index *table, const Im2colChunk *plan,
+                                 const Im2colRun *runs) {
+  for (int64_t q = 0; q < chunks; ++q) {
+    T *to = dst + q * chunkStride;
+    const Im2colChunk chunk = plan[q];
+    if (chunk.count == 0) {
+      gather(to, plane, table + q * chunkWidth, chunkWidth);
+      continue;
+    }
+    for (int32_t i = chunk.first; i < chunk.first + chunk.count; ++i) {
+      const Im2colRun run = runs[i];
+      T *__restrict out = to + run.dst;
+      if (run.src < 0) {
+        for (int32_t j = 0; j < run.count; ++j)
+          out[j] = T(0);
+        continue;
       }
-      int64_t o = j - j0;
-      return std::pair<float *, int64_t>(base + rowBase + o / nr * panelStride + o % nr,
-                                         std::min(count, nr - o % nr));
+      const T *__restrict in = plane + run.src;
+      if (run.stride == 1)
+        for (int32_t j = 0; j < run.count; ++j)
+          out[j] = in[j];
+      else if (run.stride == 2)
+        for (int32_t j = 0; j < run.count; ++j)
+          out[j] = in[2 * j];
+      else
+        for (int32_t j = 0; j < run.count; ++j)
+          out[j] = in[(int64_t)j * run.stride];
+    }
+  }
+}
+TCC_ISA_CLONES(fillChunks, fillChunksBody)
+
+} // namespace
+
+/// im2col from a plan made once per convolution call. For each tile of output columns, a table
+/// gives, per kernel position, the element of an input channel's plane that each column reads,
+/// or -1 where it reads padding. Row r of a tile's im2col matrix (channel r / kernelSize, kernel
+/// position r % kernelSize) reads its channel's plane through its position's table row, chunk by
+/// chunk (packed panels, or the whole row): a chunk made of long runs (a 1-D signal, a wide
+/// image) is copied run by run; one of many short runs (a small map, its lines cut by panels) is
+/// gathered. Any rank, stride, dilation and padding; groups and images share the plan, and
+/// runConv keeps it in the launch's cache.
+class Im2col {
+public:
+  /// Tiles of `tile` output columns (the last one shorter), written row-major (panel 0) or in
+  /// the sgemm's packed-B layout with panels of `panel` columns.
+  Im2col(const ConvGeometry &geometry, int64_t tile, int64_t panel)
+      : g(geometry), tile(tile), panel(panel) {
+    g.batch = 0; // not part of the plan
+    if (g.inSize > INT32_MAX)
+      makePlans(plans64);
+    else
+      makePlans(plans32);
+  }
+
+  /// f32 values of the tile starting at j0 straight into `packed` (sgemmPackedView: the
+  /// tile's width, k = rows, panels of `panel` columns), so that the sgemm packs nothing. The
+  /// last panel's columns past the tile are zeroed (read, never stored).
+  void fillPacked(const float *in, const SgemmPacked &packed, int64_t j0) const {
+    if (!plans64.empty())
+      return fillPacked(in, packed, plans64[(size_t)(j0 / tile)]);
+    fillPacked(in, packed, plans32[(size_t)(j0 / tile)]);
+  }
+
+  /// The tile starting at j0, rows [0, g.rows), row-major (row stride: the tile's width),
+  /// from one group's input channels (f32, or 16-bit values as their bits).
+  template <class T> void fill(const T *in, T *col, int64_t j0) const {
+    if (!plans64.empty())
+      return fill(in, col, plans64[(size_t)(j0 / tile)]);
+    fill(in, col, plans32[(size_t)(j0 / tile)]);
+  }
+
+  /// Whether this is the plan of `geometry`'s tiles of `tile` columns in panels of `panel`.
+  bool covers(const ConvGeometry &geometry, int64_t tile, int64_t panel) const {
+    auto fields = [](const ConvGeometry &c) {
+      return std::tie(c.inSpatial, c.kernel, c.outSpatial, c.strides, c.padLow, c.dilations,
+                      c.inSize, c.kernelSize, c.outSize, c.rows);
     };
-    forEachRow(in, 0, g.rows, j0, j1, at);
-    if (int64_t used = width % nr)
-      for (int64_t r = 0; r < g.rows; ++r)
-        std::memset(base + packed.offset(width - used, r) + used, 0,
-                    sizeof(float) * (size_t)(nr - used));
+    return this->tile == tile && this->panel == panel && fields(g) == fields(geometry);
   }
 
 private:
-  /// The im2col values of rows [rowBegin, rowEnd), columns [j0, j1), written where
-  /// `at(row, column, count)` says: a pointer and how many consecutive columns it takes (at
-  /// most count).
-  template <class T, class At>
-  void forEachRow(const T *in, int64_t rowBegin, int64_t rowEnd, int64_t j0, int64_t j1,
-                  At at) const {
-    size_t last = spatial - 1;
-    int64_t outLast = g.outSpatial[last], s = g.strides[last];
-    std::vector<int64_t> kpos(spatial);
-    for (int64_t r = rowBegin; r < rowEnd; ++r) {
-      int64_t c = r / g.kernelSize, kIndex = r % g.kernelSize;
+  /// A tile's plan: kernelSize table rows of chunks * chunkWidth entries, and per kernel
+  /// position its chunks.
+  template <class Index> struct Plan {
+    int64_t width = 0, chunkWidth = 0, chunks = 0;
+    std::vector<Index> table;
+    std::vector<Im2colChunk> chunkPlans;
+    std::vector<Im2colRun> runs;
+  };
+
+  ConvGeometry g;
+  const int64_t tile, panel;
+  std::vector<Plan<int32_t>> plans32; // per tile
+  std::vector<Plan<int64_t>> plans64; // the same, for planes past 2^31 elements
+
+  template <class Index>
+  void fillPacked(const float *in, const SgemmPacked &packed, const Plan<Index> &plan) const {
+    float *base = packed.data.get();
+    const int64_t perPosition = plan.chunks * plan.chunkWidth;
+    for (int64_t r = 0; r < g.rows; ++r) {
+      int64_t rowBase = packed.offset(0, r), kp = r % g.kernelSize;
+      int64_t panelStride = plan.chunks > 1 ? packed.offset(packed.panel, r) - rowBase : 0;
+      fillChunks(base + rowBase, panelStride, plan.chunks, plan.chunkWidth,
+                 in + r / g.kernelSize * g.inSize, plan.table.data() + kp * perPosition,
+                 plan.chunkPlans.data() + kp * plan.chunks, plan.runs.data());
+    }
+  }
+
+  template <class T, class Index>
+  void fill(const T *in, T *col, const Plan<Index> &plan) const {
+    for (int64_t r = 0; r < g.rows; ++r) {
+      int64_t kp = r % g.kernelSize;
+      fillChunks(col + r * plan.width, (int64_t)0, (int64_t)1, plan.width,
+                 in + r / g.kernelSize * g.inSize, plan.table.data() + kp * plan.width,
+                 plan.chunkPlans.data() + kp, plan.runs.data());
+    }
+  }
+
+  template <class Index> void makePlans(std::vector<Plan<Index>> &plans) const {
+    const size_t spatial = g.kernel.size();
+    std::vector<int64_t> inStride(spatial, 1);
+    for (size_t d = spatial - 1; d-- > 0;)
+      inStride[d] = inStride[d + 1] * g.inSpatial[d + 1];
+    // Each column's first input coordinate per dim (o * stride - padLow), walked as an odometer.
+    std::vector<int64_t> first((size_t)g.outSize * spatial), out(spatial, 0);
+    for (int64_t o = 0; o < g.outSize; ++o) {
+      for (size_t d = 0; d < spatial; ++d)
+        first[o * spatial + d] = out[d] * g.strides[d] - g.padLow[d];
       for (size_t d = spatial; d-- > 0;) {
-        kpos[d] = kIndex % g.kernel[d];
-        kIndex /= g.kernel[d];
+        if (++out[d] < g.outSpatial[d])
+          break;
+        out[d] = 0;
       }
-      const T *src = in + c * g.inSize;
-      int64_t kl = kpos[last];
-      int64_t lo = lastLo[kl], hi = lastHi[kl];
-      int64_t shift = kl * g.dilations[last] - g.padLow[last];
-      for (int64_t j = j0; j < j1;) {
-        int64_t line = j / outLast, oBegin = j % outLast;
-        int64_t count = std::min(j1 - j, outLast - oBegin);
-        // The outer output position of this line and the input row it reads.
-        int64_t base = 0;
-        bool valid = true;
-        for (size_t d = last, rest = line; d-- > 0;) {
-          int64_t od = (int64_t)rest % g.outSpatial[d];
-          rest /= g.outSpatial[d];
-          int64_t q = source[d][kpos[d] * g.outSpatial[d] + od];
-          if (q < 0) {
-            valid = false;
+    }
+    plans.resize((size_t)((g.outSize + tile - 1) / tile));
+    for (size_t t = 0; t < plans.size(); ++t) {
+      Plan<Index> &plan = plans[t];
+      const int64_t j0 = (int64_t)t * tile;
+      plan.width = std::min(tile, g.outSize - j0);
+      plan.chunkWidth = panel ? panel : plan.width;
+      plan.chunks = (plan.width + plan.chunkWidth - 1) / plan.chunkWidth;
+      const int64_t perPosition = plan.chunks * plan.chunkWidth;
+      plan.table.assign((size_t)(g.kernelSize * perPosition), -1);
+      std::vector<int64_t> k(spatial, 0);
+      for (int64_t kp = 0; kp < g.kernelSize; ++kp) {
+        Index *row = plan.table.data() + kp * perPosition;
+        for (int64_t o = 0; o < plan.width; ++o) {
+          const int64_t *q0 = first.data() + (j0 + o) * spatial;
+          int64_t at = 0;
+          bool inside = true;
+          for (size_t d = 0; d < spatial && inside; ++d) {
+            int64_t q = q0[d] + k[d] * g.dilations[d];
+            inside = q >= 0 && q < g.inSpatial[d];
+            at += q * inStride[d];
+          }
+          if (inside)
+            row[o] = (Index)at;
+        }
+        for (int64_t q = 0; q < plan.chunks; ++q)
+          plan.chunkPlans.push_back(chunkPlan(row + q * plan.chunkWidth, plan.chunkWidth, plan.runs));
+        for (size_t d = spatial; d-- > 0;) {
+          if (++k[d] < g.kernel[d])
             break;
-          }
-          base += q * inStrides[d];
+          k[d] = 0;
         }
-        const T *row = src + base + shift;
-        // Outputs o in [oBegin, oBegin + count) read row[o * s] where o is in [lo, hi).
-        for (int64_t done = 0; done < count;) {
-          auto [out, n] = at(r, j + done, count - done);
-          int64_t o0 = oBegin + done, o1 = o0 + n;
-          if (!valid) {
-            std::memset(out, 0, sizeof(T) * n);
-          } else {
-            int64_t a = std::clamp(lo, o0, o1), b = std::clamp(hi, a, o1);
-            if (a > o0)
-              std::memset(out, 0, sizeof(T) * (a - o0));
-            if (b > a)
-              copyStrided(out + (a - o0), row + a * s, b - a, s);
-            if (o1 > b)
-              std::memset(out + (b - o0), 0, sizeof(T) * (o1 - b));
-          }
-          done += n;
-        }
-        j += count;
       }
     }
   }
+
+  /// The runs of one chunk of table entries (appended to `runs`), or a gather (count 0) where
+  /// they would average fewer than a vector's worth of values each.
+  template <class Index>
+  static Im2colChunk chunkPlan(const Index *entries, int64_t n, std::vector<Im2colRun> &runs) {
+    constexpr int64_t kMinAverageRun = 16;
+    Im2colChunk chunk{(int32_t)runs.size(), 0};
+    for (int64_t i = 0; i < n;) {
+      Im2colRun run{(int64_t)entries[i], (int32_t)i, 1, 1};
+      if (entries[i] < 0) {
+        while (i + run.count < n && entries[i + run.count] < 0)
+          ++run.count;
+      } else if (i + 1 < n && entries[i + 1] > entries[i]) {
+        run.stride = (int32_t)std::min<int64_t>(entries[i + 1] - entries[i], INT32_MAX);
+        while (i + run.count < n &&
+               entries[i + run.count] == entries[i] + (int64_t)run.count * run.stride)
+          ++run.count;
+      }
+      runs.push_back(run);
+      i += run.count;
+      if (++chunk.count > 1 && chunk.count * kMinAverageRun > n) { // short runs: gather
+        runs.resize((size_t)chunk.first);
+        return {chunk.first, 0};
+      }
+    }
+    return chunk;
+  }
 };
+
+/// The im2col plan of `g`'s tiles, from `cache` or made and kept there.
+const Im2col &im2colPlan(PackedOperand &cache, const ConvGeometry &g, int64_t tile,
+                         int64_t panel) {
+  if (!cache.im2col || !cache.im2col->covers(g, tile, panel))
+    cache.im2col = std::make_shared<const Im2col>(g, tile, panel);
+  return *cache.im2col;
+}
+
+namespace {
 
 /// The epilogue over a whole output already computed (paths that accumulate into it).
 void applyConvEpilogue(const ConvGeometry &g, const ConvEpilogue &e, float *output,
@@ -705,11 +818,11 @@ void runConv(const ConvGeometry &g, const float *input, const float *weight, flo
     int64_t width = j1 - j0;
     if (sgemmPacksB(m)) {
       SgemmPacked cols = sgemmPackedView(sgemmIsa(), false, width, k, col);
-      im.fillPacked(in, cols, j0, j1);
+      im.fillPacked(in, cols, j0);
       sgemm(false, false, m, width, k, 1.0f, nullptr, k, nullptr, width, 0.0f, out, ldc, 1,
             weights, &cols, tileEp);
     } else {
-      im.fill(in, col, 0, g.rows, j0, j1);
+      im.fill(in, col, j0);
       sgemm(false, false, m, width, k, 1.0f, nullptr, k, col, width, 0.0f, out, ldc, 1, weights,
             nullptr, tileEp);
     }
@@ -730,7 +843,8 @@ void runConv(const ConvGeometry &g, const float *input, const float *weight, flo
       }
     return;
   }
-  Im2col im2col(g);
+  // The im2col panels: the packed-B panel width where the sgemm packs B, else row-major.
+  const int64_t panel = sgemmPacksB(m) ? sgemmTileColumns(sgemmIsa()) : 0;
   if (numThreads > 1) {
     // Items: (image, group, column tile), tiles small enough that every thread gets work.
     // With few images, split each into equal column tiles: about 4 items per thread, a
@@ -753,6 +867,7 @@ void runConv(const ConvGeometry &g, const float *input, const float *weight, flo
         tile = std::min(g.columnTile, (tile + 31) / 32 * 32);
     }
     int64_t tilesPerImage = (g.outSize + tile - 1) / tile, items = images * tilesPerImage;
+    const Im2col &im2col = im2colPlan(*cache, g, tile, panel);
     parallelItems(numThreads, items, [&](int64_t worker, int64_t item) {
       float *col = workspace + (size_t)worker * (g.workspaceBytes / sizeof(float));
       int64_t image = item / tilesPerImage, j0 = item % tilesPerImage * tile;
@@ -765,6 +880,7 @@ void runConv(const ConvGeometry &g, const float *input, const float *weight, flo
     });
     return;
   }
+  const Im2col &im2col = im2colPlan(*cache, g, g.columnTile, panel);
   for (int64_t n = 0; n < g.batch; ++n)
     for (int64_t grp = 0; grp < g.groups; ++grp) {
       const float *in = input + (n * g.inChannels + grp * g.groupIn) * g.inSize;
@@ -888,8 +1004,9 @@ void runConv16(const ConvGeometry &g, const uint16_t *input, const uint16_t *wei
                     g.outSize, numThreads);
     return;
   }
-  Im2col im2col(g);
   const int64_t tile = g.columnTile, tilesPerImage = (g.outSize + tile - 1) / tile;
+  PackedOperand local;
+  const Im2col &im2col = im2colPlan(cache ? *cache : local, g, tile, 0);
   const int64_t items = g.batch * g.groups * tilesPerImage;
   parallelItems(numThreads, items, [&](int64_t worker, int64_t item) {
     auto *col = reinterpret_cast<uint16_t *>(static_cast<char *>(workspace) +
@@ -897,7 +1014,7 @@ void runConv16(const ConvGeometry &g, const uint16_t *input, const uint16_t *wei
     int64_t image = item / tilesPerImage, j0 = item % tilesPerImage * tile;
     int64_t n = image / g.groups, grp = image % g.groups;
     int64_t j1 = std::min(g.outSize, j0 + tile), width = j1 - j0;
-    im2col.fill(input + (n * g.inChannels + grp * g.groupIn) * g.inSize, col, 0, g.rows, j0, j1);
+    im2col.fill(input + (n * g.inChannels + grp * g.groupIn) * g.inSize, col, j0);
     tileProduct(col, width, n, grp, j0, width, 1);
   });
 }

@@ -37,6 +37,8 @@ struct GemmGeometry {
 
 /// Constant operands packed for sgemm (one per distinct matrix), kept across runs by a step.
 /// They are reused only while the operand is a program constant at the same address.
+class Im2col; // CpuLibrary.cpp
+
 struct PackedOperand {
   std::vector<SgemmPacked> matrices;
   const void *source = nullptr;
@@ -46,6 +48,9 @@ struct PackedOperand {
   /// Weights rearranged for a kernel that reads them in another order (channels-last
   /// depthwise: [tap][channel]).
   std::vector<float> reordered;
+  /// runConv's im2col plan (where each column of each tile reads), kept while the geometry and
+  /// the tiles stay the same.
+  std::shared_ptr<const Im2col> im2col;
 };
 
 /// Empties `cache` unless it holds what was packed, for this process's kernels, from the

@@ -375,6 +375,7 @@ bool sgemmIsaSupported(SgemmIsa isa) {
 SgemmIsa sgemmIsa() { return std::min(widestIsa(), SgemmIsa::Avx512); }
 
 int sgemmTileRows(SgemmIsa isa) { return family(isa).mr; }
+int sgemmTileColumns(SgemmIsa isa) { return family(isa).nr; }
 
 size_t sgemmPackedFloats(SgemmIsa isa, bool isA, int64_t outer, int64_t k) {
   const SgemmKernelFamily &f = family(isa);

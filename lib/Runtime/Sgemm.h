@@ -49,6 +49,8 @@ bool sgemmIsaSupported(SgemmIsa isa);
 /// The family's register tile height (MR): callers that choose their own row blocks make them
 /// multiples of it, so no microkernel call is a partial one.
 int sgemmTileRows(SgemmIsa isa);
+/// Its register tile width (NR): the column panels of a packed B.
+int sgemmTileColumns(SgemmIsa isa);
 
 /// Whether sgemm packs a non-transposed B it is given unpacked for a product with m rows of
 /// op(A) (with few rows it reads B in place): callers that make B themselves write it packed
