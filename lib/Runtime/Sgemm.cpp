@@ -451,6 +451,7 @@ bool packedFor(const SgemmPacked *p, SgemmIsa isa, bool isA, int64_t outer, int6
 /// after it packed in `edge`.
 struct BPanels {
   const SgemmPacked *packed = nullptr;
+  bool streamed = false; // a caller's prepacked B (APanels::streamed says why)
   const float *direct = nullptr;
   int64_t ldb = 0, nDirect = 0;
   const SgemmPacked *edge = nullptr;
@@ -470,6 +471,11 @@ struct BPanels {
 /// itself in place, row stride lda.
 struct APanels {
   const SgemmPacked *packed = nullptr;
+  // A caller's prepacked A (constant weights, likely read from memory once a run): the
+  // kernels prefetch each panel's successor (measured on Zen 5: ResNet-50 -10%; on A packed
+  // per call, already in cache, the same prefetches cost BERT 9%). A streamed B is prefetched
+  // the same way, by the first row panel of each task (the others find it in cache).
+  bool streamed = false;
   const float *direct = nullptr;
   int64_t lda = 0;
 };
@@ -531,14 +537,20 @@ void runTiles(const SgemmKernelFamily &f, int64_t m, int64_t n, int64_t k, float
           int64_t stride, cols = std::min(NR, j1 - j);
           const float *bp = b.at(k0, j, NR, stride);
           const bool narrow = cols <= f.narrowCols;
+          // A streamed A's next panel is prefetched by the panel's first tile; a streamed B's
+          // next panel by the task's first row panel.
+          const bool streamA = a.streamed && j == j0 && f.streamingA[0];
+          const bool streamB = b.streamed && ip == ip0 && f.streamingB[0];
           if (a.direct)
             (narrow ? f.inPlaceANarrow : f.inPlaceA)[rows - 1](
                 kc, aPanel, a.lda, bp, stride, c + i0 * ldc + j, ldc, cols, alpha, blockBeta,
                 tileEpilogue(i0, j));
           else
-            (narrow ? f.narrow : f.byRows)[rows - 1](kc, aPanel, bp, stride, c + i0 * ldc + j,
-                                                     ldc, cols, alpha, blockBeta,
-                                                     tileEpilogue(i0, j));
+            (streamA   ? (narrow ? f.streamingANarrow : f.streamingA)
+             : streamB ? (narrow ? f.streamingBNarrow : f.streamingB)
+             : narrow  ? f.narrow
+                       : f.byRows)[rows - 1](kc, aPanel, bp, stride, c + i0 * ldc + j, ldc,
+                                             cols, alpha, blockBeta, tileEpilogue(i0, j));
         }
         if (last && epilogue) // the activation on this row panel's block, while it is in cache
           activateRows(epilogue->activation, c + i0 * ldc + j0, rows, j1 - j0, ldc);
@@ -574,6 +586,7 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alph
   APanels aPanels;
   if (packedFor(packedA, isa, true, m, k)) {
     aPanels.packed = packedA;
+    aPanels.streamed = true;
   } else if (!transA && n <= 2 * NR && f.inPlaceA[0]) {
     aPanels.direct = a;
     aPanels.lda = lda;
@@ -602,6 +615,7 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alph
       packedB = &ownB;
     }
     panels.packed = packedB;
+    panels.streamed = bPacked;
   }
   runTiles(f, m, n, k, alpha, aPanels, panels, beta, c, ldc, threads, epilogue);
   scratchA.trim();
@@ -783,8 +797,10 @@ void gemm16(Half16 type, bool transA, bool transB, int64_t m, int64_t n, int64_t
   }
   BPanels panels;
   panels.packed = packedB;
+  panels.streamed = packedB != &ownB;
   APanels aPanels;
   aPanels.packed = packedA;
+  aPanels.streamed = packedA != &ownA;
   runTiles(family(isa), m, n, units, alpha, aPanels, panels, beta, c, ldc, threads, epilogue);
   scratchA.trim();
   scratchB.trim();

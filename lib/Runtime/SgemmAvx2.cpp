@@ -25,7 +25,9 @@ struct Vec {
   static __m256 mul(__m256 a, __m256 b) { return _mm256_mul_ps(a, b); }
   static __m256 max(__m256 a, __m256 b) { return _mm256_max_ps(a, b); }
   static __m256 min(__m256 a, __m256 b) { return _mm256_min_ps(a, b); }
-  static void prefetch(const float *p) { _mm_prefetch((const char *)p, _MM_HINT_T0); }
+  // In asm: GCC finds a function holding only __builtin_prefetch free of side effects and
+  // drops its calls.
+  static void prefetchL2(const float *p) { asm volatile("prefetcht1 %0" : : "m"(*p)); }
   /// Lanes [0, n) on (all bits of an on lane set).
   static __m256i mask(int64_t n) {
     int on = n >= 8 ? 8 : n <= 0 ? 0 : (int)n;

@@ -25,7 +25,9 @@ struct Avx512Vec {
   // The maskz form: GCC 12's plain _mm512_max_ps warns of its own undefined source operand.
   static __m512 max(__m512 a, __m512 b) { return _mm512_maskz_max_ps(0xFFFF, a, b); }
   static __m512 min(__m512 a, __m512 b) { return _mm512_maskz_min_ps(0xFFFF, a, b); }
-  static void prefetch(const float *p) { _mm_prefetch((const char *)p, _MM_HINT_T0); }
+  // In asm: GCC finds a function holding only __builtin_prefetch free of side effects and
+  // drops its calls.
+  static void prefetchL2(const float *p) { asm volatile("prefetcht1 %0" : : "m"(*p)); }
   /// Lanes [0, n) on.
   static __mmask16 mask(int64_t n) {
     return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);

@@ -56,8 +56,11 @@ template <int M, int W, class Acc>
 }
 
 /// The tile over A packed (row i of k step p at a[p * MR + i]) or, InPlaceA, A itself (at
-/// a[i * lda + p]).
-template <int M, int W, int MR, bool InPlaceA>
+/// a[i * lda + p]). Stream (prepacked weights, read from memory once a run): each k step also
+/// prefetches into L2 the same lines of the operand's next panel (StreamA: k * MR floats on;
+/// StreamB: k * ldb), so that they arrive while this panel is computed.
+enum Stream { StreamNone, StreamA, StreamB };
+template <int M, int W, int MR, bool InPlaceA, Stream Streamed = StreamNone>
 [[gnu::always_inline]] inline void tile(int64_t k, const float *a, int64_t lda, const float *b,
                                         int64_t ldb, float *c, int64_t ldc, int64_t cols,
                                         float alpha, float beta, const SgemmEpilogue *epilogue) {
@@ -89,7 +92,12 @@ template <int M, int W, int MR, bool InPlaceA>
   constexpr int64_t aStep = InPlaceA ? 1 : MR; // from one k step's A to the next
   int64_t p = 0;
   for (; p + S <= k; p += S) {
-    Vec::prefetch(b + 8 * ldb);
+    if constexpr (Streamed == StreamA)
+      Vec::prefetchL2(a + k * MR);
+    if constexpr (Streamed == StreamB)
+#pragma GCC unroll 2
+      for (int w = 0; w < W; ++w)
+        Vec::prefetchL2(b + k * ldb + w * L);
 #pragma GCC unroll 4
     for (int s = 0; s < S; ++s)
       step(s, a + s * aStep, b + s * ldb);
@@ -112,10 +120,10 @@ template <int M, int W, int MR, bool InPlaceA>
                   epilogue);
 }
 
-template <int M, int W, int MR>
+template <int M, int W, int MR, Stream Streamed = StreamNone>
 void kernel(int64_t k, const float *a, const float *b, int64_t ldb, float *c, int64_t ldc,
             int64_t cols, float alpha, float beta, const SgemmEpilogue *epilogue) {
-  tile<M, W, MR, false>(k, a, 0, b, ldb, c, ldc, cols, alpha, beta, epilogue);
+  tile<M, W, MR, false, Streamed>(k, a, 0, b, ldb, c, ldc, cols, alpha, beta, epilogue);
 }
 
 template <int M, int W>
@@ -184,7 +192,8 @@ void rowKernel(int64_t k, const float *a, const float *b, int64_t panelStride, f
 }
 
 /// The family: byRows[r - 1] = kernel<r, 2, MR>, narrow[r - 1] = kernel<r, 1, MR> (inPlaceA,
-/// inPlaceANarrow: the same over A in place). constexpr,
+/// inPlaceANarrow: the same over A in place; streamingA, streamingANarrow, streamingB,
+/// streamingBNarrow: the same that prefetch the next A or B panel). constexpr,
 /// and the families are constexpr variables: they must be constant-initialized. A dynamic
 /// initializer in these files would be compiled with their -m flags and run when the library
 /// loads, on any CPU (GCC zeroes such a struct with zmm stores: SIGILL without AVX-512).
@@ -192,6 +201,10 @@ template <int MR, int... R> constexpr SgemmKernelFamily makeFamily() {
   SgemmKernelFamily f{MR, 2 * Vec::lanes, Vec::lanes, {}, {}, {}};
   ((f.byRows[R - 1] = kernel<R, 2, MR>), ...);
   ((f.narrow[R - 1] = kernel<R, 1, MR>), ...);
+  ((f.streamingA[R - 1] = kernel<R, 2, MR, StreamA>), ...);
+  ((f.streamingANarrow[R - 1] = kernel<R, 1, MR, StreamA>), ...);
+  ((f.streamingB[R - 1] = kernel<R, 2, MR, StreamB>), ...);
+  ((f.streamingBNarrow[R - 1] = kernel<R, 1, MR, StreamB>), ...);
   ((f.inPlaceA[R - 1] = kernelInPlaceA<R, 2>), ...);
   ((f.inPlaceANarrow[R - 1] = kernelInPlaceA<R, 1>), ...);
   f.rowPanels[0] = rowKernel<1, MR>;

@@ -55,6 +55,10 @@ struct SgemmKernelFamily {
   SgemmRowKernel rowPanels[4]; // rowPanels[p - 1]: one row over p panels (null: none)
   SgemmInPlaceAKernel inPlaceA[32];       // byRows over A in place (null: none)
   SgemmInPlaceAKernel inPlaceANarrow[32]; // narrow over A in place (null: none)
+  SgemmMicroKernel streamingA[32];       // byRows, prefetching the next A panel (null: none)
+  SgemmMicroKernel streamingANarrow[32]; // narrow, prefetching the next A panel (null: none)
+  SgemmMicroKernel streamingB[32];       // byRows, prefetching the next B panel (null: none)
+  SgemmMicroKernel streamingBNarrow[32]; // narrow, prefetching the next B panel (null: none)
 };
 /// The families compiled into the library (with their own instruction-set flags).
 const SgemmKernelFamily *sgemmAvx2Kernels();   // null where not built (non-x86)
