@@ -6,7 +6,8 @@
 // m x m tiles, clipped at the border. The transforms run on whole rows of the block's tiles
 // (tiles innermost, contiguous), so the compiler vectorises them; gathering the tiles and
 // scattering the results are plain copies. Threads take whole items (each its own workspace);
-// a single item (one small image) splits its transforms by channel and its GEMMs instead.
+// a single item (one small image) splits its transforms by channel and shares out its GEMMs
+// instead.
 #include "Winograd.h"
 #include "IsaClones.h"
 #include "Parallel.h"
@@ -180,7 +181,8 @@ struct Workspace {
 
 /// One item: image plane `in` (groupIn channels), tiles [t0, t0 + nb), into `out` (groupOut
 /// channels), on `worker`'s workspace. threads > 1 (an item alone: a single small image) splits
-/// its transforms by channel over the threads, each with its own scratch, and its GEMMs.
+/// its transforms by channel over the threads, each with its own scratch, and gives each
+/// thread whole GEMMs.
 /// `epilogue` (null: none) is the item's: its bias and residual start at out's first channel.
 void winogradItem(const ConvGeometry &g, const Tiles &t, const float *in, const SgemmPacked *u,
                   float *out, int64_t t0, int64_t nb, const Workspace &workspace, int64_t worker,
@@ -258,10 +260,17 @@ void winogradItem(const ConvGeometry &g, const Tiles &t, const float *in, const 
     }
   });
 
-  // ---- The (m+2)^2 GEMMs ----
-  for (int64_t xi = 0; xi < a2; ++xi)
+  // ---- The (m+2)^2 GEMMs: with threads, whole GEMMs a thread (16-36 small products; splitting
+  // each one over the threads synchronised them 36 times a block) ----
+  auto product = [&](int64_t xi) {
     sgemm(false, false, go, nb, gi, 1.0f, nullptr, gi, nullptr, nb, 0.0f, mm + xi * go * nb, nb,
-          threads, &u[xi], &vPacked[(size_t)xi]);
+          1, &u[xi], &vPacked[(size_t)xi]);
+  };
+  if (threads <= 1)
+    for (int64_t xi = 0; xi < a2; ++xi)
+      product(xi);
+  else
+    parallelItems(threads, a2, [&](int64_t, int64_t xi) { product(xi); });
 
   // ---- Output transform ----
   split(go, [&](int64_t o0, int64_t o1, float *d, float *tmp) {
