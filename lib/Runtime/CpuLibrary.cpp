@@ -813,18 +813,20 @@ void runConv(const ConvGeometry &g, const float *input, const float *weight, flo
   // One column tile [j0, j1) of a group: its im2col matrix in `col`, times the packed weights.
   // The sgemm packs B for many rows of A: the matrix is then written packed (no packing pass);
   // with few rows it reads B in place, so it is written row-major.
+  // `gemmThreads` run the sgemm (1 where the threads take whole tiles).
   auto im2colProduct = [&](const Im2col &im, const float *in, float *col, int64_t j0, int64_t j1,
-                           float *out, const SgemmPacked *weights, const SgemmEpilogue *tileEp) {
+                           float *out, const SgemmPacked *weights, const SgemmEpilogue *tileEp,
+                           int gemmThreads) {
     int64_t width = j1 - j0;
     if (sgemmPacksB(m)) {
       SgemmPacked cols = sgemmPackedView(sgemmIsa(), false, width, k, col);
       im.fillPacked(in, cols, j0);
-      sgemm(false, false, m, width, k, 1.0f, nullptr, k, nullptr, width, 0.0f, out, ldc, 1,
-            weights, &cols, tileEp);
+      sgemm(false, false, m, width, k, 1.0f, nullptr, k, nullptr, width, 0.0f, out, ldc,
+            gemmThreads, weights, &cols, tileEp);
     } else {
       im.fill(in, col, j0);
-      sgemm(false, false, m, width, k, 1.0f, nullptr, k, col, width, 0.0f, out, ldc, 1, weights,
-            nullptr, tileEp);
+      sgemm(false, false, m, width, k, 1.0f, nullptr, k, col, width, 0.0f, out, ldc, gemmThreads,
+            weights, nullptr, tileEp);
     }
   };
   // The epilogue of the tile at column j0 of (image n, group grp).
@@ -845,11 +847,17 @@ void runConv(const ConvGeometry &g, const float *input, const float *weight, flo
   }
   // The im2col panels: the packed-B panel width where the sgemm packs B, else row-major.
   const int64_t panel = sgemmPacksB(m) ? sgemmTileColumns(sgemmIsa()) : 0;
-  if (numThreads > 1) {
+  // Few images of few columns (a 7x7 or 4x4 map): tiles of under 64 columns would each read
+  // all the weights for a sliver of the output; the threads split the GEMM's rows instead
+  // (each reads its share of the weights).
+  const int64_t images = g.batch * g.groups;
+  const bool threadsTakeTiles =
+      numThreads > 1 &&
+      (images >= numThreads || g.outSize / ((numThreads + images - 1) / images) >= 64);
+  if (threadsTakeTiles) {
     // Items: (image, group, column tile), tiles small enough that every thread gets work.
     // With few images, split each into equal column tiles: about 4 items per thread, a
     // multiple of the thread count (balanced), tiles of >= 64 columns where possible.
-    int64_t images = g.batch * g.groups;
     int64_t tile = g.columnTile;
     int64_t minTiles = (g.outSize + g.columnTile - 1) / g.columnTile;
     if (images * minTiles < 4 * numThreads) {
@@ -876,7 +884,7 @@ void runConv(const ConvGeometry &g, const float *input, const float *weight, flo
       const float *in = input + (n * g.inChannels + grp * g.groupIn) * g.inSize;
       SgemmEpilogue tileEp = tileEpilogue(n, grp, j0);
       float *out = output + (n * g.outChannels + grp * g.groupOut) * g.outSize + j0;
-      im2colProduct(im2col, in, col, j0, j1, out, &packed[grp], &tileEp);
+      im2colProduct(im2col, in, col, j0, j1, out, &packed[grp], &tileEp, 1);
     });
     return;
   }
@@ -888,7 +896,8 @@ void runConv(const ConvGeometry &g, const float *input, const float *weight, flo
       for (int64_t j0 = 0; j0 < g.outSize; j0 += g.columnTile) {
         int64_t j1 = std::min(g.outSize, j0 + g.columnTile);
         SgemmEpilogue tileEp = tileEpilogue(n, grp, j0);
-        im2colProduct(im2col, in, workspace, j0, j1, out + j0, &packed[grp], &tileEp);
+        im2colProduct(im2col, in, workspace, j0, j1, out + j0, &packed[grp], &tileEp,
+                      numThreads);
       }
     }
 }
