@@ -137,11 +137,14 @@ static_assert(kKC % 16 == 0, "the amx family reads k in whole tiles of 16 pairs"
 /// Columns of B per task: the kc x kNC block (768 KiB) stays in L2 (1 MiB on Zen 4, 2 MiB on
 /// recent Xeons); 256 and 1024 columns measured within 2%.
 constexpr int64_t kNC = 512;
-/// Up to this many MR-row panels of A, a non-transposed B is read in place rather than packed:
-/// each of its panels is read at most this many times. More reads of a B that is not already
-/// in cache (an im2col or Winograd workspace) favour packing: measured on Zen 4, reading B in
-/// place for every size lost up to 25% on ResNet-like convolutions with 2 threads.
-constexpr int64_t kDirectBMaxPanels = 2;
+/// Up to this many MR-row panels of A (896 rows on AVX-512), a non-transposed B is read in
+/// place rather than packed: each of its panels is read at most this many times, from L2 after
+/// the first. Measured on a Zen 5 with im2col plans (the copies run long): 64 against 2 made
+/// ResNet-50 2-3% faster on 1 thread and 6% on 2, DeepLabV3 7% on 2, the strided and dilated
+/// convolution layers 2-15%; transformers within 1.5% (their B is mostly a prepacked weight).
+/// On Zen 4, with the earlier per-line im2col, reading every B in place had lost up to 25% on
+/// ResNet-like convolutions with 2 threads: re-measure on a new machine.
+constexpr int64_t kDirectBMaxPanels = 64;
 /// B of at least this many elements (512 KiB) is split over threads even in a small product.
 constexpr double kParallelBFloats = 128 * 1024;
 
@@ -594,9 +597,9 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alph
     ownA = pack(isa, true, transA, m, k, a, lda, threads, scratchA.get(packedFloats(m, k, MR)));
     aPanels.packed = &ownA;
   }
-  // With few rows of A, a non-transposed B is read in place (only its last, partial panel is
-  // packed: the kernel reads NR columns): each panel of B is read once or twice, and a packing
-  // pass would cost more than it saves.
+  // With up to kDirectBMaxPanels row panels of A, a non-transposed B is read in place (only
+  // its last, partial panel is packed: the kernel reads NR columns): a packing pass would cost
+  // more than it saves.
   const bool bPacked = packedFor(packedB, isa, false, n, k);
   const bool directB = !bPacked && !transB && !sgemmPacksB(m);
   BPanels panels;
