@@ -5,7 +5,8 @@ Interpreter: the `python3` on PATH (pip install -r bench/requirements.txt). Each
 ONNX node with constant weights (and a bias), shaped as in a known architecture: transposed
 convolutions of upsampling heads (text detection, U-Net, FCN's grouped bilinear upsampling,
 a vocoder's 1-D upsampler), dilated (DeepLab's ASPP), 1-D (a Whisper-style audio stem), 3-D
-(video), grouped and depthwise convolutions, max and average pooling, LSTM/GRU layers
+(video), grouped and depthwise convolutions, ResNet-50's strided (downsampling) and 7x7-map
+convolutions, max and average pooling, LSTM/GRU layers
 (taggers, speech models), and reductions over a dim that is not the innermost (a segmentation
 head's softmax and argmax over classes, a channels-first LayerNorm, a max over the batch).
 `tcc bench` on the compiled artifact vs `InferenceSession.run` with the same inputs and

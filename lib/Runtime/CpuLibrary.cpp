@@ -13,7 +13,9 @@
 #include "tcc/Support/TopKOrder.h"
 
 #include <cblas.h>
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -454,6 +456,7 @@ void gatherScalar(T *__restrict dst, const T *__restrict src, const Index *__res
     dst[i] = index[i] >= 0 ? src[index[i]] : T(0);
 }
 
+#if defined(__x86_64__)
 __attribute__((target("avx512f"))) void gatherAvx512(float *dst, const float *src,
                                                      const int32_t *index, int64_t n) {
   const __m512i none = _mm512_set1_epi32(-1);
@@ -483,9 +486,11 @@ __attribute__((target("avx2"))) void gatherAvx2(float *dst, const float *src, co
   }
   gatherScalar(dst + i, src, index + i, n - i);
 }
+#endif
 
 template <class T, class Index>
 void gather(T *dst, const T *src, const Index *index, int64_t n) {
+#if defined(__x86_64__)
   if constexpr (std::is_same_v<T, float> && std::is_same_v<Index, int32_t>) {
     static const SgemmIsa isa = sgemmIsa();
     if (isa == SgemmIsa::Avx512)
@@ -493,6 +498,7 @@ void gather(T *dst, const T *src, const Index *index, int64_t n) {
     if (isa == SgemmIsa::Avx2)
       return gatherAvx2(dst, src, index, n);
   }
+#endif
   gatherScalar(dst, src, index, n);
 }
 
@@ -552,35 +558,39 @@ TCC_ISA_CLONES(fillChunks, fillChunksBody)
 /// chunk (packed panels, or the whole row): a chunk made of long runs (a 1-D signal, a wide
 /// image) is copied run by run; one of many short runs (a small map, its lines cut by panels) is
 /// gathered. Any rank, stride, dilation and padding; groups and images share the plan, and
-/// runConv keeps it in the launch's cache.
+/// runConv keeps it in the launch's cache (a large 3-D map's tiles past kMaxKeptEntries get
+/// theirs made per thread, one tile at a time).
 class Im2col {
 public:
   /// Tiles of `tile` output columns (the last one shorter), written row-major (panel 0) or in
   /// the sgemm's packed-B layout with panels of `panel` columns.
   Im2col(const ConvGeometry &geometry, int64_t tile, int64_t panel)
-      : g(geometry), tile(tile), panel(panel) {
+      : g(geometry), tile(tile), panel(panel), tiles((g.outSize + tile - 1) / tile),
+        wide(g.inSize > INT32_MAX), serial(++serials) {
     g.batch = 0; // not part of the plan
-    if (g.inSize > INT32_MAX)
-      makePlans(plans64);
-    else
-      makePlans(plans32);
+    int64_t entries = 0;
+    for (int64_t t = 0; t < tiles; ++t)
+      entries += g.kernelSize * stride(std::min(tile, g.outSize - t * tile));
+    if (entries > kMaxKeptEntries) // a large 3-D map: each tile's plan made where it is filled
+      return;
+    wide ? keep(plans64) : keep(plans32);
   }
 
   /// f32 values of the tile starting at j0 straight into `packed` (sgemmPackedView: the
   /// tile's width, k = rows, panels of `panel` columns), so that the sgemm packs nothing. The
   /// last panel's columns past the tile are zeroed (read, never stored).
   void fillPacked(const float *in, const SgemmPacked &packed, int64_t j0) const {
-    if (!plans64.empty())
-      return fillPacked(in, packed, plans64[(size_t)(j0 / tile)]);
-    fillPacked(in, packed, plans32[(size_t)(j0 / tile)]);
+    if (wide)
+      return fillPacked(in, packed, planOf(plans64, j0 / tile));
+    fillPacked(in, packed, planOf(plans32, j0 / tile));
   }
 
   /// The tile starting at j0, rows [0, g.rows), row-major (row stride: the tile's width),
   /// from one group's input channels (f32, or 16-bit values as their bits).
   template <class T> void fill(const T *in, T *col, int64_t j0) const {
-    if (!plans64.empty())
-      return fill(in, col, plans64[(size_t)(j0 / tile)]);
-    fill(in, col, plans32[(size_t)(j0 / tile)]);
+    if (wide)
+      return fill(in, col, planOf(plans64, j0 / tile));
+    fill(in, col, planOf(plans32, j0 / tile));
   }
 
   /// Whether this is the plan of `geometry`'s tiles of `tile` columns in panels of `panel`.
@@ -601,11 +611,43 @@ private:
     std::vector<Im2colChunk> chunkPlans;
     std::vector<Im2colRun> runs;
   };
+  /// Table entries kept for all tiles at most (16 MiB of int32); beyond, per-thread plans of
+  /// one tile at a time.
+  static constexpr int64_t kMaxKeptEntries = 4 << 20;
+  static inline std::atomic<uint64_t> serials{0};
 
   ConvGeometry g;
-  const int64_t tile, panel;
-  std::vector<Plan<int32_t>> plans32; // per tile
-  std::vector<Plan<int64_t>> plans64; // the same, for planes past 2^31 elements
+  const int64_t tile, panel, tiles;
+  const bool wide;       // planes past 2^31 elements: 64-bit table entries
+  const uint64_t serial; // names this plan to the per-thread ones
+  std::vector<Plan<int32_t>> plans32; // per tile, when kept
+  std::vector<Plan<int64_t>> plans64;
+
+  /// A table row's length for a tile of `width` columns: whole panels, or the width.
+  int64_t stride(int64_t width) const {
+    return panel ? (width + panel - 1) / panel * panel : width;
+  }
+
+  template <class Index> void keep(std::vector<Plan<Index>> &plans) const {
+    plans.resize((size_t)tiles);
+    for (int64_t t = 0; t < tiles; ++t)
+      makePlan(t, plans[(size_t)t]);
+  }
+
+  /// Tile t's plan: the kept one, or this thread's, made again when it was another's.
+  template <class Index>
+  const Plan<Index> &planOf(const std::vector<Plan<Index>> &plans, int64_t t) const {
+    if (!plans.empty())
+      return plans[(size_t)t];
+    thread_local Plan<Index> local;
+    thread_local std::pair<uint64_t, int64_t> madeFor{0, -1};
+    if (madeFor != std::make_pair(serial, t)) {
+      local = Plan<Index>();
+      makePlan(t, local);
+      madeFor = {serial, t};
+    }
+    return local;
+  }
 
   template <class Index>
   void fillPacked(const float *in, const SgemmPacked &packed, const Plan<Index> &plan) const {
@@ -630,14 +672,23 @@ private:
     }
   }
 
-  template <class Index> void makePlans(std::vector<Plan<Index>> &plans) const {
+  template <class Index> void makePlan(int64_t t, Plan<Index> &plan) const {
     const size_t spatial = g.kernel.size();
+    const int64_t j0 = t * tile;
+    plan.width = std::min(tile, g.outSize - j0);
+    plan.chunkWidth = panel ? panel : plan.width;
+    plan.chunks = (plan.width + plan.chunkWidth - 1) / plan.chunkWidth;
+    const int64_t perPosition = plan.chunks * plan.chunkWidth;
     std::vector<int64_t> inStride(spatial, 1);
     for (size_t d = spatial - 1; d-- > 0;)
       inStride[d] = inStride[d + 1] * g.inSpatial[d + 1];
     // Each column's first input coordinate per dim (o * stride - padLow), walked as an odometer.
-    std::vector<int64_t> first((size_t)g.outSize * spatial), out(spatial, 0);
-    for (int64_t o = 0; o < g.outSize; ++o) {
+    std::vector<int64_t> first((size_t)plan.width * spatial), out(spatial);
+    for (size_t d = spatial, rest = (size_t)j0; d-- > 0;) {
+      out[d] = (int64_t)(rest % (size_t)g.outSpatial[d]);
+      rest /= (size_t)g.outSpatial[d];
+    }
+    for (int64_t o = 0; o < plan.width; ++o) {
       for (size_t d = 0; d < spatial; ++d)
         first[o * spatial + d] = out[d] * g.strides[d] - g.padLow[d];
       for (size_t d = spatial; d-- > 0;) {
@@ -646,37 +697,29 @@ private:
         out[d] = 0;
       }
     }
-    plans.resize((size_t)((g.outSize + tile - 1) / tile));
-    for (size_t t = 0; t < plans.size(); ++t) {
-      Plan<Index> &plan = plans[t];
-      const int64_t j0 = (int64_t)t * tile;
-      plan.width = std::min(tile, g.outSize - j0);
-      plan.chunkWidth = panel ? panel : plan.width;
-      plan.chunks = (plan.width + plan.chunkWidth - 1) / plan.chunkWidth;
-      const int64_t perPosition = plan.chunks * plan.chunkWidth;
-      plan.table.assign((size_t)(g.kernelSize * perPosition), -1);
-      std::vector<int64_t> k(spatial, 0);
-      for (int64_t kp = 0; kp < g.kernelSize; ++kp) {
-        Index *row = plan.table.data() + kp * perPosition;
-        for (int64_t o = 0; o < plan.width; ++o) {
-          const int64_t *q0 = first.data() + (j0 + o) * spatial;
-          int64_t at = 0;
-          bool inside = true;
-          for (size_t d = 0; d < spatial && inside; ++d) {
-            int64_t q = q0[d] + k[d] * g.dilations[d];
-            inside = q >= 0 && q < g.inSpatial[d];
-            at += q * inStride[d];
-          }
-          if (inside)
-            row[o] = (Index)at;
+    plan.table.assign((size_t)(g.kernelSize * perPosition), -1);
+    std::vector<int64_t> k(spatial, 0);
+    for (int64_t kp = 0; kp < g.kernelSize; ++kp) {
+      Index *row = plan.table.data() + kp * perPosition;
+      for (int64_t o = 0; o < plan.width; ++o) {
+        const int64_t *q0 = first.data() + o * spatial;
+        int64_t at = 0;
+        bool inside = true;
+        for (size_t d = 0; d < spatial && inside; ++d) {
+          int64_t q = q0[d] + k[d] * g.dilations[d];
+          inside = q >= 0 && q < g.inSpatial[d];
+          at += q * inStride[d];
         }
-        for (int64_t q = 0; q < plan.chunks; ++q)
-          plan.chunkPlans.push_back(chunkPlan(row + q * plan.chunkWidth, plan.chunkWidth, plan.runs));
-        for (size_t d = spatial; d-- > 0;) {
-          if (++k[d] < g.kernel[d])
-            break;
-          k[d] = 0;
-        }
+        if (inside)
+          row[o] = (Index)at;
+      }
+      for (int64_t q = 0; q < plan.chunks; ++q)
+        plan.chunkPlans.push_back(
+            chunkPlan(row + q * plan.chunkWidth, plan.chunkWidth, plan.runs));
+      for (size_t d = spatial; d-- > 0;) {
+        if (++k[d] < g.kernel[d])
+          break;
+        k[d] = 0;
       }
     }
   }
