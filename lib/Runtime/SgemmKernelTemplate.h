@@ -92,15 +92,16 @@ template <int M, int W, int MR, bool InPlaceA, Stream Streamed = StreamNone>
   constexpr int64_t aStep = InPlaceA ? 1 : MR; // from one k step's A to the next
   int64_t p = 0;
   for (; p + S <= k; p += S) {
-    if constexpr (Streamed == StreamA)
-      Vec::prefetchL2(a + k * MR);
-    if constexpr (Streamed == StreamB)
-#pragma GCC unroll 2
-      for (int w = 0; w < W; ++w)
-        Vec::prefetchL2(b + k * ldb + w * L);
 #pragma GCC unroll 4
-    for (int s = 0; s < S; ++s)
+    for (int s = 0; s < S; ++s) {
+      if constexpr (Streamed == StreamA)
+        Vec::prefetchL2(a + k * MR + s * aStep);
+      if constexpr (Streamed == StreamB)
+#pragma GCC unroll 2
+        for (int w = 0; w < W; ++w)
+          Vec::prefetchL2(b + k * ldb + s * ldb + w * L);
       step(s, a + s * aStep, b + s * ldb);
+    }
     a += S * aStep;
     b += S * ldb;
   }
