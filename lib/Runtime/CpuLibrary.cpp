@@ -551,7 +551,7 @@ TCC_ISA_CLONES(fillChunks, fillChunksBody)
 
 } // namespace
 
-/// im2col from a plan made once per convolution call. For each tile of output columns, a table
+/// im2col from a plan made once per convolution geometry. For each tile of output columns, a table
 /// gives, per kernel position, the element of an input channel's plane that each column reads,
 /// or -1 where it reads padding. Row r of a tile's im2col matrix (channel r / kernelSize, kernel
 /// position r % kernelSize) reads its channel's plane through its position's table row, chunk by
@@ -854,8 +854,8 @@ void runConv(const ConvGeometry &g, const float *input, const float *weight, flo
   const SgemmPacked *packed = packedWeights.data();
   int64_t m = g.groupOut, k = g.rows, ldc = g.outSize;
   // One column tile [j0, j1) of a group: its im2col matrix in `col`, times the packed weights.
-  // The sgemm packs B for many rows of A: the matrix is then written packed (no packing pass);
-  // with few rows it reads B in place, so it is written row-major.
+  // The sgemm packs B for many rows of A (sgemmPacksB): the matrix is then written packed (no
+  // packing pass); with fewer rows it reads B in place, so it is written row-major.
   // `gemmThreads` run the sgemm (1 where the threads take whole tiles).
   auto im2colProduct = [&](const Im2col &im, const float *in, float *col, int64_t j0, int64_t j1,
                            float *out, const SgemmPacked *weights, const SgemmEpilogue *tileEp,
@@ -1057,8 +1057,7 @@ void runConv16(const ConvGeometry &g, const uint16_t *input, const uint16_t *wei
     return;
   }
   const int64_t tile = g.columnTile, tilesPerImage = (g.outSize + tile - 1) / tile;
-  PackedOperand local;
-  const Im2col &im2col = im2colPlan(cache ? *cache : local, g, tile, 0);
+  const Im2col &im2col = im2colPlan(*cache, g, tile, 0);
   const int64_t items = g.batch * g.groups * tilesPerImage;
   parallelItems(numThreads, items, [&](int64_t worker, int64_t item) {
     auto *col = reinterpret_cast<uint16_t *>(static_cast<char *>(workspace) +

@@ -7,8 +7,9 @@
 // f32 GEMMs and convolutions go to libtccrt's own sgemm (Sgemm.h: microkernels chosen by CPU
 // features), a convolution as im2col into a workspace + sgemm (a 1x1 stride-1 unpadded one is a
 // plain GEMM; the im2col copies follow a plan made once per convolution: long runs of an input
-// row copied, short ones gathered); f64 GEMMs go to OpenBLAS. Operands that are program constants (weights) are
-// packed for the sgemm once and kept by the step. `numThreads` bounds every helper thread.
+// row copied, short ones gathered); f64 GEMMs go to OpenBLAS. Operands that are program
+// constants (weights) are packed for the sgemm once and kept by the step. `numThreads` bounds
+// every helper thread.
 #pragma once
 
 #include "Sgemm.h"
