@@ -525,11 +525,11 @@ void runTiles(const SgemmKernelFamily &f, int64_t m, int64_t n, int64_t k, float
         int64_t i0 = ip * MR, rows = std::min(MR, m - i0);
         // A's rows here: a packed panel, or (A in place) its rows from column k0.
         const float *aPanel = a.direct ? a.direct + i0 * a.lda + k0 : a.packed->at(k0, i0);
-        if (rows == 1 && !a.direct && !b.direct && f.rowPanels[0]) { // a batch-1 row: 4 panels of B at once
+        if (rows == 1 && !b.direct && f.rowPanels[0]) { // a batch-1 row: 4 panels of B at once
           int64_t panelStride = kc * NR; // consecutive panels of one k block
           for (int64_t j = j0; j < j1; j += 4 * NR) {
             int64_t cols = std::min(4 * NR, j1 - j), panels = (cols + NR - 1) / NR;
-            f.rowPanels[panels - 1](kc, aPanel, b.packed->at(k0, j), panelStride,
+            f.rowPanels[panels - 1](kc, aPanel, a.direct ? 1 : MR, b.packed->at(k0, j), panelStride,
                                     c + i0 * ldc + j, cols, alpha, blockBeta, tileEpilogue(i0, j));
           }
           if (last && epilogue)
@@ -585,12 +585,13 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alph
   SgemmPacked ownA, ownB;
   // With one or two panels of columns, each A micro-panel would be read once or twice: packing
   // A costs more than it saves (a fifth of a 3136 x 24 x 144 product), so the kernels read a
-  // non-transposed A in place.
+  // non-transposed A in place. So do they a single row (a batch-1 layer), whose packed panel
+  // would be MR rows, all but one zeros.
   APanels aPanels;
   if (packedFor(packedA, isa, true, m, k)) {
     aPanels.packed = packedA;
     aPanels.streamed = true;
-  } else if (!transA && n <= 2 * NR && f.inPlaceA[0]) {
+  } else if (!transA && (n <= 2 * NR || m == 1) && f.inPlaceA[0]) {
     aPanels.direct = a;
     aPanels.lda = lda;
   } else {

@@ -134,11 +134,12 @@ void kernelInPlaceA(int64_t k, const float *a, int64_t lda, const float *b, int6
   tile<M, W, 1, true>(k, a, lda, b, ldb, c, ldc, cols, alpha, beta, epilogue);
 }
 
-/// One row of A (packed: a[p * MR]) times P panels of B (2 vectors each), two sums over k a
-/// panel so that the FMA latency is hidden: 4P accumulators.
-template <int P, int MR>
-void rowKernel(int64_t k, const float *a, const float *b, int64_t panelStride, float *c,
-               int64_t cols, float alpha, float beta, const SgemmEpilogue *epilogue) {
+/// One row of A (a[p * aStep]: a packed panel's first row, or a row in place) times P panels
+/// of B (2 vectors each), two sums over k a panel so that the FMA latency is hidden: 4P
+/// accumulators.
+template <int P>
+void rowKernel(int64_t k, const float *a, int64_t aStep, const float *b, int64_t panelStride,
+               float *c, int64_t cols, float alpha, float beta, const SgemmEpilogue *epilogue) {
   using V = typename Vec::type;
   constexpr int L = Vec::lanes, NR = 2 * L;
   V acc[2][P][2];
@@ -151,7 +152,7 @@ void rowKernel(int64_t k, const float *a, const float *b, int64_t panelStride, f
   for (; p + 2 <= k; p += 2) {
 #pragma GCC unroll 2
     for (int s = 0; s < 2; ++s) {
-      V ai = Vec::broadcast(a + (p + s) * MR);
+      V ai = Vec::broadcast(a + (p + s) * aStep);
 #pragma GCC unroll 4
       for (int q = 0; q < P; ++q) {
         const float *bq = b + q * panelStride + (p + s) * NR;
@@ -161,7 +162,7 @@ void rowKernel(int64_t k, const float *a, const float *b, int64_t panelStride, f
     }
   }
   for (; p < k; ++p) {
-    V ai = Vec::broadcast(a + p * MR);
+    V ai = Vec::broadcast(a + p * aStep);
 #pragma GCC unroll 4
     for (int q = 0; q < P; ++q) {
       const float *bq = b + q * panelStride + p * NR;
@@ -208,10 +209,10 @@ template <int MR, int... R> constexpr SgemmKernelFamily makeFamily() {
   ((f.streamingBNarrow[R - 1] = kernel<R, 1, MR, StreamB>), ...);
   ((f.inPlaceA[R - 1] = kernelInPlaceA<R, 2>), ...);
   ((f.inPlaceANarrow[R - 1] = kernelInPlaceA<R, 1>), ...);
-  f.rowPanels[0] = rowKernel<1, MR>;
-  f.rowPanels[1] = rowKernel<2, MR>;
-  f.rowPanels[2] = rowKernel<3, MR>;
-  f.rowPanels[3] = rowKernel<4, MR>;
+  f.rowPanels[0] = rowKernel<1>;
+  f.rowPanels[1] = rowKernel<2>;
+  f.rowPanels[2] = rowKernel<3>;
+  f.rowPanels[3] = rowKernel<4>;
   return f;
 }
 

@@ -37,11 +37,12 @@ using SgemmMicroKernel = void (*)(int64_t k, const float *a, const float *b, int
                                   float *c, int64_t ldc, int64_t cols, float alpha, float beta,
                                   const SgemmEpilogue *epilogue);
 /// One row of C (a batch-1 layer) over up to 4 packed panels of B at once, `panelStride`
-/// floats apart: C[0, 0:cols] as the microkernel computes it, cols <= 4 * NR. Reading several
-/// panels at once keeps several memory streams in flight; a GEMV is bound by reading B.
-using SgemmRowKernel = void (*)(int64_t k, const float *a, const float *b, int64_t panelStride,
-                                float *c, int64_t cols, float alpha, float beta,
-                                const SgemmEpilogue *epilogue);
+/// floats apart: C[0, 0:cols] as the microkernel computes it, cols <= 4 * NR. A's row is
+/// a[p * aStep] (a packed panel: aStep = MR; the row in place: 1). Reading several panels at
+/// once keeps several memory streams in flight; a GEMV is bound by reading B.
+using SgemmRowKernel = void (*)(int64_t k, const float *a, int64_t aStep, const float *b,
+                                int64_t panelStride, float *c, int64_t cols, float alpha,
+                                float beta, const SgemmEpilogue *epilogue);
 /// The microkernel over A in place (not packed, not transposed): row i of the tile at
 /// a + i * lda, k contiguous; otherwise SgemmMicroKernel's contract.
 using SgemmInPlaceAKernel = void (*)(int64_t k, const float *a, int64_t lda, const float *b,
