@@ -6,6 +6,7 @@
 #include "tcc/Runtime/CpuFeatures.h"
 
 #include <algorithm>
+#include <tuple>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -483,6 +484,32 @@ struct APanels {
   int64_t lda = 0;
 };
 
+/// How runTiles cuts a product over threads: (columns per block, chunks of row panels), so that
+/// there are at least 4 tasks a thread (they balance dynamically) where the sizes allow, with
+/// the fewest bytes read: each column block reads all of A (m x k), each row chunk all of B
+/// (k x n). Splitting the rows of a 64 x 1024 x 1024 product into 4 chunks had read its 4 MiB
+/// of weights 4 times; 8 column blocks read them once (and A, 256 KiB, 8 times). Ties go to
+/// wider blocks, then to fewer chunks.
+std::pair<int64_t, int64_t> splitForThreads(int64_t m, int64_t n, int64_t k, int64_t MR,
+                                            int64_t NR, int threads) {
+  const int64_t mPanels = (m + MR - 1) / MR, nPanels = (n + NR - 1) / NR;
+  const int64_t wanted = std::min<int64_t>(4 * threads, mPanels * nPanels);
+  std::pair<int64_t, int64_t> best{roundUp(kNC, NR), 1};
+  double bestBytes = -1;
+  for (int64_t nc = roundUp(kNC, NR); nc >= NR; nc -= NR) {
+    const int64_t nBlocks = (n + nc - 1) / nc;
+    if (nc > NR && (n + nc - NR - 1) / (nc - NR) == nBlocks)
+      continue; // a narrower block of the same count: taken at its own step
+    const int64_t mChunks = std::min(mPanels, (wanted + nBlocks - 1) / nBlocks);
+    double bytes = (double)nBlocks * (double)m * (double)k + (double)mChunks * (double)k * (double)n;
+    if (bestBytes < 0 || bytes < bestBytes) {
+      best = {nc, mChunks};
+      bestBytes = bytes;
+    }
+  }
+  return best;
+}
+
 /// The blocked product over A and B (k in panel elements), cut into (column block, row range)
 /// tasks on `threads` threads; see Sgemm.h.
 void runTiles(const SgemmKernelFamily &f, int64_t m, int64_t n, int64_t k, float alpha,
@@ -491,13 +518,13 @@ void runTiles(const SgemmKernelFamily &f, int64_t m, int64_t n, int64_t k, float
   const int64_t MR = f.mr, NR = f.nr;
   const int64_t mPanels = (m + MR - 1) / MR;
   // Tasks: (column block of up to kNC columns, range of MR-row panels).
-  int64_t nc = roundUp(kNC, NR);
-  if (threads > 1 && mPanels < threads) // few rows: split the columns finer, two blocks a thread
+  int64_t nc = roundUp(kNC, NR), mChunks = 1;
+  if (threads > 1 && mPanels < threads) { // few rows: split the columns finer, two blocks a thread
     nc = std::max(NR, std::min(nc, roundUp((n + 2 * threads - 1) / (2 * threads), NR)));
+  } else if (threads > 1) {
+    std::tie(nc, mChunks) = splitForThreads(m, n, k, MR, NR, threads);
+  }
   const int64_t nBlocks = (n + nc - 1) / nc;
-  int64_t mChunks = 1;
-  if (threads > 1 && nBlocks < 4 * threads)
-    mChunks = std::min(mPanels, (4 * threads + nBlocks - 1) / nBlocks);
   const int64_t tasks = nBlocks * mChunks;
   auto runTask = [&](int64_t task) {
     int64_t nb = task / mChunks, mcIndex = task % mChunks;
