@@ -68,53 +68,96 @@ TCC_ISA_BODY void maskScoreRow(const ScoreBlock &b, int64_t r, float *s) {
   }
 }
 
+/// Folds N lanes (a power of 2) with `op` in halves: lane i with lane i + N/2, and so on. A
+/// fixed order (so the same sum on every ISA) whose depth is log2(N), not N: rows of 128 keys
+/// had spent more time in the two folds, one dependent operation a lane, than in their exps.
+template <int N, class Op> TCC_ISA_BODY float foldLanes(float *lanes, Op op) {
+  static_assert((N & (N - 1)) == 0, "a power of 2");
+#pragma GCC unroll 8
+  for (int half = N / 2; half >= 1; half /= 2)
+#pragma GCC unroll 16
+    for (int t = 0; t < half; ++t)
+      lanes[t] = op(lanes[t], lanes[t + half]);
+  return lanes[0];
+}
+
+/// exp(x - shift) of one register of lanes at a time, into x and added to lanes[]: with
+/// Nonpositive (a finite shift, the row's maximum: x - shift <= 0) by tcc_exp_nonpositive, bit
+/// for bit tcc_expf's result in fewer instructions.
+template <int L, bool Nonpositive>
+TCC_ISA_BODY void expAndSum(float *x, float shift, float *lanes) {
+  using cpumath::tcc_expf, cpumath::tcc_exp_nonpositive;
+  for (int h = 0; h < kLanes; h += L) // one register of lanes at a time: vectorised
+    for (int t = h; t < h + L; ++t) {
+      float e = Nonpositive ? tcc_exp_nonpositive(x[t] - shift) : tcc_expf(x[t] - shift);
+      x[t] = e;
+      lanes[t] += e;
+    }
+}
+
+/// The exponentials of a row's scores less `shift`, in place; returns their sum, in kLanes
+/// partial sums (a row's last keys padded with -inf, whose exp is 0) folded in halves.
+template <int L, bool Nonpositive> TCC_ISA_BODY float expRow(float *s, int64_t cols, float shift) {
+  float lanes[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= cols; j += kLanes)
+    expAndSum<L, Nonpositive>(s + j, shift, lanes);
+  if (j < cols) {
+    float tail[kLanes];
+    for (int t = 0; t < kLanes; ++t)
+      tail[t] = j + t < cols ? s[j + t] : -std::numeric_limits<float>::infinity();
+    expAndSum<L, Nonpositive>(tail, shift, lanes);
+    std::copy(tail, tail + (cols - j), s + j);
+  }
+  return foldLanes<kLanes>(lanes, [](float x, float y) { return x + y; });
+}
+
 template <class V> TCC_ISA_BODY void softmaxBlockBody(const ScoreBlock *bp) {
   constexpr int L = sizeof(V) / sizeof(float); // the ISA's register (TCC_ISA_CLONES_VECTOR)
   using cpumath::tcc_expf;
   const ScoreBlock &b = *bp;
   const float inf = std::numeric_limits<float>::infinity();
-  for (int64_t r = 0; r < b.rows; ++r) {
-    float *s = b.s + r * b.ld;
-    maskScoreRow(b, r, s);
-    // Row maximum in L independent lanes (a vector of them: GCC's vectoriser leaves a max
-    // reduction over floats scalar without -ffast-math; this needs no reassociation).
-    V most = {};
-    most -= inf;
-    int64_t j = 0;
-    for (; j + L <= b.cols; j += L) {
-      V x;
-      __builtin_memcpy(&x, s + j, sizeof x);
-      most = x > most ? x : most;
+  // Rows in groups of kLanes: each group's corrections exp(m - shift) are one vector of exps
+  // after its rows (one scalar exp a row, a chain of dependent operations, had cost 10% of
+  // 128-key attention).
+  for (int64_t r0 = 0; r0 < b.rows; r0 += kLanes) {
+    const int64_t group = std::min<int64_t>(kLanes, b.rows - r0);
+    float arg[kLanes] = {}, sums[kLanes] = {}, corr[kLanes];
+    for (int64_t i = 0; i < group; ++i) {
+      const int64_t r = r0 + i;
+      float *s = b.s + r * b.ld;
+      maskScoreRow(b, r, s);
+      // Row maximum in L independent lanes (a vector of them: GCC's vectoriser leaves a max
+      // reduction over floats scalar without -ffast-math; this needs no reassociation).
+      V most = {};
+      most -= inf;
+      int64_t j = 0;
+      for (; j + L <= b.cols; j += L) {
+        V x;
+        __builtin_memcpy(&x, s + j, sizeof x);
+        most = x > most ? x : most;
+      }
+      float mx = b.m[r];
+      for (; j < b.cols; ++j)
+        mx = s[j] > mx ? s[j] : mx;
+      float lanesMax[L];
+      __builtin_memcpy(lanesMax, &most, sizeof most);
+      mx = std::max(mx, foldLanes<L>(lanesMax, [](float x, float y) { return y > x ? y : x; }));
+      // The reference softmax shifts by the maximum only when it is finite.
+      const bool finite = std::isfinite(mx);
+      const float shift = finite ? mx : 0.0f;
+      sums[i] = finite ? expRow<L, true>(s, b.cols, shift) : expRow<L, false>(s, b.cols, shift);
+      arg[i] = b.m[r] - shift;
+      b.m[r] = mx;
     }
-    float mx = b.m[r];
-    for (; j < b.cols; ++j)
-      mx = s[j] > mx ? s[j] : mx;
-    for (int t = 0; t < L; ++t)
-      mx = most[t] > mx ? most[t] : mx;
-    // The reference softmax shifts by the maximum only when it is finite.
-    float shift = std::isfinite(mx) ? mx : 0.0f;
-    float c = tcc_expf(b.m[r] - shift);
-    float lanes[kLanes] = {};
-    j = 0;
-    for (; j + kLanes <= b.cols; j += kLanes)
-      for (int h = 0; h < kLanes; h += L) // one register of lanes at a time: vectorised
-        for (int t = h; t < h + L; ++t) {
-          float e = tcc_expf(s[j + t] - shift);
-          s[j + t] = e;
-          lanes[t] += e;
-        }
-    float sum = 0;
-    for (; j < b.cols; ++j) {
-      float e = tcc_expf(s[j] - shift);
-      s[j] = e;
-      sum += e;
+    // m = -inf before any finite score: arg = -inf (shift is finite), whose exp is 0 (nothing
+    // accumulated yet).
+    for (int t = 0; t < kLanes; ++t) // vectorised
+      corr[t] = tcc_expf(arg[t]);
+    for (int64_t i = 0; i < group; ++i) {
+      b.corr[r0 + i] = corr[i];
+      b.l[r0 + i] = b.l[r0 + i] * corr[i] + sums[i];
     }
-    for (int t = 0; t < kLanes; ++t)
-      sum += lanes[t];
-    // m = -inf before any finite score: exp(-inf - shift) = 0 (nothing accumulated yet).
-    b.corr[r] = b.m[r] == -inf ? 0.0f : c;
-    b.l[r] = b.l[r] * b.corr[r] + sum;
-    b.m[r] = mx;
   }
 }
 TCC_ISA_CLONES_VECTOR(softmaxBlock, softmaxBlockBody)
@@ -170,12 +213,17 @@ struct ElementProducts {
     return static_cast<const char *>(base) + offset * (bf16 ? sizeof(uint16_t) : sizeof(float));
   }
   SgemmPacked packA(int64_t m, int64_t k, const void *a) const {
-    return bf16 ? packGemm16A(Half16::BF16, false, m, k, static_cast<const uint16_t *>(a), k)
-                : packSgemmA(isa, false, m, k, static_cast<const float *>(a), k);
+    SgemmPacked p = bf16 ? packGemm16A(Half16::BF16, false, m, k, static_cast<const uint16_t *>(a), k)
+                         : packSgemmA(isa, false, m, k, static_cast<const float *>(a), k);
+    p.inCache = true;
+    return p;
   }
   SgemmPacked packB(bool transB, int64_t k, int64_t n, const void *b, int64_t ldb) const {
-    return bf16 ? packGemm16B(Half16::BF16, transB, k, n, static_cast<const uint16_t *>(b), ldb)
-                : packSgemmB(isa, transB, k, n, static_cast<const float *>(b), ldb);
+    SgemmPacked p = bf16 ? packGemm16B(Half16::BF16, transB, k, n,
+                                       static_cast<const uint16_t *>(b), ldb)
+                         : packSgemmB(isa, transB, k, n, static_cast<const float *>(b), ldb);
+    p.inCache = true;
+    return p;
   }
   /// C (f32) = alpha op(A) op(B) + beta C, on one thread.
   void product(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha,

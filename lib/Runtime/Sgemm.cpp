@@ -617,7 +617,7 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alph
   APanels aPanels;
   if (packedFor(packedA, isa, true, m, k)) {
     aPanels.packed = packedA;
-    aPanels.streamed = true;
+    aPanels.streamed = !packedA->inCache;
   } else if (!transA && (n <= 2 * NR || m == 1) && f.inPlaceA[0]) {
     aPanels.direct = a;
     aPanels.lda = lda;
@@ -646,7 +646,7 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alph
       packedB = &ownB;
     }
     panels.packed = packedB;
-    panels.streamed = bPacked;
+    panels.streamed = bPacked && !packedB->inCache;
   }
   runTiles(f, m, n, k, alpha, aPanels, panels, beta, c, ldc, threads, epilogue);
   scratchA.trim();
@@ -828,10 +828,10 @@ void gemm16(Half16 type, bool transA, bool transB, int64_t m, int64_t n, int64_t
   }
   BPanels panels;
   panels.packed = packedB;
-  panels.streamed = packedB != &ownB;
+  panels.streamed = packedB != &ownB && !packedB->inCache;
   APanels aPanels;
   aPanels.packed = packedA;
-  aPanels.streamed = packedA != &ownA;
+  aPanels.streamed = packedA != &ownA && !packedA->inCache;
   runTiles(family(isa), m, n, units, alpha, aPanels, panels, beta, c, ldc, threads, epilogue);
   scratchA.trim();
   scratchB.trim();
