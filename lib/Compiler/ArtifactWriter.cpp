@@ -321,16 +321,18 @@ void Writer::addStep(Operation *op) {
     }
   } else if (auto g = dyn_cast<tk::GemmOp>(op)) {
     // The epilogue (bias, activation) is computed by the GEMM library (tcc/Passes/GemmEpilogue.h):
-    // cuBLASLt every one, libtccrt's CPU sgemm a bias and ReLU on f32 (its runtime refuses more).
+    // cuBLASLt all but the erf GELU, libtccrt's CPU sgemm every one on f32 (each runtime refuses
+    // the rest).
     bool hasBias = static_cast<bool>(g.getBias());
-    bool cpuCan = g.getActivation() != tk::GemmActivation::GeluTanh &&
-                  cast<MemRefType>(g.getC().getType()).getElementType().isF32();
-    if ((hasBias || g.getActivation() != tk::GemmActivation::None) && contents_.device != "cuda" &&
-        !cpuCan)
+    bool onCuda = contents_.device == "cuda";
+    bool can = onCuda ? g.getActivation() != tk::GemmActivation::GeluErf
+                      : cast<MemRefType>(g.getC().getType()).getElementType().isF32();
+    if ((hasBias || g.getActivation() != tk::GemmActivation::None) && !can)
       throw Error("artifact: a tk.gemm with a " +
-                  tk::stringifyGemmActivation(g.getActivation()).str() +
-                  " epilogue in a '" + contents_.device +
-                  "' program (the CPU's sgemm applies a bias and ReLU to f32 GEMMs only)");
+                  tk::stringifyGemmActivation(g.getActivation()).str() + " epilogue in a '" +
+                  contents_.device +
+                  "' program (the CPU's sgemm applies epilogues to f32 GEMMs only; cuBLASLt has "
+                  "no erf GELU)");
     fb::GemmActivation activation = fb::GemmActivation_None;
     switch (g.getActivation()) {
     case tk::GemmActivation::None:
@@ -340,6 +342,9 @@ void Writer::addStep(Operation *op) {
       break;
     case tk::GemmActivation::GeluTanh:
       activation = fb::GemmActivation_GeluTanh;
+      break;
+    case tk::GemmActivation::GeluErf:
+      activation = fb::GemmActivation_GeluErf;
       break;
     }
     uint32_t bias = hasBias ? bufferFor(g.getBias()) : 0;

@@ -34,7 +34,8 @@ GemmEpilogueSupport gemmEpilogueSupport(Target target, Type elementType) {
   case Target::Cpu: // libtccrt's sgemm applies them in its tiles; f64 GEMMs are OpenBLAS's
     if (!elementType.isF32())
       return {"OpenBLAS"};
-    return {"tcc sgemm", /*alpha=*/true, /*bias=*/true, /*relu=*/true, /*geluTanh=*/false};
+    return {"tcc sgemm", /*alpha=*/true, /*bias=*/true, /*relu=*/true, /*geluTanh=*/true,
+            /*geluErf=*/true};
   case Target::Cuda:
     if (!gemmType)
       return {"cuBLASLt"};
@@ -97,6 +98,8 @@ public:
   std::optional<double> clampBound(BinaryOp op, Value x);
   /// If `out` is the tanh GELU of `x`: adds its ops to `ops`.
   bool matchGeluTanh(Value out, Value x, llvm::SetVector<Operation *> &ops);
+  /// If `out` is the erf GELU of `x`: adds its ops to `ops`.
+  bool matchGeluErf(Value out, Value x, llvm::SetVector<Operation *> &ops);
   /// Is every user of `v` one of `ops`?
   static bool usedOnlyBy(Value v, const llvm::SetVector<Operation *> &ops) {
     return llvm::all_of(v.getUsers(), [&](Operation *u) { return ops.contains(u); });
@@ -275,6 +278,45 @@ bool Matcher::matchGeluTanh(Value out, Value x, llvm::SetVector<Operation *> &op
     xs += 3;
   }
   return xs == 3;
+}
+
+bool Matcher::matchGeluErf(Value out, Value x, llvm::SetVector<Operation *> &ops) {
+  // out = 0.5 * x * (1 + erf(x / sqrt(2))), any order of the factors; x * (1 / sqrt(2)) too.
+  constexpr double kHalf = 0.5, kOne = 1.0, kSqrt2 = 1.4142135623730951;
+  SmallVector<Value> outer;
+  factors(out, x, outer, ops);
+  if (outer.size() != 3)
+    return false;
+  auto at = [&](function_ref<bool(Value)> pred) { return llvm::find_if(outer, pred); };
+  auto xIt = at([&](Value v) { return v == x; });
+  if (xIt == outer.end())
+    return false;
+  outer.erase(xIt);
+  auto halfIt = at([&](Value v) { return isSplatOf(v, kHalf); });
+  if (halfIt == outer.end())
+    return false;
+  outer.erase(halfIt);
+  // 1 + erf(x / sqrt(2))
+  auto onePlus = opInKernel<BinaryOp>(outer[0]);
+  if (!onePlus || onePlus.getKind() != BinaryKind::Add)
+    return false;
+  ops.insert(onePlus);
+  Value e = isSplatOf(onePlus.getLhs(), kOne) ? onePlus.getRhs() : onePlus.getLhs();
+  if (!isSplatOf(e == onePlus.getLhs() ? onePlus.getRhs() : onePlus.getLhs(), kOne))
+    return false;
+  auto erf = opInKernel<UnaryOp>(e);
+  if (!erf || erf.getKind() != UnaryKind::Erf)
+    return false;
+  ops.insert(erf);
+  auto scale = opInKernel<BinaryOp>(erf.getX());
+  if (!scale)
+    return false;
+  ops.insert(scale);
+  if (scale.getKind() == BinaryKind::Div)
+    return scale.getLhs() == x && isSplatOf(scale.getRhs(), kSqrt2);
+  if (scale.getKind() != BinaryKind::Mul || (scale.getLhs() == x) == (scale.getRhs() == x))
+    return false;
+  return isSplatOf(scale.getLhs() == x ? scale.getRhs() : scale.getLhs(), 1.0 / kSqrt2);
 }
 
 bool Matcher::reachesErf(Value x, int depth) {
@@ -478,7 +520,7 @@ GemmEpilogue matchGemmEpilogue(MatmulOp matmul, Target target,
       }
     }
   }
-  if (support.geluTanh && !x.use_empty()) {
+  if ((support.geluTanh || support.geluErf) && !x.use_empty()) {
     // The GELU's output is a product at most 7 ops below x (through the cube's products).
     llvm::SetVector<Operation *> reached;
     SmallVector<std::pair<Value, int>> work{{x, 0}};
@@ -495,7 +537,12 @@ GemmEpilogue matchGemmEpilogue(MatmulOp matmul, Target target,
       if (!mul || mul.getKind() != BinaryKind::Mul)
         continue;
       llvm::SetVector<Operation *> ops;
-      if (!m.matchGeluTanh(mul.getResult(), x, ops))
+      tk::GemmActivation gelu = tk::GemmActivation::None;
+      if (support.geluTanh && m.matchGeluTanh(mul.getResult(), x, ops))
+        gelu = tk::GemmActivation::GeluTanh;
+      else if (ops.clear(), support.geluErf && m.matchGeluErf(mul.getResult(), x, ops))
+        gelu = tk::GemmActivation::GeluErf;
+      else
         continue;
       // Only the GELU's output may be read outside it.
       bool closed = Matcher::usedOnlyBy(x, ops) && llvm::all_of(ops, [&](Operation *op) {
@@ -503,7 +550,7 @@ GemmEpilogue matchGemmEpilogue(MatmulOp matmul, Target target,
                     });
       if (!closed)
         continue;
-      ep.activation = tk::GemmActivation::GeluTanh;
+      ep.activation = gelu;
       // Chain order: the GELU's output last.
       ops.remove(mul);
       ep.ops.append(ops.begin(), ops.end());
@@ -512,7 +559,7 @@ GemmEpilogue matchGemmEpilogue(MatmulOp matmul, Target target,
       return ep;
     }
   }
-  if (m.reachesErf(x, 3))
+  if (!support.geluErf && m.reachesErf(x, 3))
     ep.stop = "an erf GELU follows: the library's GELU is the tanh approximation";
   ep.result = x;
   return ep;

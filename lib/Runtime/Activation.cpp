@@ -1,4 +1,4 @@
-//===- Activation.cpp - The activations libtccrt applies in convolution tiles --------===//
+//===- Activation.cpp - The activations libtccrt applies in GEMM and convolution tiles ===//
 #include "Activation.h"
 #include "CpuMath.h"
 #include "IsaClones.h"
@@ -25,6 +25,14 @@ TCC_ISA_BODY void activateBlock(const Activation &a, float *__restrict x) {
   if (a.kind == ActivationKind::Silu) {
     for (int64_t i = 0; i < kBlock; ++i)
       x[i] = x[i] * cpumath::tcc_sigmoidf(x[i]);
+  } else if (a.kind == ActivationKind::GeluErf) {
+    for (int64_t i = 0; i < kBlock; ++i)
+      x[i] = x[i] * (cpumath::tcc_erff(x[i] / 1.41421356f) + 1.0f) * 0.5f;
+  } else if (a.kind == ActivationKind::GeluTanh) {
+    for (int64_t i = 0; i < kBlock; ++i) {
+      const float inner = 0.797884561f * (x[i] + 0.044715f * (x[i] * x[i] * x[i]));
+      x[i] = 0.5f * x[i] * (1.0f + cpumath::tcc_tanhf(inner));
+    }
   } else {
     for (int64_t i = 0; i < kBlock; ++i) {
       const float gate = x[i] * a.alpha + a.beta;

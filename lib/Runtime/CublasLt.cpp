@@ -246,6 +246,8 @@ void CublasLtGemm::plan(const GemmGeometry &g, GemmActivation act, CUdeviceptr a
   case GemmActivation::GeluTanh:
     epilogue = bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
     break;
+  case GemmActivation::GeluErf: // the loader refuses it on CUDA
+    throw Error("cuBLASLt has no erf GELU epilogue");
   }
   if (epilogue != CUBLASLT_EPILOGUE_DEFAULT)
     set(lt.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,

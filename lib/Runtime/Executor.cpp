@@ -93,6 +93,7 @@ void Program::describeSteps() {
              (g.transA ? " a^T" : "") + (g.transB ? " b^T" : "") + (s->hasBias ? " +bias" : "") +
              (s->activation == GemmActivation::Relu       ? " +relu"
               : s->activation == GemmActivation::GeluTanh ? " +gelu_tanh"
+              : s->activation == GemmActivation::GeluErf  ? " +gelu_erf"
                                                           : "");
     } else if (auto *s = std::get_if<ConvStep>(&step)) {
       const ConvGeometry &g = s->geometry;
@@ -238,6 +239,10 @@ void Program::run(const void *const *inputs, void *const *outputs) {
         epilogue.clamp = true;
         epilogue.lo = 0.0f;
         epilogue.hi = INFINITY;
+      } else if (s->activation == GemmActivation::GeluErf) {
+        epilogue.activation.kind = ActivationKind::GeluErf;
+      } else if (s->activation == GemmActivation::GeluTanh) {
+        epilogue.activation.kind = ActivationKind::GeluTanh;
       }
       runGemm(s->geometry, addresses_[s->a], addresses_[s->b], addresses_[s->c], threads,
               s->packedA.get(), buffers_[s->a].kind == BufferKind::Constant, s->packedB.get(),

@@ -841,10 +841,13 @@ private:
     step.activation = (GemmActivation)s->activation();
     step.hasBias = s->has_bias();
     if (!onCuda_ && (step.hasBias || step.activation != GemmActivation::None) &&
-        (c.dtype != TCCRT_F32 || step.activation == GemmActivation::GeluTanh))
+        c.dtype != TCCRT_F32)
       throw Error(what + " has an epilogue (" + (step.hasBias ? "bias, " : "") +
                   fb::EnumNameGemmActivation(s->activation()) + ") on " + dtypeName(c.dtype) +
-                  ": the CPU runtime applies a bias and ReLU to f32 GEMMs only");
+                  ": the CPU runtime applies epilogues to f32 GEMMs only");
+    if (onCuda_ && step.activation == GemmActivation::GeluErf)
+      throw Error(what + " has an erf GELU epilogue: cuBLASLt has none (the compiler leaves it "
+                         "to a generated kernel on CUDA)");
     const BufferDesc *bias = nullptr;
     if (step.hasBias) {
       step.bias = s->bias();

@@ -108,7 +108,7 @@ struct KernelStep {
   uint32_t sharedBytes = 0;
 };
 /// Same numbering as artifact.fbs GemmActivation.
-enum class GemmActivation : uint8_t { None, Relu, GeluTanh };
+enum class GemmActivation : uint8_t { None, Relu, GeluTanh, GeluErf };
 struct GemmStep {
   uint32_t a, b, c;
   GemmGeometry geometry; // on CUDA, geometry.dtype may also be f16 or bf16

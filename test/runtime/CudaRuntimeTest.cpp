@@ -956,26 +956,31 @@ TEST(CudaVerify, RejectsDamagedCudaProgramsBeforeTouchingTheDriver) {
                   "i32[2, 2]");
 }
 
-TEST(CudaVerify, CpuProgramsTakeOnlyF32BiasAndReluGemmEpilogues) {
+TEST(CudaVerify, GemmEpiloguesAreWhatEachRuntimeApplies) {
+  // The CPU's sgemm applies a bias and every activation (ReLU, both GELUs) to f32 GEMMs.
   ArtifactBuilder a;
   uint32_t x = a.input(F32, {4, 5}), y = a.input(F32, {5, 3}), z = a.output(F32, {4, 3});
   uint32_t bias = a.constant(F32, {3}, randomFloats(3, 1).data());
   a.gemm(x, y, z, false, false, 1, 0, bias, fb::GemmActivation_GeluTanh);
-  EXPECT_REJECTED(a.finish(), "launch 0 (gemm) has an epilogue (bias, GeluTanh) on f32: the CPU "
-                              "runtime applies a bias and ReLU to f32 GEMMs only");
-  a.steps[0].hasBias = false;
-  EXPECT_REJECTED(a.finish(), "has an epilogue (GeluTanh)");
-  a.steps[0].activation = fb::GemmActivation_Relu;
-  a.steps[0].hasBias = true;
-  EXPECT_NO_THROW(tccrt::Program::fromBuffer(a.finish().data(), a.finish().size(), 1));
-  a.steps[0].hasBias = false;
-  EXPECT_NO_THROW(tccrt::Program::fromBuffer(a.finish().data(), a.finish().size(), 1));
+  for (fb::GemmActivation act : {fb::GemmActivation_Relu, fb::GemmActivation_GeluTanh,
+                                 fb::GemmActivation_GeluErf})
+    for (bool hasBias : {true, false}) {
+      a.steps[0].activation = act;
+      a.steps[0].hasBias = hasBias;
+      EXPECT_NO_THROW(tccrt::Program::fromBuffer(a.finish().data(), a.finish().size(), 1));
+    }
+  // Not to f64 ones (OpenBLAS's).
   ArtifactBuilder d;
   uint32_t xd = d.input(fb::DType_F64, {4, 5}), yd = d.input(fb::DType_F64, {5, 3});
   uint32_t zd = d.output(fb::DType_F64, {4, 3});
   d.gemm(xd, yd, zd, false, false, 1, 0, -1, fb::GemmActivation_Relu);
   EXPECT_REJECTED(d.finish(), "launch 0 (gemm) has an epilogue (Relu) on f64: the CPU runtime "
-                              "applies a bias and ReLU to f32 GEMMs only");
+                              "applies epilogues to f32 GEMMs only");
+  // cuBLASLt has no erf GELU: a CUDA program with one is refused before the driver is touched.
+  ArtifactBuilder c = ArtifactBuilder::cuda();
+  uint32_t xc = c.input(F32, {4, 5}), yc = c.input(F32, {5, 3}), zc = c.output(F32, {4, 3});
+  c.gemm(xc, yc, zc, false, false, 1, 0, -1, fb::GemmActivation_GeluErf);
+  EXPECT_REJECTED(c.finish(), "launch 0 (gemm) has an erf GELU epilogue: cuBLASLt has none");
 }
 
 TEST(CudaVerify, TrainingEntriesMustMatchTheRootsDevice) {

@@ -215,6 +215,44 @@ TEST(Sgemm, EpiloguesOnEveryPath) {
           }
 }
 
+TEST(Sgemm, GeluEpiloguesMatchTheirDefinitions) {
+  skipUnlessForcedFamilyRuns();
+  // A transformer's first FFN product: bias then the erf GELU (BERT, ViT) or the tanh one
+  // (GPT-2), applied by sgemm to each row panel's block. One row (the row kernel), rows past a
+  // panel, a partial last panel, 2 threads. Against the definitions in double precision on the
+  // product as sgemm computes it (the same call without the activation), so that only the
+  // GELU's own error counts: a few ulps of the vectorised erf / tanh, scaled by |x|.
+  std::mt19937 rng(17);
+  for (ActivationKind kind : {ActivationKind::GeluErf, ActivationKind::GeluTanh})
+    for (int64_t m : {1, 37})
+      for (int64_t n : {150, 40}) {
+        Problem p(rng, false, true, m, n, 96, 1.0f, 0.0f);
+        std::vector<float> bias = random((size_t)n, rng);
+        SCOPED_TRACE(p.name() + (kind == ActivationKind::GeluErf ? " erf" : " tanh"));
+        SgemmEpilogue epilogue;
+        epilogue.bias = bias.data();
+        std::vector<float> plain = p.c, got = p.c;
+        sgemm(false, true, m, p.n, p.k, p.alpha, p.a.data(), p.lda, p.b.data(), p.ldb, p.beta,
+              plain.data(), p.ldc, 2, nullptr, nullptr, &epilogue);
+        epilogue.activation.kind = kind;
+        sgemm(false, true, m, p.n, p.k, p.alpha, p.a.data(), p.lda, p.b.data(), p.ldb, p.beta,
+              got.data(), p.ldc, 2, nullptr, nullptr, &epilogue);
+        size_t bad = 0;
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < p.n; ++j) {
+            size_t at = (size_t)(i * p.ldc + j);
+            double x = plain[at];
+            double w = kind == ActivationKind::GeluErf
+                           ? 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)))
+                           : 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+            if (!(std::fabs(got[at] - w) <= 4e-7 * (1 + std::fabs(x))) && ++bad <= 5)
+              ADD_FAILURE() << "C[" << i << "][" << j << "] is " << got[at] << ", expected " << w
+                            << " (x " << x << ")";
+          }
+        EXPECT_EQ(bad, 0u);
+      }
+}
+
 TEST(Sgemm, ClampKeepsNaN) {
   skipUnlessForcedFamilyRuns();
   // A NaN product stays NaN through a clamp (as max/min in generated kernels); so does one

@@ -15,10 +15,12 @@ include "mlir/IR/EnumAttr.td"
 //   none:      x
 //   relu:      max(x, 0)
 //   gelu_tanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))  (NOT the erf GELU)
+//   gelu_erf:  x (erf(x / sqrt(2)) + 1) / 2                      (the exact GELU)
 def Tk_GemmActivation : I32EnumAttr<"GemmActivation", "activation applied by a library GEMM", [
     I32EnumAttrCase<"None", 0, "none">,
     I32EnumAttrCase<"Relu", 1, "relu">,
-    I32EnumAttrCase<"GeluTanh", 2, "gelu_tanh">]> {
+    I32EnumAttrCase<"GeluTanh", 2, "gelu_tanh">,
+    I32EnumAttrCase<"GeluErf", 3, "gelu_erf">]> {
   let cppNamespace = "::tcc::tk";
 }
 

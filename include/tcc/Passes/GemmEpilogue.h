@@ -10,14 +10,17 @@
 // A library GEMM computes  c = act(alpha * op(a) x op(b) + beta * c + bias)  where bias is a
 // vector with one value per column of c (the same for every row and every batch). What fuses:
 //
-//   target  library    element types  alpha  bias  relu  gelu_tanh
-//   cpu     tcc sgemm  f32            yes    yes   yes   -
-//   cpu     OpenBLAS   f64            -      -     -     -
-//   cuda    cuBLASLt   f32, f64       yes    yes   yes   yes
+//   target  library    element types  alpha  bias  relu  gelu_tanh  gelu_erf
+//   cpu     tcc sgemm  f32            yes    yes   yes   yes        yes
+//   cpu     OpenBLAS   f64            -      -     -     -          -
+//   cuda    cuBLASLt   f32, f64       yes    yes   yes   yes        -
 //
 // (libtccrt's sgemm, lib/Runtime/Sgemm.h, adds the bias and applies ReLU to each tile as it
-// stores it; a tanh GELU would need a vectorised tanh in its microkernels and stays a kernel.
-// f64 products go to OpenBLAS, which could take alpha too; their epilogues stay in kernels.)
+// stores it, and a GELU to each row panel's block while it is in cache (lib/Runtime/
+// Activation.h, the generated kernels' vectorised erf and tanh): a transformer's first FFN
+// product and its GELU in one pass over the output, where a separate kernel had read and
+// written it again (ViT-S: 0.17 ms a layer). f64 products go to OpenBLAS, which could take
+// alpha too; their epilogues stay in kernels.)
 //
 // In the graph (the importer's decompositions, frontend/onnx/ops/):
 //   alpha     y * a, a * y or y / d with splat constants (ONNX Gemm's alpha != 1, attention's
@@ -30,13 +33,17 @@
 //   relu      max(x, 0) or max(0, x) (ONNX Relu);
 //   gelu_tanh 0.5 * x * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x^3))) with the products
 //             and sums in any order (ONNX Gelu approximate="tanh", PyTorch's decomposed
-//             gelu(approximate="tanh"); x^3 may be pow(x, 3)); constants within 1e-6 relative.
+//             gelu(approximate="tanh"); x^3 may be pow(x, 3)); constants within 1e-6 relative;
+//   gelu_erf  0.5 * x * (1 + erf(x / sqrt(2))) with the products and sums in any order and
+//             x / sqrt(2) also as x * (1 / sqrt(2)) (ONNX Gelu's default, PyTorch's nn.GELU() as
+//             exported: Div, Erf, Add, Mul, Mul); the runtime computes torch's order,
+//             x * (erf(x / 1.41421356) + 1) * 0.5, so another order is within an ulp or two.
 // in this order: alpha, bias, then at most one activation (cuBLASLt's alpha and its RELU, GELU,
 // RELU_BIAS, GELU_BIAS epilogues). The rest of an epilogue stays in a generated kernel that
 // reads what the GEMM wrote.
 //
 // Deliberately not fused:
-//  * erf GELU (ONNX Gelu's default, PyTorch's nn.GELU()): CUBLASLT_EPILOGUE_GELU is the tanh
+//  * erf GELU on CUDA (ONNX Gelu's default, PyTorch's nn.GELU()): CUBLASLT_EPILOGUE_GELU is the tanh
 //    approximation. NVIDIA's cuBLASLt documentation only says "x := GELU(x)"; the PyTorch op that
 //    dispatches to it (aten._addmm_activation with use_gelu, CUBLASLT_EPILOGUE_GELU_BIAS) is
 //    defined by its decomposition as gelu(approximate="tanh") on CUDA, and XLA names the same
@@ -83,7 +90,8 @@ struct GemmEpilogueSupport {
   bool bias = false;
   bool relu = false;
   bool geluTanh = false;
-  bool any() const { return alpha || bias || relu || geluTanh; }
+  bool geluErf = false;
+  bool any() const { return alpha || bias || relu || geluTanh || geluErf; }
 };
 
 /// What `target`'s GEMM library fuses for products of `elementType`.

@@ -27,7 +27,7 @@ func.func @bias_type(%a: memref<4x16xf32>, %b: memref<16x8xf32>, %c: memref<4x8x
 // -----
 
 func.func @activation_name(%a: memref<4x16xf32>, %b: memref<16x8xf32>, %c: memref<4x8xf32>) {
-  // expected-error @+1 {{expected string or keyword containing one of the following enum values for attribute 'activation' [none, relu, gelu_tanh]}}
+  // expected-error @+1 {{expected string or keyword containing one of the following enum values for attribute 'activation' [none, relu, gelu_tanh, gelu_erf]}}
   tk.gemm %a, %b, %c activation gelu : memref<4x16xf32>, memref<16x8xf32>, memref<4x8xf32>
   return
 }

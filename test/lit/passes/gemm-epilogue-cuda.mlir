@@ -5,8 +5,8 @@
 
 // GEMM epilogues on CUDA: a bias vector (one value per column), then ReLU or tanh GELU, go into
 // tk.gemm (cuBLASLt's BIAS / RELU / GELU epilogues, tcc/Passes/GemmEpilogue.h); only what
-// follows is a generated kernel. On the CPU, libtccrt's sgemm takes alpha, the bias and ReLU
-// of f32 products; a GELU stays in a kernel, and f64 products (OpenBLAS) keep every epilogue.
+// follows is a generated kernel. On the CPU, libtccrt's sgemm takes alpha, the bias, ReLU and
+// both GELUs of f32 products, and f64 products (OpenBLAS) keep every epilogue.
 
 // Linear + ReLU: one tk.gemm with the bias and relu, no kernel.
 // CHECK-LABEL: func.func @linear_relu(
@@ -35,11 +35,10 @@ func.func @linear_relu(%x: tensor<4x16xf32>, %w: tensor<8x16xf32>, %bias: tensor
 // CHECK-NEXT:    tk.gemm %arg0, %arg1, %arg3 bias(%arg2 : memref<8xf32>) activation gelu_tanh : memref<4x16xf32>, memref<16x8xf32>, memref<4x8xf32>
 // CHECK-NEXT:    return
 // EXPLAIN: remark: bias+gelu_tanh fused into the cuBLASLt epilogue
-// The CPU's sgemm adds the bias; the GELU is a kernel.
 // CPU-LABEL:   func.func @linear_gelu_tanh(
-// CPU-NEXT:      tk.gemm %arg0, %arg1, %arg3 bias(%arg2 : memref<8xf32>) : memref<4x16xf32>, memref<16x8xf32>, memref<4x8xf32>
-// CPU-NEXT:      tk.launch @k0_gemm_epilogue(%arg3)
-// CPU-EXPLAIN: remark: bias fused into the tcc sgemm epilogue
+// CPU-NEXT:      tk.gemm %arg0, %arg1, %arg3 bias(%arg2 : memref<8xf32>) activation gelu_tanh : memref<4x16xf32>, memref<16x8xf32>, memref<4x8xf32>
+// CPU-NEXT:      return
+// CPU-EXPLAIN: remark: bias+gelu_tanh fused into the tcc sgemm epilogue
 func.func @linear_gelu_tanh(%x: tensor<4x16xf32>, %w: tensor<16x8xf32>, %bias: tensor<8xf32>) -> tensor<4x8xf32> {
   %y = tcc.matmul %x, %w : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
   %bb = tcc.broadcast_in_dim %bias dims = [1] : tensor<8xf32> -> tensor<4x8xf32>
@@ -149,6 +148,11 @@ func.func @relu_only(%x: tensor<4x16xf32>, %w: tensor<16x8xf32>) -> tensor<4x8xf
 // CHECK-NEXT:    tk.launch @k0_gemm_epilogue(%arg3)
 // CHECK-NEXT:    return
 // EXPLAIN: remark: bias fused into the cuBLASLt epilogue; not what follows: an erf GELU follows: the library's GELU is the tanh approximation
+// The CPU's sgemm computes the erf GELU itself (here 0.5 x times 1 + erf(x * 1/sqrt(2))).
+// CPU-LABEL:   func.func @linear_gelu_erf(
+// CPU-NEXT:      tk.gemm %arg0, %arg1, %arg3 bias(%arg2 : memref<8xf32>) activation gelu_erf : memref<4x16xf32>, memref<16x8xf32>, memref<4x8xf32>
+// CPU-NEXT:      return
+// CPU-EXPLAIN: remark: bias+gelu_erf fused into the tcc sgemm epilogue
 func.func @linear_gelu_erf(%x: tensor<4x16xf32>, %w: tensor<16x8xf32>, %bias: tensor<8xf32>) -> tensor<4x8xf32> {
   %y = tcc.matmul %x, %w : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
   %bb = tcc.broadcast_in_dim %bias dims = [1] : tensor<8xf32> -> tensor<4x8xf32>
@@ -162,6 +166,43 @@ func.func @linear_gelu_erf(%x: tensor<4x16xf32>, %w: tensor<16x8xf32>, %bias: te
   %onePlus = tcc.binary add %one, %e : tensor<4x8xf32>
   %g = tcc.binary mul %hx, %onePlus : tensor<4x8xf32>
   return %g : tensor<4x8xf32>
+}
+
+// -----
+
+// torch's nn.GELU() as exported, op for op: x * (erf(x / sqrt(2)) + 1) * 0.5. A divisor other
+// than sqrt(2) keeps the GELU a kernel (on CUDA both are kernels).
+// CHECK-LABEL: func.func @linear_gelu_erf_torch(
+// CHECK-NEXT:    tk.gemm %arg0, %arg1, %arg3 bias(%arg2 : memref<8xf32>) : memref<4x16xf32>, memref<16x8xf32>, memref<4x8xf32>
+// CHECK-NEXT:    tk.launch @k0_gemm_epilogue(%arg3)
+// CHECK-NEXT:    tk.gemm %arg0, %arg1, %arg4 bias(%arg2 : memref<8xf32>) : memref<4x16xf32>, memref<16x8xf32>, memref<4x8xf32>
+// CHECK-NEXT:    tk.launch @k1_gemm_epilogue(%arg4)
+// CPU-LABEL:   func.func @linear_gelu_erf_torch(
+// CPU-NEXT:      tk.gemm %arg0, %arg1, %arg3 bias(%arg2 : memref<8xf32>) activation gelu_erf : memref<4x16xf32>, memref<16x8xf32>, memref<4x8xf32>
+// CPU-NEXT:      tk.gemm %arg0, %arg1, %arg4 bias(%arg2 : memref<8xf32>) : memref<4x16xf32>, memref<16x8xf32>, memref<4x8xf32>
+// CPU-NEXT:      tk.launch @k0_gemm_epilogue(%arg4)
+// CPU-NEXT:      return
+func.func @linear_gelu_erf_torch(%x: tensor<4x16xf32>, %w: tensor<16x8xf32>, %bias: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %y = tcc.matmul %x, %w : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
+  %bb = tcc.broadcast_in_dim %bias dims = [1] : tensor<8xf32> -> tensor<4x8xf32>
+  %v = tcc.binary add %y, %bb : tensor<4x8xf32>
+  %half = tcc.constant dense<0.5> : tensor<4x8xf32>
+  %one = tcc.constant dense<1.0> : tensor<4x8xf32>
+  %sqrt2 = tcc.constant dense<1.4142135623730951> : tensor<4x8xf32>
+  %sx = tcc.binary div %v, %sqrt2 : tensor<4x8xf32>
+  %e = tcc.unary erf %sx : tensor<4x8xf32>
+  %onePlus = tcc.binary add %e, %one : tensor<4x8xf32>
+  %xg = tcc.binary mul %v, %onePlus : tensor<4x8xf32>
+  %g = tcc.binary mul %xg, %half : tensor<4x8xf32>
+  %y2 = tcc.matmul %x, %w : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
+  %v2 = tcc.binary add %y2, %bb : tensor<4x8xf32>
+  %three = tcc.constant dense<3.0> : tensor<4x8xf32>
+  %sx2 = tcc.binary div %v2, %three : tensor<4x8xf32>
+  %e2 = tcc.unary erf %sx2 : tensor<4x8xf32>
+  %onePlus2 = tcc.binary add %e2, %one : tensor<4x8xf32>
+  %xg2 = tcc.binary mul %v2, %onePlus2 : tensor<4x8xf32>
+  %g2 = tcc.binary mul %xg2, %half : tensor<4x8xf32>
+  return %g, %g2 : tensor<4x8xf32>, tensor<4x8xf32>
 }
 
 // -----
@@ -403,8 +444,7 @@ func.func @folded_bias(%x: tensor<2x4x16xf32>, %w: tensor<2x16x8xf32>) -> (tenso
 // EXPLAIN: remark: alpha+bias+gelu_tanh fused into the cuBLASLt epilogue
 // CPU-LABEL:   func.func @alpha(
 // CPU:           tk.gemm %arg0, %arg1, %{{.*}} {alpha = 1.250000e-01 : f64} : memref<4x16xf32>, memref<16x8xf32>, memref<4x8xf32>
-// CPU:           tk.gemm %arg0, %arg1, %arg4 bias(%arg2 : memref<8xf32>) {alpha = 5.000000e-01 : f64}
-// CPU-NEXT:      tk.launch @k1_gemm_epilogue(%arg4)
+// CPU:           tk.gemm %arg0, %arg1, %arg4 bias(%arg2 : memref<8xf32>) activation gelu_tanh {alpha = 5.000000e-01 : f64}
 // CPU:           return
 func.func @alpha(%x: tensor<4x16xf32>, %w: tensor<16x8xf32>, %bias: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
   %y = tcc.matmul %x, %w : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
