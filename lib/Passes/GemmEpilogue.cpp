@@ -96,6 +96,9 @@ public:
                    DenseElementsAttr &constant, std::string &stop);
   /// A clamp bound: `op` is max or min of x (read by nothing else) and a splat number.
   std::optional<double> clampBound(BinaryOp op, Value x);
+  /// If `out` is 0.5 * x * (1 + u(x)) with `kind` the last op of u (the two GELUs' common form,
+  /// any order of the factors): adds those ops to `ops` and returns u's op.
+  UnaryOp geluGate(Value out, Value x, UnaryKind kind, llvm::SetVector<Operation *> &ops);
   /// If `out` is the tanh GELU of `x`: adds its ops to `ops`.
   bool matchGeluTanh(Value out, Value x, llvm::SetVector<Operation *> &ops);
   /// If `out` is the erf GELU of `x`: adds its ops to `ops`.
@@ -217,12 +220,41 @@ void Matcher::factors(Value v, Value x, SmallVectorImpl<Value> &out,
   factors(mul.getRhs(), x, out, ops);
 }
 
-bool Matcher::matchGeluTanh(Value out, Value x, llvm::SetVector<Operation *> &ops) {
-  // out = 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))), any order of the factors.
-  constexpr double kHalf = 0.5, kOne = 1.0, kSqrt2OverPi = 0.7978845608028654, kCubic = 0.044715;
+UnaryOp Matcher::geluGate(Value out, Value x, UnaryKind kind,
+                          llvm::SetVector<Operation *> &ops) {
   SmallVector<Value> outer;
   factors(out, x, outer, ops);
   if (outer.size() != 3)
+    return {};
+  auto take = [&](function_ref<bool(Value)> pred) {
+    auto it = llvm::find_if(outer, pred);
+    if (it == outer.end())
+      return false;
+    outer.erase(it);
+    return true;
+  };
+  if (!take([&](Value v) { return v == x; }) || !take([&](Value v) { return isSplatOf(v, 0.5); }))
+    return {};
+  // 1 + u
+  auto onePlus = opInKernel<BinaryOp>(outer[0]);
+  if (!onePlus || onePlus.getKind() != BinaryKind::Add)
+    return {};
+  ops.insert(onePlus);
+  Value u = isSplatOf(onePlus.getLhs(), 1.0) ? onePlus.getRhs() : onePlus.getLhs();
+  if (!isSplatOf(u == onePlus.getLhs() ? onePlus.getRhs() : onePlus.getLhs(), 1.0))
+    return {};
+  auto op = opInKernel<UnaryOp>(u);
+  if (!op || op.getKind() != kind)
+    return {};
+  ops.insert(op);
+  return op;
+}
+
+bool Matcher::matchGeluTanh(Value out, Value x, llvm::SetVector<Operation *> &ops) {
+  // out = 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))), any order of the factors.
+  constexpr double kSqrt2OverPi = 0.7978845608028654, kCubic = 0.044715;
+  UnaryOp tanh = geluGate(out, x, UnaryKind::Tanh, ops);
+  if (!tanh)
     return false;
   auto take = [](SmallVectorImpl<Value> &list, function_ref<bool(Value)> pred) {
     auto it = llvm::find_if(list, pred);
@@ -232,21 +264,6 @@ bool Matcher::matchGeluTanh(Value out, Value x, llvm::SetVector<Operation *> &op
     list.erase(it);
     return v;
   };
-  auto isX = [&](Value v) { return v == x; };
-  if (!take(outer, isX) || !take(outer, [&](Value v) { return isSplatOf(v, kHalf); }))
-    return false;
-  // 1 + tanh(inner)
-  auto onePlus = opInKernel<BinaryOp>(outer[0]);
-  if (!onePlus || onePlus.getKind() != BinaryKind::Add)
-    return false;
-  ops.insert(onePlus);
-  Value t = isSplatOf(onePlus.getLhs(), kOne) ? onePlus.getRhs() : onePlus.getLhs();
-  if (!isSplatOf(t == onePlus.getLhs() ? onePlus.getRhs() : onePlus.getLhs(), kOne))
-    return false;
-  auto tanh = opInKernel<UnaryOp>(t);
-  if (!tanh || tanh.getKind() != UnaryKind::Tanh)
-    return false;
-  ops.insert(tanh);
   // inner = sqrt(2/pi) * (x + 0.044715 * x^3)
   SmallVector<Value> inner;
   factors(tanh.getX(), x, inner, ops);
@@ -282,32 +299,10 @@ bool Matcher::matchGeluTanh(Value out, Value x, llvm::SetVector<Operation *> &op
 
 bool Matcher::matchGeluErf(Value out, Value x, llvm::SetVector<Operation *> &ops) {
   // out = 0.5 * x * (1 + erf(x / sqrt(2))), any order of the factors; x * (1 / sqrt(2)) too.
-  constexpr double kHalf = 0.5, kOne = 1.0, kSqrt2 = 1.4142135623730951;
-  SmallVector<Value> outer;
-  factors(out, x, outer, ops);
-  if (outer.size() != 3)
+  constexpr double kSqrt2 = 1.4142135623730951;
+  UnaryOp erf = geluGate(out, x, UnaryKind::Erf, ops);
+  if (!erf)
     return false;
-  auto at = [&](function_ref<bool(Value)> pred) { return llvm::find_if(outer, pred); };
-  auto xIt = at([&](Value v) { return v == x; });
-  if (xIt == outer.end())
-    return false;
-  outer.erase(xIt);
-  auto halfIt = at([&](Value v) { return isSplatOf(v, kHalf); });
-  if (halfIt == outer.end())
-    return false;
-  outer.erase(halfIt);
-  // 1 + erf(x / sqrt(2))
-  auto onePlus = opInKernel<BinaryOp>(outer[0]);
-  if (!onePlus || onePlus.getKind() != BinaryKind::Add)
-    return false;
-  ops.insert(onePlus);
-  Value e = isSplatOf(onePlus.getLhs(), kOne) ? onePlus.getRhs() : onePlus.getLhs();
-  if (!isSplatOf(e == onePlus.getLhs() ? onePlus.getRhs() : onePlus.getLhs(), kOne))
-    return false;
-  auto erf = opInKernel<UnaryOp>(e);
-  if (!erf || erf.getKind() != UnaryKind::Erf)
-    return false;
-  ops.insert(erf);
   auto scale = opInKernel<BinaryOp>(erf.getX());
   if (!scale)
     return false;
