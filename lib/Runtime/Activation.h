@@ -19,7 +19,13 @@
 
 namespace tcc::rt {
 
-enum class ActivationKind : uint8_t { None = 0, Silu = 1, HardSwish = 2, GeluErf = 3, GeluTanh = 4 };
+enum class ActivationKind : uint8_t {
+  None = 0,
+  Silu = 1,
+  HardSwish = 2,
+  GeluErf = 3,
+  GeluTanh = 4
+};
 
 struct Activation {
   ActivationKind kind = ActivationKind::None;

@@ -213,8 +213,9 @@ struct ElementProducts {
     return static_cast<const char *>(base) + offset * (bf16 ? sizeof(uint16_t) : sizeof(float));
   }
   SgemmPacked packA(int64_t m, int64_t k, const void *a) const {
-    SgemmPacked p = bf16 ? packGemm16A(Half16::BF16, false, m, k, static_cast<const uint16_t *>(a), k)
-                         : packSgemmA(isa, false, m, k, static_cast<const float *>(a), k);
+    SgemmPacked p =
+        bf16 ? packGemm16A(Half16::BF16, false, m, k, static_cast<const uint16_t *>(a), k)
+             : packSgemmA(isa, false, m, k, static_cast<const float *>(a), k);
     p.inCache = true;
     return p;
   }

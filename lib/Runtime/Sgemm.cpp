@@ -6,10 +6,10 @@
 #include "tcc/Runtime/CpuFeatures.h"
 
 #include <algorithm>
-#include <tuple>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #if defined(__linux__) && defined(__x86_64__)
@@ -501,7 +501,8 @@ std::pair<int64_t, int64_t> splitForThreads(int64_t m, int64_t n, int64_t k, int
     if (nc > NR && (n + nc - NR - 1) / (nc - NR) == nBlocks)
       continue; // a narrower block of the same count: taken at its own step
     const int64_t mChunks = std::min(mPanels, (wanted + nBlocks - 1) / nBlocks);
-    double bytes = (double)nBlocks * (double)m * (double)k + (double)mChunks * (double)k * (double)n;
+    double bytes =
+        (double)nBlocks * (double)m * (double)k + (double)mChunks * (double)k * (double)n;
     if (bestBytes < 0 || bytes < bestBytes) {
       best = {nc, mChunks};
       bestBytes = bytes;
@@ -556,8 +557,9 @@ void runTiles(const SgemmKernelFamily &f, int64_t m, int64_t n, int64_t k, float
           int64_t panelStride = kc * NR; // consecutive panels of one k block
           for (int64_t j = j0; j < j1; j += 4 * NR) {
             int64_t cols = std::min(4 * NR, j1 - j), panels = (cols + NR - 1) / NR;
-            f.rowPanels[panels - 1](kc, aPanel, a.direct ? 1 : MR, b.packed->at(k0, j), panelStride,
-                                    c + i0 * ldc + j, cols, alpha, blockBeta, tileEpilogue(i0, j));
+            f.rowPanels[panels - 1](kc, aPanel, a.direct ? 1 : MR, b.packed->at(k0, j),
+                                    panelStride, c + i0 * ldc + j, cols, alpha, blockBeta,
+                                    tileEpilogue(i0, j));
           }
           if (last && epilogue)
             activateRows(epilogue->activation, c + i0 * ldc + j0, 1, j1 - j0, ldc);

@@ -244,7 +244,8 @@ TEST(Sgemm, GeluEpiloguesMatchTheirDefinitions) {
             double x = plain[at];
             double w = kind == ActivationKind::GeluErf
                            ? 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)))
-                           : 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+                           : 0.5 * x *
+                                 (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
             if (!(std::fabs(got[at] - w) <= 4e-7 * (1 + std::fabs(x))) && ++bad <= 5)
               ADD_FAILURE() << "C[" << i << "][" << j << "] is " << got[at] << ", expected " << w
                             << " (x " << x << ")";

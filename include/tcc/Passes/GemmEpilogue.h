@@ -43,8 +43,8 @@
 // reads what the GEMM wrote.
 //
 // Deliberately not fused:
-//  * erf GELU on CUDA (ONNX Gelu's default, PyTorch's nn.GELU()): CUBLASLT_EPILOGUE_GELU is the tanh
-//    approximation. NVIDIA's cuBLASLt documentation only says "x := GELU(x)"; the PyTorch op that
+//  * erf GELU on CUDA (ONNX Gelu's default, PyTorch's nn.GELU()): CUBLASLT_EPILOGUE_GELU is the
+//    tanh approximation. NVIDIA's cuBLASLt documentation only says "x := GELU(x)"; the PyTorch op that
 //    dispatches to it (aten._addmm_activation with use_gelu, CUBLASLT_EPILOGUE_GELU_BIAS) is
 //    defined by its decomposition as gelu(approximate="tanh") on CUDA, and XLA names the same
 //    epilogue "BiasThenGeLUApproximate". The two GELUs differ by up to ~4.7e-4, too much to swap.
