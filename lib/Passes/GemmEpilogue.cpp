@@ -535,9 +535,12 @@ GemmEpilogue matchGemmEpilogue(MatmulOp matmul, Target target,
       tk::GemmActivation gelu = tk::GemmActivation::None;
       if (support.geluTanh && m.matchGeluTanh(mul.getResult(), x, ops))
         gelu = tk::GemmActivation::GeluTanh;
-      else if (ops.clear(), support.geluErf && m.matchGeluErf(mul.getResult(), x, ops))
-        gelu = tk::GemmActivation::GeluErf;
-      else
+      if (gelu == tk::GemmActivation::None && support.geluErf) {
+        ops.clear(); // what a failed tanh match took
+        if (m.matchGeluErf(mul.getResult(), x, ops))
+          gelu = tk::GemmActivation::GeluErf;
+      }
+      if (gelu == tk::GemmActivation::None)
         continue;
       // Only the GELU's output may be read outside it.
       bool closed = Matcher::usedOnlyBy(x, ops) && llvm::all_of(ops, [&](Operation *op) {

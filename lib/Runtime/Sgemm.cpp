@@ -475,10 +475,11 @@ struct BPanels {
 /// itself in place, row stride lda.
 struct APanels {
   const SgemmPacked *packed = nullptr;
-  // A caller's prepacked A (constant weights, likely read from memory once a run): the
-  // kernels prefetch each panel's successor (measured on Zen 5: ResNet-50 -10%; on A packed
-  // per call, already in cache, the same prefetches cost BERT 9%). A streamed B is prefetched
-  // the same way, by the first row panel of each task (the others find it in cache).
+  // A caller's prepacked A (constant weights, likely read from memory once a run; not one
+  // marked SgemmPacked::inCache): the kernels prefetch each panel's successor (measured on
+  // Zen 5: ResNet-50 -10%; on A packed per call, already in cache, the same prefetches cost
+  // BERT 9%). A streamed B is prefetched the same way, by the first row panel of each task
+  // (the others find it in cache).
   bool streamed = false;
   const float *direct = nullptr;
   int64_t lda = 0;
@@ -488,8 +489,9 @@ struct APanels {
 /// there are at least 4 tasks a thread (they balance dynamically) where the sizes allow, with
 /// the fewest bytes read: each column block reads all of A (m x k), each row chunk all of B
 /// (k x n). Splitting the rows of a 64 x 1024 x 1024 product into 4 chunks had read its 4 MiB
-/// of weights 4 times; 8 column blocks read them once (and A, 256 KiB, 8 times). Ties go to
-/// wider blocks, then to fewer chunks.
+/// of weights 4 times; 8 column blocks read them once (and A, 256 KiB, 8 times). For each count
+/// of blocks the narrowest width giving it (the most even blocks); equal bytes go to fewer
+/// blocks.
 std::pair<int64_t, int64_t> splitForThreads(int64_t m, int64_t n, int64_t k, int64_t MR,
                                             int64_t NR, int threads) {
   const int64_t mPanels = (m + MR - 1) / MR, nPanels = (n + NR - 1) / NR;
