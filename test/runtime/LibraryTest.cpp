@@ -570,7 +570,7 @@ TEST(RuntimeConv, ChannelsLast) {
   // [N, S..., C] input and output: 1x1 (one GEMM with the positions as rows; batch 2, 7x7
   // maps with more channels than a panel), depthwise (strides 1 and 2, pads, dilation, 5x5,
   // batch 2; channels in vectors of 16, 8 and 4 and alone; 1, 2 and 4 columns at once; long
-  // interior runs, 5x5 and stride 2 among them), dense with at most kDenseDirectMaxReduction
+  // interior runs, 5x5 and stride 2 among them; 5x5 and 7x7 at stride 1), dense with at most kDenseDirectMaxReduction
   // values per output (direct) and the rest through channels-first copies (Winograd, groups,
   // 1-D, transposed); each with and without an epilogue, one and two threads, weights
   // constant or inputs.
@@ -592,6 +592,11 @@ TEST(RuntimeConv, ChannelsLast) {
       {{1, 20, 4, 30}, {20, 1, 3, 3}, {1, 2}, {1, 1}, {1, 1}, {1, 1}, 20},     // s2, 16 + 4 ch
       {{1, 13, 3, 26}, {13, 1, 5, 5}, {1, 1}, {2, 2}, {2, 2}, {1, 1}, 13},     // 8 + 4 + 1 ch
       {{2, 64, 5, 21}, {64, 1, 5, 5}, {2, 2}, {2, 2}, {2, 2}, {1, 1}, 64},     // 5x5 s2
+      // 5x5 and 7x7 at stride 1 (each input vector loaded once per filter row): 8, 4, 2
+      // and 1 columns at once, groups reaching into the padding, asymmetric pads.
+      {{1, 31, 5, 15}, {31, 1, 7, 7}, {1, 1}, {3, 3}, {3, 3}, {1, 1}, 31},     // 16+8+4+3 ch
+      {{1, 24, 4, 7}, {24, 1, 5, 5}, {1, 1}, {2, 2}, {2, 2}, {1, 1}, 24},      // 7 columns
+      {{1, 16, 6, 20}, {16, 1, 5, 5}, {1, 1}, {0, 1}, {0, 3}, {1, 1}, 16},     // pads 1 / 3
       // Dense with small filters, direct: output channels in blocks of 64, 32 and 16 (and a
       // tail), 24, 4 and 1 columns at once, strides, dilation, negative pads, batch 2.
       {{1, 3, 11, 10}, {5, 3, 3, 2}, {2, 3}, {1, 0}, {2, 1}, {2, 1}, 1},       // 5 channels
