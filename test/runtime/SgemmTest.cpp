@@ -3,12 +3,15 @@
 // Runs on the kernel family this process uses (the widest the CPU has, or $TCC_GEMM_ISA's);
 // CMake registers the tests again for each narrower family (test names prefixed "gemm-avx2:",
 // "gemm-generic:"), and a family this CPU lacks skips, saying so.
+#include "Activation.h"
 #include "Sgemm.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -252,6 +255,58 @@ TEST(Sgemm, GeluEpiloguesMatchTheirDefinitions) {
           }
         EXPECT_EQ(bad, 0u);
       }
+}
+
+TEST(Sgemm, HardSwishIsItsDefinitionBitForBit) {
+  skipUnlessForcedFamilyRuns();
+  // x * min(max(alpha * x + beta, 0), 1) in f32 (the product and the sum each rounded), the
+  // clamp keeping NaN as the generated kernels' tcc_max and tcc_min do: every value of a fine
+  // grid over the bend, random ones, signed zeros, infinities, NaN, the largest and a
+  // subnormal; MobileNetV3's gate and one whose gate is NaN at 0 (alpha infinite). Rows of 37
+  // (a vector tail) 40 apart.
+  std::vector<float> values;
+  for (int i = -600; i <= 600; ++i)
+    values.push_back((float)i / 100);
+  std::mt19937 rng(21);
+  std::uniform_real_distribution<float> wide(-1e4f, 1e4f);
+  for (int i = 0; i < 200; ++i)
+    values.push_back(wide(rng));
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float v : {0.0f, -0.0f, inf, -inf, std::numeric_limits<float>::quiet_NaN(),
+                  std::numeric_limits<float>::max(), -std::numeric_limits<float>::denorm_min()})
+    values.push_back(v);
+  const int64_t cols = 37, ld = 40;
+  while (values.size() % cols)
+    values.push_back(1.0f);
+  const int64_t rows = (int64_t)values.size() / cols;
+  for (auto [alpha, beta] : {std::pair<float, float>{1.0f / 6, 0.5f}, {inf, 0.25f}}) {
+    SCOPED_TRACE("alpha " + std::to_string(alpha) + ", beta " + std::to_string(beta));
+    std::vector<float> x((size_t)(rows * ld), -7.0f);
+    for (int64_t i = 0; i < rows; ++i)
+      std::copy_n(values.begin() + i * cols, cols, x.begin() + i * ld);
+    Activation a;
+    a.kind = ActivationKind::HardSwish;
+    a.alpha = alpha;
+    a.beta = beta;
+    activateRows(a, x.data(), rows, cols, ld);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < ld; ++j) {
+        float got = x[(size_t)(i * ld + j)];
+        if (j >= cols) { // between rows: untouched
+          EXPECT_EQ(got, -7.0f);
+          continue;
+        }
+        volatile float product = values[(size_t)(i * cols + j)] * alpha; // rounded alone
+        float v = values[(size_t)(i * cols + j)], gate = product + beta;
+        float clamped = std::isnan(gate) ? gate : std::min(std::max(gate, 0.0f), 1.0f);
+        float want = v * clamped;
+        if (std::isnan(want))
+          EXPECT_TRUE(std::isnan(got)) << "x " << v << " gave " << got;
+        else
+          EXPECT_EQ(std::memcmp(&got, &want, sizeof(float)), 0)
+              << "x " << v << " gave " << got << ", expected " << want;
+      }
+  }
 }
 
 TEST(Sgemm, ClampKeepsNaN) {
