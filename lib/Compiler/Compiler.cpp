@@ -289,6 +289,7 @@ void lowerModule(ModuleOp module, const CompileOptions &options, CompileReport *
     FuseOptions fuse;
     fuse.explain = options.explainFusion;
     fuse.target = options.device; // which GEMM epilogues the library computes (GemmEpilogue.h)
+    pm.addNestedPass<func::FuncOp>(createSinkReshapes());
     pm.addNestedPass<func::FuncOp>(createFuse(fuse));
   });
   dumpModule(options, module, "1-fused.mlir");
