@@ -7,10 +7,9 @@
 //     y = reshape(x) ; z = op(y, splat c)    into    z' = op(x, splat c') ; z = reshape(z')
 // for unary, binary, compare, select and cast ops whose operands are reshapes of values of one
 // shape, splat constants or broadcasts of a scalar (each re-made at that shape), at least one
-// of them a reshape; op by op
-// in program order, so a chain moves its reshape to its end. Then the matrix product's epilogue
-// (lib/Passes/GemmEpilogue.cpp) sees the GELU applied to its own output, and the reshape pair
-// between two products folds away. Left alone: symbolic shapes, broadcast operands (a bias
+// of them a reshape; op by op in program order, so a chain moves its reshape to its end. Then
+// the matrix product's epilogue (lib/Passes/GemmEpilogue.cpp) sees the GELU applied to its own
+// output, and the reshape pair between two products folds away. Left alone: symbolic shapes, broadcast operands (a bias
 // vector), reshapes of different source shapes.
 //
 //===----------------------------------------------------------------------===//

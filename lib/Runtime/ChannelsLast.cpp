@@ -309,31 +309,37 @@ __attribute__((target("avx512f"), noinline)) void depthwiseReuseColumns(const De
   depthwiseLastChannels(r, x, NX, c);
 }
 
+/// Whether output columns [x, x + n) of row `r` (DepthwiseRow, DenseRow) read only inside the
+/// input row, every tap of each.
+template <class Row> bool columnsInside(const Row &r, int64_t x, int64_t n) {
+  return x + n <= r.ow && x * r.sw - r.pw >= 0 &&
+         (x + n - 1) * r.sw - r.pw + (r.kw - 1) * r.dw < r.iw;
+}
+
+/// The NX columns from x by depthwiseReuseColumns, reading the padding as zeros unless they
+/// read only inside the row.
+template <int NX, int KW>
+__attribute__((target("avx512f"))) void depthwiseReuseGroup(const DepthwiseRow &r, int64_t x) {
+  if (columnsInside(r, x, NX))
+    depthwiseReuseColumns<NX, KW, false>(r, x);
+  else
+    depthwiseReuseColumns<NX, KW, true>(r, x);
+}
+
 /// A row of a KW-wide filter at column stride 1 by depthwiseReuseColumns: 8 columns at a time
-/// (8 accumulators cover the multiply-add latency of two pipes), then 4, 2 and 1; groups that
-/// reach into the padding read it as zeros.
+/// (8 accumulators cover the multiply-add latency of two pipes), then 4, 2 and 1.
 template <int KW>
 __attribute__((target("avx512f"))) void depthwiseReuseRow(const DepthwiseRow &r) {
   for (int64_t x = 0; x < r.ow;) {
     const int64_t n = r.ow - x >= 8 ? 8 : r.ow - x >= 4 ? 4 : r.ow - x >= 2 ? 2 : 1;
-    const bool inside = x - r.pw >= 0 && x + n - 1 - r.pw + KW - 1 < r.iw;
-    auto run = [&](auto nx, auto edge) TCC_ISA_LAMBDA {
-      depthwiseReuseColumns<decltype(nx)::value, KW, decltype(edge)::value>(r, x);
-    };
-    using Interior = std::false_type;
-    using Edge = std::true_type;
     if (n == 8)
-      inside ? run(std::integral_constant<int, 8>(), Interior())
-             : run(std::integral_constant<int, 8>(), Edge());
+      depthwiseReuseGroup<8, KW>(r, x);
     else if (n == 4)
-      inside ? run(std::integral_constant<int, 4>(), Interior())
-             : run(std::integral_constant<int, 4>(), Edge());
+      depthwiseReuseGroup<4, KW>(r, x);
     else if (n == 2)
-      inside ? run(std::integral_constant<int, 2>(), Interior())
-             : run(std::integral_constant<int, 2>(), Edge());
+      depthwiseReuseGroup<2, KW>(r, x);
     else
-      inside ? run(std::integral_constant<int, 1>(), Interior())
-             : run(std::integral_constant<int, 1>(), Edge());
+      depthwiseReuseGroup<1, KW>(r, x);
     x += n;
   }
 }
@@ -344,10 +350,7 @@ __attribute__((target("avx512f"))) void depthwiseReuseRow(const DepthwiseRow &r)
 /// or 1.
 template <class Row, class Run>
 TCC_ISA_BODY void forEachColumnRun(const Row &r, int64_t wide, int64_t narrow, const Run &run) {
-  auto inside = [&](int64_t x, int64_t n) { // columns [x, x + n) read only inside the row
-    return x + n <= r.ow && x * r.sw - r.pw >= 0 &&
-           (x + n - 1) * r.sw - r.pw + (r.kw - 1) * r.dw < r.iw;
-  };
+  auto inside = [&](int64_t x, int64_t n) { return columnsInside(r, x, n); };
   for (int64_t x = 0; x < r.ow;) {
     if (inside(x, wide)) {
       run(x, wide, 0, r.kw);

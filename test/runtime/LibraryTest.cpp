@@ -570,10 +570,10 @@ TEST(RuntimeConv, ChannelsLast) {
   // [N, S..., C] input and output: 1x1 (one GEMM with the positions as rows; batch 2, 7x7
   // maps with more channels than a panel), depthwise (strides 1 and 2, pads, dilation, 5x5,
   // batch 2; channels in vectors of 16, 8 and 4 and alone; 1, 2 and 4 columns at once; long
-  // interior runs, 5x5 and stride 2 among them; 5x5 and 7x7 at stride 1), dense with at most kDenseDirectMaxReduction
-  // values per output (direct) and the rest through channels-first copies (Winograd, groups,
-  // 1-D, transposed); each with and without an epilogue, one and two threads, weights
-  // constant or inputs.
+  // interior runs, 5x5 and stride 2 among them; 5x5 and 7x7 at stride 1), dense with at most
+  // kDenseDirectMaxReduction values per output (direct) and the rest through channels-first
+  // copies (Winograd, groups, 1-D, transposed); each with and without an epilogue, one and two
+  // threads, weights constant or inputs.
   std::vector<ConvCase> cases = {
       {{2, 8, 7, 7}, {16, 8, 1, 1}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 1},        // 1x1
       {{1, 96, 7, 7}, {70, 96, 1, 1}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 1},      // 1x1 7x7

@@ -181,8 +181,8 @@ def SinkReshapes : Pass<"tcc-sink-reshapes", "mlir::func::FuncOp"> {
   let summary = "Moves reshapes below the element-wise ops that read them";
   let description = [{
     lib/Passes/SinkReshapes.cpp: an element-wise op (unary, binary, compare, select, cast) whose
-    operands are reshapes of values of one shape, or splat constants, is applied to the reshapes'
-    sources and its result reshaped, so that it fuses with their producer (a GELU after a
+    operands are reshapes of values of one shape, splat constants or broadcast scalars, is
+    applied to the reshapes' sources and its result reshaped, so that it fuses with their producer (a GELU after a
     product viewed as [1, tokens, d] joins the GEMM's epilogue); reshape pairs that cancel go.
   }];
 }
