@@ -344,6 +344,162 @@ __attribute__((target("avx512f"))) void depthwiseReuseRow(const DepthwiseRow &r)
   }
 }
 
+/// A 3x3 filter's channels [c, c + lanes(V)) for one output row, in registers for the whole
+/// row: its nine weight vectors, the epilogue's, the input rows its filter rows read (null:
+/// outside the image, skipped) and the row's fields the blocks use (copies: stores to the
+/// output cannot change them, so they are not reloaded after each).
+template <class V> struct Depthwise3x3Channels {
+  V w[9];
+  V bias, lo, hi;
+  bool hasBias, clamp;
+  const float *rows[3];
+  const float *residual; // channel c of the row's first position, or null
+  float *out;            // likewise
+  int64_t C, iw, pw;
+};
+
+/// The NX output columns from x of a 3x3 filter at column stride S: each filter row's
+/// (NX - 1) S + 3 input vectors are loaded once and serve every column and tap that reads
+/// them. Edge: input columns outside the row (the padding) read as zeros. Then the epilogue
+/// (+ bias, + residual, clamp: epilogueVector's) and the stores.
+template <class V, int NX, int S, bool Edge>
+TCC_ISA_BODY void depthwise3x3Block(const Depthwise3x3Channels<V> &k, int64_t x) {
+  constexpr int NI = (NX - 1) * S + 3; // input columns read
+  const int64_t C = k.C, x0 = x * S - k.pw;
+  V acc[NX] = {};
+#pragma GCC unroll 3
+  for (int ky = 0; ky < 3; ++ky) {
+    if (!k.rows[ky])
+      continue;
+    const float *at = k.rows[ky] + x0 * C;
+    V in[NI];
+#pragma GCC unroll 32
+    for (int i = 0; i < NI; ++i) {
+      if (Edge && (x0 + i < 0 || x0 + i >= k.iw))
+        in[i] = V{};
+      else
+        __builtin_memcpy(&in[i], at, sizeof(V));
+      at += C;
+      asm("" : "+r"(at)); // as in depthwiseReuseBlock: one pointer, no offsets to spill
+    }
+#pragma GCC unroll 3
+    for (int kx = 0; kx < 3; ++kx)
+#pragma GCC unroll 8
+      for (int p = 0; p < NX; ++p)
+        acc[p] += in[p * S + kx] * k.w[ky * 3 + kx];
+  }
+#pragma GCC unroll 8
+  for (int p = 0; p < NX; ++p) {
+    V y = acc[p];
+    if (k.hasBias)
+      y += k.bias;
+    if (k.residual) {
+      V res;
+      __builtin_memcpy(&res, k.residual + (x + p) * C, sizeof(V));
+      y += res;
+    }
+    if (k.clamp) {
+      y = k.lo > y ? k.lo : y;
+      y = k.hi < y ? k.hi : y;
+    }
+    __builtin_memcpy(k.out + (x + p) * C, &y, sizeof(V));
+  }
+}
+
+/// The NX columns from x by depthwise3x3Block, reading the padding as zeros unless they read
+/// only inside the row.
+template <class V, int NX, int S>
+TCC_ISA_BODY void depthwise3x3Group(const DepthwiseRow &r, const Depthwise3x3Channels<V> &k,
+                                    int64_t x) {
+  if (columnsInside(r, x, NX))
+    depthwise3x3Block<V, NX, S, false>(k, x);
+  else
+    depthwise3x3Block<V, NX, S, true>(k, x);
+}
+
+/// Channels [c, c + lanes(V)) of output rows [y0, y1) of a 3x3 filter at column stride S
+/// (`r` is the image's first row): the weights and the epilogue's vectors loaded once, then
+/// each row's columns WIDE at a time (8 at stride 1, 6 at stride 2: with their inputs and the
+/// nine weights, as many sums as 32 registers hold), then 4, 2 and 1, and the activation on
+/// the row's vectors just stored. Rows in the inner loop: the three input rows a row reads for
+/// these channels (under 11 KiB for 56 columns) stay in L1 for the next two output rows,
+/// where a whole row's channels (32 KiB for 144 channels) would not.
+template <class V, int S>
+TCC_ISA_BODY void depthwise3x3Channels(const DepthwiseRow &r, int64_t c, int64_t y0,
+                                       int64_t y1, const Activation &activation) {
+  constexpr int Wide = S == 1 ? 8 : 6;
+  constexpr int L = sizeof(V) / sizeof(float);
+  const int64_t C = r.C;
+  Depthwise3x3Channels<V> k;
+#pragma GCC unroll 9
+  for (int t = 0; t < 9; ++t)
+    __builtin_memcpy(&k.w[t], r.w + t * C + c, sizeof(V));
+  k.hasBias = r.bias;
+  k.bias = V{};
+  if (r.bias)
+    __builtin_memcpy(&k.bias, r.bias + c, sizeof(V));
+  k.clamp = r.clamp;
+  k.lo = r.lo - V{};
+  k.hi = r.hi - V{};
+  k.C = C;
+  k.iw = r.iw;
+  k.pw = r.pw;
+  for (int64_t y = y0; y < y1; ++y) {
+    for (int ky = 0; ky < 3; ++ky) {
+      const int64_t iy = y * r.sh - r.ph + ky * r.dh;
+      k.rows[ky] = iy >= 0 && iy < r.ih ? r.in + iy * r.iw * C + c : nullptr;
+    }
+    k.residual = r.residual ? r.residual + y * r.ow * C + c : nullptr;
+    k.out = r.out + y * r.ow * C + c;
+    for (int64_t x = 0; x < r.ow;) {
+      const int64_t left = r.ow - x;
+      if (left >= Wide) {
+        depthwise3x3Group<V, Wide, S>(r, k, x);
+        x += Wide;
+      } else if (left >= 4) {
+        depthwise3x3Group<V, 4, S>(r, k, x);
+        x += 4;
+      } else if (left >= 2) {
+        depthwise3x3Group<V, 2, S>(r, k, x);
+        x += 2;
+      } else {
+        depthwise3x3Group<V, 1, S>(r, k, x);
+        x += 1;
+      }
+    }
+    activateRows(activation, k.out, r.ow, L, C);
+  }
+}
+
+/// Output rows [y0, y1) of one image (`r`: its first row) of a 3x3 filter at column stride S
+/// (1 or 2; any row stride and dilation), channels [c0, c1) (c0 a multiple of 16) a vector at
+/// a time: 16 (AVX-512: the nine weights, a group's inputs and its sums fit in 32 registers),
+/// then 8 and 4, the rest one by one (only in the last channels: c1 == C). Where depthwiseBlock loads an input vector for each
+/// multiply-add and the weights for each block, this loads each input once per filter row a
+/// group reads it, and the weights once.
+template <int S>
+__attribute__((target("avx512f"), noinline)) void
+depthwise3x3Rows(const DepthwiseRow &r, int64_t c0, int64_t c1, int64_t y0, int64_t y1,
+                 const Activation &activation) {
+  int64_t c = c0;
+  for (; c + 16 <= c1; c += 16)
+    depthwise3x3Channels<IsaVec16, S>(r, c, y0, y1, activation);
+  for (; c + 8 <= c1; c += 8)
+    depthwise3x3Channels<IsaVec8, S>(r, c, y0, y1, activation);
+  for (; c + 4 <= c1; c += 4)
+    depthwise3x3Channels<IsaVec4, S>(r, c, y0, y1, activation);
+  if (c == c1)
+    return;
+  for (int64_t y = y0; y < y1; ++y) {
+    DepthwiseRow row = r;
+    row.y = y;
+    row.out = r.out + y * r.ow * r.C;
+    row.residual = r.residual ? r.residual + y * r.ow * r.C : nullptr;
+    depthwiseLastChannels(row, 0, r.ow, c); // c1 == C: the channels past the last vector
+    activateRows(activation, row.out + c, r.ow, c1 - c, r.C);
+  }
+}
+
 /// One output row's columns of a channels-last convolution row `r` (DepthwiseRow, DenseRow):
 /// runs of `wide` columns whose taps are all inside the input row, else of `narrow`, else one
 /// column with its taps clipped to [kxLo, kxHi): run(x, n, kxLo, kxHi) with n = wide, narrow
@@ -410,6 +566,39 @@ void depthwise(const ConvGeometry &g, const float *input, const float *weight, f
     for (int64_t c = 0; c < C; ++c)
       for (int64_t t = 0; t < taps; ++t)
         w[t * C + c] = weight[c * taps + t];
+  }
+  if (sgemmIsa() == SgemmIsa::Avx512 && kh == 3 && kw == 3 && g.dilations[1] == 1 &&
+      (g.strides[1] == 1 || g.strides[1] == 2)) {
+    // Items: (image, 16 channels, band of rows); one band an image unless threads need more.
+    const int64_t slices = (C + 15) / 16;
+    const int64_t bands =
+        std::clamp<int64_t>((4 * numThreads + g.batch * slices - 1) / (g.batch * slices), 1, oh);
+    const Activation activation = epilogue ? epilogue->activation : Activation{};
+    parallelFor(numThreads, g.batch * slices * bands, oh * ow * taps * 16 / bands,
+                [&](int64_t begin, int64_t end) {
+      for (int64_t item = begin; item < end; ++item) {
+        const int64_t n = item / (slices * bands), slice = item / bands % slices,
+                      band = item % bands;
+        DepthwiseRow r{input + n * ih * iw * C,
+                       w.data(),
+                       output + n * oh * ow * C,
+                       epilogue && epilogue->residual ? epilogue->residual + n * oh * ow * C
+                                                      : nullptr,
+                       epilogue ? epilogue->bias : nullptr,
+                       epilogue && epilogue->clamp,
+                       epilogue ? epilogue->lo : 0.0f,
+                       epilogue ? epilogue->hi : 0.0f,
+                       C, ih, iw, ow, 0, kh, kw, g.strides[0], g.strides[1],
+                       g.dilations[0], g.dilations[1], g.padLow[0], g.padLow[1]};
+        const int64_t c0 = 16 * slice, c1 = std::min(C, c0 + 16);
+        const int64_t y0 = oh * band / bands, y1 = oh * (band + 1) / bands;
+        if (g.strides[1] == 1)
+          depthwise3x3Rows<1>(r, c0, c1, y0, y1, activation);
+        else
+          depthwise3x3Rows<2>(r, c0, c1, y0, y1, activation);
+      }
+    });
+    return;
   }
   // Items: output rows (image, oh); each writes its ow x C outputs once.
   parallelFor(numThreads, g.batch * oh, ow * taps * C, [&](int64_t begin, int64_t end) {
