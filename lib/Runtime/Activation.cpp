@@ -1,9 +1,8 @@
 //===- Activation.cpp - The activations libtccrt applies in GEMM and convolution tiles ===//
 #include "Activation.h"
+#include "ActivationAvx512.h"
 #include "CpuMath.h"
 #include "IsaClones.h"
-
-#include <immintrin.h>
 
 namespace tcc::rt {
 namespace {
@@ -59,95 +58,50 @@ TCC_ISA_BODY void activateRowsBody(Activation a, float *x, int64_t rows, int64_t
 }
 TCC_ISA_CLONES(activateRowsIsa, activateRowsBody)
 
-/// SiLU on U AVX-512 vectors, bit for bit x * tcc_sigmoidf(x) (CpuMathF32.inc's reduction,
-/// polynomial and quotient; every one of the 2^32 inputs compared when this was written,
-/// Sgemm.SiluIsXTimesTccSigmoidBitForBit samples them), in fewer instructions than GCC makes
-/// of the portable code: the clamp at tcc_exp_lowest one maxps (which keeps a NaN second
-/// operand), 2^k applied by vscalefps (one rounding, as the portable code's exact scaling and
-/// rounding multiply), the numerator's select a masked move; and U vectors a step, stage by
-/// stage, so that their dependency chains overlap. Measured on a Zen 5: 12.5 -> 8 cycles per
-/// 16 values (U = 4).
-// GCC 12 warns that the intrinsics' own _mm512_undefined_ps() may be used uninitialized.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-template <int U>
-[[gnu::target("avx512f"), gnu::always_inline]] inline void siluVectors(__m512 *v) {
-  using namespace cpumath;
-  const __m512i sign = _mm512_set1_epi32(INT32_MIN);
-  const __m512 one = _mm512_set1_ps(1.0f), round = _mm512_set1_ps(tcc_exp_round);
-  __m512 c[U], kf[U], r[U], p[U], e[U];
-#pragma GCC unroll 4
-  for (int u = 0; u < U; ++u) // -|x|, clamped
-    c[u] = _mm512_max_ps(_mm512_set1_ps(tcc_exp_lowest),
-                         _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v[u]), sign)));
-#pragma GCC unroll 4
-  for (int u = 0; u < U; ++u)
-    kf[u] = _mm512_sub_ps(_mm512_fmadd_ps(c[u], _mm512_set1_ps(tcc_exp_log2e), round), round);
-#pragma GCC unroll 4
-  for (int u = 0; u < U; ++u)
-    r[u] = _mm512_fnmadd_ps(kf[u], _mm512_set1_ps(tcc_exp_ln2_lo),
-                            _mm512_fnmadd_ps(kf[u], _mm512_set1_ps(tcc_exp_ln2_hi), c[u]));
-#pragma GCC unroll 4
-  for (int u = 0; u < U; ++u)
-    p[u] = _mm512_fmadd_ps(_mm512_set1_ps(tcc_exp_p4), r[u], _mm512_set1_ps(tcc_exp_p3));
-#pragma GCC unroll 4
-  for (int u = 0; u < U; ++u)
-    p[u] = _mm512_fmadd_ps(p[u], r[u], _mm512_set1_ps(tcc_exp_p2));
-#pragma GCC unroll 4
-  for (int u = 0; u < U; ++u)
-    p[u] = _mm512_fmadd_ps(p[u], r[u], _mm512_set1_ps(tcc_exp_p1));
-#pragma GCC unroll 4
-  for (int u = 0; u < U; ++u)
-    p[u] = _mm512_fmadd_ps(p[u], r[u], _mm512_set1_ps(tcc_exp_p0));
-#pragma GCC unroll 4
-  for (int u = 0; u < U; ++u) // e^-|x| = 2^k (1 + r + r^2 P(r))
-    e[u] = _mm512_scalef_ps(
-        _mm512_add_ps(one, _mm512_fmadd_ps(_mm512_mul_ps(r[u], r[u]), p[u], r[u])), kf[u]);
-#pragma GCC unroll 4
-  for (int u = 0; u < U; ++u) {
-    const __mmask16 negative = _mm512_cmp_ps_mask(v[u], _mm512_setzero_ps(), _CMP_LT_OQ);
-    const __m512 sigmoid =
-        _mm512_div_ps(_mm512_mask_mov_ps(one, negative, e[u]), _mm512_add_ps(one, e[u]));
-    v[u] = _mm512_mul_ps(v[u], sigmoid);
-  }
-}
-
-/// SiLU on n consecutive floats in place: 4 vectors at a time, then one, the last partial one
-/// masked.
-[[gnu::target("avx512f")]] void siluAvx512(float *x, int64_t n) {
+/// SiLU in place on `rows` rows of `cols` floats, `ld` apart: 4 vectors at a time, then one,
+/// a row's last partial one masked. Whole vectors are loaded unmasked: a masked load of what
+/// a store has just written (a convolution's output vector) is not forwarded from the store
+/// on a Zen 5, and waited about 50 cycles a vector.
+[[gnu::target("avx512f")]] void siluRowsAvx512(float *x, int64_t rows, int64_t cols,
+                                               int64_t ld) {
   constexpr int U = 4;
-  int64_t i = 0;
-  for (; i + 16 * U <= n; i += 16 * U) {
-    __m512 v[U];
-#pragma GCC unroll 4
-    for (int u = 0; u < U; ++u)
-      v[u] = _mm512_loadu_ps(x + i + 16 * u);
-    siluVectors<U>(v);
-#pragma GCC unroll 4
-    for (int u = 0; u < U; ++u)
-      _mm512_storeu_ps(x + i + 16 * u, v[u]);
+  if (ld == cols) { // contiguous rows: one range
+    cols *= rows;
+    rows = 1;
   }
-  for (; i < n; i += 16) {
-    const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
-    __m512 v[1] = {_mm512_maskz_loadu_ps(m, x + i)};
-    siluVectors<1>(v);
-    _mm512_mask_storeu_ps(x + i, m, v[0]);
+  for (int64_t r = 0; r < rows; ++r, x += ld) {
+    int64_t i = 0;
+    for (; i + 16 * U <= cols; i += 16 * U) {
+      __m512 v[U];
+#pragma GCC unroll 4
+      for (int u = 0; u < U; ++u)
+        v[u] = _mm512_loadu_ps(x + i + 16 * u);
+      siluVectors<U>(v);
+#pragma GCC unroll 4
+      for (int u = 0; u < U; ++u)
+        _mm512_storeu_ps(x + i + 16 * u, v[u]);
+    }
+    for (; i + 16 <= cols; i += 16) {
+      __m512 v[1] = {_mm512_loadu_ps(x + i)};
+      siluVectors<1>(v);
+      _mm512_storeu_ps(x + i, v[0]);
+    }
+    if (i < cols) {
+      const __mmask16 m = (__mmask16)((1u << (cols - i)) - 1);
+      __m512 v[1] = {_mm512_maskz_loadu_ps(m, x + i)};
+      siluVectors<1>(v);
+      _mm512_mask_storeu_ps(x + i, m, v[0]);
+    }
   }
 }
-#pragma GCC diagnostic pop
 
 } // namespace
 
 void activateRows(const Activation &a, float *x, int64_t rows, int64_t cols, int64_t ld) {
   if (a.kind == ActivationKind::None || rows <= 0 || cols <= 0)
     return;
-  if (a.kind == ActivationKind::Silu && sgemmIsa() == SgemmIsa::Avx512) {
-    if (ld == cols)
-      return siluAvx512(x, rows * cols);
-    for (int64_t r = 0; r < rows; ++r)
-      siluAvx512(x + r * ld, cols);
-    return;
-  }
+  if (a.kind == ActivationKind::Silu && sgemmIsa() == SgemmIsa::Avx512)
+    return siluRowsAvx512(x, rows, cols, ld);
   activateRowsIsa(a, x, rows, cols, ld);
 }
 

@@ -5,6 +5,8 @@
 //===----------------------------------------------------------------------===//
 #include "ChannelsLast.h"
 
+#include "ActivationAvx512.h"
+
 #include "IsaClones.h"
 #include "Parallel.h"
 
@@ -248,67 +250,6 @@ TCC_ISA_BODY void depthwiseColumns(const DepthwiseRow &r, int64_t x, int64_t kxL
   depthwiseLastChannels(r, x, NX, c);
 }
 
-/// Channels [c, c + lanes(V)) of the NX output columns from x, for a filter KW taps wide at
-/// column stride and dilation 1: each input column the NX outputs read is loaded once per
-/// filter row and serves every column and tap that reads it: NX - 1 + KW vector loads for
-/// NX * KW multiply-adds, where depthwiseBlock makes one load for each. Edge: input columns
-/// outside the row (the padding) read as zeros, whose products add nothing.
-template <class V, int NX, int KW, bool Edge>
-TCC_ISA_BODY void depthwiseReuseBlock(const DepthwiseRow &r, int64_t x, int64_t c) {
-  constexpr int NI = NX - 1 + KW; // input columns read
-  const int64_t C = r.C, x0 = x - r.pw;
-  V acc[NX][1] = {};
-  for (int64_t ky = 0; ky < r.kh; ++ky) {
-    const int64_t iy = r.y * r.sh - r.ph + ky * r.dh;
-    if (iy < 0 || iy >= r.ih)
-      continue;
-    // One pointer stepped by C: GCC otherwise keeps each column's offset in a register of
-    // its own, and with 8 columns (up to 21 input columns) spills them.
-    const float *at = r.in + (iy * r.iw + x0) * C + c;
-    V in[NI];
-#pragma GCC unroll 32
-    for (int i = 0; i < NI; ++i) {
-      if (Edge && (x0 + i < 0 || x0 + i >= r.iw))
-        in[i] = V{};
-      else
-        __builtin_memcpy(&in[i], at, sizeof(V));
-      at += C;
-      asm("" : "+r"(at)); // opaque: the next column from this one, not from the first
-    }
-    const float *w = r.w + ky * KW * C + c;
-#pragma GCC unroll 8
-    for (int kx = 0; kx < KW; ++kx) {
-      V b;
-      __builtin_memcpy(&b, w, sizeof(V));
-      w += C;
-      asm("" : "+r"(w));
-#pragma GCC unroll 8
-      for (int p = 0; p < NX; ++p)
-        acc[p][0] += in[p + kx] * b;
-    }
-  }
-  storeDepthwise<V, NX, 1>(r, x, c, acc);
-}
-
-/// Every channel of the NX output columns from x, by depthwiseReuseBlock: AVX-512 only (32
-/// registers: the 8 columns' inputs, sums and a weight vector fit), out of line, one small
-/// function per shape (rather than all of them inlined into the row's loop).
-template <int NX, int KW, bool Edge>
-__attribute__((target("avx512f"), noinline)) void depthwiseReuseColumns(const DepthwiseRow &r,
-                                                                         int64_t x) {
-  using V = IsaVec16;
-  constexpr int L = 16;
-  const int64_t C = r.C;
-  int64_t c = 0;
-  for (; c + L <= C; c += L)
-    depthwiseReuseBlock<V, NX, KW, Edge>(r, x, c);
-  for (; c + 8 <= C; c += 8)
-    depthwiseReuseBlock<IsaVec8, NX, KW, Edge>(r, x, c);
-  for (; c + 4 <= C; c += 4)
-    depthwiseReuseBlock<IsaVec4, NX, KW, Edge>(r, x, c);
-  depthwiseLastChannels(r, x, NX, c);
-}
-
 /// Whether output columns [x, x + n) of row `r` (DepthwiseRow, DenseRow) read only inside the
 /// input row, every tap of each.
 template <class Row> bool columnsInside(const Row &r, int64_t x, int64_t n) {
@@ -316,61 +257,44 @@ template <class Row> bool columnsInside(const Row &r, int64_t x, int64_t n) {
          (x + n - 1) * r.sw - r.pw + (r.kw - 1) * r.dw < r.iw;
 }
 
-/// The NX columns from x by depthwiseReuseColumns, reading the padding as zeros unless they
-/// read only inside the row.
-template <int NX, int KW>
-__attribute__((target("avx512f"))) void depthwiseReuseGroup(const DepthwiseRow &r, int64_t x) {
-  if (columnsInside(r, x, NX))
-    depthwiseReuseColumns<NX, KW, false>(r, x);
-  else
-    depthwiseReuseColumns<NX, KW, true>(r, x);
-}
+/// The square depthwise path's helpers: AVX-512 only, inlined into depthwiseSquareRows.
+#define TCC_AVX512_BODY static inline __attribute__((always_inline, target("avx512f")))
 
-/// A row of a KW-wide filter at column stride 1 by depthwiseReuseColumns: 8 columns at a time
-/// (8 accumulators cover the multiply-add latency of two pipes), then 4, 2 and 1.
-template <int KW>
-__attribute__((target("avx512f"))) void depthwiseReuseRow(const DepthwiseRow &r) {
-  for (int64_t x = 0; x < r.ow;) {
-    const int64_t n = r.ow - x >= 8 ? 8 : r.ow - x >= 4 ? 4 : r.ow - x >= 2 ? 2 : 1;
-    if (n == 8)
-      depthwiseReuseGroup<8, KW>(r, x);
-    else if (n == 4)
-      depthwiseReuseGroup<4, KW>(r, x);
-    else if (n == 2)
-      depthwiseReuseGroup<2, KW>(r, x);
-    else
-      depthwiseReuseGroup<1, KW>(r, x);
-    x += n;
-  }
-}
-
-/// A 3x3 filter's channels [c, c + lanes(V)) for one output row, in registers for the whole
-/// row: its nine weight vectors, the epilogue's, the input rows its filter rows read (null:
-/// outside the image, skipped) and the row's fields the blocks use (copies: stores to the
-/// output cannot change them, so they are not reloaded after each).
-template <class V> struct Depthwise3x3Channels {
-  V w[9];
+/// A KxK filter's channels [c, c + lanes(V)) for one output row, in registers for the whole
+/// row: the epilogue's vectors, a 3x3 filter's nine weight vectors (larger filters' are read
+/// from L1, `w`), the input rows its filter rows read (null: outside the image, skipped) and
+/// the row's fields the blocks use (copies: stores to the output cannot change them, so they
+/// are not reloaded after each).
+template <class V, int K> struct DepthwiseSquareChannels {
+  V w3[K == 3 ? 9 : 1];
+  const float *w; // [tap][C] from channel c
   V bias, lo, hi;
   bool hasBias, clamp;
-  const float *rows[3];
+  Activation activation;
+  bool activateInRegisters; // 16-channel vectors and an activation activateVectors computes
+  const float *rows[K];
   const float *residual; // channel c of the row's first position, or null
   float *out;            // likewise
   int64_t C, iw, pw;
 };
 
-/// The NX output columns from x of a 3x3 filter at column stride S: each filter row's
-/// (NX - 1) S + 3 input vectors are loaded once and serve every column and tap that reads
-/// them. Edge: input columns outside the row (the padding) read as zeros. Then the epilogue
-/// (+ bias, + residual, clamp: epilogueVector's) and the stores.
-template <class V, int NX, int S, bool Edge>
-TCC_ISA_BODY void depthwise3x3Block(const Depthwise3x3Channels<V> &k, int64_t x) {
-  constexpr int NI = (NX - 1) * S + 3; // input columns read
+/// The NX output columns from x of a KxK filter at column stride S: each filter row's
+/// (NX - 1) S + K input vectors are loaded once and serve every column and tap that reads
+/// them (where depthwiseBlock loads one for each multiply-add). Edge: input columns outside
+/// the row (the padding) read as zeros. Then the epilogue (+ bias, + residual, clamp:
+/// epilogueVector's), the activation (16-channel vectors: in registers, where
+/// activatesVectors) and the stores.
+template <class V, int K, int S, int NX, bool Edge>
+TCC_AVX512_BODY void depthwiseSquareBlock(const DepthwiseSquareChannels<V, K> &k, int64_t x) {
+  constexpr int NI = (NX - 1) * S + K; // input columns read
   const int64_t C = k.C, x0 = x * S - k.pw;
   V acc[NX] = {};
-#pragma GCC unroll 3
-  for (int ky = 0; ky < 3; ++ky) {
+#pragma GCC unroll 7
+  for (int ky = 0; ky < K; ++ky) {
     if (!k.rows[ky])
       continue;
+    // One pointer stepped by C: GCC otherwise keeps each column's offset in a register of
+    // its own, and with 8 columns (up to 21 input columns) spills them.
     const float *at = k.rows[ky] + x0 * C;
     V in[NI];
 #pragma GCC unroll 32
@@ -380,17 +304,27 @@ TCC_ISA_BODY void depthwise3x3Block(const Depthwise3x3Channels<V> &k, int64_t x)
       else
         __builtin_memcpy(&in[i], at, sizeof(V));
       at += C;
-      asm("" : "+r"(at)); // as in depthwiseReuseBlock: one pointer, no offsets to spill
+      asm("" : "+r"(at)); // opaque: the next column from this one, not from the first
     }
-#pragma GCC unroll 3
-    for (int kx = 0; kx < 3; ++kx)
+    const float *w = k.w + ky * K * C;
+#pragma GCC unroll 7
+    for (int kx = 0; kx < K; ++kx) {
+      V b;
+      if constexpr (K == 3) {
+        b = k.w3[ky * 3 + kx];
+      } else {
+        __builtin_memcpy(&b, w, sizeof(V));
+        w += C;
+        asm("" : "+r"(w));
+      }
 #pragma GCC unroll 8
       for (int p = 0; p < NX; ++p)
-        acc[p] += in[p * S + kx] * k.w[ky * 3 + kx];
+        acc[p] += in[p * S + kx] * b;
+    }
   }
 #pragma GCC unroll 8
   for (int p = 0; p < NX; ++p) {
-    V y = acc[p];
+    V &y = acc[p];
     if (k.hasBias)
       y += k.bias;
     if (k.residual) {
@@ -402,38 +336,97 @@ TCC_ISA_BODY void depthwise3x3Block(const Depthwise3x3Channels<V> &k, int64_t x)
       y = k.lo > y ? k.lo : y;
       y = k.hi < y ? k.hi : y;
     }
-    __builtin_memcpy(k.out + (x + p) * C, &y, sizeof(V));
+  }
+  if constexpr (sizeof(V) == 64)
+    if (k.activateInRegisters) // the NX vectors' activations interleaved
+      activateVectors<NX>(k.activation, reinterpret_cast<__m512 *>(acc));
+#pragma GCC unroll 8
+  for (int p = 0; p < NX; ++p)
+    __builtin_memcpy(k.out + (x + p) * C, &acc[p], sizeof(V));
+}
+
+/// The NX columns from x by depthwiseSquareBlock, reading the padding as zeros unless they
+/// read only inside the row.
+template <class V, int K, int S, int NX>
+TCC_AVX512_BODY void depthwiseSquareGroup(const DepthwiseRow &r,
+                                       const DepthwiseSquareChannels<V, K> &k, int64_t x) {
+  if (columnsInside(r, x, NX))
+    depthwiseSquareBlock<V, K, S, NX, false>(k, x);
+  else
+    depthwiseSquareBlock<V, K, S, NX, true>(k, x);
+}
+
+/// The widest group of columns: its inputs, sums and a weight vector (a 3x3 filter's nine)
+/// fit in 32 registers.
+constexpr int depthwiseSquareWidest(int K, int S) { return K == 3 && S == 2 ? 6 : 8; }
+
+/// The NX columns from x, NX in [1, Widest].
+template <class V, int K, int S>
+TCC_AVX512_BODY void depthwiseSquareColumns(const DepthwiseRow &r,
+                                         const DepthwiseSquareChannels<V, K> &k, int64_t x,
+                                         int64_t n) {
+  constexpr int Widest = depthwiseSquareWidest(K, S);
+  switch (n) {
+  case 8:
+    if constexpr (Widest >= 8)
+      return depthwiseSquareGroup<V, K, S, 8>(r, k, x);
+    break;
+  case 7:
+    if constexpr (Widest >= 7)
+      return depthwiseSquareGroup<V, K, S, 7>(r, k, x);
+    break;
+  case 6: return depthwiseSquareGroup<V, K, S, 6>(r, k, x);
+  case 5: return depthwiseSquareGroup<V, K, S, 5>(r, k, x);
+  case 4: return depthwiseSquareGroup<V, K, S, 4>(r, k, x);
+  case 3: return depthwiseSquareGroup<V, K, S, 3>(r, k, x);
+  case 2: return depthwiseSquareGroup<V, K, S, 2>(r, k, x);
+  default: return depthwiseSquareGroup<V, K, S, 1>(r, k, x);
   }
 }
 
-/// The NX columns from x by depthwise3x3Block, reading the padding as zeros unless they read
-/// only inside the row.
-template <class V, int NX, int S>
-TCC_ISA_BODY void depthwise3x3Group(const DepthwiseRow &r, const Depthwise3x3Channels<V> &k,
-                                    int64_t x) {
-  if (columnsInside(r, x, NX))
-    depthwise3x3Block<V, NX, S, false>(k, x);
-  else
-    depthwise3x3Block<V, NX, S, true>(k, x);
+/// One output row's columns for channels [c, c + lanes(V)): 16-channel vectors in the fewest
+/// groups of at most the widest, of sizes that differ by at most one (7 columns one group of
+/// 7, 14 two of 7, where 8, 4, 2, 1 would make three and three groups, each with its edge
+/// tests); narrower vectors (a channel tail) the widest, then 4, 2 and 1 columns.
+template <class V, int K, int S>
+TCC_AVX512_BODY void depthwiseSquareRow(const DepthwiseRow &r,
+                                     const DepthwiseSquareChannels<V, K> &k) {
+  constexpr int Widest = depthwiseSquareWidest(K, S);
+  if constexpr (sizeof(V) == 64) {
+    const int64_t groups = (r.ow + Widest - 1) / Widest, base = r.ow / groups;
+    const int64_t wider = r.ow % groups; // the first `wider` groups take base + 1 columns
+    for (int64_t i = 0, x = 0; i < groups; ++i) {
+      const int64_t n = base + (i < wider);
+      depthwiseSquareColumns<V, K, S>(r, k, x, n);
+      x += n;
+    }
+  } else {
+    for (int64_t x = 0; x < r.ow;) {
+      const int64_t left = r.ow - x;
+      const int64_t n = left >= Widest ? Widest : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+      depthwiseSquareColumns<V, K, S>(r, k, x, n);
+      x += n;
+    }
+  }
 }
 
-/// Channels [c, c + lanes(V)) of output rows [y0, y1) of a 3x3 filter at column stride S
-/// (`r` is the image's first row): the weights and the epilogue's vectors loaded once, then
-/// each row's columns WIDE at a time (8 at stride 1, 6 at stride 2: with their inputs and the
-/// nine weights, as many sums as 32 registers hold), then 4, 2 and 1, and the activation on
-/// the row's vectors just stored. Rows in the inner loop: the three input rows a row reads for
-/// these channels (under 11 KiB for 56 columns) stay in L1 for the next two output rows,
-/// where a whole row's channels (32 KiB for 144 channels) would not.
-template <class V, int S>
-TCC_ISA_BODY void depthwise3x3Channels(const DepthwiseRow &r, int64_t c, int64_t y0,
-                                       int64_t y1, const Activation &activation) {
-  constexpr int Wide = S == 1 ? 8 : 6;
+/// Channels [c, c + lanes(V)) of output rows [y0, y1) of a KxK filter at column stride S
+/// (`r` is the image's first row): the weights (3x3) and the epilogue's vectors loaded once,
+/// then each row's columns (depthwiseSquareRow; the activation in registers, or on the row's
+/// vectors just stored). Rows in the inner loop: the K input rows a row reads for these channels (under 11
+/// KiB for 56 columns and K = 3) stay in L1 for the next output rows, where a whole row's
+/// channels (32 KiB for 144 channels) would not.
+template <class V, int K, int S>
+TCC_AVX512_BODY void depthwiseSquareChannels(const DepthwiseRow &r, int64_t c, int64_t y0,
+                                          int64_t y1, const Activation &activation) {
   constexpr int L = sizeof(V) / sizeof(float);
   const int64_t C = r.C;
-  Depthwise3x3Channels<V> k;
+  DepthwiseSquareChannels<V, K> k;
+  if constexpr (K == 3)
 #pragma GCC unroll 9
-  for (int t = 0; t < 9; ++t)
-    __builtin_memcpy(&k.w[t], r.w + t * C + c, sizeof(V));
+    for (int t = 0; t < 9; ++t)
+      __builtin_memcpy(&k.w3[t], r.w + t * C + c, sizeof(V));
+  k.w = r.w + c;
   k.hasBias = r.bias;
   k.bias = V{};
   if (r.bias)
@@ -441,53 +434,39 @@ TCC_ISA_BODY void depthwise3x3Channels(const DepthwiseRow &r, int64_t c, int64_t
   k.clamp = r.clamp;
   k.lo = r.lo - V{};
   k.hi = r.hi - V{};
+  k.activation = activation;
+  k.activateInRegisters = L == 16 && activatesVectors(activation);
   k.C = C;
   k.iw = r.iw;
   k.pw = r.pw;
   for (int64_t y = y0; y < y1; ++y) {
-    for (int ky = 0; ky < 3; ++ky) {
+    for (int ky = 0; ky < K; ++ky) {
       const int64_t iy = y * r.sh - r.ph + ky * r.dh;
       k.rows[ky] = iy >= 0 && iy < r.ih ? r.in + iy * r.iw * C + c : nullptr;
     }
     k.residual = r.residual ? r.residual + y * r.ow * C + c : nullptr;
     k.out = r.out + y * r.ow * C + c;
-    for (int64_t x = 0; x < r.ow;) {
-      const int64_t left = r.ow - x;
-      if (left >= Wide) {
-        depthwise3x3Group<V, Wide, S>(r, k, x);
-        x += Wide;
-      } else if (left >= 4) {
-        depthwise3x3Group<V, 4, S>(r, k, x);
-        x += 4;
-      } else if (left >= 2) {
-        depthwise3x3Group<V, 2, S>(r, k, x);
-        x += 2;
-      } else {
-        depthwise3x3Group<V, 1, S>(r, k, x);
-        x += 1;
-      }
-    }
-    activateRows(activation, k.out, r.ow, L, C);
+    depthwiseSquareRow<V, K, S>(r, k);
+    if (!k.activateInRegisters)
+      activateRows(activation, k.out, r.ow, L, C);
   }
 }
 
-/// Output rows [y0, y1) of one image (`r`: its first row) of a 3x3 filter at column stride S
-/// (1 or 2; any row stride and dilation), channels [c0, c1) (c0 a multiple of 16) a vector at
-/// a time: 16 (AVX-512: the nine weights, a group's inputs and its sums fit in 32 registers),
-/// then 8 and 4, the rest one by one (only in the last channels: c1 == C). Where depthwiseBlock loads an input vector for each
-/// multiply-add and the weights for each block, this loads each input once per filter row a
-/// group reads it, and the weights once.
-template <int S>
+/// Output rows [y0, y1) of one image (`r`: its first row) of a KxK filter at column stride S
+/// (any row stride and dilation), channels [c0, c1) (c0 a multiple of 16) a vector at a time:
+/// 16 (AVX-512: 32 registers hold a group's inputs, sums and weights), then 8 and 4, the rest
+/// one by one (only in the last channels: c1 == C).
+template <int K, int S>
 __attribute__((target("avx512f"), noinline)) void
-depthwise3x3Rows(const DepthwiseRow &r, int64_t c0, int64_t c1, int64_t y0, int64_t y1,
-                 const Activation &activation) {
+depthwiseSquareRows(const DepthwiseRow &r, int64_t c0, int64_t c1, int64_t y0, int64_t y1,
+                    const Activation &activation) {
   int64_t c = c0;
   for (; c + 16 <= c1; c += 16)
-    depthwise3x3Channels<IsaVec16, S>(r, c, y0, y1, activation);
+    depthwiseSquareChannels<IsaVec16, K, S>(r, c, y0, y1, activation);
   for (; c + 8 <= c1; c += 8)
-    depthwise3x3Channels<IsaVec8, S>(r, c, y0, y1, activation);
+    depthwiseSquareChannels<IsaVec8, K, S>(r, c, y0, y1, activation);
   for (; c + 4 <= c1; c += 4)
-    depthwise3x3Channels<IsaVec4, S>(r, c, y0, y1, activation);
+    depthwiseSquareChannels<IsaVec4, K, S>(r, c, y0, y1, activation);
   if (c == c1)
     return;
   for (int64_t y = y0; y < y1; ++y) {
@@ -498,6 +477,23 @@ depthwise3x3Rows(const DepthwiseRow &r, int64_t c0, int64_t c1, int64_t y0, int6
     depthwiseLastChannels(row, 0, r.ow, c); // c1 == C: the channels past the last vector
     activateRows(activation, row.out + c, r.ow, c1 - c, r.C);
   }
+}
+
+/// depthwiseSquareRows for the filter and stride, or null where there is none: AVX-512,
+/// square 3x3, 5x5 and 7x7 filters, column stride 1 or 2 (7x7: 1), no column dilation.
+using DepthwiseSquareRowsFn = void (*)(const DepthwiseRow &, int64_t, int64_t, int64_t,
+                                       int64_t, const Activation &);
+DepthwiseSquareRowsFn depthwiseSquareRowsFor(const ConvGeometry &g) {
+  if (sgemmIsa() != SgemmIsa::Avx512 || g.kernel[0] != g.kernel[1] || g.dilations[1] != 1)
+    return nullptr;
+  const int64_t k = g.kernel[1], s = g.strides[1];
+  if (k == 3 && (s == 1 || s == 2))
+    return s == 1 ? depthwiseSquareRows<3, 1> : depthwiseSquareRows<3, 2>;
+  if (k == 5 && (s == 1 || s == 2))
+    return s == 1 ? depthwiseSquareRows<5, 1> : depthwiseSquareRows<5, 2>;
+  if (k == 7 && s == 1)
+    return depthwiseSquareRows<7, 1>;
+  return nullptr;
 }
 
 /// One output row's columns of a channels-last convolution row `r` (DepthwiseRow, DenseRow):
@@ -528,16 +524,6 @@ TCC_ISA_BODY void forEachColumnRun(const Row &r, int64_t wide, int64_t narrow, c
 }
 
 template <class V> TCC_ISA_BODY void depthwiseRowBody(const DepthwiseRow &r) {
-  // AVX-512, 5x5 and 7x7 filters at stride 1: each input vector loaded once per filter row.
-  // Measured on a Zen 5 in EfficientNet-B0 (1 thread): its 5x5 stride-1 layers 16-25% faster.
-  // Not taken for 3x3 (from 6% faster on 112x112 maps to 13% slower on 14x14: three taps
-  // reuse a load too little to pay for the edge groups) nor at stride 2 (no faster).
-  if constexpr (sizeof(V) == 64) {
-    if (r.dw == 1 && r.sw == 1 && r.kw == 5)
-      return depthwiseReuseRow<5>(r);
-    if (r.dw == 1 && r.sw == 1 && r.kw == 7)
-      return depthwiseReuseRow<7>(r);
-  }
   // Columns whose taps are all inside the row go 4 (else 2) at a time: each weight vector
   // loaded serves several columns, and there are more accumulators in flight.
   forEachColumnRun(r, 4, 2, [&](int64_t x, int64_t n, int64_t kxLo, int64_t kxHi) TCC_ISA_LAMBDA {
@@ -567,8 +553,7 @@ void depthwise(const ConvGeometry &g, const float *input, const float *weight, f
       for (int64_t t = 0; t < taps; ++t)
         w[t * C + c] = weight[c * taps + t];
   }
-  if (sgemmIsa() == SgemmIsa::Avx512 && kh == 3 && kw == 3 && g.dilations[1] == 1 &&
-      (g.strides[1] == 1 || g.strides[1] == 2)) {
+  if (const DepthwiseSquareRowsFn rows = depthwiseSquareRowsFor(g)) {
     // Items: (image, 16 channels, band of rows); one band an image unless threads need more.
     const int64_t slices = (C + 15) / 16;
     const int64_t bands =
@@ -592,10 +577,7 @@ void depthwise(const ConvGeometry &g, const float *input, const float *weight, f
                        g.dilations[0], g.dilations[1], g.padLow[0], g.padLow[1]};
         const int64_t c0 = 16 * slice, c1 = std::min(C, c0 + 16);
         const int64_t y0 = oh * band / bands, y1 = oh * (band + 1) / bands;
-        if (g.strides[1] == 1)
-          depthwise3x3Rows<1>(r, c0, c1, y0, y1, activation);
-        else
-          depthwise3x3Rows<2>(r, c0, c1, y0, y1, activation);
+        rows(r, c0, c1, y0, y1, activation);
       }
     });
     return;

@@ -1,9 +1,11 @@
 //===- LibraryTest.cpp - gemm, conv, topk and copy steps against naive loops ===//
+#include "ChannelsLast.h"
 #include "CpuLibrary.h"
 #include "DType.h"
 #include "TestUtil.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <numeric>
 
@@ -569,8 +571,8 @@ TEST(RuntimeConv, EpiloguesOnEveryPath) {
 TEST(RuntimeConv, ChannelsLast) {
   // [N, S..., C] input and output: 1x1 (one GEMM with the positions as rows; batch 2, 7x7
   // maps with more channels than a panel), depthwise (strides 1 and 2, pads, dilation, 5x5,
-  // batch 2; channels in vectors of 16, 8 and 4 and alone; 1, 2 and 4 columns at once; long
-  // interior runs, 5x5 and stride 2 among them; 5x5 and 7x7 at stride 1), dense with at most
+  // batch 2; channels in vectors of 16, 8 and 4 and alone; groups of 1 to 8 columns at once;
+  // long interior runs, 5x5 and stride 2 among them; 7x7; rows of 1 and 2), dense with at most
   // kDenseDirectMaxReduction values per output (direct) and the rest through channels-first
   // copies (Winograd, groups, 1-D, transposed); each with and without an epilogue, one and two
   // threads, weights constant or inputs.
@@ -592,11 +594,14 @@ TEST(RuntimeConv, ChannelsLast) {
       {{1, 20, 4, 30}, {20, 1, 3, 3}, {1, 2}, {1, 1}, {1, 1}, {1, 1}, 20},     // s2, 16 + 4 ch
       {{1, 13, 3, 26}, {13, 1, 5, 5}, {1, 1}, {2, 2}, {2, 2}, {1, 1}, 13},     // 8 + 4 + 1 ch
       {{2, 64, 5, 21}, {64, 1, 5, 5}, {2, 2}, {2, 2}, {2, 2}, {1, 1}, 64},     // 5x5 s2
-      // 5x5 and 7x7 at stride 1 (each input vector loaded once per filter row): 8, 4, 2
-      // and 1 columns at once, groups reaching into the padding, asymmetric pads.
+      // 5x5 and 7x7 (each input vector loaded once per filter row): groups of 8 columns and
+      // fewer, reaching into the padding, asymmetric pads.
       {{1, 31, 5, 15}, {31, 1, 7, 7}, {1, 1}, {3, 3}, {3, 3}, {1, 1}, 31},     // 16+8+4+3 ch
       {{1, 24, 4, 7}, {24, 1, 5, 5}, {1, 1}, {2, 2}, {2, 2}, {1, 1}, 24},      // 7 columns
       {{1, 16, 6, 20}, {16, 1, 5, 5}, {1, 1}, {0, 1}, {0, 3}, {1, 1}, 16},     // pads 1 / 3
+      // Rows of 1 and 2 columns (every square filter's group sizes from 1 to 8 are above).
+      {{1, 32, 3, 2}, {32, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 32},      // 2 columns
+      {{1, 16, 2, 1}, {16, 1, 5, 5}, {1, 1}, {2, 2}, {2, 2}, {1, 1}, 16},      // 1 column
       // Dense with small filters, direct: output channels in blocks of 64, 32 and 16 (and a
       // tail), 24, 4 and 1 columns at once, strides, dilation, negative pads, batch 2.
       {{1, 3, 11, 10}, {5, 3, 3, 2}, {2, 3}, {1, 0}, {2, 1}, {2, 1}, 1},       // 5 channels
@@ -627,6 +632,60 @@ TEST(RuntimeConv, ChannelsLast) {
                 /*channelsLast=*/true);
       seed += 5;
     }
+}
+
+TEST(RuntimeConv, ChannelsLastActivationInRegistersIsActivateRows) {
+  // The square depthwise path (AVX-512) applies SiLU and hard swish to its sums in registers:
+  // bit for bit the convolution with its bias alone followed by activateRows (which the Sgemm
+  // tests hold to the generated kernels' definitions). 3x3 (weights in registers), 5x5 at
+  // stride 2 and 7x7; 48 channels (three vectors of 16) and 40 (16 + 16 + 8: the last vector
+  // through activateRows); rows of 9, 14 and 5 columns.
+  struct Case {
+    Shape x, w;
+    int64_t stride, pad;
+  };
+  const std::vector<Case> cases = {{{1, 48, 6, 9}, {48, 1, 3, 3}, 1, 1},
+                                   {{2, 40, 5, 14}, {40, 1, 3, 3}, 1, 1},
+                                   {{1, 48, 7, 10}, {48, 1, 5, 5}, 2, 2},
+                                   {{1, 40, 4, 5}, {40, 1, 7, 7}, 1, 3}};
+  unsigned seed = 70;
+  for (const Case &c : cases) {
+    const int64_t C = c.x[1], k = c.w[2];
+    const int64_t oh = (c.x[2] + 2 * c.pad - k) / c.stride + 1;
+    const int64_t ow = (c.x[3] + 2 * c.pad - k) / c.stride + 1;
+    auto g = tcc::rt::makeConvGeometry(c.x, c.w, {c.x[0], C, oh, ow}, {c.stride, c.stride},
+                                       {c.pad, c.pad}, {c.pad, c.pad}, {1, 1}, C);
+    g.channelsLast = true;
+    auto x = randomFloats(numElements(c.x), seed), w = randomFloats(numElements(c.w), seed + 1);
+    auto bias = randomFloats(C, seed + 2);
+    for (float &v : x)
+      v *= 8.0f; // sums well past SiLU's and hard swish's bends
+    for (tcc::rt::ActivationKind kind :
+         {tcc::rt::ActivationKind::Silu, tcc::rt::ActivationKind::HardSwish}) {
+      SCOPED_TRACE("case " + std::to_string(&c - cases.data()) + ", activation " +
+                   std::to_string((int)kind));
+      tcc::rt::ConvEpilogue fused;
+      fused.bias = bias.data();
+      fused.activation.kind = kind;
+      fused.activation.alpha = 1.0f / 6;
+      fused.activation.beta = 0.5f;
+      tcc::rt::ConvEpilogue biasOnly;
+      biasOnly.bias = bias.data();
+      const size_t n = (size_t)(c.x[0] * oh * ow * C);
+      std::vector<float> got(n), want(n);
+      tcc::rt::runConvChannelsLast(g, x.data(), w.data(), got.data(), nullptr, 1, nullptr, false,
+                                   &fused);
+      tcc::rt::runConvChannelsLast(g, x.data(), w.data(), want.data(), nullptr, 1, nullptr,
+                                   false, &biasOnly);
+      tcc::rt::activateRows(fused.activation, want.data(), (int64_t)n / C, C, C);
+      size_t bad = 0;
+      for (size_t i = 0; i < n; ++i)
+        if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0 && ++bad <= 3)
+          ADD_FAILURE() << "element " << i << ": " << got[i] << " vs " << want[i];
+      EXPECT_EQ(bad, 0u);
+    }
+    seed += 5;
+  }
 }
 
 TEST(RuntimeConv, EpilogueResidualMayBeTheOutput) {
