@@ -554,10 +554,14 @@ void depthwise(const ConvGeometry &g, const float *input, const float *weight, f
         w[t * C + c] = weight[c * taps + t];
   }
   if (const DepthwiseSquareRowsFn rows = depthwiseSquareRowsFor(g)) {
-    // Items: (image, 16 channels, band of rows); one band an image unless threads need more.
+    // Items: (image, 16 channels, band of rows): on one thread whole images; on more, bands
+    // enough for 8 items a thread, which parallelFor's contiguous chunks share out evenly
+    // (9 slices of 144 channels alone would split 5 / 4 over two threads).
     const int64_t slices = (C + 15) / 16;
     const int64_t bands =
-        std::clamp<int64_t>((4 * numThreads + g.batch * slices - 1) / (g.batch * slices), 1, oh);
+        numThreads > 1 ? std::clamp<int64_t>((8 * numThreads + g.batch * slices - 1) /
+                                                 (g.batch * slices), 1, oh)
+                       : 1;
     const Activation activation = epilogue ? epilogue->activation : Activation{};
     parallelFor(numThreads, g.batch * slices * bands, oh * ow * taps * 16 / bands,
                 [&](int64_t begin, int64_t end) {
