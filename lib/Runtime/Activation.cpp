@@ -1,6 +1,6 @@
 //===- Activation.cpp - The activations libtccrt applies in GEMM and convolution tiles ===//
 #include "Activation.h"
-#include "ActivationAvx512.h"
+#include "CpuMathAvx512.h"
 #include "CpuMath.h"
 #include "IsaClones.h"
 

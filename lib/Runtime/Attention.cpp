@@ -2,6 +2,7 @@
 #include "Attention.h"
 
 #include "CpuMath.h"
+#include "CpuMathAvx512.h"
 #include "DType.h"
 #include "IsaClones.h"
 #include "Parallel.h"
@@ -112,6 +113,42 @@ template <int L, bool Nonpositive> TCC_ISA_BODY float expRow(float *s, int64_t c
   return foldLanes<kLanes>(lanes, [](float x, float y) { return x + y; });
 }
 
+/// expRow<16, true> on AVX-512 (expNonpositiveVectors, four vectors a step): the same
+/// exponentials and the same sums (each 16 scores added to the 16 partial sums in turn, the
+/// row's last ones padded with -inf, the lanes folded in halves); out of line, a call a row.
+/// Whisper's encoder (1500
+/// keys): its softmax blocks went from 6% of the model to 4% on a Zen 5.
+[[gnu::target("avx512f")]] float expRowAvx512(float *s, int64_t cols, float shift) {
+  constexpr int U = 4;
+  const __m512 by = _mm512_set1_ps(shift);
+  __m512 lanes = _mm512_setzero_ps();
+  int64_t j = 0;
+  for (; j + 16 * U <= cols; j += 16 * U) {
+    __m512 x[U];
+#pragma GCC unroll 4
+    for (int u = 0; u < U; ++u)
+      x[u] = _mm512_sub_ps(_mm512_loadu_ps(s + j + 16 * u), by);
+    expNonpositiveVectors<U>(x);
+#pragma GCC unroll 4
+    for (int u = 0; u < U; ++u) {
+      _mm512_storeu_ps(s + j + 16 * u, x[u]);
+      lanes = _mm512_add_ps(lanes, x[u]);
+    }
+  }
+  for (; j < cols; j += 16) {
+    const __mmask16 m =
+        cols - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (cols - j)) - 1);
+    const __m512 padded = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+    __m512 x[1] = {_mm512_sub_ps(_mm512_mask_loadu_ps(padded, m, s + j), by)};
+    expNonpositiveVectors<1>(x);
+    _mm512_mask_storeu_ps(s + j, m, x[0]);
+    lanes = _mm512_add_ps(lanes, x[0]);
+  }
+  float sums[kLanes];
+  _mm512_storeu_ps(sums, lanes);
+  return foldLanes<kLanes>(sums, [](float x, float y) { return x + y; });
+}
+
 template <class V> TCC_ISA_BODY void softmaxBlockBody(const ScoreBlock *bp) {
   constexpr int L = sizeof(V) / sizeof(float); // the ISA's register (TCC_ISA_CLONES_VECTOR)
   using cpumath::tcc_expf;
@@ -146,7 +183,11 @@ template <class V> TCC_ISA_BODY void softmaxBlockBody(const ScoreBlock *bp) {
       // The reference softmax shifts by the maximum only when it is finite.
       const bool finite = std::isfinite(mx);
       const float shift = finite ? mx : 0.0f;
-      sums[i] = finite ? expRow<L, true>(s, b.cols, shift) : expRow<L, false>(s, b.cols, shift);
+      if constexpr (L == 16)
+        sums[i] = finite ? expRowAvx512(s, b.cols, shift) : expRow<L, false>(s, b.cols, shift);
+      else
+        sums[i] =
+            finite ? expRow<L, true>(s, b.cols, shift) : expRow<L, false>(s, b.cols, shift);
       arg[i] = b.m[r] - shift;
       b.m[r] = mx;
     }

@@ -5,7 +5,7 @@
 //===----------------------------------------------------------------------===//
 #include "ChannelsLast.h"
 
-#include "ActivationAvx512.h"
+#include "CpuMathAvx512.h"
 
 #include "IsaClones.h"
 #include "Parallel.h"

@@ -1,10 +1,11 @@
-//===- ActivationAvx512.h - The activations on AVX-512 registers -----------===//
+//===- CpuMathAvx512.h - CpuMath.h's functions on AVX-512 registers --------===//
 //
-// Activation.h's SiLU and hard swish on __m512 vectors, bit for bit what activateRows computes
-// on every ISA (the generated kernels' definitions), for loops that apply them to sums still
-// in registers (channels-last depthwise convolutions) and for activateRows's own AVX-512 SiLU.
-// Callers are compiled for AVX-512F (target attribute) and run only where sgemmIsa() is
-// Avx512.
+// exp of non-positive arguments, SiLU and hard swish on __m512 vectors, bit for bit what the
+// portable code computes on every ISA (CpuMathF32.inc's tcc_exp_nonpositive and tcc_sigmoidf,
+// Activation.h's definitions), in fewer instructions than GCC makes of the portable code: for
+// loops that apply them to values in registers (attention's softmax, channels-last depthwise
+// sums) and for activateRows's own AVX-512 SiLU. Callers are compiled for AVX-512F (target
+// attribute) and run only where sgemmIsa() is Avx512.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -22,24 +23,19 @@ namespace tcc::rt {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-/// SiLU on U AVX-512 vectors, bit for bit x * tcc_sigmoidf(x) (CpuMathF32.inc's reduction,
-/// polynomial and quotient; every one of the 2^32 inputs compared when this was written,
-/// Sgemm.SiluIsXTimesTccSigmoidBitForBit samples them), in fewer instructions than GCC makes
-/// of the portable code: the clamp at tcc_exp_lowest one maxps (which keeps a NaN second
-/// operand), 2^k applied by vscalefps (one rounding, as the portable code's exact scaling and
-/// rounding multiply), the numerator's select a masked move; and U vectors a step, stage by
-/// stage, so that their dependency chains overlap. Measured on a Zen 5: 12.5 -> 8 cycles per
-/// 16 values (U = 4).
+/// e^x in place on U vectors of x <= 0 (or NaN), bit for bit tcc_exp_nonpositive: the same
+/// clamp at tcc_exp_lowest (one maxps, which keeps a NaN second operand), reduction and
+/// polynomial, and 2^k applied by vscalefps (one rounding, as the portable code's exact scaling
+/// and rounding multiply); U vectors a step, stage by stage, so that their dependency chains
+/// overlap.
 template <int U>
-[[gnu::target("avx512f"), gnu::always_inline]] inline void siluVectors(__m512 *v) {
+[[gnu::target("avx512f"), gnu::always_inline]] inline void expNonpositiveVectors(__m512 *x) {
   using namespace cpumath;
-  const __m512i sign = _mm512_set1_epi32(INT32_MIN);
-  const __m512 one = _mm512_set1_ps(1.0f), round = _mm512_set1_ps(tcc_exp_round);
-  __m512 c[U], kf[U], r[U], p[U], e[U];
+  const __m512 round = _mm512_set1_ps(tcc_exp_round);
+  __m512 c[U], kf[U], r[U], p[U];
 #pragma GCC unroll 8
-  for (int u = 0; u < U; ++u) // -|x|, clamped
-    c[u] = _mm512_max_ps(_mm512_set1_ps(tcc_exp_lowest),
-                         _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v[u]), sign)));
+  for (int u = 0; u < U; ++u)
+    c[u] = _mm512_max_ps(_mm512_set1_ps(tcc_exp_lowest), x[u]);
 #pragma GCC unroll 8
   for (int u = 0; u < U; ++u)
     kf[u] = _mm512_sub_ps(_mm512_fmadd_ps(c[u], _mm512_set1_ps(tcc_exp_log2e), round), round);
@@ -60,9 +56,25 @@ template <int U>
   for (int u = 0; u < U; ++u)
     p[u] = _mm512_fmadd_ps(p[u], r[u], _mm512_set1_ps(tcc_exp_p0));
 #pragma GCC unroll 8
-  for (int u = 0; u < U; ++u) // e^-|x| = 2^k (1 + r + r^2 P(r))
-    e[u] = _mm512_scalef_ps(
-        _mm512_add_ps(one, _mm512_fmadd_ps(_mm512_mul_ps(r[u], r[u]), p[u], r[u])), kf[u]);
+  for (int u = 0; u < U; ++u) // 2^k (1 + r + r^2 P(r))
+    x[u] = _mm512_scalef_ps(_mm512_add_ps(_mm512_set1_ps(1.0f),
+                                          _mm512_fmadd_ps(_mm512_mul_ps(r[u], r[u]), p[u], r[u])),
+                            kf[u]);
+}
+
+/// SiLU on U vectors: x * tcc_sigmoidf(x), bit for bit (every one of the 2^32 inputs compared
+/// when this was written; Sgemm.SiluIsXTimesTccSigmoidBitForBit samples them): e^-|x| by
+/// expNonpositiveVectors, the numerator's select a masked move. Measured on a Zen 5: 12.5 -> 8
+/// cycles per 16 values (U = 4) against GCC's code for the portable definition.
+template <int U>
+[[gnu::target("avx512f"), gnu::always_inline]] inline void siluVectors(__m512 *v) {
+  const __m512i sign = _mm512_set1_epi32(INT32_MIN);
+  const __m512 one = _mm512_set1_ps(1.0f);
+  __m512 e[U];
+#pragma GCC unroll 8
+  for (int u = 0; u < U; ++u) // -|x|
+    e[u] = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v[u]), sign));
+  expNonpositiveVectors<U>(e);
 #pragma GCC unroll 8
   for (int u = 0; u < U; ++u) {
     const __mmask16 negative = _mm512_cmp_ps_mask(v[u], _mm512_setzero_ps(), _CMP_LT_OQ);
