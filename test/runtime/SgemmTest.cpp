@@ -353,6 +353,68 @@ TEST(Sgemm, SiluIsXTimesTccSigmoidBitForBit) {
   EXPECT_EQ(bad, 0u);
 }
 
+TEST(Sgemm, GelusAreTheirDefinitionsBitForBit) {
+  skipUnlessForcedFamilyRuns();
+  // GELU (erf) and GELU (tanh) as activateRows applies them on every ISA's path (AVX-512's
+  // written with its own instructions), against the f32 definitions op for op with the
+  // generated kernels' tcc_erff and tcc_tanhf, each product and sum rounded alone: about 4
+  // million inputs spread over every bit pattern, a fine grid over [-12, 12] (both branches
+  // of erf and tanh, their clamps), signed zeros, infinities. Rows of 1021, 1024 apart.
+  std::vector<float> values;
+  for (uint64_t bits = 0; bits < (1ull << 32); bits += 1021)
+    values.push_back(tcc::rt::cpumath::tcc_f32_from_bits((uint32_t)bits));
+  for (int i = -12000; i <= 12000; i += 3)
+    values.push_back((float)i / 1000);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float v : {0.0f, -0.0f, inf, -inf})
+    values.push_back(v);
+  const int64_t cols = 1021, ld = 1024;
+  while (values.size() % cols)
+    values.push_back(-1.0f);
+  const int64_t rows = (int64_t)values.size() / cols;
+  for (ActivationKind kind : {ActivationKind::GeluErf, ActivationKind::GeluTanh}) {
+    SCOPED_TRACE(kind == ActivationKind::GeluErf ? "erf" : "tanh");
+    std::vector<float> x((size_t)(rows * ld), -7.0f);
+    for (int64_t i = 0; i < rows; ++i)
+      std::copy_n(values.begin() + i * cols, cols, x.begin() + i * ld);
+    Activation a;
+    a.kind = kind;
+    activateRows(a, x.data(), rows, cols, ld);
+    size_t bad = 0;
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < ld; ++j) {
+        const float got = x[(size_t)(i * ld + j)];
+        if (j >= cols) {
+          bad += got != -7.0f;
+          continue;
+        }
+        const float v = values[(size_t)(i * cols + j)];
+        volatile float step; // each operation rounded alone
+        float want;
+        if (kind == ActivationKind::GeluErf) {
+          step = v / 1.41421356f;
+          step = tcc::rt::cpumath::tcc_erff(step) + 1.0f;
+          step = v * step;
+          want = step * 0.5f;
+        } else {
+          step = v * v;
+          step = step * v;
+          step = 0.044715f * step;
+          step = v + step;
+          step = 0.797884561f * step;
+          step = tcc::rt::cpumath::tcc_tanhf(step) + 1.0f;
+          volatile float halfV = 0.5f * v;
+          want = halfV * step;
+        }
+        const bool same =
+            std::isnan(want) ? std::isnan(got) : std::memcmp(&got, &want, sizeof(float)) == 0;
+        if (!same && ++bad <= 5)
+          ADD_FAILURE() << "x " << std::hexfloat << v << " gave " << got << ", expected " << want;
+      }
+    EXPECT_EQ(bad, 0u);
+  }
+}
+
 /// e^x by CpuMathAvx512.h's expNonpositiveVectors (four vectors at a time), in place.
 [[gnu::target("avx512f")]] void expNonpositiveAvx512(float *x, size_t n) {
   for (size_t i = 0; i + 64 <= n; i += 64) {
