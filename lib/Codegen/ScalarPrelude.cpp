@@ -291,6 +291,37 @@ TCC_FN uint32_t tcc_bits_f32(float f) { uint32_t u; __builtin_memcpy(&u, &f, 4);
 TCC_FN float tcc_f32_from_bits(uint32_t u) { float f; __builtin_memcpy(&f, &u, 4); return f; }
 TCC_FN uint64_t tcc_bits_f64(double d) { uint64_t u; __builtin_memcpy(&u, &d, 8); return u; }
 TCC_FN double tcc_f64_from_bits(uint64_t u) { double d; __builtin_memcpy(&d, &u, 8); return d; }
+
+// ---- transposing loops' tiles (CpuEmitter's emitTransposeTiles) ----
+// GCC's vector extensions: one AVX-512 register, or the widest the target has.
+typedef float tcc_v16f __attribute__((vector_size(64)));
+typedef int32_t tcc_v16i __attribute__((vector_size(64)));
+// Rows r and r + B (r without bit B) exchange the halves that swap bit B of the row index with
+// bit B of the column index.
+TCC_FN void tcc_transpose16_stage(tcc_v16f *v, int B, const tcc_v16i &lo, const tcc_v16i &hi) {
+  for (int r = 0; r < 16; ++r)
+    if (!(r & B)) {
+      const tcc_v16f a = v[r], b = v[r | B];
+      v[r] = __builtin_shuffle(a, b, lo);
+      v[r | B] = __builtin_shuffle(a, b, hi);
+    }
+}
+// out[c * ldo + r] = in[16 r + c] for r, c in [0, 16): four stages of two-source shuffles.
+TCC_FN void tcc_transpose16(const float *in, float *out, int64_t ldo) {
+  tcc_v16f v[16];
+  for (int i = 0; i < 16; ++i)
+    __builtin_memcpy(&v[i], in + 16 * i, 64);
+  tcc_transpose16_stage(v, 1, (tcc_v16i){0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30},
+                        (tcc_v16i){1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31});
+  tcc_transpose16_stage(v, 2, (tcc_v16i){0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29},
+                        (tcc_v16i){2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31});
+  tcc_transpose16_stage(v, 4, (tcc_v16i){0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27},
+                        (tcc_v16i){4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31});
+  tcc_transpose16_stage(v, 8, (tcc_v16i){0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23},
+                        (tcc_v16i){8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31});
+  for (int i = 0; i < 16; ++i)
+    __builtin_memcpy(out + i * ldo, &v[i], 64);
+}
 )cpp";
 
 static const char *const kCudaPrelude = R"cpp(#ifndef TCC_CUDA_PRELUDE

@@ -905,6 +905,76 @@ func.func @sum(%x: memref<256x512xi32>, %y: memref<1xi32>) attributes {tk.kernel
                          k::reduce(k::ReduceKind::Sum, s, {0, 1}).reshaped({1})));
 }
 
+TEST(CodegenTest, TransposesRunInTiles) {
+  // Loops that transpose run in 16 x 16 tiles of the two dims (CpuEmitter's
+  // emitTransposeTiles): channels-last [1, 37, 45, 40] to channels-first with a bias and ReLU
+  // (f32: whole tiles through a buffer and tcc_transpose16, partial ones at both ends element
+  // by element), a [64, 48] i32 transpose (no buffer: i32 is stored element by element in the
+  // tiles), and one with two f32 outputs (no buffer either). Against the interpreter's
+  // transpose, on 1 to 3 threads.
+  const char *text = R"mlir(
+func.func @to_first(%b: memref<40xf32>, %x: memref<1x37x45x40xf32>, %y: memref<1x40x37x45xf32>) attributes {tk.kernel} {
+  %c0 = tk.constant 0 : index
+  %z = tk.constant 0.0 : f32
+  tk.parallel [1, 40, 37, 45] {
+  ^bb0(%n: index, %c: index, %h: index, %w: index):
+    %v = tk.load %x[%n, %h, %w, %c] : memref<1x37x45x40xf32>
+    %bb = tk.load %b[%c] : memref<40xf32>
+    %s = tk.binary add %v, %bb : f32
+    %r = tk.binary max %s, %z : f32
+    tk.store %r, %y[%c0, %c, %h, %w] : memref<1x40x37x45xf32>
+  }
+  return
+}
+func.func @ints(%x: memref<64x48xi32>, %y: memref<48x64xi32>) attributes {tk.kernel} {
+  tk.parallel [48, 64] {
+  ^bb0(%i: index, %j: index):
+    %v = tk.load %x[%j, %i] : memref<64x48xi32>
+    tk.store %v, %y[%i, %j] : memref<48x64xi32>
+  }
+  return
+}
+func.func @two(%x: memref<32x48xf32>, %y: memref<48x32xf32>, %z: memref<48x32xf32>) attributes {tk.kernel} {
+  tk.parallel [48, 32] {
+  ^bb0(%i: index, %j: index):
+    %v = tk.load %x[%j, %i] : memref<32x48xf32>
+    %d = tk.binary add %v, %v : f32
+    tk.store %v, %y[%i, %j] : memref<48x32xf32>
+    tk.store %d, %z[%i, %j] : memref<48x32xf32>
+  }
+  return
+}
+)mlir";
+  std::vector<cg::KernelSource> sources = emitAll(text, 1);
+  ASSERT_EQ(sources.size(), 1u);
+  const std::string &src = sources[0].source;
+  const size_t call = src.find("tcc_transpose16(tile");
+  EXPECT_NE(call, std::string::npos) << src;
+  EXPECT_EQ(call, src.rfind("tcc_transpose16(tile")) << "only to_first takes the buffer";
+  auto lib = compileAndLoad(text, 1);
+  std::mt19937_64 rng(11);
+  Tensor b = randomTensor(DType::F32, {40}, rng, Values::General);
+  Tensor x = randomTensor(DType::F32, {1, 37, 45, 40}, rng, Values::General);
+  Tensor sum = k::binary(k::BinaryKind::Add, x, k::broadcastInDim(b, {1, 37, 45, 40}, {3}));
+  Tensor relu = k::binary(k::BinaryKind::Max, sum,
+                          k::broadcastInDim(Tensor::scalar(0.0f), {1, 37, 45, 40}, {}));
+  Tensor want = k::transpose(relu, {0, 3, 1, 2});
+  Tensor xi = randomTensor(DType::I32, {64, 48}, rng, Values::General);
+  Tensor xf = randomTensor(DType::F32, {32, 48}, rng, Values::General);
+  for (int threads : {1, 2, 3}) {
+    EXPECT_TRUE(sameTensor(run(lib->get("to_first"), {b, x}, DType::F32, {1, 40, 37, 45}, threads),
+                           want));
+    EXPECT_TRUE(sameTensor(run(lib->get("ints"), {xi}, DType::I32, {48, 64}, threads),
+                           k::transpose(xi, {1, 0})));
+    Tensor y(DType::F32, {48, 32}), z(DType::F32, {48, 32});
+    std::vector<void *> args = {xf.raw(), y.raw(), z.raw()};
+    lib->get("two")(args.data(), threads);
+    Tensor t = k::transpose(xf, {1, 0});
+    EXPECT_TRUE(sameTensor(y, t));
+    EXPECT_TRUE(sameTensor(z, k::binary(k::BinaryKind::Add, t, t)));
+  }
+}
+
 TEST(CodegenTest, ApplyForAndCarriedValues) {
   // tk.apply with floordiv/mod/ceildiv on negative values; tk.for with a running sum and a
   // swap of two carried values (yields that read other carried values).
