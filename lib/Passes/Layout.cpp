@@ -26,7 +26,8 @@
 //  4. Auto. Regions are the sets of chosen convolutions connected through sunk ops. A region
 //     is kept when sum over its convolutions of the estimated time saved exceeds the time of
 //     the marked transposes left at its edges (bytes moved at a copy's speed); otherwise its
-//     convolutions are restored (the pass runs again without them).
+//     convolutions are restored (the pass runs again without them). A region is tried again
+//     without its members expected to lose when it does not pay, or pays more without them.
 //
 // The marked transposes that remain are the layout copies; `--report` counts them
 // (layout_copies, layout_copy_bytes) and `explain` prints every decision as a remark.
@@ -128,9 +129,11 @@ bool isCandidate(ConvOp c) {
 /// convolutions of MobileNetV2/V3, EfficientNet-B0, ResNet-50, CenterNet and DeepLabV3 on an
 /// AMD EPYC (Zen 4), 1 thread, each timed in both layouts (`tcc profile --layout nchw|nhwc`):
 ///  - depthwise, per multiply-add: the channels-first path copies every plane into padded
-///    phase planes first, which costs most for strided and small maps: ~0.1 ns saved when
-///    strided; ~0.2 on maps of at most 64 positions, ~0.06 up to 256, ~0.03 up to 1024, about
-///    nothing on larger ones;
+///    phase planes first, and the channels-last one (AVX-512) keeps a 3x3 filter's weights and
+///    a group of columns' inputs in registers; refitted on a Zen 5 to the 63 depthwise layers
+///    of these models (`--layout nchw|nhwc`): ~0.16 ns saved on maps of at most 64 output
+///    positions, ~0.052 up to 256, ~0.037 up to 1024, ~0.017 on larger ones; strided, 1.6
+///    times that and at least ~0.045 (the channels-first path's phase planes cost most);
 ///  - pointwise, as a share of the channels-first GEMM (~40 multiply-adds a ns): on one
 ///    position (a squeeze-excitation's FC) channels-first runs a 16-column tile for one
 ///    column: ~0.3 ns a multiply-add saved; up to 28 output channels channels-first reads the
@@ -154,10 +157,13 @@ double estimatedGainNs(ConvOp c) {
     return macs / 35.0 - macs * (double)((cout + 15) / 16 * 16) / (double)cout / 45.0;
   }
   if (c.getGroups() > 1) { // depthwise
+    const double perMac = positions <= 64     ? 0.16
+                          : positions <= 256  ? 0.052
+                          : positions <= 1024 ? 0.037
+                                              : 0.017;
     if (llvm::any_of(c.getStrides(), [](int64_t s) { return s > 1; }))
-      return 0.1 * macs;
-    return (positions <= 64 ? 0.2 : positions <= 256 ? 0.06 : positions <= 1024 ? 0.03 : 0.005) *
-           macs;
+      return std::max(1.6 * perMac, 0.045) * macs;
+    return perMac * macs;
   }
   constexpr double kMacsPerNs = 40.0;
   double gemmNs = macs / kMacsPerNs;
@@ -181,10 +187,11 @@ std::string microseconds(double ns) {
   return text;
 }
 
-/// Estimated time (ns) of a layout copy of `bytes`: read and written at ~12 GB/s (the
-/// generated transposes measured 13-19 GB/s: 960x16x16 to channels-first 0.154 ms, a 3-channel
-/// 256x256 image to channels-last 0.082 ms; AMD EPYC Zen 4, 1 thread).
-double copyNs(int64_t bytes) { return 2.0 * (double)bytes / 12.0; }
+/// Estimated time (ns) of a layout copy of `bytes`: read and written at ~24 GB/s (the
+/// generated transposes, in 16x16 tiles through registers, measured 19-33 GB/s with their fused
+/// element-wise work in DeepLabV3: 960x16x16 to channels-last 62 us, back with a hard swish
+/// and a scale 104 us; Zen 5, 1 thread).
+double copyNs(int64_t bytes) { return 2.0 * (double)bytes / 24.0; }
 
 /// What leaving c channels-first between channels-last neighbours would cost: copies of its
 /// input and its result. A candidate that loses less than that joins its neighbours' region
@@ -468,9 +475,13 @@ struct LayoutPass : impl::LayoutBase<LayoutPass> {
     bool pays() const { return gain > cost; }
   };
 
-  /// Step 4 on a copy of f with `candidates` channels-last: each one's region estimate.
-  static SmallVector<RegionEstimate> estimateRegions(func::FuncOp f,
-                                                     ArrayRef<ConvOp> candidates) {
+  /// Step 4 on a copy of f with `candidates` channels-last: each one's region estimate and
+  /// the region's number (the same for the members of one region).
+  struct Regions {
+    SmallVector<RegionEstimate> estimates;
+    SmallVector<int64_t> ids;
+  };
+  static Regions estimateRegions(func::FuncOp f, ArrayRef<ConvOp> candidates) {
     // The same convolutions in a detached copy (erased below): walk order matches.
     llvm::DenseSet<Operation *> given;
     for (ConvOp c : candidates)
@@ -525,34 +536,83 @@ struct LayoutPass : impl::LayoutBase<LayoutPass> {
       if (side)
         byLeader[regions.getLeaderValue(side)].cost += copyNs(bytes);
     }
-    SmallVector<RegionEstimate> out;
-    for (Operation *op : convs)
-      out.push_back(byLeader[regions.getLeaderValue(op)]);
+    Regions out;
+    llvm::DenseMap<Operation *, int64_t> ids;
+    for (Operation *op : convs) {
+      Operation *leader = regions.getLeaderValue(op);
+      out.estimates.push_back(byLeader[leader]);
+      out.ids.push_back(ids.try_emplace(leader, (int64_t)ids.size()).first->second);
+    }
     trial->erase();
     return out;
+  }
+
+  /// What a region saves net of its copies, once the regions that do not pay are left
+  /// channels-first: the sum over the distinct regions of `r`'s members.
+  static double netNs(const Regions &r) {
+    llvm::DenseMap<int64_t, double> byRegion;
+    for (auto [e, id] : llvm::zip(r.estimates, r.ids))
+      byRegion[id] = e.pays() ? e.gain - e.cost : 0.0;
+    double net = 0;
+    for (auto &entry : byRegion)
+      net += entry.second;
+    return net;
   }
 
   /// Step 4: keep the regions that pay, rewrite those on the function. A region that does not
   /// pay is tried again without its members expected to lose (a stem that gains, joined
   /// through pooling to large pointwise convolutions that lose), until every region left
-  /// pays or has no such member.
+  /// pays or has no such member; so is one that pays, when it pays more without them (the
+  /// same stem and pooling with copies cheap enough that the pointwise convolutions' own
+  /// loss and the copy of their larger result outweigh the copy they save).
   void chooseAndRewrite(func::FuncOp f, ArrayRef<ConvOp> candidates) {
     SmallVector<ConvOp> trying(candidates);
-    SmallVector<RegionEstimate> estimates;
+    Regions regions;
     llvm::DenseMap<Operation *, RegionEstimate> dropped; // with the estimate that dropped it
     while (true) {
-      estimates = estimateRegions(f, trying);
+      regions = estimateRegions(f, trying);
       SmallVector<ConvOp> next;
-      for (auto [conv, e] : llvm::zip(trying, estimates)) {
+      for (auto [conv, e] : llvm::zip(trying, regions.estimates)) {
         if (!e.pays() && estimatedGainNs(conv) <= 0)
           dropped[conv] = e;
         else
           next.push_back(conv);
       }
-      if (next.size() == trying.size() || next.empty())
+      if (next.empty())
         break;
-      trying = std::move(next);
+      if (next.size() != trying.size()) {
+        trying = std::move(next);
+        continue;
+      }
+      // Every region left pays: each with members expected to lose is tried without them.
+      bool changed = false;
+      for (int64_t id = 0; id < (int64_t)regions.ids.size() && !changed; ++id) {
+        SmallVector<ConvOp> without, region;
+        SmallVector<RegionEstimate> losers;
+        for (auto [conv, e, rid] : llvm::zip(trying, regions.estimates, regions.ids)) {
+          if (rid == id && estimatedGainNs(conv) <= 0) {
+            losers.push_back(e);
+            continue;
+          }
+          without.push_back(conv);
+          if (rid == id)
+            region.push_back(conv);
+        }
+        if (losers.empty() || region.empty())
+          continue;
+        const RegionEstimate whole = losers.front();
+        if (netNs(estimateRegions(f, region)) > whole.gain - whole.cost) {
+          for (auto [conv, e, rid] : llvm::zip(trying, regions.estimates, regions.ids))
+            if (rid == id && estimatedGainNs(conv) <= 0)
+              dropped[conv] = e;
+          trying = std::move(without);
+          changed = true;
+        }
+      }
+      if (!changed)
+        break;
     }
+    SmallVector<RegionEstimate> &estimates = regions.estimates;
     SmallVector<ConvOp> chosen;
     for (ConvOp conv : candidates) {
       auto it = llvm::find(trying, conv);
