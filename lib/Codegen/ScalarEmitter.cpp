@@ -512,6 +512,31 @@ std::string ScalarEmitter::sizeExpr(const SymExpr &e) {
   return "(" + sum + ")";
 }
 
+/// A float max or min with a constant operand that is not NaN, as one comparison and select:
+/// what tcc_max and tcc_min compute then (a NaN operand, the other one, wins; equal operands
+/// give the first), which GCC otherwise vectorises as a dozen mask operations (a ReLU, a
+/// clamp, a hard swish's). Empty for any other op.
+std::string ScalarEmitter::maxMinOfConstant(Operation *binary) const {
+  auto b = cast<tk::BinaryOp>(binary);
+  if (category(b.getType()) != Cat::Float ||
+      (b.getKind() != BinaryKind::Max && b.getKind() != BinaryKind::Min))
+    return "";
+  auto constant = [](Value v) {
+    auto c = v.getDefiningOp<tk::ConstantOp>();
+    auto f = c ? dyn_cast<FloatAttr>(c.getValue()) : FloatAttr();
+    return f && !f.getValue().isNaN();
+  };
+  const bool max = b.getKind() == BinaryKind::Max;
+  const std::string x = name(b.getLhs()), y = name(b.getRhs());
+  if (constant(b.getRhs())) // max: x < c ? c : x; min: c < x ? c : x (a NaN x is kept)
+    return max ? "(" + x + " < " + y + " ? " + y + " : " + x + ")"
+               : "(" + y + " < " + x + " ? " + y + " : " + x + ")";
+  if (constant(b.getLhs())) // max: y when c < y or y is NaN, else c
+    return max ? "((" + x + " < " + y + " || " + y + " != " + y + ") ? " + y + " : " + x + ")"
+               : "((" + y + " < " + x + " || " + y + " != " + y + ") ? " + y + " : " + x + ")";
+  return "";
+}
+
 std::string ScalarEmitter::expression(Operation *op) const {
   auto fail = [&](const std::string &why) -> std::string {
     throw Error("tk codegen: cannot emit " + opName(op) + ": " + why);
@@ -524,6 +549,8 @@ std::string ScalarEmitter::expression(Operation *op) const {
               return unaryExpr(u.getKind(), u.getType(), name(u.getX()));
             })
             .Case([&](tk::BinaryOp b) {
+              if (std::string e = maxMinOfConstant(b); !e.empty())
+                return e;
               return binaryExpr(b.getKind(), b.getType(), name(b.getLhs()), name(b.getRhs()));
             })
             .Case([&](tk::CompareOp c) {

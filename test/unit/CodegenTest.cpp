@@ -515,6 +515,55 @@ TEST(CodegenTest, BinaryMatchesReference) {
     }
 }
 
+TEST(CodegenTest, MaxMinWithAConstantMatchReference) {
+  // max and min with a constant operand that is not NaN (a ReLU, a clamp) are emitted as one
+  // comparison and select: the same results as the general NaN-propagating helpers (a NaN
+  // operand wins, equal operands give the first: +-0 ties), for the constant on either side.
+  const double constants[] = {0.0, -0.0, 6.0, -INFINITY};
+  std::string text;
+  for (DType t : {DType::F32, DType::F16, DType::F64})
+    for (size_t c = 0; c < 4; ++c)
+      for (const char *kind : {"max", "min"})
+        for (bool left : {false, true}) {
+          static const char *const decimal[] = {"0.0", "-0.0", "6.0"};
+          std::string ty = mlirType(t), m = memref({kN}, t);
+          std::string name = std::string(kind) + (left ? "_l" : "_r") + std::to_string(c) + "_" +
+                             dtypeId(t);
+          std::string lit = c < 3                 ? decimal[c] // -inf as its bits:
+                            : t == DType::F32     ? "0xFF800000"
+                            : t == DType::F16     ? "0xFC00"
+                                                  : "0xFFF0000000000000";
+          text += "func.func @" + name + "(%x: " + m + ", %y: " + m +
+                  ") attributes {tk.kernel} {\n  %c = tk.constant " + lit + " : " + ty +
+                  "\n  tk.parallel [" + std::to_string(kN) +
+                  "] {\n  ^bb0(%i: index):\n    %v = tk.load %x[%i] : " + m +
+                  "\n    %r = tk.binary " + kind + (left ? " %c, %v" : " %v, %c") + " : " + ty +
+                  "\n    tk.store %r, %y[%i] : " + m + "\n  }\n  return\n}\n";
+        }
+  std::vector<cg::KernelSource> sources = emitAll(text, 1);
+  EXPECT_EQ(sources[0].source.find("tcc_max<float>(v"), std::string::npos)
+      << "a constant operand takes the comparison";
+  auto lib = compileAndLoad(text, 2);
+  std::mt19937_64 rng(21);
+  for (DType t : {DType::F32, DType::F16, DType::F64})
+    for (size_t c = 0; c < 4; ++c)
+      for (const char *kind : {"max", "min"})
+        for (bool left : {false, true}) {
+          Tensor x = randomTensor(t, {kN}, rng, Values::General);
+          Tensor cv(t, {kN});
+          visitDType(t, [&](auto tag) {
+            using T = decltype(tag);
+            for (int64_t i = 0; i < kN; ++i)
+              cv.data<T>()[i] = fromDouble<T>(constants[c]);
+          });
+          k::BinaryKind op = std::string(kind) == "max" ? k::BinaryKind::Max : k::BinaryKind::Min;
+          Tensor want = left ? k::binary(op, cv, x) : k::binary(op, x, cv);
+          std::string name = std::string(kind) + (left ? "_l" : "_r") + std::to_string(c) + "_" +
+                             dtypeId(t);
+          EXPECT_TRUE(sameTensor(run(lib->get(name), {x}, t, {kN}), want)) << name;
+        }
+}
+
 TEST(CodegenTest, OpChainsRoundAfterEachOp) {
   std::mt19937_64 rng(9);
   for (DType t : {DType::F16, DType::BF16, DType::F32, DType::F64}) {

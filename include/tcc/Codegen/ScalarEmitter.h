@@ -138,6 +138,7 @@ private:
   std::string mathFn(llvm::StringRef name, mlir::Type computeIn) const;
   std::string roundTo(mlir::Type type, const std::string &floatValue) const;
   std::string unaryExpr(tcc::UnaryKind kind, mlir::Type type, const std::string &x) const;
+  std::string maxMinOfConstant(mlir::Operation *binary) const;
   std::string binaryExpr(tcc::BinaryKind kind, mlir::Type type, const std::string &a,
                          const std::string &b) const;
   std::string castExpr(mlir::Type from, mlir::Type to, const std::string &x) const;
