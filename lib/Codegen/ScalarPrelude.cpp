@@ -204,18 +204,16 @@ template <class T> TCC_FN T tcc_shr(T x, T y) {
   return y >= (T)(sizeof(T) * 8) ? (T)0 : (T)(x >> y);
 }
 
-// ---- max/min: NaN propagates (the first NaN operand wins) ----
-// Both operands are used before any select, so GCC cannot sink the computation of `b` into a
-// branch (a sunk f16 conversion would stop vectorisation).
+// ---- max/min: NaN propagates (the first NaN operand wins), equal operands give the first ----
+// One select on one condition (b when it is larger, or NaN while a is not): three compares and
+// a blend where the nested selects had made a dozen mask operations. Both operands are used
+// before the select, so GCC cannot sink the computation of `b` into a branch (a sunk f16
+// conversion would stop vectorisation).
 template <class T> TCC_FN T tcc_max(T a, T b) {
-  const T larger = a < b ? b : a;
-  const T orNaN = b != b ? b : larger;
-  return a != a ? a : orNaN;
+  return (a < b || (b != b && a == a)) ? b : a;
 }
 template <class T> TCC_FN T tcc_min(T a, T b) {
-  const T smaller = b < a ? b : a;
-  const T orNaN = b != b ? b : smaller;
-  return a != a ? a : orNaN;
+  return (b < a || (b != b && a == a)) ? b : a;
 }
 
 // arg_reduce order: strict "a beats b"; NaN beats everything.
