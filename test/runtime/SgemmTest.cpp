@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <random>
 #include <string>
@@ -311,21 +312,19 @@ TEST(Sgemm, HardSwishIsItsDefinitionBitForBit) {
   }
 }
 
-TEST(Sgemm, SiluIsXTimesTccSigmoidBitForBit) {
-  skipUnlessForcedFamilyRuns();
-  // x * tcc_sigmoidf(x), the generated kernels' SiLU, bit for bit, on every ISA's path (the
-  // AVX-512 one written with its own instructions): about 4 million inputs spread over every
-  // bit pattern (each sign, exponent and NaN payload; subnormal results below -87, the clamp
-  // at -104), a fine grid over [-120, 20], signed zeros and infinities. Rows of 1021 (vector
-  // tails) 1024 apart; the gaps stay untouched.
+/// activateRows(a) on about 4 million inputs spread over every bit pattern (each sign,
+/// exponent and NaN payload), a grid over [lo, hi] / 1000 in steps of step / 1000 and `extra`,
+/// in rows of 1021 (vector tails) 1024 apart: the mismatches against want(x), bit for bit (any
+/// NaN for a NaN), the first five reported, and any change to the gaps between rows.
+size_t activationMismatches(const Activation &a, int lo, int hi, int step,
+                            std::initializer_list<float> extra,
+                            const std::function<float(float)> &want) {
   std::vector<float> values;
   for (uint64_t bits = 0; bits < (1ull << 32); bits += 1021)
     values.push_back(tcc::rt::cpumath::tcc_f32_from_bits((uint32_t)bits));
-  for (int i = -120000; i <= 20000; i += 7)
+  for (int i = lo; i <= hi; i += step)
     values.push_back((float)i / 1000);
-  const float inf = std::numeric_limits<float>::infinity();
-  for (float v : {0.0f, -0.0f, inf, -inf, -104.0f, -87.5f, 88.0f})
-    values.push_back(v);
+  values.insert(values.end(), extra);
   const int64_t cols = 1021, ld = 1024;
   while (values.size() % cols)
     values.push_back(-1.0f);
@@ -333,8 +332,6 @@ TEST(Sgemm, SiluIsXTimesTccSigmoidBitForBit) {
   std::vector<float> x((size_t)(rows * ld), -7.0f);
   for (int64_t i = 0; i < rows; ++i)
     std::copy_n(values.begin() + i * cols, cols, x.begin() + i * ld);
-  Activation a;
-  a.kind = ActivationKind::Silu;
   activateRows(a, x.data(), rows, cols, ld);
   size_t bad = 0;
   for (int64_t i = 0; i < rows; ++i)
@@ -344,75 +341,57 @@ TEST(Sgemm, SiluIsXTimesTccSigmoidBitForBit) {
         bad += got != -7.0f;
         continue;
       }
-      const float v = values[(size_t)(i * cols + j)];
-      const float want = v * tcc::rt::cpumath::tcc_sigmoidf(v);
-      const bool same = std::isnan(want) ? std::isnan(got) : std::memcmp(&got, &want, 4) == 0;
+      const float v = values[(size_t)(i * cols + j)], w = want(v);
+      const bool same = std::isnan(w) ? std::isnan(got) : std::memcmp(&got, &w, 4) == 0;
       if (!same && ++bad <= 5)
-        ADD_FAILURE() << "x " << std::hexfloat << v << " gave " << got << ", expected " << want;
+        ADD_FAILURE() << "x " << std::hexfloat << v << " gave " << got << ", expected " << w;
     }
-  EXPECT_EQ(bad, 0u);
+  return bad;
+}
+
+TEST(Sgemm, SiluIsXTimesTccSigmoidBitForBit) {
+  skipUnlessForcedFamilyRuns();
+  // x * tcc_sigmoidf(x), the generated kernels' SiLU, on every ISA's path (the AVX-512 one
+  // written with its own instructions); the grid over [-120, 20] and the extra values reach
+  // the subnormal results below -87 and the clamp at -104.
+  const float inf = std::numeric_limits<float>::infinity();
+  Activation a;
+  a.kind = ActivationKind::Silu;
+  EXPECT_EQ(activationMismatches(a, -120000, 20000, 7, {0.0f, -0.0f, inf, -inf, -104.0f, -87.5f, 88.0f},
+                                 [](float v) { return v * tcc::rt::cpumath::tcc_sigmoidf(v); }),
+            0u);
 }
 
 TEST(Sgemm, GelusAreTheirDefinitionsBitForBit) {
   skipUnlessForcedFamilyRuns();
   // GELU (erf) and GELU (tanh) as activateRows applies them on every ISA's path (AVX-512's
   // written with its own instructions), against the f32 definitions op for op with the
-  // generated kernels' tcc_erff and tcc_tanhf, each product and sum rounded alone: about 4
-  // million inputs spread over every bit pattern, a fine grid over [-12, 12] (both branches
-  // of erf and tanh, their clamps), signed zeros, infinities. Rows of 1021, 1024 apart.
-  std::vector<float> values;
-  for (uint64_t bits = 0; bits < (1ull << 32); bits += 1021)
-    values.push_back(tcc::rt::cpumath::tcc_f32_from_bits((uint32_t)bits));
-  for (int i = -12000; i <= 12000; i += 3)
-    values.push_back((float)i / 1000);
+  // generated kernels' tcc_erff and tcc_tanhf, each product and sum rounded alone; the grid
+  // over [-12, 12] reaches both branches of erf and tanh and their clamps.
   const float inf = std::numeric_limits<float>::infinity();
-  for (float v : {0.0f, -0.0f, inf, -inf})
-    values.push_back(v);
-  const int64_t cols = 1021, ld = 1024;
-  while (values.size() % cols)
-    values.push_back(-1.0f);
-  const int64_t rows = (int64_t)values.size() / cols;
-  for (ActivationKind kind : {ActivationKind::GeluErf, ActivationKind::GeluTanh}) {
-    SCOPED_TRACE(kind == ActivationKind::GeluErf ? "erf" : "tanh");
-    std::vector<float> x((size_t)(rows * ld), -7.0f);
-    for (int64_t i = 0; i < rows; ++i)
-      std::copy_n(values.begin() + i * cols, cols, x.begin() + i * ld);
-    Activation a;
-    a.kind = kind;
-    activateRows(a, x.data(), rows, cols, ld);
-    size_t bad = 0;
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < ld; ++j) {
-        const float got = x[(size_t)(i * ld + j)];
-        if (j >= cols) {
-          bad += got != -7.0f;
-          continue;
-        }
-        const float v = values[(size_t)(i * cols + j)];
-        volatile float step; // each operation rounded alone
-        float want;
-        if (kind == ActivationKind::GeluErf) {
-          step = v / 1.41421356f;
-          step = tcc::rt::cpumath::tcc_erff(step) + 1.0f;
-          step = v * step;
-          want = step * 0.5f;
-        } else {
-          step = v * v;
-          step = step * v;
-          step = 0.044715f * step;
-          step = v + step;
-          step = 0.797884561f * step;
-          step = tcc::rt::cpumath::tcc_tanhf(step) + 1.0f;
-          volatile float halfV = 0.5f * v;
-          want = halfV * step;
-        }
-        const bool same =
-            std::isnan(want) ? std::isnan(got) : std::memcmp(&got, &want, sizeof(float)) == 0;
-        if (!same && ++bad <= 5)
-          ADD_FAILURE() << "x " << std::hexfloat << v << " gave " << got << ", expected " << want;
-      }
-    EXPECT_EQ(bad, 0u);
-  }
+  Activation erf, tanh;
+  erf.kind = ActivationKind::GeluErf;
+  tanh.kind = ActivationKind::GeluTanh;
+  EXPECT_EQ(activationMismatches(erf, -12000, 12000, 3, {0.0f, -0.0f, inf, -inf},
+                                 [](float v) {
+                                   volatile float step = v / 1.41421356f; // rounded alone
+                                   step = tcc::rt::cpumath::tcc_erff(step) + 1.0f;
+                                   step = v * step;
+                                   return step * 0.5f;
+                                 }),
+            0u);
+  EXPECT_EQ(activationMismatches(tanh, -12000, 12000, 3, {0.0f, -0.0f, inf, -inf},
+                                 [](float v) {
+                                   volatile float step = v * v;
+                                   step = step * v;
+                                   step = 0.044715f * step;
+                                   step = v + step;
+                                   step = 0.797884561f * step;
+                                   step = tcc::rt::cpumath::tcc_tanhf(step) + 1.0f;
+                                   volatile float halfV = 0.5f * v;
+                                   return halfV * step;
+                                 }),
+            0u);
 }
 
 /// e^x by CpuMathAvx512.h's expNonpositiveVectors (four vectors at a time), in place.
