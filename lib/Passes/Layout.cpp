@@ -26,8 +26,7 @@
 //  4. Auto. Regions are the sets of chosen convolutions connected through sunk ops. A region
 //     is kept when sum over its convolutions of the estimated time saved exceeds the time of
 //     the marked transposes left at its edges (bytes moved at a copy's speed); otherwise its
-//     convolutions are restored (the pass runs again without them). A region is tried again
-//     without its members expected to lose when it does not pay, or pays more without them.
+//     convolutions are restored (the pass runs again without them).
 //
 // The marked transposes that remain are the layout copies; `--report` counts them
 // (layout_copies, layout_copy_bytes) and `explain` prints every decision as a remark.
@@ -475,13 +474,9 @@ struct LayoutPass : impl::LayoutBase<LayoutPass> {
     bool pays() const { return gain > cost; }
   };
 
-  /// Step 4 on a copy of f with `candidates` channels-last: each one's region estimate and
-  /// the region's number (the same for the members of one region).
-  struct Regions {
-    SmallVector<RegionEstimate> estimates;
-    SmallVector<int64_t> ids;
-  };
-  static Regions estimateRegions(func::FuncOp f, ArrayRef<ConvOp> candidates) {
+  /// Step 4 on a copy of f with `candidates` channels-last: each one's region estimate.
+  static SmallVector<RegionEstimate> estimateRegions(func::FuncOp f,
+                                                     ArrayRef<ConvOp> candidates) {
     // The same convolutions in a detached copy (erased below): walk order matches.
     llvm::DenseSet<Operation *> given;
     for (ConvOp c : candidates)
@@ -536,83 +531,34 @@ struct LayoutPass : impl::LayoutBase<LayoutPass> {
       if (side)
         byLeader[regions.getLeaderValue(side)].cost += copyNs(bytes);
     }
-    Regions out;
-    llvm::DenseMap<Operation *, int64_t> ids;
-    for (Operation *op : convs) {
-      Operation *leader = regions.getLeaderValue(op);
-      out.estimates.push_back(byLeader[leader]);
-      out.ids.push_back(ids.try_emplace(leader, (int64_t)ids.size()).first->second);
-    }
+    SmallVector<RegionEstimate> out;
+    for (Operation *op : convs)
+      out.push_back(byLeader[regions.getLeaderValue(op)]);
     trial->erase();
     return out;
-  }
-
-  /// What a region saves net of its copies, once the regions that do not pay are left
-  /// channels-first: the sum over the distinct regions of `r`'s members.
-  static double netNs(const Regions &r) {
-    llvm::DenseMap<int64_t, double> byRegion;
-    for (auto [e, id] : llvm::zip(r.estimates, r.ids))
-      byRegion[id] = e.pays() ? e.gain - e.cost : 0.0;
-    double net = 0;
-    for (auto &entry : byRegion)
-      net += entry.second;
-    return net;
   }
 
   /// Step 4: keep the regions that pay, rewrite those on the function. A region that does not
   /// pay is tried again without its members expected to lose (a stem that gains, joined
   /// through pooling to large pointwise convolutions that lose), until every region left
-  /// pays or has no such member; so is one that pays, when it pays more without them (the
-  /// same stem and pooling with copies cheap enough that the pointwise convolutions' own
-  /// loss and the copy of their larger result outweigh the copy they save).
+  /// pays or has no such member.
   void chooseAndRewrite(func::FuncOp f, ArrayRef<ConvOp> candidates) {
     SmallVector<ConvOp> trying(candidates);
-    Regions regions;
+    SmallVector<RegionEstimate> estimates;
     llvm::DenseMap<Operation *, RegionEstimate> dropped; // with the estimate that dropped it
     while (true) {
-      regions = estimateRegions(f, trying);
+      estimates = estimateRegions(f, trying);
       SmallVector<ConvOp> next;
-      for (auto [conv, e] : llvm::zip(trying, regions.estimates)) {
+      for (auto [conv, e] : llvm::zip(trying, estimates)) {
         if (!e.pays() && estimatedGainNs(conv) <= 0)
           dropped[conv] = e;
         else
           next.push_back(conv);
       }
-      if (next.empty())
+      if (next.size() == trying.size() || next.empty())
         break;
-      if (next.size() != trying.size()) {
-        trying = std::move(next);
-        continue;
-      }
-      // Every region left pays: each with members expected to lose is tried without them.
-      bool changed = false;
-      for (int64_t id = 0; id < (int64_t)regions.ids.size() && !changed; ++id) {
-        SmallVector<ConvOp> without, region;
-        SmallVector<RegionEstimate> losers;
-        for (auto [conv, e, rid] : llvm::zip(trying, regions.estimates, regions.ids)) {
-          if (rid == id && estimatedGainNs(conv) <= 0) {
-            losers.push_back(e);
-            continue;
-          }
-          without.push_back(conv);
-          if (rid == id)
-            region.push_back(conv);
-        }
-        if (losers.empty() || region.empty())
-          continue;
-        const RegionEstimate whole = losers.front();
-        if (netNs(estimateRegions(f, region)) > whole.gain - whole.cost) {
-          for (auto [conv, e, rid] : llvm::zip(trying, regions.estimates, regions.ids))
-            if (rid == id && estimatedGainNs(conv) <= 0)
-              dropped[conv] = e;
-          trying = std::move(without);
-          changed = true;
-        }
-      }
-      if (!changed)
-        break;
+      trying = std::move(next);
     }
-    SmallVector<RegionEstimate> &estimates = regions.estimates;
     SmallVector<ConvOp> chosen;
     for (ConvOp conv : candidates) {
       auto it = llvm::find(trying, conv);
