@@ -122,30 +122,20 @@ template <int U>
   }
 }
 
-/// tcc_expf on U vectors in place: clamped to [-104, 89] (NaN kept), 2^k by vscalefps (one
-/// rounding, as the portable code's two powers of two: the first product is exact).
+/// tcc_expf on U vectors in place: clamped to 89 above (NaN kept), then
+/// expNonpositiveVectors (its vscalefps rounds once, which is also the portable code's
+/// rounding for positive arguments: there its first power-of-two product is exact), and
+/// tcc_expf's NaN select.
 template <int U>
 [[gnu::target("avx512f"), gnu::always_inline]] inline void expVectors(__m512 *x) {
-  using namespace cpumath;
-  const __m512 round = _mm512_set1_ps(tcc_exp_round);
-  __m512 c[U], kf[U], r[U];
+  __m512 y[U];
 #pragma GCC unroll 8
-  for (int u = 0; u < U; ++u) {
-    c[u] = _mm512_min_ps(_mm512_set1_ps(89.0f),
-                         _mm512_max_ps(_mm512_set1_ps(tcc_exp_lowest), x[u]));
-    kf[u] = _mm512_sub_ps(_mm512_fmadd_ps(c[u], _mm512_set1_ps(tcc_exp_log2e), round), round);
-    r[u] = _mm512_fnmadd_ps(kf[u], _mm512_set1_ps(tcc_exp_ln2_lo),
-                            _mm512_fnmadd_ps(kf[u], _mm512_set1_ps(tcc_exp_ln2_hi), c[u]));
-  }
-  static constexpr float poly[] = {tcc_exp_p4, tcc_exp_p3, tcc_exp_p2, tcc_exp_p1, tcc_exp_p0};
+  for (int u = 0; u < U; ++u)
+    y[u] = _mm512_min_ps(_mm512_set1_ps(89.0f), x[u]);
+  expNonpositiveVectors<U>(y);
 #pragma GCC unroll 8
-  for (int u = 0; u < U; ++u) {
-    const __m512 p = hornerVector(poly, r[u]);
-    const __m512 er = _mm512_add_ps(_mm512_set1_ps(1.0f),
-                                    _mm512_fmadd_ps(_mm512_mul_ps(r[u], r[u]), p, r[u]));
-    const __m512 y = _mm512_scalef_ps(er, kf[u]);
-    x[u] = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x[u], x[u], _CMP_UNORD_Q), y, x[u]);
-  }
+  for (int u = 0; u < U; ++u)
+    x[u] = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x[u], x[u], _CMP_UNORD_Q), y[u], x[u]);
 }
 
 /// tcc_tanhf on U vectors in place.

@@ -116,8 +116,8 @@ template <int L, bool Nonpositive> TCC_ISA_BODY float expRow(float *s, int64_t c
 /// expRow<16, true> on AVX-512 (expNonpositiveVectors, four vectors a step): the same
 /// exponentials and the same sums (each 16 scores added to the 16 partial sums in turn, the
 /// row's last ones padded with -inf, the lanes folded in halves); out of line, a call a row.
-/// Whisper's encoder (1500
-/// keys): its softmax blocks went from 6% of the model to 4% on a Zen 5.
+/// Whisper's encoder (1500 keys): its softmax blocks went from 6% of the model to 4% on a
+/// Zen 5.
 [[gnu::target("avx512f")]] float expRowAvx512(float *s, int64_t cols, float shift) {
   constexpr int U = 4;
   const __m512 by = _mm512_set1_ps(shift);

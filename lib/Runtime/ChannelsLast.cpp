@@ -553,6 +553,20 @@ void depthwise(const ConvGeometry &g, const float *input, const float *weight, f
       for (int64_t t = 0; t < taps; ++t)
         w[t * C + c] = weight[c * taps + t];
   }
+  // Output row y of image n (its input image, output and residual rows, the epilogue).
+  auto rowOf = [&](int64_t n, int64_t y) {
+    const int64_t at = (n * oh + y) * ow * C;
+    return DepthwiseRow{input + n * ih * iw * C,
+                        w.data(),
+                        output + at,
+                        epilogue && epilogue->residual ? epilogue->residual + at : nullptr,
+                        epilogue ? epilogue->bias : nullptr,
+                        epilogue && epilogue->clamp,
+                        epilogue ? epilogue->lo : 0.0f,
+                        epilogue ? epilogue->hi : 0.0f,
+                        C, ih, iw, ow, y, kh, kw, g.strides[0], g.strides[1],
+                        g.dilations[0], g.dilations[1], g.padLow[0], g.padLow[1]};
+  };
   if (const DepthwiseSquareRowsFn rows = depthwiseSquareRowsFor(g)) {
     // Items: (image, 16 channels, band of rows): on one thread whole images; on more, bands
     // enough for 8 items a thread, which parallelFor's contiguous chunks share out evenly
@@ -568,20 +582,9 @@ void depthwise(const ConvGeometry &g, const float *input, const float *weight, f
       for (int64_t item = begin; item < end; ++item) {
         const int64_t n = item / (slices * bands), slice = item / bands % slices,
                       band = item % bands;
-        DepthwiseRow r{input + n * ih * iw * C,
-                       w.data(),
-                       output + n * oh * ow * C,
-                       epilogue && epilogue->residual ? epilogue->residual + n * oh * ow * C
-                                                      : nullptr,
-                       epilogue ? epilogue->bias : nullptr,
-                       epilogue && epilogue->clamp,
-                       epilogue ? epilogue->lo : 0.0f,
-                       epilogue ? epilogue->hi : 0.0f,
-                       C, ih, iw, ow, 0, kh, kw, g.strides[0], g.strides[1],
-                       g.dilations[0], g.dilations[1], g.padLow[0], g.padLow[1]};
         const int64_t c0 = 16 * slice, c1 = std::min(C, c0 + 16);
         const int64_t y0 = oh * band / bands, y1 = oh * (band + 1) / bands;
-        rows(r, c0, c1, y0, y1, activation);
+        rows(rowOf(n, 0), c0, c1, y0, y1, activation);
       }
     });
     return;
@@ -589,19 +592,7 @@ void depthwise(const ConvGeometry &g, const float *input, const float *weight, f
   // Items: output rows (image, oh); each writes its ow x C outputs once.
   parallelFor(numThreads, g.batch * oh, ow * taps * C, [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; ++item) {
-      int64_t n = item / oh;
-      DepthwiseRow r{input + n * ih * iw * C,
-                     w.data(),
-                     output + item * ow * C,
-                     epilogue && epilogue->residual ? epilogue->residual + item * ow * C
-                                                    : nullptr,
-                     epilogue ? epilogue->bias : nullptr,
-                     epilogue && epilogue->clamp,
-                     epilogue ? epilogue->lo : 0.0f,
-                     epilogue ? epilogue->hi : 0.0f,
-                     C, ih, iw, ow, item % oh, kh, kw, g.strides[0], g.strides[1],
-                     g.dilations[0], g.dilations[1], g.padLow[0], g.padLow[1]};
-      depthwiseRow(r);
+      depthwiseRow(rowOf(item / oh, item % oh));
       if (epilogue)
         activateRows(epilogue->activation, output + item * ow * C, 1, ow * C, ow * C);
     }

@@ -27,7 +27,8 @@ namespace tcc::rt {
 /// clamp at tcc_exp_lowest (one maxps, which keeps a NaN second operand), reduction and
 /// polynomial, and 2^k applied by vscalefps (one rounding, as the portable code's exact scaling
 /// and rounding multiply); U vectors a step, stage by stage, so that their dependency chains
-/// overlap.
+/// overlap. vscalefps also scales by positive k exactly as tcc_expf does: Activation.cpp's
+/// expVectors is this on arguments clamped to 89.
 template <int U>
 [[gnu::target("avx512f"), gnu::always_inline]] inline void expNonpositiveVectors(__m512 *x) {
   using namespace cpumath;
